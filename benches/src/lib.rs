@@ -1,0 +1,1 @@
+//! Benchmarks live beside this crate as `[[bench]]` targets.

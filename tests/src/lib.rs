@@ -1,0 +1,1 @@
+//! Integration tests live beside this crate as `[[test]]` targets.
