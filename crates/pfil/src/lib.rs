@@ -1,1 +1,97 @@
-//! pfil
+//! # pfil: packet filter hooks for userspace dataplanes
+//!
+//! What pfil(9) is to the FreeBSD kernel, this crate is to a userspace
+//! packet-processing application (an AF_XDP forwarder, a load balancer, a
+//! capture box): named inspection points where filters are attached and
+//! detached at run time, at almost no cost to the packets going through.
+//!
+//! ## Motivation
+//! The chain of filters changes rarely; packets run through it millions of
+//! times a second. The naive way puts the chain behind a lock:
+//!
+//! ```text
+//! let chain = lock.read();          // a shared-line RMW per packet (or batch)
+//! for hook in chain.iter() { .. }
+//! ```
+//!
+//! With two cores reading, that cache line bounces on every acquisition and
+//! the lock alone costs more than the filtering (FreeBSD measured this for
+//! rmlocks in 2007; `BENCHMARKS.md` measures it here). pfil-rs publishes
+//! every configuration as an immutable **generation** behind one atomic
+//! pointer; a datapath thread pins an epoch once per batch (a store to its
+//! own line), walks the chain, and unpins. Writers pay: they serialize,
+//! copy, publish and retire the old generation after a grace period.
+//!
+//! ## Concepts
+//! - **Head**: a named inspection point with a packet kind and the
+//!   directions it supports ([`Registry::register_head`], [`Head`]).
+//! - **Hook**: a named filter, `module:ruleset`, registered once
+//!   ([`Registry::add_hook`], [`Filter`]).
+//! - **Link**: a hook placed on a head in one direction at a position
+//!   ([`Registry::link`], [`Placement`]).
+//! - **Chain**: the ordered links a head runs for one direction.
+//! - **Generation**: one immutable numbered snapshot of every chain. A batch
+//!   sees exactly one ([`Snapshot`]), so a change to several heads is atomic
+//!   ([`Transaction`]).
+//! - **Verdict**: [`Verdict::Pass`], [`Verdict::Dropped`],
+//!   [`Verdict::Consumed`].
+//! - **Grace period**: the time after which no reader can still see a
+//!   retired generation ([`Retirement`]). Unlinked hooks are dropped only then.
+//!
+//! ## Example
+//! ```
+//! use pfil::{Ctx, Dir, Dirs, Packet, PacketKind, Placement, Registry, Verdict};
+//!
+//! let reg = Registry::new();
+//! let head = reg.register_head("veth0", PacketKind::Ethernet, Dirs::BOTH)?;
+//! // Drop frames shorter than 60 bytes on input.
+//! reg.add_hook("runt:drop", PacketKind::Ethernet, Dirs::IN, |p: &mut Packet<'_>, _: &Ctx<'_>| {
+//!     if p.len() < 60 { Verdict::Dropped } else { Verdict::Pass }
+//! })?;
+//! reg.link("veth0", Dir::In, "runt:drop", Placement::Prepend)?;
+//!
+//! let mut worker = reg.worker()?;
+//! let (mut a, mut b) = ([0u8; 64], [0u8; 20]);
+//! let mut batch = [Packet::new(&mut a), Packet::new(&mut b)];
+//! if head.is_hooked(Dir::In) {
+//!     head.run_in(&mut worker, &mut batch);
+//! }
+//! assert_eq!(batch[0].verdict(), Verdict::Pass);
+//! assert_eq!(batch[1].verdict(), Verdict::Dropped);
+//! let counters = reg.chain("veth0", Dir::In)?[0].counters;
+//! assert_eq!((counters.packets, counters.dropped), (2, 1));
+//! # Ok::<(), pfil::Error>(())
+//! ```
+//!
+//! ## Features
+//! - `witness`: debug checks (a batch hook changing a final verdict, a
+//!   writer call from inside a hook). Compiles to nothing when off.
+
+#![warn(missing_docs)]
+#![doc(test(attr(deny(warnings))))]
+
+mod chain;
+mod counters;
+mod error;
+mod filter;
+mod head;
+mod packet;
+mod registry;
+mod retire;
+mod types;
+pub mod witness;
+
+pub use counters::Counters;
+pub use error::Error;
+pub use filter::{Ctx, Filter};
+pub use head::{Head, Snapshot, Worker};
+pub use packet::{Headers, IpHeaders, Packet, Transport, L4};
+pub use registry::{
+    Commit, HeadInfo, HookInfo, LinkHandle, LinkInfo, LinkOptions, Op, Placement, Registry,
+    Transaction, DEFAULT_MAX_WORKERS,
+};
+pub use retire::Retirement;
+pub use types::{validate_name, Dir, Dirs, FailMode, PacketKind, Verdict, MAX_NAME_LEN};
+
+#[cfg(test)]
+mod tests;

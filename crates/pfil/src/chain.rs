@@ -1,0 +1,195 @@
+//! The hot path: links, chains specialized by length, and the runner that
+//! walks a chain over a batch of packets.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+
+use crate::counters::{LinkCounters, Tally};
+use crate::retire::Signal;
+use crate::{witness, Ctx, Dir, Dirs, FailMode, Filter, Packet, PacketKind, Verdict};
+
+/// A registered hook: a named filter, shared by every link that places it.
+pub(crate) struct HookEntry {
+    pub(crate) name: String,
+    pub(crate) kind: PacketKind,
+    pub(crate) dirs: Dirs,
+    pub(crate) filter: Box<dyn Filter>,
+    /// `filter.batched()`, read once at registration.
+    pub(crate) batched: bool,
+    /// Signals to fire when the last reference goes (remove_hook tickets).
+    pub(crate) on_drop: Mutex<Vec<Arc<Signal>>>,
+}
+
+impl Drop for HookEntry {
+    fn drop(&mut self) {
+        for s in self.on_drop.get_mut().drain(..) {
+            s.fire();
+        }
+    }
+}
+
+/// A hook placed on one head in one direction. Shared (by `Arc`) between
+/// the generations that contain it, so its counters survive republishing.
+pub(crate) struct Link {
+    pub(crate) hook: Arc<HookEntry>,
+    pub(crate) fail: FailMode,
+    pub(crate) counters: LinkCounters,
+    /// Set once, by the first worker that catches a panic from this hook.
+    pub(crate) quarantined: AtomicBool,
+}
+
+/// A link that faulted, waiting for a writer to unlink it.
+pub(crate) struct Quarantined {
+    pub(crate) head: String,
+    pub(crate) dir: Dir,
+    pub(crate) hook: String,
+    pub(crate) link: Weak<Link>,
+}
+
+/// The links a head runs for one direction, specialized at publish time.
+pub(crate) enum Chain {
+    /// Nothing linked: the runner returns at once.
+    Empty,
+    /// One link: a direct call, no loop over links.
+    One(Arc<Link>),
+    /// Several links, walked in order.
+    Many(Box<[Arc<Link>]>),
+}
+
+impl Chain {
+    pub(crate) fn from_links(links: &[Arc<Link>]) -> Chain {
+        match links {
+            [] => Chain::Empty,
+            [one] => Chain::One(one.clone()),
+            many => Chain::Many(many.into()),
+        }
+    }
+
+    /// Run every link over the batch, in order.
+    #[inline]
+    pub(crate) fn run(&self, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>, q: &Mutex<Vec<Quarantined>>) {
+        match self {
+            Chain::Empty => {}
+            Chain::One(link) => run_link(link, pkts, ctx, q),
+            Chain::Many(links) => {
+                for link in links.iter() {
+                    run_link(link, pkts, ctx, q);
+                }
+            }
+        }
+    }
+}
+
+/// Run one link over the batch: only `Pass` packets are shown; one tally in
+/// registers, one flush to this worker's counter slot.
+#[inline]
+fn run_link(link: &Arc<Link>, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>, q: &Mutex<Vec<Quarantined>>) {
+    if link.quarantined.load(Relaxed) {
+        return;
+    }
+    let hook = &*link.hook;
+    let mut tally = Tally::default();
+    if hook.batched {
+        run_batched(link, pkts, ctx, q, &mut tally);
+    } else {
+        let filter = &*hook.filter;
+        let mut i = 0;
+        let _scope = witness::HookScope::enter();
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            while i < pkts.len() {
+                let p = &mut pkts[i];
+                if p.verdict().is_pass() {
+                    let v = filter.filter(p, ctx);
+                    p.set_verdict(v);
+                    tally.record(v, p.len());
+                }
+                i += 1;
+            }
+        }));
+        if outcome.is_err() {
+            // Packet `i` was being filtered when the hook panicked.
+            let v = link.fail.verdict();
+            let p = &mut pkts[i];
+            p.set_verdict(v);
+            tally.record(v, p.len());
+            tally.faults += 1;
+            quarantine(link, ctx, q);
+        }
+    }
+    link.counters.flush(ctx.worker, &tally);
+}
+
+/// The batch-method path: verdict counts are taken from the difference
+/// before and after, since the hook sets verdicts itself.
+#[cold]
+#[inline(never)]
+fn run_batched(
+    link: &Arc<Link>,
+    pkts: &mut [Packet<'_>],
+    ctx: &Ctx<'_>,
+    q: &Mutex<Vec<Quarantined>>,
+    tally: &mut Tally,
+) {
+    let mut before = [0u64; 3];
+    for p in pkts.iter() {
+        before[p.verdict() as usize] += 1;
+        if p.verdict().is_pass() {
+            tally.packets += 1;
+            tally.bytes += p.len() as u64;
+        }
+    }
+    let witness = witness::VerdictSnapshot::take(pkts);
+    let outcome = {
+        let _scope = witness::HookScope::enter();
+        catch_unwind(AssertUnwindSafe(|| {
+            link.hook.filter.filter_batch(pkts, ctx)
+        }))
+    };
+    witness.check(pkts, &link.hook.name);
+    if outcome.is_err() {
+        tally.faults += 1;
+        quarantine(link, ctx, q);
+        if link.fail == FailMode::Closed {
+            // We cannot tell which packet the hook died on: drop all it was shown.
+            for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
+                p.set_verdict(Verdict::Dropped);
+            }
+        }
+    }
+    let mut after = [0u64; 3];
+    for p in pkts.iter() {
+        after[p.verdict() as usize] += 1;
+    }
+    // Packets that were not `Pass` before keep their verdict (contract), so
+    // the growth of Dropped/Consumed is what this hook decided.
+    tally.verdicts[1] = after[1].saturating_sub(before[1]);
+    tally.verdicts[2] = after[2].saturating_sub(before[2]);
+    tally.verdicts[0] = tally.packets - tally.verdicts[1] - tally.verdicts[2];
+}
+
+/// Skip the link from now on and ask a writer to unlink it. Cold: runs once
+/// per faulty link.
+#[cold]
+#[inline(never)]
+fn quarantine(link: &Arc<Link>, ctx: &Ctx<'_>, q: &Mutex<Vec<Quarantined>>) {
+    if link.quarantined.swap(true, Relaxed) {
+        return;
+    }
+    tracing::error!(
+        target: "pfil",
+        head = ctx.head,
+        dir = %ctx.dir,
+        hook = %link.hook.name,
+        fail = %link.fail,
+        "hook panicked; link quarantined"
+    );
+    q.lock().push(Quarantined {
+        head: ctx.head.to_owned(),
+        dir: ctx.dir,
+        hook: link.hook.name.clone(),
+        link: Arc::downgrade(link),
+    });
+}

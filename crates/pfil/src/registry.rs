@@ -1,0 +1,912 @@
+//! The control path: the registry of heads and hooks, links, transactions
+//! and generations. Writers serialize on one adaptive mutex, build the next
+//! configuration copy-on-write, publish it with one atomic swap and retire
+//! the old generation through the epoch.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crossbeam_epoch::{self as epoch, Atomic, Owned};
+use parking_lot::{Mutex, MutexGuard};
+
+use crate::chain::{Chain, HookEntry, Link, Quarantined};
+use crate::counters::{Counters, LinkCounters};
+use crate::retire::{Retirement, Signal};
+use crate::{validate_name, witness, Dir, Dirs, Error, FailMode, Filter, Head, PacketKind, Worker};
+
+/// Worker slots a registry has unless told otherwise.
+pub const DEFAULT_MAX_WORKERS: usize = 64;
+
+/// Where a new link goes in its chain (chains are walked in order).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum Placement {
+    /// Closest to the wire, pfil's default: first on input, last on output.
+    #[default]
+    Prepend,
+    /// Farthest from the wire: last on input, first on output.
+    Append,
+    /// Just before the named hook, in walk order.
+    Before(String),
+    /// Just after the named hook, in walk order.
+    After(String),
+}
+
+/// How to link: placement and what to do if the hook panics.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct LinkOptions {
+    /// Where the link goes.
+    pub placement: Placement,
+    /// Verdict for the packet a panicking hook was looking at.
+    pub fail: FailMode,
+}
+
+impl From<Placement> for LinkOptions {
+    fn from(placement: Placement) -> Self {
+        LinkOptions {
+            placement,
+            fail: FailMode::default(),
+        }
+    }
+}
+
+/// One operation of a [`Transaction`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Link `hook` to `head` in `dir`.
+    Link {
+        /// Head name.
+        head: String,
+        /// Direction.
+        dir: Dir,
+        /// Hook name.
+        hook: String,
+        /// Placement and fail mode.
+        options: LinkOptions,
+    },
+    /// Unlink `hook` from `head` in `dir`.
+    Unlink {
+        /// Head name.
+        head: String,
+        /// Direction.
+        dir: Dir,
+        /// Hook name.
+        hook: String,
+    },
+}
+
+/// The datapath side of a head, shared by its `Head` handles.
+pub(crate) struct HeadInner {
+    pub(crate) name: String,
+    pub(crate) kind: PacketKind,
+    pub(crate) dirs: Dirs,
+    /// Index of this head's chains in every generation. Never reused.
+    pub(crate) slot: usize,
+    /// Per direction: is anything linked? Read relaxed by `is_hooked`.
+    pub(crate) hooked: [AtomicBool; 2],
+}
+
+/// One immutable configuration: every head's chains, numbered.
+pub(crate) struct Generation {
+    pub(crate) number: u64,
+    /// Indexed by head slot, then by direction.
+    pub(crate) chains: Box<[[Chain; 2]]>,
+    /// Tickets to complete when this generation is reclaimed. Only writers
+    /// touch it, before retiring the generation.
+    on_retire: Mutex<Vec<Arc<Signal>>>,
+}
+
+impl Drop for Generation {
+    fn drop(&mut self) {
+        for s in self.on_retire.get_mut().drain(..) {
+            s.fire();
+        }
+    }
+}
+
+/// The writer's view of the configuration.
+#[derive(Clone, Default)]
+struct State {
+    number: u64,
+    heads: BTreeMap<String, HeadRec>,
+    hooks: BTreeMap<String, Arc<HookEntry>>,
+    next_slot: usize,
+}
+
+#[derive(Clone)]
+struct HeadRec {
+    inner: Arc<HeadInner>,
+    links: [Vec<Arc<Link>>; 2],
+}
+
+/// What a registry is made of; `Registry`, `Head` and `Worker` share it.
+pub(crate) struct Shared {
+    /// The current generation. Never null.
+    pub(crate) current: Atomic<Generation>,
+    writer: Mutex<State>,
+    pub(crate) quarantine: Mutex<Vec<Quarantined>>,
+    free_workers: Mutex<Vec<usize>>,
+    pub(crate) max_workers: usize,
+    /// The current generation number, readable without pinning.
+    number: AtomicU64,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // SAFETY: `Shared` is dropped when the last `Registry`, `Head` or
+        // `Worker` goes, and readers (snapshots) borrow one of those, so no
+        // thread can hold a pointer to the current generation any more.
+        unsafe {
+            let g = self.current.load(Ordering::Acquire, epoch::unprotected());
+            if !g.is_null() {
+                drop(g.into_owned());
+            }
+        }
+    }
+}
+
+/// The registry of heads, hooks and links.
+///
+/// Cloning is cheap and gives another handle to the same registry.
+///
+/// # Examples
+/// ```
+/// use pfil::{Dir, Dirs, Packet, PacketKind, Placement, Registry, Verdict};
+///
+/// let reg = Registry::new();
+/// let head = reg.register_head("veth0", PacketKind::Ethernet, Dirs::BOTH)?;
+/// reg.add_hook("drop:all", PacketKind::Ethernet, Dirs::IN, |_: &mut Packet<'_>, _: &pfil::Ctx<'_>| Verdict::Dropped)?;
+/// reg.link("veth0", Dir::In, "drop:all", Placement::Prepend)?;
+///
+/// let mut worker = reg.worker()?;
+/// let mut frame = [0u8; 64];
+/// let mut batch = [Packet::new(&mut frame)];
+/// assert!(head.is_hooked(Dir::In));
+/// head.run(Dir::In, &mut worker, &mut batch);
+/// assert_eq!(batch[0].verdict(), Verdict::Dropped);
+/// # Ok::<(), pfil::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Registry {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry::new()
+    }
+}
+
+impl Registry {
+    /// A registry with [`DEFAULT_MAX_WORKERS`] worker slots.
+    pub fn new() -> Registry {
+        Registry::with_max_workers(DEFAULT_MAX_WORKERS)
+    }
+
+    /// A registry whose datapath can be run by at most `max_workers`
+    /// [`Worker`]s at once (each link keeps one counter slot per worker).
+    pub fn with_max_workers(max_workers: usize) -> Registry {
+        let max_workers = max_workers.max(1);
+        let state = State::default();
+        let gen = build_generation(&state);
+        Registry {
+            shared: Arc::new(Shared {
+                current: Atomic::new(gen),
+                writer: Mutex::new(state),
+                quarantine: Mutex::new(Vec::new()),
+                free_workers: Mutex::new((0..max_workers).rev().collect()),
+                max_workers,
+                number: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The number of worker slots.
+    pub fn max_workers(&self) -> usize {
+        self.shared.max_workers
+    }
+
+    /// The current generation number (0 before the first change).
+    pub fn generation(&self) -> u64 {
+        self.shared.number.load(Ordering::Acquire)
+    }
+
+    /// Take a worker slot: the identity a datapath thread runs heads with.
+    ///
+    /// # Errors
+    /// [`Error::NoWorkerSlot`] when `max_workers` workers are alive.
+    pub fn worker(&self) -> Result<Worker, Error> {
+        let index = self
+            .shared
+            .free_workers
+            .lock()
+            .pop()
+            .ok_or(Error::NoWorkerSlot(self.shared.max_workers))?;
+        Ok(Worker {
+            index,
+            shared: self.shared.clone(),
+        })
+    }
+
+    pub(crate) fn release_worker(shared: &Shared, index: usize) {
+        shared.free_workers.lock().push(index);
+    }
+
+    /// Register an inspection point.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::DuplicateHead`].
+    pub fn register_head(&self, name: &str, kind: PacketKind, dirs: Dirs) -> Result<Head, Error> {
+        witness::check_writer()?;
+        validate_name(name)?;
+        let mut w = self.write();
+        if w.heads.contains_key(name) {
+            return Err(Error::DuplicateHead(name.to_owned()));
+        }
+        let mut next = w.clone();
+        let inner = Arc::new(HeadInner {
+            name: name.to_owned(),
+            kind,
+            dirs,
+            slot: next.next_slot,
+            hooked: [AtomicBool::new(false), AtomicBool::new(false)],
+        });
+        next.next_slot += 1;
+        next.heads.insert(
+            name.to_owned(),
+            HeadRec {
+                inner: inner.clone(),
+                links: Default::default(),
+            },
+        );
+        let (number, _) = self.publish(&mut w, next);
+        tracing::info!(target: "pfil", head = name, %kind, %dirs, generation = number, "head registered");
+        Ok(Head {
+            shared: self.shared.clone(),
+            inner,
+        })
+    }
+
+    /// A handle to a registered head.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchHead`].
+    pub fn head(&self, name: &str) -> Result<Head, Error> {
+        let w = self.shared.writer.lock();
+        let rec = w
+            .heads
+            .get(name)
+            .ok_or_else(|| Error::NoSuchHead(name.to_owned()))?;
+        Ok(Head {
+            shared: self.shared.clone(),
+            inner: rec.inner.clone(),
+        })
+    }
+
+    /// Unregister a head; its links go with it. Handles to it stay valid and
+    /// run an empty chain.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchHead`].
+    pub fn unregister_head(&self, name: &str) -> Result<Retirement, Error> {
+        witness::check_writer()?;
+        let mut w = self.write();
+        let mut next = w.clone();
+        let rec = next
+            .heads
+            .remove(name)
+            .ok_or_else(|| Error::NoSuchHead(name.to_owned()))?;
+        let (number, ticket) = self.publish(&mut w, next);
+        for h in &rec.inner.hooked {
+            h.store(false, Ordering::Relaxed);
+        }
+        tracing::info!(target: "pfil", head = name, generation = number, "head unregistered");
+        Ok(ticket)
+    }
+
+    /// Register a hook (a named filter) for packets of `kind` in `dirs`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::DuplicateHook`].
+    pub fn add_hook<F: Filter>(
+        &self,
+        name: &str,
+        kind: PacketKind,
+        dirs: Dirs,
+        filter: F,
+    ) -> Result<(), Error> {
+        self.add_hook_boxed(name, kind, dirs, Box::new(filter))
+    }
+
+    /// [`add_hook`](Self::add_hook) for an already boxed filter.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::DuplicateHook`].
+    pub fn add_hook_boxed(
+        &self,
+        name: &str,
+        kind: PacketKind,
+        dirs: Dirs,
+        filter: Box<dyn Filter>,
+    ) -> Result<(), Error> {
+        witness::check_writer()?;
+        validate_name(name)?;
+        let mut w = self.write();
+        if w.hooks.contains_key(name) {
+            return Err(Error::DuplicateHook(name.to_owned()));
+        }
+        let batched = filter.batched();
+        w.hooks.insert(
+            name.to_owned(),
+            Arc::new(HookEntry {
+                name: name.to_owned(),
+                kind,
+                dirs,
+                filter,
+                batched,
+                on_drop: Mutex::new(Vec::new()),
+            }),
+        );
+        tracing::info!(target: "pfil", hook = name, %kind, %dirs, generation = w.number, "hook added");
+        Ok(())
+    }
+
+    /// Remove a hook, unlinking it from every head first (pfil's
+    /// `pfil_remove_hook`). The ticket completes when the filter object has
+    /// been dropped, which happens once no reader can still run it.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchHook`].
+    pub fn remove_hook(&self, name: &str) -> Result<Retirement, Error> {
+        witness::check_writer()?;
+        let mut w = self.write();
+        let mut next = w.clone();
+        let hook = next
+            .hooks
+            .remove(name)
+            .ok_or_else(|| Error::NoSuchHook(name.to_owned()))?;
+        let mut unlinked = 0;
+        for rec in next.heads.values_mut() {
+            for links in &mut rec.links {
+                let before = links.len();
+                links.retain(|l| l.hook.name != name);
+                unlinked += before - links.len();
+            }
+        }
+        let signal = Signal::new();
+        hook.on_drop.lock().push(signal.clone());
+        drop(hook);
+        let (number, _) = self.publish(&mut w, next);
+        tracing::info!(target: "pfil", hook = name, unlinked, generation = number, "hook removed");
+        Ok(Retirement::pending(signal))
+    }
+
+    /// Link a hook to a head in one direction. Returns the new generation.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchHead`], [`Error::NoSuchHook`], [`Error::KindMismatch`],
+    /// [`Error::DirUnsupportedByHead`], [`Error::DirNotDeclaredByHook`],
+    /// [`Error::AlreadyLinked`], and [`Error::NotLinked`] when the hook named
+    /// by `Before`/`After` is not in that chain.
+    pub fn link(
+        &self,
+        head: &str,
+        dir: Dir,
+        hook: &str,
+        options: impl Into<LinkOptions>,
+    ) -> Result<u64, Error> {
+        let c = self.transaction().link(head, dir, hook, options).commit()?;
+        Ok(c.generation)
+    }
+
+    /// Unlink a hook from a head in one direction. The rest of the chain
+    /// keeps its order.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchHead`], [`Error::NotLinked`].
+    pub fn unlink(&self, head: &str, dir: Dir, hook: &str) -> Result<Retirement, Error> {
+        let c = self.transaction().unlink(head, dir, hook).commit()?;
+        Ok(c.retirement)
+    }
+
+    /// Link and get a handle that unlinks when dropped (unless
+    /// [`persist`](LinkHandle::persist)ed).
+    ///
+    /// # Errors
+    /// As [`link`](Self::link).
+    pub fn link_scoped(
+        &self,
+        head: &str,
+        dir: Dir,
+        hook: &str,
+        options: impl Into<LinkOptions>,
+    ) -> Result<LinkHandle, Error> {
+        self.link(head, dir, hook, options)?;
+        Ok(LinkHandle {
+            registry: self.clone(),
+            head: head.to_owned(),
+            dir,
+            hook: hook.to_owned(),
+            persist: false,
+        })
+    }
+
+    /// Start a transaction: several link/unlink operations applied
+    /// all-or-nothing in one generation.
+    pub fn transaction(&self) -> Transaction<'_> {
+        Transaction {
+            registry: self,
+            ops: Vec::new(),
+            expect: None,
+            dry_run: false,
+        }
+    }
+
+    /// Unlink every link that was quarantined after its hook panicked.
+    /// Writers do this anyway before each change; a dataplane calls it from
+    /// its housekeeping loop. Returns how many links were unlinked.
+    pub fn reap_quarantine(&self) -> usize {
+        if witness::check_writer().is_err() {
+            return 0;
+        }
+        let mut w = self.shared.writer.lock();
+        self.reap_locked(&mut w)
+    }
+
+    fn reap_locked(&self, w: &mut MutexGuard<'_, State>) -> usize {
+        let pending: Vec<Quarantined> = std::mem::take(&mut *self.shared.quarantine.lock());
+        if pending.is_empty() {
+            return 0;
+        }
+        let mut next = (**w).clone();
+        let mut n = 0;
+        for q in &pending {
+            if let Some(rec) = next.heads.get_mut(&q.head) {
+                let links = &mut rec.links[q.dir.index()];
+                let before = links.len();
+                links.retain(|l| !std::ptr::eq(Arc::as_ptr(l), q.link.as_ptr()));
+                if links.len() != before {
+                    n += 1;
+                    tracing::warn!(target: "pfil", head = %q.head, dir = %q.dir, hook = %q.hook, "quarantined link unlinked");
+                }
+            }
+        }
+        if n > 0 {
+            let _ = self.publish(w, next);
+        }
+        n
+    }
+
+    /// Lock the writer side and clear the quarantine first.
+    fn write(&self) -> MutexGuard<'_, State> {
+        let mut w = self.shared.writer.lock();
+        self.reap_locked(&mut w);
+        w
+    }
+
+    /// Publish `next` as the new generation, retire the old one. Returns the
+    /// new generation number and a ticket for the old generation.
+    fn publish(&self, w: &mut MutexGuard<'_, State>, mut next: State) -> (u64, Retirement) {
+        next.number = w.number + 1;
+        let gen = build_generation(&next);
+        let guard = epoch::pin();
+        // AcqRel: Release publishes the fully built generation to readers'
+        // Acquire load; Acquire orders our later reclamation after it.
+        let old = self
+            .shared
+            .current
+            .swap(Owned::new(gen), Ordering::AcqRel, &guard);
+        self.shared.number.store(next.number, Ordering::Release);
+        for rec in next.heads.values() {
+            for d in Dir::ALL {
+                rec.inner.hooked[d.index()]
+                    .store(!rec.links[d.index()].is_empty(), Ordering::Relaxed);
+            }
+        }
+        let signal = Signal::new();
+        // SAFETY: `old` was the current generation and came from
+        // `Owned::new`; it is unreachable from `current` now, so only readers
+        // pinned before the swap can hold it, and `defer_destroy` waits for
+        // them. It is not null: `current` is never null.
+        unsafe {
+            old.deref().on_retire.lock().push(signal.clone());
+            guard.defer_destroy(old);
+        }
+        guard.flush();
+        let number = next.number;
+        **w = next;
+        (number, Retirement::pending(signal))
+    }
+
+    /// Every head with its chains, in name order.
+    pub fn heads(&self) -> Vec<HeadInfo> {
+        let w = self.shared.writer.lock();
+        w.heads
+            .values()
+            .map(|rec| HeadInfo {
+                name: rec.inner.name.clone(),
+                kind: rec.inner.kind,
+                dirs: rec.inner.dirs,
+                chains: [link_infos(&rec.links[0]), link_infos(&rec.links[1])],
+            })
+            .collect()
+    }
+
+    /// Every hook, in name order, with the number of links that place it.
+    pub fn hooks(&self) -> Vec<HookInfo> {
+        let w = self.shared.writer.lock();
+        w.hooks
+            .values()
+            .map(|h| HookInfo {
+                name: h.name.clone(),
+                kind: h.kind,
+                dirs: h.dirs,
+                links: w
+                    .heads
+                    .values()
+                    .flat_map(|r| r.links.iter().flatten())
+                    .filter(|l| Arc::ptr_eq(&l.hook, h))
+                    .count(),
+            })
+            .collect()
+    }
+
+    /// The chain of one head in one direction, in walk order.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchHead`].
+    pub fn chain(&self, head: &str, dir: Dir) -> Result<Vec<LinkInfo>, Error> {
+        let w = self.shared.writer.lock();
+        let rec = w
+            .heads
+            .get(head)
+            .ok_or_else(|| Error::NoSuchHead(head.to_owned()))?;
+        Ok(link_infos(&rec.links[dir.index()]))
+    }
+
+    /// The names of the hooks linked to `head` in `dir`, in walk order.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchHead`].
+    pub fn chain_names(&self, head: &str, dir: Dir) -> Result<Vec<String>, Error> {
+        Ok(self.chain(head, dir)?.into_iter().map(|l| l.hook).collect())
+    }
+}
+
+fn link_infos(links: &[Arc<Link>]) -> Vec<LinkInfo> {
+    links
+        .iter()
+        .map(|l| LinkInfo {
+            hook: l.hook.name.clone(),
+            fail: l.fail,
+            quarantined: l.quarantined.load(Ordering::Relaxed),
+            counters: l.counters.sum(),
+        })
+        .collect()
+}
+
+fn build_generation(s: &State) -> Generation {
+    let mut chains: Vec<[Chain; 2]> = (0..s.next_slot)
+        .map(|_| [Chain::Empty, Chain::Empty])
+        .collect();
+    for rec in s.heads.values() {
+        chains[rec.inner.slot] = [
+            Chain::from_links(&rec.links[0]),
+            Chain::from_links(&rec.links[1]),
+        ];
+    }
+    Generation {
+        number: s.number,
+        chains: chains.into_boxed_slice(),
+        on_retire: Mutex::new(Vec::new()),
+    }
+}
+
+/// Apply one operation to a configuration under construction.
+fn apply(s: &mut State, op: &Op, max_workers: usize) -> Result<(), Error> {
+    match op {
+        Op::Link {
+            head,
+            dir,
+            hook,
+            options,
+        } => {
+            let entry = s
+                .hooks
+                .get(hook)
+                .ok_or_else(|| Error::NoSuchHook(hook.clone()))?
+                .clone();
+            let rec = s
+                .heads
+                .get_mut(head)
+                .ok_or_else(|| Error::NoSuchHead(head.clone()))?;
+            if entry.kind != rec.inner.kind {
+                return Err(Error::KindMismatch {
+                    head: head.clone(),
+                    head_kind: rec.inner.kind,
+                    hook: hook.clone(),
+                    hook_kind: entry.kind,
+                });
+            }
+            if !rec.inner.dirs.contains(*dir) {
+                return Err(Error::DirUnsupportedByHead {
+                    head: head.clone(),
+                    dir: *dir,
+                });
+            }
+            if !entry.dirs.contains(*dir) {
+                return Err(Error::DirNotDeclaredByHook {
+                    hook: hook.clone(),
+                    dir: *dir,
+                });
+            }
+            let links = &mut rec.links[dir.index()];
+            if links.iter().any(|l| l.hook.name == *hook) {
+                return Err(Error::AlreadyLinked {
+                    head: head.clone(),
+                    dir: *dir,
+                    hook: hook.clone(),
+                });
+            }
+            let find = |name: &str| {
+                links
+                    .iter()
+                    .position(|l| l.hook.name == name)
+                    .ok_or_else(|| Error::NotLinked {
+                        head: head.clone(),
+                        dir: *dir,
+                        hook: name.to_owned(),
+                    })
+            };
+            let at = match (&options.placement, dir) {
+                (Placement::Prepend, Dir::In) | (Placement::Append, Dir::Out) => 0,
+                (Placement::Prepend, Dir::Out) | (Placement::Append, Dir::In) => links.len(),
+                (Placement::Before(other), _) => find(other)?,
+                (Placement::After(other), _) => find(other)? + 1,
+            };
+            links.insert(
+                at,
+                Arc::new(Link {
+                    hook: entry,
+                    fail: options.fail,
+                    counters: LinkCounters::new(max_workers),
+                    quarantined: AtomicBool::new(false),
+                }),
+            );
+        }
+        Op::Unlink { head, dir, hook } => {
+            let rec = s
+                .heads
+                .get_mut(head)
+                .ok_or_else(|| Error::NoSuchHead(head.clone()))?;
+            let links = &mut rec.links[dir.index()];
+            let at = links
+                .iter()
+                .position(|l| l.hook.name == *hook)
+                .ok_or_else(|| Error::NotLinked {
+                    head: head.clone(),
+                    dir: *dir,
+                    hook: hook.clone(),
+                })?;
+            links.remove(at);
+        }
+    }
+    Ok(())
+}
+
+/// Several operations applied all-or-nothing in one generation.
+///
+/// # Examples
+/// ```
+/// # use pfil::{Dir, Dirs, Packet, PacketKind, Placement, Registry, Verdict, Ctx};
+/// # let reg = Registry::new();
+/// # reg.register_head("eth0", PacketKind::Ethernet, Dirs::BOTH)?;
+/// # reg.add_hook("a:x", PacketKind::Ethernet, Dirs::BOTH, |_: &mut Packet<'_>, _: &Ctx<'_>| Verdict::Pass)?;
+/// let gen = reg.generation();
+/// let done = reg
+///     .transaction()
+///     .expect_generation(gen)
+///     .link("eth0", Dir::In, "a:x", Placement::Prepend)
+///     .link("eth0", Dir::Out, "a:x", Placement::Append)
+///     .commit()?;
+/// assert_eq!(done.generation, gen + 1);
+/// # Ok::<(), pfil::Error>(())
+/// ```
+#[must_use = "a transaction does nothing until committed"]
+pub struct Transaction<'r> {
+    registry: &'r Registry,
+    ops: Vec<Op>,
+    expect: Option<u64>,
+    dry_run: bool,
+}
+
+/// The outcome of a committed transaction.
+#[derive(Debug)]
+pub struct Commit {
+    /// The generation the change was published as; for a dry run, the
+    /// current generation (nothing was published).
+    pub generation: u64,
+    /// Completes when the previous generation is gone.
+    pub retirement: Retirement,
+}
+
+impl<'r> Transaction<'r> {
+    /// Add a link operation.
+    pub fn link(
+        mut self,
+        head: &str,
+        dir: Dir,
+        hook: &str,
+        options: impl Into<LinkOptions>,
+    ) -> Self {
+        self.ops.push(Op::Link {
+            head: head.to_owned(),
+            dir,
+            hook: hook.to_owned(),
+            options: options.into(),
+        });
+        self
+    }
+
+    /// Add an unlink operation.
+    pub fn unlink(mut self, head: &str, dir: Dir, hook: &str) -> Self {
+        self.ops.push(Op::Unlink {
+            head: head.to_owned(),
+            dir,
+            hook: hook.to_owned(),
+        });
+        self
+    }
+
+    /// Add any operation.
+    pub fn op(mut self, op: Op) -> Self {
+        self.ops.push(op);
+        self
+    }
+
+    /// Fail with [`Error::GenerationConflict`] unless the current generation
+    /// is `generation` when the transaction commits.
+    pub fn expect_generation(mut self, generation: u64) -> Self {
+        self.expect = Some(generation);
+        self
+    }
+
+    /// Validate every operation but publish nothing.
+    pub fn dry_run(mut self) -> Self {
+        self.dry_run = true;
+        self
+    }
+
+    /// Apply every operation, or none.
+    ///
+    /// # Errors
+    /// [`Error::GenerationConflict`], or [`Error::Transaction`] with the
+    /// index and error of the first failing operation (for a single
+    /// operation, that operation's error itself).
+    pub fn commit(self) -> Result<Commit, Error> {
+        witness::check_writer()?;
+        let reg = self.registry;
+        let mut w = reg.write();
+        if let Some(expected) = self.expect {
+            if expected != w.number {
+                return Err(Error::GenerationConflict {
+                    expected,
+                    current: w.number,
+                });
+            }
+        }
+        let mut next = (*w).clone();
+        for (index, op) in self.ops.iter().enumerate() {
+            if let Err(e) = apply(&mut next, op, reg.shared.max_workers) {
+                return Err(if self.ops.len() == 1 {
+                    e
+                } else {
+                    Error::Transaction {
+                        index,
+                        source: Box::new(e),
+                    }
+                });
+            }
+        }
+        if self.dry_run {
+            return Ok(Commit {
+                generation: w.number,
+                retirement: Retirement::complete(),
+            });
+        }
+        let (generation, retirement) = reg.publish(&mut w, next);
+        for op in &self.ops {
+            match op {
+                Op::Link {
+                    head,
+                    dir,
+                    hook,
+                    options,
+                } => {
+                    tracing::info!(target: "pfil", head, %dir, hook, placement = ?options.placement, fail = %options.fail, generation, "linked")
+                }
+                Op::Unlink { head, dir, hook } => {
+                    tracing::info!(target: "pfil", head, %dir, hook, generation, "unlinked")
+                }
+            }
+        }
+        Ok(Commit {
+            generation,
+            retirement,
+        })
+    }
+}
+
+/// A link that unlinks itself when dropped, unless told to persist.
+#[must_use = "dropping a LinkHandle unlinks at once"]
+pub struct LinkHandle {
+    registry: Registry,
+    head: String,
+    dir: Dir,
+    hook: String,
+    persist: bool,
+}
+
+impl LinkHandle {
+    /// Keep the link after the handle is gone.
+    pub fn persist(mut self) {
+        self.persist = true;
+    }
+
+    /// Unlink now and get the retirement ticket.
+    ///
+    /// # Errors
+    /// [`Error::NotLinked`] if someone else unlinked it meanwhile.
+    pub fn unlink(mut self) -> Result<Retirement, Error> {
+        self.persist = true;
+        self.registry.unlink(&self.head, self.dir, &self.hook)
+    }
+}
+
+impl Drop for LinkHandle {
+    fn drop(&mut self) {
+        if !self.persist {
+            // Not linked any more (someone unlinked it) is fine here.
+            let _ = self.registry.unlink(&self.head, self.dir, &self.hook);
+        }
+    }
+}
+
+/// A head as listed by [`Registry::heads`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeadInfo {
+    /// Name.
+    pub name: String,
+    /// Packet kind.
+    pub kind: PacketKind,
+    /// Supported directions.
+    pub dirs: Dirs,
+    /// The in and out chains, in walk order.
+    pub chains: [Vec<LinkInfo>; 2],
+}
+
+/// A hook as listed by [`Registry::hooks`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HookInfo {
+    /// Name.
+    pub name: String,
+    /// Packet kind.
+    pub kind: PacketKind,
+    /// Declared directions.
+    pub dirs: Dirs,
+    /// How many links place it.
+    pub links: usize,
+}
+
+/// A link as listed in a chain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinkInfo {
+    /// Hook name.
+    pub hook: String,
+    /// Fail mode.
+    pub fail: FailMode,
+    /// Whether the hook panicked and the link awaits unlinking.
+    pub quarantined: bool,
+    /// Counters summed over workers.
+    pub counters: Counters,
+}

@@ -1,0 +1,104 @@
+//! Retirement tickets: a way to wait for the grace period after an unlink.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+/// A one-shot flag with a condition variable.
+#[derive(Default)]
+pub(crate) struct Signal {
+    done: AtomicBool,
+    lock: Mutex<()>,
+    cv: Condvar,
+}
+
+impl Signal {
+    pub(crate) fn new() -> Arc<Signal> {
+        Arc::new(Signal::default())
+    }
+
+    pub(crate) fn fire(&self) {
+        // Release: whoever sees `done` also sees the drops that preceded it.
+        self.done.store(true, Ordering::Release);
+        let _g = self.lock.lock();
+        self.cv.notify_all();
+    }
+
+    fn is_done(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+}
+
+/// Completes when no reader can still see what an unlink or removal retired.
+///
+/// For [`Registry::unlink`](crate::Registry::unlink) and transactions: once
+/// the generation that still held the link has been reclaimed. For
+/// [`Registry::remove_hook`](crate::Registry::remove_hook): once the hook
+/// object itself has been dropped. Dropping the ticket does not cancel
+/// anything; the retirement happens anyway.
+#[must_use = "a retirement ticket tells when the old configuration is gone; drop it if you don't care"]
+pub struct Retirement {
+    signal: Option<Arc<Signal>>,
+}
+
+impl Retirement {
+    pub(crate) fn pending(signal: Arc<Signal>) -> Self {
+        Retirement {
+            signal: Some(signal),
+        }
+    }
+
+    /// A ticket for a change that retired nothing.
+    pub(crate) fn complete() -> Self {
+        Retirement { signal: None }
+    }
+
+    /// Has the grace period passed?
+    pub fn is_complete(&self) -> bool {
+        self.signal.as_ref().is_none_or(|s| s.is_done())
+    }
+
+    /// Wait for the grace period, helping the epoch advance meanwhile.
+    ///
+    /// Readers that hold a batch open delay it; a reader that never ends
+    /// its batch delays it forever: use [`wait_timeout`](Self::wait_timeout)
+    /// when that can happen.
+    pub fn wait(&self) {
+        while !self.wait_timeout(Duration::from_secs(3600)) {}
+    }
+
+    /// Wait at most `timeout`; `true` if the grace period has passed.
+    pub fn wait_timeout(&self, timeout: Duration) -> bool {
+        let Some(s) = &self.signal else { return true };
+        let deadline = Instant::now() + timeout;
+        loop {
+            if s.is_done() {
+                return true;
+            }
+            // Pinning and flushing moves the global epoch on and runs
+            // deferred destructors that are due.
+            crossbeam_epoch::pin().flush();
+            if s.is_done() {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            let mut g = s.lock.lock();
+            if !s.is_done() {
+                s.cv.wait_for(&mut g, (deadline - now).min(Duration::from_millis(1)));
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Retirement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Retirement")
+            .field("complete", &self.is_complete())
+            .finish()
+    }
+}

@@ -1,0 +1,288 @@
+//! Small value types shared by the control path and the datapath: directions,
+//! packet kinds, verdicts and name validation.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::Error;
+
+/// Longest accepted head or hook name, in bytes.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// The direction a packet travels through a head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dir {
+    /// Received from the wire, on its way into the application.
+    In = 0,
+    /// Leaving the application, on its way to the wire.
+    Out = 1,
+}
+
+impl Dir {
+    /// Both directions, `In` first.
+    pub const ALL: [Dir; 2] = [Dir::In, Dir::Out];
+
+    /// `0` for `In`, `1` for `Out`: the index of this direction's chain.
+    #[inline]
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for Dir {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Dir::In => "in",
+            Dir::Out => "out",
+        })
+    }
+}
+
+impl FromStr for Dir {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "in" | "In" | "IN" => Ok(Dir::In),
+            "out" | "Out" | "OUT" => Ok(Dir::Out),
+            _ => Err(Error::Parse {
+                what: "direction",
+                input: s.to_owned(),
+                expected: "`in` or `out`",
+            }),
+        }
+    }
+}
+
+/// A set of directions: what a head supports or what a hook accepts.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Dirs(u8);
+
+impl Dirs {
+    /// No direction.
+    pub const NONE: Dirs = Dirs(0);
+    /// Input only.
+    pub const IN: Dirs = Dirs(1);
+    /// Output only.
+    pub const OUT: Dirs = Dirs(2);
+    /// Input and output.
+    pub const BOTH: Dirs = Dirs(3);
+
+    /// Does this set contain `dir`?
+    #[inline]
+    pub const fn contains(self, dir: Dir) -> bool {
+        self.0 & (1 << dir as u8) != 0
+    }
+
+    /// The set holding only `dir`.
+    pub const fn only(dir: Dir) -> Dirs {
+        Dirs(1 << dir as u8)
+    }
+
+    /// Iterate over the directions in the set, `In` first.
+    pub fn iter(self) -> impl Iterator<Item = Dir> {
+        Dir::ALL.into_iter().filter(move |d| self.contains(*d))
+    }
+}
+
+impl From<Dir> for Dirs {
+    fn from(d: Dir) -> Dirs {
+        Dirs::only(d)
+    }
+}
+
+impl fmt::Display for Dirs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Dirs::NONE => f.write_str("none"),
+            Dirs::IN => f.write_str("in"),
+            Dirs::OUT => f.write_str("out"),
+            _ => f.write_str("in,out"),
+        }
+    }
+}
+
+impl fmt::Debug for Dirs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl FromStr for Dirs {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "in" => Ok(Dirs::IN),
+            "out" => Ok(Dirs::OUT),
+            "in,out" | "out,in" | "both" | "inout" => Ok(Dirs::BOTH),
+            _ => Err(Error::Parse {
+                what: "direction set",
+                input: s.to_owned(),
+                expected: "`in`, `out` or `in,out`",
+            }),
+        }
+    }
+}
+
+/// What the frames at a head start with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PacketKind {
+    /// An Ethernet II frame (optionally VLAN tagged).
+    Ethernet,
+    /// A bare IPv4 packet.
+    Ipv4,
+    /// A bare IPv6 packet.
+    Ipv6,
+}
+
+impl fmt::Display for PacketKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PacketKind::Ethernet => "ethernet",
+            PacketKind::Ipv4 => "ipv4",
+            PacketKind::Ipv6 => "ipv6",
+        })
+    }
+}
+
+impl FromStr for PacketKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s.to_ascii_lowercase().as_str() {
+            "ethernet" | "ether" | "eth" => Ok(PacketKind::Ethernet),
+            "ipv4" | "ip4" | "inet" => Ok(PacketKind::Ipv4),
+            "ipv6" | "ip6" | "inet6" => Ok(PacketKind::Ipv6),
+            _ => Err(Error::Parse {
+                what: "packet kind",
+                input: s.to_owned(),
+                expected: "`ethernet`, `ipv4` or `ipv6`",
+            }),
+        }
+    }
+}
+
+/// What a hook did with a packet (pfil's `pfil_return_t`).
+///
+/// The contract, checked by the `witness` feature:
+/// - `Pass`: the frame goes on to the next hook, then back to the caller.
+/// - `Dropped`: the caller discards the frame; no later hook sees it.
+/// - `Consumed`: the hook took ownership of the frame; the caller must not
+///   recycle it until the hook gives it back; no later hook sees it.
+///
+/// Once a packet is `Dropped` or `Consumed`, that is final for the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[repr(u8)]
+pub enum Verdict {
+    /// Let the packet continue.
+    #[default]
+    Pass = 0,
+    /// The packet is to be discarded.
+    Dropped = 1,
+    /// The hook took the frame.
+    Consumed = 2,
+}
+
+impl Verdict {
+    /// `true` for [`Verdict::Pass`].
+    #[inline]
+    pub const fn is_pass(self) -> bool {
+        matches!(self, Verdict::Pass)
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Verdict::Pass => "pass",
+            Verdict::Dropped => "dropped",
+            Verdict::Consumed => "consumed",
+        })
+    }
+}
+
+/// What a link does with the packet on which its hook panicked, and with the
+/// hook afterwards (it is quarantined either way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum FailMode {
+    /// The packet passes (the hook is treated as absent).
+    #[default]
+    Open,
+    /// The packet is dropped.
+    Closed,
+}
+
+impl FailMode {
+    /// The verdict given to the packet on which the hook failed.
+    #[inline]
+    pub const fn verdict(self) -> Verdict {
+        match self {
+            FailMode::Open => Verdict::Pass,
+            FailMode::Closed => Verdict::Dropped,
+        }
+    }
+}
+
+impl fmt::Display for FailMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FailMode::Open => "fail-open",
+            FailMode::Closed => "fail-closed",
+        })
+    }
+}
+
+/// Check a head or hook name: 1 to 64 bytes of `[A-Za-z0-9._:-]`.
+///
+/// # Errors
+/// [`Error::InvalidName`] naming the rule that was broken.
+pub fn validate_name(name: &str) -> Result<(), Error> {
+    let reason = if name.is_empty() {
+        "it is empty"
+    } else if name.len() > MAX_NAME_LEN {
+        "it is longer than 64 bytes"
+    } else if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+    {
+        "only letters, digits and `._:-` are allowed"
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidName {
+        name: name.to_owned(),
+        reason,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_validated() {
+        assert!(validate_name("acl:edge").is_ok());
+        assert!(validate_name("veth0.100_x-y").is_ok());
+        assert!(matches!(validate_name(""), Err(Error::InvalidName { .. })));
+        assert!(validate_name(&"a".repeat(64)).is_ok());
+        let e = validate_name(&"a".repeat(65)).unwrap_err();
+        assert!(e.to_string().contains("longer than 64"), "{e}");
+        let e = validate_name("bad name").unwrap_err();
+        assert!(e.to_string().contains("`bad name`"), "{e}");
+        assert!(validate_name("ümlaut").is_err());
+    }
+
+    #[test]
+    fn dirs_and_kinds_parse_and_print() {
+        assert_eq!("in".parse::<Dir>().unwrap(), Dir::In);
+        assert!("up".parse::<Dir>().is_err());
+        assert_eq!("in,out".parse::<Dirs>().unwrap(), Dirs::BOTH);
+        assert_eq!(
+            Dirs::BOTH.iter().collect::<Vec<_>>(),
+            vec![Dir::In, Dir::Out]
+        );
+        assert!(!Dirs::IN.contains(Dir::Out));
+        assert_eq!(Dirs::BOTH.to_string(), "in,out");
+        assert_eq!("IPv6".parse::<PacketKind>().unwrap(), PacketKind::Ipv6);
+        assert!("atm".parse::<PacketKind>().is_err());
+        assert_eq!(FailMode::Closed.verdict(), Verdict::Dropped);
+    }
+}
