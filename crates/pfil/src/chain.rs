@@ -20,12 +20,18 @@ pub(crate) struct HookEntry {
     /// `filter.batched()`, read once at registration.
     pub(crate) batched: bool,
     /// Signals to fire when the last reference goes (remove_hook tickets).
-    pub(crate) on_drop: Mutex<Vec<Arc<Signal>>>,
+    /// Declared after `filter`: fields drop in order, so the filter is gone
+    /// before anyone is told it is.
+    pub(crate) on_drop: DropSignals,
 }
 
-impl Drop for HookEntry {
+/// Signals fired when dropped.
+#[derive(Default)]
+pub(crate) struct DropSignals(pub(crate) Mutex<Vec<Arc<Signal>>>);
+
+impl Drop for DropSignals {
     fn drop(&mut self) {
-        for s in self.on_drop.get_mut().drain(..) {
+        for s in self.0.get_mut().drain(..) {
             s.fire();
         }
     }
@@ -36,7 +42,7 @@ impl Drop for HookEntry {
 pub(crate) struct Link {
     pub(crate) hook: Arc<HookEntry>,
     pub(crate) fail: FailMode,
-    pub(crate) counters: LinkCounters,
+    pub(crate) counters: Arc<LinkCounters>,
     /// Set once, by the first worker that catches a panic from this hook.
     pub(crate) quarantined: AtomicBool,
 }

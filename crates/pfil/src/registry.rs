@@ -344,7 +344,7 @@ impl Registry {
                 dirs,
                 filter,
                 batched,
-                on_drop: Mutex::new(Vec::new()),
+                on_drop: Default::default(),
             }),
         );
         tracing::info!(target: "pfil", hook = name, %kind, %dirs, generation = w.number, "hook added");
@@ -365,20 +365,25 @@ impl Registry {
             .hooks
             .remove(name)
             .ok_or_else(|| Error::NoSuchHook(name.to_owned()))?;
-        let mut unlinked = 0;
+        let mut removed = Vec::new();
         for rec in next.heads.values_mut() {
             for links in &mut rec.links {
-                let before = links.len();
-                links.retain(|l| l.hook.name != name);
-                unlinked += before - links.len();
+                links.retain(|l| {
+                    let keep = l.hook.name != name;
+                    if !keep {
+                        removed.push(l.counters.clone());
+                    }
+                    keep
+                });
             }
         }
+        let unlinked = removed.len();
         let signal = Signal::new();
-        hook.on_drop.lock().push(signal.clone());
+        hook.on_drop.0.lock().push(signal.clone());
         drop(hook);
         let (number, _) = self.publish(&mut w, next);
         tracing::info!(target: "pfil", hook = name, unlinked, generation = number, "hook removed");
-        Ok(Retirement::pending(signal))
+        Ok(Retirement::pending(signal).with_removed(removed))
     }
 
     /// Link a hook to a head in one direction. Returns the new generation.
@@ -602,8 +607,9 @@ fn build_generation(s: &State) -> Generation {
     }
 }
 
-/// Apply one operation to a configuration under construction.
-fn apply(s: &mut State, op: &Op, max_workers: usize) -> Result<(), Error> {
+/// Apply one operation to a configuration under construction; an unlink
+/// hands back the link it removed.
+fn apply(s: &mut State, op: &Op, max_workers: usize) -> Result<Option<Arc<Link>>, Error> {
     match op {
         Op::Link {
             head,
@@ -669,7 +675,7 @@ fn apply(s: &mut State, op: &Op, max_workers: usize) -> Result<(), Error> {
                 Arc::new(Link {
                     hook: entry,
                     fail: options.fail,
-                    counters: LinkCounters::new(max_workers),
+                    counters: Arc::new(LinkCounters::new(max_workers)),
                     quarantined: AtomicBool::new(false),
                 }),
             );
@@ -688,10 +694,10 @@ fn apply(s: &mut State, op: &Op, max_workers: usize) -> Result<(), Error> {
                     dir: *dir,
                     hook: hook.clone(),
                 })?;
-            links.remove(at);
+            return Ok(Some(links.remove(at)));
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Several operations applied all-or-nothing in one generation.
@@ -796,16 +802,17 @@ impl<'r> Transaction<'r> {
             }
         }
         let mut next = (*w).clone();
+        let mut removed = Vec::new();
         for (index, op) in self.ops.iter().enumerate() {
-            if let Err(e) = apply(&mut next, op, reg.shared.max_workers) {
-                return Err(if self.ops.len() == 1 {
-                    e
-                } else {
-                    Error::Transaction {
+            match apply(&mut next, op, reg.shared.max_workers) {
+                Ok(gone) => removed.extend(gone.map(|l| l.counters.clone())),
+                Err(e) if self.ops.len() == 1 => return Err(e),
+                Err(e) => {
+                    return Err(Error::Transaction {
                         index,
                         source: Box::new(e),
-                    }
-                });
+                    })
+                }
             }
         }
         if self.dry_run {
@@ -832,7 +839,7 @@ impl<'r> Transaction<'r> {
         }
         Ok(Commit {
             generation,
-            retirement,
+            retirement: retirement.with_removed(removed),
         })
     }
 }

@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::counters::{Counters, LinkCounters};
+
 /// A one-shot flag with a condition variable.
 #[derive(Default)]
 pub(crate) struct Signal {
@@ -41,18 +43,37 @@ impl Signal {
 #[must_use = "a retirement ticket tells when the old configuration is gone; drop it if you don't care"]
 pub struct Retirement {
     signal: Option<Arc<Signal>>,
+    /// Counters of the links this change removed.
+    removed: Vec<Arc<LinkCounters>>,
 }
 
 impl Retirement {
     pub(crate) fn pending(signal: Arc<Signal>) -> Self {
         Retirement {
             signal: Some(signal),
+            removed: Vec::new(),
         }
     }
 
     /// A ticket for a change that retired nothing.
     pub(crate) fn complete() -> Self {
-        Retirement { signal: None }
+        Retirement {
+            signal: None,
+            removed: Vec::new(),
+        }
+    }
+
+    pub(crate) fn with_removed(mut self, removed: Vec<Arc<LinkCounters>>) -> Self {
+        self.removed = removed;
+        self
+    }
+
+    /// The counters of the links this change removed, summed. Final once
+    /// [`is_complete`](Self::is_complete): no reader can add to them any more.
+    pub fn counters(&self) -> Counters {
+        self.removed
+            .iter()
+            .fold(Counters::default(), |a, c| a + c.sum())
     }
 
     /// Has the grace period passed?
