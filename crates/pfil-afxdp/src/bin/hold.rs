@@ -1,0 +1,2 @@
+//! Placeholder, replaced by the port-holding helper.
+fn main() {}

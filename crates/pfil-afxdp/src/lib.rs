@@ -1,0 +1,45 @@
+//! # pfil-afxdp: AF_XDP ports for pfil
+//!
+//! A driver that moves frames between AF_XDP sockets and pfil heads:
+//!
+//! - [`XdpProgram`]: a small loader on raw bpf(2) (no libbpf): an XSKMAP,
+//!   a five-instruction `bpf_redirect_map(&xsks, rx_queue_index, XDP_PASS)`
+//!   program, attached with `BPF_LINK_CREATE` (native mode first, generic
+//!   as fallback) so that it detaches by itself when the process dies.
+//! - [`Umem`]: one UMEM (through `xdpilone`) and the sockets bound to it,
+//!   one per (interface, queue), owned by one worker thread. Frames move as
+//!   [`Frame`] tokens; [`Umem::counts`] says where every frame is
+//!   ([`FrameCounts`]: fill, RX, free, app, TX, completion, held).
+//! - [`run`]: the worker loops a dataplane runs: sink, forward, generate,
+//!   and a synthetic source that needs no privileges.
+//!
+//! ## Frame ownership and `Consumed`
+//! A frame is always in exactly one place. When a hook returns
+//! [`pfil::Verdict::Consumed`], the loop moves the frame to the UMEM's
+//! *held* queue ([`Umem::hold`]); it is not recycled until the owner takes
+//! it back ([`Umem::take_held`], [`Umem::release_held`]). The loops in
+//! [`run`] keep at most `LoopConfig::held_limit` frames held and give the
+//! oldest back beyond that: a hook that wants the bytes for longer copies
+//! them.
+//!
+//! ## Network namespaces
+//! Interfaces are looked up in the calling thread's network namespace;
+//! [`enter_netns`] moves one thread, so a process can drive interfaces of
+//! several namespaces from different threads.
+
+#![warn(missing_docs)]
+
+mod error;
+pub mod run;
+pub mod synthetic;
+mod sys;
+mod umem;
+mod xdp;
+
+pub use error::{Error, Result};
+pub use sys::XdpStats;
+pub use umem::{
+    BindMode, BoundMode, Frame, FrameArea, FrameCounts, PortConfig, PortId, Umem, UmemConfig,
+    COPY_TX_PER_KICK, MAX_UMEM_BYTES,
+};
+pub use xdp::{check_privileges, enter_netns, queue_count, XdpMode, XdpProgram};

@@ -1,0 +1,894 @@
+//! One UMEM and the AF_XDP sockets (ports) bound to it, owned by one worker
+//! thread. Frames move between the rings and the application as [`Frame`]
+//! tokens, so every frame is always in exactly one place ([`FrameCounts`]).
+
+use std::ffi::CString;
+use std::num::NonZeroU32;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use xdpilone::xdp::XdpDesc;
+use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, User};
+
+use crate::error::{Error, Result};
+use crate::sys;
+use crate::xdp::{queue_count, XdpMode, XdpProgram};
+
+/// Frames that copy-mode TX sends per kick (the kernel's TX budget).
+pub const COPY_TX_PER_KICK: u32 = 32;
+
+/// Largest UMEM this crate will try to register (4 GiB).
+pub const MAX_UMEM_BYTES: u64 = 1 << 32;
+
+static NEXT_UMEM_ID: AtomicU32 = AtomicU32::new(1);
+
+/// Size of a UMEM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UmemConfig {
+    /// Number of frames.
+    pub frames: u32,
+    /// Bytes per frame: a power of two from 2048 to the page size.
+    pub frame_size: u32,
+}
+
+impl Default for UmemConfig {
+    fn default() -> Self {
+        UmemConfig {
+            frames: 8192,
+            frame_size: 2048,
+        }
+    }
+}
+
+/// How the socket binds: zero-copy needs driver support (veth has none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum BindMode {
+    /// Try zero-copy, fall back to copy.
+    #[default]
+    Auto,
+    /// Copy mode only.
+    Copy,
+    /// Zero-copy only.
+    ZeroCopy,
+}
+
+/// The mode a socket ended up bound in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BoundMode {
+    /// Copy mode: the kernel copies frames; TX goes out only on kicks, at
+    /// most [`COPY_TX_PER_KICK`] per kick.
+    Copy,
+    /// Zero-copy: the driver DMAs straight to and from the UMEM.
+    ZeroCopy,
+}
+
+/// One AF_XDP socket to open on a UMEM: an (interface, queue) pair.
+#[derive(Clone, Debug)]
+pub struct PortConfig {
+    /// Interface name, in the calling thread's network namespace.
+    pub ifname: String,
+    /// Queue id, below the interface's queue count.
+    pub queue: u32,
+    /// Copy / zero-copy.
+    pub bind: BindMode,
+    /// Receive on this port: attach (or reuse, see `program`) the redirect
+    /// program and steer the queue to the socket. `false` for a TX-only
+    /// port (a generator).
+    pub rx: bool,
+    /// XDP attach mode when this port attaches the program itself.
+    pub xdp_mode: XdpMode,
+    /// A program already attached to the interface (shared by the ports of
+    /// its queues); `None` attaches one for this port when `rx` is set.
+    pub program: Option<Arc<XdpProgram>>,
+    /// RX ring entries (power of two).
+    pub rx_size: u32,
+    /// TX ring entries (power of two).
+    pub tx_size: u32,
+    /// Fill ring entries (power of two).
+    pub fill_size: u32,
+    /// Completion ring entries (power of two).
+    pub comp_size: u32,
+    /// Frames to keep in the fill ring (at most `fill_size`).
+    pub fill_target: u32,
+}
+
+impl PortConfig {
+    /// Defaults for `ifname` queue `queue`: RX on, auto modes, 2048-entry
+    /// rings, 1024 frames kept in the fill ring.
+    pub fn new(ifname: &str, queue: u32) -> PortConfig {
+        PortConfig {
+            ifname: ifname.to_owned(),
+            queue,
+            bind: BindMode::Auto,
+            rx: true,
+            xdp_mode: XdpMode::Auto,
+            program: None,
+            rx_size: 2048,
+            tx_size: 2048,
+            fill_size: 2048,
+            comp_size: 2048,
+            fill_target: 1024,
+        }
+    }
+
+    /// TX only: no XDP program, nothing steered to the socket.
+    pub fn tx_only(mut self) -> PortConfig {
+        self.rx = false;
+        self.fill_target = 0;
+        self
+    }
+}
+
+/// Index of a port within its [`Umem`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PortId(pub(crate) usize);
+
+/// Ownership token of one UMEM frame held by the application.
+///
+/// Not `Clone`: a `Frame` is the only handle to its bytes, which is what
+/// makes [`FrameArea::bytes`] sound. Give every frame back, to
+/// [`Umem::tx`], [`Umem::recycle`] or [`Umem::hold`]; a dropped token is
+/// a leaked frame (it stays counted as `app`).
+#[must_use = "a dropped Frame is a leaked UMEM frame: tx, recycle or hold it"]
+#[derive(Debug, PartialEq, Eq)]
+pub struct Frame {
+    addr: u64,
+    len: u32,
+    umem: u32,
+}
+
+impl Frame {
+    /// Offset of the frame in the UMEM.
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    /// Length of the packet in the frame.
+    #[expect(clippy::len_without_is_empty, reason = "a frame is not a collection")]
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+}
+
+/// Where every frame of a UMEM is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FrameCounts {
+    /// In fill rings, waiting for the kernel to receive into them.
+    pub fill: u64,
+    /// In RX rings, received, not yet read by the application.
+    pub rx: u64,
+    /// Free in the application's pool.
+    pub free: u64,
+    /// Handed to the application as [`Frame`] tokens.
+    pub app: u64,
+    /// In TX rings, not yet sent.
+    pub tx: u64,
+    /// In completion rings, sent, not yet reaped.
+    pub completion: u64,
+    /// Held because a hook returned `Consumed` ([`Umem::take_held`]).
+    pub held: u64,
+    /// Frames in the UMEM.
+    pub total: u64,
+}
+
+impl FrameCounts {
+    /// Sum of every place.
+    pub fn sum(&self) -> u64 {
+        self.fill + self.rx + self.free + self.app + self.tx + self.completion + self.held
+    }
+
+    /// Does every frame have exactly one place?
+    pub fn adds_up(&self) -> bool {
+        self.sum() == self.total
+    }
+}
+
+/// The frame memory of a UMEM. Bytes are reached only through a `&mut`
+/// [`Frame`], so two live slices never alias.
+pub struct FrameArea {
+    mem: sys::Mmap,
+    frame_size: u32,
+    frames: u32,
+    id: u32,
+}
+
+impl FrameArea {
+    /// The packet bytes of `frame` (its current length).
+    #[inline]
+    pub fn bytes<'a>(&'a self, frame: &'a mut Frame) -> &'a mut [u8] {
+        let len = frame.len as usize;
+        &mut self.buffer(frame)[..len]
+    }
+
+    /// The whole buffer of `frame` (frame size), to write a new packet;
+    /// then set the length with [`FrameArea::set_len`].
+    #[inline]
+    pub fn buffer<'a>(&'a self, frame: &'a mut Frame) -> &'a mut [u8] {
+        debug_assert_eq!(frame.umem, self.id);
+        let start = frame.addr as usize;
+        let size = self.frame_size as usize;
+        assert!(
+            frame.umem == self.id && start + size <= self.mem.len(),
+            "frame of another UMEM"
+        );
+        // SAFETY: `start..start + size` lies within the mapping (checked
+        // above). The `Frame` token for this address is unique (not Clone,
+        // only made by this UMEM for frames it owns and the kernel does not
+        // hold), and we borrow it mutably for `'a`, so no other slice of
+        // these bytes exists for `'a`; the mapping lives as long as `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.mem.base().add(start), size) }
+    }
+
+    /// Set the packet length of `frame`; `false` (and no change) if it
+    /// exceeds the frame size.
+    #[inline]
+    pub fn set_len(&self, frame: &mut Frame, len: usize) -> bool {
+        if len > self.frame_size as usize {
+            return false;
+        }
+        frame.len = len as u32;
+        true
+    }
+
+    /// Bytes per frame.
+    pub fn frame_size(&self) -> u32 {
+        self.frame_size
+    }
+
+    /// Frames in the area.
+    pub fn frames(&self) -> u32 {
+        self.frames
+    }
+}
+
+/// One AF_XDP socket on an (interface, queue).
+struct Port {
+    ifname: String,
+    ifindex: u32,
+    queue: u32,
+    mode: BoundMode,
+    fd: RawFd,
+    rx: RingRx,
+    tx: RingTx,
+    fq: DeviceQueue,
+    // Keeps the socket configuration (and fd) alive.
+    _user: User,
+    _socket: Socket,
+    program: Option<Arc<XdpProgram>>,
+    fill_target: u32,
+    /// Frames put in the fill ring and not yet read from the RX ring.
+    fill_out: u64,
+    /// Frames put in the TX ring and not yet read from the completion ring.
+    tx_out: u64,
+    /// Kicks that hit EAGAIN/EBUSY (the kernel asked to try again).
+    tx_busy: u64,
+}
+
+impl Drop for Port {
+    fn drop(&mut self) {
+        if let Some(p) = &self.program {
+            p.clear_socket(self.queue);
+        }
+    }
+}
+
+/// A UMEM with the ports bound to it, owned and driven by one thread.
+///
+/// Frames are shared by all its ports: a frame received on one port can be
+/// sent on another without a copy (the forwarder does this).
+///
+/// Sockets other than the first join the UMEM with `XDP_SHARED_UMEM` and
+/// inherit its copy/zero-copy and need-wakeup mode (the kernel refuses
+/// those flags on a joining socket).
+pub struct Umem {
+    // Field order is drop order: ports (rings, sockets) first, then the
+    // kernel UMEM registration, then the memory.
+    ports: Vec<Port>,
+    umem: xdpilone::Umem,
+    area: FrameArea,
+    free: Vec<u64>,
+    held: Vec<Frame>,
+    app: u64,
+}
+
+impl Umem {
+    /// Allocate and register a UMEM.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a bad frame size, [`Error::UmemTooLarge`].
+    pub fn new(cfg: UmemConfig) -> Result<Umem> {
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u32;
+        if !cfg.frame_size.is_power_of_two() || cfg.frame_size < 2048 || cfg.frame_size > page {
+            return Err(Error::Config(format!(
+                "frame size {} must be a power of two from 2048 to {page}",
+                cfg.frame_size
+            )));
+        }
+        if cfg.frames == 0 {
+            return Err(Error::Config("a UMEM needs at least one frame".into()));
+        }
+        let bytes = u64::from(cfg.frames) * u64::from(cfg.frame_size);
+        let too_large = |detail: String| Error::UmemTooLarge {
+            bytes,
+            frames: cfg.frames,
+            frame_size: cfg.frame_size,
+            detail,
+        };
+        if bytes > MAX_UMEM_BYTES {
+            return Err(too_large(format!("above the {MAX_UMEM_BYTES}-byte limit")));
+        }
+        let mem =
+            sys::Mmap::anonymous(bytes as usize).map_err(|e| too_large(format!("mmap: {e}")))?;
+        let ucfg = xdpilone::UmemConfig {
+            fill_size: 2048,
+            complete_size: 2048,
+            frame_size: cfg.frame_size,
+            headroom: 0,
+            flags: 0,
+        };
+        // SAFETY: `mem` is a page-aligned anonymous mapping of exactly
+        // `bytes` bytes; it is stored in `self.area` and, by field order,
+        // dropped after `self.umem` and every ring that refers to it.
+        let umem = unsafe { xdpilone::Umem::new(ucfg, mem.as_slice_ptr()) }.map_err(|e| match e
+            .get_raw()
+        {
+            libc::EPERM | libc::EACCES => Error::Permission {
+                what: "AF_XDP socket / XDP_UMEM_REG",
+            },
+            libc::EAFNOSUPPORT => Error::XdpUnsupported {
+                ifname: String::new(),
+                detail: "AF_XDP sockets are not available (CONFIG_XDP_SOCKETS)".into(),
+            },
+            _ => too_large(format!("XDP_UMEM_REG: {e}")),
+        })?;
+        let id = NEXT_UMEM_ID.fetch_add(1, Ordering::Relaxed);
+        let free = (0..u64::from(cfg.frames))
+            .rev()
+            .map(|i| i * u64::from(cfg.frame_size))
+            .collect();
+        Ok(Umem {
+            ports: Vec::new(),
+            umem,
+            area: FrameArea {
+                mem,
+                frame_size: cfg.frame_size,
+                frames: cfg.frames,
+                id,
+            },
+            free,
+            held: Vec::new(),
+            app: 0,
+        })
+    }
+
+    /// Open a port (an AF_XDP socket on `cfg.ifname` queue `cfg.queue`) on
+    /// this UMEM, in the calling thread's network namespace.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchInterface`], [`Error::QueueOutOfRange`],
+    /// [`Error::Permission`], [`Error::XdpUnsupported`], [`Error::XdpBusy`],
+    /// [`Error::QueueBusy`], [`Error::Config`].
+    pub fn open(&mut self, cfg: PortConfig) -> Result<PortId> {
+        for (what, v) in [
+            ("rx_size", cfg.rx_size),
+            ("tx_size", cfg.tx_size),
+            ("fill_size", cfg.fill_size),
+            ("comp_size", cfg.comp_size),
+        ] {
+            if !v.is_power_of_two() {
+                return Err(Error::Config(format!("{what} {v} must be a power of two")));
+            }
+        }
+        if cfg.fill_target > cfg.fill_size {
+            return Err(Error::Config(format!(
+                "fill_target {} exceeds fill_size {}",
+                cfg.fill_target, cfg.fill_size
+            )));
+        }
+        let ifname = cfg.ifname.as_str();
+        let no_such = || Error::NoSuchInterface {
+            ifname: ifname.to_owned(),
+        };
+        let ifindex = sys::if_nametoindex(ifname).map_err(|_| no_such())?;
+        let count = queue_count(ifname)?;
+        if cfg.queue >= count {
+            return Err(Error::QueueOutOfRange {
+                ifname: ifname.to_owned(),
+                queue: cfg.queue,
+                count,
+            });
+        }
+        if self
+            .ports
+            .iter()
+            .any(|p| p.ifindex == ifindex && p.queue == cfg.queue)
+        {
+            return Err(Error::QueueBusy {
+                ifname: ifname.to_owned(),
+                queue: cfg.queue,
+            });
+        }
+        let program = match (&cfg.program, cfg.rx) {
+            (Some(p), true) => Some(p.clone()),
+            (None, true) => Some(Arc::new(XdpProgram::attach(ifname, count, cfg.xdp_mode)?)),
+            (_, false) => None,
+        };
+
+        let cname = CString::new(ifname).map_err(|_| no_such())?;
+        let mut info = IfInfo::invalid();
+        info.from_name(&cname).map_err(|_| no_such())?;
+        info.set_queue(cfg.queue);
+        let first = self.ports.is_empty();
+        let xerr = |what: &'static str| {
+            move |e: xdpilone::Errno| match e.get_raw() {
+                libc::EPERM | libc::EACCES => Error::Permission { what },
+                libc::EAFNOSUPPORT => Error::XdpUnsupported {
+                    ifname: String::new(),
+                    detail: "AF_XDP sockets are not available (CONFIG_XDP_SOCKETS)".into(),
+                },
+                raw => Error::Io {
+                    what,
+                    source: std::io::Error::from_raw_os_error(raw.abs()),
+                },
+            }
+        };
+        let socket = if first {
+            Socket::with_shared(&info, &self.umem).map_err(xerr("AF_XDP socket"))?
+        } else {
+            Socket::new(&info).map_err(xerr("AF_XDP socket"))?
+        };
+        let fq = self
+            .umem
+            .fq_cq(&socket)
+            .map_err(xerr("fill/completion ring setup"))?;
+        let user = self
+            .umem
+            .rx_tx(
+                &socket,
+                &SocketConfig {
+                    rx_size: NonZeroU32::new(cfg.rx_size),
+                    tx_size: NonZeroU32::new(cfg.tx_size),
+                    bind_flags: 0,
+                },
+            )
+            .map_err(xerr("RX/TX ring setup"))?;
+        let rx = user.map_rx().map_err(xerr("mmap of the RX ring"))?;
+        let tx = user.map_tx().map_err(xerr("mmap of the TX ring"))?;
+        let fd = user.as_raw_fd();
+
+        let bind_err = |e: std::io::Error| match e.raw_os_error() {
+            Some(libc::EBUSY) => Error::QueueBusy {
+                ifname: ifname.to_owned(),
+                queue: cfg.queue,
+            },
+            Some(libc::EPERM) | Some(libc::EACCES) => Error::Permission {
+                what: "bind(AF_XDP)",
+            },
+            _ => Error::XdpUnsupported {
+                ifname: ifname.to_owned(),
+                detail: format!("bind of queue {}: {e}", cfg.queue),
+            },
+        };
+        let mode = if first {
+            let zc = sys::XDP_ZEROCOPY | sys::XDP_USE_NEED_WAKEUP;
+            let copy = sys::XDP_COPY | sys::XDP_USE_NEED_WAKEUP;
+            match cfg.bind {
+                BindMode::ZeroCopy => {
+                    sys::xsk_bind(fd, ifindex, cfg.queue, zc, None).map_err(bind_err)?;
+                    BoundMode::ZeroCopy
+                }
+                BindMode::Copy => {
+                    sys::xsk_bind(fd, ifindex, cfg.queue, copy, None).map_err(bind_err)?;
+                    BoundMode::Copy
+                }
+                BindMode::Auto => match sys::xsk_bind(fd, ifindex, cfg.queue, zc, None) {
+                    Ok(()) => BoundMode::ZeroCopy,
+                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) => return Err(bind_err(e)),
+                    Err(e) => {
+                        tracing::info!(target: "pfil_afxdp", ifname, queue = cfg.queue, error = %e, "zero-copy bind refused, falling back to copy mode");
+                        sys::xsk_bind(fd, ifindex, cfg.queue, copy, None).map_err(bind_err)?;
+                        BoundMode::Copy
+                    }
+                },
+            }
+        } else {
+            let umem_fd = self.ports[0].fd;
+            sys::xsk_bind(fd, ifindex, cfg.queue, sys::XDP_SHARED_UMEM, Some(umem_fd))
+                .map_err(bind_err)?;
+            self.ports[0].mode
+        };
+        tracing::info!(target: "pfil_afxdp", ifname, queue = cfg.queue, mode = ?mode, shared_umem = !first, rx = cfg.rx, "AF_XDP socket bound");
+        if let Some(p) = &program {
+            p.set_socket(cfg.queue, fd)?;
+        }
+        self.ports.push(Port {
+            ifname: ifname.to_owned(),
+            ifindex,
+            queue: cfg.queue,
+            mode,
+            fd,
+            rx,
+            tx,
+            fq,
+            _user: user,
+            _socket: socket,
+            program,
+            fill_target: cfg.fill_target,
+            fill_out: 0,
+            tx_out: 0,
+            tx_busy: 0,
+        });
+        let id = PortId(self.ports.len() - 1);
+        self.refill(id);
+        Ok(id)
+    }
+
+    /// The frame memory, to reach the bytes of [`Frame`]s.
+    #[inline]
+    pub fn area(&self) -> &FrameArea {
+        &self.area
+    }
+
+    /// Interface index of a port.
+    pub fn ifindex(&self, port: PortId) -> u32 {
+        self.ports[port.0].ifindex
+    }
+
+    /// Queue id of a port.
+    pub fn queue(&self, port: PortId) -> u32 {
+        self.ports[port.0].queue
+    }
+
+    /// Interface name of a port.
+    pub fn ifname(&self, port: PortId) -> &str {
+        &self.ports[port.0].ifname
+    }
+
+    /// Copy or zero-copy.
+    pub fn mode(&self, port: PortId) -> BoundMode {
+        self.ports[port.0].mode
+    }
+
+    /// The XDP program steering to this port, if it receives.
+    pub fn program(&self, port: PortId) -> Option<&Arc<XdpProgram>> {
+        self.ports[port.0].program.as_ref()
+    }
+
+    /// Kicks that the kernel answered with EAGAIN/EBUSY.
+    pub fn tx_busy(&self, port: PortId) -> u64 {
+        self.ports[port.0].tx_busy
+    }
+
+    /// The kernel's AF_XDP statistics for a port.
+    ///
+    /// # Errors
+    /// [`Error::Io`].
+    pub fn statistics(&self, port: PortId) -> Result<sys::XdpStats> {
+        sys::xdp_statistics(self.ports[port.0].fd).map_err(|e| Error::io("XDP_STATISTICS", e))
+    }
+
+    /// The raw socket fd of a port (to poll on).
+    pub fn fd(&self, port: PortId) -> RawFd {
+        self.ports[port.0].fd
+    }
+
+    /// Take a free frame (length 0) to write a packet into.
+    pub fn alloc(&mut self) -> Option<Frame> {
+        let addr = self.free.pop()?;
+        self.app += 1;
+        Some(Frame {
+            addr,
+            len: 0,
+            umem: self.area.id,
+        })
+    }
+
+    /// Give a frame back to the free pool.
+    ///
+    /// # Errors
+    /// [`Error::ForeignFrame`] if it came from another UMEM.
+    pub fn recycle(&mut self, frame: Frame) -> Result<()> {
+        self.own(&frame)?;
+        self.free.push(frame.addr);
+        self.app -= 1;
+        Ok(())
+    }
+
+    /// Keep a frame a hook returned `Consumed` for: it is counted as
+    /// `held` until [`take_held`](Umem::take_held) gives it back to the
+    /// application.
+    ///
+    /// # Errors
+    /// [`Error::ForeignFrame`].
+    pub fn hold(&mut self, frame: Frame) -> Result<()> {
+        self.own(&frame)?;
+        self.app -= 1;
+        self.held.push(frame);
+        Ok(())
+    }
+
+    /// Frames currently held.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Take the oldest held frame back into the application (then send,
+    /// recycle or hold it again).
+    pub fn take_held(&mut self) -> Option<Frame> {
+        if self.held.is_empty() {
+            return None;
+        }
+        self.app += 1;
+        Some(self.held.remove(0))
+    }
+
+    /// Give every held frame back to the free pool.
+    pub fn release_held(&mut self) -> usize {
+        let n = self.held.len();
+        for f in self.held.drain(..) {
+            self.free.push(f.addr);
+        }
+        n
+    }
+
+    fn own(&self, frame: &Frame) -> Result<()> {
+        if frame.umem != self.area.id {
+            return Err(Error::ForeignFrame);
+        }
+        Ok(())
+    }
+
+    /// Where every frame is now. The split between fill/RX and TX/completion
+    /// races with the kernel while traffic flows; the sum does not.
+    pub fn counts(&self) -> FrameCounts {
+        let mut c = FrameCounts {
+            free: self.free.len() as u64,
+            app: self.app,
+            held: self.held.len() as u64,
+            total: u64::from(self.area.frames),
+            ..FrameCounts::default()
+        };
+        for p in &self.ports {
+            let rx = u64::from(p.rx.available()).min(p.fill_out);
+            c.rx += rx;
+            c.fill += p.fill_out - rx;
+            let comp = u64::from(p.fq.available()).min(p.tx_out);
+            c.completion += comp;
+            c.tx += p.tx_out - comp;
+        }
+        c
+    }
+
+    /// Reap completions of every port into the free pool.
+    pub fn reap(&mut self) -> usize {
+        let mut n = 0;
+        for i in 0..self.ports.len() {
+            n += self.reap_port(i);
+        }
+        n
+    }
+
+    fn reap_port(&mut self, i: usize) -> usize {
+        let p = &mut self.ports[i];
+        if p.tx_out == 0 {
+            return 0;
+        }
+        let mut rd = p.fq.complete(p.tx_out.min(u64::from(u32::MAX)) as u32);
+        let mut n = 0;
+        while let Some(addr) = rd.read() {
+            self.free.push(addr);
+            n += 1;
+        }
+        rd.release();
+        drop(rd);
+        p.tx_out -= n as u64;
+        n
+    }
+
+    /// Top up a port's fill ring from the free pool, up to its fill target.
+    pub fn refill(&mut self, port: PortId) -> usize {
+        let p = &mut self.ports[port.0];
+        let want = u64::from(p.fill_target).saturating_sub(p.fill_out);
+        let n = want.min(self.free.len() as u64) as u32;
+        if n == 0 {
+            return 0;
+        }
+        let mut w = p.fq.fill(n);
+        let start = self.free.len();
+        let mut taken = 0usize;
+        let done = w.insert(std::iter::from_fn(|| {
+            if taken < n as usize {
+                taken += 1;
+                Some(self.free[start - taken])
+            } else {
+                None
+            }
+        }));
+        w.commit();
+        drop(w);
+        self.free.truncate(start - done as usize);
+        p.fill_out += u64::from(done);
+        done as usize
+    }
+
+    /// Receive up to `out`'s spare capacity of frames from `port`'s RX ring
+    /// into `out` (they are the application's until given back), after
+    /// reaping completions and topping up the fill ring. Returns how many.
+    pub fn rx_batch<const N: usize>(
+        &mut self,
+        port: PortId,
+        out: &mut arrayvec::ArrayVec<Frame, N>,
+    ) -> usize {
+        self.reap();
+        self.refill(port);
+        let id = self.area.id;
+        let frame_size = self.area.frame_size;
+        let p = &mut self.ports[port.0];
+        let room = out.remaining_capacity() as u32;
+        if room == 0 {
+            return 0;
+        }
+        let mut rd = p.rx.receive(room);
+        let mut n = 0u64;
+        while let Some(XdpDesc { addr, len, .. }) = rd.read() {
+            // Headroom is 0: the packet starts at the frame start. Keep the
+            // frame-aligned address as the frame's identity regardless.
+            let base = addr - addr % u64::from(frame_size);
+            out.push(Frame {
+                addr: base,
+                len: len.min(frame_size),
+                umem: id,
+            });
+            n += 1;
+        }
+        rd.release();
+        drop(rd);
+        p.fill_out -= n;
+        self.app += n;
+        if n == 0 && p.fq.needs_wakeup() {
+            sys::kick_rx(p.fd);
+        }
+        n as usize
+    }
+
+    /// Wait up to `timeout_ms` for `port` to have frames to read.
+    pub fn poll_rx(&mut self, port: PortId, timeout_ms: i32) -> bool {
+        let p = &self.ports[port.0];
+        if p.rx.available() > 0 {
+            return true;
+        }
+        sys::poll_in(p.fd, timeout_ms)
+    }
+
+    /// Put frames on `port`'s TX ring and kick the kernel. Takes frames
+    /// from the front of `frames` as long as the ring has room; the rest
+    /// stay in `frames` for a later call. Kicks at most a bounded number of
+    /// times (copy mode sends [`COPY_TX_PER_KICK`] per kick; EAGAIN/EBUSY
+    /// mean "try again"); what is not sent yet stays in the TX ring and
+    /// goes out on the next call or [`flush`](Umem::flush).
+    ///
+    /// # Errors
+    /// [`Error::ForeignFrame`] (nothing is queued then); [`Error::Io`] for
+    /// a kick that fails otherwise (the frames stay in the TX ring).
+    pub fn tx<const N: usize>(
+        &mut self,
+        port: PortId,
+        frames: &mut arrayvec::ArrayVec<Frame, N>,
+    ) -> Result<usize> {
+        if frames.iter().any(|f| f.umem != self.area.id) {
+            return Err(Error::ForeignFrame);
+        }
+        self.reap_port(port.0);
+        let p = &mut self.ports[port.0];
+        let mut n = 0u32;
+        if !frames.is_empty() {
+            let mut w = p.tx.transmit(frames.len() as u32);
+            n = w.insert(frames.iter().map(|f| XdpDesc {
+                addr: f.addr,
+                len: f.len,
+                options: 0,
+            }));
+            w.commit();
+        }
+        frames.drain(..n as usize);
+        p.tx_out += u64::from(n);
+        self.app -= u64::from(n);
+        self.kick(port, 4)?;
+        Ok(n as usize)
+    }
+
+    /// Kick `port`'s TX up to `max_kicks` times while its ring holds
+    /// frames. Returns the frames still in the TX ring.
+    fn kick(&mut self, port: PortId, max_kicks: u32) -> Result<u32> {
+        let mut kicks = 0;
+        loop {
+            let p = &mut self.ports[port.0];
+            let pending = p.tx.pending();
+            if pending == 0 || kicks >= max_kicks {
+                return Ok(pending);
+            }
+            if p.mode == BoundMode::ZeroCopy && !p.tx.needs_wakeup() {
+                return Ok(pending);
+            }
+            kicks += 1;
+            match sys::kick_tx(p.fd) {
+                Ok(()) => {}
+                Err(e) => match e.raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) => {
+                        p.tx_busy += 1;
+                        self.reap_port(port.0);
+                    }
+                    _ => return Err(Error::io("sendto (TX kick)", e)),
+                },
+            }
+        }
+    }
+
+    /// Kick `port` until its TX ring is empty, reaping completions, for at
+    /// most `max_kicks` kicks.
+    ///
+    /// # Errors
+    /// [`Error::TxStalled`] if frames remain after that.
+    pub fn flush(&mut self, port: PortId, max_kicks: u32) -> Result<()> {
+        let mut kicks = 0;
+        while kicks < max_kicks {
+            let left = self.kick(port, 1)?;
+            self.reap_port(port.0);
+            if left == 0 {
+                return Ok(());
+            }
+            kicks += 1;
+            if kicks % 64 == 0 {
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            }
+        }
+        let p = &self.ports[port.0];
+        Err(Error::TxStalled {
+            ifname: p.ifname.clone(),
+            queue: p.queue,
+            pending: p.tx.pending(),
+            kicks,
+        })
+    }
+
+    /// Frames sent on `port` whose completion has not been reaped.
+    pub fn tx_outstanding(&self, port: PortId) -> u64 {
+        self.ports[port.0].tx_out
+    }
+
+    /// Number of ports.
+    pub fn ports(&self) -> usize {
+        self.ports.len()
+    }
+
+    /// All port ids.
+    pub fn port_ids(&self) -> impl Iterator<Item = PortId> {
+        (0..self.ports.len()).map(PortId)
+    }
+
+    /// Free frames in the pool.
+    pub fn free(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Close a port's RX side: stop steering its queue to the socket (so
+    /// no new frames arrive) — used before draining at shutdown.
+    pub fn stop_rx(&mut self, port: PortId) {
+        if let Some(p) = &self.ports[port.0].program {
+            p.clear_socket(self.ports[port.0].queue);
+        }
+    }
+}
+
+impl std::fmt::Debug for Umem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Umem")
+            .field("frames", &self.area.frames)
+            .field("frame_size", &self.area.frame_size)
+            .field("ports", &self.ports.len())
+            .field("counts", &self.counts())
+            .finish()
+    }
+}
