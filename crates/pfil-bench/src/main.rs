@@ -1,0 +1,64 @@
+//! `pfil-bench`: benchmark tooling for pfil.
+//!
+//! Subcommands:
+//!
+//! * `ministat` — FreeBSD ministat(1) on files of numbers: summary
+//!   statistics, Student's t comparisons against the first file and an
+//!   ASCII-art plot, with output identical to ministat's.
+//!
+//! Further subcommands (the lock study) are to be added to [`Command`].
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod ministat;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Command line of `pfil-bench`.
+#[derive(Debug, Parser)]
+#[command(name = "pfil-bench", version, about = "Benchmark tooling for pfil")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Compare data sets like FreeBSD's ministat(1): statistics, Student's t
+    /// test against the first data set, and an ASCII-art plot.
+    Ministat(ministat::MinistatArgs),
+    // `Study` (the lock-variant study) goes here.
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Ministat(args) => ministat::run(&args),
+    };
+    match result {
+        Ok(text) => {
+            let mut stdout = std::io::stdout().lock();
+            match stdout
+                .write_all(text.as_bytes())
+                .and_then(|()| stdout.flush())
+            {
+                Ok(()) => ExitCode::SUCCESS,
+                // A closed pipe (`| head`) is not worth a message.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("pfil-bench: error writing output: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("pfil-bench: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
