@@ -1,1 +1,892 @@
-//! x
+//! Worker loops: sink, forward and generate on AF_XDP ports, one thread per
+//! queue, heads run inline (one epoch pin per batch, no hand-off).
+//!
+//! The low-level loops ([`sink_loop`], [`forward_loop`], [`gen_loop`]) run
+//! on the calling thread over a [`Umem`] it opened. The spawners
+//! ([`spawn_sink`], [`spawn_forward`], [`spawn_gen`]) open the ports on
+//! worker threads (optionally inside a network namespace), wait until every
+//! worker is ready or one failed, and return a [`Running`] handle: what a
+//! `pfild` CLI needs.
+
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use arrayvec::ArrayVec;
+use pfil::{Dir, Dirs, Head, Packet, PacketKind, Registry, Verdict, Worker};
+
+use crate::error::{Error, Result};
+use crate::umem::{Frame, FrameCounts, PortConfig, PortId, Umem, UmemConfig};
+use crate::xdp::{enter_netns, queue_count, XdpMode, XdpProgram};
+
+/// Frames per batch.
+pub const BATCH: usize = 64;
+
+/// Kicks [`Umem::flush`] may take when a loop stops.
+const FLUSH_KICKS: u32 = 20_000;
+
+/// Counters of one worker, updated once per batch, readable live.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Frames read from RX rings.
+    pub rx: AtomicU64,
+    /// Frames built by a generator.
+    pub generated: AtomicU64,
+    /// Frames dropped by the in head.
+    pub in_dropped: AtomicU64,
+    /// Frames consumed by the in head.
+    pub in_consumed: AtomicU64,
+    /// Frames dropped by the out head.
+    pub out_dropped: AtomicU64,
+    /// Frames consumed by the out head.
+    pub out_consumed: AtomicU64,
+    /// Frames that passed every head and were delivered (sink) or put on a
+    /// TX ring (forward, gen).
+    pub passed: AtomicU64,
+    /// Frames put on a TX ring.
+    pub tx: AtomicU64,
+    /// Frames that passed but could not be queued for TX (ring full after
+    /// bounded retries) and were recycled.
+    pub tx_dropped: AtomicU64,
+    /// Batches processed.
+    pub batches: AtomicU64,
+}
+
+/// A plain copy of [`Stats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    /// See [`Stats::rx`].
+    pub rx: u64,
+    /// See [`Stats::generated`].
+    pub generated: u64,
+    /// See [`Stats::in_dropped`].
+    pub in_dropped: u64,
+    /// See [`Stats::in_consumed`].
+    pub in_consumed: u64,
+    /// See [`Stats::out_dropped`].
+    pub out_dropped: u64,
+    /// See [`Stats::out_consumed`].
+    pub out_consumed: u64,
+    /// See [`Stats::passed`].
+    pub passed: u64,
+    /// See [`Stats::tx`].
+    pub tx: u64,
+    /// See [`Stats::tx_dropped`].
+    pub tx_dropped: u64,
+    /// See [`Stats::batches`].
+    pub batches: u64,
+}
+
+impl StatsSnapshot {
+    /// Frames a filter dropped or consumed, in and out.
+    pub fn filtered(&self) -> u64 {
+        self.in_dropped + self.in_consumed + self.out_dropped + self.out_consumed
+    }
+}
+
+impl std::ops::Add for StatsSnapshot {
+    type Output = StatsSnapshot;
+    fn add(self, o: StatsSnapshot) -> StatsSnapshot {
+        StatsSnapshot {
+            rx: self.rx + o.rx,
+            generated: self.generated + o.generated,
+            in_dropped: self.in_dropped + o.in_dropped,
+            in_consumed: self.in_consumed + o.in_consumed,
+            out_dropped: self.out_dropped + o.out_dropped,
+            out_consumed: self.out_consumed + o.out_consumed,
+            passed: self.passed + o.passed,
+            tx: self.tx + o.tx,
+            tx_dropped: self.tx_dropped + o.tx_dropped,
+            batches: self.batches + o.batches,
+        }
+    }
+}
+
+impl Stats {
+    /// Read every counter.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        StatsSnapshot {
+            rx: l(&self.rx),
+            generated: l(&self.generated),
+            in_dropped: l(&self.in_dropped),
+            in_consumed: l(&self.in_consumed),
+            out_dropped: l(&self.out_dropped),
+            out_consumed: l(&self.out_consumed),
+            passed: l(&self.passed),
+            tx: l(&self.tx),
+            tx_dropped: l(&self.tx_dropped),
+            batches: l(&self.batches),
+        }
+    }
+
+    #[inline]
+    fn add(a: &AtomicU64, n: u64) {
+        if n != 0 {
+            // Single writer (the worker); a relaxed RMW once per batch on
+            // the worker's own counters.
+            a.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What every loop needs besides its ports.
+#[derive(Clone, Debug)]
+pub struct LoopConfig {
+    /// Set to stop the loop; it then flushes its TX rings and returns.
+    pub stop: Arc<AtomicBool>,
+    /// Frames kept held for hooks that returned `Consumed`; beyond this
+    /// the oldest are given back to the pool. 0 gives them back after
+    /// every batch (the hook has seen the bytes; it copies what it keeps).
+    pub held_limit: usize,
+    /// How long an idle loop sleeps in poll(2), in milliseconds.
+    pub idle_poll_ms: i32,
+}
+
+impl LoopConfig {
+    /// A config with a fresh stop flag.
+    pub fn new() -> LoopConfig {
+        LoopConfig {
+            stop: Arc::new(AtomicBool::new(false)),
+            held_limit: 0,
+            idle_poll_ms: 1,
+        }
+    }
+}
+
+impl Default for LoopConfig {
+    fn default() -> Self {
+        LoopConfig::new()
+    }
+}
+
+/// The verdicts of a batch after the in head (and the out head).
+struct Verdicts {
+    v: [Verdict; BATCH],
+    in_dropped: u64,
+    in_consumed: u64,
+    out_dropped: u64,
+    out_consumed: u64,
+}
+
+/// Run `head_in` (In) and then `head_out` (Out) over the frames in one
+/// pinned generation.
+fn run_heads(
+    umem: &Umem,
+    frames: &mut ArrayVec<Frame, BATCH>,
+    origin: (u32, u32),
+    head_in: Option<&Head>,
+    head_out: Option<&Head>,
+    reg: &Registry,
+    worker: &mut Worker,
+) -> Verdicts {
+    let mut out = Verdicts {
+        v: [Verdict::Pass; BATCH],
+        in_dropped: 0,
+        in_consumed: 0,
+        out_dropped: 0,
+        out_consumed: 0,
+    };
+    let hin = head_in.filter(|h| h.is_hooked(Dir::In));
+    let hout = head_out.filter(|h| h.is_hooked(Dir::Out));
+    if hin.is_none() && hout.is_none() {
+        return out;
+    }
+    let area = umem.area();
+    let mut pkts: ArrayVec<Packet<'_>, BATCH> = frames
+        .iter_mut()
+        .map(|f| Packet::new(area.bytes(f)).with_origin(origin.0, origin.1))
+        .collect();
+    let snap = reg.snapshot();
+    if let Some(h) = hin {
+        snap.run(h, Dir::In, worker, &mut pkts);
+        for p in &pkts {
+            match p.verdict() {
+                Verdict::Dropped => out.in_dropped += 1,
+                Verdict::Consumed => out.in_consumed += 1,
+                Verdict::Pass => {}
+            }
+        }
+    }
+    if let Some(h) = hout {
+        snap.run(h, Dir::Out, worker, &mut pkts);
+    }
+    for (slot, p) in out.v.iter_mut().zip(&pkts) {
+        *slot = p.verdict();
+    }
+    if hout.is_some() {
+        let all_d = out.v[..pkts.len()]
+            .iter()
+            .filter(|v| **v == Verdict::Dropped)
+            .count() as u64;
+        let all_c = out.v[..pkts.len()]
+            .iter()
+            .filter(|v| **v == Verdict::Consumed)
+            .count() as u64;
+        out.out_dropped = all_d - out.in_dropped;
+        out.out_consumed = all_c - out.in_consumed;
+    }
+    out
+}
+
+/// Hand out the frames of a batch by verdict: `Pass` into `pass` (or
+/// recycled when `pass` is `None`), `Dropped` recycled, `Consumed` held.
+fn dispose(
+    umem: &mut Umem,
+    frames: &mut ArrayVec<Frame, BATCH>,
+    v: &Verdicts,
+    mut pass: Option<&mut ArrayVec<Frame, BATCH>>,
+    held_limit: usize,
+) -> Result<u64> {
+    let mut passed = 0;
+    for (f, verdict) in frames.drain(..).zip(v.v.iter()) {
+        match verdict {
+            Verdict::Pass => {
+                passed += 1;
+                match pass.as_deref_mut() {
+                    Some(p) => p.push(f),
+                    None => umem.recycle(f)?,
+                }
+            }
+            Verdict::Dropped => umem.recycle(f)?,
+            Verdict::Consumed => umem.hold(f)?,
+        }
+    }
+    while umem.held() > held_limit {
+        if let Some(f) = umem.take_held() {
+            umem.recycle(f)?;
+        }
+    }
+    Ok(passed)
+}
+
+/// Put `frames` on `port`'s TX ring, kicking (bounded) while it is full;
+/// what still does not fit is recycled and returned as the count dropped.
+fn send_all(umem: &mut Umem, port: PortId, frames: &mut ArrayVec<Frame, BATCH>) -> Result<u64> {
+    let mut tries = 0;
+    while !frames.is_empty() {
+        umem.tx(port, frames)?;
+        if frames.is_empty() {
+            break;
+        }
+        tries += 1;
+        if tries > 1000 {
+            let n = frames.len() as u64;
+            for f in frames.drain(..) {
+                umem.recycle(f)?;
+            }
+            return Ok(n);
+        }
+        umem.kick_tx(port, 8)?;
+        if tries % 16 == 0 {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+    Ok(0)
+}
+
+fn flush_all(umem: &mut Umem) -> Result<()> {
+    let ids: Vec<PortId> = umem.port_ids().collect();
+    for p in ids {
+        umem.flush(p, FLUSH_KICKS)?;
+    }
+    umem.reap();
+    Ok(())
+}
+
+/// Receive on `port`, run `head` In, drop everything (delivered frames are
+/// counted as `passed` and recycled to the fill ring). Returns when `lc.stop`
+/// is set.
+///
+/// # Errors
+/// A TX kick error or a foreign frame (neither happens in this loop).
+pub fn sink_loop(
+    umem: &mut Umem,
+    port: PortId,
+    head: &Head,
+    reg: &Registry,
+    worker: &mut Worker,
+    stats: &Stats,
+    lc: &LoopConfig,
+) -> Result<()> {
+    let origin = (umem.ifindex(port), umem.queue(port));
+    let mut frames: ArrayVec<Frame, BATCH> = ArrayVec::new();
+    while !lc.stop.load(Ordering::Relaxed) {
+        let n = umem.rx_batch(port, &mut frames);
+        if n == 0 {
+            umem.poll_rx(&[port], lc.idle_poll_ms);
+            continue;
+        }
+        let v = run_heads(umem, &mut frames, origin, Some(head), None, reg, worker);
+        let passed = dispose(umem, &mut frames, &v, None, lc.held_limit)?;
+        Stats::add(&stats.rx, n as u64);
+        Stats::add(&stats.in_dropped, v.in_dropped);
+        Stats::add(&stats.in_consumed, v.in_consumed);
+        Stats::add(&stats.passed, passed);
+        Stats::add(&stats.batches, 1);
+    }
+    Ok(())
+}
+
+/// Forward between ports `a` and `b` of one UMEM, both ways, without
+/// copying: frames in on `a` run `head_a` In then `head_b` Out and go out
+/// on `b`, and the reverse. `stats[0]` counts a→b, `stats[1]` b→a.
+///
+/// # Errors
+/// A TX kick error.
+#[allow(clippy::too_many_arguments)]
+pub fn forward_loop(
+    umem: &mut Umem,
+    a: PortId,
+    b: PortId,
+    head_a: &Head,
+    head_b: &Head,
+    reg: &Registry,
+    worker: &mut Worker,
+    stats: [&Stats; 2],
+    lc: &LoopConfig,
+) -> Result<()> {
+    let mut frames: ArrayVec<Frame, BATCH> = ArrayVec::new();
+    let mut pass: ArrayVec<Frame, BATCH> = ArrayVec::new();
+    let dirs = [
+        (a, b, head_a, head_b, stats[0]),
+        (b, a, head_b, head_a, stats[1]),
+    ];
+    while !lc.stop.load(Ordering::Relaxed) {
+        let mut got = 0;
+        for &(src, dst, hin, hout, st) in &dirs {
+            let n = umem.rx_batch(src, &mut frames);
+            if n == 0 {
+                // Keep copy-mode TX moving even without new input.
+                umem.kick_tx(dst, 1)?;
+                continue;
+            }
+            got += n;
+            let origin = (umem.ifindex(src), umem.queue(src));
+            let v = run_heads(
+                umem,
+                &mut frames,
+                origin,
+                Some(hin),
+                Some(hout),
+                reg,
+                worker,
+            );
+            let passed = dispose(umem, &mut frames, &v, Some(&mut pass), lc.held_limit)?;
+            let dropped = send_all(umem, dst, &mut pass)?;
+            Stats::add(&st.rx, n as u64);
+            Stats::add(&st.in_dropped, v.in_dropped);
+            Stats::add(&st.in_consumed, v.in_consumed);
+            Stats::add(&st.out_dropped, v.out_dropped);
+            Stats::add(&st.out_consumed, v.out_consumed);
+            Stats::add(&st.passed, passed);
+            Stats::add(&st.tx, passed - dropped);
+            Stats::add(&st.tx_dropped, dropped);
+            Stats::add(&st.batches, 1);
+        }
+        if got == 0 {
+            umem.poll_rx(&[a, b], lc.idle_poll_ms);
+        }
+    }
+    flush_all(umem)
+}
+
+/// A pacing window: the generator keeps at most `max_in_flight` frames
+/// sent but not yet accounted for by the receiving side, as told by
+/// `accounted` (e.g. the sum of the downstream workers' `rx`).
+#[derive(Clone)]
+pub struct Window {
+    /// Frames in flight at most.
+    pub max_in_flight: u64,
+    /// Frames the receiving side has accounted for so far.
+    pub accounted: Arc<dyn Fn() -> u64 + Send + Sync>,
+}
+
+impl std::fmt::Debug for Window {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Window")
+            .field("max_in_flight", &self.max_in_flight)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a generator sends: UDP/IPv4 frames built with etherparse.
+#[derive(Clone, Debug)]
+pub struct GenConfig {
+    /// Frames to build (0: until stopped).
+    pub count: u64,
+    /// Frames per second (0: as fast as the rings go).
+    pub rate: u64,
+    /// Frame size in bytes (Ethernet header included, FCS excluded);
+    /// at least 60 (smaller is padded with payload to 60).
+    pub size: usize,
+    /// Source MAC.
+    pub src_mac: [u8; 6],
+    /// Destination MAC.
+    pub dst_mac: [u8; 6],
+    /// Source IPv4 address.
+    pub src_ip: Ipv4Addr,
+    /// Destination IPv4 address.
+    pub dst_ip: Ipv4Addr,
+    /// UDP source port.
+    pub src_port: u16,
+    /// UDP destination ports, used round-robin frame by frame.
+    pub dst_ports: Vec<u16>,
+    /// Optional pacing window (exact accounting end to end).
+    pub window: Option<Window>,
+}
+
+impl Default for GenConfig {
+    fn default() -> Self {
+        GenConfig {
+            count: 1000,
+            rate: 0,
+            size: 64,
+            src_mac: [0x02, 0, 0, 0, 0, 1],
+            dst_mac: [0x02, 0, 0, 0, 0, 2],
+            src_ip: Ipv4Addr::new(198, 18, 0, 1),
+            dst_ip: Ipv4Addr::new(198, 18, 0, 2),
+            src_port: 9,
+            dst_ports: vec![9],
+            window: None,
+        }
+    }
+}
+
+impl GenConfig {
+    /// The frame for each destination port.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a size that does not fit headers or a frame.
+    pub fn templates(&self, max: usize) -> Result<Vec<Vec<u8>>> {
+        const HDR: usize = 14 + 20 + 8;
+        let size = self.size.max(60);
+        if size > max {
+            return Err(Error::Config(format!(
+                "frame size {size} exceeds the UMEM frame size {max}"
+            )));
+        }
+        if self.dst_ports.is_empty() {
+            return Err(Error::Config("no destination port".into()));
+        }
+        let payload = vec![0xa5u8; size - HDR];
+        self.dst_ports
+            .iter()
+            .map(|&dp| {
+                let b = etherparse::PacketBuilder::ethernet2(self.src_mac, self.dst_mac)
+                    .ipv4(self.src_ip.octets(), self.dst_ip.octets(), 64)
+                    .udp(self.src_port, dp);
+                let mut v = Vec::with_capacity(size);
+                b.write(&mut v, &payload)
+                    .map_err(|e| Error::Config(format!("building the UDP frame: {e}")))?;
+                Ok(v)
+            })
+            .collect()
+    }
+}
+
+/// Build UDP frames, run `head` Out over them and send the passed ones on
+/// `port`, paced by `gen.rate` and `gen.window`, until `gen.count` frames
+/// are built or `lc.stop` is set. Flushes the TX ring before returning.
+///
+/// # Errors
+/// [`Error::Config`] (frame size), TX errors, [`Error::TxStalled`].
+#[allow(clippy::too_many_arguments)]
+pub fn gen_loop(
+    umem: &mut Umem,
+    port: PortId,
+    head: &Head,
+    reg: &Registry,
+    worker: &mut Worker,
+    stats: &Stats,
+    gen: &GenConfig,
+    lc: &LoopConfig,
+) -> Result<()> {
+    let templates = gen.templates(umem.area().frame_size() as usize)?;
+    let origin = (umem.ifindex(port), umem.queue(port));
+    let start = Instant::now();
+    let mut built = 0u64;
+    let mut sent = 0u64;
+    let mut next_port = 0usize;
+    let mut frames: ArrayVec<Frame, BATCH> = ArrayVec::new();
+    let mut pass: ArrayVec<Frame, BATCH> = ArrayVec::new();
+    while !lc.stop.load(Ordering::Relaxed) && (gen.count == 0 || built < gen.count) {
+        umem.reap();
+        let mut allowed = BATCH as u64;
+        if gen.count != 0 {
+            allowed = allowed.min(gen.count - built);
+        }
+        if gen.rate != 0 {
+            let due = (start.elapsed().as_secs_f64() * gen.rate as f64) as u64;
+            allowed = allowed.min(due.saturating_sub(built));
+        }
+        if let Some(w) = &gen.window {
+            let in_flight = sent.saturating_sub((w.accounted)());
+            allowed = allowed.min(w.max_in_flight.saturating_sub(in_flight));
+        }
+        if allowed == 0 {
+            umem.kick_tx(port, 1)?;
+            std::thread::sleep(Duration::from_micros(20));
+            continue;
+        }
+        for _ in 0..allowed {
+            let Some(mut f) = umem.alloc() else { break };
+            let t = &templates[next_port];
+            next_port = (next_port + 1) % templates.len();
+            umem.area().buffer(&mut f)[..t.len()].copy_from_slice(t);
+            umem.area().set_len(&mut f, t.len());
+            frames.push(f);
+        }
+        if frames.is_empty() {
+            // Every frame is in flight: wait for completions.
+            umem.kick_tx(port, 1)?;
+            continue;
+        }
+        let n = frames.len() as u64;
+        built += n;
+        let v = run_heads(umem, &mut frames, origin, None, Some(head), reg, worker);
+        let passed = dispose(umem, &mut frames, &v, Some(&mut pass), lc.held_limit)?;
+        let dropped = send_all(umem, port, &mut pass)?;
+        sent += passed - dropped;
+        Stats::add(&stats.generated, n);
+        Stats::add(&stats.out_dropped, v.out_dropped);
+        Stats::add(&stats.out_consumed, v.out_consumed);
+        Stats::add(&stats.passed, passed);
+        Stats::add(&stats.tx, passed - dropped);
+        Stats::add(&stats.tx_dropped, dropped);
+        Stats::add(&stats.batches, 1);
+    }
+    flush_all(umem)
+}
+
+// ---- spawners -------------------------------------------------------------
+
+/// Where the worker threads run and what they allocate.
+#[derive(Clone, Debug, Default)]
+pub struct WorkerSetup {
+    /// Network namespace (name in /run/netns or a path) the workers enter.
+    pub netns: Option<String>,
+    /// Queues to run (one worker each); `None`: every queue of the interface.
+    pub queues: Option<Vec<u32>>,
+    /// UMEM of each worker.
+    pub umem: UmemConfig,
+    /// XDP attach mode.
+    pub xdp_mode: XdpMode,
+    /// Port template (ring sizes, bind mode); interface and queue are set
+    /// by the spawner.
+    pub port: Option<PortConfig>,
+}
+
+/// What a worker hands back when it ends.
+#[derive(Clone, Copy, Debug)]
+pub struct WorkerReport {
+    /// Queue the worker ran.
+    pub queue: u32,
+    /// Where every frame of its UMEM was at the end.
+    pub counts: FrameCounts,
+}
+
+/// Running workers: their stats, a stop flag, and the join handles.
+pub struct Running {
+    /// One entry per worker (a forwarder has two per queue: a→b, b→a).
+    pub stats: Vec<Arc<Stats>>,
+    /// The loop config shared by the workers (set `stop` to end them).
+    pub lc: LoopConfig,
+    handles: Vec<JoinHandle<Result<WorkerReport>>>,
+}
+
+impl Running {
+    /// The sum of every worker's stats.
+    pub fn total(&self) -> StatsSnapshot {
+        self.stats
+            .iter()
+            .map(|s| s.snapshot())
+            .fold(StatsSnapshot::default(), |a, b| a + b)
+    }
+
+    /// Set the stop flag.
+    pub fn stop(&self) {
+        self.lc.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Have all workers returned?
+    pub fn finished(&self) -> bool {
+        self.handles.iter().all(|h| h.is_finished())
+    }
+
+    /// Stop (if not yet) and wait for every worker.
+    ///
+    /// # Errors
+    /// The first worker error.
+    pub fn join(self) -> Result<Vec<WorkerReport>> {
+        self.stop();
+        self.wait()
+    }
+
+    /// Wait for every worker without setting the stop flag (a generator
+    /// ends by itself after its count).
+    ///
+    /// # Errors
+    /// The first worker error; [`Error::Config`] if a worker panicked.
+    pub fn wait(self) -> Result<Vec<WorkerReport>> {
+        let mut out = Vec::new();
+        let mut first = None;
+        for h in self.handles {
+            match h.join() {
+                Ok(Ok(r)) => out.push(r),
+                Ok(Err(e)) => {
+                    first.get_or_insert(e);
+                }
+                Err(_) => {
+                    first.get_or_insert(Error::Config("a worker thread panicked".into()));
+                }
+            }
+        }
+        match first {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+}
+
+/// Get or register the Ethernet head `name` (both directions).
+///
+/// # Errors
+/// pfil errors (invalid name).
+pub fn head_for(reg: &Registry, name: &str) -> Result<Head> {
+    match reg.head(name) {
+        Ok(h) => Ok(h),
+        Err(_) => Ok(reg.register_head(name, PacketKind::Ethernet, Dirs::BOTH)?),
+    }
+}
+
+fn in_setup<T: Send + 'static>(
+    netns: &Option<String>,
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    let ns = netns.clone();
+    std::thread::spawn(move || {
+        if let Some(ns) = ns {
+            enter_netns(&ns)?;
+        }
+        f()
+    })
+    .join()
+    .unwrap_or_else(|_| Err(Error::Config("setup thread panicked".into())))
+}
+
+type Body = Box<dyn FnOnce(&mut Worker, &LoopConfig) -> Result<WorkerReport>>;
+type Opener = Box<dyn FnOnce() -> Result<Body> + Send>;
+
+/// Start one thread per opener: enter the namespace, open (the opener
+/// returns the loop body), report ready, run.
+fn start(
+    reg: &Registry,
+    netns: &Option<String>,
+    openers: Vec<Opener>,
+    stats: Vec<Arc<Stats>>,
+    lc: LoopConfig,
+) -> Result<Running> {
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<()>>();
+    let mut handles = Vec::new();
+    let n = openers.len();
+    for open in openers {
+        let ns = netns.clone();
+        let lc2 = lc.clone();
+        let ready = ready_tx.clone();
+        let mut worker = reg.worker()?;
+        handles.push(std::thread::spawn(move || {
+            let opened = (|| {
+                if let Some(ns) = ns {
+                    enter_netns(&ns)?;
+                }
+                open()
+            })();
+            match opened {
+                Ok(body) => {
+                    let _ = ready.send(Ok(()));
+                    body(&mut worker, &lc2)
+                }
+                Err(e) => {
+                    let msg = e.to_string();
+                    let _ = ready.send(Err(e));
+                    Err(Error::Config(format!("worker failed to open: {msg}")))
+                }
+            }
+        }));
+    }
+    drop(ready_tx);
+    let running = Running { stats, lc, handles };
+    for _ in 0..n {
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                let _ = running.join();
+                return Err(e);
+            }
+            Err(_) => {
+                let _ = running.join();
+                return Err(Error::Config("a worker died while opening".into()));
+            }
+        }
+    }
+    Ok(running)
+}
+
+fn queues_of(setup: &WorkerSetup, ifname: &str) -> Result<Vec<u32>> {
+    if let Some(q) = &setup.queues {
+        return Ok(q.clone());
+    }
+    let name = ifname.to_owned();
+    let n = in_setup(&setup.netns, move || queue_count(&name))?;
+    Ok((0..n).collect())
+}
+
+fn port_cfg(
+    setup: &WorkerSetup,
+    ifname: &str,
+    queue: u32,
+    prog: Option<Arc<XdpProgram>>,
+) -> PortConfig {
+    let mut c = setup
+        .port
+        .clone()
+        .unwrap_or_else(|| PortConfig::new(ifname, queue));
+    c.ifname = ifname.to_owned();
+    c.queue = queue;
+    c.xdp_mode = setup.xdp_mode;
+    c.program = prog;
+    c
+}
+
+fn attach(setup: &WorkerSetup, ifname: &str) -> Result<Arc<XdpProgram>> {
+    let name = ifname.to_owned();
+    let mode = setup.xdp_mode;
+    in_setup(&setup.netns, move || {
+        let n = queue_count(&name)?;
+        Ok(Arc::new(XdpProgram::attach(&name, n, mode)?))
+    })
+}
+
+/// `sink IF`: one worker per queue receives, runs head `IF` In, drops.
+///
+/// # Errors
+/// The first worker's open error (every worker is stopped then).
+pub fn spawn_sink(
+    reg: &Registry,
+    ifname: &str,
+    setup: &WorkerSetup,
+    lc: LoopConfig,
+) -> Result<Running> {
+    let head = head_for(reg, ifname)?;
+    let queues = queues_of(setup, ifname)?;
+    let prog = attach(setup, ifname)?;
+    let mut openers: Vec<Opener> = Vec::new();
+    let mut stats = Vec::new();
+    for q in queues {
+        let st = Arc::new(Stats::default());
+        stats.push(st.clone());
+        let (pc, uc, head, reg) = (
+            port_cfg(setup, ifname, q, Some(prog.clone())),
+            setup.umem,
+            head.clone(),
+            reg.clone(),
+        );
+        openers.push(Box::new(move || {
+            let mut umem = Umem::new(uc)?;
+            let port = umem.open(pc)?;
+            Ok(Box::new(move |w: &mut Worker, lc: &LoopConfig| {
+                sink_loop(&mut umem, port, &head, &reg, w, &st, lc)?;
+                umem.stop_rx(port);
+                Ok(WorkerReport {
+                    queue: q,
+                    counts: umem.counts(),
+                })
+            }) as Body)
+        }));
+    }
+    start(reg, &setup.netns, openers, stats, lc)
+}
+
+/// `forward A B`: one worker per queue forwards A⇄B through A's in head and
+/// B's out head (and back), on one UMEM per worker. Both interfaces must be
+/// in the same namespace. `stats` holds, per queue, a→b then b→a.
+///
+/// # Errors
+/// The first worker's open error.
+pub fn spawn_forward(
+    reg: &Registry,
+    a: &str,
+    b: &str,
+    setup: &WorkerSetup,
+    lc: LoopConfig,
+) -> Result<Running> {
+    let head_a = head_for(reg, a)?;
+    let head_b = head_for(reg, b)?;
+    let queues = queues_of(setup, a)?;
+    let prog_a = attach(setup, a)?;
+    let prog_b = attach(setup, b)?;
+    let mut openers: Vec<Opener> = Vec::new();
+    let mut stats = Vec::new();
+    for q in queues {
+        let ab = Arc::new(Stats::default());
+        let ba = Arc::new(Stats::default());
+        stats.push(ab.clone());
+        stats.push(ba.clone());
+        let pa = port_cfg(setup, a, q, Some(prog_a.clone()));
+        let pb = port_cfg(setup, b, q, Some(prog_b.clone()));
+        let (uc, ha, hb, reg) = (setup.umem, head_a.clone(), head_b.clone(), reg.clone());
+        openers.push(Box::new(move || {
+            let mut umem = Umem::new(uc)?;
+            let pa = umem.open(pa)?;
+            let pb = umem.open(pb)?;
+            Ok(Box::new(move |w: &mut Worker, lc: &LoopConfig| {
+                forward_loop(&mut umem, pa, pb, &ha, &hb, &reg, w, [&ab, &ba], lc)?;
+                Ok(WorkerReport {
+                    queue: q,
+                    counts: umem.counts(),
+                })
+            }) as Body)
+        }));
+    }
+    start(reg, &setup.netns, openers, stats, lc)
+}
+
+/// `gen IF`: one worker per queue (usually just queue 0) builds and sends
+/// frames through head `IF` Out. Each worker sends `gen.count` frames.
+///
+/// # Errors
+/// The first worker's open error.
+pub fn spawn_gen(
+    reg: &Registry,
+    ifname: &str,
+    setup: &WorkerSetup,
+    gen: GenConfig,
+    lc: LoopConfig,
+) -> Result<Running> {
+    let head = head_for(reg, ifname)?;
+    let queues = setup.queues.clone().unwrap_or_else(|| vec![0]);
+    let mut openers: Vec<Opener> = Vec::new();
+    let mut stats = Vec::new();
+    for q in queues {
+        let st = Arc::new(Stats::default());
+        stats.push(st.clone());
+        let pc = port_cfg(setup, ifname, q, None).tx_only();
+        let (uc, head, reg, gen) = (setup.umem, head.clone(), reg.clone(), gen.clone());
+        openers.push(Box::new(move || {
+            let mut umem = Umem::new(uc)?;
+            let port = umem.open(pc)?;
+            Ok(Box::new(move |w: &mut Worker, lc: &LoopConfig| {
+                gen_loop(&mut umem, port, &head, &reg, w, &st, &gen, lc)?;
+                Ok(WorkerReport {
+                    queue: q,
+                    counts: umem.counts(),
+                })
+            }) as Body)
+        }));
+    }
+    start(reg, &setup.netns, openers, stats, lc)
+}

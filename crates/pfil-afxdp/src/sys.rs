@@ -523,16 +523,20 @@ pub(crate) fn kick_rx(fd: RawFd) {
     };
 }
 
-/// Wait up to `timeout_ms` for `fd` to become readable.
-pub(crate) fn poll_in(fd: RawFd, timeout_ms: i32) -> bool {
-    let mut p = libc::pollfd {
-        fd,
+/// Wait up to `timeout_ms` for one of `fds` (at most 8) to become readable.
+pub(crate) fn poll_in(fds: &[RawFd], timeout_ms: i32) -> bool {
+    let mut p = [libc::pollfd {
+        fd: -1,
         events: libc::POLLIN,
         revents: 0,
-    };
-    // SAFETY: one valid pollfd that lives across the call.
-    let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
-    r > 0 && (p.revents & libc::POLLIN) != 0
+    }; 8];
+    let n = fds.len().min(8);
+    for (slot, fd) in p.iter_mut().zip(fds) {
+        slot.fd = *fd;
+    }
+    // SAFETY: `p` holds `n` valid pollfd entries and lives across the call.
+    let r = unsafe { libc::poll(p.as_mut_ptr(), n as libc::nfds_t, timeout_ms) };
+    r > 0
 }
 
 /// `struct xdp_statistics` (v2 layout).

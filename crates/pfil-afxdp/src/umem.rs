@@ -133,7 +133,11 @@ pub struct PortId(pub(crate) usize);
 #[must_use = "a dropped Frame is a leaked UMEM frame: tx, recycle or hold it"]
 #[derive(Debug, PartialEq, Eq)]
 pub struct Frame {
+    /// Start of the frame (frame-aligned).
     addr: u64,
+    /// Where the packet starts in the frame (RX puts it after the kernel's
+    /// XDP headroom).
+    off: u32,
     len: u32,
     umem: u32,
 }
@@ -194,11 +198,11 @@ pub struct FrameArea {
 }
 
 impl FrameArea {
-    /// The packet bytes of `frame` (its current length).
+    /// The packet bytes of `frame`.
     #[inline]
     pub fn bytes<'a>(&'a self, frame: &'a mut Frame) -> &'a mut [u8] {
-        let len = frame.len as usize;
-        &mut self.buffer(frame)[..len]
+        let (off, len) = (frame.off as usize, frame.len as usize);
+        &mut self.buffer(frame)[off..off + len]
     }
 
     /// The whole buffer of `frame` (frame size), to write a new packet;
@@ -220,13 +224,15 @@ impl FrameArea {
         unsafe { std::slice::from_raw_parts_mut(self.mem.base().add(start), size) }
     }
 
-    /// Set the packet length of `frame`; `false` (and no change) if it
+    /// Say that `frame` holds a packet of `len` bytes written at the start
+    /// of its [`buffer`](FrameArea::buffer); `false` (and no change) if it
     /// exceeds the frame size.
     #[inline]
     pub fn set_len(&self, frame: &mut Frame, len: usize) -> bool {
         if len > self.frame_size as usize {
             return false;
         }
+        frame.off = 0;
         frame.len = len as u32;
         true
     }
@@ -580,6 +586,7 @@ impl Umem {
         self.app += 1;
         Some(Frame {
             addr,
+            off: 0,
             len: 0,
             umem: self.area.id,
         })
@@ -733,12 +740,14 @@ impl Umem {
         let mut rd = p.rx.receive(room);
         let mut n = 0u64;
         while let Some(XdpDesc { addr, len, .. }) = rd.read() {
-            // Headroom is 0: the packet starts at the frame start. Keep the
-            // frame-aligned address as the frame's identity regardless.
+            // The kernel writes the packet after its XDP headroom: keep the
+            // frame-aligned address as the identity and the offset apart.
             let base = addr - addr % u64::from(frame_size);
+            let off = (addr - base) as u32;
             out.push(Frame {
                 addr: base,
-                len: len.min(frame_size),
+                off,
+                len: len.min(frame_size - off),
                 umem: id,
             });
             n += 1;
@@ -753,13 +762,20 @@ impl Umem {
         n as usize
     }
 
-    /// Wait up to `timeout_ms` for `port` to have frames to read.
-    pub fn poll_rx(&mut self, port: PortId, timeout_ms: i32) -> bool {
-        let p = &self.ports[port.0];
-        if p.rx.available() > 0 {
-            return true;
+    /// Wait up to `timeout_ms` for any of `ports` (at most 8) to have
+    /// frames to read.
+    pub fn poll_rx(&mut self, ports: &[PortId], timeout_ms: i32) -> bool {
+        let mut fds = [0; 8];
+        let mut n = 0;
+        for p in ports.iter().take(8) {
+            let p = &self.ports[p.0];
+            if p.rx.available() > 0 {
+                return true;
+            }
+            fds[n] = p.fd;
+            n += 1;
         }
-        sys::poll_in(p.fd, timeout_ms)
+        sys::poll_in(&fds[..n], timeout_ms)
     }
 
     /// Put frames on `port`'s TX ring and kick the kernel. Takes frames
@@ -786,7 +802,7 @@ impl Umem {
         if !frames.is_empty() {
             let mut w = p.tx.transmit(frames.len() as u32);
             n = w.insert(frames.iter().map(|f| XdpDesc {
-                addr: f.addr,
+                addr: f.addr + u64::from(f.off),
                 len: f.len,
                 options: 0,
             }));
@@ -795,13 +811,17 @@ impl Umem {
         frames.drain(..n as usize);
         p.tx_out += u64::from(n);
         self.app -= u64::from(n);
-        self.kick(port, 4)?;
+        self.kick_tx(port, 4)?;
         Ok(n as usize)
     }
 
     /// Kick `port`'s TX up to `max_kicks` times while its ring holds
-    /// frames. Returns the frames still in the TX ring.
-    fn kick(&mut self, port: PortId, max_kicks: u32) -> Result<u32> {
+    /// frames (EAGAIN/EBUSY count as a kick and reap completions). Returns
+    /// the frames still in the TX ring.
+    ///
+    /// # Errors
+    /// [`Error::Io`] for a kick that fails with another error.
+    pub fn kick_tx(&mut self, port: PortId, max_kicks: u32) -> Result<u32> {
         let mut kicks = 0;
         loop {
             let p = &mut self.ports[port.0];
@@ -834,7 +854,7 @@ impl Umem {
     pub fn flush(&mut self, port: PortId, max_kicks: u32) -> Result<()> {
         let mut kicks = 0;
         while kicks < max_kicks {
-            let left = self.kick(port, 1)?;
+            let left = self.kick_tx(port, 1)?;
             self.reap_port(port.0);
             if left == 0 {
                 return Ok(());

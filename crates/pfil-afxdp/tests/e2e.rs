@@ -1,0 +1,197 @@
+//! End to end on veth pairs in namespaces the test creates:
+//! gen (ns g) -> forward (ns f) -> sink (ns s), exact accounting.
+
+mod common;
+use common::*;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pfil::{Ctx, Dir, Dirs, Packet, PacketKind, Placement, Registry, Verdict};
+use pfil_afxdp::run::{self, GenConfig, LoopConfig, Window, WorkerSetup};
+
+struct Topo {
+    g: Netns,
+    f: Netns,
+    s: Netns,
+}
+
+/// g:g0 <-> f:f0   f:f1 <-> s:s0
+fn topo(tag: &str) -> Topo {
+    let g = Netns::new(&format!("{tag}g"));
+    let f = Netns::new(&format!("{tag}f"));
+    let s = Netns::new(&format!("{tag}s"));
+    veth(&g, "g0", &f, "f0", 0, 1);
+    veth(&f, "f1", &s, "s0", 1, 1);
+    Topo { g, f, s }
+}
+
+fn setup(ns: &Netns) -> WorkerSetup {
+    WorkerSetup {
+        netns: Some(ns.name.clone()),
+        queues: Some(vec![0]),
+        ..WorkerSetup::default()
+    }
+}
+
+fn drop_udp_port(reg: &Registry, name: &str, port: u16) {
+    reg.add_hook(
+        name,
+        PacketKind::Ethernet,
+        Dirs::BOTH,
+        move |p: &mut Packet<'_>, _: &Ctx<'_>| match p.headers().and_then(|h| h.transport) {
+            Some(t) if t.dst_port == port => Verdict::Dropped,
+            _ => Verdict::Pass,
+        },
+    )
+    .unwrap();
+}
+
+/// Run gen -> forward -> sink for `count` frames; `during` runs while
+/// traffic flows. Returns (gen, fwd a->b, sink) totals.
+fn pipeline(
+    t: &Topo,
+    reg: &Registry,
+    count: u64,
+    dst_ports: Vec<u16>,
+    during: impl FnOnce(),
+) -> (run::StatsSnapshot, run::StatsSnapshot, run::StatsSnapshot) {
+    let sink = run::spawn_sink(reg, "s0", &setup(&t.s), LoopConfig::new()).expect("sink");
+    let fwd =
+        run::spawn_forward(reg, "f0", "f1", &setup(&t.f), LoopConfig::new()).expect("forward");
+    assert!(t.f.has_xdp("f0") && t.f.has_xdp("f1") && t.s.has_xdp("s0"));
+    let (fs, ss) = (fwd.stats[0].clone(), sink.stats[0].clone());
+    // Accounted downstream: what the forwarder filtered or could not send,
+    // plus what reached the sink.
+    let accounted = Arc::new(move || {
+        let f = fs.snapshot();
+        let s = ss.snapshot();
+        f.filtered() + f.tx_dropped + s.rx
+    });
+    let gen = GenConfig {
+        count,
+        dst_ports,
+        window: Some(Window {
+            max_in_flight: 128,
+            accounted,
+        }),
+        ..GenConfig::default()
+    };
+    let start = Instant::now();
+    let g = run::spawn_gen(reg, "g0", &setup(&t.g), gen, LoopConfig::new()).expect("gen");
+    during();
+    // Bounded: the generator ends after `count`, or we stop it.
+    while !g.finished() && start.elapsed() < Duration::from_secs(90) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let gs = g.total();
+    let greports = g.join().expect("gen join");
+    // Let the last frames arrive (bounded).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let f = fwd.total();
+        let s = sink.total();
+        if f.filtered() + f.tx_dropped + s.rx >= gs.tx || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let fstats = fwd.stats[0].snapshot();
+    let freports = fwd.join().expect("fwd join");
+    let sstats = sink.total();
+    let sreports = sink.join().expect("sink join");
+    eprintln!(
+        "{count} frames in {secs:.2}s = {:.0} pps; gen {gs:?}\nfwd {fstats:?}\nsink {sstats:?}",
+        gs.tx as f64 / secs
+    );
+    for r in greports.iter().chain(&freports).chain(&sreports) {
+        assert!(r.counts.adds_up(), "frame accounting: {:?}", r.counts);
+        assert_eq!(r.counts.app, 0, "{:?}", r.counts);
+    }
+    (gs, fstats, sstats)
+}
+
+#[test]
+fn gen_forward_sink_exact() {
+    if !require_root("gen_forward_sink_exact") {
+        return;
+    }
+    init_tracing();
+    let t = topo("e");
+    let reg = Registry::new();
+    let count: u64 = std::env::var("PFIL_AFXDP_FRAMES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let (g, f, s) = pipeline(&t, &reg, count, vec![9], || {});
+    assert_eq!(g.generated, count);
+    assert_eq!(g.tx, count);
+    assert_eq!(f.rx, g.tx, "forwarder received every frame sent");
+    assert_eq!(f.tx, f.rx - f.filtered());
+    assert_eq!(s.rx, f.tx, "sink received every frame forwarded");
+    assert_eq!(g.tx, s.rx + f.filtered() + s.filtered());
+}
+
+#[test]
+fn udp_port_filter_drops_exactly_those() {
+    if !require_root("udp_port_filter_drops_exactly_those") {
+        return;
+    }
+    init_tracing();
+    let t = topo("p");
+    let reg = Registry::new();
+    run::head_for(&reg, "f0").unwrap();
+    drop_udp_port(&reg, "udp:drop53", 53);
+    reg.link("f0", Dir::In, "udp:drop53", Placement::Prepend)
+        .unwrap();
+    let count = 40_000;
+    let (g, f, s) = pipeline(&t, &reg, count, vec![53, 80, 443, 8080], || {});
+    assert_eq!(g.tx, count);
+    assert_eq!(f.in_dropped, count / 4, "exactly the port-53 frames");
+    assert_eq!(s.rx, count - count / 4);
+    let c = reg.chain("f0", Dir::In).unwrap()[0].counters;
+    assert_eq!((c.packets, c.dropped), (count, count / 4));
+}
+
+#[test]
+fn relink_during_traffic_loses_nothing() {
+    if !require_root("relink_during_traffic_loses_nothing") {
+        return;
+    }
+    init_tracing();
+    let t = topo("r");
+    let reg = Registry::new();
+    run::head_for(&reg, "f0").unwrap();
+    run::head_for(&reg, "f1").unwrap();
+    reg.add_hook(
+        "null:pass",
+        PacketKind::Ethernet,
+        Dirs::BOTH,
+        |_: &mut Packet<'_>, _: &Ctx<'_>| Verdict::Pass,
+    )
+    .unwrap();
+    drop_udp_port(&reg, "udp:never", 1);
+    let count = 200_000;
+    let reg2 = reg.clone();
+    let (g, f, s) = pipeline(&t, &reg, count, vec![9, 10], move || {
+        // Churn: link and unlink on both heads while frames flow (bounded).
+        for i in 0..400 {
+            let (head, dir) = if i % 2 == 0 {
+                ("f0", Dir::In)
+            } else {
+                ("f1", Dir::Out)
+            };
+            reg2.link(head, dir, "null:pass", Placement::Prepend)
+                .unwrap();
+            reg2.link(head, dir, "udp:never", Placement::Append)
+                .unwrap();
+            std::thread::sleep(Duration::from_micros(500));
+            drop(reg2.unlink(head, dir, "null:pass").unwrap());
+            drop(reg2.unlink(head, dir, "udp:never").unwrap());
+        }
+    });
+    assert_eq!(g.tx, count);
+    assert_eq!(f.filtered(), 0);
+    assert_eq!(s.rx, count, "no frame lost to the relinking");
+}
