@@ -890,3 +890,40 @@ pub fn spawn_gen(
     }
     start(reg, &setup.netns, openers, stats, lc)
 }
+
+/// `pfild --synthetic`: `workers` threads each build `gen.count` frames in
+/// memory (0: until stopped) and run them through head `ifname_in` In and,
+/// if given, head `ifname_out` Out, with the loop shape of an AF_XDP
+/// worker. No privileges needed.
+///
+/// # Errors
+/// pfil errors (head names, worker slots), [`Error::Config`] (frame size).
+pub fn spawn_synthetic(
+    reg: &Registry,
+    ifname_in: &str,
+    ifname_out: Option<&str>,
+    workers: u32,
+    gen: GenConfig,
+    lc: LoopConfig,
+) -> Result<Running> {
+    let head_in = head_for(reg, ifname_in)?;
+    let head_out = ifname_out.map(|n| head_for(reg, n)).transpose()?;
+    let mut openers: Vec<Opener> = Vec::new();
+    let mut stats = Vec::new();
+    for q in 0..workers.max(1) {
+        let st = Arc::new(Stats::default());
+        stats.push(st.clone());
+        let (hi, ho, reg, gen) = (head_in.clone(), head_out.clone(), reg.clone(), gen.clone());
+        openers.push(Box::new(move || {
+            let mut port = crate::synthetic::SyntheticPort::new(&gen, 0, q)?;
+            Ok(Box::new(move |w: &mut Worker, lc: &LoopConfig| {
+                port.run(&hi, ho.as_ref(), &reg, w, &st, &gen, lc)?;
+                Ok(WorkerReport {
+                    queue: q,
+                    counts: FrameCounts::default(),
+                })
+            }) as Body)
+        }));
+    }
+    start(reg, &None, openers, stats, lc)
+}

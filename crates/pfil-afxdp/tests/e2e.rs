@@ -195,3 +195,85 @@ fn relink_during_traffic_loses_nothing() {
     assert_eq!(f.filtered(), 0);
     assert_eq!(s.rx, count, "no frame lost to the relinking");
 }
+
+#[test]
+fn consumed_frames_are_held_and_accounted() {
+    if !require_root("consumed_frames_are_held_and_accounted") {
+        return;
+    }
+    init_tracing();
+    let t = topo("c");
+    let reg = Registry::new();
+    run::head_for(&reg, "s0").unwrap();
+    // Consume the port-7 frames at the sink.
+    reg.add_hook(
+        "tap:take7",
+        PacketKind::Ethernet,
+        Dirs::IN,
+        |p: &mut Packet<'_>, _: &Ctx<'_>| match p.headers().and_then(|h| h.transport) {
+            Some(t) if t.dst_port == 7 => Verdict::Consumed,
+            _ => Verdict::Pass,
+        },
+    )
+    .unwrap();
+    reg.link("s0", Dir::In, "tap:take7", Placement::Prepend)
+        .unwrap();
+    // The sink keeps up to 100 consumed frames held; the rest go back.
+    let sink_setup = setup(&t.s);
+    let mut lc = LoopConfig::new();
+    lc.held_limit = 100;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reg2 = reg.clone();
+    let h = t.s.run(move || {
+        let mut umem = pfil_afxdp::Umem::new(sink_setup.umem).unwrap();
+        let port = umem.open(pfil_afxdp::PortConfig::new("s0", 0)).unwrap();
+        let head = reg2.head("s0").unwrap();
+        let mut w = reg2.worker().unwrap();
+        let stats = run::Stats::default();
+        tx.send(()).unwrap();
+        let stop = lc.stop.clone();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while Instant::now() < deadline {
+                    if stats.rx.load(std::sync::atomic::Ordering::Relaxed) >= 1000 {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            });
+            run::sink_loop(&mut umem, port, &head, &reg2, &mut w, &stats, &lc).unwrap();
+        });
+        let c = umem.counts();
+        let held = umem.held();
+        // Give one back by hand, then the rest.
+        let f = umem.take_held().unwrap();
+        umem.recycle(f).unwrap();
+        let rest = umem.release_held();
+        (stats.snapshot(), c, held, rest, umem.counts())
+    });
+    rx.recv().unwrap();
+    // g0's peer is f0; bridge f0 -> f1 with a forwarder so frames reach s0.
+    let fwd = run::spawn_forward(&reg, "f0", "f1", &setup(&t.f), LoopConfig::new()).unwrap();
+    let gen = GenConfig {
+        count: 1000,
+        dst_ports: vec![7, 9],
+        rate: 50_000,
+        ..GenConfig::default()
+    };
+    let g = run::spawn_gen(&reg, "g0", &setup(&t.g), gen, LoopConfig::new()).unwrap();
+    let (s, c, held, rest, after) = h.join().unwrap();
+    g.join().unwrap();
+    fwd.join().unwrap();
+    assert_eq!(s.rx, 1000);
+    assert_eq!(s.in_consumed, 500);
+    assert_eq!(held, 100);
+    assert_eq!(c.held, 100);
+    assert!(c.adds_up(), "{c:?}");
+    assert_eq!(rest, 99);
+    assert!(
+        after.adds_up() && after.held == 0 && after.app == 0,
+        "{after:?}"
+    );
+}
