@@ -631,10 +631,10 @@ impl Running {
     ///
     /// # Errors
     /// The first worker error; [`Error::Config`] if a worker panicked.
-    pub fn wait(self) -> Result<Vec<WorkerReport>> {
+    pub fn wait(mut self) -> Result<Vec<WorkerReport>> {
         let mut out = Vec::new();
         let mut first = None;
-        for h in self.handles {
+        for h in std::mem::take(&mut self.handles) {
             match h.join() {
                 Ok(Ok(r)) => out.push(r),
                 Ok(Err(e)) => {
@@ -649,6 +649,13 @@ impl Running {
             Some(e) => Err(e),
             None => Ok(out),
         }
+    }
+}
+
+impl Drop for Running {
+    /// Dropping the handle stops the workers (without waiting for them).
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
