@@ -6,12 +6,17 @@
 //!   statistics, Student's t comparisons against the first file and an
 //!   ASCII-art plot, with output identical to ministat's.
 //!
-//! Further subcommands (the lock study) are to be added to [`Command`].
+//! * `study` — Max Laier's pfil lock study (seed 001) on the real
+//!   registry: hooks × chain lengths × batch sizes × reader threads, with
+//!   and without a background writer, for every chain-publishing strategy,
+//!   compared with ministat against the unsynchronized limit; text, JSON
+//!   and SVG output.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod ministat;
+mod study;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -32,13 +37,17 @@ enum Command {
     /// Compare data sets like FreeBSD's ministat(1): statistics, Student's t
     /// test against the first data set, and an ASCII-art plot.
     Ministat(ministat::MinistatArgs),
-    // `Study` (the lock-variant study) goes here.
+    /// The lock study: ns/packet of each hook, chain length, batch size and
+    /// thread count under each chain-publishing strategy, compared with the
+    /// unsynchronized limit.
+    Study(study::StudyArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Ministat(args) => ministat::run(&args),
+        Command::Ministat(args) => ministat::run(&args).map_err(|e| e.to_string()),
+        Command::Study(args) => study::run(&args),
     };
     match result {
         Ok(text) => {
