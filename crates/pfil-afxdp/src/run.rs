@@ -19,7 +19,8 @@ use arrayvec::ArrayVec;
 use pfil::{Dir, Dirs, Head, Packet, PacketKind, Registry, Verdict, Worker};
 
 use crate::error::{Error, Result};
-use crate::umem::{Frame, FrameCounts, PortConfig, PortId, Umem, UmemConfig};
+use crate::sys::XdpStats;
+use crate::umem::{BoundMode, Frame, FrameCounts, PortConfig, PortId, Umem, UmemConfig};
 use crate::xdp::{enter_netns, queue_count, XdpMode, XdpProgram};
 
 /// Frames per batch.
@@ -198,7 +199,12 @@ fn run_heads(
     let area = umem.area();
     let mut pkts: ArrayVec<Packet<'_>, BATCH> = frames
         .iter_mut()
-        .map(|f| Packet::new(area.bytes(f)).with_origin(origin.0, origin.1))
+        .map(|f| {
+            let cookie = f.addr();
+            Packet::new(area.bytes(f))
+                .with_origin(origin.0, origin.1)
+                .with_cookie(cookie)
+        })
         .collect();
     let snap = reg.snapshot();
     if let Some(h) = hin {
@@ -581,12 +587,52 @@ pub struct WorkerSetup {
 }
 
 /// What a worker hands back when it ends.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct WorkerReport {
     /// Queue the worker ran.
     pub queue: u32,
     /// Where every frame of its UMEM was at the end.
     pub counts: FrameCounts,
+    /// Its ports (none for a synthetic worker).
+    pub ports: Vec<PortReport>,
+}
+
+/// One port of a worker at the end of its run.
+#[derive(Clone, Debug)]
+pub struct PortReport {
+    /// Interface name.
+    pub ifname: String,
+    /// Queue.
+    pub queue: u32,
+    /// Copy or zero-copy.
+    pub bound: BoundMode,
+    /// Mode of the XDP program steering to the port (`None`: TX only).
+    pub xdp_mode: Option<XdpMode>,
+    /// The kernel's AF_XDP statistics (`None` if they could not be read).
+    pub kernel: Option<XdpStats>,
+    /// TX kicks the kernel answered with EAGAIN/EBUSY.
+    pub tx_busy: u64,
+}
+
+impl WorkerReport {
+    /// The report of a worker that ran `queue` on `umem`.
+    pub fn of(umem: &Umem, queue: u32) -> WorkerReport {
+        WorkerReport {
+            queue,
+            counts: umem.counts(),
+            ports: umem
+                .port_ids()
+                .map(|p| PortReport {
+                    ifname: umem.ifname(p).to_owned(),
+                    queue: umem.queue(p),
+                    bound: umem.mode(p),
+                    xdp_mode: umem.program(p).map(|x| x.mode()),
+                    kernel: umem.statistics(p).ok(),
+                    tx_busy: umem.tx_busy(p),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// Running workers: their stats, a stop flag, and the join handles.
@@ -808,10 +854,7 @@ pub fn spawn_sink(
             Ok(Box::new(move |w: &mut Worker, lc: &LoopConfig| {
                 sink_loop(&mut umem, port, &head, &reg, w, &st, lc)?;
                 umem.stop_rx(port);
-                Ok(WorkerReport {
-                    queue: q,
-                    counts: umem.counts(),
-                })
+                Ok(WorkerReport::of(&umem, q))
             }) as Body)
         }));
     }
@@ -852,10 +895,7 @@ pub fn spawn_forward(
             let pb = umem.open(pb)?;
             Ok(Box::new(move |w: &mut Worker, lc: &LoopConfig| {
                 forward_loop(&mut umem, pa, pb, &ha, &hb, &reg, w, [&ab, &ba], lc)?;
-                Ok(WorkerReport {
-                    queue: q,
-                    counts: umem.counts(),
-                })
+                Ok(WorkerReport::of(&umem, q))
             }) as Body)
         }));
     }
@@ -888,10 +928,7 @@ pub fn spawn_gen(
             let port = umem.open(pc)?;
             Ok(Box::new(move |w: &mut Worker, lc: &LoopConfig| {
                 gen_loop(&mut umem, port, &head, &reg, w, &st, &gen, lc)?;
-                Ok(WorkerReport {
-                    queue: q,
-                    counts: umem.counts(),
-                })
+                Ok(WorkerReport::of(&umem, q))
             }) as Body)
         }));
     }
@@ -928,6 +965,7 @@ pub fn spawn_synthetic(
                 Ok(WorkerReport {
                     queue: q,
                     counts: FrameCounts::default(),
+                    ports: Vec::new(),
                 })
             }) as Body)
         }));

@@ -30,6 +30,9 @@ pub struct UmemConfig {
     pub frames: u32,
     /// Bytes per frame: a power of two from 2048 to the page size.
     pub frame_size: u32,
+    /// Entries of the UMEM's fill and completion rings (a power of two;
+    /// a port's `fill_target` is capped by it).
+    pub ring: u32,
 }
 
 impl Default for UmemConfig {
@@ -37,6 +40,7 @@ impl Default for UmemConfig {
         UmemConfig {
             frames: 8192,
             frame_size: 2048,
+            ring: 2048,
         }
     }
 }
@@ -312,6 +316,12 @@ impl Umem {
                 cfg.frame_size
             )));
         }
+        if !cfg.ring.is_power_of_two() {
+            return Err(Error::Config(format!(
+                "fill/completion ring size {} must be a power of two",
+                cfg.ring
+            )));
+        }
         if cfg.frames == 0 {
             return Err(Error::Config("a UMEM needs at least one frame".into()));
         }
@@ -328,8 +338,8 @@ impl Umem {
         let mem =
             sys::Mmap::anonymous(bytes as usize).map_err(|e| too_large(format!("mmap: {e}")))?;
         let ucfg = xdpilone::UmemConfig {
-            fill_size: 2048,
-            complete_size: 2048,
+            fill_size: cfg.ring,
+            complete_size: cfg.ring,
             frame_size: cfg.frame_size,
             headroom: 0,
             flags: 0,

@@ -64,12 +64,14 @@ fn bad_input_errors() {
             "{e}"
         );
         let e = pfil_afxdp::Umem::new(pfil_afxdp::UmemConfig {
+            ring: 2048,
             frames: u32::MAX,
             frame_size: 4096,
         })
         .unwrap_err();
         assert!(matches!(e, pfil_afxdp::Error::UmemTooLarge { .. }), "{e}");
         let e = pfil_afxdp::Umem::new(pfil_afxdp::UmemConfig {
+            ring: 2048,
             frames: 10,
             frame_size: 1000,
         })

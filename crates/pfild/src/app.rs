@@ -1,0 +1,346 @@
+//! Set up the registry, hooks and workers for one mode, watch them, stop
+//! them, report.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pfil::{Dir, Registry};
+use pfil_afxdp::run::{self, GenConfig, LoopConfig, Running, WorkerReport, WorkerSetup};
+use pfil_afxdp::{PortConfig, UmemConfig};
+
+use crate::args::{Args, Mode, Queues};
+use crate::hooks;
+use crate::report::{self, Flow, Sampler};
+
+/// Why the run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// SIGINT or SIGTERM.
+    Signal,
+    /// `--seconds` elapsed.
+    Time,
+    /// `--count` frames reached.
+    Count,
+    /// Every worker returned by itself (a generator done, or an error).
+    Finished,
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StopReason::Signal => "signal",
+            StopReason::Time => "time limit",
+            StopReason::Count => "frame count reached",
+            StopReason::Finished => "workers finished",
+        })
+    }
+}
+
+fn gen_config(a: &Args, count: u64) -> GenConfig {
+    GenConfig {
+        count,
+        rate: a.gen.rate,
+        size: a.gen.size,
+        src_mac: a.gen.src_mac,
+        dst_mac: a.gen.dst_mac,
+        src_ip: a.gen.src_ip,
+        dst_ip: a.gen.dst_ip,
+        src_port: a.gen.src_port,
+        dst_ports: a.gen.dst_ports.clone(),
+        window: None,
+    }
+}
+
+/// Split `total` (0: unbounded) over `n` workers.
+fn split(total: u64, n: u32, i: u32) -> u64 {
+    if total == 0 {
+        return 0;
+    }
+    let n = u64::from(n.max(1));
+    total / n + u64::from(u64::from(i) < total % n)
+}
+
+fn check_netns(ns: &str) -> Result<(), String> {
+    let path = if ns.starts_with('/') {
+        ns.to_owned()
+    } else {
+        format!("/run/netns/{ns}")
+    };
+    if Path::new(&path).exists() {
+        Ok(())
+    } else {
+        Err(format!(
+            "no network namespace `{ns}` ({path} does not exist): create it with `ip netns add {ns}` or list them with `ip netns list`"
+        ))
+    }
+}
+
+/// Every queue of `iface`, read in `netns`.
+fn all_queues(iface: &str, netns: &Option<String>) -> Result<u32, String> {
+    let (iface, ns) = (iface.to_owned(), netns.clone());
+    std::thread::spawn(move || {
+        if let Some(ns) = ns {
+            pfil_afxdp::enter_netns(&ns)?;
+        }
+        pfil_afxdp::queue_count(&iface)
+    })
+    .join()
+    .map_err(|_| "queue lookup thread panicked".to_owned())?
+    .map_err(|e| e.to_string())
+}
+
+/// Run the app the arguments describe; `Err` is the message to print.
+pub fn run(a: &Args) -> Result<(), String> {
+    if !a.synthetic {
+        pfil_afxdp::check_privileges().map_err(|e| {
+            format!("{e}\n       (or try the in-memory port without privileges: add --synthetic)")
+        })?;
+    }
+    if let Some(ns) = &a.netns {
+        check_netns(ns)?;
+    }
+
+    // Stop flag for SIGINT/SIGTERM; a second signal exits at once.
+    let term = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, 130, term.clone())
+            .map_err(|e| format!("installing the signal handler: {e}"))?;
+        signal_hook::flag::register(sig, term.clone())
+            .map_err(|e| format!("installing the signal handler: {e}"))?;
+    }
+
+    let reg = Registry::new();
+    let ifaces = a.mode.ifaces();
+    for i in &ifaces {
+        run::head_for(&reg, i).map_err(|e| format!("head `{i}`: {e}"))?;
+    }
+    let hook_dir = match a.mode {
+        Mode::Gen { .. } => Dir::Out,
+        _ => Dir::In,
+    };
+    let hook_names = hooks::link_all(&reg, &a.hooks, &ifaces, hook_dir)?;
+
+    let ring = a.ring.unwrap_or(2048);
+    let umem = UmemConfig {
+        frames: a.umem_frames.unwrap_or(8192).max(2 * ring),
+        ring,
+        ..UmemConfig::default()
+    };
+    let mut port = PortConfig::new("unset", 0);
+    port.bind = a.bind;
+    port.rx_size = ring;
+    port.tx_size = ring;
+    port.fill_size = ring;
+    port.comp_size = ring;
+    port.fill_target = if a.ring.is_some() { ring } else { ring / 2 };
+    let queues: Option<Vec<u32>> = match (a.queues, &a.mode) {
+        (Some(Queues::Count(n)), _) => Some((0..n).collect()),
+        (Some(Queues::All), _) if a.synthetic => {
+            return Err("--queues all needs an interface; with --synthetic give a worker count (--queues N)".into())
+        }
+        (Some(Queues::All), Mode::Gen { iface }) => {
+            Some((0..all_queues(iface, &a.netns)?).collect())
+        }
+        (Some(Queues::All), _) => None,
+        (None, Mode::Gen { .. }) => Some(vec![0]),
+        (None, _) if a.synthetic => Some(vec![0]),
+        (None, _) => None,
+    };
+    let setup = WorkerSetup {
+        netns: a.netns.clone(),
+        queues: queues.clone(),
+        umem,
+        xdp_mode: a.xdp_mode,
+        port: Some(port),
+    };
+
+    // Start the workers; every flow records which heads its frames pass.
+    let mut runs: Vec<Running> = Vec::new();
+    let mut flows: Vec<Flow> = Vec::new();
+    let count = a.count.unwrap_or(0);
+    let started = (|| -> pfil_afxdp::Result<()> {
+        if a.synthetic {
+            let n = queues.as_ref().map_or(1, |q| q.len() as u32);
+            let (hin, hout) = match &a.mode {
+                Mode::Sink { iface } => (iface.as_str(), None),
+                Mode::Forward { a, b } => (a.as_str(), Some(b.as_str())),
+                Mode::Gen { iface } => (iface.as_str(), Some(iface.as_str())),
+            };
+            let gen_mode = matches!(a.mode, Mode::Gen { .. });
+            for i in 0..n {
+                let r = run::spawn_synthetic(
+                    &reg,
+                    hin,
+                    hout,
+                    1,
+                    gen_config(a, split(count, n, i)),
+                    LoopConfig::new(),
+                )?;
+                for st in &r.stats {
+                    flows.push(Flow {
+                        stats: st.clone(),
+                        input: (!gen_mode).then(|| hin.to_owned()),
+                        output: hout.map(str::to_owned),
+                        generator: gen_mode,
+                    });
+                }
+                runs.push(r);
+            }
+            return Ok(());
+        }
+        match &a.mode {
+            Mode::Sink { iface } => {
+                let r = run::spawn_sink(&reg, iface, &setup, LoopConfig::new())?;
+                for st in &r.stats {
+                    flows.push(Flow {
+                        stats: st.clone(),
+                        input: Some(iface.clone()),
+                        output: None,
+                        generator: false,
+                    });
+                }
+                runs.push(r);
+            }
+            Mode::Forward { a: x, b: y } => {
+                let r = run::spawn_forward(&reg, x, y, &setup, LoopConfig::new())?;
+                for (i, st) in r.stats.iter().enumerate() {
+                    let (src, dst) = if i % 2 == 0 { (x, y) } else { (y, x) };
+                    flows.push(Flow {
+                        stats: st.clone(),
+                        input: Some(src.clone()),
+                        output: Some(dst.clone()),
+                        generator: false,
+                    });
+                }
+                runs.push(r);
+            }
+            Mode::Gen { iface } => {
+                let qs = queues.clone().unwrap_or_else(|| vec![0]);
+                let n = qs.len() as u32;
+                for (i, q) in qs.into_iter().enumerate() {
+                    let s = WorkerSetup {
+                        queues: Some(vec![q]),
+                        ..setup.clone()
+                    };
+                    let r = run::spawn_gen(
+                        &reg,
+                        iface,
+                        &s,
+                        gen_config(a, split(count, n, i as u32)),
+                        LoopConfig::new(),
+                    )?;
+                    for st in &r.stats {
+                        flows.push(Flow {
+                            stats: st.clone(),
+                            input: None,
+                            output: Some(iface.clone()),
+                            generator: true,
+                        });
+                    }
+                    runs.push(r);
+                }
+            }
+        }
+        Ok(())
+    })();
+    if let Err(e) = started {
+        // Stop whatever started before the failure (their drop stops them).
+        for r in runs {
+            let _ = r.join();
+        }
+        return Err(e.to_string());
+    }
+
+    let mode_desc = describe(a, &runs);
+    eprintln!("pfild: {mode_desc}; stop with Ctrl-C");
+    if !hook_names.is_empty() {
+        eprintln!(
+            "pfild: hooks on {} {}: {}",
+            ifaces.join(", "),
+            hook_dir,
+            hook_names.join(" -> ")
+        );
+    }
+
+    // Watch: stop conditions every 10 ms, status every second.
+    let generator = matches!(a.mode, Mode::Gen { .. });
+    let t0 = Instant::now();
+    let mut sampler = Sampler::new(&flows, t0);
+    let mut next_status = t0 + Duration::from_secs(1);
+    let reason = loop {
+        std::thread::sleep(Duration::from_millis(10));
+        let now = Instant::now();
+        sampler.tick(&flows, now);
+        if term.load(Ordering::Relaxed) {
+            break StopReason::Signal;
+        }
+        if runs.iter().all(|r| r.finished()) {
+            break StopReason::Finished;
+        }
+        if let Some(s) = a.seconds {
+            if now.duration_since(t0).as_secs_f64() >= s {
+                break StopReason::Time;
+            }
+        }
+        if !generator && !a.synthetic && count > 0 && sampler.frames() >= count {
+            break StopReason::Count;
+        }
+        if now >= next_status {
+            next_status += Duration::from_secs(1);
+            if !a.quiet {
+                eprintln!("{}", sampler.status(&flows, now.duration_since(t0)));
+            }
+        }
+    };
+    let elapsed = t0.elapsed();
+    for r in &runs {
+        r.stop();
+    }
+    let mut reports: Vec<WorkerReport> = Vec::new();
+    let mut errors = Vec::new();
+    for r in runs {
+        match r.join() {
+            Ok(mut rep) => reports.append(&mut rep),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    sampler.tick(&flows, Instant::now());
+    let title = format!("pfild {mode_desc}: stopped after {:.2} s ({reason})", elapsed.as_secs_f64());
+    let ok = report::totals(&title, &reg, &ifaces, &flows, &reports, &sampler, elapsed, !a.synthetic);
+    if !errors.is_empty() {
+        return Err(format!("a worker failed: {}", errors.join("; ")));
+    }
+    if !ok {
+        return Err("frame accounting does not add up (see the port lines above)".into());
+    }
+    Ok(())
+}
+
+fn describe(a: &Args, runs: &[Running]) -> String {
+    let workers: usize = runs.iter().map(|r| r.stats.len()).sum();
+    let port = if a.synthetic {
+        "synthetic in-memory port".to_owned()
+    } else {
+        match &a.netns {
+            Some(ns) => format!("AF_XDP in netns {ns}"),
+            None => "AF_XDP".to_owned(),
+        }
+    };
+    let what = match &a.mode {
+        Mode::Sink { iface } => format!("sink {iface}"),
+        Mode::Forward { a: x, b: y } if a.synthetic => format!("forward {x} -> {y}"),
+        Mode::Forward { a: x, b: y } => format!("forward {x} <-> {y}"),
+        Mode::Gen { iface } => format!("gen {iface}"),
+    };
+    let unit = if matches!(a.mode, Mode::Forward { .. }) && !a.synthetic {
+        "directional worker loop"
+    } else {
+        "worker"
+    };
+    format!(
+        "{what} ({port}, {workers} {unit}{})",
+        if workers == 1 { "" } else { "s" }
+    )
+}
