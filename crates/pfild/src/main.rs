@@ -46,6 +46,7 @@ fn main() -> ExitCode {
             std::env::var("RUST_LOG").unwrap_or_else(|_| "warn,pfil_afxdp=info".to_owned()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
     match app::run(&args) {
