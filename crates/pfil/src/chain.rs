@@ -16,7 +16,7 @@ pub(crate) struct HookEntry {
     pub(crate) name: String,
     pub(crate) kind: PacketKind,
     pub(crate) dirs: Dirs,
-    pub(crate) filter: Box<dyn Filter>,
+    pub(crate) filter: Arc<dyn Filter>,
     /// `filter.batched()`, read once at registration.
     pub(crate) batched: bool,
     /// Signals to fire when the last reference goes (remove_hook tickets).

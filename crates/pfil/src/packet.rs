@@ -22,15 +22,32 @@ pub struct Packet<'a> {
     ifindex: u32,
     queue: u32,
     verdict: Verdict,
-    parsed: Cell<Parsed>,
+    parsed: Cell<Layout>,
+    cookie: u64,
 }
 
-/// Cached parse state.
-#[derive(Clone, Copy)]
-enum Parsed {
+/// The parse cache: where the layers start, in 12 bytes, so a `Packet`
+/// stays a few words. Addresses and ports are read from the frame at these
+/// offsets when asked for.
+#[derive(Clone, Copy, Default)]
+struct Layout {
+    state: ParseState,
+    /// 0: none, 4: IPv4, 6: IPv6.
+    ip_version: u8,
+    protocol: u8,
+    l4: Option<L4>,
+    ether_type: Option<u16>,
+    ip_offset: u16,
+    l4_offset: u16,
+    payload_offset: u16,
+}
+
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+enum ParseState {
+    #[default]
     NotYet,
     Malformed,
-    Ok(Headers),
+    Ok,
 }
 
 /// The network and transport headers of a packet, as far as they parse.
@@ -95,7 +112,8 @@ impl<'a> Packet<'a> {
             ifindex: 0,
             queue: 0,
             verdict: Verdict::Pass,
-            parsed: Cell::new(Parsed::NotYet),
+            parsed: Cell::new(Layout::default()),
+            cookie: 0,
         }
     }
 
@@ -105,6 +123,21 @@ impl<'a> Packet<'a> {
         self.ifindex = ifindex;
         self.queue = queue;
         self
+    }
+
+    /// Attach the driver's handle for this frame (e.g. its UMEM address).
+    /// A hook that returns [`Verdict::Consumed`] keeps the cookie to give
+    /// that exact frame back to the driver later.
+    #[inline]
+    pub fn with_cookie(mut self, cookie: u64) -> Self {
+        self.cookie = cookie;
+        self
+    }
+
+    /// The driver's handle for this frame (0 if the driver set none).
+    #[inline]
+    pub fn cookie(&self) -> u64 {
+        self.cookie
     }
 
     /// The frame bytes.
@@ -117,7 +150,7 @@ impl<'a> Packet<'a> {
     /// change any header.
     #[inline]
     pub fn frame_mut(&mut self) -> &mut [u8] {
-        self.parsed.set(Parsed::NotYet);
+        self.parsed.set(Layout::default());
         self.frame
     }
 
@@ -172,18 +205,56 @@ impl<'a> Packet<'a> {
     /// The parsed headers, computed on first call and cached for this packet.
     /// `None` if the frame does not parse as its kind.
     pub fn headers(&self) -> Option<Headers> {
-        match self.parsed.get() {
-            Parsed::Ok(h) => Some(h),
-            Parsed::Malformed => None,
-            Parsed::NotYet => {
-                let p = parse(self.frame, self.kind);
-                self.parsed.set(match p {
-                    Some(h) => Parsed::Ok(h),
-                    None => Parsed::Malformed,
-                });
-                p
-            }
+        let mut l = self.parsed.get();
+        if l.state == ParseState::NotYet {
+            l = parse(self.frame, self.kind);
+            self.parsed.set(l);
         }
+        if l.state != ParseState::Ok {
+            return None;
+        }
+        let f = &*self.frame;
+        let at = |o: usize| -> u16 { u16::from_be_bytes([f[o], f[o + 1]]) };
+        let ip = match l.ip_version {
+            4 => {
+                let o = l.ip_offset as usize;
+                let a =
+                    |o: usize| IpAddr::from(<[u8; 4]>::try_from(&f[o..o + 4]).unwrap_or_default());
+                Some(IpHeaders {
+                    src: a(o + 12),
+                    dst: a(o + 16),
+                    protocol: l.protocol,
+                    offset: o,
+                })
+            }
+            6 => {
+                let o = l.ip_offset as usize;
+                let a = |o: usize| {
+                    IpAddr::from(<[u8; 16]>::try_from(&f[o..o + 16]).unwrap_or_default())
+                };
+                Some(IpHeaders {
+                    src: a(o + 8),
+                    dst: a(o + 24),
+                    protocol: l.protocol,
+                    offset: o,
+                })
+            }
+            _ => None,
+        };
+        let transport = l.l4.map(|protocol| {
+            let o = l.l4_offset as usize;
+            Transport {
+                protocol,
+                src_port: at(o),
+                dst_port: at(o + 2),
+                payload_offset: l.payload_offset as usize,
+            }
+        });
+        Some(Headers {
+            ether_type: l.ether_type,
+            ip,
+            transport,
+        })
     }
 }
 
@@ -195,6 +266,7 @@ impl fmt::Debug for Packet<'_> {
             .field("ifindex", &self.ifindex)
             .field("queue", &self.queue)
             .field("verdict", &self.verdict)
+            .field("cookie", &self.cookie)
             .finish()
     }
 }
@@ -204,69 +276,68 @@ fn offset_in(outer: &[u8], inner: &[u8]) -> usize {
     (inner.as_ptr() as usize).saturating_sub(outer.as_ptr() as usize)
 }
 
+/// Offset as stored in the cache (frames are far below 64 KiB).
+fn off(outer: &[u8], inner: &[u8]) -> u16 {
+    u16::try_from(offset_in(outer, inner)).unwrap_or(u16::MAX)
+}
+
 #[cold]
-fn parse(frame: &[u8], kind: PacketKind) -> Option<Headers> {
+fn parse(frame: &[u8], kind: PacketKind) -> Layout {
+    let malformed = Layout {
+        state: ParseState::Malformed,
+        ..Layout::default()
+    };
+    if frame.len() > usize::from(u16::MAX) {
+        return malformed;
+    }
     let sliced = match kind {
-        PacketKind::Ethernet => SlicedPacket::from_ethernet(frame).ok()?,
-        PacketKind::Ipv4 | PacketKind::Ipv6 => SlicedPacket::from_ip(frame).ok()?,
+        PacketKind::Ethernet => SlicedPacket::from_ethernet(frame),
+        PacketKind::Ipv4 | PacketKind::Ipv6 => SlicedPacket::from_ip(frame),
     };
-    let ether_type = match kind {
-        PacketKind::Ethernet => {
-            let mut et = sliced.link.as_ref().and_then(|l| match l {
-                etherparse::LinkSlice::Ethernet2(e) => Some(e.ether_type().0),
-                _ => None,
+    let Ok(sliced) = sliced else { return malformed };
+    let mut l = Layout {
+        state: ParseState::Ok,
+        ..Layout::default()
+    };
+    if kind == PacketKind::Ethernet {
+        l.ether_type = sliced.link.as_ref().and_then(|link| match link {
+            etherparse::LinkSlice::Ethernet2(e) => Some(e.ether_type().0),
+            _ => None,
+        });
+        if let Some(v) = &sliced.vlan {
+            l.ether_type = Some(match v {
+                etherparse::VlanSlice::SingleVlan(s) => s.ether_type().0,
+                etherparse::VlanSlice::DoubleVlan(d) => d.inner().ether_type().0,
             });
-            if let Some(v) = &sliced.vlan {
-                et = Some(match v {
-                    etherparse::VlanSlice::SingleVlan(s) => s.ether_type().0,
-                    etherparse::VlanSlice::DoubleVlan(d) => d.inner().ether_type().0,
-                });
-            }
-            et
         }
-        _ => None,
-    };
-    let ip = match &sliced.net {
+    }
+    match &sliced.net {
         Some(NetSlice::Ipv4(v4)) => {
-            let h = v4.header();
-            Some(IpHeaders {
-                src: IpAddr::V4(h.source_addr()),
-                dst: IpAddr::V4(h.destination_addr()),
-                protocol: h.protocol().0,
-                offset: offset_in(frame, h.slice()),
-            })
+            l.ip_version = 4;
+            l.protocol = v4.header().protocol().0;
+            l.ip_offset = off(frame, v4.header().slice());
         }
         Some(NetSlice::Ipv6(v6)) => {
-            let h = v6.header();
-            Some(IpHeaders {
-                src: IpAddr::V6(h.source_addr()),
-                dst: IpAddr::V6(h.destination_addr()),
-                protocol: v6.payload().ip_number.0,
-                offset: offset_in(frame, h.slice()),
-            })
+            l.ip_version = 6;
+            l.protocol = v6.payload().ip_number.0;
+            l.ip_offset = off(frame, v6.header().slice());
         }
-        _ => None,
-    };
-    let transport = match &sliced.transport {
-        Some(TransportSlice::Udp(u)) => Some(Transport {
-            protocol: L4::Udp,
-            src_port: u.source_port(),
-            dst_port: u.destination_port(),
-            payload_offset: offset_in(frame, u.payload()),
-        }),
-        Some(TransportSlice::Tcp(t)) => Some(Transport {
-            protocol: L4::Tcp,
-            src_port: t.source_port(),
-            dst_port: t.destination_port(),
-            payload_offset: offset_in(frame, t.payload()),
-        }),
-        _ => None,
-    };
-    Some(Headers {
-        ether_type,
-        ip,
-        transport,
-    })
+        _ => {}
+    }
+    match &sliced.transport {
+        Some(TransportSlice::Udp(u)) => {
+            l.l4 = Some(L4::Udp);
+            l.l4_offset = off(frame, u.slice());
+            l.payload_offset = off(frame, u.payload());
+        }
+        Some(TransportSlice::Tcp(t)) => {
+            l.l4 = Some(L4::Tcp);
+            l.l4_offset = off(frame, t.slice());
+            l.payload_offset = off(frame, t.payload());
+        }
+        _ => {}
+    }
+    l
 }
 
 #[cfg(test)]
@@ -297,7 +368,7 @@ mod tests {
         assert_eq!((t.protocol, t.src_port, t.dst_port), (L4::Udp, 4000, 53));
         assert_eq!(&p.frame()[t.payload_offset..], b"hello");
         assert_eq!((p.ifindex(), p.queue()), (7, 3));
-        assert!(matches!(p.parsed.get(), Parsed::Ok(_)));
+        assert!(p.parsed.get().state == ParseState::Ok);
     }
 
     #[test]

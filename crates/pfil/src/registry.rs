@@ -315,19 +315,21 @@ impl Registry {
         dirs: Dirs,
         filter: F,
     ) -> Result<(), Error> {
-        self.add_hook_boxed(name, kind, dirs, Box::new(filter))
+        self.add_hook_shared(name, kind, dirs, Arc::new(filter))
     }
 
-    /// [`add_hook`](Self::add_hook) for an already boxed filter.
+    /// [`add_hook`](Self::add_hook) for a filter the caller keeps a handle
+    /// to (or one chosen at run time). The registry holds its reference
+    /// until the grace period after removal.
     ///
     /// # Errors
     /// [`Error::InvalidName`], [`Error::DuplicateHook`].
-    pub fn add_hook_boxed(
+    pub fn add_hook_shared(
         &self,
         name: &str,
         kind: PacketKind,
         dirs: Dirs,
-        filter: Box<dyn Filter>,
+        filter: Arc<dyn Filter>,
     ) -> Result<(), Error> {
         witness::check_writer()?;
         validate_name(name)?;

@@ -691,3 +691,10 @@ fn witness_repairs_a_resurrected_packet() {
     );
     assert!(witness::violations() > before);
 }
+
+#[test]
+fn packet_is_small() {
+    // Drivers build one per frame per batch: keep it a few words.
+    let size = std::mem::size_of::<Packet<'_>>();
+    assert!(size <= 48, "Packet grew to {size} bytes");
+}
