@@ -97,35 +97,63 @@ fn run_link(link: &Arc<Link>, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>, q: &Mutex<
         return;
     }
     let hook = &*link.hook;
-    let mut tally = Tally::default();
     if hook.batched {
-        run_batched(link, pkts, ctx, q, &mut tally);
-    } else {
-        let filter = &*hook.filter;
-        let mut i = 0;
-        let _scope = witness::HookScope::enter();
-        let outcome = catch_unwind(AssertUnwindSafe(|| {
-            while i < pkts.len() {
-                let p = &mut pkts[i];
-                if p.verdict().is_pass() {
-                    let v = filter.filter(p, ctx);
-                    p.set_verdict(v);
-                    tally.record(v, p.len());
-                }
-                i += 1;
-            }
-        }));
-        if outcome.is_err() {
-            // Packet `i` was being filtered when the hook panicked.
-            let v = link.fail.verdict();
-            let p = &mut pkts[i];
+        return run_batched(link, pkts, ctx, q);
+    }
+    let filter = &*hook.filter;
+    // The packet being filtered, for the fault path. The only state that
+    // must live in memory across the (possibly unwinding) call; the tally
+    // stays in registers.
+    let mut at = 0;
+    let _scope = witness::HookScope::enter();
+    match catch_unwind(AssertUnwindSafe(|| filter_each(filter, pkts, ctx, &mut at))) {
+        Ok(tally) => link.counters.flush(ctx.worker, &tally),
+        Err(_) => fault(link, pkts, ctx, q, at),
+    }
+}
+
+/// The per-packet loop of one link.
+#[inline(always)]
+fn filter_each(
+    filter: &dyn Filter,
+    pkts: &mut [Packet<'_>],
+    ctx: &Ctx<'_>,
+    at: &mut usize,
+) -> Tally {
+    let mut t = Tally::default();
+    for (i, p) in pkts.iter_mut().enumerate() {
+        if p.verdict().is_pass() {
+            *at = i;
+            let v = filter.filter(p, ctx);
             p.set_verdict(v);
-            tally.record(v, p.len());
-            tally.faults += 1;
-            quarantine(link, ctx, q);
+            t.record(v, p.len());
         }
     }
-    link.counters.flush(ctx.worker, &tally);
+    t
+}
+
+/// A hook panicked on packet `at`: give it the link's fail verdict, count
+/// the fault, quarantine the link. The counts of the packets this hook
+/// passed earlier in the same batch are not recorded (they were in
+/// registers the unwind discarded); every later batch skips the link.
+#[cold]
+#[inline(never)]
+fn fault(
+    link: &Arc<Link>,
+    pkts: &mut [Packet<'_>],
+    ctx: &Ctx<'_>,
+    q: &Mutex<Vec<Quarantined>>,
+    at: usize,
+) {
+    let mut t = Tally::default();
+    if let Some(p) = pkts.get_mut(at) {
+        let v = link.fail.verdict();
+        p.set_verdict(v);
+        t.record(v, p.len());
+    }
+    t.faults = 1;
+    link.counters.flush(ctx.worker, &t);
+    quarantine(link, ctx, q);
 }
 
 /// The batch-method path: verdict counts are taken from the difference
@@ -137,8 +165,8 @@ fn run_batched(
     pkts: &mut [Packet<'_>],
     ctx: &Ctx<'_>,
     q: &Mutex<Vec<Quarantined>>,
-    tally: &mut Tally,
 ) {
+    let mut tally = Tally::default();
     let mut before = [0u64; 3];
     for p in pkts.iter() {
         before[p.verdict() as usize] += 1;
@@ -173,7 +201,7 @@ fn run_batched(
     // the growth of Dropped/Consumed is what this hook decided.
     tally.verdicts[1] = after[1].saturating_sub(before[1]);
     tally.verdicts[2] = after[2].saturating_sub(before[2]);
-    tally.verdicts[0] = tally.packets - tally.verdicts[1] - tally.verdicts[2];
+    link.counters.flush(ctx.worker, &tally);
 }
 
 /// Skip the link from now on and ask a writer to unlink it. Cold: runs once

@@ -58,11 +58,18 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
+    /// Count one packet and its verdict. Pass is the common case and is
+    /// derived on flush, so the loop keeps four counters in registers and
+    /// takes one well-predicted branch.
     #[inline(always)]
     pub(crate) fn record(&mut self, v: Verdict, len: usize) {
         self.packets += 1;
         self.bytes += len as u64;
-        self.verdicts[v as usize] += 1;
+        match v {
+            Verdict::Pass => {}
+            Verdict::Dropped => self.verdicts[1] += 1,
+            Verdict::Consumed => self.verdicts[2] += 1,
+        }
     }
 }
 
@@ -103,9 +110,9 @@ impl LinkCounters {
         if let Some(s) = self.slots.get(worker) {
             bump(&s.packets, t.packets);
             bump(&s.bytes, t.bytes);
-            for (c, n) in s.verdicts.iter().zip(t.verdicts) {
-                bump(c, n);
-            }
+            bump(&s.verdicts[0], t.packets - t.verdicts[1] - t.verdicts[2]);
+            bump(&s.verdicts[1], t.verdicts[1]);
+            bump(&s.verdicts[2], t.verdicts[2]);
             bump(&s.faults, t.faults);
         }
     }
