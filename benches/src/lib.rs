@@ -127,12 +127,7 @@ impl Subject {
         for (i, h) in hooks.iter().enumerate() {
             let name = format!("bench:{i}");
             registry
-                .add_hook(
-                    &name,
-                    PacketKind::Ethernet,
-                    Dirs::IN,
-                    SharedFilter(h.clone()),
-                )
+                .add_hook_shared(&name, PacketKind::Ethernet, Dirs::IN, h.clone())
                 .expect("unique name");
             if strategy == Strategy::Epoch {
                 registry

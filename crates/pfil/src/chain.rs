@@ -133,9 +133,13 @@ fn filter_each(
 }
 
 /// A hook panicked on packet `at`: give it the link's fail verdict, count
-/// the fault, quarantine the link. The counts of the packets this hook
-/// passed earlier in the same batch are not recorded (they were in
-/// registers the unwind discarded); every later batch skips the link.
+/// the fault, quarantine the link (later packets of the batch skip it).
+///
+/// The batch's tally was in registers the unwind discarded; it is rebuilt
+/// from the verdicts: the packets before `at` that are still `Pass` were
+/// shown and passed. Packets this hook dropped or consumed earlier in the
+/// same batch cannot be told from ones dropped before it and are not
+/// counted: a fault batch may undercount the hook's drops.
 #[cold]
 #[inline(never)]
 fn fault(
@@ -146,6 +150,11 @@ fn fault(
     at: usize,
 ) {
     let mut t = Tally::default();
+    for p in pkts.iter().take(at) {
+        if p.verdict().is_pass() {
+            t.record(Verdict::Pass, p.len());
+        }
+    }
     if let Some(p) = pkts.get_mut(at) {
         let v = link.fail.verdict();
         p.set_verdict(v);
