@@ -63,6 +63,10 @@
 //! # Ok::<(), pfil::Error>(())
 //! ```
 //!
+//! ## Read more
+//! The [`docs`] module: [design](docs::design), [locking](docs::locking),
+//! [performance](docs::performance), [limitations](docs::limitations).
+//!
 //! ## Features
 //! - `witness`: debug checks (a batch hook changing a final verdict, a
 //!   writer call from inside a hook). Compiles to nothing when off.
@@ -72,6 +76,7 @@
 
 mod chain;
 mod counters;
+pub mod docs;
 mod error;
 mod filter;
 mod head;

@@ -1,0 +1,30 @@
+//! # Locking: the one invariant
+//!
+//! > A generation is freed only through `Guard::defer_destroy`, after it was
+//! > made unreachable from `Shared::current` by the swap that published its
+//! > successor; a reader dereferences a generation only while the pin it
+//! > loaded it under is alive.
+//!
+//! Everything else follows:
+//! - **Readers** ([`Snapshot`](crate::Snapshot)) pin, `load(Acquire)` the
+//!   current pointer, and keep the pin for the whole batch. The Acquire pairs
+//!   with the writer's `swap(AcqRel)`: the chains of the new generation are
+//!   fully built before any reader can see the pointer.
+//! - **Writers** hold the writer mutex (parking_lot: spins briefly, then
+//!   parks), clone the configuration, apply their operations, build the next
+//!   generation, swap it in, and hand the old one to the epoch. Nothing is
+//!   ever modified in place, so a reader never sees half a change.
+//! - **Links** are `Arc`s shared by consecutive generations, so their
+//!   counters survive republishing; the filter object behind a hook is an
+//!   `Arc` too and is dropped when the last generation that held it is
+//!   reclaimed.
+//! - **Counters** have a single writer per slot (the `&mut Worker` of the
+//!   run), so a relaxed load and store replace a read-modify-write; readers
+//!   sum relaxed loads and may see a batch's fields a moment apart.
+//! - **`is_hooked`** is a relaxed hint: it may lag a publish by a moment, in
+//!   which case a batch skips (or runs) a chain that just changed — the same
+//!   as if the batch had arrived a moment earlier (or later).
+//!
+//! The loom tests (`crates/pfil/tests/loom.rs`) check the invariant's two
+//! consequences under every interleaving loom explores: no hook runs after
+//! its object was dropped, and no link runs after its ticket completed.
