@@ -159,7 +159,7 @@ fn run_case(steps: Vec<Step>) {
         .map(|(n, k, d)| reg.register_head(n, *k, *d).unwrap())
         .collect();
     let mut m = Model {
-        generation: HEADS.len() as u64,
+        generation: (HEADS.len() + HOOKS.len()) as u64,
         ..Model::default()
     };
     for k in 0..HOOKS.len() {
@@ -198,6 +198,9 @@ fn run_case(steps: Vec<Step>) {
             Step::Add(k) => {
                 let r = add(&reg, k, &log);
                 assert_eq!(r.is_ok(), m.hooks.insert(k), "add {k}: {r:?}");
+                if r.is_ok() {
+                    m.generation += 1;
+                }
             }
             Step::Tx { ops, stale, dry } => {
                 let mut tx = reg.transaction();

@@ -2,7 +2,7 @@
 //! walks a chain over a batch of packets.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
@@ -19,6 +19,8 @@ pub(crate) struct HookEntry {
     pub(crate) filter: Arc<dyn Filter>,
     /// `filter.batched()`, read once at registration.
     pub(crate) batched: bool,
+    /// Panics caught from this hook over its lifetime, on any link.
+    pub(crate) faults: AtomicU64,
     /// Signals to fire when the last reference goes (remove_hook tickets).
     /// Declared after `filter`: fields drop in order, so the filter is gone
     /// before anyone is told it is.
@@ -94,7 +96,7 @@ impl Chain {
 #[inline]
 fn run_link(link: &Arc<Link>, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>, q: &Mutex<Vec<Quarantined>>) {
     if link.quarantined.load(Relaxed) {
-        return;
+        return quarantined(link, pkts, ctx);
     }
     let hook = &*link.hook;
     if hook.batched {
@@ -105,10 +107,27 @@ fn run_link(link: &Arc<Link>, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>, q: &Mutex<
     // must live in memory across the (possibly unwinding) call; the tally
     // stays in registers.
     let mut at = 0;
-    let _scope = witness::HookScope::enter();
-    match catch_unwind(AssertUnwindSafe(|| filter_each(filter, pkts, ctx, &mut at))) {
+    let scope = witness::HookScope::enter();
+    let outcome = catch_unwind(AssertUnwindSafe(|| filter_each(filter, pkts, ctx, &mut at)));
+    scope.exit(&hook.name);
+    match outcome {
         Ok(tally) => link.counters.flush(ctx.worker, &tally),
         Err(_) => fault(link, pkts, ctx, q, at),
+    }
+}
+
+/// A quarantined link until a writer unlinks it: fail-open links are
+/// skipped; fail-closed links drop everything they are shown.
+#[cold]
+#[inline(never)]
+fn quarantined(link: &Link, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
+    if link.fail == FailMode::Closed {
+        let mut t = Tally::default();
+        for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
+            p.set_verdict(Verdict::Dropped);
+            t.record(Verdict::Dropped, p.len());
+        }
+        link.counters.flush(ctx.worker, &t);
     }
 }
 
@@ -163,10 +182,21 @@ fn fault(
     t.faults = 1;
     link.counters.flush(ctx.worker, &t);
     quarantine(link, ctx, q);
+    // The rest of the batch meets the quarantined link as later batches do.
+    if let Some(rest) = pkts.get_mut(at + 1..) {
+        quarantined(link, rest, ctx);
+    }
 }
 
-/// The batch-method path: verdict counts are taken from the difference
-/// before and after, since the hook sets verdicts itself.
+/// Packets per call of a batch hook: the verdict snapshot is a bitmask on
+/// the stack.
+const CHUNK: usize = 256;
+
+/// The batch-method path: the hook sets verdicts itself, in chunks of at
+/// most [`CHUNK`] packets. The verdict contract is enforced: a final
+/// verdict the hook changed is put back (and counted by
+/// [`witness::violations`]), so a driver never recycles a frame a hook
+/// consumed. Counts are exact per packet.
 #[cold]
 #[inline(never)]
 fn run_batched(
@@ -175,42 +205,46 @@ fn run_batched(
     ctx: &Ctx<'_>,
     q: &Mutex<Vec<Quarantined>>,
 ) {
-    let mut tally = Tally::default();
-    let mut before = [0u64; 3];
-    for p in pkts.iter() {
-        before[p.verdict() as usize] += 1;
-        if p.verdict().is_pass() {
-            tally.packets += 1;
-            tally.bytes += p.len() as u64;
+    for chunk in pkts.chunks_mut(CHUNK) {
+        if link.quarantined.load(Relaxed) {
+            quarantined(link, chunk, ctx);
+            continue;
         }
-    }
-    let witness = witness::VerdictSnapshot::take(pkts);
-    let outcome = {
-        let _scope = witness::HookScope::enter();
-        catch_unwind(AssertUnwindSafe(|| {
-            link.hook.filter.filter_batch(pkts, ctx)
-        }))
-    };
-    witness.check(pkts, &link.hook.name);
-    if outcome.is_err() {
-        tally.faults += 1;
-        quarantine(link, ctx, q);
-        if link.fail == FailMode::Closed {
-            // We cannot tell which packet the hook died on: drop all it was shown.
-            for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
-                p.set_verdict(Verdict::Dropped);
+        // Bit i set: packet i was Pass before the call (shown to the hook).
+        let mut shown = [0u64; CHUNK / 64];
+        for (i, p) in chunk.iter().enumerate() {
+            if p.verdict().is_pass() {
+                shown[i / 64] |= 1 << (i % 64);
             }
         }
+        let final_before: [Verdict; CHUNK] =
+            std::array::from_fn(|i| chunk.get(i).map_or(Verdict::Pass, |p| p.verdict()));
+        let scope = witness::HookScope::enter();
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            link.hook.filter.filter_batch(chunk, ctx)
+        }));
+        scope.exit(&link.hook.name);
+        let mut t = Tally::default();
+        for (i, p) in chunk.iter_mut().enumerate() {
+            if shown[i / 64] & (1 << (i % 64)) == 0 {
+                if p.verdict() != final_before[i] {
+                    witness::broken_contract(&link.hook.name, i, final_before[i], p.verdict());
+                    p.set_verdict(final_before[i]);
+                }
+                continue;
+            }
+            if outcome.is_err() && link.fail == FailMode::Closed && p.verdict().is_pass() {
+                // We cannot tell which packet the hook died on: drop all it was shown.
+                p.set_verdict(Verdict::Dropped);
+            }
+            t.record(p.verdict(), p.len());
+        }
+        if outcome.is_err() {
+            t.faults = 1;
+            quarantine(link, ctx, q);
+        }
+        link.counters.flush(ctx.worker, &t);
     }
-    let mut after = [0u64; 3];
-    for p in pkts.iter() {
-        after[p.verdict() as usize] += 1;
-    }
-    // Packets that were not `Pass` before keep their verdict (contract), so
-    // the growth of Dropped/Consumed is what this hook decided.
-    tally.verdicts[1] = after[1].saturating_sub(before[1]);
-    tally.verdicts[2] = after[2].saturating_sub(before[2]);
-    link.counters.flush(ctx.worker, &tally);
 }
 
 /// Skip the link from now on and ask a writer to unlink it. Cold: runs once
@@ -221,6 +255,7 @@ fn quarantine(link: &Arc<Link>, ctx: &Ctx<'_>, q: &Mutex<Vec<Quarantined>>) {
     if link.quarantined.swap(true, Relaxed) {
         return;
     }
+    link.hook.faults.fetch_add(1, Relaxed);
     tracing::error!(
         target: "pfil",
         head = ctx.head,

@@ -110,7 +110,10 @@ impl LinkCounters {
         if let Some(s) = self.slots.get(worker) {
             bump(&s.packets, t.packets);
             bump(&s.bytes, t.bytes);
-            bump(&s.verdicts[0], t.packets - t.verdicts[1] - t.verdicts[2]);
+            bump(
+                &s.verdicts[0],
+                t.packets.saturating_sub(t.verdicts[1] + t.verdicts[2]),
+            );
             bump(&s.verdicts[1], t.verdicts[1]);
             bump(&s.verdicts[2], t.verdicts[2]);
             bump(&s.faults, t.faults);

@@ -153,12 +153,19 @@ impl<'r> Snapshot<'r> {
     }
 
     /// Run `head`'s chain for `dir` over a batch in this generation.
+    ///
+    /// # Panics
+    /// If `head` or `worker` belong to another registry than the snapshot:
+    /// their slots would index someone else's chains and counters.
     #[inline]
     pub fn run(&self, head: &Head, dir: Dir, worker: &mut Worker, pkts: &mut [Packet<'_>]) {
-        debug_assert!(
-            std::ptr::eq(self.shared, &*head.shared) && std::ptr::eq(self.shared, &*worker.shared),
-            "head, worker and snapshot must come from the same registry"
-        );
+        if !std::ptr::eq(self.shared, &*head.shared) || !std::ptr::eq(self.shared, &*worker.shared)
+        {
+            foreign(head, worker);
+        }
+        if pkts.first().is_some_and(|p| p.kind() != head.inner.kind) {
+            fix_kind(pkts, head.inner.kind);
+        }
         if let Some(chains) = self.generation_ref().chains.get(head.inner.slot) {
             let ctx = Ctx {
                 head: &head.inner.name,
@@ -167,6 +174,26 @@ impl<'r> Snapshot<'r> {
             };
             chains[dir.index()].run(pkts, &ctx, &self.shared.quarantine);
         }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn foreign(head: &Head, worker: &Worker) -> ! {
+    panic!(
+        "head `{}` or worker {} belongs to another registry than the snapshot running it",
+        head.inner.name, worker.index
+    )
+}
+
+/// Packets built for another kind than the head carries: parse them as the
+/// head's kind. Checked on the first packet of a batch, so it costs nothing
+/// when the driver gets it right.
+#[cold]
+#[inline(never)]
+fn fix_kind(pkts: &mut [Packet<'_>], kind: PacketKind) {
+    for p in pkts {
+        p.set_kind(kind);
     }
 }
 

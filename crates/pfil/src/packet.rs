@@ -170,6 +170,16 @@ impl<'a> Packet<'a> {
         self.kind
     }
 
+    /// Change the kind (drops the parse cache). The runner does this when a
+    /// batch was built for another kind than the head's.
+    #[inline]
+    pub fn set_kind(&mut self, kind: PacketKind) {
+        if self.kind != kind {
+            self.kind = kind;
+            self.parsed.set(Layout::default());
+        }
+    }
+
     /// Index of the interface the frame arrived on (0 if unknown).
     #[inline]
     pub fn ifindex(&self) -> u32 {

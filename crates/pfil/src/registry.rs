@@ -5,10 +5,10 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use crossbeam_epoch::{self as epoch, Atomic, Owned};
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 
 use crate::chain::{Chain, HookEntry, Link, Quarantined};
 use crate::counters::{Counters, LinkCounters};
@@ -129,6 +129,8 @@ pub(crate) struct Shared {
     pub(crate) max_workers: usize,
     /// The current generation number, readable without pinning.
     number: AtomicU64,
+    /// Quarantined links unlinked so far, for `reap_quarantine`'s answer.
+    reaped: std::sync::atomic::AtomicUsize,
 }
 
 impl Drop for Shared {
@@ -197,6 +199,7 @@ impl Registry {
                 free_workers: Mutex::new((0..max_workers).rev().collect()),
                 max_workers,
                 number: AtomicU64::new(0),
+                reaped: Default::default(),
             }),
         }
     }
@@ -237,29 +240,28 @@ impl Registry {
     /// # Errors
     /// [`Error::InvalidName`], [`Error::DuplicateHead`].
     pub fn register_head(&self, name: &str, kind: PacketKind, dirs: Dirs) -> Result<Head, Error> {
-        witness::check_writer()?;
         validate_name(name)?;
-        let mut w = self.write();
-        if w.heads.contains_key(name) {
-            return Err(Error::DuplicateHead(name.to_owned()));
-        }
-        let mut next = w.clone();
-        let inner = Arc::new(HeadInner {
-            name: name.to_owned(),
-            kind,
-            dirs,
-            slot: next.next_slot,
-            hooked: [AtomicBool::new(false), AtomicBool::new(false)],
-        });
-        next.next_slot += 1;
-        next.heads.insert(
-            name.to_owned(),
-            HeadRec {
-                inner: inner.clone(),
-                links: Default::default(),
-            },
-        );
-        let (number, _) = self.publish(&mut w, next);
+        let (inner, number, _) = self.change(|next| {
+            if next.heads.contains_key(name) {
+                return Err(Error::DuplicateHead(name.to_owned()));
+            }
+            let inner = Arc::new(HeadInner {
+                name: name.to_owned(),
+                kind,
+                dirs,
+                slot: next.next_slot,
+                hooked: [AtomicBool::new(false), AtomicBool::new(false)],
+            });
+            next.next_slot += 1;
+            next.heads.insert(
+                name.to_owned(),
+                HeadRec {
+                    inner: inner.clone(),
+                    links: Default::default(),
+                },
+            );
+            Ok(inner)
+        })?;
         tracing::info!(target: "pfil", head = name, %kind, %dirs, generation = number, "head registered");
         Ok(Head {
             shared: self.shared.clone(),
@@ -289,19 +291,22 @@ impl Registry {
     /// # Errors
     /// [`Error::NoSuchHead`].
     pub fn unregister_head(&self, name: &str) -> Result<Retirement, Error> {
-        witness::check_writer()?;
-        let mut w = self.write();
-        let mut next = w.clone();
-        let rec = next
-            .heads
-            .remove(name)
-            .ok_or_else(|| Error::NoSuchHead(name.to_owned()))?;
-        let (number, ticket) = self.publish(&mut w, next);
+        let (rec, number, ticket) = self.change(|next| {
+            next.heads
+                .remove(name)
+                .ok_or_else(|| Error::NoSuchHead(name.to_owned()))
+        })?;
         for h in &rec.inner.hooked {
             h.store(false, Ordering::Relaxed);
         }
+        let removed = rec
+            .links
+            .iter()
+            .flatten()
+            .map(|l| l.counters.clone())
+            .collect();
         tracing::info!(target: "pfil", head = name, generation = number, "head unregistered");
-        Ok(ticket)
+        Ok(ticket.with_removed(removed))
     }
 
     /// Register a hook (a named filter) for packets of `kind` in `dirs`.
@@ -331,60 +336,61 @@ impl Registry {
         dirs: Dirs,
         filter: Arc<dyn Filter>,
     ) -> Result<(), Error> {
-        witness::check_writer()?;
         validate_name(name)?;
-        let mut w = self.write();
-        if w.hooks.contains_key(name) {
-            return Err(Error::DuplicateHook(name.to_owned()));
-        }
         let batched = filter.batched();
-        w.hooks.insert(
-            name.to_owned(),
-            Arc::new(HookEntry {
-                name: name.to_owned(),
-                kind,
-                dirs,
-                filter,
-                batched,
-                on_drop: Default::default(),
-            }),
-        );
-        tracing::info!(target: "pfil", hook = name, %kind, %dirs, generation = w.number, "hook added");
+        let (_, number, _) = self.change(|next| {
+            if next.hooks.contains_key(name) {
+                return Err(Error::DuplicateHook(name.to_owned()));
+            }
+            next.hooks.insert(
+                name.to_owned(),
+                Arc::new(HookEntry {
+                    name: name.to_owned(),
+                    kind,
+                    dirs,
+                    filter,
+                    batched,
+                    faults: AtomicU64::new(0),
+                    on_drop: Default::default(),
+                }),
+            );
+            Ok(())
+        })?;
+        tracing::info!(target: "pfil", hook = name, %kind, %dirs, generation = number, "hook added");
         Ok(())
     }
 
     /// Remove a hook, unlinking it from every head first (pfil's
-    /// `pfil_remove_hook`). The ticket completes when the filter object has
-    /// been dropped, which happens once no reader can still run it.
+    /// `pfil_remove_hook`). The ticket completes when the registry has let
+    /// go of the filter object, which happens once no reader can still run
+    /// it; the object is dropped then, unless the caller holds another
+    /// reference (see [`add_hook_shared`](Self::add_hook_shared)).
     ///
     /// # Errors
     /// [`Error::NoSuchHook`].
     pub fn remove_hook(&self, name: &str) -> Result<Retirement, Error> {
-        witness::check_writer()?;
-        let mut w = self.write();
-        let mut next = w.clone();
-        let hook = next
-            .hooks
-            .remove(name)
-            .ok_or_else(|| Error::NoSuchHook(name.to_owned()))?;
-        let mut removed = Vec::new();
-        for rec in next.heads.values_mut() {
-            for links in &mut rec.links {
-                links.retain(|l| {
-                    let keep = l.hook.name != name;
-                    if !keep {
-                        removed.push(l.counters.clone());
-                    }
-                    keep
-                });
-            }
-        }
-        let unlinked = removed.len();
         let signal = Signal::new();
-        hook.on_drop.0.lock().push(signal.clone());
-        drop(hook);
-        let (number, _) = self.publish(&mut w, next);
-        tracing::info!(target: "pfil", hook = name, unlinked, generation = number, "hook removed");
+        let (removed, number, _) = self.change(|next| {
+            let hook = next
+                .hooks
+                .remove(name)
+                .ok_or_else(|| Error::NoSuchHook(name.to_owned()))?;
+            let mut removed = Vec::new();
+            for rec in next.heads.values_mut() {
+                for links in &mut rec.links {
+                    links.retain(|l| {
+                        let keep = !Arc::ptr_eq(&l.hook, &hook);
+                        if !keep {
+                            removed.push(l.counters.clone());
+                        }
+                        keep
+                    });
+                }
+            }
+            hook.on_drop.0.lock().push(signal.clone());
+            Ok(removed)
+        })?;
+        tracing::info!(target: "pfil", hook = name, unlinked = removed.len(), generation = number, "hook removed");
         Ok(Retirement::pending(signal).with_removed(removed))
     }
 
@@ -428,12 +434,29 @@ impl Registry {
         hook: &str,
         options: impl Into<LinkOptions>,
     ) -> Result<LinkHandle, Error> {
-        self.link(head, dir, hook, options)?;
+        let op = Op::Link {
+            head: head.to_owned(),
+            dir,
+            hook: hook.to_owned(),
+            options: options.into(),
+        };
+        let max_workers = self.shared.max_workers;
+        let (link, generation, _) = self.change(|next| {
+            apply(next, &op, max_workers)?;
+            let rec = &next.heads[head];
+            let link = rec.links[dir.index()]
+                .iter()
+                .find(|l| l.hook.name == hook)
+                .map(Arc::downgrade)
+                .unwrap_or_default();
+            Ok(link)
+        })?;
+        tracing::info!(target: "pfil", head, %dir, hook, generation, "linked (scoped)");
         Ok(LinkHandle {
             registry: self.clone(),
             head: head.to_owned(),
             dir,
-            hook: hook.to_owned(),
+            link,
             persist: false,
         })
     }
@@ -450,52 +473,60 @@ impl Registry {
     }
 
     /// Unlink every link that was quarantined after its hook panicked.
-    /// Writers do this anyway before each change; a dataplane calls it from
-    /// its housekeeping loop. Returns how many links were unlinked.
+    /// Every writer operation does this as part of its own change; a
+    /// dataplane calls it from its housekeeping loop. Returns how many links
+    /// were unlinked.
     pub fn reap_quarantine(&self) -> usize {
-        if witness::check_writer().is_err() {
+        if self.shared.quarantine.lock().is_empty() {
             return 0;
         }
-        let mut w = self.shared.writer.lock();
-        self.reap_locked(&mut w)
+        match self.change(|_| Ok(())) {
+            Ok(_) => self.shared.reaped.swap(0, Ordering::Relaxed),
+            Err(_) => 0,
+        }
     }
 
-    fn reap_locked(&self, w: &mut MutexGuard<'_, State>) -> usize {
+    /// The writer path: lock, copy the configuration, unlink quarantined
+    /// links, apply `op`, and publish the result as the next generation.
+    ///
+    /// If `op` fails nothing is published and the quarantine is put back.
+    /// Old state and retired generations are dropped after the writer lock
+    /// is released, so a filter's `Drop` may use the registry.
+    fn change<R>(
+        &self,
+        op: impl FnOnce(&mut State) -> Result<R, Error>,
+    ) -> Result<(R, u64, Retirement), Error> {
+        self.change_inner(false, op)
+    }
+
+    fn change_inner<R>(
+        &self,
+        dry_run: bool,
+        op: impl FnOnce(&mut State) -> Result<R, Error>,
+    ) -> Result<(R, u64, Retirement), Error> {
+        witness::check_writer()?;
+        let mut w = self.shared.writer.lock();
+        let mut next = w.clone();
         let pending: Vec<Quarantined> = std::mem::take(&mut *self.shared.quarantine.lock());
-        if pending.is_empty() {
-            return 0;
-        }
-        let mut next = (**w).clone();
-        let mut n = 0;
-        for q in &pending {
-            if let Some(rec) = next.heads.get_mut(&q.head) {
-                let links = &mut rec.links[q.dir.index()];
-                let before = links.len();
-                links.retain(|l| !std::ptr::eq(Arc::as_ptr(l), q.link.as_ptr()));
-                if links.len() != before {
-                    n += 1;
-                    tracing::warn!(target: "pfil", head = %q.head, dir = %q.dir, hook = %q.hook, "quarantined link unlinked");
-                }
+        let reaped = reap(&mut next, &pending);
+        let r = match op(&mut next) {
+            Ok(r) if !dry_run => r,
+            Ok(r) => {
+                let number = w.number;
+                drop(w);
+                self.shared.quarantine.lock().extend(pending);
+                return Ok((r, number, Retirement::complete()));
             }
-        }
-        if n > 0 {
-            let _ = self.publish(w, next);
-        }
-        n
-    }
-
-    /// Lock the writer side and clear the quarantine first.
-    fn write(&self) -> MutexGuard<'_, State> {
-        let mut w = self.shared.writer.lock();
-        self.reap_locked(&mut w);
-        w
-    }
-
-    /// Publish `next` as the new generation, retire the old one. Returns the
-    /// new generation number and a ticket for the old generation.
-    fn publish(&self, w: &mut MutexGuard<'_, State>, mut next: State) -> (u64, Retirement) {
+            Err(e) => {
+                drop(w);
+                self.shared.quarantine.lock().extend(pending);
+                return Err(e);
+            }
+        };
         next.number = w.number + 1;
+        let number = next.number;
         let gen = build_generation(&next);
+        let signal = Signal::new();
         let guard = epoch::pin();
         // AcqRel: Release publishes the fully built generation to readers'
         // Acquire load; Acquire orders our later reclamation after it.
@@ -503,14 +534,13 @@ impl Registry {
             .shared
             .current
             .swap(Owned::new(gen), Ordering::AcqRel, &guard);
-        self.shared.number.store(next.number, Ordering::Release);
+        self.shared.number.store(number, Ordering::Release);
         for rec in next.heads.values() {
             for d in Dir::ALL {
                 rec.inner.hooked[d.index()]
                     .store(!rec.links[d.index()].is_empty(), Ordering::Relaxed);
             }
         }
-        let signal = Signal::new();
         // SAFETY: `old` was the current generation and came from
         // `Owned::new`; it is unreachable from `current` now, so only readers
         // pinned before the swap can hold it, and `defer_destroy` waits for
@@ -519,10 +549,19 @@ impl Registry {
             old.deref().on_retire.lock().push(signal.clone());
             guard.defer_destroy(old);
         }
+        let old_state = std::mem::replace(&mut *w, next);
+        drop(w);
+        for q in pending.iter().take(reaped) {
+            tracing::warn!(target: "pfil", head = %q.head, dir = %q.dir, hook = %q.hook, generation = number, "quarantined link unlinked");
+        }
+        if reaped > 0 {
+            self.shared.reaped.fetch_add(reaped, Ordering::Relaxed);
+        }
+        // Outside the lock: hooks dropped here (or by the flush) may call
+        // the registry from their `Drop`.
+        drop(old_state);
         guard.flush();
-        let number = next.number;
-        **w = next;
-        (number, Retirement::pending(signal))
+        Ok((r, number, Retirement::pending(signal)))
     }
 
     /// Every head with its chains, in name order.
@@ -554,6 +593,7 @@ impl Registry {
                     .flat_map(|r| r.links.iter().flatten())
                     .filter(|l| Arc::ptr_eq(&l.hook, h))
                     .count(),
+                faults: h.faults.load(Ordering::Relaxed),
             })
             .collect()
     }
@@ -590,6 +630,21 @@ fn link_infos(links: &[Arc<Link>]) -> Vec<LinkInfo> {
             counters: l.counters.sum(),
         })
         .collect()
+}
+
+/// Unlink the quarantined links still present; returns how many. `pending`
+/// is reordered so those come first.
+fn reap(s: &mut State, pending: &[Quarantined]) -> usize {
+    let mut n = 0;
+    for q in pending {
+        if let Some(rec) = s.heads.get_mut(&q.head) {
+            let links = &mut rec.links[q.dir.index()];
+            let before = links.len();
+            links.retain(|l| !std::ptr::eq(Arc::as_ptr(l), q.link.as_ptr()));
+            n += before - links.len();
+        }
+    }
+    n
 }
 
 fn build_generation(s: &State) -> Generation {
@@ -792,67 +847,68 @@ impl<'r> Transaction<'r> {
     /// index and error of the first failing operation (for a single
     /// operation, that operation's error itself).
     pub fn commit(self) -> Result<Commit, Error> {
-        witness::check_writer()?;
         let reg = self.registry;
-        let mut w = reg.write();
-        if let Some(expected) = self.expect {
-            if expected != w.number {
-                return Err(Error::GenerationConflict {
-                    expected,
-                    current: w.number,
-                });
-            }
-        }
-        let mut next = (*w).clone();
-        let mut removed = Vec::new();
-        for (index, op) in self.ops.iter().enumerate() {
-            match apply(&mut next, op, reg.shared.max_workers) {
-                Ok(gone) => removed.extend(gone.map(|l| l.counters.clone())),
-                Err(e) if self.ops.len() == 1 => return Err(e),
-                Err(e) => {
-                    return Err(Error::Transaction {
-                        index,
-                        source: Box::new(e),
-                    })
+        let max_workers = reg.shared.max_workers;
+        let ops = &self.ops;
+        let expect = self.expect;
+        let (removed, generation, retirement) = reg.change_inner(self.dry_run, |next| {
+            if let Some(expected) = expect {
+                if expected != next.number {
+                    return Err(Error::GenerationConflict {
+                        expected,
+                        current: next.number,
+                    });
                 }
             }
-        }
-        if self.dry_run {
-            return Ok(Commit {
-                generation: w.number,
-                retirement: Retirement::complete(),
-            });
-        }
-        let (generation, retirement) = reg.publish(&mut w, next);
-        for op in &self.ops {
-            match op {
-                Op::Link {
-                    head,
-                    dir,
-                    hook,
-                    options,
-                } => {
-                    tracing::info!(target: "pfil", head, %dir, hook, placement = ?options.placement, fail = %options.fail, generation, "linked")
+            let mut removed = Vec::new();
+            for (index, op) in ops.iter().enumerate() {
+                match apply(next, op, max_workers) {
+                    Ok(gone) => removed.extend(gone.map(|l| l.counters.clone())),
+                    Err(e) if ops.len() == 1 => return Err(e),
+                    Err(e) => {
+                        return Err(Error::Transaction {
+                            index,
+                            source: Box::new(e),
+                        })
+                    }
                 }
-                Op::Unlink { head, dir, hook } => {
-                    tracing::info!(target: "pfil", head, %dir, hook, generation, "unlinked")
+            }
+            Ok(removed)
+        })?;
+        if !self.dry_run {
+            for op in ops {
+                match op {
+                    Op::Link {
+                        head,
+                        dir,
+                        hook,
+                        options,
+                    } => {
+                        tracing::info!(target: "pfil", head, %dir, hook, placement = ?options.placement, fail = %options.fail, generation, "linked")
+                    }
+                    Op::Unlink { head, dir, hook } => {
+                        tracing::info!(target: "pfil", head, %dir, hook, generation, "unlinked")
+                    }
                 }
             }
         }
         Ok(Commit {
             generation,
-            retirement: retirement.with_removed(removed),
+            retirement: retirement.with_removed(if self.dry_run { Vec::new() } else { removed }),
         })
     }
 }
 
 /// A link that unlinks itself when dropped, unless told to persist.
+///
+/// It refers to the very link it created: if someone else unlinks it and
+/// links the same hook again, dropping the handle leaves the new link alone.
 #[must_use = "dropping a LinkHandle unlinks at once"]
 pub struct LinkHandle {
     registry: Registry,
     head: String,
     dir: Dir,
-    hook: String,
+    link: Weak<Link>,
     persist: bool,
 }
 
@@ -865,18 +921,43 @@ impl LinkHandle {
     /// Unlink now and get the retirement ticket.
     ///
     /// # Errors
-    /// [`Error::NotLinked`] if someone else unlinked it meanwhile.
+    /// [`Error::NotLinked`] if this link is not linked any more.
     pub fn unlink(mut self) -> Result<Retirement, Error> {
         self.persist = true;
-        self.registry.unlink(&self.head, self.dir, &self.hook)
+        self.unlink_exact()
+    }
+
+    fn unlink_exact(&self) -> Result<Retirement, Error> {
+        let (head, dir, link) = (&self.head, self.dir, &self.link);
+        let (gone, generation, ticket) = self.registry.change(|next| {
+            let links = next
+                .heads
+                .get_mut(head)
+                .map(|rec| &mut rec.links[dir.index()])
+                .ok_or_else(|| Error::NoSuchHead(head.clone()))?;
+            let at = links
+                .iter()
+                .position(|l| std::ptr::eq(Arc::as_ptr(l), link.as_ptr()))
+                .ok_or_else(|| Error::NotLinked {
+                    head: head.clone(),
+                    dir,
+                    hook: link
+                        .upgrade()
+                        .map(|l| l.hook.name.clone())
+                        .unwrap_or_default(),
+                })?;
+            Ok(links.remove(at))
+        })?;
+        tracing::info!(target: "pfil", head = %head, %dir, hook = %gone.hook.name, generation, "unlinked (scoped)");
+        Ok(ticket.with_removed(vec![gone.counters.clone()]))
     }
 }
 
 impl Drop for LinkHandle {
     fn drop(&mut self) {
         if !self.persist {
-            // Not linked any more (someone unlinked it) is fine here.
-            let _ = self.registry.unlink(&self.head, self.dir, &self.hook);
+            // Already unlinked by someone else is fine here.
+            let _ = self.unlink_exact();
         }
     }
 }
@@ -905,6 +986,8 @@ pub struct HookInfo {
     pub dirs: Dirs,
     /// How many links place it.
     pub links: usize,
+    /// Panics caught from it over its lifetime.
+    pub faults: u64,
 }
 
 /// A link as listed in a chain.

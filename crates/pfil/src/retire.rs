@@ -86,13 +86,26 @@ impl Retirement {
     /// Readers that hold a batch open delay it; a reader that never ends
     /// its batch delays it forever: use [`wait_timeout`](Self::wait_timeout)
     /// when that can happen.
+    ///
+    /// # Panics
+    /// If the calling thread itself holds a [`Snapshot`](crate::Snapshot)
+    /// (or runs inside a hook): its own pin would block the grace period
+    /// forever.
     pub fn wait(&self) {
+        if !self.is_complete() && crossbeam_epoch::is_pinned() {
+            panic!("Retirement::wait on a thread that holds an epoch pin (a Snapshot, or inside a hook) would never return");
+        }
         while !self.wait_timeout(Duration::from_secs(3600)) {}
     }
 
     /// Wait at most `timeout`; `true` if the grace period has passed.
+    /// Returns `false` at once if the calling thread holds an epoch pin,
+    /// which would keep the grace period from ending.
     pub fn wait_timeout(&self, timeout: Duration) -> bool {
         let Some(s) = &self.signal else { return true };
+        if !s.is_done() && crossbeam_epoch::is_pinned() {
+            return false;
+        }
         let deadline = Instant::now() + timeout;
         loop {
             if s.is_done() {

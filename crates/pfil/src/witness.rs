@@ -1,94 +1,88 @@
-//! Debug checks in the spirit of FreeBSD's WITNESS: verdict contract and
-//! writer calls from inside a hook. Everything here compiles to nothing
-//! unless the `witness` feature is on.
+//! Debug checks in the spirit of FreeBSD's WITNESS.
+//!
+//! Always on (they cost nothing on the per-packet path): a batch hook that
+//! changes a final verdict is reported and repaired, since a driver would
+//! otherwise recycle a frame a hook consumed.
+//!
+//! With the `witness` feature, also: writer calls made from inside a hook
+//! fail with [`Error::WriterInHook`], and a hook whose batch takes longer
+//! than [`SLOW_BATCH`] is reported. Without the feature those checks
+//! compile to nothing.
 
-use crate::{Error, Packet};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use crate::{Error, Verdict};
+
+/// A link's batch taking longer than this is reported as blocking (witness).
+pub const SLOW_BATCH: std::time::Duration = std::time::Duration::from_millis(10);
+
+static VIOLATIONS: AtomicU64 = AtomicU64::new(0);
 
 #[cfg(feature = "witness")]
 thread_local! {
     static IN_HOOK: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
-/// Marks the current thread as running a hook while alive.
-pub(crate) struct HookScope(());
+/// Contract violations seen in this process: verdicts repaired, and with the
+/// `witness` feature, writer calls from hooks and slow hook batches.
+pub fn violations() -> u64 {
+    VIOLATIONS.load(Relaxed)
+}
+
+/// Marks the current thread as running a hook until `exit`.
+pub(crate) struct HookScope {
+    #[cfg(feature = "witness")]
+    started: std::time::Instant,
+}
 
 impl HookScope {
     #[inline(always)]
     pub(crate) fn enter() -> HookScope {
         #[cfg(feature = "witness")]
         IN_HOOK.with(|c| c.set(c.get() + 1));
-        HookScope(())
+        HookScope {
+            #[cfg(feature = "witness")]
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// Leave the hook; with `witness`, report it if it ran too long.
+    #[inline(always)]
+    pub(crate) fn exit(self, _hook: &str) {
+        #[cfg(feature = "witness")]
+        {
+            IN_HOOK.with(|c| c.set(c.get().saturating_sub(1)));
+            let took = self.started.elapsed();
+            if took > SLOW_BATCH {
+                VIOLATIONS.fetch_add(1, Relaxed);
+                tracing::warn!(target: "pfil::witness", hook = _hook, ?took, "hook batch ran too long: hooks must not block");
+            }
+        }
     }
 }
 
-#[cfg(feature = "witness")]
-impl Drop for HookScope {
-    fn drop(&mut self) {
-        IN_HOOK.with(|c| c.set(c.get() - 1));
-    }
-}
-
-#[cfg(feature = "witness")]
-static VIOLATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// Contract violations the `witness` feature has seen and repaired in this
-/// process (always 0 without the feature).
-pub fn violations() -> u64 {
-    #[cfg(feature = "witness")]
-    return VIOLATIONS.load(std::sync::atomic::Ordering::Relaxed);
-    #[cfg(not(feature = "witness"))]
-    0
-}
-
-/// Fails writer calls made from inside a hook.
+/// Fails writer calls made from inside a hook (with `witness`).
 #[inline(always)]
 pub(crate) fn check_writer() -> Result<(), Error> {
     #[cfg(feature = "witness")]
     if IN_HOOK.with(|c| c.get()) > 0 {
+        VIOLATIONS.fetch_add(1, Relaxed);
         tracing::error!(target: "pfil::witness", "registry writer call from inside a hook");
-        VIOLATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return Err(Error::WriterInHook);
     }
     Ok(())
 }
 
-/// Which packets were already decided before a batch hook ran.
-pub(crate) struct VerdictSnapshot {
-    #[cfg(feature = "witness")]
-    decided: Vec<(usize, crate::Verdict)>,
-}
-
-impl VerdictSnapshot {
-    #[inline(always)]
-    pub(crate) fn take(_pkts: &[Packet<'_>]) -> Self {
-        VerdictSnapshot {
-            #[cfg(feature = "witness")]
-            decided: _pkts
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| !p.verdict().is_pass())
-                .map(|(i, p)| (i, p.verdict()))
-                .collect(),
-        }
-    }
-
-    /// Report (and repair) a batch hook that changed a final verdict.
-    #[inline(always)]
-    pub(crate) fn check(&self, _pkts: &mut [Packet<'_>], _hook: &str) {
-        #[cfg(feature = "witness")]
-        for &(i, v) in &self.decided {
-            if _pkts[i].verdict() != v {
-                tracing::error!(
-                    target: "pfil::witness",
-                    hook = _hook,
-                    packet = i,
-                    was = %v,
-                    now = %_pkts[i].verdict(),
-                    "verdict contract broken: a final verdict was changed"
-                );
-                VIOLATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                _pkts[i].set_verdict(v);
-            }
-        }
-    }
+/// A batch hook changed a final verdict; the caller puts it back.
+#[cold]
+pub(crate) fn broken_contract(hook: &str, packet: usize, was: Verdict, now: Verdict) {
+    VIOLATIONS.fetch_add(1, Relaxed);
+    tracing::error!(
+        target: "pfil::witness",
+        hook,
+        packet,
+        %was,
+        %now,
+        "verdict contract broken: a final verdict was changed (repaired)"
+    );
 }

@@ -12,6 +12,11 @@
 //!   added to its counters.
 //! - **Transactions hold links and unlinks.** Registering heads and adding or
 //!   removing hooks are single operations, each its own generation.
+//! - **Fail-closed is until unlink.** A fail-closed link whose hook panicked
+//!   drops everything it is shown until a writer unlinks it (any writer call,
+//!   or [`Registry::reap_quarantine`](crate::Registry::reap_quarantine));
+//!   after that the chain runs without it. Link a drop hook if the traffic
+//!   must stay stopped.
 //! - **Worker slots are fixed at construction**
 //!   ([`Registry::with_max_workers`](crate::Registry::with_max_workers)): each
 //!   link keeps one 64-byte counter slot per possible worker.
