@@ -89,9 +89,11 @@ pub struct PortConfig {
     pub rx_size: u32,
     /// TX ring entries (power of two).
     pub tx_size: u32,
-    /// Fill ring entries (power of two).
+    /// Fill ring entries (power of two). The fill and completion rings
+    /// belong to the UMEM and are sized by [`UmemConfig::ring`]; this
+    /// bounds `fill_target`.
     pub fill_size: u32,
-    /// Completion ring entries (power of two).
+    /// Completion ring entries (power of two); see `fill_size`.
     pub comp_size: u32,
     /// Frames to keep in the fill ring (at most `fill_size`).
     pub fill_target: u32,

@@ -38,6 +38,13 @@ impl std::fmt::Display for StopReason {
     }
 }
 
+fn loop_config(a: &Args) -> LoopConfig {
+    LoopConfig {
+        spin_us: a.spin_us,
+        ..LoopConfig::new()
+    }
+}
+
 fn gen_config(a: &Args, count: u64) -> GenConfig {
     GenConfig {
         count,
@@ -134,12 +141,14 @@ pub fn run(a: &Args) -> Result<(), String> {
     port.tx_size = ring;
     port.fill_size = ring;
     port.comp_size = ring;
-    port.fill_target = if a.ring.is_some() { ring } else { ring / 2 };
+    // Keep the whole fill ring stocked: the kernel drops what finds it empty.
+    port.fill_target = ring;
     let queues: Option<Vec<u32>> = match (a.queues, &a.mode) {
         (Some(Queues::Count(n)), _) => Some((0..n).collect()),
-        (Some(Queues::All), _) if a.synthetic => {
-            return Err("--queues all needs an interface; with --synthetic give a worker count (--queues N)".into())
-        }
+        (Some(Queues::All), _) if a.synthetic => return Err(
+            "--queues all needs an interface; with --synthetic give a worker count (--queues N)"
+                .into(),
+        ),
         (Some(Queues::All), Mode::Gen { iface }) => {
             Some((0..all_queues(iface, &a.netns)?).collect())
         }
@@ -176,7 +185,7 @@ pub fn run(a: &Args) -> Result<(), String> {
                     hout,
                     1,
                     gen_config(a, split(count, n, i)),
-                    LoopConfig::new(),
+                    loop_config(a),
                 )?;
                 for st in &r.stats {
                     flows.push(Flow {
@@ -192,7 +201,7 @@ pub fn run(a: &Args) -> Result<(), String> {
         }
         match &a.mode {
             Mode::Sink { iface } => {
-                let r = run::spawn_sink(&reg, iface, &setup, LoopConfig::new())?;
+                let r = run::spawn_sink(&reg, iface, &setup, loop_config(a))?;
                 for st in &r.stats {
                     flows.push(Flow {
                         stats: st.clone(),
@@ -204,7 +213,7 @@ pub fn run(a: &Args) -> Result<(), String> {
                 runs.push(r);
             }
             Mode::Forward { a: x, b: y } => {
-                let r = run::spawn_forward(&reg, x, y, &setup, LoopConfig::new())?;
+                let r = run::spawn_forward(&reg, x, y, &setup, loop_config(a))?;
                 for (i, st) in r.stats.iter().enumerate() {
                     let (src, dst) = if i % 2 == 0 { (x, y) } else { (y, x) };
                     flows.push(Flow {
@@ -229,7 +238,7 @@ pub fn run(a: &Args) -> Result<(), String> {
                         iface,
                         &s,
                         gen_config(a, split(count, n, i as u32)),
-                        LoopConfig::new(),
+                        loop_config(a),
                     )?;
                     for st in &r.stats {
                         flows.push(Flow {
@@ -307,8 +316,20 @@ pub fn run(a: &Args) -> Result<(), String> {
         }
     }
     sampler.tick(&flows, Instant::now());
-    let title = format!("pfild {mode_desc}: stopped after {:.2} s ({reason})", elapsed.as_secs_f64());
-    let ok = report::totals(&title, &reg, &ifaces, &flows, &reports, &sampler, elapsed, !a.synthetic);
+    let title = format!(
+        "pfild {mode_desc}: stopped after {:.2} s ({reason})",
+        elapsed.as_secs_f64()
+    );
+    let ok = report::totals(
+        &title,
+        &reg,
+        &ifaces,
+        &flows,
+        &reports,
+        &sampler,
+        elapsed,
+        !a.synthetic,
+    );
     if !errors.is_empty() {
         return Err(format!("a worker failed: {}", errors.join("; ")));
     }

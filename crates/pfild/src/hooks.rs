@@ -97,7 +97,10 @@ mod tests {
     #[test]
     fn unknown_hooks_are_named() {
         let e = build("nope", 4).err().unwrap();
-        assert!(e.contains("unknown hook `nope`") && e.contains("count"), "{e}");
+        assert!(
+            e.contains("unknown hook `nope`") && e.contains("count"),
+            "{e}"
+        );
         assert!(build("drop-udp:x", 4).is_err());
         for b in pfil_filters::BUILTIN {
             assert!(build(b, 4).is_ok(), "{b}");

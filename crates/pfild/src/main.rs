@@ -37,7 +37,9 @@ fn main() -> ExitCode {
         }
         Err(ArgError::Usage(msg)) => {
             eprintln!("pfild: error: {msg}");
-            eprintln!("usage: pfild sink|forward|gen IFACE... [OPTIONS]   (pfild --help for all options)");
+            eprintln!(
+                "usage: pfild sink|forward|gen IFACE... [OPTIONS]   (pfild --help for all options)"
+            );
             return ExitCode::from(2);
         }
     };

@@ -207,9 +207,7 @@ pub fn totals(
     xdp: bool,
 ) -> bool {
     let snaps: Vec<StatsSnapshot> = flows.iter().map(|f| f.stats.snapshot()).collect();
-    let t = snaps
-        .iter()
-        .fold(StatsSnapshot::default(), |a, b| a + *b);
+    let t = snaps.iter().fold(StatsSnapshot::default(), |a, b| a + *b);
     let secs = elapsed.as_secs_f64().max(1e-9);
     let active = sampler.active_secs();
     let frames = sampler.frames();
@@ -231,7 +229,11 @@ pub fn totals(
         o,
         "  rate: {} over the run, {} while frames flowed ({active:.2} s)",
         rate(frames as f64 / secs),
-        rate(if active > 0.0 { frames as f64 / active } else { 0.0 }),
+        rate(if active > 0.0 {
+            frames as f64 / active
+        } else {
+            0.0
+        }),
     );
     for head in ifaces {
         let h = per_head(flows, &snaps, head);

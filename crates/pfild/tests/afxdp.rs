@@ -57,20 +57,60 @@ fn text(o: &std::process::Output) -> String {
 }
 
 /// gen -> forward -> sink as three processes; returns their outputs.
-fn pipeline(t: &Topo, count: u64, fwd_hooks: &[&str], dst_ports: &str) -> [std::process::Output; 3] {
+fn pipeline(
+    t: &Topo,
+    count: u64,
+    fwd_hooks: &[&str],
+    dst_ports: &str,
+) -> [std::process::Output; 3] {
     let sink = spawn(&[
-        "sink", "s0", "--netns", &t.s.name, "--hook", "count", "--ring", "4096", "--seconds", "60", "--quiet",
+        "sink",
+        "s0",
+        "--netns",
+        &t.s.name,
+        "--hook",
+        "count",
+        "--ring",
+        "4096",
+        "--seconds",
+        "60",
+        "--quiet",
     ]);
     assert!(wait_xdp(&t.s, "s0", true), "sink attached XDP on s0");
-    let mut fargs = vec!["forward", "f0", "f1", "--netns", &t.f.name, "--ring", "4096", "--seconds", "60", "--quiet"];
+    let mut fargs = vec![
+        "forward",
+        "f0",
+        "f1",
+        "--netns",
+        &t.f.name,
+        "--ring",
+        "4096",
+        "--seconds",
+        "60",
+        "--quiet",
+    ];
     for h in fwd_hooks {
         fargs.extend_from_slice(&["--hook", h]);
     }
     let fwd = spawn(&fargs);
-    assert!(wait_xdp(&t.f, "f0", true) && wait_xdp(&t.f, "f1", true), "forwarder attached XDP");
+    assert!(
+        wait_xdp(&t.f, "f0", true) && wait_xdp(&t.f, "f1", true),
+        "forwarder attached XDP"
+    );
     let n = count.to_string();
     let gen = pfild(&[
-        "gen", "g0", "--netns", &t.g.name, "--count", &n, "--rate", "100000", "--size", "96", "--dst-port", dst_ports,
+        "gen",
+        "g0",
+        "--netns",
+        &t.g.name,
+        "--count",
+        &n,
+        "--rate",
+        "100000",
+        "--size",
+        "96",
+        "--dst-port",
+        dst_ports,
         "--quiet",
     ]);
     assert!(gen.status.success(), "gen: {}", text(&gen));
@@ -95,15 +135,41 @@ fn processes_gen_forward_sink_exact() {
     }
     let t = topo("e");
     let count = 200_000u64;
-    let [gen, fwd, sink] = pipeline(&t, count, &["count", "drop-udp:53", "null"], "53,80,443,8080");
-    let (g, f, s) = (totals(&gen.stdout), totals(&fwd.stdout), totals(&sink.stdout));
-    let ctx = format!("gen {}\nfwd {}\nsink {}", text(&gen), text(&fwd), text(&sink));
+    let [gen, fwd, sink] = pipeline(
+        &t,
+        count,
+        &["count", "drop-udp:53", "null"],
+        "53,80,443,8080",
+    );
+    let (g, f, s) = (
+        totals(&gen.stdout),
+        totals(&fwd.stdout),
+        totals(&sink.stdout),
+    );
+    let ctx = format!(
+        "gen {}\nfwd {}\nsink {}",
+        text(&gen),
+        text(&fwd),
+        text(&sink)
+    );
     assert_eq!(num(&g, "generated"), count, "{ctx}");
     assert_eq!(num(&g, "tx"), count, "{ctx}");
-    assert_eq!(num(&f, "rx"), count, "forwarder received every frame sent\n{ctx}");
-    assert_eq!(num(&f, "in_dropped"), count / 4, "exactly the port-53 frames\n{ctx}");
+    assert_eq!(
+        num(&f, "rx"),
+        count,
+        "forwarder received every frame sent\n{ctx}"
+    );
+    assert_eq!(
+        num(&f, "in_dropped"),
+        count / 4,
+        "exactly the port-53 frames\n{ctx}"
+    );
     assert_eq!(num(&f, "tx"), num(&f, "rx") - num(&f, "filtered"), "{ctx}");
-    assert_eq!(num(&s, "rx"), num(&f, "tx"), "sink received every frame forwarded\n{ctx}");
+    assert_eq!(
+        num(&s, "rx"),
+        num(&f, "tx"),
+        "sink received every frame forwarded\n{ctx}"
+    );
     // End to end: sent = received + dropped by filters, exactly.
     assert_eq!(
         num(&g, "tx"),
@@ -116,8 +182,14 @@ fn processes_gen_forward_sink_exact() {
     }
     // Registry counters in the totals.
     let fo = String::from_utf8_lossy(&fwd.stdout);
-    assert!(fo.contains(&format!("hook count:1: packets {count}")), "{ctx}");
-    assert!(fo.contains(&format!("hook null:3: packets {}", count - count / 4)), "{ctx}");
+    assert!(
+        fo.contains(&format!("hook count:1: packets {count}")),
+        "{ctx}"
+    );
+    assert!(
+        fo.contains(&format!("hook null:3: packets {}", count - count / 4)),
+        "{ctx}"
+    );
     assert!(fo.contains("XDP program detached from f0, f1"), "{ctx}");
 }
 
@@ -129,7 +201,16 @@ fn kill_9_of_a_sink_leaves_no_xdp_program() {
     let a = Netns::new("ka");
     let b = Netns::new("kb");
     veth(&a, "k0", &b, "k1", 2);
-    let p = spawn(&["sink", "k0", "--netns", &a.name, "--hook", "count", "--seconds", "60"]);
+    let p = spawn(&[
+        "sink",
+        "k0",
+        "--netns",
+        &a.name,
+        "--hook",
+        "count",
+        "--seconds",
+        "60",
+    ]);
     assert!(
         wait_xdp(&a, "k0", true),
         "{}",
@@ -156,13 +237,24 @@ fn bad_interface_and_busy_queue_are_explained() {
     let out = pfild(&["sink", "nosuch0", "--netns", &a.name]);
     let e = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{e}");
-    assert!(e.contains("no such interface `nosuch0`") && e.contains("ip link show"), "{e}");
+    assert!(
+        e.contains("no such interface `nosuch0`") && e.contains("ip link show"),
+        "{e}"
+    );
     let out = pfild(&["sink", "x0", "--netns", &a.name, "--queues", "4"]);
     let e = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{e}");
     assert!(e.contains("queue") && e.contains("out of range"), "{e}");
     // A second sink on the same interface: XDP busy, named with the fix.
-    let first = spawn(&["sink", "x0", "--netns", &a.name, "--seconds", "30", "--quiet"]);
+    let first = spawn(&[
+        "sink",
+        "x0",
+        "--netns",
+        &a.name,
+        "--seconds",
+        "30",
+        "--quiet",
+    ]);
     assert!(wait_xdp(&a, "x0", true));
     let out = pfild(&["sink", "x0", "--netns", &a.name]);
     let e = String::from_utf8_lossy(&out.stderr);

@@ -16,7 +16,11 @@ fn synthetic_sink_counts_exactly() {
         "--quiet",
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let t = totals(&out.stdout);
     assert_eq!(num(&t, "generated"), 300_000);
     assert_eq!(num(&t, "rx"), 300_000);
@@ -53,7 +57,11 @@ fn synthetic_forward_filters_in_command_line_order() {
         "--quiet",
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let t = totals(&out.stdout);
     assert_eq!(num(&t, "rx"), 100_000);
     assert_eq!(num(&t, "in_dropped"), 25_000);
@@ -62,29 +70,57 @@ fn synthetic_forward_filters_in_command_line_order() {
     // The chain walks count, drop-udp, null: null sees only what passed.
     let i = |s: &str| stdout.find(s).unwrap_or_else(|| panic!("{s} in {stdout}"));
     assert!(i("hook count:1: packets 100000") < i("hook drop-udp-53:2: packets 100000"));
-    assert!(stdout.contains("hook drop-udp-53:2: packets 100000 bytes 6400000 passed 75000 dropped 25000"));
+    assert!(stdout
+        .contains("hook drop-udp-53:2: packets 100000 bytes 6400000 passed 75000 dropped 25000"));
     assert!(stdout.contains("hook null:3: packets 75000"), "{stdout}");
 }
 
 #[test]
 fn synthetic_stops_after_seconds_with_status_line() {
-    let out = pfild(&["gen", "syn0", "--synthetic", "--hook", "count", "--seconds", "1.5", "--rate", "100000"]);
+    let out = pfild(&[
+        "gen",
+        "syn0",
+        "--synthetic",
+        "--hook",
+        "count",
+        "--seconds",
+        "1.5",
+        "--rate",
+        "100000",
+    ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("(time limit)"), "{stdout}");
-    assert!(stderr.contains("[   1s] syn0: out"), "status line: {stderr}");
+    assert!(
+        stderr.contains("[   1s] syn0: out"),
+        "status line: {stderr}"
+    );
     let t = totals(&out.stdout);
     let g = num(&t, "generated");
-    assert!((100_000..=200_000).contains(&g), "paced at 100 kpps for 1.5 s: {g}");
+    assert!(
+        (100_000..=200_000).contains(&g),
+        "paced at 100 kpps for 1.5 s: {g}"
+    );
     assert_eq!(num(&t, "tx"), g);
-    assert!(stdout.contains(&format!("hook count:1: packets {g}")), "{stdout}");
+    assert!(
+        stdout.contains(&format!("hook count:1: packets {g}")),
+        "{stdout}"
+    );
 }
 
 #[test]
 fn sigint_stops_cleanly_with_totals() {
     let child = std::process::Command::new(PFILD)
-        .args(["sink", "syn0", "--synthetic", "--hook", "count", "--seconds", "30"])
+        .args([
+            "sink",
+            "syn0",
+            "--synthetic",
+            "--hook",
+            "count",
+            "--seconds",
+            "30",
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -104,8 +140,16 @@ fn sigint_stops_cleanly_with_totals() {
 #[test]
 fn errors_name_cause_and_fix_without_panicking() {
     let cases: &[(&[&str], i32, &str)] = &[
-        (&["sink", "syn0", "--synthetic", "--hook", "nope"], 1, "unknown hook `nope`"),
-        (&["sink", "syn0", "--synthetic", "--hook", "drop-udp:x"], 1, "drop-udp:PORT"),
+        (
+            &["sink", "syn0", "--synthetic", "--hook", "nope"],
+            1,
+            "unknown hook `nope`",
+        ),
+        (
+            &["sink", "syn0", "--synthetic", "--hook", "drop-udp:x"],
+            1,
+            "drop-udp:PORT",
+        ),
         (&["sink"], 2, "missing IFACE"),
         (&["bogus", "x"], 2, "unknown mode"),
         (&["sink", "x", "--queues", "zero"], 2, "--queues"),
@@ -133,8 +177,15 @@ fn privileges_or_missing_namespace_are_explained() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
-        assert!(stderr.contains("no network namespace `pfild-test-no-such-ns`") && stderr.contains("ip netns add"), "{stderr}");
+        assert!(
+            stderr.contains("no network namespace `pfild-test-no-such-ns`")
+                && stderr.contains("ip netns add"),
+            "{stderr}"
+        );
     } else {
-        assert!(stderr.contains("permission denied") && stderr.contains("--synthetic"), "{stderr}");
+        assert!(
+            stderr.contains("permission denied") && stderr.contains("--synthetic"),
+            "{stderr}"
+        );
     }
 }
