@@ -339,7 +339,7 @@ pub fn totals(
         .sum();
     let _ = writeln!(
         o,
-        "totals: seconds={secs:.3} active_seconds={active:.3} generated={} rx={} passed={} in_dropped={} in_consumed={} out_dropped={} out_consumed={} filtered={} tx={} tx_failed={} kernel_rx_dropped={kdrop} accounted={}",
+        "totals: seconds={secs:.3} active_seconds={active:.3} generated={} rx={} passed={} in_dropped={} in_consumed={} out_dropped={} out_consumed={} filtered={} tx={} tx_failed={} batches={} kernel_rx_dropped={kdrop} accounted={}",
         t.generated,
         t.rx,
         t.passed,
@@ -350,6 +350,7 @@ pub fn totals(
         t.filtered(),
         t.tx,
         t.tx_dropped,
+        t.batches,
         if ok { "yes" } else { "no" }
     );
     print!("{o}");
