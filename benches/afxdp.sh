@@ -8,6 +8,8 @@
 # Topology (all in namespaces this script creates and deletes on exit):
 #   ns G: g0 <-veth-> ns F: f0        f1 <-veth-> ns S: s0
 # Traffic: `pfild gen g0` at max rate for SECONDS, pinned to CPU 0.
+# Cases: pfild with 0 hooks, null, count, 4 hooks, count with --spin-us 0
+# (no busy-polling), and testpmd; the cases are interleaved run by run.
 # Receiver/forwarder under test pinned to CPU 1, receiving on f0;
 # forwarders send f0 -> f1 (s0 has no XDP program: the kernel drops the
 # frames at L2, counted as the cost of TX).
@@ -84,6 +86,7 @@ HOOKS_0=""
 HOOKS_null="--hook null"
 HOOKS_count="--hook count"
 HOOKS_4="--hook count --hook drop-udp:53 --hook null --hook count"
+HOOKS_countnospin="--hook count --spin-us 0" # A/B: sleep in poll(2) at once
 
 # One measurement: prints pps.
 measure() { # kind(sink|forward) case(0|null|count|4|testpmd)
@@ -130,7 +133,7 @@ measure() { # kind(sink|forward) case(0|null|count|4|testpmd)
     awk -v g="${got:-0}" -v s="$secs" 'BEGIN { printf "%.0f\n", (s > 0 ? g / s : 0) }'
 }
 
-CASES="0 null count 4"
+CASES="0 null count 4 countnospin"
 [ -z "${SKIP_TESTPMD:-}" ] && CASES="$CASES testpmd"
 declare -A R
 echo "# afxdp.sh: $RUNS runs x $SECS s, $(date -u +%FT%TZ), kernel $(uname -r)" | tee "$OUT"
@@ -166,6 +169,7 @@ for kind in sink forward; do
         name="pfild $kind"; label="$c"
         [ "$c" = testpmd ] && { name="testpmd $([ $kind = sink ] && echo rxonly || echo macswap)"; label="-"; }
         [ "$c" = 4 ] && label="4 (count, drop-udp:53, null, count)"
+        [ "$c" = countnospin ] && label="count, --spin-us 0"
         echo "| $name | $label | $med | $lo-$hi | $ratio |"
     done
 done
