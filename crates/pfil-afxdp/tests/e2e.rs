@@ -21,8 +21,8 @@ fn topo(tag: &str) -> Topo {
     let g = Netns::new(&format!("{tag}g"));
     let f = Netns::new(&format!("{tag}f"));
     let s = Netns::new(&format!("{tag}s"));
-    veth(&g, "g0", &f, "f0", 0, 1);
-    veth(&f, "f1", &s, "s0", 1, 1);
+    veth_queues(&g, "g0", &f, "f0", 0, 1);
+    veth_queues(&f, "f1", &s, "s0", 1, 1);
     Topo { g, f, s }
 }
 
@@ -286,7 +286,7 @@ fn two_queues_one_program_exact() {
     init_tracing();
     let g = Netns::new("mg");
     let s = Netns::new("ms");
-    veth(&g, "g0", &s, "s0", 0, 2);
+    veth_queues(&g, "g0", &s, "s0", 0, 2);
     let reg = Registry::new();
     // Every queue of s0 (2 workers, one XDP program, one XSKMAP).
     let sink_setup = WorkerSetup {

@@ -15,7 +15,7 @@ fn kill_9_leaves_no_xdp_program() {
     }
     let a = Netns::new("ka");
     let b = Netns::new("kb");
-    veth(&a, "k0", &b, "k1", 0, 1);
+    veth_queues(&a, "k0", &b, "k1", 0, 1);
     let mut child = Command::new(env!("CARGO_BIN_EXE_pfil-afxdp-hold"))
         .args([&a.name, "k0", "30"])
         .stdout(Stdio::piped())

@@ -12,7 +12,7 @@ fn attach_shows_in_ip_link_and_detaches_on_drop() {
     init_tracing();
     let a = Netns::new("la");
     let b = Netns::new("lb");
-    veth(&a, "v0", &b, "v1", 0, 1);
+    veth_queues(&a, "v0", &b, "v1", 0, 1);
     let prog = a
         .run(|| {
             assert_eq!(pfil_afxdp::queue_count("v0").unwrap(), 1);
@@ -42,7 +42,7 @@ fn bad_input_errors() {
     }
     let a = Netns::new("ea");
     let b = Netns::new("eb");
-    veth(&a, "v0", &b, "v1", 0, 1);
+    veth_queues(&a, "v0", &b, "v1", 0, 1);
     a.run(|| {
         let e = XdpProgram::attach("nosuch0", 1, XdpMode::Auto).unwrap_err();
         assert!(

@@ -4,7 +4,6 @@
 #![allow(dead_code)]
 
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// The binary under test.
@@ -91,100 +90,5 @@ pub fn num(t: &std::collections::HashMap<String, String>, k: &str) -> u64 {
         .unwrap_or_else(|_| panic!("`{k}` not a number in {t:?}"))
 }
 
-/// Root and `ip` available? Under `CI` a missing prerequisite is a
-/// failure, elsewhere the test is skipped with a message.
-pub fn require_root(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let ip = Command::new("ip").arg("-V").output().is_ok();
-    if root && ip {
-        return true;
-    }
-    let why = if !root {
-        "not root"
-    } else {
-        "`ip` (iproute2) missing"
-    };
-    if std::env::var_os("CI").is_some() {
-        panic!("{test}: {why}; under CI this test must run (run as root with iproute2 installed)");
-    }
-    eprintln!("SKIP {test}: {why}");
-    false
-}
-
-static SEQ: AtomicU32 = AtomicU32::new(0);
-
-/// A unique short name (fits IFNAMSIZ and namespace names).
-pub fn unique(tag: &str) -> String {
-    let n = SEQ.fetch_add(1, Ordering::Relaxed);
-    format!("pd{}{}{}", std::process::id() % 100_000, n, tag)
-}
-
-/// Run a command, panic with its stderr if it fails.
-pub fn sh(args: &[&str]) -> String {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    if !out.status.success() {
-        panic!(
-            "{args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A network namespace deleted on drop (also on panic).
-pub struct Netns {
-    pub name: String,
-}
-
-impl Netns {
-    pub fn new(tag: &str) -> Netns {
-        let name = unique(tag);
-        sh(&["ip", "netns", "add", &name]);
-        let ns = Netns { name };
-        ns.exec(&["ip", "link", "set", "lo", "up"]);
-        for k in ["all", "default"] {
-            ns.exec(&[
-                "sysctl",
-                "-qw",
-                &format!("net.ipv6.conf.{k}.disable_ipv6=1"),
-            ]);
-        }
-        ns
-    }
-
-    pub fn exec(&self, args: &[&str]) -> String {
-        let mut v = vec!["ip", "netns", "exec", &self.name];
-        v.extend_from_slice(args);
-        sh(&v)
-    }
-
-    /// Does `ip -d link show dev` list an XDP program on `ifname`?
-    pub fn has_xdp(&self, ifname: &str) -> bool {
-        let out = self.exec(&["ip", "-d", "link", "show", "dev", ifname]);
-        out.contains("prog/xdp") || out.contains(" xdp")
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .status();
-    }
-}
-
-/// A veth pair `a` (in `ns_a`) <-> `b` (in `ns_b`), both up, with
-/// `198.18.<net>.1/24` and `.2/24`. Deleted with the namespaces.
-pub fn veth(ns_a: &Netns, a: &str, ns_b: &Netns, b: &str, net: u8) {
-    ns_a.exec(&[
-        "ip", "link", "add", a, "type", "veth", "peer", "name", b, "netns", &ns_b.name,
-    ]);
-    ns_a.exec(&["ip", "addr", "add", &format!("198.18.{net}.1/24"), "dev", a]);
-    ns_b.exec(&["ip", "addr", "add", &format!("198.18.{net}.2/24"), "dev", b]);
-    ns_a.exec(&["ip", "link", "set", a, "up"]);
-    ns_b.exec(&["ip", "link", "set", b, "up"]);
-}
+#[allow(unused_imports, reason = "the synthetic tests need no namespaces")]
+pub use pfil_testnet::*;

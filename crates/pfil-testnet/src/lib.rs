@@ -1,0 +1,127 @@
+//! Test support for the AF_XDP tests: network namespaces and veth pairs the
+//! test creates and always deletes (RAII, also when the test panics).
+//!
+//! The rules it enforces: both ends of every veth pair live in namespaces
+//! the test created, addresses come from 198.18.0.0/15 (the benchmarking
+//! range), nothing touches the root namespace's interfaces. IPv6 is off in
+//! the namespaces, so the kernel sends no ND/MLD frames of its own into
+//! tests that count every frame.
+
+#![warn(missing_docs)]
+
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Root and `ip` available? Under `CI` a missing prerequisite is a failure
+/// (panic), elsewhere the test is skipped with a message.
+pub fn require_root(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let ip = Command::new("ip").arg("-V").output().is_ok();
+    if root && ip {
+        return true;
+    }
+    let why = if !root {
+        "not root"
+    } else {
+        "`ip` (iproute2) missing"
+    };
+    if std::env::var_os("CI").is_some() {
+        panic!("{test}: {why}; under CI this test must run (run as root with iproute2 installed)");
+    }
+    eprintln!("SKIP {test}: {why}");
+    false
+}
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A short name unique to this process and call, ending in `tag` (fits
+/// IFNAMSIZ and namespace names).
+pub fn unique(tag: &str) -> String {
+    let n = SEQ.fetch_add(1, Ordering::Relaxed);
+    format!("pt{}{}{}", std::process::id() % 100_000, n, tag)
+}
+
+/// Run a command; panic with its stderr if it fails.
+pub fn sh(args: &[&str]) -> String {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    if !out.status.success() {
+        panic!(
+            "{args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A network namespace that is deleted on drop (also on panic).
+pub struct Netns {
+    /// Its name, as `ip netns` knows it.
+    pub name: String,
+}
+
+impl Netns {
+    /// Create a namespace named `unique(tag)`, loopback up, IPv6 off.
+    pub fn new(tag: &str) -> Netns {
+        let name = unique(tag);
+        sh(&["ip", "netns", "add", &name]);
+        let ns = Netns { name };
+        ns.exec(&["ip", "link", "set", "lo", "up"]);
+        for k in ["all", "default"] {
+            ns.exec(&[
+                "sysctl",
+                "-qw",
+                &format!("net.ipv6.conf.{k}.disable_ipv6=1"),
+            ]);
+        }
+        ns
+    }
+
+    /// Run a command inside the namespace; panic if it fails.
+    pub fn exec(&self, args: &[&str]) -> String {
+        let mut v = vec!["ip", "netns", "exec", &self.name];
+        v.extend_from_slice(args);
+        sh(&v)
+    }
+
+    /// Does `ip -d link show dev` list an XDP program on `ifname`?
+    pub fn has_xdp(&self, ifname: &str) -> bool {
+        let out = self.exec(&["ip", "-d", "link", "show", "dev", ifname]);
+        out.contains("prog/xdp") || out.contains(" xdp")
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+/// A veth pair `a` (in `ns_a`) <-> `b` (in `ns_b`) with one queue each; see
+/// [`veth_queues`].
+pub fn veth(ns_a: &Netns, a: &str, ns_b: &Netns, b: &str, net: u8) {
+    veth_queues(ns_a, a, ns_b, b, net, 1);
+}
+
+/// A veth pair `a` (in `ns_a`) <-> `b` (in `ns_b`), created inside `ns_a`
+/// with the peer placed straight into `ns_b`; both up, with
+/// `198.18.<net>.1/24` and `198.18.<net>.2/24`, `queues` RX and TX queues
+/// each. Deleted with the namespaces.
+pub fn veth_queues(ns_a: &Netns, a: &str, ns_b: &Netns, b: &str, net: u8, queues: u32) {
+    let q = queues.to_string();
+    #[rustfmt::skip]
+    ns_a.exec(&[
+        "ip", "link", "add", a, "numrxqueues", &q, "numtxqueues", &q,
+        "type", "veth", "peer", "name", b, "numrxqueues", &q, "numtxqueues", &q,
+        "netns", &ns_b.name,
+    ]);
+    ns_a.exec(&["ip", "addr", "add", &format!("198.18.{net}.1/24"), "dev", a]);
+    ns_b.exec(&["ip", "addr", "add", &format!("198.18.{net}.2/24"), "dev", b]);
+    ns_a.exec(&["ip", "link", "set", a, "up"]);
+    ns_b.exec(&["ip", "link", "set", b, "up"]);
+}
