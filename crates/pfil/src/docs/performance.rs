@@ -11,10 +11,11 @@
 //! **Numbers** (BENCHMARKS.md has the commands and the full tables; 2-vCPU
 //! Xeon KVM guest, Linux 6.18, Rust 1.95; ratios against the limit measured
 //! in the same run):
-//! - one null hook, batch 64: 1.04× (1 thread) and 1.05× (2 threads) a hand
-//!   loop with no synchronization; 4 instructions per packet more
-//!   (callgrind);
-//! - a writer republishing 1000 times a second: +3.4 % at 2 threads;
-//! - the same chain behind `std::sync::RwLock` taken per packet: 90× slower at
-//!   2 threads (the cache line bounces on every packet);
-//! - batch 1: the pin is paid per packet, 2.5–3.5× the hand loop.
+//! - one null hook, batch 64: at the limit of a hand loop with no
+//!   synchronization (0.87–0.93× measured; 3.4 instructions per packet more,
+//!   counted with callgrind);
+//! - a writer republishing 1000 times a second: +1.6 % (1 thread), +4.4 %
+//!   (2 threads), of which the writer thread itself costs about 1 %;
+//! - the same chain behind `std::sync::RwLock` taken per packet: 101× slower
+//!   at 2 threads (the lock's cache line bounces on every packet);
+//! - batch 1: the pin (6.7 ns) is paid per packet, 2.5–3.5× the hand loop.
