@@ -65,8 +65,9 @@ pub enum Error {
     /// A configuration value is invalid.
     #[error("invalid configuration: {0}")]
     Config(String),
-    /// A frame of another UMEM was handed to this one.
-    #[error("frame belongs to another UMEM; give frames back to the port they came from")]
+    /// A frame of another UMEM, or of another worker's part of a shared
+    /// UMEM ([`crate::SharedUmem`]), was handed to this one.
+    #[error("frame belongs to another UMEM (or to another worker's part of a shared one); give frames back to the port they came from")]
     ForeignFrame,
     /// The TX ring did not drain after the bounded number of kicks.
     #[error("TX on `{ifname}` queue {queue} stalled: {pending} frame(s) still in the TX ring after {kicks} kicks; the link may be down or the peer not reading")]

@@ -10,6 +10,9 @@
 //!   one per (interface, queue), owned by one worker thread. Frames move as
 //!   [`Frame`] tokens; [`Umem::counts`] says where every frame is
 //!   ([`FrameCounts`]: fill, RX, free, app, TX, completion, held).
+//! - [`SharedUmem`]: one UMEM area registered once and split between the
+//!   workers of several queues, one [`Umem`] part (a disjoint frame range,
+//!   its own sockets and fill/completion rings) per worker thread.
 //! - [`run`]: the worker loops a dataplane runs: sink, forward, generate,
 //!   and a synthetic source that needs no privileges.
 //!
@@ -39,7 +42,7 @@ mod xdp;
 pub use error::{Error, Result};
 pub use sys::XdpStats;
 pub use umem::{
-    BindMode, BoundMode, Frame, FrameArea, FrameCounts, PortConfig, PortId, Umem, UmemConfig,
-    COPY_TX_PER_KICK, MAX_UMEM_BYTES,
+    BindMode, BoundMode, Frame, FrameArea, FrameCounts, PortConfig, PortId, SharedUmem, Umem,
+    UmemConfig, COPY_TX_PER_KICK, MAX_UMEM_BYTES,
 };
 pub use xdp::{check_privileges, enter_netns, queue_count, XdpMode, XdpProgram};

@@ -3,10 +3,12 @@
 //!
 //! The low-level loops ([`sink_loop`], [`forward_loop`], [`gen_loop`]) run
 //! on the calling thread over a [`Umem`] it opened. The spawners
-//! ([`spawn_sink`], [`spawn_forward`], [`spawn_gen`]) open the ports on
-//! worker threads (optionally inside a network namespace), wait until every
-//! worker is ready or one failed, and return a [`Running`] handle: what a
-//! `pfild` CLI needs.
+//! ([`spawn_sink`], [`spawn_forward`], [`spawn_gen`]) open the ports
+//! (optionally inside a network namespace), start one worker thread per
+//! queue, wait until every worker is ready or one failed, and return a
+//! [`Running`] handle: what a `pfild` CLI needs. By default
+//! ([`UmemMode::Shared`]) the queues' workers share one UMEM area, set up
+//! on one thread and split into a disjoint frame range per worker.
 
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,7 +22,9 @@ use pfil::{Dir, Dirs, Head, Packet, PacketKind, Registry, Verdict, Worker};
 
 use crate::error::{Error, Result};
 use crate::sys::XdpStats;
-use crate::umem::{BoundMode, Frame, FrameCounts, PortConfig, PortId, Umem, UmemConfig};
+use crate::umem::{
+    BoundMode, Frame, FrameCounts, PortConfig, PortId, SharedUmem, Umem, UmemConfig,
+};
 use crate::xdp::{enter_netns, queue_count, XdpMode, XdpProgram};
 
 /// Frames per batch.
@@ -646,6 +650,30 @@ pub fn gen_loop(
 
 // ---- spawners -------------------------------------------------------------
 
+/// How the workers of a spawner get their UMEM.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UmemMode {
+    /// One UMEM area for all the queues of the spawner ([`SharedUmem`]):
+    /// registered once, every socket but the first joins it with
+    /// `XDP_SHARED_UMEM`; each worker owns `WorkerSetup::umem.frames`
+    /// frames of it and its own sockets and fill/completion rings. The
+    /// ports are opened on one setup thread, then each worker's part
+    /// moves to its thread.
+    #[default]
+    Shared,
+    /// One UMEM per worker, registered and opened on the worker's thread.
+    PerQueue,
+}
+
+impl std::fmt::Display for UmemMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            UmemMode::Shared => "shared",
+            UmemMode::PerQueue => "per-queue",
+        })
+    }
+}
+
 /// Where the worker threads run and what they allocate.
 #[derive(Clone, Debug, Default)]
 pub struct WorkerSetup {
@@ -653,8 +681,11 @@ pub struct WorkerSetup {
     pub netns: Option<String>,
     /// Queues to run (one worker each); `None`: every queue of the interface.
     pub queues: Option<Vec<u32>>,
-    /// UMEM of each worker.
+    /// UMEM of each worker (with [`UmemMode::Shared`]: each worker's part
+    /// of the shared area).
     pub umem: UmemConfig,
+    /// One shared UMEM or one per worker.
+    pub umem_mode: UmemMode,
     /// XDP attach mode.
     pub xdp_mode: XdpMode,
     /// Port template (ring sizes, bind mode); interface and queue are set
@@ -667,8 +698,13 @@ pub struct WorkerSetup {
 pub struct WorkerReport {
     /// Queue the worker ran.
     pub queue: u32,
-    /// Where every frame of its UMEM was at the end.
+    /// Where every frame of its UMEM (its part of a shared one) was at
+    /// the end.
     pub counts: FrameCounts,
+    /// Byte offsets of the frames it owned ([`Umem::frame_addrs`]).
+    pub frame_addrs: std::ops::Range<u64>,
+    /// Workers its UMEM area was shared by (1: its own).
+    pub umem_parts: usize,
     /// Its ports (none for a synthetic worker).
     pub ports: Vec<PortReport>,
 }
@@ -696,6 +732,8 @@ impl WorkerReport {
         WorkerReport {
             queue,
             counts: umem.counts(),
+            frame_addrs: umem.frame_addrs(),
+            umem_parts: umem.parts(),
             ports: umem
                 .port_ids()
                 .map(|p| PortReport {
@@ -900,10 +938,77 @@ fn attach(setup: &WorkerSetup, ifname: &str) -> Result<Arc<XdpProgram>> {
     })
 }
 
+/// Makes a worker's loop body from its UMEM and the ids of its ports (in
+/// the order of its port configs).
+type MakeBody = Box<dyn FnOnce(Umem, Vec<PortId>) -> Body + Send>;
+
+/// The openers of the workers: each opens the ports of `ports[i]` and
+/// builds its body with `make[i]`. [`UmemMode::Shared`]: one area is
+/// registered and every port opened now, on a setup thread (in the
+/// namespace); the openers only hand each worker its part.
+/// [`UmemMode::PerQueue`]: each opener makes its own UMEM on its thread.
+fn openers(
+    setup: &WorkerSetup,
+    what: &str,
+    workers: Vec<(Vec<PortConfig>, MakeBody)>,
+) -> Result<Vec<Opener>> {
+    let uc = setup.umem;
+    let n = workers.len();
+    tracing::info!(
+        target: "pfil_afxdp",
+        what,
+        workers = n,
+        umem_mode = %setup.umem_mode,
+        frames_per_worker = uc.frames,
+        "UMEM mode: {}",
+        match setup.umem_mode {
+            UmemMode::Shared => "one area shared by every queue's worker",
+            UmemMode::PerQueue => "one area per worker",
+        }
+    );
+    match setup.umem_mode {
+        UmemMode::PerQueue => Ok(workers
+            .into_iter()
+            .map(|(ports, make)| {
+                Box::new(move || {
+                    let mut umem = Umem::new(uc)?;
+                    let ids = ports
+                        .into_iter()
+                        .map(|p| umem.open(p))
+                        .collect::<Result<Vec<_>>>()?;
+                    Ok(make(umem, ids))
+                }) as Opener
+            })
+            .collect()),
+        UmemMode::Shared => {
+            let (ports, makes): (Vec<_>, Vec<_>) = workers.into_iter().unzip();
+            let parts = in_setup(&setup.netns, move || {
+                let mut shared = SharedUmem::new(uc, n)?;
+                let mut ids = Vec::with_capacity(n);
+                for (i, ports) in ports.into_iter().enumerate() {
+                    let part = shared.part(i);
+                    ids.push(
+                        ports
+                            .into_iter()
+                            .map(|p| part.open(p))
+                            .collect::<Result<Vec<_>>>()?,
+                    );
+                }
+                Ok(shared.into_parts().into_iter().zip(ids).collect::<Vec<_>>())
+            })?;
+            Ok(parts
+                .into_iter()
+                .zip(makes)
+                .map(|((umem, ids), make)| Box::new(move || Ok(make(umem, ids))) as Opener)
+                .collect())
+        }
+    }
+}
+
 /// `sink IF`: one worker per queue receives, runs head `IF` In, drops.
 ///
 /// # Errors
-/// The first worker's open error (every worker is stopped then).
+/// The first open error (every worker is stopped then).
 pub fn spawn_sink(
     reg: &Registry,
     ifname: &str,
@@ -913,36 +1018,33 @@ pub fn spawn_sink(
     let head = head_for(reg, ifname)?;
     let queues = queues_of(setup, ifname)?;
     let prog = attach(setup, ifname)?;
-    let mut openers: Vec<Opener> = Vec::new();
+    let mut workers: Vec<(Vec<PortConfig>, MakeBody)> = Vec::new();
     let mut stats = Vec::new();
     for q in queues {
         let st = Arc::new(Stats::default());
         stats.push(st.clone());
-        let (pc, uc, head, reg) = (
-            port_cfg(setup, ifname, q, Some(prog.clone())),
-            setup.umem,
-            head.clone(),
-            reg.clone(),
-        );
-        openers.push(Box::new(move || {
-            let mut umem = Umem::new(uc)?;
-            let port = umem.open(pc)?;
-            Ok(Box::new(move |w: &mut Worker, lc: &LoopConfig| {
+        let (head, reg) = (head.clone(), reg.clone());
+        let make: MakeBody = Box::new(move |mut umem: Umem, ids: Vec<PortId>| {
+            let port = ids[0];
+            Box::new(move |w: &mut Worker, lc: &LoopConfig| {
                 sink_loop(&mut umem, port, &head, &reg, w, &st, lc)?;
                 umem.stop_rx(port);
                 Ok(WorkerReport::of(&umem, q))
-            }) as Body)
-        }));
+            }) as Body
+        });
+        workers.push((vec![port_cfg(setup, ifname, q, Some(prog.clone()))], make));
     }
+    let openers = openers(setup, "sink", workers)?;
     start(reg, &setup.netns, openers, stats, lc)
 }
 
 /// `forward A B`: one worker per queue forwards A⇄B through A's in head and
-/// B's out head (and back), on one UMEM per worker. Both interfaces must be
-/// in the same namespace. `stats` holds, per queue, a→b then b→a.
+/// B's out head (and back), both ports of a queue on one UMEM (part). Both
+/// interfaces must be in the same namespace. `stats` holds, per queue, a→b
+/// then b→a.
 ///
 /// # Errors
-/// The first worker's open error.
+/// The first open error.
 pub fn spawn_forward(
     reg: &Registry,
     a: &str,
@@ -955,7 +1057,7 @@ pub fn spawn_forward(
     let queues = queues_of(setup, a)?;
     let prog_a = attach(setup, a)?;
     let prog_b = attach(setup, b)?;
-    let mut openers: Vec<Opener> = Vec::new();
+    let mut workers: Vec<(Vec<PortConfig>, MakeBody)> = Vec::new();
     let mut stats = Vec::new();
     for q in queues {
         let ab = Arc::new(Stats::default());
@@ -964,17 +1066,17 @@ pub fn spawn_forward(
         stats.push(ba.clone());
         let pa = port_cfg(setup, a, q, Some(prog_a.clone()));
         let pb = port_cfg(setup, b, q, Some(prog_b.clone()));
-        let (uc, ha, hb, reg) = (setup.umem, head_a.clone(), head_b.clone(), reg.clone());
-        openers.push(Box::new(move || {
-            let mut umem = Umem::new(uc)?;
-            let pa = umem.open(pa)?;
-            let pb = umem.open(pb)?;
-            Ok(Box::new(move |w: &mut Worker, lc: &LoopConfig| {
+        let (ha, hb, reg) = (head_a.clone(), head_b.clone(), reg.clone());
+        let make: MakeBody = Box::new(move |mut umem: Umem, ids: Vec<PortId>| {
+            let (pa, pb) = (ids[0], ids[1]);
+            Box::new(move |w: &mut Worker, lc: &LoopConfig| {
                 forward_loop(&mut umem, pa, pb, &ha, &hb, &reg, w, [&ab, &ba], lc)?;
                 Ok(WorkerReport::of(&umem, q))
-            }) as Body)
-        }));
+            }) as Body
+        });
+        workers.push((vec![pa, pb], make));
     }
+    let openers = openers(setup, "forward", workers)?;
     start(reg, &setup.netns, openers, stats, lc)
 }
 
@@ -982,7 +1084,7 @@ pub fn spawn_forward(
 /// frames through head `IF` Out. Each worker sends `gen.count` frames.
 ///
 /// # Errors
-/// The first worker's open error.
+/// The first open error.
 pub fn spawn_gen(
     reg: &Registry,
     ifname: &str,
@@ -992,22 +1094,23 @@ pub fn spawn_gen(
 ) -> Result<Running> {
     let head = head_for(reg, ifname)?;
     let queues = setup.queues.clone().unwrap_or_else(|| vec![0]);
-    let mut openers: Vec<Opener> = Vec::new();
+    let mut workers: Vec<(Vec<PortConfig>, MakeBody)> = Vec::new();
     let mut stats = Vec::new();
     for q in queues {
         let st = Arc::new(Stats::default());
         stats.push(st.clone());
         let pc = port_cfg(setup, ifname, q, None).tx_only();
-        let (uc, head, reg, gen) = (setup.umem, head.clone(), reg.clone(), gen.clone());
-        openers.push(Box::new(move || {
-            let mut umem = Umem::new(uc)?;
-            let port = umem.open(pc)?;
-            Ok(Box::new(move |w: &mut Worker, lc: &LoopConfig| {
+        let (head, reg, gen) = (head.clone(), reg.clone(), gen.clone());
+        let make: MakeBody = Box::new(move |mut umem: Umem, ids: Vec<PortId>| {
+            let port = ids[0];
+            Box::new(move |w: &mut Worker, lc: &LoopConfig| {
                 gen_loop(&mut umem, port, &head, &reg, w, &st, &gen, lc)?;
                 Ok(WorkerReport::of(&umem, q))
-            }) as Body)
-        }));
+            }) as Body
+        });
+        workers.push((vec![pc], make));
     }
+    let openers = openers(setup, "gen", workers)?;
     start(reg, &setup.netns, openers, stats, lc)
 }
 
@@ -1041,6 +1144,8 @@ pub fn spawn_synthetic(
                 Ok(WorkerReport {
                     queue: q,
                     counts: FrameCounts::default(),
+                    frame_addrs: 0..0,
+                    umem_parts: 0,
                     ports: Vec::new(),
                 })
             }) as Body)

@@ -1,12 +1,18 @@
 //! One UMEM and the AF_XDP sockets (ports) bound to it, owned by one worker
 //! thread. Frames move between the rings and the application as [`Frame`]
 //! tokens, so every frame is always in exactly one place ([`FrameCounts`]).
+//!
+//! A UMEM area can also be shared by several workers ([`SharedUmem`]): it
+//! is registered once, each worker gets a [`Umem`] that owns a disjoint
+//! range of its frames and its own sockets, each with its own fill and
+//! completion rings, so frames never cross from one worker to another.
 
 use std::ffi::CString;
 use std::num::NonZeroU32;
+use std::ops::Range;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use xdpilone::xdp::XdpDesc;
 use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, User};
@@ -26,7 +32,7 @@ static NEXT_UMEM_ID: AtomicU32 = AtomicU32::new(1);
 /// Size of a UMEM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UmemConfig {
-    /// Number of frames.
+    /// Number of frames (of each worker, for a [`SharedUmem`]).
     pub frames: u32,
     /// Bytes per frame: a power of two from 2048 to the page size.
     pub frame_size: u32,
@@ -203,6 +209,15 @@ pub struct FrameArea {
     id: u32,
 }
 
+// SAFETY: `FrameArea` hands out bytes only through `bytes`/`buffer`, which
+// need a `&mut Frame`. A `Frame` is the unique token of its frame across
+// every thread: it is not `Clone`, only `Umem::alloc` (from a free list) and
+// `Umem::rx_batch` (from the RX ring of a socket whose fill ring only that
+// `Umem` stocks) make one, and the `Umem`s sharing an area own disjoint
+// frame ranges. So two threads holding `&FrameArea` never reach the same
+// bytes at once; the other methods only read immutable fields.
+unsafe impl Sync for FrameArea {}
+
 impl FrameArea {
     /// The packet bytes of `frame`.
     #[inline]
@@ -285,6 +300,40 @@ impl Drop for Port {
     }
 }
 
+/// The kernel registration of a UMEM area (the xdpilone `Umem`) and the
+/// socket every later socket joins with `XDP_SHARED_UMEM`.
+struct Reg {
+    umem: xdpilone::Umem,
+    /// fd and bind mode of the first bound socket (it uses the UMEM's own
+    /// fd, which `umem` keeps open).
+    first: Option<(RawFd, BoundMode)>,
+}
+
+// SAFETY: `xdpilone::Umem` is `!Send` only because it holds the area as a
+// `NonNull<[u8]>`; its other fields (an `Arc` of the socket fd, the config,
+// an `Arc<dyn ControlSet + Send + Sync>`) are `Send`. That pointer is the
+// mapping in the same `Shared` (dropped after `reg` by field order), which
+// is plain memory not tied to a thread, and xdpilone only passes it to the
+// kernel (`XDP_UMEM_REG`) and computes addresses from it; this crate never
+// uses those. A `Reg` is only reached through `Shared::reg`'s mutex, so it
+// is used by one thread at a time (the one opening a port).
+unsafe impl Send for Reg {}
+
+/// What every [`Umem`] of one area shares: the registration and the memory.
+struct Shared {
+    // Field order is drop order: the registration, then the memory.
+    reg: Mutex<Reg>,
+    area: FrameArea,
+    /// Workers the area is split between.
+    parts: usize,
+}
+
+impl Shared {
+    fn reg(&self) -> MutexGuard<'_, Reg> {
+        self.reg.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 /// A UMEM with the ports bound to it, owned and driven by one thread.
 ///
 /// Frames are shared by all its ports: a frame received on one port can be
@@ -293,23 +342,109 @@ impl Drop for Port {
 /// Sockets other than the first join the UMEM with `XDP_SHARED_UMEM` and
 /// inherit its copy/zero-copy and need-wakeup mode (the kernel refuses
 /// those flags on a joining socket).
+///
+/// A `Umem` may also be one worker's part of a [`SharedUmem`]: it then owns
+/// only its range of the area's frames ([`Umem::frame_addrs`]); its counts
+/// cover those frames.
 pub struct Umem {
-    // Field order is drop order: ports (rings, sockets) first, then the
-    // kernel UMEM registration, then the memory.
+    // Field order is drop order: ports (rings, sockets) first, then this
+    // part's hold on the registration and the memory (dropped with the
+    // last part).
     ports: Vec<Port>,
-    umem: xdpilone::Umem,
-    area: FrameArea,
+    shared: Arc<Shared>,
+    /// Byte offsets of the frames this part owns.
+    range: Range<u64>,
     free: Vec<u64>,
     held: Vec<Frame>,
     app: u64,
 }
 
-impl Umem {
-    /// Allocate and register a UMEM.
+/// One UMEM area registered once and split between several workers, one
+/// [`Umem`] (a "part") each. Open each part's ports here, on one thread,
+/// then move the parts to their worker threads ([`SharedUmem::into_parts`]).
+///
+/// Each part owns a disjoint range of frames; each socket gets its own fill
+/// and completion rings (one pair per interface queue, a kernel rule), fed
+/// and reaped only by the part that opened it, so a frame never moves from
+/// one part to another and each part's [`FrameCounts`] add up by
+/// themselves. The first socket binds with the requested mode, every other
+/// one with `XDP_SHARED_UMEM` only.
+pub struct SharedUmem {
+    parts: Vec<Umem>,
+}
+
+impl SharedUmem {
+    /// Allocate and register one area of `parts * cfg.frames` frames, split
+    /// into `parts` parts of `cfg.frames` frames.
     ///
     /// # Errors
-    /// [`Error::Config`] for a bad frame size, [`Error::UmemTooLarge`].
-    pub fn new(cfg: UmemConfig) -> Result<Umem> {
+    /// As [`Umem::new`]; [`Error::Config`] for 0 parts.
+    pub fn new(cfg: UmemConfig, parts: usize) -> Result<SharedUmem> {
+        if parts == 0 {
+            return Err(Error::Config(
+                "a shared UMEM needs at least one part".into(),
+            ));
+        }
+        let total = u32::try_from(parts)
+            .ok()
+            .and_then(|n| cfg.frames.checked_mul(n))
+            .unwrap_or(u32::MAX);
+        let shared = Arc::new(Shared::new(
+            UmemConfig {
+                frames: total,
+                ..cfg
+            },
+            parts,
+        )?);
+        let per = u64::from(cfg.frames) * u64::from(cfg.frame_size);
+        let parts = (0..parts as u64)
+            .map(|i| Umem::part(shared.clone(), i * per..(i + 1) * per))
+            .collect();
+        Ok(SharedUmem { parts })
+    }
+
+    /// Part `i`, to open its ports.
+    ///
+    /// # Panics
+    /// If `i` is not below the number of parts.
+    pub fn part(&mut self, i: usize) -> &mut Umem {
+        &mut self.parts[i]
+    }
+
+    /// Number of parts.
+    pub fn len(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// Never: a shared UMEM has at least one part.
+    pub fn is_empty(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    /// The parts, in order, to hand to the workers.
+    pub fn into_parts(self) -> Vec<Umem> {
+        self.parts
+    }
+}
+
+impl std::fmt::Debug for SharedUmem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedUmem")
+            .field("parts", &self.parts)
+            .finish()
+    }
+}
+
+// A part (its rings, sockets, free list and its hold on the area) moves to
+// its worker thread; keep that true.
+const _: () = {
+    const fn send<T: Send>() {}
+    send::<Umem>();
+};
+
+impl Shared {
+    /// Allocate and register an area of `cfg.frames` frames.
+    fn new(cfg: UmemConfig, parts: usize) -> Result<Shared> {
         // SAFETY: sysconf has no memory-safety preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u32;
         if !cfg.frame_size.is_power_of_two() || cfg.frame_size < 2048 || cfg.frame_size > page {
@@ -347,8 +482,9 @@ impl Umem {
             flags: 0,
         };
         // SAFETY: `mem` is a page-aligned anonymous mapping of exactly
-        // `bytes` bytes; it is stored in `self.area` and, by field order,
-        // dropped after `self.umem` and every ring that refers to it.
+        // `bytes` bytes; it is stored in `Shared::area` and, by field order,
+        // dropped after `Shared::reg`; every ring that refers to it belongs
+        // to a `Umem` that holds an `Arc<Shared>` and drops its ports first.
         let umem = unsafe { xdpilone::Umem::new(ucfg, mem.as_slice_ptr()) }.map_err(|e| match e
             .get_raw()
         {
@@ -361,24 +497,56 @@ impl Umem {
             },
             _ => too_large(format!("XDP_UMEM_REG: {e}")),
         })?;
-        let id = NEXT_UMEM_ID.fetch_add(1, Ordering::Relaxed);
-        let free = (0..u64::from(cfg.frames))
-            .rev()
-            .map(|i| i * u64::from(cfg.frame_size))
-            .collect();
-        Ok(Umem {
-            ports: Vec::new(),
-            umem,
+        Ok(Shared {
+            reg: Mutex::new(Reg { umem, first: None }),
             area: FrameArea {
                 mem,
                 frame_size: cfg.frame_size,
                 frames: cfg.frames,
-                id,
+                id: NEXT_UMEM_ID.fetch_add(1, Ordering::Relaxed),
             },
+            parts,
+        })
+    }
+}
+
+impl Umem {
+    /// Allocate and register a UMEM (one part that owns every frame).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a bad frame size, [`Error::UmemTooLarge`].
+    pub fn new(cfg: UmemConfig) -> Result<Umem> {
+        let shared = Arc::new(Shared::new(cfg, 1)?);
+        let end = u64::from(cfg.frames) * u64::from(cfg.frame_size);
+        Ok(Umem::part(shared, 0..end))
+    }
+
+    /// The part of `shared` that owns the frames at `range`.
+    fn part(shared: Arc<Shared>, range: Range<u64>) -> Umem {
+        let fs = u64::from(shared.area.frame_size);
+        let free = (range.start / fs..range.end / fs)
+            .rev()
+            .map(|i| i * fs)
+            .collect();
+        Umem {
+            ports: Vec::new(),
+            shared,
+            range,
             free,
             held: Vec::new(),
             app: 0,
-        })
+        }
+    }
+
+    /// Byte offsets of the frames this UMEM (part) owns: the whole area,
+    /// or this worker's range of a [`SharedUmem`].
+    pub fn frame_addrs(&self) -> Range<u64> {
+        self.range.clone()
+    }
+
+    /// How many parts the area is split between (1: not shared).
+    pub fn parts(&self) -> usize {
+        self.shared.parts
     }
 
     /// Open a port (an AF_XDP socket on `cfg.ifname` queue `cfg.queue`) on
@@ -438,7 +606,10 @@ impl Umem {
         let mut info = IfInfo::invalid();
         info.from_name(&cname).map_err(|_| no_such())?;
         info.set_queue(cfg.queue);
-        let first = self.ports.is_empty();
+        // Held until the socket is bound: the first socket of the area binds
+        // in the requested mode, every other one joins it.
+        let mut reg = self.shared.reg();
+        let first = reg.first.is_none();
         let xerr = |what: &'static str| {
             move |e: xdpilone::Errno| match e.get_raw() {
                 libc::EPERM | libc::EACCES => Error::Permission { what },
@@ -453,15 +624,20 @@ impl Umem {
             }
         };
         let socket = if first {
-            Socket::with_shared(&info, &self.umem).map_err(xerr("AF_XDP socket"))?
+            Socket::with_shared(&info, &reg.umem).map_err(xerr("AF_XDP socket"))?
         } else {
             Socket::new(&info).map_err(xerr("AF_XDP socket"))?
         };
-        let fq = self
-            .umem
-            .fq_cq(&socket)
-            .map_err(xerr("fill/completion ring setup"))?;
-        let user = self
+        let fq = reg.umem.fq_cq(&socket).map_err(|e| match e.get_raw() {
+            // xdpilone refuses a second fill/completion pair for a queue
+            // (another part of a shared UMEM has it).
+            libc::EINVAL => Error::QueueBusy {
+                ifname: ifname.to_owned(),
+                queue: cfg.queue,
+            },
+            _ => xerr("fill/completion ring setup")(e),
+        })?;
+        let user = reg
             .umem
             .rx_tx(
                 &socket,
@@ -511,13 +687,20 @@ impl Umem {
                     }
                 },
             }
-        } else {
-            let umem_fd = self.ports[0].fd;
+        } else if let Some((umem_fd, mode)) = reg.first {
+            // Joining: only XDP_SHARED_UMEM; the kernel refuses COPY,
+            // ZEROCOPY and NEED_WAKEUP here and uses the first socket's.
             sys::xsk_bind(fd, ifindex, cfg.queue, sys::XDP_SHARED_UMEM, Some(umem_fd))
                 .map_err(bind_err)?;
-            self.ports[0].mode
+            mode
+        } else {
+            unreachable!("`first` is false only when a socket is bound")
         };
-        tracing::info!(target: "pfil_afxdp", ifname, queue = cfg.queue, mode = ?mode, shared_umem = !first, rx = cfg.rx, "AF_XDP socket bound");
+        if first {
+            reg.first = Some((fd, mode));
+        }
+        drop(reg);
+        tracing::info!(target: "pfil_afxdp", ifname, queue = cfg.queue, mode = ?mode, shared_umem = !first, umem_parts = self.shared.parts, rx = cfg.rx, "AF_XDP socket bound");
         if let Some(p) = &program {
             p.set_socket(cfg.queue, fd)?;
         }
@@ -546,7 +729,7 @@ impl Umem {
     /// The frame memory, to reach the bytes of [`Frame`]s.
     #[inline]
     pub fn area(&self) -> &FrameArea {
-        &self.area
+        &self.shared.area
     }
 
     /// Interface index of a port.
@@ -600,7 +783,7 @@ impl Umem {
             addr,
             off: 0,
             len: 0,
-            umem: self.area.id,
+            umem: self.shared.area.id,
         })
     }
 
@@ -652,8 +835,14 @@ impl Umem {
         n
     }
 
+    /// Is `frame` one of this part's frames?
+    #[inline]
+    fn owns(&self, frame: &Frame) -> bool {
+        frame.umem == self.shared.area.id && self.range.contains(&frame.addr)
+    }
+
     fn own(&self, frame: &Frame) -> Result<()> {
-        if frame.umem != self.area.id {
+        if !self.owns(frame) {
             return Err(Error::ForeignFrame);
         }
         Ok(())
@@ -666,7 +855,7 @@ impl Umem {
             free: self.free.len() as u64,
             app: self.app,
             held: self.held.len() as u64,
-            total: u64::from(self.area.frames),
+            total: (self.range.end - self.range.start) / u64::from(self.shared.area.frame_size),
             ..FrameCounts::default()
         };
         for p in &self.ports {
@@ -747,8 +936,9 @@ impl Umem {
     ) -> usize {
         self.reap();
         self.refill(port);
-        let id = self.area.id;
-        let frame_size = self.area.frame_size;
+        let id = self.shared.area.id;
+        let frame_size = self.shared.area.frame_size;
+        let range = self.range.clone();
         let p = &mut self.ports[port.0];
         let room = out.remaining_capacity() as u32;
         if room == 0 {
@@ -760,6 +950,8 @@ impl Umem {
             // The kernel writes the packet after its XDP headroom: keep the
             // frame-aligned address as the identity and the offset apart.
             let base = addr - addr % u64::from(frame_size);
+            // The kernel fills only from this part's fill rings.
+            debug_assert!(range.contains(&base), "RX frame {base} outside {range:?}");
             let off = (addr - base) as u32;
             out.push(Frame {
                 addr: base,
@@ -810,7 +1002,7 @@ impl Umem {
         port: PortId,
         frames: &mut arrayvec::ArrayVec<Frame, N>,
     ) -> Result<usize> {
-        if frames.iter().any(|f| f.umem != self.area.id) {
+        if !frames.iter().all(|f| self.owns(f)) {
             return Err(Error::ForeignFrame);
         }
         self.reap_port(port.0);
@@ -922,8 +1114,10 @@ impl Umem {
 impl std::fmt::Debug for Umem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Umem")
-            .field("frames", &self.area.frames)
-            .field("frame_size", &self.area.frame_size)
+            .field("frames", &self.counts().total)
+            .field("frame_addrs", &self.range)
+            .field("parts", &self.shared.parts)
+            .field("frame_size", &self.shared.area.frame_size)
             .field("ports", &self.ports.len())
             .field("counts", &self.counts())
             .finish()

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pfil::{Ctx, Dir, Dirs, Packet, PacketKind, Placement, Registry, Verdict};
-use pfil_afxdp::run::{self, GenConfig, LoopConfig, Window, WorkerSetup};
+use pfil_afxdp::run::{self, GenConfig, LoopConfig, UmemMode, Window, WorkerSetup};
 
 struct Topo {
     g: Netns,
@@ -278,19 +278,42 @@ fn consumed_frames_are_held_and_accounted() {
     );
 }
 
-#[test]
-fn two_queues_one_program_exact() {
-    if !require_root("two_queues_one_program_exact") {
-        return;
+/// Check the end-of-run reports of the workers of one spawner: every
+/// worker's frames add up, none is left with the application, and with a
+/// shared UMEM the workers own disjoint parts of one area.
+fn check_reports(reports: &[run::WorkerReport], mode: UmemMode, frames: u32) {
+    let parts = if mode == UmemMode::Shared {
+        reports.len()
+    } else {
+        1
+    };
+    for r in reports {
+        assert!(r.counts.adds_up(), "queue {}: {:?}", r.queue, r.counts);
+        assert_eq!(r.counts.app, 0, "queue {}: {:?}", r.queue, r.counts);
+        assert_eq!(r.counts.total, u64::from(frames), "queue {}", r.queue);
+        assert_eq!(r.umem_parts, parts, "queue {}", r.queue);
     }
+    if mode == UmemMode::Shared {
+        let mut ranges: Vec<_> = reports.iter().map(|r| r.frame_addrs.clone()).collect();
+        ranges.sort_by_key(|r| r.start);
+        for w in ranges.windows(2) {
+            assert!(w[0].end <= w[1].start, "overlapping parts {ranges:?}");
+        }
+    }
+}
+
+/// Two queues of s0, one sink worker each, on `mode` UMEM(s); one
+/// generator per queue, each paced by its own sink queue.
+fn two_queues_exact(tag: &str, mode: UmemMode) {
     init_tracing();
-    let g = Netns::new("mg");
-    let s = Netns::new("ms");
+    let g = Netns::new(&format!("{tag}g"));
+    let s = Netns::new(&format!("{tag}s"));
     veth_queues(&g, "g0", &s, "s0", 0, 2);
     let reg = Registry::new();
     // Every queue of s0 (2 workers, one XDP program, one XSKMAP).
     let sink_setup = WorkerSetup {
         netns: Some(s.name.clone()),
+        umem_mode: mode,
         ..WorkerSetup::default()
     };
     let sink = run::spawn_sink(&reg, "s0", &sink_setup, LoopConfig::new()).expect("sink");
@@ -312,6 +335,7 @@ fn two_queues_one_program_exact() {
             let gsetup = WorkerSetup {
                 netns: Some(g.name.clone()),
                 queues: Some(vec![q]),
+                umem_mode: mode,
                 ..WorkerSetup::default()
             };
             run::spawn_gen(&reg, "g0", &gsetup, gen, LoopConfig::new()).expect("gen")
@@ -321,27 +345,94 @@ fn two_queues_one_program_exact() {
     while !gens.iter().all(|g| g.finished()) && t.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(10));
     }
-    let gs = gens
-        .iter()
-        .map(|g| g.total())
-        .fold(run::StatsSnapshot::default(), |a, b| a + b);
+    let sent: Vec<u64> = gens.iter().map(|g| g.total().tx).collect();
+    let mut greports = Vec::new();
     for g in gens {
-        g.join().unwrap();
+        greports.extend(g.join().unwrap());
     }
+    let total_sent: u64 = sent.iter().sum();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while sink.total().rx < gs.tx && Instant::now() < deadline {
+    while sink.total().rx < total_sent && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
     let per_queue: Vec<u64> = sink.stats.iter().map(|s| s.snapshot().rx).collect();
     let total = sink.total();
     let reports = sink.join().unwrap();
-    assert_eq!(gs.tx, 2 * count);
+    assert_eq!(sent, vec![count, count]);
     assert_eq!(total.rx, 2 * count, "per queue {per_queue:?}");
-    assert!(
-        per_queue.iter().all(|&n| n > 0),
-        "both queues received: {per_queue:?}"
+    assert_eq!(
+        per_queue, sent,
+        "each queue received what its generator sent"
     );
-    for r in reports {
-        assert!(r.counts.adds_up(), "{:?}", r.counts);
+    assert_eq!(reports.len(), 2);
+    check_reports(&reports, mode, sink_setup.umem.frames);
+    for r in &greports {
+        assert!(r.counts.adds_up() && r.counts.app == 0, "{:?}", r.counts);
     }
+}
+
+#[test]
+fn two_queues_shared_umem_exact() {
+    if !require_root("two_queues_shared_umem_exact") {
+        return;
+    }
+    two_queues_exact("m", UmemMode::Shared);
+}
+
+#[test]
+fn two_queues_per_queue_umem_exact() {
+    if !require_root("two_queues_per_queue_umem_exact") {
+        return;
+    }
+    two_queues_exact("n", UmemMode::PerQueue);
+}
+
+/// Both sides on a shared UMEM: one generator spawner with two queues (two
+/// TX-only sockets on one area, the second joined with XDP_SHARED_UMEM)
+/// into a two-queue sink. Paced by rate (the pacing window is per
+/// spawner, not per queue), exact counts.
+#[test]
+fn two_queue_gen_and_sink_on_shared_umems_exact() {
+    if !require_root("two_queue_gen_and_sink_on_shared_umems_exact") {
+        return;
+    }
+    init_tracing();
+    let g = Netns::new("ug");
+    let s = Netns::new("us");
+    veth_queues(&g, "g0", &s, "s0", 0, 2);
+    let reg = Registry::new();
+    let sink_setup = WorkerSetup {
+        netns: Some(s.name.clone()),
+        ..WorkerSetup::default()
+    };
+    assert_eq!(sink_setup.umem_mode, UmemMode::Shared, "the default");
+    let sink = run::spawn_sink(&reg, "s0", &sink_setup, LoopConfig::new()).expect("sink");
+    let count = 20_000;
+    let gen = GenConfig {
+        count,
+        rate: 40_000,
+        ..GenConfig::default()
+    };
+    let gsetup = WorkerSetup {
+        netns: Some(g.name.clone()),
+        queues: Some(vec![0, 1]),
+        ..WorkerSetup::default()
+    };
+    let gens = run::spawn_gen(&reg, "g0", &gsetup, gen, LoopConfig::new()).expect("gen");
+    let t = Instant::now();
+    while !gens.finished() && t.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let sent: Vec<u64> = gens.stats.iter().map(|s| s.snapshot().tx).collect();
+    let greports = gens.join().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while sink.total().rx < 2 * count && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let per_queue: Vec<u64> = sink.stats.iter().map(|s| s.snapshot().rx).collect();
+    let reports = sink.join().unwrap();
+    assert_eq!(sent, vec![count, count]);
+    assert_eq!(per_queue, sent, "each queue received what was sent on it");
+    check_reports(&greports, UmemMode::Shared, gsetup.umem.frames);
+    check_reports(&reports, UmemMode::Shared, sink_setup.umem.frames);
 }

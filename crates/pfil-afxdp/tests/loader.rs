@@ -86,3 +86,76 @@ fn bad_input_errors() {
     .join()
     .unwrap();
 }
+
+/// A shared UMEM: parts own disjoint frames, refuse each other's frames,
+/// cannot both take one queue, and are moved to other threads.
+#[test]
+fn shared_umem_parts() {
+    if !require_root("shared_umem_parts") {
+        return;
+    }
+    init_tracing();
+    let a = Netns::new("sa");
+    let b = Netns::new("sb");
+    veth_queues(&a, "v0", &b, "v1", 0, 2);
+    let cfg = pfil_afxdp::UmemConfig {
+        frames: 256,
+        frame_size: 2048,
+        ring: 256,
+    };
+    let parts = a
+        .run(move || {
+            let mut s = pfil_afxdp::SharedUmem::new(cfg, 2).unwrap();
+            assert_eq!(s.len(), 2);
+            let mut pc = pfil_afxdp::PortConfig::new("v0", 0).tx_only();
+            s.part(0).open(pc.clone()).unwrap();
+            // Queue 0 belongs to part 0.
+            let e = s.part(1).open(pc.clone()).unwrap_err();
+            assert!(
+                matches!(e, pfil_afxdp::Error::QueueBusy { queue: 0, .. }),
+                "{e}"
+            );
+            pc.queue = 1;
+            s.part(1).open(pc).unwrap();
+            s.into_parts()
+        })
+        .join()
+        .unwrap();
+    let (r0, r1) = (parts[0].frame_addrs(), parts[1].frame_addrs());
+    assert_eq!(
+        (r0.clone(), r1.clone()),
+        (0..256 * 2048, 256 * 2048..512 * 2048)
+    );
+    // Each part runs on its own thread; a frame of one is refused by the other.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let handles: Vec<_> = parts
+        .into_iter()
+        .map(|mut u| {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                assert_eq!(u.parts(), 2);
+                let mut f = u.alloc().unwrap();
+                assert!(u.frame_addrs().contains(&f.addr()));
+                u.area().buffer(&mut f)[0] = 7;
+                tx.send(f).unwrap();
+                u
+            })
+        })
+        .collect();
+    drop(tx);
+    let mut parts: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let mut frames: Vec<_> = rx.iter().collect();
+    frames.sort_by_key(|f| f.addr());
+    assert!(frames[0].addr() < frames[1].addr());
+    let f1 = frames.pop().unwrap();
+    let f0 = frames.pop().unwrap();
+    let e = parts[0].recycle(f1).unwrap_err();
+    assert!(matches!(e, pfil_afxdp::Error::ForeignFrame), "{e}");
+    let e = parts[1].recycle(f0).unwrap_err();
+    assert!(matches!(e, pfil_afxdp::Error::ForeignFrame), "{e}");
+    // The refused tokens were dropped (leaked, still counted as app).
+    for u in &parts {
+        let c = u.counts();
+        assert!(c.adds_up() && c.total == 256 && c.app == 1, "{c:?}");
+    }
+}

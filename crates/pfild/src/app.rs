@@ -161,6 +161,7 @@ pub fn run(a: &Args) -> Result<(), String> {
         netns: a.netns.clone(),
         queues: queues.clone(),
         umem,
+        umem_mode: a.umem_mode,
         xdp_mode: a.xdp_mode,
         port: Some(port),
     };

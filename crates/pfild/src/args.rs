@@ -4,6 +4,7 @@
 use std::net::Ipv4Addr;
 use std::str::FromStr;
 
+use pfil_afxdp::run::UmemMode;
 use pfil_afxdp::{BindMode, XdpMode};
 
 /// The usage text printed by `--help` and after a usage error.
@@ -34,6 +35,8 @@ COMMON OPTIONS:
     --count N           stop after N frames (received; for gen: sent)
     --ring N            RX/TX/fill/completion ring entries (default 2048)
     --umem-frames N     UMEM frames per worker (default 8192)
+    --umem MODE         shared|per-queue (default shared: the workers of all
+                        queues share one UMEM area, each owning its frames)
     --spin-us N         busy-poll the RX rings for N us after the last frame
                         before sleeping in poll(2) (default 1000; 0: sleep
                         at once, saves CPU, loses frames at high rates)
@@ -155,6 +158,8 @@ pub struct Args {
     pub ring: Option<u32>,
     /// UMEM frames per worker.
     pub umem_frames: Option<u32>,
+    /// One UMEM area for every queue or one per worker.
+    pub umem_mode: UmemMode,
     /// Busy-poll time after the last frame, in microseconds.
     pub spin_us: u32,
     /// No live status.
@@ -219,6 +224,7 @@ impl Args {
             count: None,
             ring: None,
             umem_frames: None,
+            umem_mode: UmemMode::Shared,
             spin_us: 1000,
             quiet: false,
             synthetic: false,
@@ -243,6 +249,7 @@ impl Args {
                     | "--count"
                     | "--ring"
                     | "--umem-frames"
+                    | "--umem"
                     | "--spin-us"
                     | "--rate"
                     | "--size"
@@ -329,6 +336,13 @@ impl Args {
                         return usage("--umem-frames must be at least 64");
                     }
                     a.umem_frames = Some(n);
+                }
+                "--umem" => {
+                    a.umem_mode = match v {
+                        "shared" => UmemMode::Shared,
+                        "per-queue" | "perqueue" => UmemMode::PerQueue,
+                        _ => return usage(format!("--umem {v:?}: expected shared or per-queue")),
+                    }
                 }
                 "--spin-us" => a.spin_us = num(&opt, v, "microseconds")?,
                 "--quiet" | "-q" => a.quiet = true,
@@ -445,6 +459,9 @@ mod tests {
         assert_eq!(a.queues, Some(Queues::All));
         assert_eq!(a.xdp_mode, XdpMode::Generic);
         assert_eq!(a.netns.as_deref(), Some("n1"));
+        assert_eq!(a.umem_mode, UmemMode::Shared);
+        let a = p("sink v0 --queues 2 --umem per-queue").unwrap();
+        assert_eq!(a.umem_mode, UmemMode::PerQueue);
         let a = p(
             "gen g0 --rate 1000 --count 5 --size 128 --dst-port 53,80 --dst-mac 02:aa:00:00:00:01",
         )
@@ -472,6 +489,7 @@ mod tests {
             "gen x --size 10",
             "gen x --dst-mac 1:2:3",
             "sink x --hook",
+            "sink x --umem both",
         ] {
             assert!(matches!(p(bad), Err(ArgError::Usage(_))), "{bad:?}");
         }

@@ -277,8 +277,16 @@ pub fn totals(
                 .collect();
             let _ = writeln!(
                 o,
-                "  umem of worker queue {} ({}): {} ({})",
+                "  umem of worker queue {}{} ({}): {} ({})",
                 r.queue,
+                if r.umem_parts > 1 {
+                    format!(
+                        ", its part of one shared by {} workers (frames at {}..{})",
+                        r.umem_parts, r.frame_addrs.start, r.frame_addrs.end
+                    )
+                } else {
+                    String::new()
+                },
                 ports.join(" + "),
                 counts_line(&r.counts),
                 if good {
