@@ -36,6 +36,30 @@ fn attach_shows_in_ip_link_and_detaches_on_drop() {
 }
 
 #[test]
+fn generic_mode_attaches_and_detaches() {
+    if !require_root("generic_mode_attaches_and_detaches") {
+        return;
+    }
+    init_tracing();
+    let a = Netns::new("ga");
+    let b = Netns::new("gb");
+    veth_queues(&a, "v0", &b, "v1", 0, 1);
+    let prog = a
+        .run(|| XdpProgram::attach("v0", 1, XdpMode::Generic).expect("attach generic"))
+        .join()
+        .unwrap();
+    assert_eq!(prog.mode(), XdpMode::Generic);
+    let link = a.exec(&["ip", "-d", "link", "show", "v0"]);
+    assert!(link.contains("xdpgeneric"), "{link}");
+    drop(prog);
+    assert!(
+        !a.has_xdp("v0"),
+        "{}",
+        a.exec(&["ip", "-d", "link", "show", "v0"])
+    );
+}
+
+#[test]
 fn bad_input_errors() {
     if !require_root("bad_input_errors") {
         return;
