@@ -48,15 +48,8 @@ fn loop_config(a: &Args) -> LoopConfig {
 fn gen_config(a: &Args, count: u64) -> GenConfig {
     GenConfig {
         count,
-        rate: a.gen.rate,
-        size: a.gen.size,
-        src_mac: a.gen.src_mac,
-        dst_mac: a.gen.dst_mac,
-        src_ip: a.gen.src_ip,
-        dst_ip: a.gen.dst_ip,
-        src_port: a.gen.src_port,
-        dst_ports: a.gen.dst_ports.clone(),
         window: None,
+        ..a.gen.clone()
     }
 }
 

@@ -1,10 +1,9 @@
 //! Command-line parsing: `pfild MODE IFACE... [options]`, by hand (the
 //! grammar is small and every error names the option and what it expects).
 
-use std::net::Ipv4Addr;
 use std::str::FromStr;
 
-use pfil_afxdp::run::UmemMode;
+use pfil_afxdp::run::{GenConfig, UmemMode};
 use pfil_afxdp::{BindMode, XdpMode};
 
 /// The usage text printed by `--help` and after a usage error.
@@ -99,44 +98,8 @@ pub enum Queues {
     All,
 }
 
-/// The generator settings from the command line.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GenArgs {
-    /// Frames per second, 0 for unlimited.
-    pub rate: u64,
-    /// Frame size.
-    pub size: usize,
-    /// Source MAC.
-    pub src_mac: [u8; 6],
-    /// Destination MAC.
-    pub dst_mac: [u8; 6],
-    /// Source address.
-    pub src_ip: Ipv4Addr,
-    /// Destination address.
-    pub dst_ip: Ipv4Addr,
-    /// Source port.
-    pub src_port: u16,
-    /// Destination ports, round robin.
-    pub dst_ports: Vec<u16>,
-}
-
-impl Default for GenArgs {
-    fn default() -> Self {
-        GenArgs {
-            rate: 0,
-            size: 64,
-            src_mac: [0x02, 0, 0, 0, 0, 1],
-            dst_mac: [0x02, 0, 0, 0, 0, 2],
-            src_ip: Ipv4Addr::new(198, 18, 0, 1),
-            dst_ip: Ipv4Addr::new(198, 18, 0, 2),
-            src_port: 9,
-            dst_ports: vec![9],
-        }
-    }
-}
-
 /// Everything the command line says.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Args {
     /// Subcommand and interfaces.
     pub mode: Mode,
@@ -167,7 +130,8 @@ pub struct Args {
     /// In-memory port.
     pub synthetic: bool,
     /// Generator settings.
-    pub gen: GenArgs,
+    /// Generator settings (`count` is set per worker when the app starts).
+    pub gen: GenConfig,
     /// Whether any generator option was given.
     pub gen_opts_given: bool,
 }
@@ -228,7 +192,7 @@ impl Args {
             spin_us: 1000,
             quiet: false,
             synthetic: false,
-            gen: GenArgs::default(),
+            gen: GenConfig::default(),
             gen_opts_given: false,
         };
         let mut it = argv.into_iter();
