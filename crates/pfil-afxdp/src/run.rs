@@ -560,6 +560,20 @@ impl Default for GenConfig {
 }
 
 impl GenConfig {
+    /// How many of the next `BATCH` frames may be built now, given `built`
+    /// so far since `start`: bounded by `count` and by `rate`.
+    pub fn budget(&self, built: u64, start: Instant) -> u64 {
+        let mut allowed = BATCH as u64;
+        if self.count != 0 {
+            allowed = allowed.min(self.count - built.min(self.count));
+        }
+        if self.rate != 0 {
+            let due = (start.elapsed().as_secs_f64() * self.rate as f64) as u64;
+            allowed = allowed.min(due.saturating_sub(built));
+        }
+        allowed
+    }
+
     /// The frame for each destination port.
     ///
     /// # Errors
@@ -618,14 +632,7 @@ pub fn gen_loop(
     let mut pass: ArrayVec<Frame, BATCH> = ArrayVec::new();
     while !lc.stop.load(Ordering::Relaxed) && (gen.count == 0 || built < gen.count) {
         umem.reap();
-        let mut allowed = BATCH as u64;
-        if gen.count != 0 {
-            allowed = allowed.min(gen.count - built);
-        }
-        if gen.rate != 0 {
-            let due = (start.elapsed().as_secs_f64() * gen.rate as f64) as u64;
-            allowed = allowed.min(due.saturating_sub(built));
-        }
+        let mut allowed = gen.budget(built, start);
         if let Some(w) = &gen.window {
             let in_flight = sent.saturating_sub((w.accounted)());
             allowed = allowed.min(w.max_in_flight.saturating_sub(in_flight));

@@ -73,17 +73,11 @@ impl SyntheticPort {
         let start = Instant::now();
         let mut built = 0u64;
         while !lc.stop.load(Ordering::Relaxed) && (gen.count == 0 || built < gen.count) {
-            let mut want = BATCH as u64;
-            if gen.count != 0 {
-                want = want.min(gen.count - built);
-            }
-            if gen.rate != 0 {
-                let due = (start.elapsed().as_secs_f64() * gen.rate as f64) as u64;
-                want = want.min(due.saturating_sub(built));
-                if want == 0 {
-                    std::thread::sleep(std::time::Duration::from_micros(50));
-                    continue;
-                }
+            let want = gen.budget(built, start);
+            if want == 0 {
+                // Only the rate can say 0 here: the loop ends at `count`.
+                std::thread::sleep(std::time::Duration::from_micros(50));
+                continue;
             }
             let n = self.produce(want as usize);
             built += n as u64;
