@@ -10,22 +10,6 @@ use std::time::{Duration, Instant};
 use pfil::{Ctx, Dir, Dirs, Packet, PacketKind, Placement, Registry, Verdict};
 use pfil_afxdp::run::{self, GenConfig, LoopConfig, UmemMode, Window, WorkerSetup};
 
-struct Topo {
-    g: Netns,
-    f: Netns,
-    s: Netns,
-}
-
-/// g:g0 <-> f:f0   f:f1 <-> s:s0
-fn topo(tag: &str) -> Topo {
-    let g = Netns::new(&format!("{tag}g"));
-    let f = Netns::new(&format!("{tag}f"));
-    let s = Netns::new(&format!("{tag}s"));
-    veth_queues(&g, "g0", &f, "f0", 0, 1);
-    veth_queues(&f, "f1", &s, "s0", 1, 1);
-    Topo { g, f, s }
-}
-
 fn setup(ns: &Netns) -> WorkerSetup {
     WorkerSetup {
         netns: Some(ns.name.clone()),
@@ -118,7 +102,7 @@ fn gen_forward_sink_exact() {
         return;
     }
     init_tracing();
-    let t = topo("e");
+    let t = Topo::new("e");
     let reg = Registry::new();
     let count: u64 = std::env::var("PFIL_AFXDP_FRAMES")
         .ok()
@@ -139,7 +123,7 @@ fn udp_port_filter_drops_exactly_those() {
         return;
     }
     init_tracing();
-    let t = topo("p");
+    let t = Topo::new("p");
     let reg = Registry::new();
     run::head_for(&reg, "f0").unwrap();
     drop_udp_port(&reg, "udp:drop53", 53);
@@ -160,7 +144,7 @@ fn relink_during_traffic_loses_nothing() {
         return;
     }
     init_tracing();
-    let t = topo("r");
+    let t = Topo::new("r");
     let reg = Registry::new();
     run::head_for(&reg, "f0").unwrap();
     run::head_for(&reg, "f1").unwrap();
@@ -202,7 +186,7 @@ fn consumed_frames_are_held_and_accounted() {
         return;
     }
     init_tracing();
-    let t = topo("c");
+    let t = Topo::new("c");
     let reg = Registry::new();
     run::head_for(&reg, "s0").unwrap();
     // Consume the port-7 frames at the sink.

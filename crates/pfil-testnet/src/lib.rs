@@ -125,3 +125,26 @@ pub fn veth_queues(ns_a: &Netns, a: &str, ns_b: &Netns, b: &str, net: u8, queues
     ns_a.exec(&["ip", "link", "set", a, "up"]);
     ns_b.exec(&["ip", "link", "set", b, "up"]);
 }
+
+/// Three namespaces in a line, for generator → forwarder → sink tests:
+/// `g:g0 <-> f:f0` (198.18.0.0/24) and `f:f1 <-> s:s0` (198.18.1.0/24).
+pub struct Topo {
+    /// The generator's namespace (`g0`).
+    pub g: Netns,
+    /// The forwarder's namespace (`f0`, `f1`).
+    pub f: Netns,
+    /// The sink's namespace (`s0`).
+    pub s: Netns,
+}
+
+impl Topo {
+    /// Create the namespaces and both veth pairs (one queue each).
+    pub fn new(tag: &str) -> Topo {
+        let g = Netns::new(&format!("{tag}g"));
+        let f = Netns::new(&format!("{tag}f"));
+        let s = Netns::new(&format!("{tag}s"));
+        veth(&g, "g0", &f, "f0", 0);
+        veth(&f, "f1", &s, "s0", 1);
+        Topo { g, f, s }
+    }
+}

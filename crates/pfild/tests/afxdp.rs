@@ -9,22 +9,6 @@ use common::*;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-struct Topo {
-    g: Netns,
-    f: Netns,
-    s: Netns,
-}
-
-/// g:g0 <-> f:f0   f:f1 <-> s:s0
-fn topo(tag: &str) -> Topo {
-    let g = Netns::new(&format!("{tag}g"));
-    let f = Netns::new(&format!("{tag}f"));
-    let s = Netns::new(&format!("{tag}s"));
-    veth(&g, "g0", &f, "f0", 0);
-    veth(&f, "f1", &s, "s0", 1);
-    Topo { g, f, s }
-}
-
 fn spawn(args: &[&str]) -> Proc {
     Proc::new(
         Command::new(PFILD)
@@ -133,7 +117,7 @@ fn processes_gen_forward_sink_exact() {
     if !require_root("processes_gen_forward_sink_exact") {
         return;
     }
-    let t = topo("e");
+    let t = Topo::new("e");
     let count = 200_000u64;
     let [gen, fwd, sink] = pipeline(
         &t,
