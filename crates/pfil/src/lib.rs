@@ -68,8 +68,11 @@
 //! [performance](docs::performance), [limitations](docs::limitations).
 //!
 //! ## Features
-//! - `witness`: debug checks (a batch hook changing a final verdict, a
-//!   writer call from inside a hook). Compiles to nothing when off.
+//! - `witness`: debug checks: a writer call from inside a hook fails with
+//!   [`Error::WriterInHook`], a hook batch slower than
+//!   [`witness::SLOW_BATCH`] is reported. Compiles to nothing when off. (A
+//!   batch hook changing a final verdict is repaired and counted always:
+//!   that check is on the cold batch-hook path.)
 
 #![warn(missing_docs)]
 #![doc(test(attr(deny(warnings))))]
