@@ -81,6 +81,19 @@ pub enum Error {
         /// Kicks tried.
         kicks: u32,
     },
+    /// A loop made no progress for too long and stopped instead of
+    /// waiting forever.
+    #[error("`{ifname}` queue {queue}: no progress for {ms} ms waiting for {what}; the link may be down or the peer not reading")]
+    Stalled {
+        /// What the loop waited for.
+        what: &'static str,
+        /// Interface.
+        ifname: String,
+        /// Queue.
+        queue: u32,
+        /// The bound, in milliseconds.
+        ms: u64,
+    },
     /// A pfil call failed (registering a head, taking a worker).
     #[error(transparent)]
     Pfil(#[from] pfil::Error),

@@ -19,11 +19,18 @@
 //! ## Frame ownership and `Consumed`
 //! A frame is always in exactly one place. When a hook returns
 //! [`pfil::Verdict::Consumed`], the loop moves the frame to the UMEM's
-//! *held* queue ([`Umem::hold`]); it is not recycled until the owner takes
-//! it back ([`Umem::take_held`], [`Umem::release_held`]). The loops in
-//! [`run`] keep at most `LoopConfig::held_limit` frames held and give the
-//! oldest back beyond that: a hook that wants the bytes for longer copies
-//! them.
+//! *held* set under the packet's cookie ([`Umem::hold`]); it is not
+//! recycled until the hook gives it back through its worker's [`Outbox`]
+//! (release, or transmit on a port). At most `LoopConfig::held_limit`
+//! frames are held per worker; past that the oldest go back to the pool,
+//! counted as `held_evicted` (see [`Outbox`] for every bound).
+//!
+//! ## Frame budget
+//! [`Umem::open`] refuses a port unless the UMEM (part) can stock every
+//! port's fill ring to its target *and* fill every RX and TX ring at once, plus
+//! [`APP_RESERVE`]: a backed-up TX ring (a slow peer) or an idle port's
+//! fill ring then can never take the frames a busy fill ring needs
+//! ([`Umem::frames_needed`]).
 //!
 //! ## Network namespaces
 //! Interfaces are looked up in the calling thread's network namespace;
@@ -33,6 +40,7 @@
 #![warn(missing_docs)]
 
 mod error;
+mod outbox;
 pub mod run;
 pub mod synthetic;
 mod sys;
@@ -40,9 +48,10 @@ mod umem;
 mod xdp;
 
 pub use error::{Error, Result};
+pub use outbox::{Outbox, OutboxFull, Outboxes, Request};
 pub use sys::XdpStats;
 pub use umem::{
     BindMode, BoundMode, Frame, FrameArea, FrameCounts, PortConfig, PortId, SharedUmem, Umem,
-    UmemConfig, COPY_TX_PER_KICK, MAX_UMEM_BYTES,
+    UmemConfig, APP_RESERVE, BATCH, COPY_TX_PER_KICK, MAX_UMEM_BYTES,
 };
 pub use xdp::{check_privileges, enter_netns, queue_count, XdpMode, XdpProgram};

@@ -21,14 +21,14 @@ use arrayvec::ArrayVec;
 use pfil::{Dir, Dirs, Head, Packet, PacketKind, Registry, Verdict, Worker};
 
 use crate::error::{Error, Result};
+use crate::outbox::{Outboxes, Request};
 use crate::sys::XdpStats;
 use crate::umem::{
     BoundMode, Frame, FrameCounts, PortConfig, PortId, SharedUmem, Umem, UmemConfig,
 };
 use crate::xdp::{enter_netns, queue_count, XdpMode, XdpProgram};
 
-/// Frames per batch.
-pub const BATCH: usize = 64;
+pub use crate::umem::BATCH;
 
 /// Kicks [`Umem::flush`] may take when a loop stops.
 const FLUSH_KICKS: u32 = 20_000;
@@ -58,6 +58,18 @@ pub struct Stats {
     pub tx_dropped: AtomicU64,
     /// Batches processed.
     pub batches: AtomicU64,
+    /// Consumed frames given back to the pool because more than
+    /// `LoopConfig::held_limit` were held (their cookies went stale).
+    pub held_evicted: AtomicU64,
+    /// Consumed frames a hook released through the outbox.
+    pub released: AtomicU64,
+    /// Consumed frames a hook had sent through the outbox.
+    pub reinjected: AtomicU64,
+    /// Outbox requests for a cookie that was not held (nothing changed).
+    pub stale: AtomicU64,
+    /// Outbox transmits to an interface the worker has no port on (the
+    /// frame was released).
+    pub refused: AtomicU64,
 }
 
 /// A plain copy of [`Stats`].
@@ -83,6 +95,16 @@ pub struct StatsSnapshot {
     pub tx_dropped: u64,
     /// See [`Stats::batches`].
     pub batches: u64,
+    /// See [`Stats::held_evicted`].
+    pub held_evicted: u64,
+    /// See [`Stats::released`].
+    pub released: u64,
+    /// See [`Stats::reinjected`].
+    pub reinjected: u64,
+    /// See [`Stats::stale`].
+    pub stale: u64,
+    /// See [`Stats::refused`].
+    pub refused: u64,
 }
 
 impl StatsSnapshot {
@@ -106,6 +128,11 @@ impl std::ops::Add for StatsSnapshot {
             tx: self.tx + o.tx,
             tx_dropped: self.tx_dropped + o.tx_dropped,
             batches: self.batches + o.batches,
+            held_evicted: self.held_evicted + o.held_evicted,
+            released: self.released + o.released,
+            reinjected: self.reinjected + o.reinjected,
+            stale: self.stale + o.stale,
+            refused: self.refused + o.refused,
         }
     }
 }
@@ -125,6 +152,11 @@ impl Stats {
             tx: l(&self.tx),
             tx_dropped: l(&self.tx_dropped),
             batches: l(&self.batches),
+            held_evicted: l(&self.held_evicted),
+            released: l(&self.released),
+            reinjected: l(&self.reinjected),
+            stale: l(&self.stale),
+            refused: l(&self.refused),
         }
     }
 
@@ -138,15 +170,29 @@ impl Stats {
     }
 }
 
+/// Default [`LoopConfig::held_limit`].
+pub const DEFAULT_HELD_LIMIT: usize = 256;
+
 /// What every loop needs besides its ports.
 #[derive(Clone, Debug)]
 pub struct LoopConfig {
     /// Set to stop the loop; it then flushes its TX rings and returns.
     pub stop: Arc<AtomicBool>,
-    /// Frames kept held for hooks that returned `Consumed`; beyond this
-    /// the oldest are given back to the pool. 0 gives them back after
-    /// every batch (the hook has seen the bytes; it copies what it keeps).
+    /// Frames a worker keeps held for hooks that returned `Consumed`
+    /// until they give them back through the outbox ([`crate::Outbox`]);
+    /// beyond this the oldest go back to the pool, counted as
+    /// [`Stats::held_evicted`]. The spawners reserve this many frames of
+    /// every worker's UMEM. 0: a consumed frame goes back after its batch
+    /// (for hooks that copy what they keep).
     pub held_limit: usize,
+    /// The outboxes hooks give consumed frames back through, indexed by
+    /// worker index; `None`: no hook gives frames back (they stay held
+    /// until evicted).
+    pub outboxes: Option<Arc<Outboxes>>,
+    /// A generator that has made no progress (no frame free, no completion,
+    /// no window credit) for this long stops with [`Error::Stalled`]
+    /// instead of waiting forever, in milliseconds.
+    pub stall_ms: u64,
     /// How long an idle loop sleeps in poll(2), in milliseconds.
     pub idle_poll_ms: i32,
     /// How long a receiving loop keeps busy-polling its RX rings after
@@ -171,7 +217,9 @@ impl LoopConfig {
     pub fn new() -> LoopConfig {
         LoopConfig {
             stop: Arc::new(AtomicBool::new(false)),
-            held_limit: 0,
+            held_limit: DEFAULT_HELD_LIMIT,
+            outboxes: None,
+            stall_ms: 5_000,
             idle_poll_ms: 1,
             spin_us: 0,
             spin_pauses: 1024,
@@ -248,6 +296,8 @@ impl Idle {
 /// The verdicts of a batch after the in head (and the out head).
 struct Verdicts {
     v: [Verdict; BATCH],
+    /// The cookies' epoch (see [`Umem::next_cookie_epoch`]).
+    epoch: u64,
     in_dropped: u64,
     in_consumed: u64,
     out_dropped: u64,
@@ -257,77 +307,77 @@ struct Verdicts {
 /// Run `head_in` (In) and then `head_out` (Out) over the frames in one
 /// pinned generation.
 fn run_heads(
-    umem: &Umem,
+    umem: &mut Umem,
     frames: &mut ArrayVec<Frame, BATCH>,
     origin: (u32, u32),
-    head_in: Option<&Head>,
-    head_out: Option<&Head>,
+    heads: (Option<&Head>, Option<&Head>),
     reg: &Registry,
     worker: &mut Worker,
 ) -> Verdicts {
     let mut out = Verdicts {
         v: [Verdict::Pass; BATCH],
+        epoch: 0,
         in_dropped: 0,
         in_consumed: 0,
         out_dropped: 0,
         out_consumed: 0,
     };
-    let hin = head_in.filter(|h| h.is_hooked(Dir::In));
-    let hout = head_out.filter(|h| h.is_hooked(Dir::Out));
+    let hin = heads.0.filter(|h| h.is_hooked(Dir::In));
+    let hout = heads.1.filter(|h| h.is_hooked(Dir::Out));
     if hin.is_none() && hout.is_none() {
         return out;
     }
+    out.epoch = umem.next_cookie_epoch();
     let area = umem.area();
     let mut pkts: ArrayVec<Packet<'_>, BATCH> = frames
         .iter_mut()
         .map(|f| {
-            let cookie = f.addr();
+            let cookie = out.epoch | f.addr();
             Packet::new(area.bytes(f))
                 .with_origin(origin.0, origin.1)
                 .with_cookie(cookie)
         })
         .collect();
+    let count = |pkts: &[Packet<'_>], v: Verdict| pkts.iter().filter(|p| p.verdict() == v).count();
     let snap = reg.snapshot();
     if let Some(h) = hin {
         snap.run(h, Dir::In, worker, &mut pkts);
-        for p in &pkts {
-            match p.verdict() {
-                Verdict::Dropped => out.in_dropped += 1,
-                Verdict::Consumed => out.in_consumed += 1,
-                Verdict::Pass => {}
-            }
-        }
+        out.in_dropped = count(&pkts, Verdict::Dropped) as u64;
+        out.in_consumed = count(&pkts, Verdict::Consumed) as u64;
     }
     if let Some(h) = hout {
         snap.run(h, Dir::Out, worker, &mut pkts);
+        // A packet the in head stopped is not shown to the out head, so
+        // the totals only grow; saturate anyway (a hook cannot make the
+        // datapath panic).
+        out.out_dropped = (count(&pkts, Verdict::Dropped) as u64).saturating_sub(out.in_dropped);
+        out.out_consumed = (count(&pkts, Verdict::Consumed) as u64).saturating_sub(out.in_consumed);
     }
     for (slot, p) in out.v.iter_mut().zip(&pkts) {
         *slot = p.verdict();
     }
-    if hout.is_some() {
-        let all_d = out.v[..pkts.len()]
-            .iter()
-            .filter(|v| **v == Verdict::Dropped)
-            .count() as u64;
-        let all_c = out.v[..pkts.len()]
-            .iter()
-            .filter(|v| **v == Verdict::Consumed)
-            .count() as u64;
-        out.out_dropped = all_d - out.in_dropped;
-        out.out_consumed = all_c - out.in_consumed;
-    }
     out
 }
 
+/// Give a frame of this UMEM back to the pool. Every frame a loop holds
+/// came from its own UMEM (`rx_batch`, `alloc`, `take_held*`), so this
+/// cannot fail; a foreign frame would be a bug, caught in debug builds.
+#[inline]
+fn put_back(umem: &mut Umem, f: Frame) {
+    let r = umem.recycle(f);
+    debug_assert!(r.is_ok(), "a loop held a foreign frame");
+}
+
 /// Hand out the frames of a batch by verdict: `Pass` into `pass` (or
-/// recycled when `pass` is `None`), `Dropped` recycled, `Consumed` held.
+/// recycled when `pass` is `None`), `Dropped` recycled, `Consumed` held
+/// under its cookie (see [`settle`]). Never fails: every frame of the
+/// batch ends in one place.
 fn dispose(
     umem: &mut Umem,
     frames: &mut ArrayVec<Frame, BATCH>,
     v: &Verdicts,
     mut pass: Option<&mut ArrayVec<Frame, BATCH>>,
-    held_limit: usize,
-) -> Result<u64> {
+) -> u64 {
     let mut passed = 0;
     for (f, verdict) in frames.drain(..).zip(v.v.iter()) {
         match verdict {
@@ -335,23 +385,89 @@ fn dispose(
                 passed += 1;
                 match pass.as_deref_mut() {
                     Some(p) => p.push(f),
-                    None => umem.recycle(f)?,
+                    None => put_back(umem, f),
                 }
             }
-            Verdict::Dropped => umem.recycle(f)?,
-            Verdict::Consumed => umem.hold(f)?,
+            Verdict::Dropped => put_back(umem, f),
+            Verdict::Consumed => {
+                let cookie = v.epoch | f.addr();
+                let r = umem.hold(f, cookie);
+                debug_assert!(r.is_ok(), "a loop held a foreign frame");
+            }
         }
     }
-    while umem.held() > held_limit {
-        if let Some(f) = umem.take_held() {
-            umem.recycle(f)?;
+    passed
+}
+
+/// After a batch: serve up to [`BATCH`] requests of this worker's outbox
+/// (release held frames, or send them on the port of the interface asked
+/// for), then give the oldest held frames beyond `lc.held_limit` back to
+/// the pool. Requests a hook made inside the batch are served before the
+/// bound applies.
+fn settle(
+    umem: &mut Umem,
+    lc: &LoopConfig,
+    worker: &Worker,
+    staging: &mut ArrayVec<Frame, BATCH>,
+    st: &Stats,
+) -> Result<()> {
+    let served = serve_outbox(umem, lc, worker, staging, st);
+    if umem.held() > lc.held_limit {
+        Stats::add(&st.held_evicted, umem.evict_held(lc.held_limit) as u64);
+    }
+    served
+}
+
+fn serve_outbox(
+    umem: &mut Umem,
+    lc: &LoopConfig,
+    worker: &Worker,
+    staging: &mut ArrayVec<Frame, BATCH>,
+    st: &Stats,
+) -> Result<()> {
+    let Some(ob) = lc.outboxes.as_ref().and_then(|o| o.get(worker.index())) else {
+        return Ok(());
+    };
+    if ob.is_empty() {
+        return Ok(());
+    }
+    for _ in 0..BATCH {
+        let Some(req) = ob.pop() else { break };
+        let (cookie, to) = match req {
+            Request::Release { cookie } => (cookie, None),
+            Request::Transmit { cookie, ifindex } => (cookie, Some(ifindex)),
+        };
+        let Some(f) = umem.take_held_cookie(cookie) else {
+            Stats::add(&st.stale, 1);
+            continue;
+        };
+        let port = to.and_then(|ifx| umem.port_ids().find(|&p| umem.ifindex(p) == ifx));
+        match (to, port) {
+            (None, _) => {
+                put_back(umem, f);
+                Stats::add(&st.released, 1);
+            }
+            (Some(_), None) => {
+                put_back(umem, f);
+                Stats::add(&st.refused, 1);
+            }
+            (Some(_), Some(p)) => {
+                staging.push(f);
+                let dropped = send_all(umem, p, staging)?;
+                Stats::add(&st.reinjected, 1 - dropped);
+                Stats::add(&st.tx_dropped, dropped);
+            }
         }
     }
-    Ok(passed)
+    Ok(())
 }
 
 /// Put `frames` on `port`'s TX ring, kicking (bounded) while it is full;
 /// what still does not fit is recycled and returned as the count dropped.
+///
+/// # Errors
+/// A failed kick; the frames not yet queued stay in `frames` (the loop's
+/// exit path gives them back).
 fn send_all(umem: &mut Umem, port: PortId, frames: &mut ArrayVec<Frame, BATCH>) -> Result<u64> {
     let mut tries = 0;
     while !frames.is_empty() {
@@ -363,7 +479,7 @@ fn send_all(umem: &mut Umem, port: PortId, frames: &mut ArrayVec<Frame, BATCH>) 
         if tries > 1000 {
             let n = frames.len() as u64;
             for f in frames.drain(..) {
-                umem.recycle(f)?;
+                put_back(umem, f);
             }
             return Ok(n);
         }
@@ -375,13 +491,25 @@ fn send_all(umem: &mut Umem, port: PortId, frames: &mut ArrayVec<Frame, BATCH>) 
     Ok(0)
 }
 
-fn flush_all(umem: &mut Umem) -> Result<()> {
+/// The one exit path of every loop, whatever `body` returned: the frames
+/// still in the loop's batches go back to the pool, the TX rings are
+/// flushed and completions reaped, so the UMEM's counts add up with
+/// nothing left in the application. Returns `body`'s error first.
+fn finish(umem: &mut Umem, batches: &mut [ArrayVec<Frame, BATCH>], body: Result<()>) -> Result<()> {
+    for b in batches.iter_mut() {
+        for f in b.drain(..) {
+            put_back(umem, f);
+        }
+    }
     let ids: Vec<PortId> = umem.port_ids().collect();
+    let mut flushed = Ok(());
     for p in ids {
-        umem.flush(p, FLUSH_KICKS)?;
+        if let Err(e) = umem.flush(p, FLUSH_KICKS) {
+            flushed = flushed.and(Err(e));
+        }
     }
     umem.reap();
-    Ok(())
+    body.and(flushed)
 }
 
 /// Receive on `port`, run `head` In, drop everything (delivered frames are
@@ -389,112 +517,124 @@ fn flush_all(umem: &mut Umem) -> Result<()> {
 /// is set.
 ///
 /// # Errors
-/// A TX kick error or a foreign frame (neither happens in this loop).
+/// A TX kick error (only when a hook has frames sent through the outbox).
 pub fn sink_loop(
     umem: &mut Umem,
     port: PortId,
     head: &Head,
     reg: &Registry,
-    worker: &mut Worker,
-    stats: &Stats,
+    w: &mut LoopWorker<'_>,
     lc: &LoopConfig,
 ) -> Result<()> {
-    let origin = (umem.ifindex(port), umem.queue(port));
-    let mut frames: ArrayVec<Frame, BATCH> = ArrayVec::new();
-    let mut idle = Idle::new(lc);
-    while !lc.stop.load(Ordering::Relaxed) {
-        let n = umem.rx_batch(port, &mut frames);
-        if n == 0 {
-            if idle.sleep() {
-                umem.poll_rx(&[port], lc.idle_poll_ms);
+    let mut bufs = [ArrayVec::new(), ArrayVec::new()];
+    let body = (|| {
+        let [frames, staging] = &mut bufs;
+        let origin = (umem.ifindex(port), umem.queue(port));
+        let mut idle = Idle::new(lc);
+        let st = w.stats;
+        while !lc.stop.load(Ordering::Relaxed) {
+            let n = umem.rx_batch(port, frames);
+            if n == 0 {
+                settle(umem, lc, w.worker, staging, st)?;
+                if idle.sleep() {
+                    umem.poll_rx(&[port], lc.idle_poll_ms);
+                }
+                continue;
             }
-            continue;
+            idle.busy();
+            let v = run_heads(umem, frames, origin, (Some(head), None), reg, w.worker);
+            let passed = dispose(umem, frames, &v, None);
+            Stats::add(&st.rx, n as u64);
+            Stats::add(&st.in_dropped, v.in_dropped);
+            Stats::add(&st.in_consumed, v.in_consumed);
+            Stats::add(&st.passed, passed);
+            Stats::add(&st.batches, 1);
+            settle(umem, lc, w.worker, staging, st)?;
         }
-        idle.busy();
-        let v = run_heads(umem, &mut frames, origin, Some(head), None, reg, worker);
-        let passed = dispose(umem, &mut frames, &v, None, lc.held_limit)?;
-        Stats::add(&stats.rx, n as u64);
-        Stats::add(&stats.in_dropped, v.in_dropped);
-        Stats::add(&stats.in_consumed, v.in_consumed);
-        Stats::add(&stats.passed, passed);
-        Stats::add(&stats.batches, 1);
-    }
-    Ok(())
+        Ok(())
+    })();
+    finish(umem, &mut bufs, body)
+}
+
+/// What a loop runs as: its registry worker and its stats. A forwarder has
+/// two stats, one per direction (a→b, b→a).
+#[derive(Debug)]
+pub struct LoopWorker<'a> {
+    /// The registry worker (its index picks the outbox).
+    pub worker: &'a mut Worker,
+    /// Counters of the loop (a→b for a forwarder).
+    pub stats: &'a Stats,
+    /// b→a counters of a forwarder (unused by the other loops).
+    pub back: Option<&'a Stats>,
 }
 
 /// Forward between ports `a` and `b` of one UMEM, both ways, without
 /// copying: frames in on `a` run `head_a` In then `head_b` Out and go out
-/// on `b`, and the reverse. `stats[0]` counts a→b, `stats[1]` b→a.
+/// on `b`, and the reverse. `w.stats` counts a→b, `w.back` b→a (or
+/// `w.stats` too if `None`).
 ///
 /// # Errors
 /// A TX kick error.
-#[allow(clippy::too_many_arguments)]
 pub fn forward_loop(
     umem: &mut Umem,
-    a: PortId,
-    b: PortId,
-    head_a: &Head,
-    head_b: &Head,
+    (a, b): (PortId, PortId),
+    (head_a, head_b): (&Head, &Head),
     reg: &Registry,
-    worker: &mut Worker,
-    stats: [&Stats; 2],
+    w: &mut LoopWorker<'_>,
     lc: &LoopConfig,
 ) -> Result<()> {
-    let mut frames: ArrayVec<Frame, BATCH> = ArrayVec::new();
-    let mut pass: ArrayVec<Frame, BATCH> = ArrayVec::new();
-    let mut idle = Idle::new(lc);
-    let dirs = [
-        (a, b, head_a, head_b, stats[0]),
-        (b, a, head_b, head_a, stats[1]),
-    ];
-    while !lc.stop.load(Ordering::Relaxed) {
-        let mut got = 0;
-        for &(src, dst, hin, hout, st) in &dirs {
-            let n = umem.rx_batch(src, &mut frames);
-            if n == 0 {
-                // Keep copy-mode TX moving even without new input.
-                umem.kick_tx(dst, 1)?;
-                continue;
+    let mut bufs = [ArrayVec::new(), ArrayVec::new()];
+    let body = (|| {
+        let [frames, pass] = &mut bufs;
+        let mut idle = Idle::new(lc);
+        let back = w.back.unwrap_or(w.stats);
+        let dirs = [
+            (a, b, head_a, head_b, w.stats),
+            (b, a, head_b, head_a, back),
+        ];
+        while !lc.stop.load(Ordering::Relaxed) {
+            let mut got = 0;
+            for &(src, dst, hin, hout, st) in &dirs {
+                let n = umem.rx_batch(src, frames);
+                if n == 0 {
+                    // Keep copy-mode TX moving even without new input.
+                    umem.kick_tx(dst, 1)?;
+                    continue;
+                }
+                got += n;
+                let origin = (umem.ifindex(src), umem.queue(src));
+                let v = run_heads(umem, frames, origin, (Some(hin), Some(hout)), reg, w.worker);
+                let passed = dispose(umem, frames, &v, Some(pass));
+                let dropped = send_all(umem, dst, pass)?;
+                Stats::add(&st.rx, n as u64);
+                Stats::add(&st.in_dropped, v.in_dropped);
+                Stats::add(&st.in_consumed, v.in_consumed);
+                Stats::add(&st.out_dropped, v.out_dropped);
+                Stats::add(&st.out_consumed, v.out_consumed);
+                Stats::add(&st.passed, passed);
+                Stats::add(&st.tx, passed - dropped);
+                Stats::add(&st.tx_dropped, dropped);
+                Stats::add(&st.batches, 1);
             }
-            got += n;
-            let origin = (umem.ifindex(src), umem.queue(src));
-            let v = run_heads(
-                umem,
-                &mut frames,
-                origin,
-                Some(hin),
-                Some(hout),
-                reg,
-                worker,
-            );
-            let passed = dispose(umem, &mut frames, &v, Some(&mut pass), lc.held_limit)?;
-            let dropped = send_all(umem, dst, &mut pass)?;
-            Stats::add(&st.rx, n as u64);
-            Stats::add(&st.in_dropped, v.in_dropped);
-            Stats::add(&st.in_consumed, v.in_consumed);
-            Stats::add(&st.out_dropped, v.out_dropped);
-            Stats::add(&st.out_consumed, v.out_consumed);
-            Stats::add(&st.passed, passed);
-            Stats::add(&st.tx, passed - dropped);
-            Stats::add(&st.tx_dropped, dropped);
-            Stats::add(&st.batches, 1);
-        }
-        if got == 0 {
-            if idle.sleep() {
-                umem.poll_rx(&[a, b], lc.idle_poll_ms);
-            }
-        } else {
-            idle.busy();
-            // A small batch: the next look would find a few frames at
-            // most, and each look pulls the RX producer line the kernel
-            // (on the generating CPU for veth) writes per frame. Pausing
-            // lets the batches grow (avg 4 -> 40 frames on veth).
-            if got < BATCH / 2 {
-                idle.pause();
+            settle(umem, lc, w.worker, pass, w.stats)?;
+            if got == 0 {
+                if idle.sleep() {
+                    umem.poll_rx(&[a, b], lc.idle_poll_ms);
+                }
+            } else {
+                idle.busy();
+                // A small batch: the next look would find a few frames at
+                // most, and each look pulls the RX producer line the kernel
+                // (on the generating CPU for veth) writes per frame. Pausing
+                // lets the batches grow (avg 4 -> 40 frames on veth).
+                if got < BATCH / 2 {
+                    idle.pause();
+                }
             }
         }
-    }
-    flush_all(umem)
+        Ok(())
+    })();
+    finish(umem, &mut bufs, body)
 }
 
 /// A pacing window: the generator keeps at most `max_in_flight` frames
@@ -609,67 +749,98 @@ impl GenConfig {
 /// `port`, paced by `gen.rate` and `gen.window`, until `gen.count` frames
 /// are built or `lc.stop` is set. Flushes the TX ring before returning.
 ///
+/// Bounded: when nothing moves (no free frame and no completion, or no
+/// window credit) for `lc.stall_ms`, it stops with [`Error::Stalled`].
+///
 /// # Errors
-/// [`Error::Config`] (frame size), TX errors, [`Error::TxStalled`].
-#[allow(clippy::too_many_arguments)]
+/// [`Error::Config`] (frame size), TX errors, [`Error::TxStalled`],
+/// [`Error::Stalled`].
 pub fn gen_loop(
     umem: &mut Umem,
     port: PortId,
     head: &Head,
     reg: &Registry,
-    worker: &mut Worker,
-    stats: &Stats,
+    w: &mut LoopWorker<'_>,
     gen: &GenConfig,
     lc: &LoopConfig,
 ) -> Result<()> {
     let templates = gen.templates(umem.area().frame_size() as usize)?;
-    let origin = (umem.ifindex(port), umem.queue(port));
-    let start = Instant::now();
-    let mut built = 0u64;
-    let mut sent = 0u64;
-    let mut next_port = 0usize;
-    let mut frames: ArrayVec<Frame, BATCH> = ArrayVec::new();
-    let mut pass: ArrayVec<Frame, BATCH> = ArrayVec::new();
-    while !lc.stop.load(Ordering::Relaxed) && (gen.count == 0 || built < gen.count) {
-        umem.reap();
-        let mut allowed = gen.budget(built, start);
-        if let Some(w) = &gen.window {
-            let in_flight = sent.saturating_sub((w.accounted)());
-            allowed = allowed.min(w.max_in_flight.saturating_sub(in_flight));
+    let mut bufs = [ArrayVec::new(), ArrayVec::new()];
+    let body = (|| {
+        let [frames, pass] = &mut bufs;
+        let origin = (umem.ifindex(port), umem.queue(port));
+        let st = w.stats;
+        let start = Instant::now();
+        let stall = Duration::from_millis(lc.stall_ms.max(1));
+        let mut last_progress = Instant::now();
+        let mut built = 0u64;
+        let mut sent = 0u64;
+        let mut next_port = 0usize;
+        let stalled = |what: &'static str, umem: &Umem| Error::Stalled {
+            what,
+            ifname: umem.ifname(port).to_owned(),
+            queue: umem.queue(port),
+            ms: lc.stall_ms,
+        };
+        while !lc.stop.load(Ordering::Relaxed) && (gen.count == 0 || built < gen.count) {
+            if umem.reap() > 0 {
+                last_progress = Instant::now();
+            }
+            let mut allowed = gen.budget(built, start);
+            let mut window_closed = false;
+            if let Some(win) = &gen.window {
+                let in_flight = sent.saturating_sub((win.accounted)());
+                let credit = win.max_in_flight.saturating_sub(in_flight);
+                window_closed = credit == 0;
+                allowed = allowed.min(credit);
+            }
+            if allowed == 0 {
+                if window_closed && last_progress.elapsed() > stall {
+                    return Err(stalled(
+                        "the pacing window (nothing accounted downstream)",
+                        umem,
+                    ));
+                }
+                umem.kick_tx(port, 1)?;
+                std::thread::sleep(Duration::from_micros(20));
+                continue;
+            }
+            for _ in 0..allowed {
+                let Some(mut f) = umem.alloc() else { break };
+                let t = &templates[next_port];
+                next_port = (next_port + 1) % templates.len();
+                umem.area().buffer(&mut f)[..t.len()].copy_from_slice(t);
+                umem.area().set_len(&mut f, t.len());
+                frames.push(f);
+            }
+            if frames.is_empty() {
+                // Every frame is in flight: wait (bounded) for completions.
+                if last_progress.elapsed() > stall {
+                    return Err(stalled("TX completions (no frame came back)", umem));
+                }
+                umem.kick_tx(port, 1)?;
+                std::thread::sleep(Duration::from_micros(20));
+                continue;
+            }
+            last_progress = Instant::now();
+            let n = frames.len() as u64;
+            built += n;
+            let v = run_heads(umem, frames, origin, (None, Some(head)), reg, w.worker);
+            let passed = dispose(umem, frames, &v, Some(pass));
+            let dropped = send_all(umem, port, pass)?;
+            sent += passed - dropped;
+            Stats::add(&st.generated, n);
+            Stats::add(&st.out_dropped, v.out_dropped);
+            Stats::add(&st.out_consumed, v.out_consumed);
+            Stats::add(&st.passed, passed);
+            Stats::add(&st.tx, passed - dropped);
+            Stats::add(&st.tx_dropped, dropped);
+            Stats::add(&st.batches, 1);
+            settle(umem, lc, w.worker, pass, st)?;
         }
-        if allowed == 0 {
-            umem.kick_tx(port, 1)?;
-            std::thread::sleep(Duration::from_micros(20));
-            continue;
-        }
-        for _ in 0..allowed {
-            let Some(mut f) = umem.alloc() else { break };
-            let t = &templates[next_port];
-            next_port = (next_port + 1) % templates.len();
-            umem.area().buffer(&mut f)[..t.len()].copy_from_slice(t);
-            umem.area().set_len(&mut f, t.len());
-            frames.push(f);
-        }
-        if frames.is_empty() {
-            // Every frame is in flight: wait for completions.
-            umem.kick_tx(port, 1)?;
-            continue;
-        }
-        let n = frames.len() as u64;
-        built += n;
-        let v = run_heads(umem, &mut frames, origin, None, Some(head), reg, worker);
-        let passed = dispose(umem, &mut frames, &v, Some(&mut pass), lc.held_limit)?;
-        let dropped = send_all(umem, port, &mut pass)?;
-        sent += passed - dropped;
-        Stats::add(&stats.generated, n);
-        Stats::add(&stats.out_dropped, v.out_dropped);
-        Stats::add(&stats.out_consumed, v.out_consumed);
-        Stats::add(&stats.passed, passed);
-        Stats::add(&stats.tx, passed - dropped);
-        Stats::add(&stats.tx_dropped, dropped);
-        Stats::add(&stats.batches, 1);
-    }
-    flush_all(umem)
+        Ok(())
+    })();
+    finish(umem, &mut bufs, body)
 }
 
 // ---- spawners -------------------------------------------------------------
@@ -779,7 +950,36 @@ pub struct Running {
     pub stats: Vec<Arc<Stats>>,
     /// The loop config shared by the workers (set `stop` to end them).
     pub lc: LoopConfig,
-    handles: Vec<JoinHandle<Result<WorkerReport>>>,
+    handles: Vec<JoinHandle<Outcome>>,
+}
+
+/// What a worker thread returns: its report (`None` if it never opened
+/// its ports) and how its loop ended.
+type Outcome = (Option<WorkerReport>, Result<()>);
+
+/// Every worker of a [`Running`] after it ended: the reports (also of the
+/// workers whose loop failed: their frames are accounted for all the
+/// same) and the errors.
+#[derive(Debug, Default)]
+pub struct Finished {
+    /// One report per worker that opened its ports.
+    pub reports: Vec<WorkerReport>,
+    /// The errors of the workers that failed.
+    pub errors: Vec<Error>,
+}
+
+impl Finished {
+    /// The reports, or the first error.
+    ///
+    /// # Errors
+    /// The first worker error.
+    pub fn into_result(mut self) -> Result<Vec<WorkerReport>> {
+        if self.errors.is_empty() {
+            Ok(self.reports)
+        } else {
+            Err(self.errors.swap_remove(0))
+        }
+    }
 }
 
 impl Running {
@@ -804,35 +1004,45 @@ impl Running {
     /// Stop (if not yet) and wait for every worker.
     ///
     /// # Errors
-    /// The first worker error.
+    /// The first worker error (see [`Running::join_all`] for every report).
     pub fn join(self) -> Result<Vec<WorkerReport>> {
+        self.join_all().into_result()
+    }
+
+    /// Stop (if not yet) and wait for every worker; every report and
+    /// every error.
+    pub fn join_all(self) -> Finished {
         self.stop();
-        self.wait()
+        self.wait_all()
     }
 
     /// Wait for every worker without setting the stop flag (a generator
-    /// ends by itself after its count).
+    /// ends by itself after its count, or stalls out after
+    /// `LoopConfig::stall_ms`).
     ///
     /// # Errors
     /// The first worker error; [`Error::Config`] if a worker panicked.
-    pub fn wait(mut self) -> Result<Vec<WorkerReport>> {
-        let mut out = Vec::new();
-        let mut first = None;
+    pub fn wait(self) -> Result<Vec<WorkerReport>> {
+        self.wait_all().into_result()
+    }
+
+    /// [`Running::wait`], with every report and every error.
+    pub fn wait_all(mut self) -> Finished {
+        let mut out = Finished::default();
         for h in std::mem::take(&mut self.handles) {
             match h.join() {
-                Ok(Ok(r)) => out.push(r),
-                Ok(Err(e)) => {
-                    first.get_or_insert(e);
+                Ok((report, result)) => {
+                    out.reports.extend(report);
+                    if let Err(e) = result {
+                        out.errors.push(e);
+                    }
                 }
-                Err(_) => {
-                    first.get_or_insert(Error::Config("a worker thread panicked".into()));
-                }
+                Err(_) => out
+                    .errors
+                    .push(Error::Config("a worker thread panicked".into())),
             }
         }
-        match first {
-            Some(e) => Err(e),
-            None => Ok(out),
-        }
+        out
     }
 }
 
@@ -869,57 +1079,115 @@ fn in_setup<T: Send + 'static>(
     .unwrap_or_else(|_| Err(Error::Config("setup thread panicked".into())))
 }
 
-type Body = Box<dyn FnOnce(&mut Worker, &LoopConfig) -> Result<WorkerReport>>;
+type Body = Box<dyn FnOnce(&mut Worker, &LoopConfig) -> Outcome>;
 type Opener = Box<dyn FnOnce() -> Result<Body> + Send>;
 
-/// Start one thread per opener: enter the namespace, open (the opener
-/// returns the loop body), report ready, run.
+/// Take `n` registry worker slots, all or none.
+///
+/// # Errors
+/// [`Error::Config`] naming the slots needed and free.
+fn take_workers(reg: &Registry, n: usize) -> Result<Vec<Worker>> {
+    let mut ws = Vec::with_capacity(n);
+    for _ in 0..n {
+        match reg.worker() {
+            Ok(w) => ws.push(w),
+            Err(e) => {
+                return Err(Error::Config(format!(
+                    "{n} worker(s) need {n} registry worker slot(s), {} were free ({e}); \
+                     build the registry with Registry::with_max_workers(N) for N >= the queues to run",
+                    ws.len()
+                )))
+            }
+        }
+    }
+    Ok(ws)
+}
+
+/// The frame budget of one worker: refuse a UMEM that cannot stock the
+/// fill rings, the TX rings, the loop's batches and `held_limit` frames.
+fn check_budget(setup: &WorkerSetup, ports: &[PortConfig], lc: &LoopConfig) -> Result<()> {
+    let needed = Umem::frames_needed(ports, crate::umem::APP_RESERVE + lc.held_limit as u64);
+    if u64::from(setup.umem.frames) < needed {
+        return Err(Error::Config(format!(
+            "{} UMEM frames per worker cannot hold what its {} port(s) keep in flight: {needed} \
+             needed (fill target + TX ring of each port, {} for the loop's batches, {} held for \
+             hooks); use more frames or smaller rings",
+            setup.umem.frames,
+            ports.len(),
+            crate::umem::APP_RESERVE,
+            lc.held_limit,
+        )));
+    }
+    Ok(())
+}
+
+/// Start one thread per opener with one of `workers` each: enter the
+/// namespace, open (the opener returns the loop body), report ready, run.
+/// Every resource is acquired before the first thread starts; if a thread
+/// cannot start or a worker fails to open, every started worker is
+/// stopped and joined before the error is returned.
 fn start(
-    reg: &Registry,
+    what: &str,
+    workers: Vec<Worker>,
     netns: &Option<String>,
     openers: Vec<Opener>,
     stats: Vec<Arc<Stats>>,
     lc: LoopConfig,
 ) -> Result<Running> {
     let (ready_tx, ready_rx) = mpsc::channel::<Result<()>>();
-    let mut handles = Vec::new();
     let n = openers.len();
-    for open in openers {
+    debug_assert_eq!(n, workers.len());
+    let mut running = Running {
+        stats,
+        lc,
+        handles: Vec::with_capacity(n),
+    };
+    for (i, (open, mut worker)) in openers.into_iter().zip(workers).enumerate() {
         let ns = netns.clone();
-        let lc2 = lc.clone();
+        let lc2 = running.lc.clone();
         let ready = ready_tx.clone();
-        let mut worker = reg.worker()?;
-        handles.push(std::thread::spawn(move || {
-            let opened = (|| {
-                if let Some(ns) = ns {
-                    enter_netns(&ns)?;
+        let spawned = std::thread::Builder::new()
+            .name(format!("pfil-{what}-{i}"))
+            .spawn(move || {
+                let opened = (|| {
+                    if let Some(ns) = ns {
+                        enter_netns(&ns)?;
+                    }
+                    open()
+                })();
+                match opened {
+                    Ok(body) => {
+                        let _ = ready.send(Ok(()));
+                        body(&mut worker, &lc2)
+                    }
+                    Err(e) => {
+                        let msg = e.to_string();
+                        let _ = ready.send(Err(e));
+                        (
+                            None,
+                            Err(Error::Config(format!("worker failed to open: {msg}"))),
+                        )
+                    }
                 }
-                open()
-            })();
-            match opened {
-                Ok(body) => {
-                    let _ = ready.send(Ok(()));
-                    body(&mut worker, &lc2)
-                }
-                Err(e) => {
-                    let msg = e.to_string();
-                    let _ = ready.send(Err(e));
-                    Err(Error::Config(format!("worker failed to open: {msg}")))
-                }
+            });
+        match spawned {
+            Ok(h) => running.handles.push(h),
+            Err(e) => {
+                let _ = running.join_all();
+                return Err(Error::io("spawning a worker thread", e));
             }
-        }));
+        }
     }
     drop(ready_tx);
-    let running = Running { stats, lc, handles };
     for _ in 0..n {
         match ready_rx.recv() {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
-                let _ = running.join();
+                let _ = running.join_all();
                 return Err(e);
             }
             Err(_) => {
-                let _ = running.join();
+                let _ = running.join_all();
                 return Err(Error::Config("a worker died while opening".into()));
             }
         }
@@ -1032,7 +1300,9 @@ fn openers(
 /// `sink IF`: one worker per queue receives, runs head `IF` In, drops.
 ///
 /// # Errors
-/// The first open error (every worker is stopped then).
+/// The first open error (every worker is stopped then); [`Error::Config`]
+/// when the registry has too few free worker slots or the UMEM too few
+/// frames ([`Umem::frames_needed`]).
 pub fn spawn_sink(
     reg: &Registry,
     ifname: &str,
@@ -1041,6 +1311,8 @@ pub fn spawn_sink(
 ) -> Result<Running> {
     let head = head_for(reg, ifname)?;
     let queues = queues_of(setup, ifname)?;
+    let ws = take_workers(reg, queues.len())?;
+    check_budget(setup, &[port_cfg(setup, ifname, 0, None)], &lc)?;
     let prog = attach(setup, ifname)?;
     let mut workers: Vec<(Vec<PortConfig>, MakeBody)> = Vec::new();
     let mut stats = Vec::new();
@@ -1051,15 +1323,20 @@ pub fn spawn_sink(
         let make: MakeBody = Box::new(move |mut umem: Umem, ids: Vec<PortId>| {
             let port = ids[0];
             Box::new(move |w: &mut Worker, lc: &LoopConfig| {
-                sink_loop(&mut umem, port, &head, &reg, w, &st, lc)?;
+                let mut lw = LoopWorker {
+                    worker: w,
+                    stats: &st,
+                    back: None,
+                };
+                let r = sink_loop(&mut umem, port, &head, &reg, &mut lw, lc);
                 umem.stop_rx(port);
-                Ok(WorkerReport::of(&umem, q))
+                (Some(WorkerReport::of(&umem, q)), r)
             }) as Body
         });
         workers.push((vec![port_cfg(setup, ifname, q, Some(prog.clone()))], make));
     }
     let openers = openers(setup, "sink", workers)?;
-    start(reg, &setup.netns, openers, stats, lc)
+    start("sink", ws, &setup.netns, openers, stats, lc)
 }
 
 /// `forward A B`: one worker per queue forwards A⇄B through A's in head and
@@ -1068,7 +1345,7 @@ pub fn spawn_sink(
 /// then b→a.
 ///
 /// # Errors
-/// The first open error.
+/// As [`spawn_sink`].
 pub fn spawn_forward(
     reg: &Registry,
     a: &str,
@@ -1079,6 +1356,12 @@ pub fn spawn_forward(
     let head_a = head_for(reg, a)?;
     let head_b = head_for(reg, b)?;
     let queues = queues_of(setup, a)?;
+    let ws = take_workers(reg, queues.len())?;
+    check_budget(
+        setup,
+        &[port_cfg(setup, a, 0, None), port_cfg(setup, b, 0, None)],
+        &lc,
+    )?;
     let prog_a = attach(setup, a)?;
     let prog_b = attach(setup, b)?;
     let mut workers: Vec<(Vec<PortConfig>, MakeBody)> = Vec::new();
@@ -1094,21 +1377,28 @@ pub fn spawn_forward(
         let make: MakeBody = Box::new(move |mut umem: Umem, ids: Vec<PortId>| {
             let (pa, pb) = (ids[0], ids[1]);
             Box::new(move |w: &mut Worker, lc: &LoopConfig| {
-                forward_loop(&mut umem, pa, pb, &ha, &hb, &reg, w, [&ab, &ba], lc)?;
-                Ok(WorkerReport::of(&umem, q))
+                let mut lw = LoopWorker {
+                    worker: w,
+                    stats: &ab,
+                    back: Some(&ba),
+                };
+                let r = forward_loop(&mut umem, (pa, pb), (&ha, &hb), &reg, &mut lw, lc);
+                umem.stop_rx(pa);
+                umem.stop_rx(pb);
+                (Some(WorkerReport::of(&umem, q)), r)
             }) as Body
         });
         workers.push((vec![pa, pb], make));
     }
     let openers = openers(setup, "forward", workers)?;
-    start(reg, &setup.netns, openers, stats, lc)
+    start("forward", ws, &setup.netns, openers, stats, lc)
 }
 
 /// `gen IF`: one worker per queue (usually just queue 0) builds and sends
 /// frames through head `IF` Out. Each worker sends `gen.count` frames.
 ///
 /// # Errors
-/// The first open error.
+/// As [`spawn_sink`].
 pub fn spawn_gen(
     reg: &Registry,
     ifname: &str,
@@ -1118,6 +1408,8 @@ pub fn spawn_gen(
 ) -> Result<Running> {
     let head = head_for(reg, ifname)?;
     let queues = setup.queues.clone().unwrap_or_else(|| vec![0]);
+    let ws = take_workers(reg, queues.len())?;
+    check_budget(setup, &[port_cfg(setup, ifname, 0, None).tx_only()], &lc)?;
     let mut workers: Vec<(Vec<PortConfig>, MakeBody)> = Vec::new();
     let mut stats = Vec::new();
     for q in queues {
@@ -1128,14 +1420,19 @@ pub fn spawn_gen(
         let make: MakeBody = Box::new(move |mut umem: Umem, ids: Vec<PortId>| {
             let port = ids[0];
             Box::new(move |w: &mut Worker, lc: &LoopConfig| {
-                gen_loop(&mut umem, port, &head, &reg, w, &st, &gen, lc)?;
-                Ok(WorkerReport::of(&umem, q))
+                let mut lw = LoopWorker {
+                    worker: w,
+                    stats: &st,
+                    back: None,
+                };
+                let r = gen_loop(&mut umem, port, &head, &reg, &mut lw, &gen, lc);
+                (Some(WorkerReport::of(&umem, q)), r)
             }) as Body
         });
         workers.push((vec![pc], make));
     }
     let openers = openers(setup, "gen", workers)?;
-    start(reg, &setup.netns, openers, stats, lc)
+    start("gen", ws, &setup.netns, openers, stats, lc)
 }
 
 /// `pfild --synthetic`: `workers` threads each build `gen.count` frames in
@@ -1144,7 +1441,7 @@ pub fn spawn_gen(
 /// worker. No privileges needed.
 ///
 /// # Errors
-/// pfil errors (head names, worker slots), [`Error::Config`] (frame size).
+/// pfil errors (head names), [`Error::Config`] (worker slots, frame size).
 pub fn spawn_synthetic(
     reg: &Registry,
     ifname_in: &str,
@@ -1155,25 +1452,28 @@ pub fn spawn_synthetic(
 ) -> Result<Running> {
     let head_in = head_for(reg, ifname_in)?;
     let head_out = ifname_out.map(|n| head_for(reg, n)).transpose()?;
+    let n = workers.max(1);
+    let ws = take_workers(reg, n as usize)?;
     let mut openers: Vec<Opener> = Vec::new();
     let mut stats = Vec::new();
-    for q in 0..workers.max(1) {
+    for q in 0..n {
         let st = Arc::new(Stats::default());
         stats.push(st.clone());
         let (hi, ho, reg, gen) = (head_in.clone(), head_out.clone(), reg.clone(), gen.clone());
         openers.push(Box::new(move || {
             let mut port = crate::synthetic::SyntheticPort::new(&gen, 0, q)?;
             Ok(Box::new(move |w: &mut Worker, lc: &LoopConfig| {
-                port.run(&hi, ho.as_ref(), &reg, w, &st, &gen, lc)?;
-                Ok(WorkerReport {
+                let r = port.run(&hi, ho.as_ref(), &reg, w, &st, &gen, lc);
+                let report = WorkerReport {
                     queue: q,
                     counts: FrameCounts::default(),
                     frame_addrs: 0..0,
                     umem_parts: 0,
                     ports: Vec::new(),
-                })
+                };
+                (Some(report), r)
             }) as Body)
         }));
     }
-    start(reg, &None, openers, stats, lc)
+    start("synthetic", ws, &None, openers, stats, lc)
 }

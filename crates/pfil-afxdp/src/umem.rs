@@ -24,6 +24,13 @@ use crate::xdp::{queue_count, XdpMode, XdpProgram};
 /// Frames that copy-mode TX sends per kick (the kernel's TX budget).
 pub const COPY_TX_PER_KICK: u32 = 32;
 
+/// Frames per batch of the worker loops ([`crate::run`]).
+pub const BATCH: usize = 64;
+
+/// Frames [`Umem::open`] keeps back for the application on top of every
+/// port's fill target and TX ring: a loop's batch and its TX staging batch.
+pub const APP_RESERVE: u64 = 2 * BATCH as u64;
+
 /// Largest UMEM this crate will try to register (4 GiB).
 pub const MAX_UMEM_BYTES: u64 = 1 << 32;
 
@@ -44,7 +51,10 @@ pub struct UmemConfig {
 impl Default for UmemConfig {
     fn default() -> Self {
         UmemConfig {
-            frames: 8192,
+            // A forwarder's two ports at the default ring sizes (fill
+            // target 1024, RX and TX 2048 each) plus batches and held
+            // frames: 10 624; 32 MiB at 2 KiB frames.
+            frames: 16384,
             frame_size: 2048,
             ring: 2048,
         }
@@ -284,6 +294,13 @@ struct Port {
     _socket: Socket,
     program: Option<Arc<XdpProgram>>,
     fill_target: u32,
+    /// RX ring entries (0 for a TX-only port): frames received and not yet
+    /// read, on top of the fill ring.
+    rx_size: u32,
+    /// TX ring entries: at most this many frames are sent and not yet
+    /// reaped at a time ([`Umem::tx`]), so TX never takes more than its
+    /// share of the UMEM.
+    tx_size: u32,
     /// Frames put in the fill ring and not yet read from the RX ring.
     fill_out: u64,
     /// Frames put in the TX ring and not yet read from the completion ring.
@@ -355,8 +372,10 @@ pub struct Umem {
     /// Byte offsets of the frames this part owns.
     range: Range<u64>,
     free: Vec<u64>,
-    held: Vec<Frame>,
+    /// Frames hooks consumed, with their cookies, oldest first.
+    held: std::collections::VecDeque<(u64, Frame)>,
     app: u64,
+    cookie_epoch: u32,
 }
 
 /// One UMEM area registered once and split between several workers, one
@@ -533,9 +552,30 @@ impl Umem {
             shared,
             range,
             free,
-            held: Vec::new(),
+            held: std::collections::VecDeque::new(),
             app: 0,
+            cookie_epoch: 0,
         }
+    }
+
+    /// Frames a UMEM (part) needs for `ports`: each port's fill target, RX
+    /// ring (if it receives) and TX ring, plus `reserve` frames for the application (at least
+    /// [`APP_RESERVE`] for the worker loops, plus what hooks may hold).
+    /// [`Umem::open`] refuses a port that would exceed it.
+    pub fn frames_needed(ports: &[PortConfig], reserve: u64) -> u64 {
+        ports
+            .iter()
+            .map(|p| {
+                let rx = if p.rx { u64::from(p.rx_size) } else { 0 };
+                u64::from(p.fill_target) + rx + u64::from(p.tx_size)
+            })
+            .sum::<u64>()
+            + reserve
+    }
+
+    /// Frames this UMEM (part) owns.
+    pub fn total_frames(&self) -> u64 {
+        (self.range.end - self.range.start) / u64::from(self.shared.area.frame_size)
     }
 
     /// Byte offsets of the frames this UMEM (part) owns: the whole area,
@@ -571,6 +611,27 @@ impl Umem {
             return Err(Error::Config(format!(
                 "fill_target {} exceeds fill_size {}",
                 cfg.fill_target, cfg.fill_size
+            )));
+        }
+        // The frame budget: every port's fill ring stocked to its target
+        // with its RX and TX rings full at once, plus the application's batches,
+        // must fit. Otherwise a backed-up TX ring (a slow peer) or an idle
+        // port's fill ring takes the frames a busy fill ring needs, and the
+        // kernel drops what it receives (`fill_ring_empty`).
+        let total = self.total_frames();
+        let needed = self
+            .ports
+            .iter()
+            .map(|p| u64::from(p.fill_target) + u64::from(p.rx_size) + u64::from(p.tx_size))
+            .sum::<u64>()
+            + Umem::frames_needed(std::slice::from_ref(&cfg), APP_RESERVE);
+        if needed > total {
+            return Err(Error::Config(format!(
+                "the UMEM{part} has {total} frames, but its ports need {needed}: the fill target plus \
+                 the RX and TX rings of every port ({} port(s) with this one) plus {APP_RESERVE} for the \
+                 application's batches; give the UMEM more frames or use smaller rings",
+                self.ports.len() + 1,
+                part = if self.shared.parts > 1 { " part" } else { "" },
             )));
         }
         let ifname = cfg.ifname.as_str();
@@ -717,6 +778,8 @@ impl Umem {
             _socket: socket,
             program,
             fill_target: cfg.fill_target,
+            rx_size: if cfg.rx { cfg.rx_size } else { 0 },
+            tx_size: cfg.tx_size,
             fill_out: 0,
             tx_out: 0,
             tx_busy: 0,
@@ -778,6 +841,7 @@ impl Umem {
     /// Take a free frame (length 0) to write a packet into.
     pub fn alloc(&mut self) -> Option<Frame> {
         let addr = self.free.pop()?;
+        debug_assert!(self.is_frame_base(addr), "free list holds {addr:#x}");
         self.app += 1;
         Some(Frame {
             addr,
@@ -793,21 +857,23 @@ impl Umem {
     /// [`Error::ForeignFrame`] if it came from another UMEM.
     pub fn recycle(&mut self, frame: Frame) -> Result<()> {
         self.own(&frame)?;
-        self.free.push(frame.addr);
+        self.put_free(frame.addr);
         self.app -= 1;
         Ok(())
     }
 
-    /// Keep a frame a hook returned `Consumed` for: it is counted as
-    /// `held` until [`take_held`](Umem::take_held) gives it back to the
-    /// application.
+    /// Keep a frame a hook returned `Consumed` for, under `cookie` (the
+    /// packet's [`pfil::Packet::cookie`]): it is counted as `held` until
+    /// [`take_held_cookie`](Umem::take_held_cookie) (the hook's request,
+    /// see [`crate::Outbox`]) or [`take_held`](Umem::take_held) gives it
+    /// back to the application.
     ///
     /// # Errors
     /// [`Error::ForeignFrame`].
-    pub fn hold(&mut self, frame: Frame) -> Result<()> {
+    pub fn hold(&mut self, frame: Frame, cookie: u64) -> Result<()> {
         self.own(&frame)?;
         self.app -= 1;
-        self.held.push(frame);
+        self.held.push_back((cookie, frame));
         Ok(())
     }
 
@@ -819,20 +885,69 @@ impl Umem {
     /// Take the oldest held frame back into the application (then send,
     /// recycle or hold it again).
     pub fn take_held(&mut self) -> Option<Frame> {
-        if self.held.is_empty() {
-            return None;
-        }
+        let (_, f) = self.held.pop_front()?;
         self.app += 1;
-        Some(self.held.remove(0))
+        Some(f)
+    }
+
+    /// Take the frame held under `cookie` back into the application;
+    /// `None` if no frame is held under it (never held, already given back,
+    /// or evicted past the bound).
+    pub fn take_held_cookie(&mut self, cookie: u64) -> Option<Frame> {
+        let i = self.held.iter().position(|(c, _)| *c == cookie)?;
+        let (_, f) = self.held.remove(i)?;
+        self.app += 1;
+        Some(f)
     }
 
     /// Give every held frame back to the free pool.
     pub fn release_held(&mut self) -> usize {
         let n = self.held.len();
-        for f in self.held.drain(..) {
-            self.free.push(f.addr);
+        for (_, f) in std::mem::take(&mut self.held) {
+            self.put_free(f.addr);
         }
         n
+    }
+
+    /// Give the oldest held frames back to the free pool until at most
+    /// `limit` are held; returns how many went back.
+    pub fn evict_held(&mut self, limit: usize) -> usize {
+        let mut n = 0;
+        while self.held.len() > limit {
+            if let Some((_, f)) = self.held.pop_front() {
+                self.put_free(f.addr);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// A new cookie epoch for the next batch: cookies are
+    /// `epoch << 32 | frame address` (a UMEM is at most 4 GiB), so a frame
+    /// reused after it was given back gets a new cookie and a stale
+    /// request cannot reach it.
+    #[inline]
+    pub fn next_cookie_epoch(&mut self) -> u64 {
+        self.cookie_epoch = self.cookie_epoch.wrapping_add(1);
+        u64::from(self.cookie_epoch) << 32
+    }
+
+    /// Is `addr` the start of one of this part's frames?
+    #[inline]
+    fn is_frame_base(&self, addr: u64) -> bool {
+        self.range.contains(&addr) && addr % u64::from(self.shared.area.frame_size) == 0
+    }
+
+    /// The one way a frame re-enters the free pool: by its frame base,
+    /// so [`Umem::alloc`] never hands out an address inside a frame.
+    #[inline]
+    fn put_free(&mut self, base: u64) {
+        debug_assert!(
+            self.is_frame_base(base),
+            "{base:#x} is not a frame of {:?}",
+            self.range
+        );
+        self.free.push(base);
     }
 
     /// Is `frame` one of this part's frames?
@@ -855,7 +970,7 @@ impl Umem {
             free: self.free.len() as u64,
             app: self.app,
             held: self.held.len() as u64,
-            total: (self.range.end - self.range.start) / u64::from(self.shared.area.frame_size),
+            total: self.total_frames(),
             ..FrameCounts::default()
         };
         for p in &self.ports {
@@ -879,6 +994,8 @@ impl Umem {
     }
 
     fn reap_port(&mut self, i: usize) -> usize {
+        let fs = u64::from(self.shared.area.frame_size);
+        let range = self.range.clone();
         let p = &mut self.ports[i];
         if p.tx_out == 0 {
             return 0;
@@ -886,7 +1003,15 @@ impl Umem {
         let mut rd = p.fq.complete(p.tx_out.min(u64::from(u32::MAX)) as u32);
         let mut n = 0;
         while let Some(addr) = rd.read() {
-            self.free.push(addr);
+            // A completion carries the address we sent: the packet's start,
+            // after the RX headroom for a forwarded frame. Back to the frame
+            // base, or `alloc` would hand out a window into the next frame.
+            let base = addr - addr % fs;
+            debug_assert!(
+                range.contains(&base),
+                "completion {addr:#x} outside {range:?}"
+            );
+            self.free.push(base);
             n += 1;
         }
         rd.release();
@@ -898,7 +1023,11 @@ impl Umem {
     /// Top up a port's fill ring from the free pool, up to its fill target.
     pub fn refill(&mut self, port: PortId) -> usize {
         let p = &mut self.ports[port.0];
-        let want = u64::from(p.fill_target).saturating_sub(p.fill_out);
+        // The target is what the *fill ring* holds, not fill + RX: frames
+        // received and not yet read still leave the kernel a full fill
+        // ring, so a worker that falls behind has the RX ring on top of the
+        // fill ring before anything is dropped.
+        let want = u64::from(p.fill_target).saturating_sub(u64::from(p.fq.pending()));
         // Top up in chunks: every producer write is a cache line the
         // kernel (on the sending CPU for veth) has to fetch back.
         if want < u64::from(p.fill_target / 8).clamp(1, 64) {
@@ -1008,8 +1137,13 @@ impl Umem {
         self.reap_port(port.0);
         let p = &mut self.ports[port.0];
         let mut n = 0u32;
-        if !frames.is_empty() {
-            let mut w = p.tx.transmit(frames.len() as u32);
+        // Frames sent and not yet reaped stay within the TX ring's share
+        // of the frame budget (see `open`), whatever the completion ring
+        // holds.
+        let room = u64::from(p.tx_size).saturating_sub(p.tx_out);
+        let want = (frames.len() as u64).min(room) as u32;
+        if want > 0 {
+            let mut w = p.tx.transmit(want);
             n = w.insert(frames.iter().map(|f| XdpDesc {
                 addr: f.addr + u64::from(f.off),
                 len: f.len,

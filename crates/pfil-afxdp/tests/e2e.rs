@@ -4,11 +4,12 @@
 mod common;
 use common::*;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pfil::{Ctx, Dir, Dirs, Packet, PacketKind, Placement, Registry, Verdict};
 use pfil_afxdp::run::{self, GenConfig, LoopConfig, UmemMode, Window, WorkerSetup};
+use pfil_afxdp::Outboxes;
 
 fn setup(ns: &Netns) -> WorkerSetup {
     WorkerSetup {
@@ -181,64 +182,48 @@ fn relink_during_traffic_loses_nothing() {
 }
 
 #[test]
-fn consumed_frames_are_held_and_accounted() {
-    if !require_root("consumed_frames_are_held_and_accounted") {
+fn consumed_frames_are_owned_until_given_back() {
+    if !require_root("consumed_frames_are_owned_until_given_back") {
         return;
     }
     init_tracing();
     let t = Topo::new("c");
     let reg = Registry::new();
     run::head_for(&reg, "s0").unwrap();
-    // Consume the port-7 frames at the sink.
+    let outboxes = Arc::new(Outboxes::new(reg.max_workers(), 1024));
+    // Port 7: consumed and kept (the cookies are recorded to give back
+    // later). Port 9: consumed, answered in place and sent back out of the
+    // port it came in on, through the outbox, from inside the hook.
+    let kept = Arc::new(Mutex::new(Vec::<u64>::new()));
+    let (k2, ob2) = (kept.clone(), outboxes.clone());
     reg.add_hook(
-        "tap:take7",
+        "tap:take",
         PacketKind::Ethernet,
         Dirs::IN,
-        |p: &mut Packet<'_>, _: &Ctx<'_>| match p.headers().and_then(|h| h.transport) {
-            Some(t) if t.dst_port == 7 => Verdict::Consumed,
+        move |p: &mut Packet<'_>, ctx: &Ctx<'_>| match p.headers().and_then(|h| h.transport) {
+            Some(t) if t.dst_port == 7 => {
+                k2.lock().unwrap().push(p.cookie());
+                Verdict::Consumed
+            }
+            Some(t) if t.dst_port == 9 => {
+                let ob = ob2.get(ctx.worker).expect("an outbox per worker slot");
+                ob.transmit(p.cookie(), p.ifindex()).expect("outbox room");
+                Verdict::Consumed
+            }
             _ => Verdict::Pass,
         },
     )
     .unwrap();
-    reg.link("s0", Dir::In, "tap:take7", Placement::Prepend)
+    reg.link("s0", Dir::In, "tap:take", Placement::Prepend)
         .unwrap();
-    // The sink keeps up to 100 consumed frames held; the rest go back.
-    let sink_setup = setup(&t.s);
+    // Hold at most 300: of the 500 kept frames the oldest 200 go back
+    // (evicted, their cookies stale).
     let mut lc = LoopConfig::new();
-    lc.held_limit = 100;
-    let (tx, rx) = std::sync::mpsc::channel();
-    let reg2 = reg.clone();
-    let h = t.s.run(move || {
-        let mut umem = pfil_afxdp::Umem::new(sink_setup.umem).unwrap();
-        let port = umem.open(pfil_afxdp::PortConfig::new("s0", 0)).unwrap();
-        let head = reg2.head("s0").unwrap();
-        let mut w = reg2.worker().unwrap();
-        let stats = run::Stats::default();
-        tx.send(()).unwrap();
-        let stop = lc.stop.clone();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                while Instant::now() < deadline {
-                    if stats.rx.load(std::sync::atomic::Ordering::Relaxed) >= 1000 {
-                        break;
-                    }
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            });
-            run::sink_loop(&mut umem, port, &head, &reg2, &mut w, &stats, &lc).unwrap();
-        });
-        let c = umem.counts();
-        let held = umem.held();
-        // Give one back by hand, then the rest.
-        let f = umem.take_held().unwrap();
-        umem.recycle(f).unwrap();
-        let rest = umem.release_held();
-        (stats.snapshot(), c, held, rest, umem.counts())
-    });
-    rx.recv().unwrap();
-    // g0's peer is f0; bridge f0 -> f1 with a forwarder so frames reach s0.
+    lc.held_limit = 300;
+    lc.outboxes = Some(outboxes.clone());
+    let sink = run::spawn_sink(&reg, "s0", &setup(&t.s), lc).unwrap();
+    // g0's peer is f0; bridge f0 <-> f1 so frames reach s0 and the answers
+    // come back to f1 (counted by the b->a direction).
     let fwd = run::spawn_forward(&reg, "f0", "f1", &setup(&t.f), LoopConfig::new()).unwrap();
     let gen = GenConfig {
         count: 1000,
@@ -247,19 +232,47 @@ fn consumed_frames_are_held_and_accounted() {
         ..GenConfig::default()
     };
     let g = run::spawn_gen(&reg, "g0", &setup(&t.g), gen, LoopConfig::new()).unwrap();
-    let (s, c, held, rest, after) = h.join().unwrap();
-    g.join().unwrap();
-    fwd.join().unwrap();
-    assert_eq!(s.rx, 1000);
-    assert_eq!(s.in_consumed, 500);
-    assert_eq!(held, 100);
-    assert_eq!(c.held, 100);
-    assert!(c.adds_up(), "{c:?}");
-    assert_eq!(rest, 99);
+    g.wait().unwrap();
+    let st = sink.stats[0].clone();
+    let back = fwd.stats[1].clone();
     assert!(
-        after.adds_up() && after.held == 0 && after.app == 0,
-        "{after:?}"
+        wait_for(|| st.snapshot().rx == 1000 && back.snapshot().rx == 500),
+        "sink {:?}\nfwd back {:?}",
+        st.snapshot(),
+        back.snapshot()
     );
+    let s = st.snapshot();
+    assert_eq!(s.in_consumed, 1000, "{s:?}");
+    assert_eq!(s.reinjected, 500, "{s:?}");
+    assert_eq!(s.held_evicted, 200, "{s:?}");
+    // Give every kept frame back, plus one cookie that was never held.
+    let kept = std::mem::take(&mut *kept.lock().unwrap());
+    assert_eq!(kept.len(), 500);
+    let ob = outboxes.get(0).unwrap();
+    for &c in kept.iter().chain([&0xdead_beef]) {
+        ob.release(c).unwrap();
+    }
+    assert!(wait_for(
+        || st.snapshot().released + st.snapshot().stale == 501
+    ));
+    let s = st.snapshot();
+    assert_eq!((s.released, s.stale), (300, 201), "{s:?}");
+    let reports = sink.join().unwrap();
+    fwd.join().unwrap();
+    let c = reports[0].counts;
+    assert!(c.adds_up() && c.held == 0 && c.app == 0, "{c:?}");
+}
+
+/// Wait (bounded, 20 s) until `cond` holds.
+fn wait_for(mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    cond()
 }
 
 /// Check the end-of-run reports of the workers of one spawner: every

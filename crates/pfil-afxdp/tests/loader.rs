@@ -132,6 +132,8 @@ fn shared_umem_parts() {
             let mut s = pfil_afxdp::SharedUmem::new(cfg, 2).unwrap();
             assert_eq!(s.len(), 2);
             let mut pc = pfil_afxdp::PortConfig::new("v0", 0).tx_only();
+            // Within the frame budget of a 256-frame part.
+            pc.tx_size = 64;
             s.part(0).open(pc.clone()).unwrap();
             // Queue 0 belongs to part 0.
             let e = s.part(1).open(pc.clone()).unwrap_err();

@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pfil::{Dir, Registry};
+use pfil::{Dir, Registry, DEFAULT_MAX_WORKERS};
 use pfil_afxdp::run::{self, GenConfig, LoopConfig, Running, WorkerReport, WorkerSetup};
-use pfil_afxdp::{PortConfig, UmemConfig};
+use pfil_afxdp::{PortConfig, Umem, UmemConfig, APP_RESERVE};
 
 use crate::args::{Args, Mode, Queues};
 use crate::hooks;
@@ -111,23 +111,7 @@ pub fn run(a: &Args) -> Result<(), String> {
             .map_err(|e| format!("installing the signal handler: {e}"))?;
     }
 
-    let reg = Registry::new();
-    let ifaces = a.mode.ifaces();
-    for i in &ifaces {
-        run::head_for(&reg, i).map_err(|e| format!("head `{i}`: {e}"))?;
-    }
-    let hook_dir = match a.mode {
-        Mode::Gen { .. } => Dir::Out,
-        _ => Dir::In,
-    };
-    let hook_names = hooks::link_all(&reg, &a.hooks, &ifaces, hook_dir)?;
-
     let ring = a.ring.unwrap_or(2048);
-    let umem = UmemConfig {
-        frames: a.umem_frames.unwrap_or(8192).max(2 * ring),
-        ring,
-        ..UmemConfig::default()
-    };
     let mut port = PortConfig::new("unset", 0);
     port.bind = a.bind;
     port.rx_size = ring;
@@ -136,6 +120,35 @@ pub fn run(a: &Args) -> Result<(), String> {
     port.comp_size = ring;
     // Keep the whole fill ring stocked: the kernel drops what finds it empty.
     port.fill_target = ring;
+    let lc = loop_config(a);
+    // The frame budget of a worker: the fill target, RX and TX rings of each of
+    // its ports (a forwarder has two), its batches and the held frames.
+    let ports = match a.mode {
+        Mode::Forward { .. } => vec![port.clone(), port.clone()],
+        Mode::Gen { .. } => vec![port.clone().tx_only()],
+        Mode::Sink { .. } => vec![port.clone()],
+    };
+    let needed = Umem::frames_needed(&ports, APP_RESERVE + lc.held_limit as u64);
+    let frames = match a.umem_frames {
+        Some(n) if u64::from(n) < needed && !a.synthetic => {
+            return Err(format!(
+                "--umem-frames {n} is too small for --ring {ring}: each worker needs {needed} \
+                 frames ({} port(s) x (fill + RX + TX rings) + {} for batches and held frames); \
+                 raise --umem-frames or lower --ring",
+                ports.len(),
+                APP_RESERVE + lc.held_limit as u64
+            ))
+        }
+        Some(n) => n,
+        None => {
+            u32::try_from(needed.max(8192)).map_err(|_| format!("--ring {ring} is too large"))?
+        }
+    };
+    let umem = UmemConfig {
+        frames,
+        ring,
+        ..UmemConfig::default()
+    };
     let queues: Option<Vec<u32>> = match (a.queues, &a.mode) {
         (Some(Queues::Count(n)), _) => Some((0..n).collect()),
         (Some(Queues::All), _) if a.synthetic => return Err(
@@ -158,6 +171,26 @@ pub fn run(a: &Args) -> Result<(), String> {
         xdp_mode: a.xdp_mode,
         port: Some(port),
     };
+
+    // One registry worker slot per worker: NICs may have more queues than
+    // the default slot count.
+    let workers = match (&queues, &a.mode) {
+        (Some(q), _) => q.len(),
+        (None, Mode::Sink { iface }) | (None, Mode::Forward { a: iface, .. }) => {
+            all_queues(iface, &a.netns)? as usize
+        }
+        (None, Mode::Gen { .. }) => 1,
+    };
+    let reg = Registry::with_max_workers(workers.max(DEFAULT_MAX_WORKERS));
+    let ifaces = a.mode.ifaces();
+    for i in &ifaces {
+        run::head_for(&reg, i).map_err(|e| format!("head `{i}`: {e}"))?;
+    }
+    let hook_dir = match a.mode {
+        Mode::Gen { .. } => Dir::Out,
+        _ => Dir::In,
+    };
+    let hook_names = hooks::link_all(&reg, &a.hooks, &ifaces, hook_dir)?;
 
     // Start the workers; every flow records which heads its frames pass.
     let mut runs: Vec<Running> = Vec::new();
@@ -195,7 +228,7 @@ pub fn run(a: &Args) -> Result<(), String> {
         }
         match &a.mode {
             Mode::Sink { iface } => {
-                let r = run::spawn_sink(&reg, iface, &setup, loop_config(a))?;
+                let r = run::spawn_sink(&reg, iface, &setup, lc.clone())?;
                 for st in &r.stats {
                     flows.push(Flow {
                         stats: st.clone(),
@@ -207,7 +240,7 @@ pub fn run(a: &Args) -> Result<(), String> {
                 runs.push(r);
             }
             Mode::Forward { a: x, b: y } => {
-                let r = run::spawn_forward(&reg, x, y, &setup, loop_config(a))?;
+                let r = run::spawn_forward(&reg, x, y, &setup, lc.clone())?;
                 for (i, st) in r.stats.iter().enumerate() {
                     let (src, dst) = if i % 2 == 0 { (x, y) } else { (y, x) };
                     flows.push(Flow {
@@ -304,10 +337,11 @@ pub fn run(a: &Args) -> Result<(), String> {
     let mut reports: Vec<WorkerReport> = Vec::new();
     let mut errors = Vec::new();
     for r in runs {
-        match r.join() {
-            Ok(mut rep) => reports.append(&mut rep),
-            Err(e) => errors.push(e.to_string()),
-        }
+        // Every report, also of a worker that failed: its frames are
+        // accounted for all the same.
+        let mut done = r.join_all();
+        reports.append(&mut done.reports);
+        errors.extend(done.errors.iter().map(|e| e.to_string()));
     }
     sampler.tick(&flows, Instant::now());
     let title = format!(

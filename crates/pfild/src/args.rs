@@ -33,7 +33,7 @@ COMMON OPTIONS:
     --seconds N         stop after N seconds (decimals allowed)
     --count N           stop after N frames (received; for gen: sent)
     --ring N            RX/TX/fill/completion ring entries (default 2048)
-    --umem-frames N     UMEM frames per worker (default 8192)
+    --umem-frames N     UMEM frames per worker (default: what the rings need, at least 8192)
     --umem MODE         shared|per-queue (default shared: the workers of all
                         queues share one UMEM area, each owning its frames)
     --spin-us N         busy-poll the RX rings for N us after the last frame

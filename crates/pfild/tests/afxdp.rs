@@ -40,14 +40,28 @@ fn text(o: &std::process::Output) -> String {
     )
 }
 
+/// pfild prints this on stderr once every worker is ready (fill rings
+/// stocked, sockets in the XSKMAP).
+const READY: &str = "stop with Ctrl-C";
+
 /// gen -> forward -> sink as three processes; returns their outputs.
+/// Three dataplanes share this machine's cores (two, on CI), so none of
+/// them busy-polls (`--spin-us 0`: sleep in poll(2) when a ring is empty):
+/// spinning ones would take turns on the cores and each stall the others
+/// for whole scheduler slices, which no ring size absorbs. The
+/// forwarder and the sink stop by themselves when they have seen every
+/// frame they should (`--count`), so nothing here depends on a sleep;
+/// a lost frame leaves them running until `--seconds`, and the counts say
+/// what went missing.
 fn pipeline(
     t: &Topo,
     count: u64,
+    expect_at_sink: u64,
     fwd_hooks: &[&str],
     dst_ports: &str,
 ) -> [std::process::Output; 3] {
-    let sink = spawn(&[
+    let (n, ns) = (count.to_string(), expect_at_sink.to_string());
+    let mut sink = spawn(&[
         "sink",
         "s0",
         "--netns",
@@ -56,11 +70,19 @@ fn pipeline(
         "count",
         "--ring",
         "4096",
+        "--count",
+        &ns,
         "--seconds",
-        "60",
+        "30",
+        "--spin-us",
+        "0",
         "--quiet",
     ]);
-    assert!(wait_xdp(&t.s, "s0", true), "sink attached XDP on s0");
+    assert!(
+        sink.wait_stderr(READY, Duration::from_secs(20)),
+        "sink ready: {}",
+        sink.stderr_so_far()
+    );
     let mut fargs = vec![
         "forward",
         "f0",
@@ -69,19 +91,23 @@ fn pipeline(
         &t.f.name,
         "--ring",
         "4096",
+        "--count",
+        &n,
         "--seconds",
-        "60",
+        "30",
+        "--spin-us",
+        "0",
         "--quiet",
     ];
     for h in fwd_hooks {
         fargs.extend_from_slice(&["--hook", h]);
     }
-    let fwd = spawn(&fargs);
+    let mut fwd = spawn(&fargs);
     assert!(
-        wait_xdp(&t.f, "f0", true) && wait_xdp(&t.f, "f1", true),
-        "forwarder attached XDP"
+        fwd.wait_stderr(READY, Duration::from_secs(20)),
+        "forwarder ready: {}",
+        fwd.stderr_so_far()
     );
-    let n = count.to_string();
     let gen = pfild(&[
         "gen",
         "g0",
@@ -98,12 +124,8 @@ fn pipeline(
         "--quiet",
     ]);
     assert!(gen.status.success(), "gen: {}", text(&gen));
-    // Let the last frames through, then stop both with a signal.
-    std::thread::sleep(Duration::from_millis(500));
-    fwd.signal(libc::SIGTERM);
-    let fwd = fwd.wait_output(Duration::from_secs(20));
-    sink.signal(libc::SIGINT);
-    let sink = sink.wait_output(Duration::from_secs(20));
+    let fwd = fwd.wait_output(Duration::from_secs(40));
+    let sink = sink.wait_output(Duration::from_secs(40));
     assert!(fwd.status.success(), "forward: {}", text(&fwd));
     assert!(sink.status.success(), "sink: {}", text(&sink));
     for (ns, i) in [(&t.f, "f0"), (&t.f, "f1"), (&t.s, "s0")] {
@@ -122,6 +144,7 @@ fn processes_gen_forward_sink_exact() {
     let [gen, fwd, sink] = pipeline(
         &t,
         count,
+        count - count / 4,
         &["count", "drop-udp:53", "null"],
         "53,80,443,8080",
     );

@@ -3,7 +3,9 @@
 //! 198.18.0.0/15, IPv6 off so the kernel sends nothing of its own.
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// The binary under test.
@@ -20,16 +22,73 @@ pub fn pfild(args: &[&str]) -> Output {
     Proc::new(child).wait_output(Duration::from_secs(60))
 }
 
-/// A child process killed (by its PID) if still running when dropped.
-pub struct Proc(pub Option<Child>);
+/// A child process killed (by its PID) if still running when dropped. Its
+/// stderr is read by a thread as it comes, so a test can wait for a line.
+pub struct Proc {
+    child: Option<Child>,
+    stderr: Arc<(Mutex<String>, Condvar)>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
 
 impl Proc {
-    pub fn new(c: Child) -> Proc {
-        Proc(Some(c))
+    pub fn new(mut c: Child) -> Proc {
+        let stderr = Arc::new((Mutex::new(String::new()), Condvar::new()));
+        let reader = c.stderr.take().map(|pipe| {
+            let buf = stderr.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines() {
+                    let Ok(line) = line else { break };
+                    let (m, cv) = &*buf;
+                    let mut s = m.lock().unwrap();
+                    s.push_str(&line);
+                    s.push('\n');
+                    cv.notify_all();
+                }
+            })
+        });
+        Proc {
+            child: Some(c),
+            stderr,
+            reader,
+        }
     }
 
     pub fn pid(&self) -> i32 {
-        self.0.as_ref().unwrap().id() as i32
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    /// Wait (bounded) until stderr has a line containing `what`; `false`
+    /// on timeout or if the process ended first.
+    pub fn wait_stderr(&mut self, what: &str, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        let (m, cv) = &*self.stderr;
+        let mut s = m.lock().unwrap();
+        loop {
+            if s.contains(what) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            if let Some(c) = self.child.as_mut() {
+                if matches!(c.try_wait(), Ok(Some(_))) {
+                    // Let the reader catch up, then look once more.
+                    drop(s);
+                    std::thread::sleep(Duration::from_millis(50));
+                    return m.lock().unwrap().contains(what);
+                }
+            }
+            s = cv
+                .wait_timeout(s, (deadline - now).min(Duration::from_millis(50)))
+                .unwrap()
+                .0;
+        }
+    }
+
+    /// What stderr held so far.
+    pub fn stderr_so_far(&self) -> String {
+        self.stderr.0.lock().unwrap().clone()
     }
 
     /// Send a signal to this child.
@@ -45,7 +104,7 @@ impl Proc {
     pub fn wait_output(mut self, limit: Duration) -> Output {
         let t = Instant::now();
         loop {
-            let c = self.0.as_mut().unwrap();
+            let c = self.child.as_mut().unwrap();
             if c.try_wait().expect("try_wait").is_some() {
                 break;
             }
@@ -55,13 +114,23 @@ impl Proc {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        self.0.take().unwrap().wait_with_output().expect("output")
+        let mut out = self
+            .child
+            .take()
+            .unwrap()
+            .wait_with_output()
+            .expect("output");
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        out.stderr = self.stderr_so_far().into_bytes();
+        out
     }
 }
 
 impl Drop for Proc {
     fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
+        if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
         }
