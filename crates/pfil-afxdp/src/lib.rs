@@ -41,6 +41,7 @@
 
 mod error;
 mod outbox;
+mod rings;
 pub mod run;
 pub mod synthetic;
 mod sys;

@@ -749,8 +749,8 @@ impl GenConfig {
 /// `port`, paced by `gen.rate` and `gen.window`, until `gen.count` frames
 /// are built or `lc.stop` is set. Flushes the TX ring before returning.
 ///
-/// Bounded: when nothing moves (no free frame and no completion, or no
-/// window credit) for `lc.stall_ms`, it stops with [`Error::Stalled`].
+/// Bounded: when nothing moves (no frame sent, no completion, no window
+/// credit) for `lc.stall_ms`, it stops with [`Error::Stalled`].
 ///
 /// # Errors
 /// [`Error::Config`] (frame size), TX errors, [`Error::TxStalled`],
@@ -822,7 +822,6 @@ pub fn gen_loop(
                 std::thread::sleep(Duration::from_micros(20));
                 continue;
             }
-            last_progress = Instant::now();
             let n = frames.len() as u64;
             built += n;
             let v = run_heads(umem, frames, origin, (None, Some(head)), reg, w.worker);
@@ -837,6 +836,13 @@ pub fn gen_loop(
             Stats::add(&st.tx_dropped, dropped);
             Stats::add(&st.batches, 1);
             settle(umem, lc, w.worker, pass, st)?;
+            // Progress is frames leaving (or a hook taking them), not
+            // frames built and dropped at a TX ring that never drains.
+            if passed > dropped || passed < n {
+                last_progress = Instant::now();
+            } else if last_progress.elapsed() > stall {
+                return Err(stalled("the TX ring to drain (nothing sent)", umem));
+            }
         }
         Ok(())
     })();
@@ -1477,3 +1483,7 @@ pub fn spawn_synthetic(
     }
     start("synthetic", ws, &None, openers, stats, lc)
 }
+
+#[cfg(test)]
+#[path = "run_tests.rs"]
+mod tests;

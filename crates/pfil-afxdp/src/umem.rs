@@ -15,9 +15,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use xdpilone::xdp::XdpDesc;
-use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, User};
+use xdpilone::{IfInfo, Socket, SocketConfig};
 
 use crate::error::{Error, Result};
+use crate::rings::{RealRings, Rings};
 use crate::sys;
 use crate::xdp::{queue_count, XdpMode, XdpProgram};
 
@@ -285,13 +286,7 @@ struct Port {
     ifindex: u32,
     queue: u32,
     mode: BoundMode,
-    fd: RawFd,
-    rx: RingRx,
-    tx: RingTx,
-    fq: DeviceQueue,
-    // Keeps the socket configuration (and fd) alive.
-    _user: User,
-    _socket: Socket,
+    rings: Rings,
     program: Option<Arc<XdpProgram>>,
     fill_target: u32,
     /// RX ring entries (0 for a TX-only port): frames received and not yet
@@ -339,14 +334,15 @@ unsafe impl Send for Reg {}
 /// What every [`Umem`] of one area shares: the registration and the memory.
 struct Shared {
     // Field order is drop order: the registration, then the memory.
-    reg: Mutex<Reg>,
+    /// `None` only for the fake UMEM of the unit tests.
+    reg: Mutex<Option<Reg>>,
     area: FrameArea,
     /// Workers the area is split between.
     parts: usize,
 }
 
 impl Shared {
-    fn reg(&self) -> MutexGuard<'_, Reg> {
+    fn reg(&self) -> MutexGuard<'_, Option<Reg>> {
         self.reg.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -517,7 +513,7 @@ impl Shared {
             _ => too_large(format!("XDP_UMEM_REG: {e}")),
         })?;
         Ok(Shared {
-            reg: Mutex::new(Reg { umem, first: None }),
+            reg: Mutex::new(Some(Reg { umem, first: None })),
             area: FrameArea {
                 mem,
                 frame_size: cfg.frame_size,
@@ -589,6 +585,31 @@ impl Umem {
         self.shared.parts
     }
 
+    /// The frame budget: every port's fill ring stocked to its target
+    /// with its RX and TX rings full at once, plus the application's
+    /// batches, must fit. Otherwise a backed-up TX ring (a slow peer) or an
+    /// idle port's fill ring takes the frames a busy fill ring needs, and
+    /// the kernel drops what it receives (`fill_ring_empty`).
+    fn check_budget(&self, cfg: &PortConfig) -> Result<()> {
+        let total = self.total_frames();
+        let needed = self
+            .ports
+            .iter()
+            .map(|p| u64::from(p.fill_target) + u64::from(p.rx_size) + u64::from(p.tx_size))
+            .sum::<u64>()
+            + Umem::frames_needed(std::slice::from_ref(cfg), APP_RESERVE);
+        if needed > total {
+            return Err(Error::Config(format!(
+                "the UMEM{part} has {total} frames, but its ports need {needed}: the fill target plus \
+                 the RX and TX rings of every port ({} port(s) with this one) plus {APP_RESERVE} for the \
+                 application's batches; give the UMEM more frames or use smaller rings",
+                self.ports.len() + 1,
+                part = if self.shared.parts > 1 { " part" } else { "" },
+            )));
+        }
+        Ok(())
+    }
+
     /// Open a port (an AF_XDP socket on `cfg.ifname` queue `cfg.queue`) on
     /// this UMEM, in the calling thread's network namespace.
     ///
@@ -613,27 +634,7 @@ impl Umem {
                 cfg.fill_target, cfg.fill_size
             )));
         }
-        // The frame budget: every port's fill ring stocked to its target
-        // with its RX and TX rings full at once, plus the application's batches,
-        // must fit. Otherwise a backed-up TX ring (a slow peer) or an idle
-        // port's fill ring takes the frames a busy fill ring needs, and the
-        // kernel drops what it receives (`fill_ring_empty`).
-        let total = self.total_frames();
-        let needed = self
-            .ports
-            .iter()
-            .map(|p| u64::from(p.fill_target) + u64::from(p.rx_size) + u64::from(p.tx_size))
-            .sum::<u64>()
-            + Umem::frames_needed(std::slice::from_ref(&cfg), APP_RESERVE);
-        if needed > total {
-            return Err(Error::Config(format!(
-                "the UMEM{part} has {total} frames, but its ports need {needed}: the fill target plus \
-                 the RX and TX rings of every port ({} port(s) with this one) plus {APP_RESERVE} for the \
-                 application's batches; give the UMEM more frames or use smaller rings",
-                self.ports.len() + 1,
-                part = if self.shared.parts > 1 { " part" } else { "" },
-            )));
-        }
+        self.check_budget(&cfg)?;
         let ifname = cfg.ifname.as_str();
         let no_such = || Error::NoSuchInterface {
             ifname: ifname.to_owned(),
@@ -669,7 +670,12 @@ impl Umem {
         info.set_queue(cfg.queue);
         // Held until the socket is bound: the first socket of the area binds
         // in the requested mode, every other one joins it.
-        let mut reg = self.shared.reg();
+        let mut guard = self.shared.reg();
+        let Some(reg) = guard.as_mut() else {
+            return Err(Error::Config(
+                "this UMEM is not registered with the kernel".into(),
+            ));
+        };
         let first = reg.first.is_none();
         let xerr = |what: &'static str| {
             move |e: xdpilone::Errno| match e.get_raw() {
@@ -760,7 +766,7 @@ impl Umem {
         if first {
             reg.first = Some((fd, mode));
         }
-        drop(reg);
+        drop(guard);
         tracing::info!(target: "pfil_afxdp", ifname, queue = cfg.queue, mode = ?mode, shared_umem = !first, umem_parts = self.shared.parts, rx = cfg.rx, "AF_XDP socket bound");
         if let Some(p) = &program {
             p.set_socket(cfg.queue, fd)?;
@@ -770,12 +776,14 @@ impl Umem {
             ifindex,
             queue: cfg.queue,
             mode,
-            fd,
-            rx,
-            tx,
-            fq,
-            _user: user,
-            _socket: socket,
+            rings: Rings::Real(RealRings {
+                fd,
+                rx,
+                tx,
+                fq,
+                _user: user,
+                _socket: socket,
+            }),
             program,
             fill_target: cfg.fill_target,
             rx_size: if cfg.rx { cfg.rx_size } else { 0 },
@@ -830,12 +838,13 @@ impl Umem {
     /// # Errors
     /// [`Error::Io`].
     pub fn statistics(&self, port: PortId) -> Result<sys::XdpStats> {
-        sys::xdp_statistics(self.ports[port.0].fd).map_err(|e| Error::io("XDP_STATISTICS", e))
+        sys::xdp_statistics(self.ports[port.0].rings.fd())
+            .map_err(|e| Error::io("XDP_STATISTICS", e))
     }
 
     /// The raw socket fd of a port (to poll on).
     pub fn fd(&self, port: PortId) -> RawFd {
-        self.ports[port.0].fd
+        self.ports[port.0].rings.fd()
     }
 
     /// Take a free frame (length 0) to write a packet into.
@@ -974,10 +983,10 @@ impl Umem {
             ..FrameCounts::default()
         };
         for p in &self.ports {
-            let rx = u64::from(p.rx.available()).min(p.fill_out);
+            let rx = u64::from(p.rings.rx_available()).min(p.fill_out);
             c.rx += rx;
             c.fill += p.fill_out - rx;
-            let comp = u64::from(p.fq.available()).min(p.tx_out);
+            let comp = u64::from(p.rings.comp_available()).min(p.tx_out);
             c.completion += comp;
             c.tx += p.tx_out - comp;
         }
@@ -1000,22 +1009,20 @@ impl Umem {
         if p.tx_out == 0 {
             return 0;
         }
-        let mut rd = p.fq.complete(p.tx_out.min(u64::from(u32::MAX)) as u32);
-        let mut n = 0;
-        while let Some(addr) = rd.read() {
-            // A completion carries the address we sent: the packet's start,
-            // after the RX headroom for a forwarded frame. Back to the frame
-            // base, or `alloc` would hand out a window into the next frame.
-            let base = addr - addr % fs;
-            debug_assert!(
-                range.contains(&base),
-                "completion {addr:#x} outside {range:?}"
-            );
-            self.free.push(base);
-            n += 1;
-        }
-        rd.release();
-        drop(rd);
+        let free = &mut self.free;
+        let n = p
+            .rings
+            .complete(p.tx_out.min(u64::from(u32::MAX)) as u32, |addr| {
+                // A completion carries the address we sent: the packet's start,
+                // after the RX headroom for a forwarded frame. Back to the frame
+                // base, or `alloc` would hand out a window into the next frame.
+                let base = addr - addr % fs;
+                debug_assert!(
+                    range.contains(&base),
+                    "completion {addr:#x} outside {range:?}"
+                );
+                free.push(base);
+            }) as usize;
         p.tx_out -= n as u64;
         n
     }
@@ -1027,7 +1034,7 @@ impl Umem {
         // received and not yet read still leave the kernel a full fill
         // ring, so a worker that falls behind has the RX ring on top of the
         // fill ring before anything is dropped.
-        let want = u64::from(p.fill_target).saturating_sub(u64::from(p.fq.pending()));
+        let want = u64::from(p.fill_target).saturating_sub(u64::from(p.rings.fill_pending()));
         // Top up in chunks: every producer write is a cache line the
         // kernel (on the sending CPU for veth) has to fetch back.
         if want < u64::from(p.fill_target / 8).clamp(1, 64) {
@@ -1037,19 +1044,10 @@ impl Umem {
         if n == 0 {
             return 0;
         }
-        let mut w = p.fq.fill(n);
         let start = self.free.len();
-        let mut taken = 0usize;
-        let done = w.insert(std::iter::from_fn(|| {
-            if taken < n as usize {
-                taken += 1;
-                Some(self.free[start - taken])
-            } else {
-                None
-            }
-        }));
-        w.commit();
-        drop(w);
+        let done = p
+            .rings
+            .fill(n, self.free[start - n as usize..].iter().rev().copied());
         self.free.truncate(start - done as usize);
         p.fill_out += u64::from(done);
         done as usize
@@ -1073,9 +1071,7 @@ impl Umem {
         if room == 0 {
             return 0;
         }
-        let mut rd = p.rx.receive(room);
-        let mut n = 0u64;
-        while let Some(XdpDesc { addr, len, .. }) = rd.read() {
+        let n = u64::from(p.rings.receive(room, |addr, len| {
             // The kernel writes the packet after its XDP headroom: keep the
             // frame-aligned address as the identity and the offset apart.
             let base = addr - addr % u64::from(frame_size);
@@ -1088,14 +1084,11 @@ impl Umem {
                 len: len.min(frame_size - off),
                 umem: id,
             });
-            n += 1;
-        }
-        rd.release();
-        drop(rd);
+        }));
         p.fill_out -= n;
         self.app += n;
-        if n == 0 && p.fq.needs_wakeup() {
-            sys::kick_rx(p.fd);
+        if n == 0 && p.rings.fill_needs_wakeup() {
+            p.rings.kick_rx();
         }
         n as usize
     }
@@ -1107,10 +1100,10 @@ impl Umem {
         let mut n = 0;
         for p in ports.iter().take(8) {
             let p = &self.ports[p.0];
-            if p.rx.available() > 0 {
+            if p.rings.rx_available() > 0 {
                 return true;
             }
-            fds[n] = p.fd;
+            fds[n] = p.rings.fd();
             n += 1;
         }
         sys::poll_in(&fds[..n], timeout_ms)
@@ -1143,13 +1136,14 @@ impl Umem {
         let room = u64::from(p.tx_size).saturating_sub(p.tx_out);
         let want = (frames.len() as u64).min(room) as u32;
         if want > 0 {
-            let mut w = p.tx.transmit(want);
-            n = w.insert(frames.iter().map(|f| XdpDesc {
-                addr: f.addr + u64::from(f.off),
-                len: f.len,
-                options: 0,
-            }));
-            w.commit();
+            n = p.rings.transmit(
+                want,
+                frames.iter().map(|f| XdpDesc {
+                    addr: f.addr + u64::from(f.off),
+                    len: f.len,
+                    options: 0,
+                }),
+            );
         }
         frames.drain(..n as usize);
         p.tx_out += u64::from(n);
@@ -1168,15 +1162,15 @@ impl Umem {
         let mut kicks = 0;
         loop {
             let p = &mut self.ports[port.0];
-            let pending = p.tx.pending();
+            let pending = p.rings.tx_pending();
             if pending == 0 || kicks >= max_kicks {
                 return Ok(pending);
             }
-            if p.mode == BoundMode::ZeroCopy && !p.tx.needs_wakeup() {
+            if p.mode == BoundMode::ZeroCopy && !p.rings.tx_needs_wakeup() {
                 return Ok(pending);
             }
             kicks += 1;
-            match sys::kick_tx(p.fd) {
+            match p.rings.kick_tx() {
                 Ok(()) => {}
                 Err(e) => match e.raw_os_error() {
                     Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) => {
@@ -1211,7 +1205,7 @@ impl Umem {
         Err(Error::TxStalled {
             ifname: p.ifname.clone(),
             queue: p.queue,
-            pending: p.tx.pending(),
+            pending: p.rings.tx_pending(),
             kicks,
         })
     }
@@ -1242,6 +1236,55 @@ impl Umem {
         if let Some(p) = &self.ports[port.0].program {
             p.clear_socket(self.ports[port.0].queue);
         }
+    }
+}
+
+#[cfg(test)]
+impl Umem {
+    /// A UMEM of plain memory, not registered with the kernel, for ports
+    /// on a fake kernel ([`Umem::open_fake`]).
+    pub(crate) fn fake(cfg: UmemConfig) -> Umem {
+        let bytes = u64::from(cfg.frames) * u64::from(cfg.frame_size);
+        let mem = sys::Mmap::anonymous(bytes as usize).expect("mmap");
+        let shared = Arc::new(Shared {
+            reg: Mutex::new(None),
+            area: FrameArea {
+                mem,
+                frame_size: cfg.frame_size,
+                frames: cfg.frames,
+                id: NEXT_UMEM_ID.fetch_add(1, Ordering::Relaxed),
+            },
+            parts: 1,
+        });
+        Umem::part(shared, 0..bytes)
+    }
+
+    /// A port on a fake kernel (interface index `ifindex`), within the
+    /// frame budget like [`Umem::open`]; stocks its fill ring.
+    pub(crate) fn open_fake(
+        &mut self,
+        cfg: &PortConfig,
+        ifindex: u32,
+        kernel: crate::rings::fake::FakeKernel,
+    ) -> Result<PortId> {
+        self.check_budget(cfg)?;
+        self.ports.push(Port {
+            ifname: cfg.ifname.clone(),
+            ifindex,
+            queue: cfg.queue,
+            mode: BoundMode::Copy,
+            rings: Rings::Fake(kernel),
+            program: None,
+            fill_target: cfg.fill_target,
+            rx_size: if cfg.rx { cfg.rx_size } else { 0 },
+            tx_size: cfg.tx_size,
+            fill_out: 0,
+            tx_out: 0,
+            tx_busy: 0,
+        });
+        let id = PortId(self.ports.len() - 1);
+        self.refill(id);
+        Ok(id)
     }
 }
 
