@@ -191,7 +191,21 @@ fn gen_stalls_out_when_tx_never_drains() {
         back: None,
     };
     let t = Instant::now();
-    let e = gen_loop(&mut u, p, &h, &reg, &mut lw, &gen, &lc).unwrap_err();
+    // A watchdog stops the loop after 10 s: without the stall bound it
+    // would return Ok then, and the test fails instead of hanging.
+    let stop = lc.stop.clone();
+    let e = std::thread::scope(|s| {
+        s.spawn(|| {
+            while t.elapsed() < Duration::from_secs(10) && !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        let r = gen_loop(&mut u, p, &h, &reg, &mut lw, &gen, &lc);
+        stop.store(true, Ordering::Relaxed);
+        r
+    })
+    .unwrap_err();
     assert!(matches!(e, Error::Stalled { ms: 100, .. }), "{e}");
     assert!(t.elapsed() < Duration::from_secs(10));
     let s = st.snapshot();
