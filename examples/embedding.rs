@@ -31,7 +31,10 @@ fn main() -> Result<(), pfil::Error> {
     for p in &batch {
         match p.verdict() {
             Verdict::Pass => { /* forward */ }
-            _ => { /* recycle */ }
+            Verdict::Dropped => { /* recycle the frame */ }
+            // The hook owns the frame now: keep it (by p.cookie()) until the
+            // hook gives it back; pfil-afxdp does this with its Outbox.
+            Verdict::Consumed => { /* hold */ }
         }
     }
     let t = reg.unlink("veth0", Dir::In, "runt:drop")?; // traffic keeps flowing

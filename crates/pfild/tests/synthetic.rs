@@ -125,8 +125,14 @@ fn sigint_stops_cleanly_with_totals() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let p = Proc::new(child);
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    let mut p = Proc::new(child);
+    // Signal once the workers are running (the ready line), not after a
+    // guessed sleep.
+    assert!(
+        p.wait_stderr("stop with Ctrl-C", std::time::Duration::from_secs(20)),
+        "{}",
+        p.stderr_so_far()
+    );
     p.signal(libc::SIGINT);
     let out = p.wait_output(std::time::Duration::from_secs(10));
     let stdout = String::from_utf8_lossy(&out.stdout);
