@@ -1,21 +1,43 @@
 #!/usr/bin/env bash
-# Install what pfil-rs needs on a fresh Debian 12 machine (run as root).
+# Install what pfil-rs's tests and benchmarks need on a Debian 12 machine.
+# Run it as root, or as a user with sudo; packages already installed are
+# not touched (so it is quick the second time).
 #   iproute2, procps  - namespaces/veth for the AF_XDP tests, sysctl
 #   ministat          - reference for pfil-bench's statistics tests
 #   dpdk-dev, librte-net-af-xdp23 - dpdk-testpmd with its AF_XDP PMD, the
 #                       comparison peer of benches/afxdp.sh
 #   util-linux        - taskset (benches/afxdp.sh pins generator and app)
 #   librsvg2-bin      - render pfil-bench's SVG charts to PNG (optional)
+# The main job (`pfild ... --synthetic`) needs none of them: only a Rust
+# toolchain.
 set -euo pipefail
-if [ "$(id -u)" -ne 0 ]; then
-    echo "scripts/setup.sh: run as root (apt-get needs it): sudo $0" >&2
+packages=(build-essential iproute2 procps util-linux ministat dpdk-dev librte-net-af-xdp23 librsvg2-bin)
+
+for tool in cargo rustfmt cargo-clippy; do
+    command -v "$tool" >/dev/null || {
+        echo "scripts/setup.sh: $tool is missing: install a Rust toolchain with rustfmt and clippy (https://rustup.rs)" >&2
+        exit 1
+    }
+done
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "setup: every package is installed; $(cargo --version)"
+    exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+    as_root=()
+elif command -v sudo >/dev/null; then
+    as_root=(sudo)
+else
+    echo "scripts/setup.sh: these packages are missing: ${missing[*]}; run this script as root (no sudo here)" >&2
     exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends \
-    build-essential iproute2 procps util-linux ministat dpdk-dev librte-net-af-xdp23 librsvg2-bin >/dev/null
-for tool in cargo rustfmt cargo-clippy; do
-    command -v "$tool" >/dev/null || { echo "scripts/setup.sh: $tool is missing (install a Rust toolchain with rustfmt and clippy)" >&2; exit 1; }
-done
-echo "setup: apt packages installed; $(cargo --version)"
+"${as_root[@]}" apt-get update -qq
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: installed ${missing[*]}; $(cargo --version)"

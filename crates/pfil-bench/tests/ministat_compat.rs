@@ -47,7 +47,7 @@ fn ministat() -> Option<PathBuf> {
             .find(|p| p.is_file())
     });
     if found.is_none() {
-        if std::env::var_os("CI").is_some() {
+        if pfil_testnet::under_ci() {
             panic!(
                 "Debian's ministat is not installed (apt-get install -y ministat), and CI is set"
             );

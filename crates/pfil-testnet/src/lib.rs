@@ -26,11 +26,22 @@ pub fn require_root(test: &str) -> bool {
     } else {
         "`ip` (iproute2) missing"
     };
-    if std::env::var_os("CI").is_some() {
+    if under_ci() {
         panic!("{test}: {why}; under CI this test must run (run as root with iproute2 installed)");
     }
     eprintln!("SKIP {test}: {why}");
     false
+}
+
+/// Is this a CI run (`CI` set to `true`, `1` or `yes`, as CI services
+/// do)? `CI=false` or an empty `CI` is not.
+pub fn under_ci() -> bool {
+    matches!(
+        std::env::var("CI")
+            .map(|v| v.to_ascii_lowercase())
+            .as_deref(),
+        Ok("true" | "1" | "yes")
+    )
 }
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
