@@ -16,7 +16,11 @@
 # pps = frames received (sink) or sent (forward) / generator active time.
 # Needs: root, iproute2, dpdk-dev (dpdk-testpmd) + librte-net-af-xdp23.
 # Env: PFILD (binary; default target/release/pfild, built if missing),
-#      SKIP_TESTPMD=1 to measure pfild only, OUT=file for the raw results.
+#      SKIP_TESTPMD=1 to measure pfild only, OUT=file for the raw results,
+#      PFILD_BASE=binary to add the same cases run by a baseline build
+#      ("base0", "basecount", ...: A/B against a previous commit in the
+#      same run; the generator is always $PFILD), CASES="0 count ..." to
+#      pick the cases.
 set -euo pipefail
 
 RUNS=${1:-5}
@@ -102,12 +106,14 @@ measure() { # kind(sink|forward) case(0|null|count|4|testpmd)
         wait_xdp $F f0 1; [ "$kind" = forward ] && wait_xdp $F f1 1
         sleep 1 # testpmd starts forwarding after the ports are up
     else
-        local hooks=HOOKS_$case try
+        local bin=$PFILD hk=$case try
+        if [[ $case == base* ]]; then bin=$PFILD_BASE; hk=${case#base}; fi
+        local hooks=HOOKS_$hk
         for try in 1 2 3; do
             if [ "$kind" = sink ]; then
-                taskset -c 1 "$PFILD" sink f0 --netns $F ${!hooks} --quiet >"$OUT.rx" 2>"$OUT.err" &
+                taskset -c 1 "$bin" sink f0 --netns $F ${!hooks} --quiet >"$OUT.rx" 2>"$OUT.err" &
             else
-                taskset -c 1 "$PFILD" forward f0 f1 --netns $F ${!hooks} --quiet >"$OUT.rx" 2>"$OUT.err" &
+                taskset -c 1 "$bin" forward f0 f1 --netns $F ${!hooks} --quiet >"$OUT.rx" 2>"$OUT.err" &
             fi
             pid=$!; PIDS+=($pid)
             if wait_ready $pid "$OUT.err"; then break; fi
@@ -133,8 +139,11 @@ measure() { # kind(sink|forward) case(0|null|count|4|testpmd)
     awk -v g="${got:-0}" -v s="$secs" 'BEGIN { printf "%.0f\n", (s > 0 ? g / s : 0) }'
 }
 
-CASES="0 null count 4 countnospin"
-[ -z "${SKIP_TESTPMD:-}" ] && CASES="$CASES testpmd"
+if [ -z "${CASES:-}" ]; then
+    CASES="0 null count 4 countnospin"
+    [ -n "${PFILD_BASE:-}" ] && CASES="$CASES base0 basenull basecount base4"
+    [ -z "${SKIP_TESTPMD:-}" ] && CASES="$CASES testpmd"
+fi
 declare -A R
 echo "# afxdp.sh: $RUNS runs x $SECS s, $(date -u +%FT%TZ), kernel $(uname -r)" | tee "$OUT"
 for r in $(seq "$RUNS"); do
@@ -168,8 +177,10 @@ for kind in sink forward; do
         [ -n "$ref" ] && ratio=$(awk -v a="$med" -v b="$ref" 'BEGIN { printf "%.2fx", (b > 0 ? a / b : 0) }')
         name="pfild $kind"; label="$c"
         [ "$c" = testpmd ] && { name="testpmd $([ $kind = sink ] && echo rxonly || echo macswap)"; label="-"; }
-        [ "$c" = 4 ] && label="4 (count, drop-udp:53, null, count)"
-        [ "$c" = countnospin ] && label="count, --spin-us 0"
+        local_c=${c#base}
+        [ "$local_c" = 4 ] && label="4 (count, drop-udp:53, null, count)"
+        [ "$local_c" = countnospin ] && label="count, --spin-us 0"
+        [ "$local_c" != "$c" ] && { [ "$local_c" = 4 ] || label=$local_c; label="$label (baseline build)"; }
         echo "| $name | $label | $med | $lo-$hi | $ratio |"
     done
 done
