@@ -70,10 +70,22 @@ fn refill_keeps_the_fill_ring_full_while_rx_backs_up() {
         let s = k.state();
         assert_eq!((s.fill.len(), s.rx.len()), (0, 64));
     }
-    u.refill(p);
+    // Reading a full batch while more wait in RX tops the fill ring up.
+    let mut batch: ArrayVec<Frame, 32> = ArrayVec::new();
+    assert_eq!(u.rx_batch(p, &mut batch), 32);
     assert_eq!(k.state().fill.len(), 64, "fill ring topped up behind RX");
     let c = u.counts();
-    assert!(c.adds_up() && c.fill == 64 && c.rx == 64, "{c:?}");
+    assert!(c.adds_up() && c.fill == 64 && c.rx == 32 && c.app == 32, "{c:?}");
+    for f in batch.drain(..) {
+        u.recycle(f).unwrap();
+    }
+    // And the explicit refill counts the fill ring, not fill + RX.
+    for _ in 0..32 {
+        k.deliver(60).unwrap();
+    }
+    assert_eq!(k.state().fill.len(), 32);
+    u.refill(p);
+    assert_eq!(k.state().fill.len(), 64);
 }
 
 /// Forward a→b: what b sends is exactly what a received (same addresses,

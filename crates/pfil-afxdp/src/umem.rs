@@ -1029,12 +1029,24 @@ impl Umem {
 
     /// Top up a port's fill ring from the free pool, up to its fill target.
     pub fn refill(&mut self, port: PortId) -> usize {
+        self.refill_with(port, false)
+    }
+
+    /// [`Umem::refill`]; `rx_drained`: the RX ring was just read empty, so
+    /// the fill ring holds exactly `fill_out` frames and the kernel's
+    /// consumer index (a line the kernel writes) need not be read.
+    fn refill_with(&mut self, port: PortId, rx_drained: bool) -> usize {
         let p = &mut self.ports[port.0];
         // The target is what the *fill ring* holds, not fill + RX: frames
         // received and not yet read still leave the kernel a full fill
         // ring, so a worker that falls behind has the RX ring on top of the
         // fill ring before anything is dropped.
-        let want = u64::from(p.fill_target).saturating_sub(u64::from(p.rings.fill_pending()));
+        let in_fill = if rx_drained {
+            p.fill_out
+        } else {
+            u64::from(p.rings.fill_pending())
+        };
+        let want = u64::from(p.fill_target).saturating_sub(in_fill);
         // Top up in chunks: every producer write is a cache line the
         // kernel (on the sending CPU for veth) has to fetch back.
         if want < u64::from(p.fill_target / 8).clamp(1, 64) {
@@ -1055,14 +1067,13 @@ impl Umem {
 
     /// Receive up to `out`'s spare capacity of frames from `port`'s RX ring
     /// into `out` (they are the application's until given back), after
-    /// reaping completions and topping up the fill ring. Returns how many.
+    /// reaping completions; then top up the fill ring. Returns how many.
     pub fn rx_batch<const N: usize>(
         &mut self,
         port: PortId,
         out: &mut arrayvec::ArrayVec<Frame, N>,
     ) -> usize {
         self.reap();
-        self.refill(port);
         let id = self.shared.area.id;
         let frame_size = self.shared.area.frame_size;
         let range = self.range.clone();
@@ -1087,6 +1098,10 @@ impl Umem {
         }));
         p.fill_out -= n;
         self.app += n;
+        // Fewer than asked for: the RX ring is empty (as of its producer
+        // index, just read), so the fill ring holds `fill_out` frames.
+        self.refill_with(port, n < u64::from(room));
+        let p = &mut self.ports[port.0];
         if n == 0 && p.rings.fill_needs_wakeup() {
             p.rings.kick_rx();
         }
