@@ -434,8 +434,10 @@ impl Registry {
     /// links, apply `op`, and publish the result as the next generation.
     ///
     /// If `op` fails nothing is published and the quarantine is put back.
-    /// Old state and retired generations are dropped after the writer lock
-    /// is released, so a filter's `Drop` may use the registry.
+    /// The epoch is pinned before the writer lock is taken (a pin may
+    /// collect garbage, i.e. run filters' `Drop`s), and old state and
+    /// retired generations are dropped after it is released, so a filter's
+    /// `Drop` may use the registry.
     pub(crate) fn change<R>(
         &self,
         op: impl FnOnce(&mut State) -> Result<R, Error>,
@@ -449,6 +451,12 @@ impl Registry {
         op: impl FnOnce(&mut State) -> Result<R, Error>,
     ) -> Result<(R, u64, Retirement), Error> {
         witness::check_writer()?;
+        // Pin before taking the writer lock, never under it: a pin may run
+        // crossbeam's `collect()`, which drops retired generations and with
+        // them filters, whose `Drop` may call the registry (and so take the
+        // writer lock). Collection happens here, outside every lock of ours;
+        // the pin is kept for the swap and `defer_destroy` below.
+        let guard = epoch::pin();
         let mut w = self.shared.writer.lock();
         let mut next = w.clone();
         let pending: Vec<Quarantined> = std::mem::take(&mut *self.shared.quarantine.lock());
@@ -471,7 +479,6 @@ impl Registry {
         let number = next.number;
         let gen = build_generation(&next);
         let signal = Signal::new();
-        let guard = epoch::pin();
         // AcqRel: Release publishes the fully built generation to readers'
         // Acquire load; Acquire orders our later reclamation after it.
         let old = self
