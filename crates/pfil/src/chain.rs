@@ -1,6 +1,7 @@
 //! The hot path: links, chains specialized by length, and the runner that
 //! walks a chain over a batch of packets.
 
+use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
@@ -112,7 +113,21 @@ fn run_link(link: &Arc<Link>, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>, q: &Mutex<
     scope.exit(&hook.name);
     match outcome {
         Ok(tally) => link.counters.flush(ctx.worker, &tally),
-        Err(_) => fault(link, pkts, ctx, q, at),
+        Err(payload) => {
+            fault(link, pkts, ctx, q, at);
+            drop_payload(payload);
+        }
+    }
+}
+
+/// Drop a caught panic's payload. A payload whose own `Drop` panics would
+/// unwind into the datapath: that second panic is caught too and its
+/// payload leaked.
+#[cold]
+#[inline(never)]
+fn drop_payload(payload: Box<dyn Any + Send>) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
     }
 }
 
@@ -239,11 +254,12 @@ fn run_batched(
             }
             t.record(p.verdict(), p.len());
         }
-        if outcome.is_err() {
-            t.faults = 1;
-            quarantine(link, ctx, q);
-        }
+        t.faults = u64::from(outcome.is_err());
         link.counters.flush(ctx.worker, &t);
+        if let Err(payload) = outcome {
+            quarantine(link, ctx, q);
+            drop_payload(payload);
+        }
     }
 }
 

@@ -133,3 +133,84 @@ impl LinkCounters {
         })
     }
 }
+
+/// Batches the datapath refused to run, and the packets it dropped for
+/// them, summed over a registry's workers ([`Registry::refused`]).
+///
+/// A refusal never panics and never runs a hook: every refused packet that
+/// was still `Pass` gets [`Verdict::Dropped`] (a misconfigured driver stops
+/// traffic instead of letting it through unfiltered), and is counted here.
+/// Refusals are counted in the registry of the [`Worker`] that ran the
+/// batch, in that worker's own slot (one relaxed load and store, only on
+/// the refusal path).
+///
+/// [`Registry::refused`]: crate::Registry::refused
+/// [`Worker`]: crate::Worker
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Refused {
+    /// Batches refused because the head, the worker or the snapshot running
+    /// them belong to different registries (their slots would index another
+    /// registry's chains and counters). No hook ran on them.
+    pub foreign_batches: u64,
+    /// Packets of those batches that were dropped (those still `Pass`).
+    pub foreign_packets: u64,
+    /// Batches holding at least one packet whose [`kind`](crate::Packet::kind)
+    /// is not the head's. Only those packets are refused; the rest of the
+    /// batch runs the chain.
+    pub kind_batches: u64,
+    /// Packets dropped because their kind was not the head's (a hook would
+    /// have parsed them as something they are not).
+    pub kind_packets: u64,
+}
+
+/// One worker's refusal counts. Written only by the worker that owns the
+/// slot, like link counters.
+#[derive(Default)]
+pub(crate) struct RefusedSlot {
+    foreign_batches: AtomicU64,
+    foreign_packets: AtomicU64,
+    kind_batches: AtomicU64,
+    kind_packets: AtomicU64,
+}
+
+/// Every worker's refusal slot of one registry.
+pub(crate) struct RefusedCounters {
+    slots: Box<[CachePadded<RefusedSlot>]>,
+}
+
+impl RefusedCounters {
+    pub(crate) fn new(workers: usize) -> Self {
+        RefusedCounters {
+            slots: (0..workers)
+                .map(|_| CachePadded::new(RefusedSlot::default()))
+                .collect(),
+        }
+    }
+
+    /// Count a batch refused as foreign, in `worker`'s slot.
+    #[cold]
+    pub(crate) fn foreign(&self, worker: usize, packets: u64) {
+        if let Some(s) = self.slots.get(worker) {
+            bump(&s.foreign_batches, 1);
+            bump(&s.foreign_packets, packets);
+        }
+    }
+
+    /// Count packets refused for their kind, in `worker`'s slot.
+    #[cold]
+    pub(crate) fn kind(&self, worker: usize, packets: u64) {
+        if let Some(s) = self.slots.get(worker) {
+            bump(&s.kind_batches, 1);
+            bump(&s.kind_packets, packets);
+        }
+    }
+
+    pub(crate) fn sum(&self) -> Refused {
+        self.slots.iter().fold(Refused::default(), |a, s| Refused {
+            foreign_batches: a.foreign_batches + s.foreign_batches.load(Relaxed),
+            foreign_packets: a.foreign_packets + s.foreign_packets.load(Relaxed),
+            kind_batches: a.kind_batches + s.kind_batches.load(Relaxed),
+            kind_packets: a.kind_packets + s.kind_packets.load(Relaxed),
+        })
+    }
+}

@@ -90,7 +90,7 @@ mod transaction;
 mod types;
 pub mod witness;
 
-pub use counters::Counters;
+pub use counters::{Counters, Refused};
 pub use error::Error;
 pub use filter::{Ctx, Filter};
 pub use head::{Head, Snapshot, Worker};

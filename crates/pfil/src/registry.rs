@@ -11,7 +11,7 @@ use crossbeam_epoch::{self as epoch, Atomic, Owned};
 use parking_lot::Mutex;
 
 use crate::chain::{Chain, HookEntry, Link, Quarantined};
-use crate::counters::Counters;
+use crate::counters::{Counters, Refused, RefusedCounters};
 use crate::retire::{Retirement, Signal};
 use crate::transaction::{apply, LinkHandle, LinkOptions, Op, Transaction};
 use crate::{validate_name, witness, Dir, Dirs, Error, FailMode, Filter, Head, PacketKind, Worker};
@@ -75,6 +75,8 @@ pub(crate) struct Shared {
     number: AtomicU64,
     /// Quarantined links unlinked so far, for `reap_quarantine`'s answer.
     reaped: std::sync::atomic::AtomicUsize,
+    /// Batches and packets the datapath refused, per worker slot.
+    pub(crate) refused: RefusedCounters,
 }
 
 impl Drop for Shared {
@@ -144,6 +146,7 @@ impl Registry {
                 max_workers,
                 number: AtomicU64::new(0),
                 reaped: Default::default(),
+                refused: RefusedCounters::new(max_workers),
             }),
         }
     }
@@ -151,6 +154,14 @@ impl Registry {
     /// The number of worker slots.
     pub fn max_workers(&self) -> usize {
         self.shared.max_workers
+    }
+
+    /// Batches and packets the datapath refused instead of running them (a
+    /// head, worker or snapshot of different registries; packets of another
+    /// kind than their head), summed over this registry's workers. See
+    /// [`Refused`].
+    pub fn refused(&self) -> Refused {
+        self.shared.refused.sum()
     }
 
     /// The current generation number (0 before the first change).

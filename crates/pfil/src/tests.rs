@@ -923,40 +923,199 @@ fn waiting_while_pinned_does_not_hang() {
 }
 
 #[test]
-fn packets_are_parsed_as_the_heads_kind() {
+fn packets_of_another_kind_than_the_head_are_refused_not_re_kinded() {
     let reg = Registry::new();
     let head = reg
         .register_head("ip4", PacketKind::Ipv4, Dirs::IN)
         .unwrap();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let s2 = seen.clone();
     reg.add_hook(
         "udp:53",
         PacketKind::Ipv4,
         Dirs::IN,
-        |p: &mut Packet<'_>, _: &Ctx<'_>| match p.headers().and_then(|h| h.transport) {
-            Some(t) if t.dst_port == 53 => Verdict::Dropped,
-            _ => Verdict::Pass,
+        move |p: &mut Packet<'_>, _: &Ctx<'_>| {
+            s2.fetch_add(1, Ordering::SeqCst);
+            match p.headers().and_then(|h| h.transport) {
+                Some(t) if t.dst_port == 53 => Verdict::Dropped,
+                _ => Verdict::Pass,
+            }
         },
     )
     .unwrap();
     reg.link("ip4", Dir::In, "udp:53", Placement::Prepend)
         .unwrap();
-    let b = etherparse::PacketBuilder::ipv4([198, 18, 0, 1], [198, 18, 0, 2], 9).udp(1, 53);
+    let b = etherparse::PacketBuilder::ipv4([198, 18, 0, 1], [198, 18, 0, 2], 9).udp(1, 80);
     let mut v = Vec::new();
     b.write(&mut v, b"q").unwrap();
     let mut w = reg.worker().unwrap();
-    // Built as Ethernet by mistake: the runner parses it as the head's kind.
+    // Built with the head's kind: the hook parses it and passes it.
+    assert_eq!(
+        head.run_one(
+            Dir::In,
+            &mut w,
+            &mut Packet::with_kind(&mut v, PacketKind::Ipv4)
+        ),
+        Verdict::Pass
+    );
+    assert_eq!(seen.load(Ordering::SeqCst), 1);
+    // Built as Ethernet by mistake: refused, dropped, counted; the hook
+    // never sees it.
     assert_eq!(
         head.run_one(Dir::In, &mut w, &mut Packet::new(&mut v)),
         Verdict::Dropped
     );
+    assert_eq!(seen.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        reg.refused(),
+        Refused {
+            kind_batches: 1,
+            kind_packets: 1,
+            ..Refused::default()
+        }
+    );
+    assert_eq!(reg.chain("ip4", Dir::In).unwrap()[0].counters.packets, 1);
 }
 
 #[test]
-#[should_panic(expected = "another registry")]
-fn a_worker_of_another_registry_is_refused() {
-    let (_reg, head) = setup();
+fn an_ethernet_frame_on_an_ip_head_is_not_a_silent_pass() {
+    // A blocklist hook passes what does not parse; the frame would parse as
+    // a malformed IPv4 packet had the runner re-kinded it.
+    let reg = Registry::new();
+    let head = reg
+        .register_head("ip4", PacketKind::Ipv4, Dirs::IN)
+        .unwrap();
+    reg.add_hook(
+        "block:udp",
+        PacketKind::Ipv4,
+        Dirs::IN,
+        |p: &mut Packet<'_>, _: &Ctx<'_>| match p.headers().and_then(|h| h.transport) {
+            Some(_) => Verdict::Dropped,
+            None => Verdict::Pass,
+        },
+    )
+    .unwrap();
+    reg.link("ip4", Dir::In, "block:udp", Placement::Prepend)
+        .unwrap();
+    let b = etherparse::PacketBuilder::ethernet2([2; 6], [4; 6])
+        .ipv4([198, 18, 0, 1], [198, 18, 0, 2], 9)
+        .udp(1, 53);
+    let mut eth = Vec::new();
+    b.write(&mut eth, b"q").unwrap();
+    let mut ip = eth[14..].to_vec();
+    let mut other = vec![0u8; 20];
+    let mut w = reg.worker().unwrap();
+    let mut batch = [
+        Packet::with_kind(&mut ip, PacketKind::Ipv4),
+        Packet::new(&mut eth),
+        Packet::with_kind(&mut other, PacketKind::Ipv4),
+    ];
+    head.run_in(&mut w, &mut batch);
+    let v: Vec<Verdict> = batch.iter().map(|p| p.verdict()).collect();
+    assert_eq!(v, [Verdict::Dropped, Verdict::Dropped, Verdict::Pass]);
+    assert_eq!(
+        (reg.refused().kind_batches, reg.refused().kind_packets),
+        (1, 1)
+    );
+    let c = reg.chain("ip4", Dir::In).unwrap()[0].counters;
+    assert_eq!((c.packets, c.dropped), (2, 1), "the hook saw the other two");
+}
+
+#[test]
+fn a_worker_of_another_registry_is_refused_without_a_panic() {
+    let (reg, head) = setup();
+    reg.link("h0", Dir::In, "a:1", Placement::Prepend).unwrap();
     let other = Registry::new();
     let mut w = other.worker().unwrap();
+    let mut bufs = [[0u8; 8]; 3];
+    let mut pkts: Vec<Packet<'_>> = bufs.iter_mut().map(|b| Packet::new(b)).collect();
+    pkts[2].set_verdict(Verdict::Consumed);
+    head.run(Dir::In, &mut w, &mut pkts);
+    let v: Vec<Verdict> = pkts.iter().map(|p| p.verdict()).collect();
+    assert_eq!(
+        v,
+        [Verdict::Dropped, Verdict::Dropped, Verdict::Consumed],
+        "refused: dropped, final verdicts kept"
+    );
+    assert_eq!(reg.chain("h0", Dir::In).unwrap()[0].counters.packets, 0);
+    let want = Refused {
+        foreign_batches: 1,
+        foreign_packets: 2,
+        ..Refused::default()
+    };
+    assert_eq!(other.refused(), want, "counted where the worker belongs");
+    assert_eq!(reg.refused(), Refused::default());
+}
+
+#[test]
+fn a_snapshot_refuses_a_head_of_another_registry() {
+    let (reg, _) = setup();
+    let (other, other_head) = setup();
+    other
+        .link("h0", Dir::In, "a:1", Placement::Prepend)
+        .unwrap();
+    let mut w = reg.worker().unwrap();
     let mut f = [0u8; 8];
-    head.run_one(Dir::In, &mut w, &mut Packet::new(&mut f));
+    let mut p = [Packet::new(&mut f)];
+    let snap = reg.snapshot();
+    snap.run(&other_head, Dir::In, &mut w, &mut p);
+    assert_eq!(p[0].verdict(), Verdict::Dropped);
+    assert_eq!(reg.refused().foreign_batches, 1);
+    assert_eq!(other.chain("h0", Dir::In).unwrap()[0].counters.packets, 0);
+    // The worker's own registry runs normally afterwards.
+    let mut g = [0u8; 8];
+    let mut q = [Packet::new(&mut g)];
+    drop(snap);
+    let mut ow = other.worker().unwrap();
+    other_head.run(Dir::In, &mut ow, &mut q);
+    assert_eq!(q[0].verdict(), Verdict::Pass);
+}
+
+/// A panic payload whose own `Drop` panics.
+struct Bomb;
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        panic!("the payload's drop panics too");
+    }
+}
+
+#[test]
+fn a_panic_payload_that_panics_on_drop_stays_in_the_hook() {
+    struct BatchBomb;
+    impl Filter for BatchBomb {
+        fn filter(&self, _: &mut Packet<'_>, _: &Ctx<'_>) -> Verdict {
+            std::panic::panic_any(Bomb)
+        }
+        fn filter_batch(&self, _: &mut [Packet<'_>], _: &Ctx<'_>) {
+            std::panic::panic_any(Bomb)
+        }
+        fn batched(&self) -> bool {
+            true
+        }
+    }
+    let (reg, head) = setup();
+    reg.add_hook(
+        "bomb:each",
+        PacketKind::Ethernet,
+        Dirs::IN,
+        |_: &mut Packet<'_>, _: &Ctx<'_>| -> Verdict { std::panic::panic_any(Bomb) },
+    )
+    .unwrap();
+    reg.add_hook("bomb:batch", PacketKind::Ethernet, Dirs::IN, BatchBomb)
+        .unwrap();
+    reg.link("h0", Dir::In, "bomb:each", Placement::Append)
+        .unwrap();
+    reg.link("h0", Dir::In, "bomb:batch", Placement::Append)
+        .unwrap();
+    let mut w = reg.worker().unwrap();
+    let mut f = [0u8; 8];
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        head.run_one(Dir::In, &mut w, &mut Packet::new(&mut f))
+    }));
+    assert_eq!(ran.ok(), Some(Verdict::Pass), "fail-open, both quarantined");
+    assert!(reg
+        .chain("h0", Dir::In)
+        .unwrap()
+        .iter()
+        .all(|l| l.quarantined));
 }
