@@ -423,6 +423,7 @@ fn counters_per_link_sum_over_workers() {
         c,
         Counters {
             packets: 5,
+            shown: 5,
             bytes: 500,
             passed: 5,
             ..Counters::default()
@@ -890,6 +891,10 @@ fn fail_closed_link_drops_everything_until_unlinked() {
     );
     let c = reg.chain("h0", Dir::In).unwrap()[0].counters;
     assert_eq!((c.packets, c.passed, c.dropped, c.faults), (5, 1, 4, 1));
+    assert_eq!(
+        c.shown, 2,
+        "the hook saw packets 1 and 2; the quarantined link dropped 3 more"
+    );
     assert_eq!(reg.reap_quarantine(), 1);
     assert_eq!(
         head.run_one(Dir::In, &mut w, &mut Packet::new(&mut f)),
@@ -1118,4 +1123,82 @@ fn a_panic_payload_that_panics_on_drop_stays_in_the_hook() {
         .unwrap()
         .iter()
         .all(|l| l.quarantined));
+}
+
+/// Drops frames starting with 0, panics on frames starting with 9, as a
+/// per-packet hook or as a batch hook (which stops at the panic too).
+struct DropThenPanic {
+    batched: bool,
+}
+impl Filter for DropThenPanic {
+    fn filter(&self, p: &mut Packet<'_>, _: &Ctx<'_>) -> Verdict {
+        match p.frame()[0] {
+            0 => Verdict::Dropped,
+            9 => panic!("boom"),
+            _ => Verdict::Pass,
+        }
+    }
+    fn batched(&self) -> bool {
+        self.batched
+    }
+}
+
+#[test]
+fn fault_batches_count_exactly_for_per_packet_and_batch_hooks() {
+    for (batched, fail) in [
+        (false, FailMode::Open),
+        (true, FailMode::Open),
+        (false, FailMode::Closed),
+        (true, FailMode::Closed),
+    ] {
+        let (reg, head) = setup();
+        reg.add_hook(
+            "x:y",
+            PacketKind::Ethernet,
+            Dirs::IN,
+            DropThenPanic { batched },
+        )
+        .unwrap();
+        reg.add_hook("first:consume", PacketKind::Ethernet, Dirs::IN, {
+            |p: &mut Packet<'_>, _: &Ctx<'_>| {
+                if p.frame()[0] == 5 {
+                    Verdict::Consumed
+                } else {
+                    Verdict::Pass
+                }
+            }
+        })
+        .unwrap();
+        reg.link("h0", Dir::In, "first:consume", Placement::Append)
+            .unwrap();
+        let opts = LinkOptions {
+            placement: Placement::Append,
+            fail,
+        };
+        reg.link("h0", Dir::In, "x:y", opts).unwrap();
+        let mut w = reg.worker().unwrap();
+        // consumed before the hook, dropped by it, passed, panics on, after.
+        let mut bufs = [[5u8; 8], [0; 8], [1; 8], [9; 8], [1; 8]];
+        let mut pkts: Vec<Packet<'_>> = bufs.iter_mut().map(|b| Packet::new(b)).collect();
+        head.run(Dir::In, &mut w, &mut pkts);
+        let c = reg.chain("h0", Dir::In).unwrap()[1].counters;
+        let what = format!("batched {batched}, {fail}: {c:?}");
+        assert_eq!(c.faults, 1, "{what}");
+        assert_eq!(c.packets, c.passed + c.dropped + c.consumed, "{what}");
+        assert_eq!((c.consumed, c.bytes), (0, 8 * c.packets), "{what}");
+        let want = match (batched, fail) {
+            // Shown: 0 (dropped), 1, 9 (fails open); the last packet skips
+            // the quarantined link.
+            (false, FailMode::Open) => (3, 3, 2, 1),
+            // Shown: all four, in one call; its drop stands, the rest pass.
+            (true, FailMode::Open) => (4, 4, 3, 1),
+            // 9 fails closed; the last packet is dropped by the quarantine,
+            // unseen.
+            (false, FailMode::Closed) => (4, 3, 1, 3),
+            // Which packet the batch hook died on is unknown: all it was
+            // shown and did not decide are dropped.
+            (true, FailMode::Closed) => (4, 4, 0, 4),
+        };
+        assert_eq!((c.packets, c.shown, c.passed, c.dropped), want, "{what}");
+    }
 }
