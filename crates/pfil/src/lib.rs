@@ -95,7 +95,7 @@ pub use error::Error;
 pub use filter::{Ctx, Filter};
 pub use head::{Head, Snapshot, Worker};
 pub use packet::{Headers, IpHeaders, Packet, Transport, L4};
-pub use registry::{HeadInfo, HookInfo, LinkInfo, Registry, DEFAULT_MAX_WORKERS};
+pub use registry::{HeadInfo, HookInfo, LinkInfo, Reaped, Registry, DEFAULT_MAX_WORKERS};
 pub use retire::Retirement;
 pub use transaction::{Commit, LinkHandle, LinkOptions, Op, Placement, Transaction};
 pub use types::{validate_name, Dir, Dirs, FailMode, PacketKind, Verdict, MAX_NAME_LEN};

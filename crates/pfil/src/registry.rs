@@ -73,8 +73,9 @@ pub(crate) struct Shared {
     pub(crate) max_workers: usize,
     /// The current generation number, readable without pinning.
     number: AtomicU64,
-    /// Quarantined links unlinked so far, for `reap_quarantine`'s answer.
-    reaped: std::sync::atomic::AtomicUsize,
+    /// Quarantined links unlinked by writer calls and not yet handed out by
+    /// `reap_quarantine`. Grows by at most one entry per link that faulted.
+    reaped: Mutex<Vec<Reaped>>,
     /// Batches and packets the datapath refused, per worker slot.
     pub(crate) refused: RefusedCounters,
 }
@@ -145,7 +146,7 @@ impl Registry {
                 free_workers: Mutex::new((0..max_workers).rev().collect()),
                 max_workers,
                 number: AtomicU64::new(0),
-                reaped: Default::default(),
+                reaped: Mutex::new(Vec::new()),
                 refused: RefusedCounters::new(max_workers),
             }),
         }
@@ -427,18 +428,45 @@ impl Registry {
         }
     }
 
-    /// Unlink every link that was quarantined after its hook panicked.
-    /// Every writer operation does this as part of its own change; a
-    /// dataplane calls it from its housekeeping loop. Returns how many links
-    /// were unlinked.
-    pub fn reap_quarantine(&self) -> usize {
-        if self.shared.quarantine.lock().is_empty() {
-            return 0;
+    /// Unlink every link that was quarantined after its hook panicked, and
+    /// hand out every quarantined link unlinked since the last call.
+    ///
+    /// Every successful writer operation also unlinks the quarantined links
+    /// as part of its own change; those are kept, with their tickets, and
+    /// returned by the next call here. So each reaped link is returned
+    /// exactly once, with a [`Retirement`] whose
+    /// [`counters`](Retirement::counters) are the link's final counts once
+    /// it [completes](Retirement::is_complete). A dataplane calls this from
+    /// its housekeeping loop.
+    ///
+    /// # Examples
+    /// ```
+    /// use pfil::{Ctx, Dir, Dirs, Packet, PacketKind, Placement, Registry, Verdict};
+    ///
+    /// let reg = Registry::new();
+    /// let head = reg.register_head("h", PacketKind::Ethernet, Dirs::IN)?;
+    /// reg.add_hook("bad:hook", PacketKind::Ethernet, Dirs::IN, |_: &mut Packet<'_>, _: &Ctx<'_>| -> Verdict {
+    ///     panic!("a bug")
+    /// })?;
+    /// reg.link("h", Dir::In, "bad:hook", Placement::Prepend)?;
+    /// let mut w = reg.worker()?;
+    /// let mut f = [0u8; 60];
+    /// head.run_one(Dir::In, &mut w, &mut Packet::new(&mut f)); // quarantined
+    /// let reaped = reg.reap_quarantine();
+    /// assert_eq!(reaped.len(), 1);
+    /// assert_eq!((reaped[0].head.as_str(), reaped[0].hook.as_str()), ("h", "bad:hook"));
+    /// assert!(reaped[0].retirement.wait_timeout(std::time::Duration::from_secs(10)));
+    /// assert_eq!(reaped[0].retirement.counters().faults, 1);
+    /// assert!(reg.reap_quarantine().is_empty());
+    /// # Ok::<(), pfil::Error>(())
+    /// ```
+    pub fn reap_quarantine(&self) -> Vec<Reaped> {
+        if !self.shared.quarantine.lock().is_empty() {
+            // Fails only with the `witness` feature, inside a hook; what
+            // was reaped before is still handed out.
+            let _ = self.change(|_| Ok(()));
         }
-        match self.change(|_| Ok(())) {
-            Ok(_) => self.shared.reaped.swap(0, Ordering::Relaxed),
-            Err(_) => 0,
-        }
+        std::mem::take(&mut *self.shared.reaped.lock())
     }
 
     /// The writer path: lock, copy the configuration, unlink quarantined
@@ -513,12 +541,23 @@ impl Registry {
         }
         let old_state = std::mem::replace(&mut *w, next);
         drop(w);
-        for q in reaped.iter().map(|&i| &pending[i]) {
-            tracing::warn!(target: "pfil", head = %q.head, dir = %q.dir, hook = %q.hook, generation = number, "quarantined link unlinked");
+        if !reaped.is_empty() {
+            let mut out = Vec::with_capacity(reaped.len());
+            for (i, link) in &reaped {
+                let q = &pending[*i];
+                tracing::warn!(target: "pfil", head = %q.head, dir = %q.dir, hook = %q.hook, generation = number, "quarantined link unlinked");
+                out.push(Reaped {
+                    head: q.head.clone(),
+                    dir: q.dir,
+                    hook: q.hook.clone(),
+                    fail: link.fail,
+                    generation: number,
+                    retirement: Retirement::pending(signal.clone())
+                        .with_removed(vec![link.counters.clone()]),
+                });
+            }
+            self.shared.reaped.lock().extend(out);
         }
-        self.shared
-            .reaped
-            .fetch_add(reaped.len(), Ordering::Relaxed);
         // Outside the lock: hooks dropped here (or by the flush) may call
         // the registry from their `Drop`.
         drop(old_state);
@@ -595,16 +634,17 @@ fn link_infos(links: &[Arc<Link>]) -> Vec<LinkInfo> {
 }
 
 /// Unlink the quarantined links still present; returns which of `pending`
-/// were.
-fn reap(s: &mut State, pending: &[Quarantined]) -> Vec<usize> {
+/// were, with the links.
+fn reap(s: &mut State, pending: &[Quarantined]) -> Vec<(usize, Arc<Link>)> {
     let mut reaped = Vec::new();
     for (i, q) in pending.iter().enumerate() {
         if let Some(rec) = s.heads.get_mut(&q.head) {
             let links = &mut rec.links[q.dir.index()];
-            let before = links.len();
-            links.retain(|l| !std::ptr::eq(Arc::as_ptr(l), q.link.as_ptr()));
-            if links.len() != before {
-                reaped.push(i);
+            if let Some(at) = links
+                .iter()
+                .position(|l| std::ptr::eq(Arc::as_ptr(l), q.link.as_ptr()))
+            {
+                reaped.push((i, links.remove(at)));
             }
         }
     }
@@ -654,6 +694,25 @@ pub struct HookInfo {
     pub links: usize,
     /// Panics caught from it over its lifetime.
     pub faults: u64,
+}
+
+/// A quarantined link that a writer unlinked, as handed out (once) by
+/// [`Registry::reap_quarantine`].
+#[derive(Debug)]
+pub struct Reaped {
+    /// Head name.
+    pub head: String,
+    /// Direction.
+    pub dir: Dir,
+    /// Hook name.
+    pub hook: String,
+    /// The link's fail mode.
+    pub fail: FailMode,
+    /// The first generation without the link.
+    pub generation: u64,
+    /// Completes when no reader can still run the link; its
+    /// [`counters`](Retirement::counters) are then the link's final counts.
+    pub retirement: Retirement,
 }
 
 /// A link as listed in a chain.

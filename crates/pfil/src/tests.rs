@@ -498,7 +498,7 @@ fn a_panicking_hook_is_quarantined_and_the_run_goes_on() {
     );
     assert_eq!(chain[1].counters.packets, 4, "the next hook still runs");
     // The next writer call unlinks it through the normal path.
-    assert_eq!(reg.reap_quarantine(), 1);
+    assert_eq!(reg.reap_quarantine().len(), 1);
     assert_eq!(names(&reg, Dir::In), ["a:1"]);
 }
 
@@ -895,7 +895,7 @@ fn fail_closed_link_drops_everything_until_unlinked() {
         c.shown, 2,
         "the hook saw packets 1 and 2; the quarantined link dropped 3 more"
     );
-    assert_eq!(reg.reap_quarantine(), 1);
+    assert_eq!(reg.reap_quarantine().len(), 1);
     assert_eq!(
         head.run_one(Dir::In, &mut w, &mut Packet::new(&mut f)),
         Verdict::Pass
@@ -1201,4 +1201,59 @@ fn fault_batches_count_exactly_for_per_packet_and_batch_hooks() {
         };
         assert_eq!((c.packets, c.shown, c.passed, c.dropped), want, "{what}");
     }
+}
+
+#[test]
+fn reap_quarantine_hands_out_each_reaped_link_once_with_its_final_counters() {
+    let (reg, head) = setup();
+    for n in ["bad:a", "bad:b"] {
+        reg.add_hook(
+            n,
+            PacketKind::Ethernet,
+            Dirs::IN,
+            |p: &mut Packet<'_>, _: &Ctx<'_>| -> Verdict {
+                if p.frame()[0] == 9 {
+                    panic!("boom")
+                }
+                Verdict::Pass
+            },
+        )
+        .unwrap();
+    }
+    let mut w = reg.worker().unwrap();
+    let run = |w: &mut Worker, first: u8| {
+        let mut bufs = [[first; 8], [9; 8]];
+        let mut pkts: Vec<Packet<'_>> = bufs.iter_mut().map(|b| Packet::new(b)).collect();
+        head.run(Dir::In, w, &mut pkts);
+    };
+    reg.link("h0", Dir::In, "bad:a", Placement::Prepend)
+        .unwrap();
+    run(&mut w, 1);
+    // An implicit reap by another writer call...
+    reg.register_head("h9", PacketKind::Ethernet, Dirs::IN)
+        .unwrap();
+    assert!(names(&reg, Dir::In).is_empty());
+    // ...is handed out by the next reap_quarantine, with its final counts.
+    let reaped = reg.reap_quarantine();
+    assert_eq!(reaped.len(), 1, "bad:a, reaped implicitly");
+    let a = &reaped[0];
+    assert_eq!(
+        (a.head.as_str(), a.dir, a.hook.as_str()),
+        ("h0", Dir::In, "bad:a")
+    );
+    assert_eq!(a.fail, FailMode::Open);
+    assert!(a.retirement.wait_timeout(Duration::from_secs(10)));
+    let c = a.retirement.counters();
+    assert_eq!((c.packets, c.passed, c.faults), (2, 2, 1));
+    assert!(reg.reap_quarantine().is_empty(), "handed out once");
+    // A second fault: exactly one more, not two.
+    reg.link("h0", Dir::In, "bad:b", Placement::Prepend)
+        .unwrap();
+    run(&mut w, 1);
+    let reaped = reg.reap_quarantine();
+    assert_eq!(
+        reaped.iter().map(|r| r.hook.as_str()).collect::<Vec<_>>(),
+        ["bad:b"]
+    );
+    assert!(reg.reap_quarantine().is_empty());
 }
