@@ -36,7 +36,11 @@
 //! - **Verdict**: [`Verdict::Pass`], [`Verdict::Dropped`],
 //!   [`Verdict::Consumed`].
 //! - **Grace period**: the time after which no reader can still see a
-//!   retired generation ([`Retirement`]). Unlinked hooks are dropped only then.
+//!   retired generation ([`Retirement`]). An unlinked link is gone for good
+//!   only then (its counters are final). Unlinking does not drop the hook:
+//!   it stays registered and can be linked again; a hook removed with
+//!   [`Registry::remove_hook`] is dropped by the registry after the grace
+//!   period.
 //!
 //! ## Example
 //! ```

@@ -133,7 +133,9 @@ impl Registry {
     }
 
     /// A registry whose datapath can be run by at most `max_workers`
-    /// [`Worker`]s at once (each link keeps one counter slot per worker).
+    /// [`Worker`]s at once (each link keeps one cache-line-padded counter
+    /// slot per worker). Any number works (one per NIC queue, more than 64
+    /// included); `0` is taken as `1`: a registry always has a worker slot.
     pub fn with_max_workers(max_workers: usize) -> Registry {
         let max_workers = max_workers.max(1);
         let state = State::default();
@@ -281,7 +283,9 @@ impl Registry {
 
     /// [`add_hook`](Self::add_hook) for a filter the caller keeps a handle
     /// to (or one chosen at run time). The registry holds its reference
-    /// until the grace period after removal.
+    /// until the grace period after [`remove_hook`](Self::remove_hook); the
+    /// removal's ticket completes then, while the caller's `Arc` keeps the
+    /// object alive.
     ///
     /// # Errors
     /// [`Error::InvalidName`], [`Error::DuplicateHook`].
@@ -369,7 +373,9 @@ impl Registry {
     }
 
     /// Unlink a hook from a head in one direction. The rest of the chain
-    /// keeps its order.
+    /// keeps its order. The hook stays registered (its filter is not
+    /// dropped) and can be linked again; the ticket completes when no reader
+    /// can still run this link, with its final counters.
     ///
     /// # Errors
     /// [`Error::NoSuchHead`], [`Error::NotLinked`].

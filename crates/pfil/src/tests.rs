@@ -1257,3 +1257,110 @@ fn reap_quarantine_hands_out_each_reaped_link_once_with_its_final_counters() {
     );
     assert!(reg.reap_quarantine().is_empty());
 }
+
+#[test]
+fn unlink_keeps_the_filter_only_remove_hook_drops_it() {
+    let (reg, head) = setup();
+    let dropped = Arc::new(AtomicUsize::new(0));
+    reg.add_hook(
+        "can:ary",
+        PacketKind::Ethernet,
+        Dirs::IN,
+        Canary(dropped.clone()),
+    )
+    .unwrap();
+    reg.link("h0", Dir::In, "can:ary", Placement::Prepend)
+        .unwrap();
+    let t = reg.unlink("h0", Dir::In, "can:ary").unwrap();
+    assert!(t.wait_timeout(Duration::from_secs(10)));
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        0,
+        "an unlinked hook stays registered, filter and all"
+    );
+    // It can be linked again as it was.
+    reg.link("h0", Dir::In, "can:ary", Placement::Prepend)
+        .unwrap();
+    let mut w = reg.worker().unwrap();
+    let mut f = [0u8; 8];
+    head.run_one(Dir::In, &mut w, &mut Packet::new(&mut f));
+    assert_eq!(reg.chain("h0", Dir::In).unwrap()[0].counters.packets, 1);
+    let t = reg.remove_hook("can:ary").unwrap();
+    assert!(t.wait_timeout(Duration::from_secs(10)));
+    assert_eq!(dropped.load(Ordering::SeqCst), 1, "removed: dropped");
+}
+
+#[test]
+fn a_remove_hook_ticket_completes_when_the_registry_lets_go_of_a_shared_filter() {
+    let (reg, head) = setup();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r2 = runs.clone();
+    let filter: Arc<dyn Filter> = Arc::new(move |_: &mut Packet<'_>, _: &Ctx<'_>| {
+        r2.fetch_add(1, Ordering::SeqCst);
+        Verdict::Pass
+    });
+    reg.add_hook_shared("sh:ared", PacketKind::Ethernet, Dirs::IN, filter.clone())
+        .unwrap();
+    reg.link("h0", Dir::In, "sh:ared", Placement::Prepend)
+        .unwrap();
+    let mut w = reg.worker().unwrap();
+    let mut f = [0u8; 8];
+    head.run_one(Dir::In, &mut w, &mut Packet::new(&mut f));
+    assert!(Arc::strong_count(&filter) > 1);
+    let t = reg.remove_hook("sh:ared").unwrap();
+    assert!(t.wait_timeout(Duration::from_secs(10)));
+    // The registry's reference is gone; the caller's keeps the object alive.
+    assert_eq!(Arc::strong_count(&filter), 1);
+    assert_eq!(t.counters().packets, 1);
+    head.run_one(Dir::In, &mut w, &mut Packet::new(&mut f));
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "no reader runs it any more");
+}
+
+#[test]
+fn zero_max_workers_means_one() {
+    let reg = Registry::with_max_workers(0);
+    assert_eq!(reg.max_workers(), 1);
+    let w = reg.worker().unwrap();
+    assert_eq!(w.index(), 0);
+    assert_eq!(reg.worker().unwrap_err(), Error::NoWorkerSlot(1));
+}
+
+#[test]
+fn more_than_64_workers_each_count_in_their_own_slot() {
+    // A NIC with more than 64 queues: one worker per queue.
+    const N: usize = 130;
+    let reg = Registry::with_max_workers(N);
+    let head = reg
+        .register_head("h0", PacketKind::Ethernet, Dirs::IN)
+        .unwrap();
+    let top = Arc::new(AtomicUsize::new(0));
+    let t2 = top.clone();
+    reg.add_hook(
+        "w:max",
+        PacketKind::Ethernet,
+        Dirs::IN,
+        move |_: &mut Packet<'_>, ctx: &Ctx<'_>| {
+            t2.fetch_max(ctx.worker, Ordering::SeqCst);
+            Verdict::Dropped
+        },
+    )
+    .unwrap();
+    reg.link("h0", Dir::In, "w:max", Placement::Prepend)
+        .unwrap();
+    let mut workers: Vec<Worker> = (0..N).map(|_| reg.worker().unwrap()).collect();
+    assert_eq!(reg.worker().unwrap_err(), Error::NoWorkerSlot(N));
+    let mut seen: Vec<usize> = workers.iter().map(|w| w.index()).collect();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..N).collect::<Vec<_>>());
+    for (i, w) in workers.iter_mut().enumerate() {
+        let mut bufs = vec![[0u8; 10]; i % 3 + 1];
+        let mut pkts: Vec<Packet<'_>> = bufs.iter_mut().map(|b| Packet::new(b)).collect();
+        head.run(Dir::In, w, &mut pkts);
+        assert!(pkts.iter().all(|p| p.verdict() == Verdict::Dropped));
+    }
+    let want: u64 = (0..N).map(|i| (i % 3 + 1) as u64).sum();
+    let c = reg.chain("h0", Dir::In).unwrap()[0].counters;
+    assert_eq!((c.packets, c.dropped, c.bytes), (want, want, 10 * want));
+    assert_eq!(top.load(Ordering::SeqCst), N - 1);
+    assert_eq!(reg.refused(), Refused::default());
+}

@@ -22,5 +22,7 @@
 //!   must stay stopped.
 //! - **Worker slots are fixed at construction**
 //!   ([`Registry::with_max_workers`](crate::Registry::with_max_workers)): each
-//!   link keeps one 64-byte counter slot per possible worker.
+//!   link keeps one cache-line-padded counter slot (128 bytes on x86-64) per
+//!   possible worker. There is no other limit: more than 64 workers (a NIC
+//!   with more queues) work.
 //! - **Batch 1 pays a pin per packet.** Run batches where you can.

@@ -23,8 +23,9 @@
 //!   collect at exactly a writer's pin).
 //! - **Links** are `Arc`s shared by consecutive generations, so their
 //!   counters survive republishing; the filter object behind a hook is an
-//!   `Arc` too and is dropped when the last generation that held it is
-//!   reclaimed.
+//!   `Arc` too, held by the writer's state while the hook is registered and
+//!   by every generation that links it; after `remove_hook` it is dropped
+//!   when the last generation that held it is reclaimed.
 //! - **Counters** have a single writer per slot (the `&mut Worker` of the
 //!   run), so a relaxed load and store replace a read-modify-write; readers
 //!   sum relaxed loads and may see a batch's fields a moment apart.
