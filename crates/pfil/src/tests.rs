@@ -343,17 +343,33 @@ fn remove_hook_unlinks_everywhere_and_drops_after_grace() {
         .unwrap();
     reg.link("h0", Dir::Out, "can:ary", Placement::Prepend)
         .unwrap();
-    // A pinned snapshot keeps the hook alive past its removal.
-    let snap = reg.snapshot();
+    // A snapshot pinned by another thread (a reader mid-batch) keeps the
+    // hook alive past its removal. (On this thread, wait_timeout would
+    // refuse to wait at all.)
+    let (pinned_tx, pinned_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let r2 = reg.clone();
+    let reader = std::thread::spawn(move || {
+        let snap = r2.snapshot();
+        pinned_tx.send(()).unwrap();
+        release_rx.recv().unwrap();
+        drop(snap);
+    });
+    pinned_rx.recv().unwrap();
     let t = reg.remove_hook("can:ary").unwrap();
     assert!(names(&reg, Dir::In).is_empty() && names(&reg, Dir::Out).is_empty());
-    assert!(!t.wait_timeout(Duration::from_millis(50)));
+    assert!(!crossbeam_epoch::is_pinned());
+    assert!(
+        !t.wait_timeout(Duration::from_millis(50)),
+        "the grace period passed under a pinned reader"
+    );
     assert_eq!(
         dropped.load(Ordering::SeqCst),
         0,
         "dropped while a reader could see it"
     );
-    drop(snap);
+    release_tx.send(()).unwrap();
+    reader.join().unwrap();
     assert!(t.wait_timeout(Duration::from_secs(10)));
     assert_eq!(dropped.load(Ordering::SeqCst), 1);
     assert!(reg.hooks().iter().all(|h| h.name != "can:ary"));
@@ -652,10 +668,10 @@ fn witness_reports_writer_calls_from_hooks() {
         .unwrap();
     let mut w = reg.worker().unwrap();
     let mut f = [0u8; 8];
-    let before = witness::violations();
+    let before = witness::thread_violations();
     head.run_one(Dir::In, &mut w, &mut Packet::new(&mut f));
     assert_eq!(*got.lock(), Some(Err(Error::WriterInHook)));
-    assert!(witness::violations() > before);
+    assert!(witness::thread_violations() > before);
 }
 
 #[test]
@@ -684,12 +700,12 @@ fn a_batch_hook_cannot_change_a_final_verdict() {
         .unwrap();
     let mut w = reg.worker().unwrap();
     let mut f = [0u8; 8];
-    let before = witness::violations();
+    let before = witness::thread_violations();
     assert_eq!(
         head.run_one(Dir::In, &mut w, &mut Packet::new(&mut f)),
         Verdict::Dropped
     );
-    assert!(witness::violations() > before);
+    assert!(witness::thread_violations() > before);
 }
 
 #[test]
@@ -738,7 +754,7 @@ fn batch_hook_overwriting_a_consumed_frame_is_repaired_and_counted_exactly() {
     let mut w = reg.worker().unwrap();
     let mut bufs = [[0u8; 10], [1; 10]];
     let mut pkts: Vec<Packet<'_>> = bufs.iter_mut().map(|b| Packet::new(b)).collect();
-    let before = witness::violations();
+    let before = witness::thread_violations();
     head.run(Dir::In, &mut w, &mut pkts);
     assert_eq!(
         pkts[0].verdict(),
@@ -746,7 +762,7 @@ fn batch_hook_overwriting_a_consumed_frame_is_repaired_and_counted_exactly() {
         "the consumed frame stays the first hook's"
     );
     assert_eq!(pkts[1].verdict(), Verdict::Dropped);
-    assert!(witness::violations() > before);
+    assert!(witness::thread_violations() > before);
     let c = reg.chain("h0", Dir::In).unwrap()[1].counters;
     assert_eq!((c.packets, c.passed, c.dropped, c.consumed), (1, 0, 1, 0));
 }
