@@ -82,6 +82,32 @@ mod tests {
     use pfil::{Dirs, PacketKind, Placement, Registry};
 
     #[test]
+    fn counts_more_than_64_workers() {
+        const N: usize = 130;
+        let reg = Registry::with_max_workers(N);
+        let head = reg
+            .register_head("h", PacketKind::Ethernet, Dirs::IN)
+            .unwrap();
+        let count = Count::new(reg.max_workers());
+        reg.add_hook("count:all", PacketKind::Ethernet, Dirs::IN, count.clone())
+            .unwrap();
+        reg.link("h", Dir::In, "count:all", Placement::Prepend)
+            .unwrap();
+        let mut workers: Vec<_> = (0..N).map(|_| reg.worker().unwrap()).collect();
+        let mut f = [0u8; 10];
+        for w in &mut workers {
+            head.run_one(Dir::In, w, &mut Packet::new(&mut f));
+        }
+        assert_eq!(
+            count.get(Dir::In),
+            DirCount {
+                packets: N as u64,
+                bytes: 10 * N as u64
+            }
+        );
+    }
+
+    #[test]
     fn counts_per_direction_across_workers() {
         let reg = Registry::with_max_workers(2);
         let head = reg

@@ -1,6 +1,7 @@
 //! The hot path: links, chains specialized by length, and the runner that
 //! walks a chain over a batch of packets.
 
+use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
@@ -103,16 +104,33 @@ fn run_link(link: &Arc<Link>, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>, q: &Mutex<
         return run_batched(link, pkts, ctx, q);
     }
     let filter = &*hook.filter;
-    // The packet being filtered, for the fault path. The only state that
-    // must live in memory across the (possibly unwinding) call; the tally
-    // stays in registers.
-    let mut at = 0;
+    // What the fault path needs, in memory across the (possibly unwinding)
+    // call: the packet being filtered, and what the hook decided other than
+    // `Pass` so far (written only for such verdicts). The tally stays in
+    // registers.
+    let mut progress = Progress::default();
     let scope = witness::HookScope::enter();
-    let outcome = catch_unwind(AssertUnwindSafe(|| filter_each(filter, pkts, ctx, &mut at)));
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        filter_each(filter, pkts, ctx, &mut progress)
+    }));
     scope.exit(&hook.name);
     match outcome {
         Ok(tally) => link.counters.flush(ctx.worker, &tally),
-        Err(_) => fault(link, pkts, ctx, q, at),
+        Err(payload) => {
+            fault(link, pkts, ctx, q, &progress);
+            drop_payload(payload);
+        }
+    }
+}
+
+/// Drop a caught panic's payload. A payload whose own `Drop` panics would
+/// unwind into the datapath: that second panic is caught too and its
+/// payload leaked.
+#[cold]
+#[inline(never)]
+fn drop_payload(payload: Box<dyn Any + Send>) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
     }
 }
 
@@ -131,34 +149,62 @@ fn quarantined(link: &Link, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
     }
 }
 
+/// How far a per-packet hook got in a batch, kept in memory for the fault
+/// path: the packet it is looking at, and the packets it dropped or
+/// consumed (which the fault path cannot tell from earlier hooks' by their
+/// verdicts). Packets before `at` still `Pass` were shown and passed.
+#[derive(Default)]
+struct Progress {
+    at: usize,
+    dropped: u64,
+    consumed: u64,
+    /// Bytes of the dropped and consumed packets.
+    bytes: u64,
+}
+
 /// The per-packet loop of one link.
 #[inline(always)]
 fn filter_each(
     filter: &dyn Filter,
     pkts: &mut [Packet<'_>],
     ctx: &Ctx<'_>,
-    at: &mut usize,
+    progress: &mut Progress,
 ) -> Tally {
     let mut t = Tally::default();
     for (i, p) in pkts.iter_mut().enumerate() {
         if p.verdict().is_pass() {
-            *at = i;
+            progress.at = i;
             let v = filter.filter(p, ctx);
             p.set_verdict(v);
             t.record(v, p.len());
+            if !v.is_pass() {
+                progress.record(v, p.len());
+            }
         }
     }
+    t.shown = t.packets;
     t
+}
+
+impl Progress {
+    #[inline(always)]
+    fn record(&mut self, v: Verdict, len: usize) {
+        match v {
+            Verdict::Pass => return,
+            Verdict::Dropped => self.dropped += 1,
+            Verdict::Consumed => self.consumed += 1,
+        }
+        self.bytes += len as u64;
+    }
 }
 
 /// A hook panicked on packet `at`: give it the link's fail verdict, count
 /// the fault, quarantine the link (later packets of the batch skip it).
 ///
 /// The batch's tally was in registers the unwind discarded; it is rebuilt
-/// from the verdicts: the packets before `at` that are still `Pass` were
-/// shown and passed. Packets this hook dropped or consumed earlier in the
-/// same batch cannot be told from ones dropped before it and are not
-/// counted: a fault batch may undercount the hook's drops.
+/// exactly: the packets before `at` that are still `Pass` were shown and
+/// passed, `progress` holds the ones the hook dropped or consumed, and the
+/// packet at `at` was shown and gets the fail verdict.
 #[cold]
 #[inline(never)]
 fn fault(
@@ -166,19 +212,25 @@ fn fault(
     pkts: &mut [Packet<'_>],
     ctx: &Ctx<'_>,
     q: &Mutex<Vec<Quarantined>>,
-    at: usize,
+    progress: &Progress,
 ) {
+    let at = progress.at;
     let mut t = Tally::default();
     for p in pkts.iter().take(at) {
         if p.verdict().is_pass() {
             t.record(Verdict::Pass, p.len());
         }
     }
+    t.packets += progress.dropped + progress.consumed;
+    t.bytes += progress.bytes;
+    t.verdicts[1] += progress.dropped;
+    t.verdicts[2] += progress.consumed;
     if let Some(p) = pkts.get_mut(at) {
         let v = link.fail.verdict();
         p.set_verdict(v);
         t.record(v, p.len());
     }
+    t.shown = t.packets;
     t.faults = 1;
     link.counters.flush(ctx.worker, &t);
     quarantine(link, ctx, q);
@@ -239,11 +291,13 @@ fn run_batched(
             }
             t.record(p.verdict(), p.len());
         }
-        if outcome.is_err() {
-            t.faults = 1;
-            quarantine(link, ctx, q);
-        }
+        t.shown = t.packets;
+        t.faults = u64::from(outcome.is_err());
         link.counters.flush(ctx.worker, &t);
+        if let Err(payload) = outcome {
+            quarantine(link, ctx, q);
+            drop_payload(payload);
+        }
     }
 }
 

@@ -12,20 +12,36 @@ use crossbeam_utils::CachePadded;
 
 use crate::Verdict;
 
-/// What a link saw and decided, summed over all workers.
+/// What a link was given and decided, summed over all workers.
+///
+/// Always `packets == passed + dropped + consumed` per worker slot, and
+/// `shown <= packets`. The difference `packets - shown` is what a
+/// quarantined fail-closed link dropped without calling its hook.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
-    /// Packets shown to the hook.
+    /// Packets that reached the link (still `Pass` at its turn) and got its
+    /// verdict: from the hook, or from the link's [`FailMode`] when the hook
+    /// panicked on it or had panicked before (a quarantined fail-closed link
+    /// drops what reaches it; a quarantined fail-open link is skipped and
+    /// counts nothing).
+    ///
+    /// [`FailMode`]: crate::FailMode
     pub packets: u64,
-    /// Bytes of those packets.
+    /// Of `packets`, those the hook was called with: every packet a
+    /// per-packet hook was asked about (the one it panicked on included),
+    /// every `Pass` packet of a chunk given to a batch hook.
+    pub shown: u64,
+    /// Bytes of `packets`.
     pub bytes: u64,
-    /// Packets the hook passed.
+    /// Of `packets`, those passed (by the hook, or fail-open on its panic).
     pub passed: u64,
-    /// Packets the hook dropped (including fail-closed faults).
+    /// Of `packets`, those dropped: by the hook, or fail-closed after its
+    /// panic. Exact in a batch where the hook panicked too, for per-packet
+    /// and batch hooks alike.
     pub dropped: u64,
-    /// Packets the hook consumed.
+    /// Of `packets`, those the hook consumed.
     pub consumed: u64,
-    /// Times the hook panicked.
+    /// Times the hook panicked (on this link: once, as it is quarantined).
     pub faults: u64,
 }
 
@@ -40,6 +56,7 @@ impl Add for Counters {
 impl AddAssign for Counters {
     fn add_assign(&mut self, o: Counters) {
         self.packets += o.packets;
+        self.shown += o.shown;
         self.bytes += o.bytes;
         self.passed += o.passed;
         self.dropped += o.dropped;
@@ -52,6 +69,8 @@ impl AddAssign for Counters {
 #[derive(Default, Clone, Copy)]
 pub(crate) struct Tally {
     pub(crate) packets: u64,
+    /// Of `packets`, those the hook was called with.
+    pub(crate) shown: u64,
     pub(crate) bytes: u64,
     pub(crate) verdicts: [u64; 3],
     pub(crate) faults: u64,
@@ -76,6 +95,7 @@ impl Tally {
 #[derive(Default)]
 struct Slot {
     packets: AtomicU64,
+    shown: AtomicU64,
     bytes: AtomicU64,
     verdicts: [AtomicU64; 3],
     faults: AtomicU64,
@@ -109,6 +129,7 @@ impl LinkCounters {
     pub(crate) fn flush(&self, worker: usize, t: &Tally) {
         if let Some(s) = self.slots.get(worker) {
             bump(&s.packets, t.packets);
+            bump(&s.shown, t.shown);
             bump(&s.bytes, t.bytes);
             bump(
                 &s.verdicts[0],
@@ -124,12 +145,94 @@ impl LinkCounters {
         self.slots.iter().fold(Counters::default(), |acc, s| {
             acc + Counters {
                 packets: s.packets.load(Relaxed),
+                shown: s.shown.load(Relaxed),
                 bytes: s.bytes.load(Relaxed),
                 passed: s.verdicts[0].load(Relaxed),
                 dropped: s.verdicts[1].load(Relaxed),
                 consumed: s.verdicts[2].load(Relaxed),
                 faults: s.faults.load(Relaxed),
             }
+        })
+    }
+}
+
+/// Batches the datapath refused to run, and the packets it dropped for
+/// them, summed over a registry's workers ([`Registry::refused`]).
+///
+/// A refusal never panics and never runs a hook: every refused packet that
+/// was still `Pass` gets [`Verdict::Dropped`] (a misconfigured driver stops
+/// traffic instead of letting it through unfiltered), and is counted here.
+/// Refusals are counted in the registry of the [`Worker`] that ran the
+/// batch, in that worker's own slot (one relaxed load and store, only on
+/// the refusal path).
+///
+/// [`Registry::refused`]: crate::Registry::refused
+/// [`Worker`]: crate::Worker
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Refused {
+    /// Batches refused because the head, the worker or the snapshot running
+    /// them belong to different registries (their slots would index another
+    /// registry's chains and counters). No hook ran on them.
+    pub foreign_batches: u64,
+    /// Packets of those batches that were dropped (those still `Pass`).
+    pub foreign_packets: u64,
+    /// Batches holding at least one packet whose [`kind`](crate::Packet::kind)
+    /// is not the head's. Only those packets are refused; the rest of the
+    /// batch runs the chain.
+    pub kind_batches: u64,
+    /// Packets dropped because their kind was not the head's (a hook would
+    /// have parsed them as something they are not).
+    pub kind_packets: u64,
+}
+
+/// One worker's refusal counts. Written only by the worker that owns the
+/// slot, like link counters.
+#[derive(Default)]
+pub(crate) struct RefusedSlot {
+    foreign_batches: AtomicU64,
+    foreign_packets: AtomicU64,
+    kind_batches: AtomicU64,
+    kind_packets: AtomicU64,
+}
+
+/// Every worker's refusal slot of one registry.
+pub(crate) struct RefusedCounters {
+    slots: Box<[CachePadded<RefusedSlot>]>,
+}
+
+impl RefusedCounters {
+    pub(crate) fn new(workers: usize) -> Self {
+        RefusedCounters {
+            slots: (0..workers)
+                .map(|_| CachePadded::new(RefusedSlot::default()))
+                .collect(),
+        }
+    }
+
+    /// Count a batch refused as foreign, in `worker`'s slot.
+    #[cold]
+    pub(crate) fn foreign(&self, worker: usize, packets: u64) {
+        if let Some(s) = self.slots.get(worker) {
+            bump(&s.foreign_batches, 1);
+            bump(&s.foreign_packets, packets);
+        }
+    }
+
+    /// Count packets refused for their kind, in `worker`'s slot.
+    #[cold]
+    pub(crate) fn kind(&self, worker: usize, packets: u64) {
+        if let Some(s) = self.slots.get(worker) {
+            bump(&s.kind_batches, 1);
+            bump(&s.kind_packets, packets);
+        }
+    }
+
+    pub(crate) fn sum(&self) -> Refused {
+        self.slots.iter().fold(Refused::default(), |a, s| Refused {
+            foreign_batches: a.foreign_batches + s.foreign_batches.load(Relaxed),
+            foreign_packets: a.foreign_packets + s.foreign_packets.load(Relaxed),
+            kind_batches: a.kind_batches + s.kind_batches.load(Relaxed),
+            kind_packets: a.kind_packets + s.kind_packets.load(Relaxed),
         })
     }
 }

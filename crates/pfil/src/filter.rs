@@ -31,8 +31,12 @@ pub struct Ctx<'a> {
 /// - It should not panic. If it does, the panic is caught, the link is
 ///   quarantined (skipped at once, unlinked by the next writer), counted,
 ///   and the packet gets the link's [`FailMode`] verdict.
-/// - It is dropped on whatever thread retires the last generation that
-///   referenced it (after a grace period): keep `Drop` cheap.
+/// - It lives as long as its hook is registered, linked or not: unlinking
+///   does not drop it, [`Registry::remove_hook`] does, on whatever thread
+///   retires the last generation that referenced it (after the grace
+///   period): keep `Drop` cheap. It may call the registry.
+///
+/// [`Registry::remove_hook`]: crate::Registry::remove_hook
 ///
 /// [`Registry::link`]: crate::Registry::link
 /// [`Error::WriterInHook`]: crate::Error::WriterInHook

@@ -46,6 +46,10 @@ impl Head {
     /// Run the chain for `dir` over a batch; read each packet's verdict
     /// afterwards. Packets already `Dropped`/`Consumed` are not shown to
     /// any hook.
+    ///
+    /// Never panics: a `worker` of another registry, or packets of another
+    /// kind than the head's, are refused, dropped and counted as
+    /// [`Snapshot::run`] says.
     #[inline]
     pub fn run(&self, dir: Dir, worker: &mut Worker, pkts: &mut [Packet<'_>]) {
         Snapshot::pin(&self.shared).run(self, dir, worker, pkts);
@@ -154,17 +158,22 @@ impl<'r> Snapshot<'r> {
 
     /// Run `head`'s chain for `dir` over a batch in this generation.
     ///
-    /// # Panics
-    /// If `head` or `worker` belong to another registry than the snapshot:
-    /// their slots would index someone else's chains and counters.
+    /// Never panics. The batch is refused, and no hook runs on it, when
+    /// `head` or `worker` belong to another registry than the snapshot (their
+    /// slots would index someone else's chains and counters). A packet whose
+    /// [`kind`](Packet::kind) is not the head's is refused alone (a hook would
+    /// parse it as what it is not); the rest of its batch runs. A refused
+    /// packet that was still `Pass` gets [`Verdict::Dropped`]; refusals are
+    /// counted in [`Registry::refused`] of the worker's registry.
     #[inline]
     pub fn run(&self, head: &Head, dir: Dir, worker: &mut Worker, pkts: &mut [Packet<'_>]) {
         if !std::ptr::eq(self.shared, &*head.shared) || !std::ptr::eq(self.shared, &*worker.shared)
         {
-            foreign(head, worker);
+            return refuse_foreign(worker, pkts);
         }
-        if pkts.first().is_some_and(|p| p.kind() != head.inner.kind) {
-            fix_kind(pkts, head.inner.kind);
+        let kind = head.inner.kind;
+        if pkts.iter().any(|p| p.kind() != kind) {
+            refuse_kind(worker, pkts, kind);
         }
         if let Some(chains) = self.generation_ref().chains.get(head.inner.slot) {
             let ctx = Ctx {
@@ -177,23 +186,35 @@ impl<'r> Snapshot<'r> {
     }
 }
 
-#[cold]
-#[inline(never)]
-fn foreign(head: &Head, worker: &Worker) -> ! {
-    panic!(
-        "head `{}` or worker {} belongs to another registry than the snapshot running it",
-        head.inner.name, worker.index
-    )
+/// Drop what is still `Pass`; how many that was.
+fn drop_passing<'a, 'p: 'a>(pkts: impl Iterator<Item = &'a mut Packet<'p>>) -> u64 {
+    let mut n = 0;
+    for p in pkts.filter(|p| p.verdict().is_pass()) {
+        p.set_verdict(Verdict::Dropped);
+        n += 1;
+    }
+    n
 }
 
-/// Packets built for another kind than the head carries: parse them as the
-/// head's kind. Checked on the first packet of a batch, so it costs nothing
-/// when the driver gets it right.
+/// A head or worker of another registry than the snapshot: run nothing,
+/// drop the batch, count it in the worker's own registry and slot.
 #[cold]
 #[inline(never)]
-fn fix_kind(pkts: &mut [Packet<'_>], kind: PacketKind) {
-    for p in pkts {
-        p.set_kind(kind);
+fn refuse_foreign(worker: &mut Worker, pkts: &mut [Packet<'_>]) {
+    let n = drop_passing(pkts.iter_mut());
+    worker.shared.refused.foreign(worker.index, n);
+}
+
+/// Packets built for another kind than the head carries: drop them (a hook
+/// would parse an Ethernet frame as an IP packet, or the other way round)
+/// and count them. Costs one byte compare per packet when the driver gets
+/// it right.
+#[cold]
+#[inline(never)]
+fn refuse_kind(worker: &mut Worker, pkts: &mut [Packet<'_>], kind: PacketKind) {
+    let n = drop_passing(pkts.iter_mut().filter(|p| p.kind() != kind));
+    if n > 0 {
+        worker.shared.refused.kind(worker.index, n);
     }
 }
 

@@ -36,7 +36,11 @@
 //! - **Verdict**: [`Verdict::Pass`], [`Verdict::Dropped`],
 //!   [`Verdict::Consumed`].
 //! - **Grace period**: the time after which no reader can still see a
-//!   retired generation ([`Retirement`]). Unlinked hooks are dropped only then.
+//!   retired generation ([`Retirement`]). An unlinked link is gone for good
+//!   only then (its counters are final). Unlinking does not drop the hook:
+//!   it stays registered and can be linked again; a hook removed with
+//!   [`Registry::remove_hook`] is dropped by the registry after the grace
+//!   period.
 //!
 //! ## Example
 //! ```
@@ -90,12 +94,12 @@ mod transaction;
 mod types;
 pub mod witness;
 
-pub use counters::Counters;
+pub use counters::{Counters, Refused};
 pub use error::Error;
 pub use filter::{Ctx, Filter};
 pub use head::{Head, Snapshot, Worker};
 pub use packet::{Headers, IpHeaders, Packet, Transport, L4};
-pub use registry::{HeadInfo, HookInfo, LinkInfo, Registry, DEFAULT_MAX_WORKERS};
+pub use registry::{HeadInfo, HookInfo, LinkInfo, Reaped, Registry, DEFAULT_MAX_WORKERS};
 pub use retire::Retirement;
 pub use transaction::{Commit, LinkHandle, LinkOptions, Op, Placement, Transaction};
 pub use types::{validate_name, Dir, Dirs, FailMode, PacketKind, Verdict, MAX_NAME_LEN};

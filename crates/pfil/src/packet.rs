@@ -103,7 +103,10 @@ impl<'a> Packet<'a> {
         Self::with_kind(frame, PacketKind::Ethernet)
     }
 
-    /// A frame of the given kind; set it to the kind of the head it will run on.
+    /// A frame of the given kind: the kind of the head it will run on. A
+    /// packet of another kind than its head is refused by the runner
+    /// (dropped and counted in [`Registry::refused`](crate::Registry::refused)),
+    /// never parsed as what it is not.
     #[inline]
     pub fn with_kind(frame: &'a mut [u8], kind: PacketKind) -> Self {
         Packet {
@@ -170,8 +173,9 @@ impl<'a> Packet<'a> {
         self.kind
     }
 
-    /// Change the kind (drops the parse cache). The runner does this when a
-    /// batch was built for another kind than the head's.
+    /// Change the kind (drops the parse cache), e.g. to run a frame's IP
+    /// packet on an IP head after its Ethernet head. The runner never
+    /// changes a kind: it refuses packets whose kind is not the head's.
     #[inline]
     pub fn set_kind(&mut self, kind: PacketKind) {
         if self.kind != kind {

@@ -11,7 +11,7 @@ use crossbeam_epoch::{self as epoch, Atomic, Owned};
 use parking_lot::Mutex;
 
 use crate::chain::{Chain, HookEntry, Link, Quarantined};
-use crate::counters::Counters;
+use crate::counters::{Counters, Refused, RefusedCounters};
 use crate::retire::{Retirement, Signal};
 use crate::transaction::{apply, LinkHandle, LinkOptions, Op, Transaction};
 use crate::{validate_name, witness, Dir, Dirs, Error, FailMode, Filter, Head, PacketKind, Worker};
@@ -73,8 +73,11 @@ pub(crate) struct Shared {
     pub(crate) max_workers: usize,
     /// The current generation number, readable without pinning.
     number: AtomicU64,
-    /// Quarantined links unlinked so far, for `reap_quarantine`'s answer.
-    reaped: std::sync::atomic::AtomicUsize,
+    /// Quarantined links unlinked by writer calls and not yet handed out by
+    /// `reap_quarantine`. Grows by at most one entry per link that faulted.
+    reaped: Mutex<Vec<Reaped>>,
+    /// Batches and packets the datapath refused, per worker slot.
+    pub(crate) refused: RefusedCounters,
 }
 
 impl Drop for Shared {
@@ -130,7 +133,9 @@ impl Registry {
     }
 
     /// A registry whose datapath can be run by at most `max_workers`
-    /// [`Worker`]s at once (each link keeps one counter slot per worker).
+    /// [`Worker`]s at once (each link keeps one cache-line-padded counter
+    /// slot per worker). Any number works (one per NIC queue, more than 64
+    /// included); `0` is taken as `1`: a registry always has a worker slot.
     pub fn with_max_workers(max_workers: usize) -> Registry {
         let max_workers = max_workers.max(1);
         let state = State::default();
@@ -143,7 +148,8 @@ impl Registry {
                 free_workers: Mutex::new((0..max_workers).rev().collect()),
                 max_workers,
                 number: AtomicU64::new(0),
-                reaped: Default::default(),
+                reaped: Mutex::new(Vec::new()),
+                refused: RefusedCounters::new(max_workers),
             }),
         }
     }
@@ -151,6 +157,14 @@ impl Registry {
     /// The number of worker slots.
     pub fn max_workers(&self) -> usize {
         self.shared.max_workers
+    }
+
+    /// Batches and packets the datapath refused instead of running them (a
+    /// head, worker or snapshot of different registries; packets of another
+    /// kind than their head), summed over this registry's workers. See
+    /// [`Refused`].
+    pub fn refused(&self) -> Refused {
+        self.shared.refused.sum()
     }
 
     /// The current generation number (0 before the first change).
@@ -269,7 +283,9 @@ impl Registry {
 
     /// [`add_hook`](Self::add_hook) for a filter the caller keeps a handle
     /// to (or one chosen at run time). The registry holds its reference
-    /// until the grace period after removal.
+    /// until the grace period after [`remove_hook`](Self::remove_hook); the
+    /// removal's ticket completes then, while the caller's `Arc` keeps the
+    /// object alive.
     ///
     /// # Errors
     /// [`Error::InvalidName`], [`Error::DuplicateHook`].
@@ -357,7 +373,9 @@ impl Registry {
     }
 
     /// Unlink a hook from a head in one direction. The rest of the chain
-    /// keeps its order.
+    /// keeps its order. The hook stays registered (its filter is not
+    /// dropped) and can be linked again; the ticket completes when no reader
+    /// can still run this link, with its final counters.
     ///
     /// # Errors
     /// [`Error::NoSuchHead`], [`Error::NotLinked`].
@@ -416,26 +434,55 @@ impl Registry {
         }
     }
 
-    /// Unlink every link that was quarantined after its hook panicked.
-    /// Every writer operation does this as part of its own change; a
-    /// dataplane calls it from its housekeeping loop. Returns how many links
-    /// were unlinked.
-    pub fn reap_quarantine(&self) -> usize {
-        if self.shared.quarantine.lock().is_empty() {
-            return 0;
+    /// Unlink every link that was quarantined after its hook panicked, and
+    /// hand out every quarantined link unlinked since the last call.
+    ///
+    /// Every successful writer operation also unlinks the quarantined links
+    /// as part of its own change; those are kept, with their tickets, and
+    /// returned by the next call here. So each reaped link is returned
+    /// exactly once, with a [`Retirement`] whose
+    /// [`counters`](Retirement::counters) are the link's final counts once
+    /// it [completes](Retirement::is_complete). A dataplane calls this from
+    /// its housekeeping loop.
+    ///
+    /// # Examples
+    /// ```
+    /// use pfil::{Ctx, Dir, Dirs, Packet, PacketKind, Placement, Registry, Verdict};
+    ///
+    /// let reg = Registry::new();
+    /// let head = reg.register_head("h", PacketKind::Ethernet, Dirs::IN)?;
+    /// reg.add_hook("bad:hook", PacketKind::Ethernet, Dirs::IN, |_: &mut Packet<'_>, _: &Ctx<'_>| -> Verdict {
+    ///     panic!("a bug")
+    /// })?;
+    /// reg.link("h", Dir::In, "bad:hook", Placement::Prepend)?;
+    /// let mut w = reg.worker()?;
+    /// let mut f = [0u8; 60];
+    /// head.run_one(Dir::In, &mut w, &mut Packet::new(&mut f)); // quarantined
+    /// let reaped = reg.reap_quarantine();
+    /// assert_eq!(reaped.len(), 1);
+    /// assert_eq!((reaped[0].head.as_str(), reaped[0].hook.as_str()), ("h", "bad:hook"));
+    /// assert!(reaped[0].retirement.wait_timeout(std::time::Duration::from_secs(10)));
+    /// assert_eq!(reaped[0].retirement.counters().faults, 1);
+    /// assert!(reg.reap_quarantine().is_empty());
+    /// # Ok::<(), pfil::Error>(())
+    /// ```
+    pub fn reap_quarantine(&self) -> Vec<Reaped> {
+        if !self.shared.quarantine.lock().is_empty() {
+            // Fails only with the `witness` feature, inside a hook; what
+            // was reaped before is still handed out.
+            let _ = self.change(|_| Ok(()));
         }
-        match self.change(|_| Ok(())) {
-            Ok(_) => self.shared.reaped.swap(0, Ordering::Relaxed),
-            Err(_) => 0,
-        }
+        std::mem::take(&mut *self.shared.reaped.lock())
     }
 
     /// The writer path: lock, copy the configuration, unlink quarantined
     /// links, apply `op`, and publish the result as the next generation.
     ///
     /// If `op` fails nothing is published and the quarantine is put back.
-    /// Old state and retired generations are dropped after the writer lock
-    /// is released, so a filter's `Drop` may use the registry.
+    /// The epoch is pinned before the writer lock is taken (a pin may
+    /// collect garbage, i.e. run filters' `Drop`s), and old state and
+    /// retired generations are dropped after it is released, so a filter's
+    /// `Drop` may use the registry.
     pub(crate) fn change<R>(
         &self,
         op: impl FnOnce(&mut State) -> Result<R, Error>,
@@ -449,6 +496,12 @@ impl Registry {
         op: impl FnOnce(&mut State) -> Result<R, Error>,
     ) -> Result<(R, u64, Retirement), Error> {
         witness::check_writer()?;
+        // Pin before taking the writer lock, never under it: a pin may run
+        // crossbeam's `collect()`, which drops retired generations and with
+        // them filters, whose `Drop` may call the registry (and so take the
+        // writer lock). Collection happens here, outside every lock of ours;
+        // the pin is kept for the swap and `defer_destroy` below.
+        let guard = epoch::pin();
         let mut w = self.shared.writer.lock();
         let mut next = w.clone();
         let pending: Vec<Quarantined> = std::mem::take(&mut *self.shared.quarantine.lock());
@@ -471,7 +524,6 @@ impl Registry {
         let number = next.number;
         let gen = build_generation(&next);
         let signal = Signal::new();
-        let guard = epoch::pin();
         // AcqRel: Release publishes the fully built generation to readers'
         // Acquire load; Acquire orders our later reclamation after it.
         let old = self
@@ -495,12 +547,23 @@ impl Registry {
         }
         let old_state = std::mem::replace(&mut *w, next);
         drop(w);
-        for q in reaped.iter().map(|&i| &pending[i]) {
-            tracing::warn!(target: "pfil", head = %q.head, dir = %q.dir, hook = %q.hook, generation = number, "quarantined link unlinked");
+        if !reaped.is_empty() {
+            let mut out = Vec::with_capacity(reaped.len());
+            for (i, link) in &reaped {
+                let q = &pending[*i];
+                tracing::warn!(target: "pfil", head = %q.head, dir = %q.dir, hook = %q.hook, generation = number, "quarantined link unlinked");
+                out.push(Reaped {
+                    head: q.head.clone(),
+                    dir: q.dir,
+                    hook: q.hook.clone(),
+                    fail: link.fail,
+                    generation: number,
+                    retirement: Retirement::pending(signal.clone())
+                        .with_removed(vec![link.counters.clone()]),
+                });
+            }
+            self.shared.reaped.lock().extend(out);
         }
-        self.shared
-            .reaped
-            .fetch_add(reaped.len(), Ordering::Relaxed);
         // Outside the lock: hooks dropped here (or by the flush) may call
         // the registry from their `Drop`.
         drop(old_state);
@@ -577,16 +640,17 @@ fn link_infos(links: &[Arc<Link>]) -> Vec<LinkInfo> {
 }
 
 /// Unlink the quarantined links still present; returns which of `pending`
-/// were.
-fn reap(s: &mut State, pending: &[Quarantined]) -> Vec<usize> {
+/// were, with the links.
+fn reap(s: &mut State, pending: &[Quarantined]) -> Vec<(usize, Arc<Link>)> {
     let mut reaped = Vec::new();
     for (i, q) in pending.iter().enumerate() {
         if let Some(rec) = s.heads.get_mut(&q.head) {
             let links = &mut rec.links[q.dir.index()];
-            let before = links.len();
-            links.retain(|l| !std::ptr::eq(Arc::as_ptr(l), q.link.as_ptr()));
-            if links.len() != before {
-                reaped.push(i);
+            if let Some(at) = links
+                .iter()
+                .position(|l| std::ptr::eq(Arc::as_ptr(l), q.link.as_ptr()))
+            {
+                reaped.push((i, links.remove(at)));
             }
         }
     }
@@ -636,6 +700,25 @@ pub struct HookInfo {
     pub links: usize,
     /// Panics caught from it over its lifetime.
     pub faults: u64,
+}
+
+/// A quarantined link that a writer unlinked, as handed out (once) by
+/// [`Registry::reap_quarantine`].
+#[derive(Debug)]
+pub struct Reaped {
+    /// Head name.
+    pub head: String,
+    /// Direction.
+    pub dir: Dir,
+    /// Hook name.
+    pub hook: String,
+    /// The link's fail mode.
+    pub fail: FailMode,
+    /// The first generation without the link.
+    pub generation: u64,
+    /// Completes when no reader can still run the link; its
+    /// [`counters`](Retirement::counters) are then the link's final counts.
+    pub retirement: Retirement,
 }
 
 /// A link as listed in a chain.

@@ -36,10 +36,15 @@ impl Signal {
 /// Completes when no reader can still see what an unlink or removal retired.
 ///
 /// For [`Registry::unlink`](crate::Registry::unlink) and transactions: once
-/// the generation that still held the link has been reclaimed. For
-/// [`Registry::remove_hook`](crate::Registry::remove_hook): once the hook
-/// object itself has been dropped. Dropping the ticket does not cancel
-/// anything; the retirement happens anyway.
+/// the generation that still held the link has been reclaimed (the hook
+/// itself stays registered and alive). For
+/// [`Registry::remove_hook`](crate::Registry::remove_hook): once the
+/// registry has dropped its last reference to the filter object, after the
+/// grace period; the object is dropped then too, unless the caller still
+/// holds an `Arc` to it (from
+/// [`add_hook_shared`](crate::Registry::add_hook_shared)). Either way no
+/// reader runs it any more. Dropping the ticket does not cancel anything;
+/// the retirement happens anyway.
 #[must_use = "a retirement ticket tells when the old configuration is gone; drop it if you don't care"]
 pub struct Retirement {
     signal: Option<Arc<Signal>>,

@@ -18,6 +18,11 @@ pub const SLOW_BATCH: std::time::Duration = std::time::Duration::from_millis(10)
 
 static VIOLATIONS: AtomicU64 = AtomicU64::new(0);
 
+thread_local! {
+    /// This thread's share of `VIOLATIONS`.
+    static THREAD_VIOLATIONS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 #[cfg(feature = "witness")]
 thread_local! {
     static IN_HOOK: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
@@ -27,6 +32,24 @@ thread_local! {
 /// `witness` feature, writer calls from hooks and slow hook batches.
 pub fn violations() -> u64 {
     VIOLATIONS.load(Relaxed)
+}
+
+/// Contract violations seen on the calling thread: those of
+/// [`violations`] that a datapath call (a repaired verdict, a slow hook
+/// batch) or a writer call (from inside a hook) made on this thread. Unlike
+/// the process total, other threads cannot move it: a test can compare it
+/// before and after its own calls.
+pub fn thread_violations() -> u64 {
+    THREAD_VIOLATIONS.with(|c| c.get())
+}
+
+/// Count one violation, process-wide and for this thread. Cold: only on a
+/// violation.
+#[cold]
+fn violation() {
+    VIOLATIONS.fetch_add(1, Relaxed);
+    // `try_with`: a violation during thread teardown is still counted above.
+    let _ = THREAD_VIOLATIONS.try_with(|c| c.set(c.get() + 1));
 }
 
 /// Marks the current thread as running a hook until `exit`.
@@ -54,7 +77,7 @@ impl HookScope {
             IN_HOOK.with(|c| c.set(c.get().saturating_sub(1)));
             let took = self.started.elapsed();
             if took > SLOW_BATCH {
-                VIOLATIONS.fetch_add(1, Relaxed);
+                violation();
                 tracing::warn!(target: "pfil::witness", hook = _hook, ?took, "hook batch ran too long: hooks must not block");
             }
         }
@@ -66,7 +89,7 @@ impl HookScope {
 pub(crate) fn check_writer() -> Result<(), Error> {
     #[cfg(feature = "witness")]
     if IN_HOOK.with(|c| c.get()) > 0 {
-        VIOLATIONS.fetch_add(1, Relaxed);
+        violation();
         tracing::error!(target: "pfil::witness", "registry writer call from inside a hook");
         return Err(Error::WriterInHook);
     }
@@ -76,7 +99,7 @@ pub(crate) fn check_writer() -> Result<(), Error> {
 /// A batch hook changed a final verdict; the caller puts it back.
 #[cold]
 pub(crate) fn broken_contract(hook: &str, packet: usize, was: Verdict, now: Verdict) {
-    VIOLATIONS.fetch_add(1, Relaxed);
+    violation();
     tracing::error!(
         target: "pfil::witness",
         hook,

@@ -7,9 +7,12 @@
 //! - **Filter objects drop on whatever thread reclaims them.** The epoch runs
 //!   deferred destructors on threads that pin, datapath threads included:
 //!   keep a filter's `Drop` cheap.
-//! - **A fault batch under-counts.** When a hook panics, the drops it decided
-//!   earlier in the same batch cannot be told from earlier hooks' and are not
-//!   added to its counters.
+//! - **A batch hook's fault is coarse.** When a batch hook panics, the
+//!   runner cannot tell which packet it died on: under fail-closed every
+//!   packet of that chunk the hook was shown and left `Pass` is dropped.
+//!   (A per-packet hook's fault is exact: the packets before keep the
+//!   hook's verdicts, the one it panicked on gets the fail verdict.) The
+//!   counters are exact either way ([`Counters`](crate::Counters)).
 //! - **Transactions hold links and unlinks.** Registering heads and adding or
 //!   removing hooks are single operations, each its own generation.
 //! - **Fail-closed is until unlink.** A fail-closed link whose hook panicked
@@ -19,5 +22,7 @@
 //!   must stay stopped.
 //! - **Worker slots are fixed at construction**
 //!   ([`Registry::with_max_workers`](crate::Registry::with_max_workers)): each
-//!   link keeps one 64-byte counter slot per possible worker.
+//!   link keeps one cache-line-padded counter slot (128 bytes on x86-64) per
+//!   possible worker. There is no other limit: more than 64 workers (a NIC
+//!   with more queues) work.
 //! - **Batch 1 pays a pin per packet.** Run batches where you can.

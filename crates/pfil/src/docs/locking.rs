@@ -14,10 +14,18 @@
 //!   parks), clone the configuration, apply their operations, build the next
 //!   generation, swap it in, and hand the old one to the epoch. Nothing is
 //!   ever modified in place, so a reader never sees half a change.
+//! - **No pin, flush or drop of a filter under a lock.** A pin may run
+//!   crossbeam's `collect()`, which runs the drops of retired generations
+//!   and so filters' `Drop`s, which may call the registry. Writers pin
+//!   *before* taking the writer lock, flush after releasing it, and drop
+//!   the old configuration after releasing it; the quarantine lock is only
+//!   ever held for a push or a take (`tests/drop_reentry.rs` makes crossbeam
+//!   collect at exactly a writer's pin).
 //! - **Links** are `Arc`s shared by consecutive generations, so their
 //!   counters survive republishing; the filter object behind a hook is an
-//!   `Arc` too and is dropped when the last generation that held it is
-//!   reclaimed.
+//!   `Arc` too, held by the writer's state while the hook is registered and
+//!   by every generation that links it; after `remove_hook` it is dropped
+//!   when the last generation that held it is reclaimed.
 //! - **Counters** have a single writer per slot (the `&mut Worker` of the
 //!   run), so a relaxed load and store replace a read-modify-write; readers
 //!   sum relaxed loads and may see a batch's fields a moment apart.
