@@ -26,6 +26,13 @@ pub(crate) struct RealRings {
 }
 
 /// The rings of one port.
+#[cfg_attr(
+    test,
+    expect(
+        clippy::large_enum_variant,
+        reason = "the fake exists only in unit tests; boxing the real rings would put an indirection on the datapath"
+    )
+)]
 pub(crate) enum Rings {
     Real(RealRings),
     #[cfg(test)]

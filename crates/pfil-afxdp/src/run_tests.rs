@@ -116,7 +116,7 @@ fn forward_sends_what_it_received_and_recycles_frame_bases() {
         },
         || {
             for _ in 0..500 {
-                wait_for(|| ka.state().fill.len() > 0);
+                wait_for(|| !ka.state().fill.is_empty());
                 delivered.lock().unwrap().push(ka.deliver(100).unwrap());
             }
             wait_for(|| st.tx.load(Ordering::Relaxed) == 500);
@@ -282,7 +282,7 @@ fn consumed_frames_go_back_only_through_the_outbox() {
         },
         || {
             for _ in 0..100 {
-                wait_for(|| k.state().fill.len() > 0);
+                wait_for(|| !k.state().fill.is_empty());
                 delivered.push(k.deliver(80).unwrap());
                 // One at a time: the held set's order is the delivery order.
                 wait_for(|| st.rx.load(Ordering::Relaxed) == delivered.len() as u64);
