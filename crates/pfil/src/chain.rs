@@ -3,13 +3,12 @@
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Weak};
-
-use parking_lot::Mutex;
 
 use crate::counters::{LinkCounters, Tally};
 use crate::retire::Signal;
+use crate::sync::{AtomicBool, AtomicU64, Mutex};
 use crate::{witness, Ctx, Dir, Dirs, FailMode, Filter, Packet, PacketKind, Verdict};
 
 /// A registered hook: a named filter, shared by every link that places it.

@@ -6,10 +6,11 @@
 //! a sum taken while traffic runs is a consistent lower bound per field.
 
 use std::ops::{Add, AddAssign};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 
 use crossbeam_utils::CachePadded;
 
+use crate::sync::AtomicU64;
 use crate::Verdict;
 
 /// What a link was given and decided, summed over all workers.

@@ -90,6 +90,7 @@ mod head;
 mod packet;
 mod registry;
 mod retire;
+mod sync;
 mod transaction;
 mod types;
 pub mod witness;

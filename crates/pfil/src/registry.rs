@@ -4,15 +4,15 @@
 //! the old generation through the epoch.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crossbeam_epoch::{self as epoch, Atomic, Owned};
-use parking_lot::Mutex;
 
 use crate::chain::{Chain, HookEntry, Link, Quarantined};
 use crate::counters::{Counters, Refused, RefusedCounters};
 use crate::retire::{Retirement, Signal};
+use crate::sync::{AtomicBool, AtomicU64, Mutex};
 use crate::transaction::{apply, LinkHandle, LinkOptions, Op, Transaction};
 use crate::{validate_name, witness, Dir, Dirs, Error, FailMode, Filter, Head, PacketKind, Worker};
 

@@ -1,12 +1,11 @@
 //! Retirement tickets: a way to wait for the grace period after an unlink.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
-
 use crate::counters::{Counters, LinkCounters};
+use crate::sync::{AtomicBool, Condvar, Mutex};
 
 /// A one-shot flag with a condition variable.
 #[derive(Default)]

@@ -1,12 +1,12 @@
 //! Link placement, transactions and scoped links: how writers describe a
 //! change. `Registry::change` (registry.rs) publishes it.
 
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Weak};
 
 use crate::chain::Link;
 use crate::counters::LinkCounters;
 use crate::registry::State;
+use crate::sync::AtomicBool;
 use crate::{Dir, Error, FailMode, Registry, Retirement};
 
 /// Where a new link goes in its chain (chains are walked in order).

@@ -33,6 +33,11 @@
 //!   which case a batch skips (or runs) a chain that just changed — the same
 //!   as if the batch had arrived a moment earlier (or later).
 //!
-//! The loom tests (`crates/pfil/tests/loom.rs`) check the invariant's two
+//! The loom tests (`crates/pfil/tests/loom.rs`) check the invariant's
 //! consequences under every interleaving loom explores: no hook runs after
-//! its object was dropped, and no link runs after its ticket completed.
+//! its object was dropped, no link runs after its ticket completed, every
+//! ticket completes once no reader is left, and a quarantined link is reaped
+//! exactly once with exact final counters while two readers race a writer.
+//! Under `--cfg pfil_loom` every lock and atomic of the registry is loom's
+//! (they all come from one module, `sync`), so loom checks the registry's
+//! own synchronization, not only the epoch's.
