@@ -75,7 +75,10 @@ fn refill_keeps_the_fill_ring_full_while_rx_backs_up() {
     assert_eq!(u.rx_batch(p, &mut batch), 32);
     assert_eq!(k.state().fill.len(), 64, "fill ring topped up behind RX");
     let c = u.counts();
-    assert!(c.adds_up() && c.fill == 64 && c.rx == 32 && c.app == 32, "{c:?}");
+    assert!(
+        c.adds_up() && c.fill == 64 && c.rx == 32 && c.app == 32,
+        "{c:?}"
+    );
     for f in batch.drain(..) {
         u.recycle(f).unwrap();
     }

@@ -102,6 +102,7 @@ fn gen_forward_sink_exact() {
     if !require_root("gen_forward_sink_exact") {
         return;
     }
+    let _traffic = traffic();
     init_tracing();
     let t = Topo::new("e");
     let reg = Registry::new();
@@ -123,6 +124,7 @@ fn udp_port_filter_drops_exactly_those() {
     if !require_root("udp_port_filter_drops_exactly_those") {
         return;
     }
+    let _traffic = traffic();
     init_tracing();
     let t = Topo::new("p");
     let reg = Registry::new();
@@ -144,6 +146,7 @@ fn relink_during_traffic_loses_nothing() {
     if !require_root("relink_during_traffic_loses_nothing") {
         return;
     }
+    let _traffic = traffic();
     init_tracing();
     let t = Topo::new("r");
     let reg = Registry::new();
@@ -186,6 +189,7 @@ fn consumed_frames_are_owned_until_given_back() {
     if !require_root("consumed_frames_are_owned_until_given_back") {
         return;
     }
+    let _traffic = traffic();
     init_tracing();
     let t = Topo::new("c");
     let reg = Registry::new();
@@ -373,6 +377,7 @@ fn two_queues_shared_umem_exact() {
     if !require_root("two_queues_shared_umem_exact") {
         return;
     }
+    let _traffic = traffic();
     two_queues_exact("m", UmemMode::Shared);
 }
 
@@ -381,6 +386,7 @@ fn two_queues_per_queue_umem_exact() {
     if !require_root("two_queues_per_queue_umem_exact") {
         return;
     }
+    let _traffic = traffic();
     two_queues_exact("n", UmemMode::PerQueue);
 }
 
@@ -393,6 +399,7 @@ fn two_queue_gen_and_sink_on_shared_umems_exact() {
     if !require_root("two_queue_gen_and_sink_on_shared_umems_exact") {
         return;
     }
+    let _traffic = traffic();
     init_tracing();
     let g = Netns::new("ug");
     let s = Netns::new("us");
@@ -429,7 +436,14 @@ fn two_queue_gen_and_sink_on_shared_umems_exact() {
     let per_queue: Vec<u64> = sink.stats.iter().map(|s| s.snapshot().rx).collect();
     let reports = sink.join().unwrap();
     assert_eq!(sent, vec![count, count]);
-    assert_eq!(per_queue, sent, "each queue received what was sent on it");
+    let kernel: Vec<_> = reports
+        .iter()
+        .flat_map(|r| r.ports.iter().map(|p| (p.queue, p.kernel)))
+        .collect();
+    assert_eq!(
+        per_queue, sent,
+        "each queue received what was sent on it; sink ports (queue, kernel stats): {kernel:?}"
+    );
     check_reports(&greports, UmemMode::Shared, gsetup.umem.frames);
     check_reports(&reports, UmemMode::Shared, sink_setup.umem.frames);
 }

@@ -53,6 +53,7 @@ fn forwarded_frames_come_back_frame_aligned() {
     if !require_root("forwarded_frames_come_back_frame_aligned") {
         return;
     }
+    let _traffic = traffic();
     let t = Topo::new("al");
     let reg = Registry::new();
     let (ha, hb) = (
@@ -129,6 +130,7 @@ fn frame_budget_is_checked_at_open_and_spawn() {
     if !require_root("frame_budget_is_checked_at_open_and_spawn") {
         return;
     }
+    let _traffic = traffic();
     let t = Topo::new("bu");
     let e =
         t.f.run(|| {
@@ -170,6 +172,7 @@ fn a_partial_start_leaves_nothing_running() {
     if !require_root("a_partial_start_leaves_nothing_running") {
         return;
     }
+    let _traffic = traffic();
     let a = Netns::new("pa");
     let b = Netns::new("pb");
     veth_queues(&a, "p0", &b, "p1", 4, 2);
@@ -197,6 +200,7 @@ fn more_than_64_queues() {
     if !require_root("more_than_64_queues") {
         return;
     }
+    let _traffic = traffic();
     let a = Netns::new("qa");
     let b = Netns::new("qb");
     veth_queues(&a, "q0", &b, "q1", 5, 72);
@@ -233,6 +237,7 @@ fn a_generator_that_cannot_progress_stalls_out() {
     if !require_root("a_generator_that_cannot_progress_stalls_out") {
         return;
     }
+    let _traffic = traffic();
     let t = Topo::new("st");
     let reg = Registry::new();
     let gen = GenConfig {
@@ -266,6 +271,7 @@ fn tx_errors_mid_run_leave_every_frame_accounted() {
     if !require_root("tx_errors_mid_run_leave_every_frame_accounted") {
         return;
     }
+    let _traffic = traffic();
     let t = Topo::new("er");
     let reg = Registry::new();
     let sink = run::spawn_sink(&reg, "s0", &setup(&t.s), LoopConfig::new()).unwrap();

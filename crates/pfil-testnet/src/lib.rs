@@ -46,6 +46,17 @@ pub fn under_ci() -> bool {
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
+/// Hold this while a test pushes traffic and counts it exactly: the tests
+/// of one binary run in parallel, and two traffic tests at once on a
+/// 2-core machine (generator, forwarder and sink threads each, plus the
+/// kernel's veth work) overload the cores, so the kernel drops frames for
+/// want of CPU (`rx_ring_full`), which is not what the tests check. A
+/// poisoned lock (a failed test) is taken all the same.
+pub fn traffic() -> std::sync::MutexGuard<'static, ()> {
+    static TRAFFIC: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TRAFFIC.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A short name unique to this process and call, ending in `tag` (fits
 /// IFNAMSIZ and namespace names).
 pub fn unique(tag: &str) -> String {
