@@ -63,11 +63,14 @@ fn forwarded_frames_come_back_frame_aligned() {
     let sink = run::spawn_sink(&reg, "s0", &setup(&t.s), LoopConfig::new()).unwrap();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let reg2 = reg.clone();
+    let st = Arc::new(Stats::default());
+    let st2 = st.clone();
     let fwd = t.f.run(move || {
+        let st = st2;
         let mut umem = Umem::new(UmemConfig::default()).unwrap();
         let a = umem.open(PortConfig::new("f0", 0)).unwrap();
         let b = umem.open(PortConfig::new("f1", 0)).unwrap();
-        let (st, back) = (Stats::default(), Stats::default());
+        let back = Stats::default();
         let mut w = reg2.worker().unwrap();
         let lc = LoopConfig::new();
         ready_tx.send(()).unwrap();
@@ -84,6 +87,7 @@ fn forwarded_frames_come_back_frame_aligned() {
             run::forward_loop(&mut umem, (a, b), (&ha, &hb), &reg2, &mut lw, &lc).unwrap();
         });
         let tx = st.snapshot().tx;
+        let kernel = [umem.statistics(a).ok(), umem.statistics(b).ok()];
         // Every free frame, handed out at once: frame-aligned, inside the
         // UMEM, no two the same.
         let size = u64::from(umem.area().frame_size());
@@ -98,21 +102,30 @@ fn forwarded_frames_come_back_frame_aligned() {
             umem.recycle(f).unwrap();
         }
         addrs.sort_unstable();
-        (tx, size, range, addrs, counts)
+        (tx, size, range, addrs, counts, kernel)
     });
     ready_rx.recv().unwrap();
+    // Paced by what the forwarder has received, so a busy machine slows
+    // the test down instead of making the kernel drop.
     let gen = GenConfig {
         count: 3000,
         rate: 100_000,
+        window: Some(Window {
+            max_in_flight: 256,
+            accounted: Arc::new(move || st.rx.load(Ordering::Relaxed)),
+        }),
         ..GenConfig::default()
     };
     run::spawn_gen(&reg, "g0", &setup(&t.g), gen, LoopConfig::new())
         .unwrap()
         .wait()
         .unwrap();
-    let (tx, size, range, addrs, counts) = fwd.join().unwrap();
+    let (tx, size, range, addrs, counts, kernel) = fwd.join().unwrap();
     sink.join().unwrap();
-    assert_eq!(tx, 3000, "every frame forwarded");
+    assert_eq!(
+        tx, 3000,
+        "every frame forwarded; f0, f1 kernel stats {kernel:?}"
+    );
     assert!(counts.adds_up() && counts.free == 0, "{counts:?}");
     let n = addrs.len();
     assert!(n > 3000, "the forwarded frames are back in the pool: {n}");
