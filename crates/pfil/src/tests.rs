@@ -1476,3 +1476,13 @@ fn packets_of_another_kind_are_refused_whatever_the_first_link_is() {
         assert_eq!(reg.refused().kind_packets, 1, "{what}");
     }
 }
+
+#[test]
+fn wait_timeout_takes_any_duration() {
+    let (reg, _) = setup();
+    reg.link("h0", Dir::In, "a:1", Placement::Prepend).unwrap();
+    let t = reg.unlink("h0", Dir::In, "a:1").unwrap();
+    // `Instant::now() + Duration::MAX` overflows: a huge timeout is "no
+    // timeout", not a panic.
+    assert!(t.wait_timeout(Duration::MAX));
+}
