@@ -936,7 +936,12 @@ fn waiting_while_pinned_does_not_hang() {
     reg.link("h0", Dir::In, "a:1", Placement::Prepend).unwrap();
     let snap = reg.snapshot();
     let t = reg.unlink("h0", Dir::In, "a:1").unwrap();
+    let started = std::time::Instant::now();
     assert!(!t.wait_timeout(Duration::from_secs(5)));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "refused at once, not after the timeout"
+    );
     let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| t.wait()));
     assert!(waited.is_err(), "wait() under a pin must refuse, not hang");
     drop(snap);
