@@ -164,14 +164,14 @@ fn run_link<const FIRST: bool>(
         return run_batched(link, pkts, ctx, q);
     }
     let filter = &*hook.filter;
-    // What the fault path needs, in memory across the (possibly unwinding)
-    // call: the packet being filtered, and what the hook decided other than
-    // `Pass` so far (written only for such verdicts). The tally stays in
-    // registers.
+    // What the fault path needs across the (possibly unwinding) hook call:
+    // the packet being filtered, and what the hook decided other than
+    // `Pass` so far (updated only for such verdicts). The tally is lost on
+    // a fault and rebuilt from these.
     let mut progress = Progress::default();
     let scope = witness::HookScope::enter();
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        // The first link compares each packet's tag with a constant: one
+        // The first link compares each packet's kind with a constant: one
         // loop per kind, so no register is spent on the head's kind.
         match (FIRST, env.kind) {
             (false, _) => filter_each::<false, 0>(filter, pkts, ctx, &mut progress),
@@ -234,10 +234,10 @@ fn quarantined(link: &Link, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
     }
 }
 
-/// How far a per-packet hook got in a batch, kept in memory for the fault
-/// path: the packet it is looking at, and the packets it dropped or
-/// consumed (which the fault path cannot tell from earlier hooks' by their
-/// verdicts). Packets before `at` still `Pass` were shown and passed.
+/// How far a per-packet hook got in a batch, for the fault path: the packet
+/// it is looking at, and the packets it dropped or consumed (which the
+/// fault path cannot tell from earlier hooks' by their verdicts). Packets
+/// before `at` still `Pass` were shown and passed.
 ///
 /// Never borrowed by anything but the loop (the fault path gets a copy), so
 /// the compiler keeps its fields in registers and spills them only around
@@ -264,8 +264,8 @@ fn filter_each<const FIRST: bool, const KIND: u8>(
 ) -> Tally {
     let mut t = Tally::default();
     for (i, p) in pkts.iter_mut().enumerate() {
-        // The first link: still `Pass` and of the head's kind, in one
-        // compare; the others: still `Pass`.
+        // The first link: still `Pass` and of the head's kind (a compare
+        // with a constant); the others: still `Pass`.
         let shown = if FIRST {
             p.verdict().is_pass() && p.kind() as u8 == KIND
         } else {
@@ -280,14 +280,12 @@ fn filter_each<const FIRST: bool, const KIND: u8>(
             }
             continue;
         }
-        {
-            progress.at = i;
-            let v = filter.filter(p, ctx);
-            p.set_verdict(v);
-            t.record(v, p.len());
-            if !v.is_pass() {
-                progress.record(v, p.len());
-            }
+        progress.at = i;
+        let v = filter.filter(p, ctx);
+        p.set_verdict(v);
+        t.record(v, p.len());
+        if !v.is_pass() {
+            progress.record(v, p.len());
         }
     }
     t.shown = t.packets;
