@@ -6,7 +6,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Weak};
 
-use crate::counters::{LinkCounters, Tally};
+use crate::counters::{LinkCounters, RefusedCounters, Tally};
 use crate::retire::Signal;
 use crate::sync::{AtomicBool, AtomicU64, Mutex};
 use crate::{witness, Ctx, Dir, Dirs, FailMode, Filter, Packet, PacketKind, Verdict};
@@ -76,49 +76,135 @@ impl Chain {
         }
     }
 
-    /// Run every link over the batch, in order.
+    /// Run every link over the batch, in order. The first link refuses
+    /// the packets of another kind than the head's, before any hook.
     #[inline]
-    pub(crate) fn run(&self, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>, q: &Mutex<Vec<Quarantined>>) {
+    pub(crate) fn run(&self, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>, env: &Env<'_>) {
         match self {
             Chain::Empty => {}
-            Chain::One(link) => run_link(link, pkts, ctx, q),
+            Chain::One(link) => run_link::<true>(link, pkts, ctx, env),
             Chain::Many(links) => {
-                for link in links.iter() {
-                    run_link(link, pkts, ctx, q);
+                if let Some((first, rest)) = links.split_first() {
+                    run_link::<true>(first, pkts, ctx, env);
+                    for link in rest {
+                        run_link::<false>(link, pkts, ctx, env);
+                    }
                 }
             }
         }
     }
 }
 
+/// What a run needs from its head and registry besides the packets.
+pub(crate) struct Env<'a> {
+    /// The head's packet kind: packets of another kind are refused.
+    pub(crate) kind: PacketKind,
+    /// Where faulting links are queued for a writer to unlink.
+    pub(crate) quarantine: &'a Mutex<Vec<Quarantined>>,
+    /// Where refusals are counted (the worker's own slot).
+    pub(crate) refused: &'a RefusedCounters,
+}
+
+/// Drop what is still `Pass`; how many that was.
+pub(crate) fn drop_passing<'a, 'p: 'a>(pkts: impl Iterator<Item = &'a mut Packet<'p>>) -> u64 {
+    let mut n = 0;
+    for p in pkts.filter(|p| p.verdict().is_pass()) {
+        p.set_verdict(Verdict::Dropped);
+        n += 1;
+    }
+    n
+}
+
+/// Packets built for another kind than the head carries: drop them (a hook
+/// would parse an Ethernet frame as an IP packet, or the other way round).
+/// Returns how many were refused. The cold paths' whole-batch check; the
+/// per-packet path checks in its own loop.
+#[cold]
+#[inline(never)]
+fn refuse_kind(pkts: &mut [Packet<'_>], kind: PacketKind) -> u64 {
+    drop_passing(pkts.iter_mut().filter(|p| p.kind() != kind))
+}
+
+/// Count a link run's refusals (one batch), if any.
+#[inline(always)]
+fn count_refused(env: &Env<'_>, ctx: &Ctx<'_>, n: u64) {
+    if n != 0 {
+        env.refused.kind(ctx.worker, n);
+    }
+}
+
 /// Run one link over the batch: only `Pass` packets are shown; one tally in
 /// registers, one flush to this worker's counter slot.
-#[inline]
-fn run_link(link: &Arc<Link>, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>, q: &Mutex<Vec<Quarantined>>) {
+///
+/// `FIRST`: this is the chain's first link, which refuses the packets of
+/// another kind than the head's before its hook sees them (in its
+/// per-packet loop: one well-predicted compare per packet it looks at; on
+/// the cold paths, a scan of the batch first). Not inlined: in its own
+/// frame the loop keeps its state in registers (inlined into the chain
+/// walk it spills more, measured with callgrind).
+#[inline(never)]
+fn run_link<const FIRST: bool>(
+    link: &Arc<Link>,
+    pkts: &mut [Packet<'_>],
+    ctx: &Ctx<'_>,
+    env: &Env<'_>,
+) {
+    let q = env.quarantine;
     if link.quarantined.load(Relaxed) {
+        if FIRST {
+            count_refused(env, ctx, refuse_kind(pkts, env.kind));
+        }
         return quarantined(link, pkts, ctx);
     }
     let hook = &*link.hook;
     if hook.batched {
+        if FIRST {
+            count_refused(env, ctx, refuse_kind(pkts, env.kind));
+        }
         return run_batched(link, pkts, ctx, q);
     }
     let filter = &*hook.filter;
-    // What the fault path needs, in memory across the (possibly unwinding)
-    // call: the packet being filtered, and what the hook decided other than
-    // `Pass` so far (written only for such verdicts). The tally stays in
-    // registers.
+    // What the fault path needs across the (possibly unwinding) hook call:
+    // the packet being filtered, and what the hook decided other than
+    // `Pass` so far (updated only for such verdicts). The tally is lost on
+    // a fault and rebuilt from these.
     let mut progress = Progress::default();
     let scope = witness::HookScope::enter();
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        filter_each(filter, pkts, ctx, &mut progress)
+        // The first link compares each packet's kind with a constant: one
+        // loop per kind, so no register is spent on the head's kind.
+        match (FIRST, env.kind) {
+            (false, _) => filter_each::<false, 0>(filter, pkts, ctx, &mut progress),
+            (true, PacketKind::Ethernet) => filter_each::<true, { PacketKind::Ethernet as u8 }>(
+                filter,
+                pkts,
+                ctx,
+                &mut progress,
+            ),
+            (true, PacketKind::Ipv4) => {
+                filter_each::<true, { PacketKind::Ipv4 as u8 }>(filter, pkts, ctx, &mut progress)
+            }
+            (true, PacketKind::Ipv6) => {
+                filter_each::<true, { PacketKind::Ipv6 as u8 }>(filter, pkts, ctx, &mut progress)
+            }
+        }
     }));
     scope.exit(&hook.name);
     match outcome {
         Ok(tally) => link.counters.flush(ctx.worker, &tally),
         Err(payload) => {
-            fault(link, pkts, ctx, q, &progress);
+            if FIRST {
+                // The packets after the fault were not looked at yet.
+                if let Some(rest) = pkts.get_mut(progress.at + 1..) {
+                    progress.refused += refuse_kind(rest, env.kind);
+                }
+            }
+            fault(link, pkts, ctx, q, progress);
             drop_payload(payload);
         }
+    }
+    if FIRST {
+        count_refused(env, ctx, progress.refused);
     }
 }
 
@@ -148,22 +234,29 @@ fn quarantined(link: &Link, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
     }
 }
 
-/// How far a per-packet hook got in a batch, kept in memory for the fault
-/// path: the packet it is looking at, and the packets it dropped or
-/// consumed (which the fault path cannot tell from earlier hooks' by their
-/// verdicts). Packets before `at` still `Pass` were shown and passed.
-#[derive(Default)]
+/// How far a per-packet hook got in a batch, for the fault path: the packet
+/// it is looking at, and the packets it dropped or consumed (which the
+/// fault path cannot tell from earlier hooks' by their verdicts). Packets
+/// before `at` still `Pass` were shown and passed.
+///
+/// Never borrowed by anything but the loop (the fault path gets a copy), so
+/// the compiler keeps its fields in registers and spills them only around
+/// the hook call, as unwinding needs.
+#[derive(Clone, Copy, Default)]
 struct Progress {
     at: usize,
     dropped: u64,
     consumed: u64,
     /// Bytes of the dropped and consumed packets.
     bytes: u64,
+    /// Packets refused for their kind (first link only).
+    refused: u64,
 }
 
-/// The per-packet loop of one link.
+/// The per-packet loop of one link; the first link (`FIRST`) also refuses
+/// packets of another kind than `KIND` (a `PacketKind as u8`).
 #[inline(always)]
-fn filter_each(
+fn filter_each<const FIRST: bool, const KIND: u8>(
     filter: &dyn Filter,
     pkts: &mut [Packet<'_>],
     ctx: &Ctx<'_>,
@@ -171,14 +264,28 @@ fn filter_each(
 ) -> Tally {
     let mut t = Tally::default();
     for (i, p) in pkts.iter_mut().enumerate() {
-        if p.verdict().is_pass() {
-            progress.at = i;
-            let v = filter.filter(p, ctx);
-            p.set_verdict(v);
-            t.record(v, p.len());
-            if !v.is_pass() {
-                progress.record(v, p.len());
+        // The first link: still `Pass` and of the head's kind (a compare
+        // with a constant); the others: still `Pass`.
+        let shown = if FIRST {
+            p.verdict().is_pass() && p.kind() as u8 == KIND
+        } else {
+            p.verdict().is_pass()
+        };
+        if !shown {
+            if FIRST && p.verdict().is_pass() {
+                // Of another kind: refused. Inline: an out-of-line call
+                // taking `progress` would keep all of it in memory.
+                p.set_verdict(Verdict::Dropped);
+                progress.refused += 1;
             }
+            continue;
+        }
+        progress.at = i;
+        let v = filter.filter(p, ctx);
+        p.set_verdict(v);
+        t.record(v, p.len());
+        if !v.is_pass() {
+            progress.record(v, p.len());
         }
     }
     t.shown = t.packets;
@@ -211,7 +318,7 @@ fn fault(
     pkts: &mut [Packet<'_>],
     ctx: &Ctx<'_>,
     q: &Mutex<Vec<Quarantined>>,
-    progress: &Progress,
+    progress: Progress,
 ) {
     let at = progress.at;
     let mut t = Tally::default();

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crossbeam_epoch::{self as epoch, Guard};
 
+use crate::chain::{drop_passing, Env};
 use crate::registry::{Generation, HeadInner, Shared};
 use crate::{Ctx, Dir, Dirs, Packet, PacketKind, Registry, Verdict};
 
@@ -161,19 +162,18 @@ impl<'r> Snapshot<'r> {
     /// Never panics. The batch is refused, and no hook runs on it, when
     /// `head` or `worker` belong to another registry than the snapshot (their
     /// slots would index someone else's chains and counters). A packet whose
-    /// [`kind`](Packet::kind) is not the head's is refused alone (a hook would
-    /// parse it as what it is not); the rest of its batch runs. A refused
-    /// packet that was still `Pass` gets [`Verdict::Dropped`]; refusals are
-    /// counted in [`Registry::refused`] of the worker's registry.
+    /// [`kind`](Packet::kind) is not the head's is refused alone, before any
+    /// hook sees it (a hook would parse it as what it is not); the rest of
+    /// its batch runs. (On a direction with nothing linked no hook can
+    /// misparse it: the runner returns at once and checks nothing.) A
+    /// refused packet that was still `Pass` gets [`Verdict::Dropped`];
+    /// refusals are counted in [`Registry::refused`] of the worker's
+    /// registry.
     #[inline]
     pub fn run(&self, head: &Head, dir: Dir, worker: &mut Worker, pkts: &mut [Packet<'_>]) {
         if !std::ptr::eq(self.shared, &*head.shared) || !std::ptr::eq(self.shared, &*worker.shared)
         {
             return refuse_foreign(worker, pkts);
-        }
-        let kind = head.inner.kind;
-        if pkts.iter().any(|p| p.kind() != kind) {
-            refuse_kind(worker, pkts, kind);
         }
         if let Some(chains) = self.generation_ref().chains.get(head.inner.slot) {
             let ctx = Ctx {
@@ -181,19 +181,14 @@ impl<'r> Snapshot<'r> {
                 dir,
                 worker: worker.index,
             };
-            chains[dir.index()].run(pkts, &ctx, &self.shared.quarantine);
+            let env = Env {
+                kind: head.inner.kind,
+                quarantine: &self.shared.quarantine,
+                refused: &self.shared.refused,
+            };
+            chains[dir.index()].run(pkts, &ctx, &env);
         }
     }
-}
-
-/// Drop what is still `Pass`; how many that was.
-fn drop_passing<'a, 'p: 'a>(pkts: impl Iterator<Item = &'a mut Packet<'p>>) -> u64 {
-    let mut n = 0;
-    for p in pkts.filter(|p| p.verdict().is_pass()) {
-        p.set_verdict(Verdict::Dropped);
-        n += 1;
-    }
-    n
 }
 
 /// A head or worker of another registry than the snapshot: run nothing,
@@ -203,19 +198,6 @@ fn drop_passing<'a, 'p: 'a>(pkts: impl Iterator<Item = &'a mut Packet<'p>>) -> u
 fn refuse_foreign(worker: &mut Worker, pkts: &mut [Packet<'_>]) {
     let n = drop_passing(pkts.iter_mut());
     worker.shared.refused.foreign(worker.index, n);
-}
-
-/// Packets built for another kind than the head carries: drop them (a hook
-/// would parse an Ethernet frame as an IP packet, or the other way round)
-/// and count them. Costs one byte compare per packet when the driver gets
-/// it right.
-#[cold]
-#[inline(never)]
-fn refuse_kind(worker: &mut Worker, pkts: &mut [Packet<'_>], kind: PacketKind) {
-    let n = drop_passing(pkts.iter_mut().filter(|p| p.kind() != kind));
-    if n > 0 {
-        worker.shared.refused.kind(worker.index, n);
-    }
 }
 
 impl Registry {

@@ -102,7 +102,9 @@ impl Retirement {
         while !self.wait_timeout(Duration::from_secs(3600)) {}
     }
 
-    /// Wait at most `timeout`; `true` if the grace period has passed.
+    /// Wait at most `timeout` (any duration: one too large to add to the
+    /// clock waits as long as it takes); `true` if the grace period has
+    /// passed.
     /// Returns `false` at once if the calling thread holds an epoch pin,
     /// which would keep the grace period from ending.
     pub fn wait_timeout(&self, timeout: Duration) -> bool {
@@ -110,7 +112,8 @@ impl Retirement {
         if !s.is_done() && crossbeam_epoch::is_pinned() {
             return false;
         }
-        let deadline = Instant::now() + timeout;
+        // A timeout too large for an `Instant` is no timeout.
+        let deadline = Instant::now().checked_add(timeout);
         loop {
             if s.is_done() {
                 return true;
@@ -122,12 +125,13 @@ impl Retirement {
                 return true;
             }
             let now = Instant::now();
-            if now >= deadline {
+            let left = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(now));
+            if left.is_zero() {
                 return false;
             }
             let mut g = s.lock.lock();
             if !s.is_done() {
-                s.cv.wait_for(&mut g, (deadline - now).min(Duration::from_millis(1)));
+                s.cv.wait_for(&mut g, left.min(Duration::from_millis(1)));
             }
         }
     }

@@ -936,7 +936,12 @@ fn waiting_while_pinned_does_not_hang() {
     reg.link("h0", Dir::In, "a:1", Placement::Prepend).unwrap();
     let snap = reg.snapshot();
     let t = reg.unlink("h0", Dir::In, "a:1").unwrap();
+    let started = std::time::Instant::now();
     assert!(!t.wait_timeout(Duration::from_secs(5)));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "refused at once, not after the timeout"
+    );
     let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| t.wait()));
     assert!(waited.is_err(), "wait() under a pin must refuse, not hang");
     drop(snap);
@@ -1379,4 +1384,110 @@ fn more_than_64_workers_each_count_in_their_own_slot() {
     assert_eq!((c.packets, c.dropped, c.bytes), (want, want, 10 * want));
     assert_eq!(top.load(Ordering::SeqCst), N - 1);
     assert_eq!(reg.refused(), Refused::default());
+}
+
+#[test]
+fn packets_of_another_kind_are_refused_whatever_the_first_link_is() {
+    // The first link refuses them: in its per-packet loop, or by a scan on
+    // its cold paths (batch hook, quarantined link, a fault mid-batch).
+    // The second link counts what reached it.
+    type AddFirst = Box<dyn Fn(&Registry)>;
+    let cases: [(&str, AddFirst); 3] = [
+        (
+            "batch hook",
+            Box::new(|reg: &Registry| {
+                reg.add_hook("first:x", PacketKind::Ipv4, Dirs::IN, OddDropper)
+                    .unwrap()
+            }),
+        ),
+        (
+            "quarantined fail-open",
+            Box::new(|reg: &Registry| {
+                reg.add_hook(
+                    "first:x",
+                    PacketKind::Ipv4,
+                    Dirs::IN,
+                    |_: &mut Packet<'_>, _: &Ctx<'_>| -> Verdict { panic!("boom") },
+                )
+                .unwrap()
+            }),
+        ),
+        (
+            "fault mid-batch",
+            Box::new(|reg: &Registry| {
+                reg.add_hook(
+                    "first:x",
+                    PacketKind::Ipv4,
+                    Dirs::IN,
+                    |p: &mut Packet<'_>, _: &Ctx<'_>| {
+                        if p.frame()[0] == 9 {
+                            panic!("boom")
+                        }
+                        Verdict::Pass
+                    },
+                )
+                .unwrap()
+            }),
+        ),
+    ];
+    for (what, add_first) in cases {
+        let reg = Registry::new();
+        let head = reg
+            .register_head("ip4", PacketKind::Ipv4, Dirs::BOTH)
+            .unwrap();
+        add_first(&reg);
+        reg.add_hook("second:x", PacketKind::Ipv4, Dirs::IN, pass)
+            .unwrap();
+        reg.link("ip4", Dir::In, "first:x", Placement::Append)
+            .unwrap();
+        reg.link("ip4", Dir::In, "second:x", Placement::Append)
+            .unwrap();
+        let mut w = reg.worker().unwrap();
+        if what == "quarantined fail-open" {
+            let mut f = [0u8; 4];
+            head.run_one(
+                Dir::In,
+                &mut w,
+                &mut Packet::with_kind(&mut f, PacketKind::Ipv4),
+            );
+            assert!(reg.chain("ip4", Dir::In).unwrap()[0].quarantined);
+        }
+        let before = reg.chain("ip4", Dir::In).unwrap()[1].counters.packets;
+        // [ip, ip that faults, ethernet, ip]
+        let mut bufs = [[1u8; 4], [9; 4], [1; 4], [1; 4]];
+        let mut it = bufs.iter_mut();
+        let mut pkts = [
+            Packet::with_kind(it.next().unwrap(), PacketKind::Ipv4),
+            Packet::with_kind(it.next().unwrap(), PacketKind::Ipv4),
+            Packet::new(it.next().unwrap()),
+            Packet::with_kind(it.next().unwrap(), PacketKind::Ipv4),
+        ];
+        head.run_in(&mut w, &mut pkts);
+        assert_eq!(pkts[2].verdict(), Verdict::Dropped, "{what}");
+        assert_eq!(
+            (reg.refused().kind_batches, reg.refused().kind_packets),
+            (1, 1),
+            "{what}"
+        );
+        let second = reg.chain("ip4", Dir::In).unwrap()[1].counters.packets - before;
+        let reached = pkts.iter().filter(|p| p.verdict().is_pass()).count() as u64;
+        assert_eq!(second, reached, "{what}");
+        // Nothing linked out: nothing to misparse, nothing refused.
+        let mut f = [0u8; 4];
+        assert_eq!(
+            head.run_one(Dir::Out, &mut w, &mut Packet::new(&mut f)),
+            Verdict::Pass
+        );
+        assert_eq!(reg.refused().kind_packets, 1, "{what}");
+    }
+}
+
+#[test]
+fn wait_timeout_takes_any_duration() {
+    let (reg, _) = setup();
+    reg.link("h0", Dir::In, "a:1", Placement::Prepend).unwrap();
+    let t = reg.unlink("h0", Dir::In, "a:1").unwrap();
+    // `Instant::now() + Duration::MAX` overflows: a huge timeout is "no
+    // timeout", not a panic.
+    assert!(t.wait_timeout(Duration::MAX));
 }

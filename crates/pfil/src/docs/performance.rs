@@ -3,8 +3,9 @@
 //! **Guarantees.** Per batch: one epoch pin (a store and a fence on the
 //! calling thread's own record), one pointer load, and per link one counter
 //! flush into the calling worker's own cache line. Per packet: a verdict
-//! check, one indirect call per link that is shown the packet, a verdict
-//! store and a few register additions. No lock, no allocation, no
+//! check (on the first link also a kind check, against a constant), one
+//! indirect call per link that is shown the packet, a verdict store and a
+//! few register additions. No lock, no allocation, no
 //! read-modify-write on a line another core writes, no `Result`. Writers pay
 //! a copy of the configuration and a swap per change.
 //!
