@@ -116,7 +116,7 @@ impl SyntheticPort {
                 .iter()
                 .filter(|p| p.verdict() == Verdict::Consumed)
                 .count() as u64;
-            let passed = n as u64 - d - c;
+            let passed = (n as u64).saturating_sub(d + c);
             let add = |a: &std::sync::atomic::AtomicU64, v: u64| {
                 a.fetch_add(v, Ordering::Relaxed);
             };
@@ -124,8 +124,10 @@ impl SyntheticPort {
             add(&stats.rx, n as u64);
             add(&stats.in_dropped, ind);
             add(&stats.in_consumed, inc);
-            add(&stats.out_dropped, d - ind);
-            add(&stats.out_consumed, c - inc);
+            // The out head never sees what the in head stopped, so these
+            // only grow; saturate anyway (a datapath never panics).
+            add(&stats.out_dropped, d.saturating_sub(ind));
+            add(&stats.out_consumed, c.saturating_sub(inc));
             add(&stats.passed, passed);
             if head_out.is_some() {
                 add(&stats.tx, passed);
