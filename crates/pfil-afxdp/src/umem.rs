@@ -771,19 +771,32 @@ impl Umem {
         if let Some(p) = &program {
             p.set_socket(cfg.queue, fd)?;
         }
+        let rings = Rings::Real(RealRings {
+            fd,
+            rx,
+            tx,
+            fq,
+            _user: user,
+            _socket: socket,
+        });
+        Ok(self.push_port(&cfg, ifindex, mode, rings, program))
+    }
+
+    /// Add a bound port and stock its fill ring.
+    fn push_port(
+        &mut self,
+        cfg: &PortConfig,
+        ifindex: u32,
+        mode: BoundMode,
+        rings: Rings,
+        program: Option<Arc<XdpProgram>>,
+    ) -> PortId {
         self.ports.push(Port {
-            ifname: ifname.to_owned(),
+            ifname: cfg.ifname.clone(),
             ifindex,
             queue: cfg.queue,
             mode,
-            rings: Rings::Real(RealRings {
-                fd,
-                rx,
-                tx,
-                fq,
-                _user: user,
-                _socket: socket,
-            }),
+            rings,
             program,
             fill_target: cfg.fill_target,
             rx_size: if cfg.rx { cfg.rx_size } else { 0 },
@@ -794,7 +807,7 @@ impl Umem {
         });
         let id = PortId(self.ports.len() - 1);
         self.refill(id);
-        Ok(id)
+        id
     }
 
     /// The frame memory, to reach the bytes of [`Frame`]s.
@@ -1283,23 +1296,7 @@ impl Umem {
         kernel: crate::rings::fake::FakeKernel,
     ) -> Result<PortId> {
         self.check_budget(cfg)?;
-        self.ports.push(Port {
-            ifname: cfg.ifname.clone(),
-            ifindex,
-            queue: cfg.queue,
-            mode: BoundMode::Copy,
-            rings: Rings::Fake(kernel),
-            program: None,
-            fill_target: cfg.fill_target,
-            rx_size: if cfg.rx { cfg.rx_size } else { 0 },
-            tx_size: cfg.tx_size,
-            fill_out: 0,
-            tx_out: 0,
-            tx_busy: 0,
-        });
-        let id = PortId(self.ports.len() - 1);
-        self.refill(id);
-        Ok(id)
+        Ok(self.push_port(cfg, ifindex, BoundMode::Copy, Rings::Fake(kernel), None))
     }
 }
 

@@ -267,18 +267,6 @@ fn consumed_frames_are_owned_until_given_back() {
     assert!(c.adds_up() && c.held == 0 && c.app == 0, "{c:?}");
 }
 
-/// Wait (bounded, 20 s) until `cond` holds.
-fn wait_for(mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    cond()
-}
-
 /// Check the end-of-run reports of the workers of one spawner: every
 /// worker's frames add up, none is left with the application, and with a
 /// shared UMEM the workers own disjoint parts of one area.

@@ -8,7 +8,7 @@ use common::*;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pfil::Registry;
 use pfil_afxdp::run::{self, GenConfig, LoopConfig, LoopWorker, Stats, Window, WorkerSetup};
@@ -20,18 +20,6 @@ fn setup(ns: &Netns) -> WorkerSetup {
         queues: Some(vec![0]),
         ..WorkerSetup::default()
     }
-}
-
-/// Wait (bounded, 20 s) until `cond` holds.
-fn wait_for(mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    cond()
 }
 
 /// Run `f` on a thread and wait for it at most `limit`: a hang is a

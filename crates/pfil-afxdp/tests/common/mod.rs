@@ -32,3 +32,15 @@ pub fn init_tracing() {
         .with_test_writer()
         .try_init();
 }
+
+/// Wait (bounded, 20 s) until `cond` holds; `false` if it never did.
+pub fn wait_for(mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::time::Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    cond()
+}
