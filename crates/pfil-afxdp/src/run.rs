@@ -431,6 +431,16 @@ fn serve_outbox(
     if ob.is_empty() {
         return Ok(());
     }
+    // Transmits are staged and sent a batch at a time per port.
+    let mut staged: Option<PortId> = None;
+    let flush = |umem: &mut Umem, staging: &mut ArrayVec<Frame, BATCH>, to: Option<PortId>| {
+        let Some(p) = to else { return Ok(()) };
+        let n = staging.len() as u64;
+        let dropped = send_all(umem, p, staging)?;
+        Stats::add(&st.reinjected, n - dropped);
+        Stats::add(&st.tx_dropped, dropped);
+        Ok::<(), Error>(())
+    };
     for _ in 0..BATCH {
         let Some(req) = ob.pop() else { break };
         let (cookie, to) = match req {
@@ -452,14 +462,18 @@ fn serve_outbox(
                 Stats::add(&st.refused, 1);
             }
             (Some(_), Some(p)) => {
-                staging.push(f);
-                let dropped = send_all(umem, p, staging)?;
-                Stats::add(&st.reinjected, 1 - dropped);
-                Stats::add(&st.tx_dropped, dropped);
+                if staged.is_some_and(|q| q != p) || staging.is_full() {
+                    flush(umem, staging, staged)?;
+                }
+                staged = Some(p);
+                if let Err(full) = staging.try_push(f) {
+                    put_back(umem, full.element());
+                    Stats::add(&st.tx_dropped, 1);
+                }
             }
         }
     }
-    Ok(())
+    flush(umem, staging, staged)
 }
 
 /// Put `frames` on `port`'s TX ring, kicking (bounded) while it is full;
@@ -809,7 +823,10 @@ pub fn gen_loop(
                 let Some(mut f) = umem.alloc() else { break };
                 let t = &templates[next_port];
                 next_port = (next_port + 1) % templates.len();
-                umem.area().buffer(&mut f)[..t.len()].copy_from_slice(t);
+                // The templates fit a frame (checked by `templates`).
+                if let Some(dst) = umem.area().buffer(&mut f).get_mut(..t.len()) {
+                    dst.copy_from_slice(t);
+                }
                 umem.area().set_len(&mut f, t.len());
                 frames.push(f);
             }

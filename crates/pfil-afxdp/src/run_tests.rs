@@ -313,3 +313,17 @@ fn consumed_frames_go_back_only_through_the_outbox() {
     let c = u.counts();
     assert!(c.adds_up() && c.held == 0 && c.app == 0, "{c:?}");
 }
+
+/// A frame token of another UMEM reaches no bytes and panics nowhere: its
+/// buffer is empty, and giving it back is refused with an error.
+#[test]
+fn a_foreign_frame_gets_an_empty_buffer_not_a_panic() {
+    let (mut a, b) = (umem(256), umem(256));
+    let mut f = a.alloc().unwrap();
+    assert_eq!(a.area().buffer(&mut f).len(), 2048);
+    assert!(b.area().buffer(&mut f).is_empty());
+    assert!(b.area().bytes(&mut f).is_empty());
+    let mut b = b;
+    let e = b.recycle(f).unwrap_err();
+    assert!(matches!(e, Error::ForeignFrame), "{e}");
+}

@@ -230,24 +230,26 @@ pub struct FrameArea {
 unsafe impl Sync for FrameArea {}
 
 impl FrameArea {
-    /// The packet bytes of `frame`.
+    /// The packet bytes of `frame`. Empty for a frame of another UMEM
+    /// (never a panic: the datapath calls this).
     #[inline]
     pub fn bytes<'a>(&'a self, frame: &'a mut Frame) -> &'a mut [u8] {
         let (off, len) = (frame.off as usize, frame.len as usize);
-        &mut self.buffer(frame)[off..off + len]
+        self.buffer(frame)
+            .get_mut(off..off + len)
+            .unwrap_or_default()
     }
 
     /// The whole buffer of `frame` (frame size), to write a new packet;
-    /// then set the length with [`FrameArea::set_len`].
+    /// then set the length with [`FrameArea::set_len`]. Empty for a frame
+    /// of another UMEM (a token this area did not make).
     #[inline]
     pub fn buffer<'a>(&'a self, frame: &'a mut Frame) -> &'a mut [u8] {
-        debug_assert_eq!(frame.umem, self.id);
         let start = frame.addr as usize;
         let size = self.frame_size as usize;
-        assert!(
-            frame.umem == self.id && start + size <= self.mem.len(),
-            "frame of another UMEM"
-        );
+        if frame.umem != self.id || start + size > self.mem.len() {
+            return Default::default();
+        }
         // SAFETY: `start..start + size` lies within the mapping (checked
         // above). The `Frame` token for this address is unique (not Clone,
         // only made by this UMEM for frames it owns and the kernel does not
