@@ -108,6 +108,30 @@ pub enum Error {
     },
 }
 
+/// The loops' and spawners' errors, as this crate's.
+impl From<pfil_port::Error> for Error {
+    fn from(e: pfil_port::Error) -> Error {
+        match e {
+            pfil_port::Error::Config(m) => Error::Config(m),
+            pfil_port::Error::Stalled {
+                what,
+                ifname,
+                queue,
+                ms,
+            } => Error::Stalled {
+                what,
+                ifname,
+                queue,
+                ms,
+            },
+            pfil_port::Error::Pfil(e) => Error::Pfil(e),
+            pfil_port::Error::Io { what, source } => Error::io(what, source),
+            // `pfil_port::Error` is non-exhaustive: keep its words.
+            e => Error::Config(e.to_string()),
+        }
+    }
+}
+
 impl Error {
     pub(crate) fn io(what: &'static str, source: io::Error) -> Error {
         if matches!(

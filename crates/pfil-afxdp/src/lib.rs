@@ -13,13 +13,14 @@
 //! - [`SharedUmem`]: one UMEM area registered once and split between the
 //!   workers of several queues, one [`Umem`] part (a disjoint frame range,
 //!   its own sockets and fill/completion rings) per worker thread.
-//! - [`run`]: the worker loops a dataplane runs: sink, forward, generate,
-//!   and a synthetic source that needs no privileges.
+//! - [`run`]: the spawners that start one worker per queue running the
+//!   loops of [`pfil_port`] (sink, forward, generate) over a [`Umem`],
+//!   which implements [`pfil_port::Port`].
 //!
 //! ## Frame ownership and `Consumed`
 //! A frame is always in exactly one place. When a hook returns
 //! [`pfil::Verdict::Consumed`], the loop moves the frame to the UMEM's
-//! *held* set under the packet's cookie ([`Umem::hold`]); it is not
+//! *held* set under the packet's cookie ([`pfil_port::Held`]); it is not
 //! recycled until the hook gives it back through its worker's [`Outbox`]
 //! (release, or transmit on a port). At most `LoopConfig::held_limit`
 //! frames are held per worker; past that the oldest go back to the pool,
@@ -39,20 +40,26 @@
 
 #![warn(missing_docs)]
 
+mod config;
 mod error;
-mod outbox;
+mod frame;
+mod io;
+#[cfg(test)]
+mod loop_tests;
+mod open;
 mod rings;
 pub mod run;
-pub mod synthetic;
 mod sys;
 mod umem;
 mod xdp;
 
-pub use error::{Error, Result};
-pub use outbox::{Outbox, OutboxFull, Outboxes, Request};
-pub use sys::XdpStats;
-pub use umem::{
-    BindMode, BoundMode, Frame, FrameArea, FrameCounts, PortConfig, PortId, SharedUmem, Umem,
-    UmemConfig, APP_RESERVE, BATCH, COPY_TX_PER_KICK, MAX_UMEM_BYTES,
+pub use config::{
+    BindMode, BoundMode, PortConfig, UmemConfig, APP_RESERVE, BATCH, COPY_TX_PER_KICK,
+    MAX_UMEM_BYTES,
 };
+pub use error::{Error, Result};
+pub use frame::{Frame, FrameArea};
+pub use pfil_port::{FrameCounts, Outbox, OutboxFull, Outboxes, PortId, Request};
+pub use sys::XdpStats;
+pub use umem::{SharedUmem, Umem};
 pub use xdp::{check_privileges, enter_netns, queue_count, XdpMode, XdpProgram};

@@ -68,11 +68,12 @@ fn forwarded_frames_come_back_frame_aligned() {
                 lc.stop.store(true, Ordering::Relaxed);
             });
             let mut lw = LoopWorker {
+                reg: &reg2,
                 worker: &mut w,
                 stats: &st,
                 back: Some(&back),
             };
-            run::forward_loop(&mut umem, (a, b), (&ha, &hb), &reg2, &mut lw, &lc).unwrap();
+            run::forward_loop(&mut umem, (a, b), (&ha, &hb), &mut lw, &lc).unwrap();
         });
         let tx = st.snapshot().tx;
         let kernel = [umem.statistics(a).ok(), umem.statistics(b).ok()];
@@ -158,9 +159,7 @@ fn frame_budget_is_checked_at_open_and_spawn() {
     let reg = Registry::new();
     let mut s = setup(&t.f);
     s.umem.frames = 4096;
-    let e = run::spawn_forward(&reg, "f0", "f1", &s, LoopConfig::new())
-        .err()
-        .expect("refused");
+    let e = run::spawn_forward(&reg, "f0", "f1", &s, LoopConfig::new()).expect_err("refused");
     assert!(e.to_string().contains("4096 UMEM frames per worker"), "{e}");
     assert!(!t.f.has_xdp("f0") && !t.f.has_xdp("f1"), "nothing attached");
 }
@@ -183,8 +182,7 @@ fn a_partial_start_leaves_nothing_running() {
         ..WorkerSetup::default()
     };
     let e = run::spawn_sink(&reg, "p0", &s, LoopConfig::new())
-        .err()
-        .expect("two queues, one worker slot");
+        .expect_err("two queues, one worker slot");
     assert!(e.to_string().contains("worker slot"), "{e}");
     assert!(!a.has_xdp("p0"), "XDP left attached after a failed start");
     // Every slot is free again and both queues can be bound.

@@ -7,8 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pfil::{Dir, Registry, DEFAULT_MAX_WORKERS};
-use pfil_afxdp::run::{self, GenConfig, LoopConfig, Running, WorkerReport, WorkerSetup};
+use pfil_afxdp::run::{self, GenConfig, LoopConfig, WorkerReport, WorkerSetup};
 use pfil_afxdp::{PortConfig, Umem, UmemConfig, APP_RESERVE};
+use pfil_port::synthetic::{spawn_synthetic, SyntheticRunning};
+use pfil_port::Stats;
 
 use crate::args::{Args, Mode, Queues};
 use crate::hooks;
@@ -193,7 +195,7 @@ pub fn run(a: &Args) -> Result<(), String> {
     let hook_names = hooks::link_all(&reg, &a.hooks, &ifaces, hook_dir)?;
 
     // Start the workers; every flow records which heads its frames pass.
-    let mut runs: Vec<Running> = Vec::new();
+    let mut runs: Vec<Run> = Vec::new();
     let mut flows: Vec<Flow> = Vec::new();
     let count = a.count.unwrap_or(0);
     let started = (|| -> pfil_afxdp::Result<()> {
@@ -206,7 +208,7 @@ pub fn run(a: &Args) -> Result<(), String> {
             };
             let gen_mode = matches!(a.mode, Mode::Gen { .. });
             for i in 0..n {
-                let r = run::spawn_synthetic(
+                let r = spawn_synthetic(
                     &reg,
                     hin,
                     hout,
@@ -222,7 +224,7 @@ pub fn run(a: &Args) -> Result<(), String> {
                         generator: gen_mode,
                     });
                 }
-                runs.push(r);
+                runs.push(Run::Synthetic(r));
             }
             return Ok(());
         }
@@ -237,7 +239,7 @@ pub fn run(a: &Args) -> Result<(), String> {
                         generator: false,
                     });
                 }
-                runs.push(r);
+                runs.push(Run::Xdp(r));
             }
             Mode::Forward { a: x, b: y } => {
                 let r = run::spawn_forward(&reg, x, y, &setup, lc.clone())?;
@@ -250,7 +252,7 @@ pub fn run(a: &Args) -> Result<(), String> {
                         generator: false,
                     });
                 }
-                runs.push(r);
+                runs.push(Run::Xdp(r));
             }
             Mode::Gen { iface } => {
                 let qs = queues.clone().unwrap_or_else(|| vec![0]);
@@ -275,7 +277,7 @@ pub fn run(a: &Args) -> Result<(), String> {
                             generator: true,
                         });
                     }
-                    runs.push(r);
+                    runs.push(Run::Xdp(r));
                 }
             }
         }
@@ -284,7 +286,7 @@ pub fn run(a: &Args) -> Result<(), String> {
     if let Err(e) = started {
         // Stop whatever started before the failure (their drop stops them).
         for r in runs {
-            let _ = r.join();
+            let _ = r.join_all();
         }
         return Err(e.to_string());
     }
@@ -339,9 +341,9 @@ pub fn run(a: &Args) -> Result<(), String> {
     for r in runs {
         // Every report, also of a worker that failed: its frames are
         // accounted for all the same.
-        let mut done = r.join_all();
-        reports.append(&mut done.reports);
-        errors.extend(done.errors.iter().map(|e| e.to_string()));
+        let (mut done, failed) = r.join_all();
+        reports.append(&mut done);
+        errors.extend(failed);
     }
     sampler.tick(&flows, Instant::now());
     let title = format!(
@@ -367,8 +369,8 @@ pub fn run(a: &Args) -> Result<(), String> {
     Ok(())
 }
 
-fn describe(a: &Args, runs: &[Running]) -> String {
-    let workers: usize = runs.iter().map(|r| r.stats.len()).sum();
+fn describe(a: &Args, runs: &[Run]) -> String {
+    let workers: usize = runs.iter().map(|r| r.stats().len()).sum();
     let port = if a.synthetic {
         "synthetic in-memory port".to_owned()
     } else {
@@ -392,4 +394,52 @@ fn describe(a: &Args, runs: &[Running]) -> String {
         "{what} ({port}, {workers} {unit}{})",
         if workers == 1 { "" } else { "s" }
     )
+}
+
+/// The workers of one spawner: AF_XDP ones, or synthetic ones.
+enum Run {
+    Xdp(run::Running),
+    Synthetic(SyntheticRunning),
+}
+
+impl Run {
+    fn stats(&self) -> &[Arc<Stats>] {
+        match self {
+            Run::Xdp(r) => &r.stats,
+            Run::Synthetic(r) => &r.stats,
+        }
+    }
+
+    fn stop(&self) {
+        match self {
+            Run::Xdp(r) => r.stop(),
+            Run::Synthetic(r) => r.stop(),
+        }
+    }
+
+    fn finished(&self) -> bool {
+        match self {
+            Run::Xdp(r) => r.finished(),
+            Run::Synthetic(r) => r.finished(),
+        }
+    }
+
+    /// Stop, wait, and return the AF_XDP reports (a synthetic port has
+    /// no UMEM to account for) and every error.
+    fn join_all(self) -> (Vec<WorkerReport>, Vec<String>) {
+        fn errs<E: std::fmt::Display>(e: &[E]) -> Vec<String> {
+            e.iter().map(|e| e.to_string()).collect()
+        }
+        match self {
+            Run::Xdp(r) => {
+                let done = r.join_all();
+                let e = errs(&done.errors);
+                (done.reports, e)
+            }
+            Run::Synthetic(r) => {
+                let done = r.join_all();
+                (Vec::new(), errs(&done.errors))
+            }
+        }
+    }
 }

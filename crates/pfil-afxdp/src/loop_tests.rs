@@ -1,4 +1,4 @@
-//! The worker loops on a fake kernel (`rings::fake`): no privileges, exact
+//! The loops of `pfil_port` on a UMEM over a fake kernel (`rings::fake`): no privileges, exact
 //! addresses. What the kernel would do is played by the test: it delivers
 //! frames into fill frames after the RX headroom, completes TX on kicks
 //! (or not), and fails kicks on demand.
@@ -9,10 +9,13 @@ use std::time::{Duration, Instant};
 
 use pfil::{Ctx, Dir, Dirs, Packet, PacketKind, Placement, Registry, Verdict};
 
-use super::*;
-use crate::outbox::Outboxes;
+use arrayvec::ArrayVec;
+use pfil_port::{
+    forward_loop, gen_loop, head_for, sink_loop, GenConfig, LoopConfig, LoopWorker, Stats,
+};
+
 use crate::rings::fake::{FakeKernel, HEADROOM};
-use crate::umem::{PortConfig, Umem, UmemConfig};
+use crate::{Error, Frame, Outboxes, PortConfig, Umem, UmemConfig};
 
 /// A port config with all rings of `ring` entries and a full fill ring.
 fn pc(name: &str, ring: u32) -> PortConfig {
@@ -110,11 +113,12 @@ fn forward_sends_what_it_received_and_recycles_frame_bases() {
         &lc,
         || {
             let mut lw = LoopWorker {
+                reg: &reg,
                 worker: &mut w,
                 stats: &st,
                 back: Some(&back),
             };
-            let r = forward_loop(&mut u, (a, b), (&ha, &hb), &reg, &mut lw, &lc);
+            let r = forward_loop(&mut u, (a, b), (&ha, &hb), &mut lw, &lc);
             (r, u)
         },
         || {
@@ -170,11 +174,12 @@ fn a_failed_kick_with_a_full_tx_ring_leaks_nothing() {
     let mut w = reg.worker().unwrap();
     let lc = LoopConfig::new();
     let mut lw = LoopWorker {
+        reg: &reg,
         worker: &mut w,
         stats: &st,
         back: Some(&back),
     };
-    let e = forward_loop(&mut u, (a, b), (&ha, &hb), &reg, &mut lw, &lc).unwrap_err();
+    let e = forward_loop(&mut u, (a, b), (&ha, &hb), &mut lw, &lc).unwrap_err();
     assert!(matches!(e, Error::Io { .. }), "{e}");
     let c = u.counts();
     assert!(c.adds_up(), "{c:?}");
@@ -201,6 +206,7 @@ fn gen_stalls_out_when_tx_never_drains() {
         ..GenConfig::default()
     };
     let mut lw = LoopWorker {
+        reg: &reg,
         worker: &mut w,
         stats: &st,
         back: None,
@@ -216,7 +222,7 @@ fn gen_stalls_out_when_tx_never_drains() {
             }
             stop.store(true, Ordering::Relaxed);
         });
-        let r = gen_loop(&mut u, p, &h, &reg, &mut lw, &gen, &lc);
+        let r = gen_loop(&mut u, (p, &h), &mut lw, &gen, &lc);
         stop.store(true, Ordering::Relaxed);
         r
     })
@@ -276,11 +282,12 @@ fn consumed_frames_go_back_only_through_the_outbox() {
         &lc,
         || {
             let mut lw = LoopWorker {
+                reg: &reg,
                 worker: &mut w,
                 stats: &st,
                 back: None,
             };
-            sink_loop(&mut u, p, &h, &reg, &mut lw, &lc).unwrap();
+            sink_loop(&mut u, (p, &h), &mut lw, &lc).unwrap();
             u
         },
         || {

@@ -1,7 +1,7 @@
 //! Frames hooks consumed, and how they give them back.
 //!
 //! A hook that returns [`pfil::Verdict::Consumed`] takes ownership of the
-//! frame: the worker loop moves it to its UMEM's *held* set under the
+//! frame: the worker loop moves it to its port's *held* set ([`crate::Held`]) under the
 //! packet's [`cookie`](pfil::Packet::cookie) and does not recycle it. The
 //! hook later tells the worker what to do with it through the worker's
 //! [`Outbox`]: [`release`](Outbox::release) it to the pool, or
@@ -14,7 +14,7 @@
 //! ## Bounds, and what happens past them
 //! - A worker holds at most `LoopConfig::held_limit` frames. When a batch
 //!   takes it past that, the oldest held frames go back to the pool and are
-//!   counted as `held_evicted` ([`crate::run::Stats`]); their cookies become
+//!   counted as `held_evicted` ([`crate::Stats`]); their cookies become
 //!   stale. The frame budget of a spawner reserves `held_limit` frames, so
 //!   held frames never starve a fill ring.
 //! - An outbox holds at most its capacity of requests; past it,

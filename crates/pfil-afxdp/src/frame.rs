@@ -1,0 +1,152 @@
+//! Frames as ownership tokens, and the memory they point into: the one
+//! place of this crate that turns UMEM addresses into byte slices, with
+//! its safety argument.
+
+use crate::sys;
+
+/// Ownership token of one UMEM frame held by the application.
+///
+/// Not `Clone`: a `Frame` is the only handle to its bytes, which is what
+/// makes [`FrameArea::bytes`] sound. Give every frame back, to
+/// [`crate::Umem::tx`], [`crate::Umem::recycle`] or [`crate::Umem::hold`]; a dropped token is
+/// a leaked frame (it stays counted as `app`).
+#[must_use = "a dropped Frame is a leaked UMEM frame: tx, recycle or hold it"]
+#[derive(Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// Start of the frame (frame-aligned).
+    addr: u64,
+    /// Where the packet starts in the frame (RX puts it after the kernel's
+    /// XDP headroom).
+    off: u32,
+    len: u32,
+    umem: u32,
+}
+
+impl Frame {
+    /// Offset of the frame in the UMEM.
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    /// Length of the packet in the frame.
+    #[expect(clippy::len_without_is_empty, reason = "a frame is not a collection")]
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+}
+
+impl pfil_port::PortFrame for Frame {
+    #[inline]
+    fn addr(&self) -> u64 {
+        self.addr
+    }
+}
+
+/// The frame memory of a UMEM. Bytes are reached only through a `&mut`
+/// [`Frame`], so two live slices never alias.
+pub struct FrameArea {
+    pub(crate) mem: sys::Mmap,
+    frame_size: u32,
+    frames: u32,
+    id: u32,
+}
+
+// SAFETY: `FrameArea` hands out bytes only through `bytes`/`buffer`, which
+// need a `&mut Frame`. A `Frame` is the unique token of its frame across
+// every thread: it is not `Clone`, only `Umem::alloc` (from a free list) and
+// `Umem::rx_batch` (from the RX ring of a socket whose fill ring only that
+// `Umem` stocks) make one, and the `Umem`s sharing an area own disjoint
+// frame ranges. So two threads holding `&FrameArea` never reach the same
+// bytes at once; the other methods only read immutable fields.
+unsafe impl Sync for FrameArea {}
+
+impl FrameArea {
+    /// The area over `mem`: `frames` frames of `frame_size` bytes; `id`
+    /// tells its tokens from those of other areas.
+    pub(crate) fn new(mem: sys::Mmap, frame_size: u32, frames: u32, id: u32) -> FrameArea {
+        FrameArea {
+            mem,
+            frame_size,
+            frames,
+            id,
+        }
+    }
+
+    /// The token of the frame at `addr` (a frame base of this area), the
+    /// packet at `off` for `len` bytes. Only the pool that owns `addr`
+    /// makes it (from its free list or an RX descriptor), so the token is
+    /// unique.
+    #[inline]
+    pub(crate) fn frame(&self, addr: u64, off: u32, len: u32) -> Frame {
+        Frame {
+            addr,
+            off,
+            len,
+            umem: self.id,
+        }
+    }
+
+    /// Did this area make `frame`?
+    #[inline]
+    pub(crate) fn made(&self, frame: &Frame) -> bool {
+        frame.umem == self.id
+    }
+
+    /// Where the packet of `frame` is: (start in the UMEM, length), for a
+    /// TX descriptor.
+    #[inline]
+    pub(crate) fn desc(frame: &Frame) -> (u64, u32) {
+        (frame.addr + u64::from(frame.off), frame.len)
+    }
+
+    /// The packet bytes of `frame`. Empty for a frame of another UMEM
+    /// (never a panic: the datapath calls this).
+    #[inline]
+    pub fn bytes<'a>(&'a self, frame: &'a mut Frame) -> &'a mut [u8] {
+        let (off, len) = (frame.off as usize, frame.len as usize);
+        self.buffer(frame)
+            .get_mut(off..off + len)
+            .unwrap_or_default()
+    }
+
+    /// The whole buffer of `frame` (frame size), to write a new packet;
+    /// then set the length with [`FrameArea::set_len`]. Empty for a frame
+    /// of another UMEM (a token this area did not make).
+    #[inline]
+    pub fn buffer<'a>(&'a self, frame: &'a mut Frame) -> &'a mut [u8] {
+        let start = frame.addr as usize;
+        let size = self.frame_size as usize;
+        if frame.umem != self.id || start + size > self.mem.len() {
+            return Default::default();
+        }
+        // SAFETY: `start..start + size` lies within the mapping (checked
+        // above). The `Frame` token for this address is unique (not Clone,
+        // only made by this UMEM for frames it owns and the kernel does not
+        // hold), and we borrow it mutably for `'a`, so no other slice of
+        // these bytes exists for `'a`; the mapping lives as long as `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.mem.base().add(start), size) }
+    }
+
+    /// Say that `frame` holds a packet of `len` bytes written at the start
+    /// of its [`buffer`](FrameArea::buffer); `false` (and no change) if it
+    /// exceeds the frame size.
+    #[inline]
+    pub fn set_len(&self, frame: &mut Frame, len: usize) -> bool {
+        if len > self.frame_size as usize {
+            return false;
+        }
+        frame.off = 0;
+        frame.len = len as u32;
+        true
+    }
+
+    /// Bytes per frame.
+    pub fn frame_size(&self) -> u32 {
+        self.frame_size
+    }
+
+    /// Frames in the area.
+    pub fn frames(&self) -> u32 {
+        self.frames
+    }
+}

@@ -1,0 +1,514 @@
+//! The sink, forward and generator loops, written once over [`Port`].
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use arrayvec::ArrayVec;
+use pfil::{Dir, Head, Packet, Registry, Verdict, Worker};
+
+use crate::config::{GenConfig, Idle, LoopConfig};
+use crate::error::Error;
+use crate::outbox::Request;
+use crate::port::{Batch, Origin, Port, PortFrame, PortId, BATCH};
+use crate::stats::Stats;
+
+/// What a loop runs as: the registry, its registry worker and its
+/// stats. A forwarder has two stats, one per direction (a→b, b→a).
+pub struct LoopWorker<'a> {
+    /// The registry whose heads the loop runs.
+    pub reg: &'a Registry,
+    /// The registry worker (its index picks the outbox).
+    pub worker: &'a mut Worker,
+    /// Counters of the loop (a→b for a forwarder).
+    pub stats: &'a Stats,
+    /// b→a counters of a forwarder (unused by the other loops).
+    pub back: Option<&'a Stats>,
+}
+
+impl std::fmt::Debug for LoopWorker<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoopWorker")
+            .field("worker", &self.worker)
+            .field("stats", &self.stats)
+            .field("back", &self.back)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The verdicts of a batch after the in head (and the out head).
+struct Verdicts {
+    v: [Verdict; BATCH],
+    /// The cookies' epoch (see [`crate::Held::next_epoch`]).
+    epoch: u64,
+    in_dropped: u64,
+    in_consumed: u64,
+    out_dropped: u64,
+    out_consumed: u64,
+}
+
+/// Run `head_in` (In) and then `head_out` (Out) over the frames in one
+/// pinned generation.
+#[inline]
+fn run_heads<P: Port>(
+    port: &mut P,
+    frames: &mut Batch<P::Frame>,
+    origin: Origin,
+    heads: (Option<&Head>, Option<&Head>),
+    reg: &Registry,
+    worker: &mut Worker,
+) -> Verdicts {
+    let mut out = Verdicts {
+        v: [Verdict::Pass; BATCH],
+        epoch: 0,
+        in_dropped: 0,
+        in_consumed: 0,
+        out_dropped: 0,
+        out_consumed: 0,
+    };
+    let hin = heads.0.filter(|h| h.is_hooked(Dir::In));
+    let hout = heads.1.filter(|h| h.is_hooked(Dir::Out));
+    if hin.is_none() && hout.is_none() {
+        return out;
+    }
+    out.epoch = port.held().next_epoch();
+    let port = &*port;
+    let mut pkts: ArrayVec<Packet<'_>, BATCH> = frames
+        .iter_mut()
+        .map(|f| {
+            let cookie = out.epoch | f.addr();
+            Packet::new(port.bytes(f))
+                .with_origin(origin.ifindex, origin.queue)
+                .with_cookie(cookie)
+        })
+        .collect();
+    let count = |pkts: &[Packet<'_>], v: Verdict| pkts.iter().filter(|p| p.verdict() == v).count();
+    let snap = reg.snapshot();
+    if let Some(h) = hin {
+        snap.run(h, Dir::In, worker, &mut pkts);
+        out.in_dropped = count(&pkts, Verdict::Dropped) as u64;
+        out.in_consumed = count(&pkts, Verdict::Consumed) as u64;
+    }
+    if let Some(h) = hout {
+        snap.run(h, Dir::Out, worker, &mut pkts);
+        // A packet the in head stopped is not shown to the out head, so
+        // the totals only grow; saturate anyway (a hook cannot make the
+        // datapath panic).
+        out.out_dropped = (count(&pkts, Verdict::Dropped) as u64).saturating_sub(out.in_dropped);
+        out.out_consumed = (count(&pkts, Verdict::Consumed) as u64).saturating_sub(out.in_consumed);
+    }
+    for (slot, p) in out.v.iter_mut().zip(&pkts) {
+        *slot = p.verdict();
+    }
+    out
+}
+
+/// Hand out the frames of a batch by verdict: `Pass` into `pass` (or
+/// recycled when `pass` is `None`), `Dropped` recycled, `Consumed` held
+/// under its cookie (see [`settle`]). Never fails: every frame of the
+/// batch ends in one place.
+#[inline]
+fn dispose<P: Port>(
+    port: &mut P,
+    frames: &mut Batch<P::Frame>,
+    v: &Verdicts,
+    mut pass: Option<&mut Batch<P::Frame>>,
+) -> u64 {
+    let mut passed = 0;
+    for (f, verdict) in frames.drain(..).zip(v.v.iter()) {
+        match verdict {
+            Verdict::Pass => {
+                passed += 1;
+                match pass.as_deref_mut() {
+                    Some(p) => p.push(f),
+                    None => port.recycle(f),
+                }
+            }
+            Verdict::Dropped => port.recycle(f),
+            Verdict::Consumed => {
+                let cookie = v.epoch | f.addr();
+                port.held().push(cookie, f);
+            }
+        }
+    }
+    passed
+}
+
+/// After a batch: serve up to [`BATCH`] requests of this worker's outbox
+/// (release held frames, or send them on the endpoint of the interface
+/// asked for), then give the oldest held frames beyond `lc.held_limit`
+/// back to the pool. Requests a hook made inside the batch are served
+/// before the bound applies.
+fn settle<P: Port>(
+    port: &mut P,
+    lc: &LoopConfig,
+    worker: &Worker,
+    staging: &mut Batch<P::Frame>,
+    st: &Stats,
+) -> Result<(), P::Error> {
+    let served = serve_outbox(port, lc, worker, staging, st);
+    let mut evicted = 0;
+    while let Some(f) = port.held().pop_over(lc.held_limit) {
+        port.recycle(f);
+        evicted += 1;
+    }
+    Stats::add(&st.held_evicted, evicted);
+    served
+}
+
+fn serve_outbox<P: Port>(
+    port: &mut P,
+    lc: &LoopConfig,
+    worker: &Worker,
+    staging: &mut Batch<P::Frame>,
+    st: &Stats,
+) -> Result<(), P::Error> {
+    let Some(ob) = lc.outboxes.as_ref().and_then(|o| o.get(worker.index())) else {
+        return Ok(());
+    };
+    if ob.is_empty() {
+        return Ok(());
+    }
+    // Transmits are staged and sent a batch at a time per endpoint.
+    let mut staged: Option<PortId> = None;
+    let flush = |port: &mut P, staging: &mut Batch<P::Frame>, to: Option<PortId>| {
+        let Some(p) = to else { return Ok(()) };
+        let n = staging.len() as u64;
+        let dropped = send_all(port, p, staging)?;
+        Stats::add(&st.reinjected, n - dropped);
+        Stats::add(&st.tx_dropped, dropped);
+        Ok::<(), P::Error>(())
+    };
+    for _ in 0..BATCH {
+        let Some(req) = ob.pop() else { break };
+        let (cookie, to) = match req {
+            Request::Release { cookie } => (cookie, None),
+            Request::Transmit { cookie, ifindex } => (cookie, Some(ifindex)),
+        };
+        let Some(f) = port.held().take(cookie) else {
+            Stats::add(&st.stale, 1);
+            continue;
+        };
+        let target = to.and_then(|ifx| port.find(ifx));
+        match (to, target) {
+            (None, _) => {
+                port.recycle(f);
+                Stats::add(&st.released, 1);
+            }
+            (Some(_), None) => {
+                port.recycle(f);
+                Stats::add(&st.refused, 1);
+            }
+            (Some(_), Some(p)) => {
+                if staged.is_some_and(|q| q != p) || staging.is_full() {
+                    flush(port, staging, staged)?;
+                }
+                staged = Some(p);
+                if let Err(full) = staging.try_push(f) {
+                    port.recycle(full.element());
+                    Stats::add(&st.tx_dropped, 1);
+                }
+            }
+        }
+    }
+    flush(port, staging, staged)
+}
+
+/// Put `frames` on `to`'s TX queue, kicking (bounded) while it is full;
+/// what still does not fit is recycled and returned as the count dropped.
+///
+/// # Errors
+/// A failed kick; the frames not yet queued stay in `frames` (the loop's
+/// exit path gives them back).
+fn send_all<P: Port>(
+    port: &mut P,
+    to: PortId,
+    frames: &mut Batch<P::Frame>,
+) -> Result<u64, P::Error> {
+    let mut tries = 0;
+    while !frames.is_empty() {
+        port.tx(to, frames)?;
+        if frames.is_empty() {
+            break;
+        }
+        tries += 1;
+        if tries > 1000 {
+            let n = frames.len() as u64;
+            for f in frames.drain(..) {
+                port.recycle(f);
+            }
+            return Ok(n);
+        }
+        port.kick_tx(to, 8)?;
+        if tries % 16 == 0 {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+    Ok(0)
+}
+
+/// The one exit path of every loop, whatever `body` returned: the frames
+/// still in the loop's batches go back to the pool, the TX queues are
+/// flushed and completions reaped, so the port's counts add up with
+/// nothing left in the application. Returns `body`'s error first.
+fn finish<P: Port>(
+    port: &mut P,
+    batches: &mut [Batch<P::Frame>],
+    body: Result<(), P::Error>,
+) -> Result<(), P::Error> {
+    for b in batches.iter_mut() {
+        for f in b.drain(..) {
+            port.recycle(f);
+        }
+    }
+    let mut flushed = Ok(());
+    for i in 0..port.ports() {
+        if let Err(e) = port.flush(PortId::new(i)) {
+            flushed = flushed.and(Err(e));
+        }
+    }
+    port.reap();
+    body.and(flushed)
+}
+
+/// Frames that entered the loop from `rx`: counted as `rx`, and also as
+/// `generated` by a port that builds them ([`Port::BUILDS_FRAMES`]).
+#[inline]
+fn count_rx<P: Port>(st: &Stats, n: u64) {
+    Stats::add(&st.rx, n);
+    if P::BUILDS_FRAMES {
+        Stats::add(&st.generated, n);
+    }
+}
+
+/// Receive on `id`, run `head` In, drop everything (delivered frames are
+/// counted as `passed` and recycled). Returns when `lc.stop` is set or the
+/// endpoint's input ended ([`Port::rx_ended`]).
+///
+/// # Errors
+/// A TX error (only when a hook has frames sent through the outbox).
+pub fn sink_loop<P: Port>(
+    port: &mut P,
+    (id, head): (PortId, &Head),
+    w: &mut LoopWorker<'_>,
+    lc: &LoopConfig,
+) -> Result<(), P::Error> {
+    let mut bufs = [ArrayVec::new(), ArrayVec::new()];
+    let body = (|| {
+        let [frames, staging] = &mut bufs;
+        let origin = port.origin(id);
+        let mut idle = Idle::new(lc);
+        let st = w.stats;
+        while !lc.stop.load(Ordering::Relaxed) {
+            let n = port.rx(id, frames);
+            if n == 0 {
+                settle(port, lc, w.worker, staging, st)?;
+                if port.rx_ended(id) {
+                    break;
+                }
+                if idle.sleep() {
+                    port.poll_rx(&[id], lc.idle_poll_ms);
+                }
+                continue;
+            }
+            idle.busy();
+            let v = run_heads(port, frames, origin, (Some(head), None), w.reg, w.worker);
+            let passed = dispose(port, frames, &v, None);
+            count_rx::<P>(st, n as u64);
+            Stats::add(&st.in_dropped, v.in_dropped);
+            Stats::add(&st.in_consumed, v.in_consumed);
+            Stats::add(&st.passed, passed);
+            Stats::add(&st.batches, 1);
+            settle(port, lc, w.worker, staging, st)?;
+        }
+        Ok(())
+    })();
+    finish(port, &mut bufs, body)
+}
+
+/// Forward between endpoints `a` and `b` of one port, both ways, without
+/// copying: frames in on `a` run `head_a` In then `head_b` Out and go out
+/// on `b`, and the reverse. `w.stats` counts a→b, `w.back` b→a (or
+/// `w.stats` too if `None`). Returns when `lc.stop` is set or both
+/// endpoints' input ended.
+///
+/// # Errors
+/// A TX error.
+pub fn forward_loop<P: Port>(
+    port: &mut P,
+    (a, b): (PortId, PortId),
+    (head_a, head_b): (&Head, &Head),
+    w: &mut LoopWorker<'_>,
+    lc: &LoopConfig,
+) -> Result<(), P::Error> {
+    let mut bufs = [ArrayVec::new(), ArrayVec::new()];
+    let body = (|| {
+        let [frames, pass] = &mut bufs;
+        let mut idle = Idle::new(lc);
+        let back = w.back.unwrap_or(w.stats);
+        let dirs = [
+            (a, b, head_a, head_b, w.stats),
+            (b, a, head_b, head_a, back),
+        ];
+        while !lc.stop.load(Ordering::Relaxed) {
+            let mut got = 0;
+            for &(src, dst, hin, hout, st) in &dirs {
+                let n = port.rx(src, frames);
+                if n == 0 {
+                    // Keep copy-mode TX moving even without new input.
+                    port.kick_tx(dst, 1)?;
+                    continue;
+                }
+                got += n;
+                let origin = port.origin(src);
+                let v = run_heads(
+                    port,
+                    frames,
+                    origin,
+                    (Some(hin), Some(hout)),
+                    w.reg,
+                    w.worker,
+                );
+                let passed = dispose(port, frames, &v, Some(pass));
+                let dropped = send_all(port, dst, pass)?;
+                count_rx::<P>(st, n as u64);
+                Stats::add(&st.in_dropped, v.in_dropped);
+                Stats::add(&st.in_consumed, v.in_consumed);
+                Stats::add(&st.out_dropped, v.out_dropped);
+                Stats::add(&st.out_consumed, v.out_consumed);
+                Stats::add(&st.passed, passed);
+                Stats::add(&st.tx, passed - dropped);
+                Stats::add(&st.tx_dropped, dropped);
+                Stats::add(&st.batches, 1);
+            }
+            settle(port, lc, w.worker, pass, w.stats)?;
+            if got == 0 {
+                if port.rx_ended(a) && port.rx_ended(b) {
+                    break;
+                }
+                if idle.sleep() {
+                    port.poll_rx(&[a, b], lc.idle_poll_ms);
+                }
+            } else {
+                idle.busy();
+                // A small batch: the next look would find a few frames at
+                // most, and each look pulls the RX producer line the kernel
+                // (on the generating CPU for veth) writes per frame. Pausing
+                // lets the batches grow (avg 4 -> 40 frames on veth).
+                if got < BATCH / 2 {
+                    idle.pause();
+                }
+            }
+        }
+        Ok(())
+    })();
+    finish(port, &mut bufs, body)
+}
+
+/// Build UDP frames, run `head` Out over them and send the passed ones on
+/// endpoint `id`, paced by `gen.rate` and `gen.window`, until `gen.count`
+/// frames are built or `lc.stop` is set. Flushes the TX queue before
+/// returning.
+///
+/// Bounded: when nothing moves (no frame sent, no completion, no window
+/// credit) for `lc.stall_ms`, it stops with [`Error::Stalled`].
+///
+/// # Errors
+/// [`Error::Config`] (frame size), the port's TX errors,
+/// [`Error::Stalled`].
+pub fn gen_loop<P: Port>(
+    port: &mut P,
+    (id, head): (PortId, &Head),
+    w: &mut LoopWorker<'_>,
+    gen: &GenConfig,
+    lc: &LoopConfig,
+) -> Result<(), P::Error> {
+    let templates = gen.templates(port.frame_size())?;
+    let mut bufs = [ArrayVec::new(), ArrayVec::new()];
+    let body = (|| {
+        let [frames, pass] = &mut bufs;
+        let origin = port.origin(id);
+        let st = w.stats;
+        let start = Instant::now();
+        let stall = Duration::from_millis(lc.stall_ms.max(1));
+        let mut last_progress = Instant::now();
+        let mut built = 0u64;
+        let mut sent = 0u64;
+        let mut next_port = 0usize;
+        let stalled = |what: &'static str, port: &P| -> P::Error {
+            Error::Stalled {
+                what,
+                ifname: port.name(id).to_owned(),
+                queue: origin.queue,
+                ms: lc.stall_ms,
+            }
+            .into()
+        };
+        while !lc.stop.load(Ordering::Relaxed) && (gen.count == 0 || built < gen.count) {
+            if port.reap() > 0 {
+                last_progress = Instant::now();
+            }
+            let mut allowed = gen.budget(built, start);
+            let mut window_closed = false;
+            if let Some(win) = &gen.window {
+                let in_flight = sent.saturating_sub((win.accounted)());
+                let credit = win.max_in_flight.saturating_sub(in_flight);
+                window_closed = credit == 0;
+                allowed = allowed.min(credit);
+            }
+            if allowed == 0 {
+                if window_closed && last_progress.elapsed() > stall {
+                    return Err(stalled(
+                        "the pacing window (nothing accounted downstream)",
+                        port,
+                    ));
+                }
+                port.kick_tx(id, 1)?;
+                std::thread::sleep(Duration::from_micros(20));
+                continue;
+            }
+            for _ in 0..allowed {
+                let Some(mut f) = port.alloc() else { break };
+                let t = &templates[next_port];
+                next_port = (next_port + 1) % templates.len();
+                // The templates fit a frame (checked by `templates`).
+                if let Some(dst) = port.buffer(&mut f).get_mut(..t.len()) {
+                    dst.copy_from_slice(t);
+                }
+                port.set_len(&mut f, t.len());
+                frames.push(f);
+            }
+            if frames.is_empty() {
+                // Every frame is in flight: wait (bounded) for completions.
+                if last_progress.elapsed() > stall {
+                    return Err(stalled("TX completions (no frame came back)", port));
+                }
+                port.kick_tx(id, 1)?;
+                std::thread::sleep(Duration::from_micros(20));
+                continue;
+            }
+            let n = frames.len() as u64;
+            built += n;
+            let v = run_heads(port, frames, origin, (None, Some(head)), w.reg, w.worker);
+            let passed = dispose(port, frames, &v, Some(pass));
+            let dropped = send_all(port, id, pass)?;
+            sent += passed - dropped;
+            Stats::add(&st.generated, n);
+            Stats::add(&st.out_dropped, v.out_dropped);
+            Stats::add(&st.out_consumed, v.out_consumed);
+            Stats::add(&st.passed, passed);
+            Stats::add(&st.tx, passed - dropped);
+            Stats::add(&st.tx_dropped, dropped);
+            Stats::add(&st.batches, 1);
+            settle(port, lc, w.worker, pass, st)?;
+            // Progress is frames leaving (or a hook taking them), not
+            // frames built and dropped at a TX ring that never drains.
+            if passed > dropped || passed < n {
+                last_progress = Instant::now();
+            } else if last_progress.elapsed() > stall {
+                return Err(stalled("the TX ring to drain (nothing sent)", port));
+            }
+        }
+        Ok(())
+    })();
+    finish(port, &mut bufs, body)
+}

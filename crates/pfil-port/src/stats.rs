@@ -1,0 +1,140 @@
+//! Counters of a worker loop.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counters of one worker, updated once per batch, readable live.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Frames read from RX rings.
+    pub rx: AtomicU64,
+    /// Frames built by a generator.
+    pub generated: AtomicU64,
+    /// Frames dropped by the in head.
+    pub in_dropped: AtomicU64,
+    /// Frames consumed by the in head.
+    pub in_consumed: AtomicU64,
+    /// Frames dropped by the out head.
+    pub out_dropped: AtomicU64,
+    /// Frames consumed by the out head.
+    pub out_consumed: AtomicU64,
+    /// Frames that passed every head and were delivered (sink) or put on a
+    /// TX ring (forward, gen).
+    pub passed: AtomicU64,
+    /// Frames put on a TX ring.
+    pub tx: AtomicU64,
+    /// Frames that passed but could not be queued for TX (ring full after
+    /// bounded retries) and were recycled.
+    pub tx_dropped: AtomicU64,
+    /// Batches processed.
+    pub batches: AtomicU64,
+    /// Consumed frames given back to the pool because more than
+    /// `LoopConfig::held_limit` were held (their cookies went stale).
+    pub held_evicted: AtomicU64,
+    /// Consumed frames a hook released through the outbox.
+    pub released: AtomicU64,
+    /// Consumed frames a hook had sent through the outbox.
+    pub reinjected: AtomicU64,
+    /// Outbox requests for a cookie that was not held (nothing changed).
+    pub stale: AtomicU64,
+    /// Outbox transmits to an interface the worker has no port on (the
+    /// frame was released).
+    pub refused: AtomicU64,
+}
+
+/// A plain copy of [`Stats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    /// See [`Stats::rx`].
+    pub rx: u64,
+    /// See [`Stats::generated`].
+    pub generated: u64,
+    /// See [`Stats::in_dropped`].
+    pub in_dropped: u64,
+    /// See [`Stats::in_consumed`].
+    pub in_consumed: u64,
+    /// See [`Stats::out_dropped`].
+    pub out_dropped: u64,
+    /// See [`Stats::out_consumed`].
+    pub out_consumed: u64,
+    /// See [`Stats::passed`].
+    pub passed: u64,
+    /// See [`Stats::tx`].
+    pub tx: u64,
+    /// See [`Stats::tx_dropped`].
+    pub tx_dropped: u64,
+    /// See [`Stats::batches`].
+    pub batches: u64,
+    /// See [`Stats::held_evicted`].
+    pub held_evicted: u64,
+    /// See [`Stats::released`].
+    pub released: u64,
+    /// See [`Stats::reinjected`].
+    pub reinjected: u64,
+    /// See [`Stats::stale`].
+    pub stale: u64,
+    /// See [`Stats::refused`].
+    pub refused: u64,
+}
+
+impl StatsSnapshot {
+    /// Frames a filter dropped or consumed, in and out.
+    pub fn filtered(&self) -> u64 {
+        self.in_dropped + self.in_consumed + self.out_dropped + self.out_consumed
+    }
+}
+
+impl std::ops::Add for StatsSnapshot {
+    type Output = StatsSnapshot;
+    fn add(self, o: StatsSnapshot) -> StatsSnapshot {
+        StatsSnapshot {
+            rx: self.rx + o.rx,
+            generated: self.generated + o.generated,
+            in_dropped: self.in_dropped + o.in_dropped,
+            in_consumed: self.in_consumed + o.in_consumed,
+            out_dropped: self.out_dropped + o.out_dropped,
+            out_consumed: self.out_consumed + o.out_consumed,
+            passed: self.passed + o.passed,
+            tx: self.tx + o.tx,
+            tx_dropped: self.tx_dropped + o.tx_dropped,
+            batches: self.batches + o.batches,
+            held_evicted: self.held_evicted + o.held_evicted,
+            released: self.released + o.released,
+            reinjected: self.reinjected + o.reinjected,
+            stale: self.stale + o.stale,
+            refused: self.refused + o.refused,
+        }
+    }
+}
+
+impl Stats {
+    /// Read every counter.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        StatsSnapshot {
+            rx: l(&self.rx),
+            generated: l(&self.generated),
+            in_dropped: l(&self.in_dropped),
+            in_consumed: l(&self.in_consumed),
+            out_dropped: l(&self.out_dropped),
+            out_consumed: l(&self.out_consumed),
+            passed: l(&self.passed),
+            tx: l(&self.tx),
+            tx_dropped: l(&self.tx_dropped),
+            batches: l(&self.batches),
+            held_evicted: l(&self.held_evicted),
+            released: l(&self.released),
+            reinjected: l(&self.reinjected),
+            stale: l(&self.stale),
+            refused: l(&self.refused),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn add(a: &AtomicU64, n: u64) {
+        if n != 0 {
+            // Single writer (the worker); a relaxed RMW once per batch on
+            // the worker's own counters.
+            a.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+}

@@ -1,0 +1,473 @@
+//! The synthetic port: frames built in memory from a [`GenConfig`], run
+//! through the same loops as any port. Needs no privileges, so
+//! `pfild --synthetic` and tests exercise the datapath anywhere.
+//!
+//! A synthetic port has one or two endpoints: endpoint 0 is the source
+//! (its RX builds frames, `gen.count` of them, paced by `gen.rate`),
+//! endpoint 1 (if any) receives nothing; TX on either endpoint counts the
+//! frames as sent and recycles them. So [`sink_loop`] on endpoint 0 runs
+//! an in head over built frames, and [`forward_loop`] from 0 to 1 runs an
+//! in head, then an out head, then "sends" what passed. It is also the
+//! smallest complete [`Port`] implementation: a template for new ones.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pfil::{Registry, Worker};
+
+use crate::config::{GenConfig, LoopConfig};
+use crate::error::{Error, Result};
+use crate::loops::{forward_loop, sink_loop, LoopWorker};
+use crate::port::{Batch, FrameCounts, Held, Origin, Port, PortFrame, PortId, BATCH};
+use crate::spawn::{head_for, start, take_workers, Body, Opener, Running};
+use crate::stats::Stats;
+
+/// Frame buffer size of the synthetic port.
+pub const SYNTHETIC_FRAME: usize = 2048;
+
+/// One frame of a synthetic port: it owns its buffer, so no two frames
+/// share bytes and no unsafe code is needed.
+#[derive(Debug)]
+#[must_use = "a dropped frame is lost to the pool: tx, recycle or hold it"]
+pub struct SyntheticFrame {
+    buf: Box<[u8]>,
+    len: usize,
+    addr: u64,
+}
+
+impl PortFrame for SyntheticFrame {
+    #[inline]
+    fn addr(&self) -> u64 {
+        self.addr
+    }
+}
+
+/// A synthetic port on one worker: a pool of in-memory frames.
+pub struct SyntheticPort {
+    names: Vec<String>,
+    origin: Origin,
+    templates: Vec<Vec<u8>>,
+    next: usize,
+    count: u64,
+    rate: u64,
+    built: u64,
+    start: Option<Instant>,
+    free: Vec<SyntheticFrame>,
+    held: Held<SyntheticFrame>,
+    total: u64,
+    /// Frames given to the loops and not back yet (held ones included).
+    out: u64,
+    sent: u64,
+}
+
+impl SyntheticPort {
+    /// A port that builds the frames `gen` describes (`gen.count` of them,
+    /// 0: without end; at `gen.rate`), with endpoints named `names` (one or
+    /// two), reporting `origin` as the frames' interface and queue. Its
+    /// pool holds `frames` frames (at least four batches).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a frame that does not fit or no endpoint.
+    pub fn new(
+        gen: &GenConfig,
+        names: &[&str],
+        origin: Origin,
+        frames: usize,
+    ) -> Result<SyntheticPort> {
+        if names.is_empty() || names.len() > 2 {
+            return Err(Error::Config(format!(
+                "a synthetic port has one or two endpoints, not {}",
+                names.len()
+            )));
+        }
+        let frames = frames.max(4 * BATCH);
+        let free = (0..frames)
+            .rev()
+            .map(|i| SyntheticFrame {
+                buf: vec![0u8; SYNTHETIC_FRAME].into_boxed_slice(),
+                len: 0,
+                addr: (i * SYNTHETIC_FRAME) as u64,
+            })
+            .collect();
+        Ok(SyntheticPort {
+            names: names.iter().map(|&n| n.to_owned()).collect(),
+            origin,
+            templates: gen.templates(SYNTHETIC_FRAME)?,
+            next: 0,
+            count: gen.count,
+            rate: gen.rate,
+            built: 0,
+            start: None,
+            free,
+            held: Held::with_capacity(frames),
+            total: frames as u64,
+            out: 0,
+            sent: 0,
+        })
+    }
+
+    /// Frames built so far.
+    pub fn built(&self) -> u64 {
+        self.built
+    }
+
+    /// Frames sent (TX) so far.
+    pub fn sent(&self) -> u64 {
+        self.sent
+    }
+
+    /// How many frames may be built now: bounded by the count and the rate.
+    fn due(&mut self, want: u64) -> u64 {
+        let mut n = want;
+        if self.count != 0 {
+            n = n.min(self.count - self.built.min(self.count));
+        }
+        if self.rate != 0 {
+            let start = *self.start.get_or_insert_with(Instant::now);
+            let due = (start.elapsed().as_secs_f64() * self.rate as f64) as u64;
+            n = n.min(due.saturating_sub(self.built));
+        }
+        n
+    }
+}
+
+impl Port for SyntheticPort {
+    type Frame = SyntheticFrame;
+    type Error = Error;
+    const BUILDS_FRAMES: bool = true;
+
+    fn ports(&self) -> usize {
+        self.names.len()
+    }
+
+    fn origin(&self, _port: PortId) -> Origin {
+        self.origin
+    }
+
+    fn name(&self, port: PortId) -> &str {
+        self.names.get(port.index()).map_or("", String::as_str)
+    }
+
+    fn frame_size(&self) -> usize {
+        SYNTHETIC_FRAME
+    }
+
+    fn rx(&mut self, port: PortId, out: &mut Batch<SyntheticFrame>) -> usize {
+        if port.index() != 0 {
+            return 0;
+        }
+        let want = self.due(out.remaining_capacity() as u64);
+        let mut n = 0;
+        while n < want {
+            let Some(mut f) = self.free.pop() else { break };
+            let t = &self.templates[self.next];
+            self.next = (self.next + 1) % self.templates.len();
+            f.buf[..t.len()].copy_from_slice(t);
+            f.len = t.len();
+            out.push(f);
+            n += 1;
+        }
+        self.built += n;
+        self.out += n;
+        n as usize
+    }
+
+    fn rx_ended(&self, port: PortId) -> bool {
+        port.index() != 0 || (self.count != 0 && self.built >= self.count)
+    }
+
+    fn poll_rx(&mut self, _ports: &[PortId], timeout_ms: i32) -> bool {
+        // Only the rate (or a pool emptied by held frames) makes RX come
+        // back empty before the count: wait a little, not the whole timeout.
+        let wait = Duration::from_millis(timeout_ms.max(0) as u64).min(Duration::from_micros(50));
+        std::thread::sleep(wait);
+        true
+    }
+
+    fn tx(&mut self, _port: PortId, frames: &mut Batch<SyntheticFrame>) -> Result<usize> {
+        let n = frames.len();
+        for f in frames.drain(..) {
+            self.recycle(f);
+        }
+        self.sent += n as u64;
+        Ok(n)
+    }
+
+    fn kick_tx(&mut self, _port: PortId, _max_kicks: u32) -> Result<u32> {
+        Ok(0)
+    }
+
+    fn flush(&mut self, _port: PortId) -> Result<()> {
+        Ok(())
+    }
+
+    fn reap(&mut self) -> usize {
+        0
+    }
+
+    fn alloc(&mut self) -> Option<SyntheticFrame> {
+        let mut f = self.free.pop()?;
+        f.len = 0;
+        self.out += 1;
+        Some(f)
+    }
+
+    fn recycle(&mut self, frame: SyntheticFrame) {
+        self.out -= 1;
+        self.free.push(frame);
+    }
+
+    fn bytes<'a>(&'a self, frame: &'a mut SyntheticFrame) -> &'a mut [u8] {
+        &mut frame.buf[..frame.len]
+    }
+
+    fn buffer<'a>(&'a self, frame: &'a mut SyntheticFrame) -> &'a mut [u8] {
+        &mut frame.buf[..]
+    }
+
+    fn set_len(&self, frame: &mut SyntheticFrame, len: usize) -> bool {
+        if len > SYNTHETIC_FRAME {
+            return false;
+        }
+        frame.len = len;
+        true
+    }
+
+    fn held(&mut self) -> &mut Held<SyntheticFrame> {
+        &mut self.held
+    }
+
+    fn counts(&self) -> FrameCounts {
+        let held = self.held.len() as u64;
+        FrameCounts {
+            free: self.free.len() as u64,
+            app: self.out - held,
+            held,
+            total: self.total,
+            ..FrameCounts::default()
+        }
+    }
+}
+
+impl std::fmt::Debug for SyntheticPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SyntheticPort")
+            .field("names", &self.names)
+            .field("origin", &self.origin)
+            .field("built", &self.built)
+            .field("counts", &self.counts())
+            .finish()
+    }
+}
+
+/// What a synthetic worker hands back when it ends.
+#[derive(Clone, Debug)]
+pub struct SyntheticReport {
+    /// The worker's queue number.
+    pub queue: u32,
+    /// Frames it built.
+    pub built: u64,
+    /// Where every frame of its pool was at the end.
+    pub counts: FrameCounts,
+}
+
+/// Workers of synthetic ports.
+pub type SyntheticRunning = Running<SyntheticReport, Error>;
+
+/// `workers` threads each build `gen.count` frames in memory (0: until
+/// stopped) and run them through head `ifname_in` In and, if given, head
+/// `ifname_out` Out (the forward loop from the source endpoint to the
+/// other), with the loops of every port. No privileges needed.
+///
+/// # Errors
+/// pfil errors (head names), [`Error::Config`] (worker slots, frame size).
+pub fn spawn_synthetic(
+    reg: &Registry,
+    ifname_in: &str,
+    ifname_out: Option<&str>,
+    workers: u32,
+    gen: GenConfig,
+    lc: LoopConfig,
+) -> Result<SyntheticRunning> {
+    let head_in = head_for(reg, ifname_in)?;
+    let head_out = ifname_out.map(|n| head_for(reg, n)).transpose()?;
+    let n = workers.max(1);
+    let ws = take_workers(reg, n as usize)?;
+    let frames = 4 * BATCH + lc.held_limit;
+    let mut openers: Vec<Opener<SyntheticReport, Error>> = Vec::new();
+    let mut stats = Vec::new();
+    for q in 0..n {
+        let st = Arc::new(Stats::default());
+        stats.push(st.clone());
+        let (reg, gen) = (reg.clone(), gen.clone());
+        let (hi, ho) = (head_in.clone(), head_out.clone());
+        let names: Vec<String> = std::iter::once(ifname_in)
+            .chain(ifname_out)
+            .map(str::to_owned)
+            .collect();
+        openers.push(Box::new(move || {
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let origin = Origin {
+                ifindex: 0,
+                queue: q,
+            };
+            let mut port = SyntheticPort::new(&gen, &names, origin, frames)?;
+            Ok(Box::new(move |w: &mut Worker, lc: &LoopConfig| {
+                let mut lw = LoopWorker {
+                    reg: &reg,
+                    worker: w,
+                    stats: &st,
+                    back: None,
+                };
+                let (src, dst) = (PortId::new(0), PortId::new(1));
+                let r = match &ho {
+                    Some(ho) => forward_loop(&mut port, (src, dst), (&hi, ho), &mut lw, lc),
+                    None => sink_loop(&mut port, (src, &hi), &mut lw, lc),
+                };
+                let report = SyntheticReport {
+                    queue: q,
+                    built: port.built(),
+                    counts: port.counts(),
+                };
+                (Some(report), r)
+            }) as Body<SyntheticReport, Error>)
+        }));
+    }
+    start("synthetic", ws, openers, stats, lc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pfil::{Ctx, Dir, Dirs, Packet, PacketKind, Placement, Verdict};
+
+    fn drop7(reg: &Registry) {
+        reg.add_hook(
+            "udp:drop7",
+            PacketKind::Ethernet,
+            Dirs::BOTH,
+            |p: &mut Packet<'_>, _: &Ctx<'_>| match p.headers().and_then(|h| h.transport) {
+                Some(t) if t.dst_port == 7 => Verdict::Dropped,
+                _ => Verdict::Pass,
+            },
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn synthetic_counts_and_filters() {
+        let reg = Registry::new();
+        let a = head_for(&reg, "syn0").unwrap();
+        let b = head_for(&reg, "syn1").unwrap();
+        drop7(&reg);
+        reg.link("syn0", Dir::In, "udp:drop7", Placement::Prepend)
+            .unwrap();
+        let gen = GenConfig {
+            count: 10_000,
+            dst_ports: vec![7, 8, 9, 10],
+            ..GenConfig::default()
+        };
+        let mut port = SyntheticPort::new(&gen, &["syn0", "syn1"], Origin::default(), 0).unwrap();
+        let mut w = reg.worker().unwrap();
+        let stats = Stats::default();
+        let mut lw = LoopWorker {
+            reg: &reg,
+            worker: &mut w,
+            stats: &stats,
+            back: None,
+        };
+        let lc = LoopConfig::new();
+        let ends = (PortId::new(0), PortId::new(1));
+        forward_loop(&mut port, ends, (&a, &b), &mut lw, &lc).unwrap();
+        let s = stats.snapshot();
+        assert_eq!(s.generated, 10_000);
+        assert_eq!(s.rx, 10_000);
+        assert_eq!(s.in_dropped, 2_500);
+        assert_eq!(s.tx, 7_500);
+        assert_eq!(port.sent(), 7_500);
+        assert_eq!(s.generated, s.tx + s.filtered());
+        let c = port.counts();
+        assert!(c.adds_up() && c.free == c.total, "{c:?}");
+    }
+
+    /// Consumed frames are held under their cookies, released through the
+    /// outbox, and evicted past the bound; the pool adds up at the end.
+    #[test]
+    fn consumed_frames_are_held_and_given_back() {
+        use crate::outbox::Outboxes;
+        let reg = Registry::new();
+        let a = head_for(&reg, "syn0").unwrap();
+        let ob = Arc::new(Outboxes::new(reg.max_workers(), 1024));
+        let ob2 = ob.clone();
+        // Consume every other frame; release half of those at once, keep
+        // the others (they pile up past the bound and are evicted).
+        let n = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        reg.add_hook(
+            "take:half",
+            PacketKind::Ethernet,
+            Dirs::BOTH,
+            move |p: &mut Packet<'_>, cx: &Ctx<'_>| {
+                let i = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i % 2 == 0 {
+                    return Verdict::Pass;
+                }
+                if i % 4 == 1 {
+                    let _ = ob2.get(cx.worker).unwrap().release(p.cookie());
+                }
+                Verdict::Consumed
+            },
+        )
+        .unwrap();
+        reg.link("syn0", Dir::In, "take:half", Placement::Prepend)
+            .unwrap();
+        let gen = GenConfig {
+            count: 20_000,
+            ..GenConfig::default()
+        };
+        let lc = LoopConfig {
+            held_limit: 32,
+            outboxes: Some(ob),
+            ..LoopConfig::new()
+        };
+        let mut port = SyntheticPort::new(&gen, &["syn0"], Origin::default(), 0).unwrap();
+        let mut w = reg.worker().unwrap();
+        let stats = Stats::default();
+        let mut lw = LoopWorker {
+            reg: &reg,
+            worker: &mut w,
+            stats: &stats,
+            back: None,
+        };
+        sink_loop(&mut port, (PortId::new(0), &a), &mut lw, &lc).unwrap();
+        let s = stats.snapshot();
+        assert_eq!(s.rx, 20_000);
+        assert_eq!((s.in_consumed, s.passed), (10_000, 10_000));
+        assert!(
+            s.in_consumed > 0 && s.released > 0 && s.held_evicted > 0,
+            "{s:?}"
+        );
+        let c = port.counts();
+        assert!(c.adds_up() && c.app == 0 && c.held <= 32, "{c:?}");
+        assert_eq!(
+            s.released + s.held_evicted + c.held,
+            s.in_consumed,
+            "every consumed frame released, evicted or still held: {s:?} {c:?}"
+        );
+    }
+
+    #[test]
+    fn spawned_synthetic_workers_end_at_their_count() {
+        let reg = Registry::new();
+        let gen = GenConfig {
+            count: 5_000,
+            ..GenConfig::default()
+        };
+        let r = spawn_synthetic(&reg, "syn0", None, 2, gen, LoopConfig::new()).unwrap();
+        let reports = r.wait().unwrap();
+        assert_eq!(reports.len(), 2);
+        for rep in &reports {
+            assert_eq!(rep.built, 5_000);
+            assert!(rep.counts.adds_up() && rep.counts.app == 0, "{rep:?}");
+        }
+    }
+}
