@@ -10,7 +10,7 @@ pub use pfil_port::BATCH;
 /// Frames that copy-mode TX sends per kick (the kernel's TX budget).
 pub const COPY_TX_PER_KICK: u32 = 32;
 
-/// Frames [`Umem::open`] keeps back for the application on top of every
+/// Frames [`crate::Umem::open`] keeps back for the application on top of every
 /// port's fill target and TX ring: a loop's batch and its TX staging batch.
 pub const APP_RESERVE: u64 = 2 * BATCH as u64;
 
@@ -20,7 +20,7 @@ pub const MAX_UMEM_BYTES: u64 = 1 << 32;
 /// Size of a UMEM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UmemConfig {
-    /// Number of frames (of each worker, for a [`SharedUmem`]).
+    /// Number of frames (of each worker, for a [`crate::SharedUmem`]).
     pub frames: u32,
     /// Bytes per frame: a power of two from 2048 to the page size.
     pub frame_size: u32,

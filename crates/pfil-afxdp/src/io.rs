@@ -140,7 +140,7 @@ impl Umem {
     /// Put frames on `port`'s TX ring and kick the kernel. Takes frames
     /// from the front of `frames` as long as the ring has room; the rest
     /// stay in `frames` for a later call. Kicks at most a bounded number of
-    /// times (copy mode sends [`COPY_TX_PER_KICK`] per kick; EAGAIN/EBUSY
+    /// times (copy mode sends [`crate::COPY_TX_PER_KICK`] per kick; EAGAIN/EBUSY
     /// mean "try again"); what is not sent yet stays in the TX ring and
     /// goes out on the next call or [`flush`](Umem::flush).
     ///

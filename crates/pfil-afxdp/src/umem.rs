@@ -299,7 +299,7 @@ impl Umem {
 
     /// Frames a UMEM (part) needs for `ports`: each port's fill target, RX
     /// ring (if it receives) and TX ring, plus `reserve` frames for the application (at least
-    /// [`APP_RESERVE`] for the worker loops, plus what hooks may hold).
+    /// [`crate::APP_RESERVE`] for the worker loops, plus what hooks may hold).
     /// [`Umem::open`] refuses a port that would exceed it.
     pub fn frames_needed(ports: &[PortConfig], reserve: u64) -> u64 {
         ports

@@ -21,7 +21,7 @@ pub struct LoopConfig {
     /// Frames a worker keeps held for hooks that returned `Consumed`
     /// until they give them back through the outbox ([`crate::Outbox`]);
     /// beyond this the oldest go back to the pool, counted as
-    /// [`Stats::held_evicted`]. The spawners reserve this many frames of
+    /// [`crate::Stats::held_evicted`]. The spawners reserve this many frames of
     /// every worker's UMEM. 0: a consumed frame goes back after its batch
     /// (for hooks that copy what they keep).
     pub held_limit: usize,
