@@ -352,13 +352,15 @@ pub fn run(a: &Args) -> Result<(), String> {
     );
     let ok = report::totals(
         &title,
-        &reg,
-        &ifaces,
-        &flows,
-        &reports,
-        &sampler,
-        elapsed,
-        !a.synthetic,
+        &report::Summary {
+            reg: &reg,
+            ifaces: &ifaces,
+            flows: &flows,
+            reports: &reports,
+            sampler: &sampler,
+            elapsed,
+            xdp: !a.synthetic,
+        },
     );
     if !errors.is_empty() {
         return Err(format!("a worker failed: {}", errors.join("; ")));

@@ -193,19 +193,36 @@ fn counts_line(c: &FrameCounts) -> String {
     )
 }
 
+/// What a finished run prints its totals from.
+pub struct Summary<'a> {
+    /// The registry (heads, chains, counters).
+    pub reg: &'a Registry,
+    /// The heads of the run.
+    pub ifaces: &'a [&'a str],
+    /// Every loop's stats and the heads its frames pass.
+    pub flows: &'a [Flow],
+    /// The workers' reports (AF_XDP only).
+    pub reports: &'a [WorkerReport],
+    /// Rates over the run.
+    pub sampler: &'a Sampler,
+    /// Wall time of the run.
+    pub elapsed: Duration,
+    /// AF_XDP ports (frame accounting and kernel counters to print).
+    pub xdp: bool,
+}
+
 /// Print the totals on stdout. Returns whether every UMEM frame was
 /// accounted for.
-#[allow(clippy::too_many_arguments)]
-pub fn totals(
-    title: &str,
-    reg: &Registry,
-    ifaces: &[&str],
-    flows: &[Flow],
-    reports: &[WorkerReport],
-    sampler: &Sampler,
-    elapsed: Duration,
-    xdp: bool,
-) -> bool {
+pub fn totals(title: &str, run: &Summary<'_>) -> bool {
+    let Summary {
+        reg,
+        ifaces,
+        flows,
+        reports,
+        sampler,
+        elapsed,
+        xdp,
+    } = *run;
     let snaps: Vec<StatsSnapshot> = flows.iter().map(|f| f.stats.snapshot()).collect();
     let t = snaps.iter().fold(StatsSnapshot::default(), |a, b| a + *b);
     let secs = elapsed.as_secs_f64().max(1e-9);

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# A/B of the loops on the synthetic port between two pfild builds in one
+# run: no kernel, no NIC, so what is measured is the loop + heads per
+# frame. The two binaries alternate RUNS times per case; each run is one
+# sample of frames per second (rx / active seconds from pfild's totals
+# line); medians, spread and ministat's comparison per case.
+#
+#   benches/ab_synthetic.sh BASE_PFILD NEW_PFILD [RUNS] [FRAMES]
+#
+# Cases: sink with no hook, with `count`, with four hooks; forward
+# (in head, out head) with `count`. Pinned to CPU 1 when taskset exists.
+# Needs ministat (scripts/setup.sh).
+set -euo pipefail
+BASE=$1 NEW=$2 RUNS=${3:-7} FRAMES=${4:-20000000}
+OUT=$(mktemp -d /tmp/ab-synthetic.XXXXXX)
+PIN=()
+command -v taskset >/dev/null && PIN=(taskset -c 1)
+declare -A CASE=(
+    [sink-0]="sink syn0"
+    [sink-count]="sink syn0 --hook count"
+    [sink-4]="sink syn0 --hook null --hook count --hook drop-udp:53 --hook count"
+    [forward-count]="forward syn0 syn1 --hook count"
+)
+echo "# ab_synthetic: $RUNS runs of $FRAMES frames, $(date -u +%FT%TZ), $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null)"
+for r in $(seq "$RUNS"); do
+    for c in "${!CASE[@]}"; do
+        for side in base new; do
+            bin=$BASE; [ $side = new ] && bin=$NEW
+            # shellcheck disable=SC2086
+            "${PIN[@]}" "$bin" ${CASE[$c]} --synthetic --count "$FRAMES" --quiet 2>/dev/null |
+                awk '/^totals:/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); t[kv[1]] = kv[2] }
+                                  printf "%.0f\n", t["rx"] / t["active_seconds"] }' >> "$OUT/$c.$side"
+        done
+    done
+    echo "run $r done" >&2
+done
+for c in $(printf '%s\n' "${!CASE[@]}" | sort); do
+    echo
+    echo "## $c: pfild ${CASE[$c]} --synthetic (frames/s; x = base, + = new)"
+    ministat -A -c 95 "$OUT/$c.base" "$OUT/$c.new" | sed 's/^/    /'
+    for side in base new; do
+        printf '    %s median %s\n' $side "$(sort -n "$OUT/$c.$side" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')"
+    done
+done
+echo
+echo "raw samples: $OUT"
