@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use pfil::{Filter, Packet};
-use pfil_benches::{Strategy, Subject};
+use pfil_bench::{Strategy, Subject};
 
 const BATCH: usize = 64;
 

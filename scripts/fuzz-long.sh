@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Long property-test run: every packet-parsing and filter property test of
-# pfil and pfil-filters with PROPTEST_CASES cases each (default 100000),
+# pfil, pfil-filters and the lock-study hooks of pfil-bench with
+# PROPTEST_CASES cases each (default 100000),
 # in release mode. CI runs the same tests with a few thousand cases
 # (`cargo test --workspace`); run this before a release or after touching
 # Packet::headers or a filter.
@@ -13,4 +14,5 @@ export PROPTEST_CASES="${PROPTEST_CASES:-100000}"
 echo "fuzz-long: ${PROPTEST_CASES} cases per property"
 cargo test --release -p pfil --test proptest_packets
 cargo test --release -p pfil-filters --test proptest_filters
+cargo test --release -p pfil-bench --test proptest_lock_hooks
 echo "fuzz-long: all green"

@@ -1,18 +1,20 @@
-//! Filters for pfil: the null hook, the counting hook, a UDP port filter,
-//! and the hooks of the lock study (mutex, rwlock, read-mostly).
+//! Filters for pfil: the null hook, the counting hook and a UDP port
+//! filter, and the [`Catalog`] that builds them from text specs
+//! (`count`, `drop-udp:53`) for pfild's `--hook` and a control plane.
 //!
-//! Every filter here follows the [`pfil::Filter`] contract: no blocking
-//! beyond the lock it exists to measure, no allocation, no panic.
+//! Every filter here follows the [`pfil::Filter`] contract: no blocking, no
+//! allocation, no panic. (The lock-study hooks, which block on purpose,
+//! are benchmark fixtures and live in `pfil-bench`.)
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod catalog;
 mod count;
-mod lockstudy;
 mod port;
 
+pub use catalog::{BuildCtx, Catalog, CatalogError, Factory, Module};
 pub use count::{Count, DirCount};
-pub use lockstudy::{BrLockHook, EpochHook, MutexHook, RwLockHook};
 pub use port::DropUdpPort;
 
 use pfil::{Ctx, Filter, Packet, Verdict};
@@ -28,9 +30,6 @@ impl Filter for Null {
         Verdict::Pass
     }
 }
-
-/// The built-in filters by name, as `pfild --hook` and `pfilctl` know them.
-pub const BUILTIN: &[&str] = &["null", "count", "mutex", "rwlock", "brlock", "epoch"];
 
 #[cfg(test)]
 mod tests {

@@ -1,61 +1,15 @@
-//! Command-line parsing: `pfild MODE IFACE... [options]`, by hand (the
-//! grammar is small and every error names the option and what it expects).
+//! Command-line parsing: `pfild MODE IFACE... [OPTIONS]`, derived with
+//! clap from the definitions below, so `--help` is generated from what
+//! parses. Every error names the option and what it expects; the list of
+//! `--hook` filters in the help comes from the filter catalog
+//! ([`crate::hooks::catalog`]).
 
-use std::str::FromStr;
+use std::net::Ipv4Addr;
 
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use pfil_afxdp::run::{GenConfig, UmemMode};
 use pfil_afxdp::{BindMode, XdpMode};
-
-/// The usage text printed by `--help` and after a usage error.
-pub const USAGE: &str = "\
-pfild: the pfil reference dataplane (AF_XDP sink, forwarder, generator)
-
-USAGE:
-    pfild sink IFACE [OPTIONS]             receive, run IFACE's in head, drop
-    pfild forward IFACE_A IFACE_B [OPTIONS]
-                                           A in -> B out and B in -> A out
-    pfild gen IFACE [OPTIONS]              build UDP frames, run IFACE's out head, send
-
-    Add --synthetic to run the same app on the built-in in-memory port
-    (no root, no interface needed), e.g.
-        pfild sink syn0 --synthetic --hook count --seconds 3
-
-COMMON OPTIONS:
-    --hook NAME         link a built-in filter at start (repeatable; chain
-                        order = command-line order). Names: null, count,
-                        drop-udp:PORT, mutex, rwlock, brlock, epoch.
-                        sink/forward link on the in heads, gen on the out head.
-    --queues N|all      queues 0..N (one worker each); default: all for
-                        sink/forward, 1 for gen and --synthetic
-    --netns NAME        run the workers inside network namespace NAME
-    --xdp-mode MODE     auto|native|generic (default auto: native, then generic)
-    --bind MODE         auto|copy|zerocopy AF_XDP bind mode (default auto)
-    --seconds N         stop after N seconds (decimals allowed)
-    --count N           stop after N frames (received; for gen: sent)
-    --ring N            RX/TX/fill/completion ring entries (default 2048)
-    --umem-frames N     UMEM frames per worker (default: what the rings need, at least 8192)
-    --umem MODE         shared|per-queue (default shared: the workers of all
-                        queues share one UMEM area, each owning its frames)
-    --spin-us N         busy-poll the RX rings for N us after the last frame
-                        before sleeping in poll(2) (default 1000; 0: sleep
-                        at once, saves CPU, loses frames at high rates)
-    --quiet             no live status line
-    --synthetic         use the in-memory port instead of AF_XDP
-
-GENERATOR OPTIONS (gen, and the frames of --synthetic):
-    --rate PPS          frames per second (default 0: as fast as possible)
-    --size BYTES        frame size without FCS, >= 60 (default 64)
-    --src-mac MAC       default 02:00:00:00:00:01
-    --dst-mac MAC       default 02:00:00:00:00:02
-    --src-ip IP         default 198.18.0.1
-    --dst-ip IP         default 198.18.0.2
-    --src-port PORT     default 9
-    --dst-port P[,P..]  destination ports used round robin (default 9)
-
-Stops on SIGINT/SIGTERM (a second one exits at once), after --seconds or
---count; then drains the workers, prints totals and detaches XDP.
-Logs: RUST_LOG=pfil_afxdp=debug for more detail.
-";
 
 /// What to run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,7 +83,6 @@ pub struct Args {
     pub quiet: bool,
     /// In-memory port.
     pub synthetic: bool,
-    /// Generator settings.
     /// Generator settings (`count` is set per worker when the app starts).
     pub gen: GenConfig,
     /// Whether any generator option was given.
@@ -139,19 +92,10 @@ pub struct Args {
 /// Why the command line was refused (or `--help`).
 #[derive(Debug, PartialEq, Eq)]
 pub enum ArgError {
-    /// `--help` / `-h`: print usage, exit 0.
-    Help,
+    /// `--help` / `-h`: print this text on stdout, exit 0.
+    Help(String),
     /// A usage error, with its message.
     Usage(String),
-}
-
-fn usage<T>(msg: impl Into<String>) -> Result<T, ArgError> {
-    Err(ArgError::Usage(msg.into()))
-}
-
-fn num<T: FromStr>(opt: &str, v: &str, what: &str) -> Result<T, ArgError> {
-    v.parse()
-        .map_err(|_| ArgError::Usage(format!("{opt} {v:?}: expected {what}")))
 }
 
 /// Parse `aa:bb:cc:dd:ee:ff`.
@@ -168,227 +112,371 @@ pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
     parts.next().is_none().then_some(out)
 }
 
+fn mac_text(m: [u8; 6]) -> String {
+    m.map(|b| format!("{b:02x}")).join(":")
+}
+
+// Value parsers: each error is what the option expected; clap adds the
+// option and the value ("invalid value 'x' for '--queues <N|all>': ...").
+
+fn queues(v: &str) -> Result<Queues, String> {
+    if v == "all" {
+        return Ok(Queues::All);
+    }
+    match v.parse::<u32>() {
+        Ok(0) => Err("must be at least 1 (or `all`)".into()),
+        Ok(n) => Ok(Queues::Count(n)),
+        Err(_) => Err("expected a queue count or `all`".into()),
+    }
+}
+
+fn xdp_mode(v: &str) -> Result<XdpMode, String> {
+    match v {
+        "auto" => Ok(XdpMode::Auto),
+        "native" | "drv" => Ok(XdpMode::Native),
+        "generic" | "skb" => Ok(XdpMode::Generic),
+        _ => Err("expected auto, native or generic".into()),
+    }
+}
+
+fn bind_mode(v: &str) -> Result<BindMode, String> {
+    match v {
+        "auto" => Ok(BindMode::Auto),
+        "copy" => Ok(BindMode::Copy),
+        "zerocopy" | "zero-copy" | "zc" => Ok(BindMode::ZeroCopy),
+        _ => Err("expected auto, copy or zerocopy".into()),
+    }
+}
+
+fn umem_mode(v: &str) -> Result<UmemMode, String> {
+    match v {
+        "shared" => Ok(UmemMode::Shared),
+        "per-queue" | "perqueue" => Ok(UmemMode::PerQueue),
+        _ => Err("expected shared or per-queue".into()),
+    }
+}
+
+fn seconds(v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 => Ok(s),
+        Ok(_) => Err("must be a positive number".into()),
+        Err(_) => Err("expected a number of seconds".into()),
+    }
+}
+
+fn frame_count(v: &str) -> Result<u64, String> {
+    match v.parse::<u64>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err("expected a frame count".into()),
+    }
+}
+
+fn ring(v: &str) -> Result<u32, String> {
+    match v.parse::<u32>() {
+        Ok(n) if n.is_power_of_two() && (64..=32768).contains(&n) => Ok(n),
+        _ => Err("must be a power of two from 64 to 32768".into()),
+    }
+}
+
+fn umem_frames(v: &str) -> Result<u32, String> {
+    match v.parse::<u32>() {
+        Ok(n) if n >= 64 => Ok(n),
+        Ok(_) => Err("must be at least 64".into()),
+        Err(_) => Err("expected a frame count".into()),
+    }
+}
+
+fn frame_size(v: &str) -> Result<usize, String> {
+    match v.parse::<usize>() {
+        Ok(n) if (60..=2048).contains(&n) => Ok(n),
+        Ok(_) => Err("must be from 60 to 2048 bytes".into()),
+        Err(_) => Err("expected a frame size in bytes".into()),
+    }
+}
+
+fn mac(v: &str) -> Result<[u8; 6], String> {
+    parse_mac(v).ok_or_else(|| "expected a MAC like 02:00:00:00:00:01".into())
+}
+
+/// `--dst-port`'s value: one or more ports (a single value, so a repeated
+/// option replaces the list, as every other option does).
+#[derive(Clone, Debug)]
+struct Ports(Vec<u16>);
+
+fn ports(v: &str) -> Result<Ports, String> {
+    v.split(',')
+        .map(|p| p.parse::<u16>())
+        .collect::<Result<_, _>>()
+        .map(Ports)
+        .map_err(|_| "expected UDP ports separated by commas".into())
+}
+
+/// The help's epilogue: the filters `--hook` knows (from the catalog),
+/// then how to try it and how it stops.
+fn after_help() -> String {
+    format!(
+        "Hooks (--hook SPEC, SPEC is `module` or `module:config`):\n{}\n{AFTER_HELP}",
+        crate::hooks::catalog().help_table(2)
+    )
+}
+
+fn gen_default(what: impl std::fmt::Display) -> String {
+    format!("[default: {what}]")
+}
+
+fn dst_ports_default() -> String {
+    let d = GenConfig::default().dst_ports;
+    let list: Vec<_> = d.iter().map(u16::to_string).collect();
+    format!(
+        "Destination ports, used round robin [default: {}]",
+        list.join(",")
+    )
+}
+
+const AFTER_HELP: &str = "\
+Add --synthetic to run the same app on the built-in in-memory port (no root,
+no interface needed), e.g.
+    pfild sink syn0 --synthetic --hook count --seconds 3
+
+Stops on SIGINT/SIGTERM (a second one exits at once), after --seconds or
+--count; then drains the workers, prints totals and detaches XDP.
+Logs: RUST_LOG=pfil_afxdp=debug for more detail.";
+
+/// The command line, as clap sees it (options are global: they may come
+/// before or after the mode).
+#[derive(Debug, Parser)]
+#[command(
+    name = "pfild",
+    about = "pfild: the pfil reference dataplane (AF_XDP sink, forwarder, generator)",
+    after_help = after_help(),
+    subcommand_required = true,
+    disable_help_subcommand = true,
+    args_override_self = true,
+    subcommand_value_name = "MODE",
+    subcommand_help_heading = "Modes",
+    max_term_width = 100
+)]
+struct Cli {
+    #[command(subcommand)]
+    mode: ModeCmd,
+    #[command(flatten)]
+    common: Common,
+    #[command(flatten)]
+    gen: GenOpts,
+}
+
+/// The modes.
+#[derive(Debug, Subcommand)]
+enum ModeCmd {
+    /// IFACE: receive, run its in head, drop
+    Sink {
+        /// Interface to receive on
+        #[arg(value_name = "IFACE")]
+        iface: String,
+    },
+    /// IFACE_A IFACE_B: bump in the wire, A in -> B out and B in -> A out
+    #[command(visible_alias = "fwd")]
+    Forward {
+        /// First interface
+        #[arg(value_name = "IFACE_A")]
+        a: String,
+        /// Second interface
+        #[arg(value_name = "IFACE_B")]
+        b: String,
+    },
+    /// IFACE: build UDP frames, run its out head, send
+    Gen {
+        /// Interface to send on
+        #[arg(value_name = "IFACE")]
+        iface: String,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Common options")]
+struct Common {
+    /// Link a filter at start (repeatable; chain order = command-line order):
+    /// sink/forward link on the in heads, gen on the out head. SPECs: see
+    /// Hooks below
+    #[arg(long = "hook", value_name = "SPEC", global = true)]
+    hooks: Vec<String>,
+    /// Queues 0..N (one worker each) [default: all for sink/forward, 1 for gen and --synthetic]
+    #[arg(long, value_name = "N|all", global = true, value_parser = queues)]
+    queues: Option<Queues>,
+    /// Run the workers inside network namespace NAME
+    #[arg(long, value_name = "NAME", global = true)]
+    netns: Option<String>,
+    /// auto|native|generic [default: auto: native, then generic]
+    #[arg(long, value_name = "MODE", global = true, value_parser = xdp_mode)]
+    xdp_mode: Option<XdpMode>,
+    /// auto|copy|zerocopy AF_XDP bind mode [default: auto]
+    #[arg(long, value_name = "MODE", global = true, value_parser = bind_mode)]
+    bind: Option<BindMode>,
+    /// Stop after N seconds (decimals allowed)
+    #[arg(
+        long,
+        value_name = "N",
+        global = true,
+        allow_negative_numbers = true,
+        value_parser = seconds
+    )]
+    seconds: Option<f64>,
+    /// Stop after N frames (received; for gen: sent)
+    #[arg(long, value_name = "N", global = true, value_parser = frame_count)]
+    count: Option<u64>,
+    /// RX/TX/fill/completion ring entries [default: 2048]
+    #[arg(long, value_name = "N", global = true, value_parser = ring)]
+    ring: Option<u32>,
+    /// UMEM frames per worker [default: what the rings need, at least 8192]
+    #[arg(long, value_name = "N", global = true, value_parser = umem_frames)]
+    umem_frames: Option<u32>,
+    /// shared|per-queue [default: shared: the workers of all queues share one UMEM area, each owning its frames]
+    #[arg(long = "umem", value_name = "MODE", global = true, value_parser = umem_mode)]
+    umem_mode: Option<UmemMode>,
+    /// Busy-poll the RX rings for N us after the last frame before sleeping in poll(2) (0: sleep at once, saves CPU, loses frames at high rates)
+    #[arg(long, value_name = "N", global = true, default_value_t = 1000)]
+    spin_us: u32,
+    /// No live status line
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    /// Use the in-memory port instead of AF_XDP
+    #[arg(long, global = true)]
+    synthetic: bool,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Generator options (gen, and the frames of --synthetic)")]
+struct GenOpts {
+    #[arg(long, value_name = "PPS", global = true,
+          help = format!("Frames per second (0: as fast as possible) {}", gen_default(GenConfig::default().rate)))]
+    rate: Option<u64>,
+    #[arg(long, value_name = "BYTES", global = true, value_parser = frame_size,
+          help = format!("Frame size without FCS, 60 to 2048 {}", gen_default(GenConfig::default().size)))]
+    size: Option<usize>,
+    #[arg(long, value_name = "MAC", global = true, value_parser = mac,
+          help = format!("Source MAC {}", gen_default(mac_text(GenConfig::default().src_mac))))]
+    src_mac: Option<[u8; 6]>,
+    #[arg(long, value_name = "MAC", global = true, value_parser = mac,
+          help = format!("Destination MAC {}", gen_default(mac_text(GenConfig::default().dst_mac))))]
+    dst_mac: Option<[u8; 6]>,
+    #[arg(long, value_name = "IP", global = true,
+          help = format!("Source IPv4 address {}", gen_default(GenConfig::default().src_ip)))]
+    src_ip: Option<Ipv4Addr>,
+    #[arg(long, value_name = "IP", global = true,
+          help = format!("Destination IPv4 address {}", gen_default(GenConfig::default().dst_ip)))]
+    dst_ip: Option<Ipv4Addr>,
+    #[arg(long, value_name = "PORT", global = true,
+          help = format!("UDP source port {}", gen_default(GenConfig::default().src_port)))]
+    src_port: Option<u16>,
+    #[arg(long, value_name = "P[,P..]", global = true, value_parser = ports,
+          help = dst_ports_default())]
+    dst_port: Option<Ports>,
+}
+
+/// The clap command pfild parses with (its `--help`).
+pub fn command() -> clap::Command {
+    Cli::command()
+}
+
+/// A clap error as pfild words it: the message without clap's `error: `
+/// prefix and its usage / `--help` footer (main prints its own). A missing
+/// or unknown mode and a missing interface keep pfild's wording.
+fn usage_error(e: &clap::Error) -> ArgError {
+    let modes = "sink, forward or gen";
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            return ArgError::Help(e.render().to_string())
+        }
+        ErrorKind::MissingSubcommand | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            return ArgError::Usage(format!("missing mode: {modes} (see --help)"))
+        }
+        ErrorKind::InvalidSubcommand => {
+            if let Some(ContextValue::String(m)) = e.get(ContextKind::InvalidSubcommand) {
+                return ArgError::Usage(format!("unknown mode `{m}`: expected {modes}"));
+            }
+        }
+        ErrorKind::MissingRequiredArgument => {
+            if let Some(ContextValue::Strings(v)) = e.get(ContextKind::InvalidArg) {
+                let names: Vec<_> = v
+                    .iter()
+                    .map(|s| s.trim_start_matches('<').trim_end_matches('>'))
+                    .collect();
+                return ArgError::Usage(format!("missing {} (see --help)", names.join(" and ")));
+            }
+        }
+        _ => {}
+    }
+    let text = e.render().to_string();
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    let kept: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .collect();
+    ArgError::Usage(kept.join("\n").trim_end().to_owned())
+}
+
 impl Args {
     /// Parse the arguments after the program name.
     ///
     /// # Errors
     /// [`ArgError::Help`] for `--help`, [`ArgError::Usage`] otherwise.
     pub fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Args, ArgError> {
-        let mut positional = Vec::new();
-        let mut a = Args {
-            mode: Mode::Sink {
-                iface: String::new(),
-            },
-            hooks: Vec::new(),
-            queues: None,
-            netns: None,
-            xdp_mode: XdpMode::Auto,
-            bind: BindMode::Auto,
-            seconds: None,
-            count: None,
-            ring: None,
-            umem_frames: None,
-            umem_mode: UmemMode::Shared,
-            spin_us: 1000,
-            quiet: false,
-            synthetic: false,
-            gen: GenConfig::default(),
-            gen_opts_given: false,
-        };
-        let mut it = argv.into_iter();
-        while let Some(arg) = it.next() {
-            // Accept both `--opt value` and `--opt=value`.
-            let (opt, inline) = match arg.split_once('=') {
-                Some((o, v)) if o.starts_with("--") => (o.to_owned(), Some(v.to_owned())),
-                _ => (arg.clone(), None),
-            };
-            let takes_value = matches!(
-                opt.as_str(),
-                "--hook"
-                    | "--queues"
-                    | "--netns"
-                    | "--xdp-mode"
-                    | "--bind"
-                    | "--seconds"
-                    | "--count"
-                    | "--ring"
-                    | "--umem-frames"
-                    | "--umem"
-                    | "--spin-us"
-                    | "--rate"
-                    | "--size"
-                    | "--src-mac"
-                    | "--dst-mac"
-                    | "--src-ip"
-                    | "--dst-ip"
-                    | "--src-port"
-                    | "--dst-port"
-            );
-            let val = if takes_value {
-                match inline.or_else(|| it.next()) {
-                    Some(v) => v,
-                    None => return usage(format!("{opt} needs a value")),
+        let argv = std::iter::once("pfild".to_owned()).chain(argv);
+        let cli = command()
+            .try_get_matches_from(argv)
+            .and_then(|m| Cli::from_arg_matches(&m))
+            .map_err(|e| usage_error(&e))?;
+        let usage = |m: &str| Err(ArgError::Usage(m.to_owned()));
+        let mode = match cli.mode {
+            ModeCmd::Sink { iface } => Mode::Sink { iface },
+            ModeCmd::Forward { a, b } => {
+                if a == b {
+                    return usage("forward needs two different interfaces");
                 }
-            } else {
-                if inline.is_some() {
-                    return usage(format!("{opt} takes no value"));
-                }
-                String::new()
-            };
-            let v = val.as_str();
-            match opt.as_str() {
-                "-h" | "--help" => return Err(ArgError::Help),
-                "--hook" => a.hooks.push(val.clone()),
-                "--queues" => {
-                    a.queues = Some(if v == "all" {
-                        Queues::All
-                    } else {
-                        let n: u32 = num(&opt, v, "a queue count or `all`")?;
-                        if n == 0 {
-                            return usage("--queues must be at least 1 (or `all`)");
-                        }
-                        Queues::Count(n)
-                    })
-                }
-                "--netns" => a.netns = Some(val.clone()),
-                "--xdp-mode" => {
-                    a.xdp_mode = match v {
-                        "auto" => XdpMode::Auto,
-                        "native" | "drv" => XdpMode::Native,
-                        "generic" | "skb" => XdpMode::Generic,
-                        _ => {
-                            return usage(format!(
-                                "--xdp-mode {v:?}: expected auto, native or generic"
-                            ))
-                        }
-                    }
-                }
-                "--bind" => {
-                    a.bind = match v {
-                        "auto" => BindMode::Auto,
-                        "copy" => BindMode::Copy,
-                        "zerocopy" | "zero-copy" | "zc" => BindMode::ZeroCopy,
-                        _ => {
-                            return usage(format!("--bind {v:?}: expected auto, copy or zerocopy"))
-                        }
-                    }
-                }
-                "--seconds" => {
-                    let s: f64 = num(&opt, v, "a number of seconds")?;
-                    if !(s.is_finite() && s > 0.0) {
-                        return usage("--seconds must be a positive number");
-                    }
-                    a.seconds = Some(s);
-                }
-                "--count" => {
-                    let n: u64 = num(&opt, v, "a frame count")?;
-                    if n == 0 {
-                        return usage("--count must be at least 1");
-                    }
-                    a.count = Some(n);
-                }
-                "--ring" => {
-                    let n: u32 = num(&opt, v, "a power of two")?;
-                    if !n.is_power_of_two() || !(64..=32768).contains(&n) {
-                        return usage("--ring must be a power of two from 64 to 32768");
-                    }
-                    a.ring = Some(n);
-                }
-                "--umem-frames" => {
-                    let n: u32 = num(&opt, v, "a frame count")?;
-                    if n < 64 {
-                        return usage("--umem-frames must be at least 64");
-                    }
-                    a.umem_frames = Some(n);
-                }
-                "--umem" => {
-                    a.umem_mode = match v {
-                        "shared" => UmemMode::Shared,
-                        "per-queue" | "perqueue" => UmemMode::PerQueue,
-                        _ => return usage(format!("--umem {v:?}: expected shared or per-queue")),
-                    }
-                }
-                "--spin-us" => a.spin_us = num(&opt, v, "microseconds")?,
-                "--quiet" | "-q" => a.quiet = true,
-                "--synthetic" => a.synthetic = true,
-                "--rate" => {
-                    a.gen.rate = num(&opt, v, "frames per second")?;
-                    a.gen_opts_given = true;
-                }
-                "--size" => {
-                    let n: usize = num(&opt, v, "a frame size in bytes")?;
-                    if !(60..=2048).contains(&n) {
-                        return usage("--size must be from 60 to 2048 bytes");
-                    }
-                    a.gen.size = n;
-                    a.gen_opts_given = true;
-                }
-                "--src-mac" | "--dst-mac" => {
-                    let mac = parse_mac(v).ok_or_else(|| {
-                        ArgError::Usage(format!(
-                            "{opt} {v:?}: expected a MAC like 02:00:00:00:00:01"
-                        ))
-                    })?;
-                    if opt == "--src-mac" {
-                        a.gen.src_mac = mac;
-                    } else {
-                        a.gen.dst_mac = mac;
-                    }
-                    a.gen_opts_given = true;
-                }
-                "--src-ip" => {
-                    a.gen.src_ip = num(&opt, v, "an IPv4 address")?;
-                    a.gen_opts_given = true;
-                }
-                "--dst-ip" => {
-                    a.gen.dst_ip = num(&opt, v, "an IPv4 address")?;
-                    a.gen_opts_given = true;
-                }
-                "--src-port" => {
-                    a.gen.src_port = num(&opt, v, "a UDP port")?;
-                    a.gen_opts_given = true;
-                }
-                "--dst-port" => {
-                    a.gen.dst_ports = v
-                        .split(',')
-                        .map(|p| num(&opt, p, "UDP ports separated by commas"))
-                        .collect::<Result<_, _>>()?;
-                    a.gen_opts_given = true;
-                }
-                o if o.starts_with('-') && o.len() > 1 => {
-                    return usage(format!("unknown option {o} (see --help)"))
-                }
-                _ => positional.push(arg),
+                Mode::Forward { a, b }
             }
-        }
-        let mut pos = positional.into_iter();
-        let mode = pos.next();
-        let mut need = |what: &str| {
-            pos.next()
-                .ok_or_else(|| ArgError::Usage(format!("missing {what} (see --help)")))
+            ModeCmd::Gen { iface } => Mode::Gen { iface },
         };
-        a.mode = match mode.as_deref() {
-            Some("sink") => Mode::Sink {
-                iface: need("IFACE")?,
-            },
-            Some("forward") | Some("fwd") => Mode::Forward {
-                a: need("IFACE_A")?,
-                b: need("IFACE_B")?,
-            },
-            Some("gen") => Mode::Gen {
-                iface: need("IFACE")?,
-            },
-            Some(m) => return usage(format!("unknown mode `{m}`: expected sink, forward or gen")),
-            None => return usage("missing mode: sink, forward or gen (see --help)"),
+        let (c, g) = (cli.common, cli.gen);
+        let gen_opts_given = g.rate.is_some()
+            || g.size.is_some()
+            || g.src_mac.is_some()
+            || g.dst_mac.is_some()
+            || g.src_ip.is_some()
+            || g.dst_ip.is_some()
+            || g.src_port.is_some()
+            || g.dst_port.is_some();
+        let d = GenConfig::default();
+        let gen = GenConfig {
+            rate: g.rate.unwrap_or(d.rate),
+            size: g.size.unwrap_or(d.size),
+            src_mac: g.src_mac.unwrap_or(d.src_mac),
+            dst_mac: g.dst_mac.unwrap_or(d.dst_mac),
+            src_ip: g.src_ip.unwrap_or(d.src_ip),
+            dst_ip: g.dst_ip.unwrap_or(d.dst_ip),
+            src_port: g.src_port.unwrap_or(d.src_port),
+            dst_ports: g.dst_port.map_or(d.dst_ports, |p| p.0),
+            ..GenConfig::default()
         };
-        if let Some(extra) = pos.next() {
-            return usage(format!("unexpected argument `{extra}`"));
-        }
-        if let Mode::Forward { a: x, b: y } = &a.mode {
-            if x == y {
-                return usage("forward needs two different interfaces");
-            }
-        }
+        let a = Args {
+            mode,
+            hooks: c.hooks,
+            queues: c.queues,
+            netns: c.netns,
+            xdp_mode: c.xdp_mode.unwrap_or(XdpMode::Auto),
+            bind: c.bind.unwrap_or(BindMode::Auto),
+            seconds: c.seconds,
+            count: c.count,
+            ring: c.ring,
+            umem_frames: c.umem_frames,
+            umem_mode: c.umem_mode.unwrap_or(UmemMode::Shared),
+            spin_us: c.spin_us,
+            quiet: c.quiet,
+            synthetic: c.synthetic,
+            gen,
+            gen_opts_given,
+        };
         if a.gen_opts_given && !a.synthetic && !matches!(a.mode, Mode::Gen { .. }) {
             return usage("generator options (--rate, --size, --src-*, --dst-*) apply to `gen` and to --synthetic only");
         }
@@ -405,6 +493,18 @@ mod tests {
 
     fn p(s: &str) -> Result<Args, ArgError> {
         Args::parse(s.split_whitespace().map(String::from))
+    }
+
+    fn err(s: &str) -> String {
+        match p(s) {
+            Err(ArgError::Usage(m)) => m,
+            other => panic!("{s:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_clap_definitions_are_consistent() {
+        command().debug_assert();
     }
 
     #[test]
@@ -436,26 +536,95 @@ mod tests {
     }
 
     #[test]
-    fn refuses_bad_input() {
-        assert_eq!(p("--help").unwrap_err(), ArgError::Help);
-        for bad in [
-            "",
-            "sink",
-            "forward a",
-            "forward a a",
-            "bogus x",
-            "sink x --queues 0",
-            "sink x --xdp-mode fast",
-            "sink x --rate 5",
-            "sink x --seconds -1",
-            "sink x --wat",
-            "sink x y",
-            "gen x --size 10",
-            "gen x --dst-mac 1:2:3",
-            "sink x --hook",
-            "sink x --umem both",
+    fn defaults_options_anywhere_and_last_one_wins() {
+        let a = p("sink v0").unwrap();
+        assert_eq!((a.spin_us, a.quiet, a.synthetic), (1000, false, false));
+        assert_eq!((a.xdp_mode, a.bind), (XdpMode::Auto, BindMode::Auto));
+        assert_eq!(
+            (a.queues, a.seconds, a.count, a.ring, a.umem_frames),
+            (None, None, None, None, None)
+        );
+        assert!(!a.gen_opts_given);
+        assert_eq!(a.gen.dst_ports, GenConfig::default().dst_ports);
+        // Options before the mode, aliases, `=` values, repeats.
+        let a = p("--synthetic -q fwd a b --hook count --seconds=1 --seconds 2 --dst-port 1 --dst-port 7,8 --bind zc --xdp-mode skb --spin-us 0").unwrap();
+        assert_eq!(
+            a.mode,
+            Mode::Forward {
+                a: "a".into(),
+                b: "b".into()
+            }
+        );
+        assert!(a.synthetic && a.quiet && a.gen_opts_given);
+        assert_eq!(a.seconds, Some(2.0));
+        assert_eq!(a.gen.dst_ports, vec![7, 8]);
+        assert_eq!((a.bind, a.xdp_mode), (BindMode::ZeroCopy, XdpMode::Generic));
+        assert_eq!(a.spin_us, 0);
+        let a = p("gen g0 --src-ip 10.0.0.1 --src-port 7 --ring 64 --umem-frames 64").unwrap();
+        assert_eq!(a.gen.src_ip, Ipv4Addr::new(10, 0, 0, 1));
+        assert_eq!(
+            (a.gen.src_port, a.ring, a.umem_frames),
+            (7, Some(64), Some(64))
+        );
+    }
+
+    #[test]
+    fn refuses_bad_input_naming_the_option() {
+        assert!(matches!(p("--help"), Err(ArgError::Help(_))));
+        assert!(matches!(p("sink x -h"), Err(ArgError::Help(_))));
+        for (bad, want) in [
+            ("", "missing mode"),
+            ("sink", "missing IFACE"),
+            ("forward a", "missing IFACE_B"),
+            ("forward a a", "two different interfaces"),
+            ("bogus x", "unknown mode `bogus`"),
+            ("sink x --queues 0", "--queues"),
+            ("sink x --queues zero", "expected a queue count or `all`"),
+            ("sink x --xdp-mode fast", "--xdp-mode"),
+            ("sink x --bind fast", "--bind"),
+            ("sink x --rate 5", "apply to `gen`"),
+            ("sink x --seconds -1", "--seconds"),
+            ("sink x --seconds -1", "must be a positive number"),
+            ("sink x --count 0", "--count"),
+            ("sink x --ring 100", "--ring"),
+            ("sink x --umem-frames 8", "--umem-frames"),
+            ("sink x --wat", "--wat"),
+            ("sink x y", "'y'"),
+            ("gen x --size 10", "--size"),
+            ("gen x --dst-mac 1:2:3", "--dst-mac"),
+            ("gen x --dst-port 1,x", "--dst-port"),
+            ("sink x --hook", "--hook"),
+            ("sink x --umem both", "--umem"),
+            ("sink x --quiet=yes", "--quiet"),
+            ("sink x --synthetic --netns n", "--netns"),
         ] {
-            assert!(matches!(p(bad), Err(ArgError::Usage(_))), "{bad:?}");
+            let m = err(bad);
+            assert!(m.contains(want), "{bad:?}: {m}");
+            assert!(
+                !m.contains("Usage:") && !m.starts_with("error:"),
+                "{bad:?}: {m}"
+            );
+        }
+    }
+
+    #[test]
+    fn help_is_generated_and_lists_the_catalog() {
+        let Err(ArgError::Help(h)) = p("--help") else {
+            panic!("--help")
+        };
+        for want in [
+            "sink",
+            "forward",
+            "gen",
+            "--synthetic",
+            "--dst-port",
+            "02:00:00:00:00:01",
+        ] {
+            assert!(h.contains(want), "{want}: {h}");
+        }
+        for m in crate::hooks::catalog().modules() {
+            assert!(h.contains(&m.usage()), "{}: {h}", m.usage());
+            assert!(h.contains(m.help()), "{}: {h}", m.help());
         }
     }
 }

@@ -1,39 +1,36 @@
-//! The built-in filters `--hook NAME` knows, registered and linked at start.
+//! The filters `--hook SPEC` knows, from one [`Catalog`]: pfil-filters'
+//! built-ins plus the lock-study hooks of pfil-bench. The help text lists
+//! the same catalog, so the names are written once.
 
 use std::sync::Arc;
 
 use pfil::{Dir, Dirs, Filter, PacketKind, Placement, Registry};
-use pfil_filters::{BrLockHook, Count, DropUdpPort, EpochHook, MutexHook, Null, RwLockHook};
+use pfil_filters::{BuildCtx, Catalog};
 
-/// Build the filter for one `--hook` spec. Returns the module name (the
-/// part before `:` in the hook name) and the filter.
+/// pfild's catalog: [`Catalog::builtin`] and the lock-study hooks (`mutex`,
+/// `rwlock`, `brlock`, `epoch`), which benchmarks link with `--hook`.
+pub fn catalog() -> Catalog {
+    let mut c = Catalog::builtin();
+    pfil_bench::lockstudy::register(&mut c).expect("lock-study names are not built-in names");
+    c
+}
+
+/// Build the filter for one `--hook` spec. Returns the module name used in
+/// the hook name (the spec with `:` written `-`, e.g. `drop-udp-53`) and
+/// the filter.
 ///
 /// # Errors
-/// A message naming the unknown spec and the known ones.
-pub fn build(spec: &str, max_workers: usize) -> Result<(String, Arc<dyn Filter>), String> {
-    let f: Arc<dyn Filter> = match spec {
-        "null" => Arc::new(Null),
-        "count" => Arc::new(Count::new(max_workers)),
-        "mutex" => Arc::new(MutexHook::new()),
-        "rwlock" => Arc::new(RwLockHook::new()),
-        "brlock" => Arc::new(BrLockHook::new(max_workers)),
-        "epoch" => Arc::new(EpochHook::new()),
-        s => match s.strip_prefix("drop-udp:") {
-            Some(p) => {
-                let port: u16 = p.parse().map_err(|_| {
-                    format!("--hook {s}: expected drop-udp:PORT with PORT a UDP port (0-65535)")
-                })?;
-                return Ok((format!("drop-udp-{port}"), Arc::new(DropUdpPort(port))));
-            }
-            None => {
-                return Err(format!(
-                    "unknown hook `{s}`: built-in hooks are {}, drop-udp:PORT",
-                    pfil_filters::BUILTIN.join(", ")
-                ))
-            }
-        },
-    };
-    Ok((spec.to_owned(), f))
+/// A message naming the unknown module and the known ones, or the bad
+/// config and what was expected.
+pub fn build(
+    catalog: &Catalog,
+    spec: &str,
+    max_workers: usize,
+) -> Result<(String, Arc<dyn Filter>), String> {
+    let f = catalog
+        .create(spec, &BuildCtx::new(max_workers))
+        .map_err(|e| format!("--hook: {e}"))?;
+    Ok((spec.replace(':', "-"), f))
 }
 
 /// Register every `--hook` (named `<module>:<position>`, e.g. `count:1`)
@@ -48,9 +45,10 @@ pub fn link_all(
     heads: &[&str],
     dir: Dir,
 ) -> Result<Vec<String>, String> {
+    let catalog = catalog();
     let mut names = Vec::new();
     for (i, spec) in specs.iter().enumerate() {
-        let (module, filter) = build(spec, reg.max_workers())?;
+        let (module, filter) = build(&catalog, spec, reg.max_workers())?;
         let name = format!("{module}:{}", i + 1);
         reg.add_hook_shared(&name, PacketKind::Ethernet, Dirs::BOTH, filter)
             .map_err(|e| format!("adding hook {name}: {e}"))?;
@@ -96,14 +94,41 @@ mod tests {
 
     #[test]
     fn unknown_hooks_are_named() {
-        let e = build("nope", 4).err().unwrap();
+        let c = catalog();
+        let e = build(&c, "nope", 4).err().unwrap();
         assert!(
-            e.contains("unknown hook `nope`") && e.contains("count"),
+            e.contains("unknown hook `nope`") && e.contains("count") && e.contains("epoch"),
             "{e}"
         );
-        assert!(build("drop-udp:x", 4).is_err());
-        for b in pfil_filters::BUILTIN {
-            assert!(build(b, 4).is_ok(), "{b}");
+        let e = build(&c, "drop-udp:x", 4).err().unwrap();
+        assert!(e.contains("drop-udp:PORT"), "{e}");
+        for m in c.modules() {
+            assert!(build(&c, m.example(), 4).is_ok(), "{}", m.example());
+        }
+    }
+
+    #[test]
+    fn every_hook_the_readme_shows_builds() {
+        let readme = include_str!("../../../README.md");
+        let c = catalog();
+        let specs: Vec<&str> = readme
+            .split("--hook")
+            .skip(1)
+            .filter_map(|rest| rest.split_whitespace().next())
+            .map(|w| w.trim_matches(|ch: char| ch == '`' || ch == ',' || ch == ';'))
+            .filter(|w| {
+                !w.is_empty()
+                    && w.chars().all(|ch| {
+                        ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '-' || ch == ':'
+                    })
+            })
+            .collect();
+        assert!(
+            specs.contains(&"count") && specs.contains(&"drop-udp:53"),
+            "{specs:?}"
+        );
+        for spec in specs {
+            assert!(build(&c, spec, 2).is_ok(), "README's --hook {spec}");
         }
     }
 }

@@ -26,13 +26,13 @@ mod report;
 
 use std::process::ExitCode;
 
-use args::{ArgError, Args, USAGE};
+use args::{ArgError, Args};
 
 fn main() -> ExitCode {
     let args = match Args::parse(std::env::args().skip(1)) {
         Ok(a) => a,
-        Err(ArgError::Help) => {
-            print!("{USAGE}");
+        Err(ArgError::Help(text)) => {
+            print!("{text}");
             return ExitCode::SUCCESS;
         }
         Err(ArgError::Usage(msg)) => {

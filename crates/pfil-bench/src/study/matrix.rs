@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use pfil::Filter;
-use pfil_benches::Strategy;
+use pfil_bench::Strategy;
 use pfil_stats::Confidence;
 use serde::Serialize;
 
@@ -89,10 +89,10 @@ impl HookKind {
     pub fn build(self, max_workers: usize) -> Arc<dyn Filter> {
         match self {
             HookKind::Null => Arc::new(pfil_filters::Null),
-            HookKind::Mutex => Arc::new(pfil_filters::MutexHook::new()),
-            HookKind::Rwlock => Arc::new(pfil_filters::RwLockHook::new()),
-            HookKind::Brlock => Arc::new(pfil_filters::BrLockHook::new(max_workers)),
-            HookKind::Epoch => Arc::new(pfil_filters::EpochHook::new()),
+            HookKind::Mutex => Arc::new(pfil_bench::MutexHook::new()),
+            HookKind::Rwlock => Arc::new(pfil_bench::RwLockHook::new()),
+            HookKind::Brlock => Arc::new(pfil_bench::BrLockHook::new(max_workers)),
+            HookKind::Epoch => Arc::new(pfil_bench::EpochHook::new()),
             HookKind::Count => Arc::new(pfil_filters::Count::new(max_workers)),
         }
     }

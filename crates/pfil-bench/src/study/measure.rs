@@ -8,7 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use pfil::{Packet, Worker};
-use pfil_benches::Subject;
+use pfil_bench::Subject;
 
 use super::matrix::Work;
 
@@ -176,7 +176,7 @@ fn write_loop(subject: &Subject, hz: f64, stop: &AtomicBool) -> (u64, Duration) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pfil_benches::Strategy;
+    use pfil_bench::Strategy;
     use std::sync::Arc;
 
     #[test]

@@ -10,7 +10,7 @@ use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use pfil_benches::{Strategy, Subject};
+use pfil_bench::{Strategy, Subject};
 use pfil_stats::{compare, DataSet, Report, ReportOptions, Sample, Summary};
 use serde::Serialize;
 

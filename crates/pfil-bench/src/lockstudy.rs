@@ -11,6 +11,36 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use crossbeam_utils::CachePadded;
 use pfil::{Ctx, Filter, Packet, Verdict};
+use pfil_filters::{Catalog, CatalogError, Module};
+
+/// Add the lock-study hooks to `catalog` as modules `mutex`, `rwlock`,
+/// `brlock` and `epoch` (none takes a config), so an app's `--hook mutex`
+/// builds one.
+///
+/// # Errors
+/// [`CatalogError::Duplicate`] if the catalog already has one of the names.
+pub fn register(catalog: &mut Catalog) -> Result<(), CatalogError> {
+    catalog.register(Module::new(
+        "mutex",
+        "lock study: a std Mutex taken per packet",
+        |_| Arc::new(MutexHook::new()),
+    ))?;
+    catalog.register(Module::new(
+        "rwlock",
+        "lock study: a std RwLock read lock taken per packet",
+        |_| Arc::new(RwLockHook::new()),
+    ))?;
+    catalog.register(Module::new(
+        "brlock",
+        "lock study: a per-worker reader lock (read-mostly, rmlock-like) per packet",
+        |ctx| Arc::new(BrLockHook::new(ctx.max_workers)),
+    ))?;
+    catalog.register(Module::new(
+        "epoch",
+        "lock study: an epoch read section (crossbeam-epoch pin) per packet",
+        |_| Arc::new(EpochHook::new()),
+    ))
+}
 
 #[inline]
 fn decide(pkt: &Packet<'_>, rule: u64) -> Verdict {
@@ -161,6 +191,36 @@ impl Filter for EpochHook {
 mod tests {
     use super::*;
     use pfil::{Dir, Dirs, PacketKind, Placement, Registry};
+    use pfil_filters::BuildCtx;
+
+    #[test]
+    fn register_adds_the_four_to_the_builtin_catalog() {
+        let mut c = Catalog::builtin();
+        register(&mut c).unwrap();
+        let names: Vec<_> = c.modules().map(Module::name).collect();
+        assert_eq!(
+            names,
+            ["null", "count", "drop-udp", "mutex", "rwlock", "brlock", "epoch"]
+        );
+        let ctx = BuildCtx::new(2);
+        for n in ["mutex", "rwlock", "brlock", "epoch"] {
+            let f = c.create(n, &ctx).unwrap();
+            let ctx = Ctx {
+                head: "h",
+                dir: Dir::In,
+                worker: 1,
+            };
+            assert_eq!(
+                f.filter(&mut Packet::new(&mut [7u8; 8]), &ctx),
+                Verdict::Pass
+            );
+        }
+        assert!(c.create("mutex:1", &ctx).is_err());
+        assert_eq!(
+            register(&mut c),
+            Err(CatalogError::Duplicate("mutex".into()))
+        );
+    }
 
     #[test]
     fn every_lock_hook_decides_by_its_ruleset() {

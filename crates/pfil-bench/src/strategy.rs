@@ -12,9 +12,6 @@
 //!   [`Strategy::ArcSwapBatch`]: the same locks or arc-swap taken once per
 //!   batch.
 
-#![forbid(unsafe_code)]
-#![warn(missing_docs)]
-
 use std::fmt;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, RwLock};

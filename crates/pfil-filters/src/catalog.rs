@@ -1,0 +1,398 @@
+//! The filter catalog: factories registered by module name, each building a
+//! filter from a text spec `module` or `module:config` (`drop-udp:53`).
+//!
+//! [`Catalog::builtin`] holds the filters of this crate; an app adds its
+//! own factories with [`Catalog::register`] (pfild adds the lock-study
+//! hooks of `pfil-bench`). Everything that names built-in filters (pfild's
+//! `--hook`, its help text, a control plane) reads one catalog, so the list
+//! is written once.
+//!
+//! ```
+//! use pfil_filters::{BuildCtx, Catalog};
+//!
+//! let catalog = Catalog::builtin();
+//! let ctx = BuildCtx::new(4);
+//! let _count = catalog.create("count", &ctx).unwrap();
+//! let _dns = catalog.create("drop-udp:53", &ctx).unwrap();
+//! let e = catalog.create("drop-udp:dns", &ctx).err().unwrap();
+//! assert!(e.to_string().contains("drop-udp:PORT"));
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+
+use pfil::Filter;
+
+use crate::{Count, DropUdpPort, Null};
+
+/// What a factory gets besides the config: facts about the registry the
+/// filter will run in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BuildCtx {
+    /// Worker slots of the registry
+    /// ([`Registry::max_workers`](pfil::Registry::max_workers)): filters
+    /// with per-worker state size it by this.
+    pub max_workers: usize,
+}
+
+impl BuildCtx {
+    /// A context for a registry with `max_workers` worker slots.
+    pub fn new(max_workers: usize) -> BuildCtx {
+        BuildCtx { max_workers }
+    }
+}
+
+/// Builds a filter from the config part of a spec (`None` when the spec
+/// has no `:config`; a module that takes a config always gets `Some`).
+/// On a bad config it returns what it expected (e.g. `PORT a UDP port
+/// (0-65535)`); the catalog adds the spec and the module's syntax.
+pub type Factory = dyn Fn(Option<&str>, &BuildCtx) -> Result<Arc<dyn Filter>, String> + Send + Sync;
+
+/// One module of the catalog: a name, its config syntax, a help line, an
+/// example spec and the factory.
+pub struct Module {
+    name: String,
+    config: Option<String>,
+    help: String,
+    example: String,
+    factory: Box<Factory>,
+}
+
+impl Module {
+    /// A module that takes no config (`spec` is just `name`).
+    pub fn new(
+        name: impl Into<String>,
+        help: impl Into<String>,
+        factory: impl Fn(&BuildCtx) -> Arc<dyn Filter> + Send + Sync + 'static,
+    ) -> Module {
+        let name = name.into();
+        Module {
+            example: name.clone(),
+            name,
+            config: None,
+            help: help.into(),
+            factory: Box::new(move |_, ctx| Ok(factory(ctx))),
+        }
+    }
+
+    /// A module that needs a config: specs are `name:CONFIG`, where
+    /// `config` names its syntax (e.g. `PORT`) and `example` is a whole
+    /// spec (e.g. `drop-udp:53`).
+    pub fn with_config(
+        name: impl Into<String>,
+        config: impl Into<String>,
+        help: impl Into<String>,
+        example: impl Into<String>,
+        factory: impl Fn(&str, &BuildCtx) -> Result<Arc<dyn Filter>, String> + Send + Sync + 'static,
+    ) -> Module {
+        Module {
+            name: name.into(),
+            config: Some(config.into()),
+            help: help.into(),
+            example: example.into(),
+            factory: Box::new(move |cfg, ctx| factory(cfg.unwrap_or(""), ctx)),
+        }
+    }
+
+    /// The module name, the part of a spec before `:`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The config syntax (e.g. `PORT`), if the module takes one.
+    pub fn config(&self) -> Option<&str> {
+        self.config.as_deref()
+    }
+
+    /// How a spec for this module is written: `count`, `drop-udp:PORT`.
+    pub fn usage(&self) -> String {
+        match &self.config {
+            Some(c) => format!("{}:{c}", self.name),
+            None => self.name.clone(),
+        }
+    }
+
+    /// One line of help.
+    pub fn help(&self) -> &str {
+        &self.help
+    }
+
+    /// An example spec that builds (`drop-udp:53`).
+    pub fn example(&self) -> &str {
+        &self.example
+    }
+}
+
+impl fmt::Debug for Module {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Module")
+            .field("name", &self.name)
+            .field("config", &self.config)
+            .field("help", &self.help)
+            .field("example", &self.example)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the catalog refused a spec or a module.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CatalogError {
+    /// No module of that name.
+    UnknownModule {
+        /// The module asked for.
+        module: String,
+        /// The known modules, as [`Module::usage`] writes them.
+        known: Vec<String>,
+    },
+    /// The module exists but refused the config (or needs one, or takes
+    /// none).
+    BadConfig {
+        /// The whole spec.
+        spec: String,
+        /// The module's syntax ([`Module::usage`]).
+        usage: String,
+        /// What the module expected.
+        expected: String,
+    },
+    /// [`Catalog::register`] of a name that is already registered.
+    Duplicate(String),
+}
+
+impl fmt::Display for CatalogError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CatalogError::UnknownModule { module, known } => write!(
+                f,
+                "unknown hook `{module}`: the known hooks are {}",
+                known.join(", ")
+            ),
+            CatalogError::BadConfig {
+                spec,
+                usage,
+                expected,
+            } => write!(f, "bad config in `{spec}`: expected {usage}, {expected}"),
+            CatalogError::Duplicate(name) => {
+                write!(f, "a module named `{name}` is already registered")
+            }
+        }
+    }
+}
+
+impl std::error::Error for CatalogError {}
+
+/// Filter factories by module name, in registration order.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    modules: Vec<Module>,
+}
+
+impl Catalog {
+    /// An empty catalog.
+    pub fn new() -> Catalog {
+        Catalog::default()
+    }
+
+    /// The real filters of this crate: `null`, `count`, `drop-udp:PORT`.
+    pub fn builtin() -> Catalog {
+        let mut c = Catalog::new();
+        let modules = [
+            Module::new(
+                "null",
+                "pass every packet, do nothing else (the framework's own cost)",
+                |_| Arc::new(Null),
+            ),
+            Module::new(
+                "count",
+                "count packets and bytes per direction, pass them",
+                |ctx| Arc::new(Count::new(ctx.max_workers)),
+            ),
+            Module::with_config(
+                "drop-udp",
+                "PORT",
+                "drop UDP packets to destination port PORT, pass the rest",
+                "drop-udp:53",
+                |cfg, _| {
+                    cfg.parse::<u16>()
+                        .map(|p| Arc::new(DropUdpPort(p)) as Arc<dyn Filter>)
+                        .map_err(|_| "PORT a UDP port (0-65535)".to_owned())
+                },
+            ),
+        ];
+        for m in modules {
+            c.register(m).expect("built-in names are distinct");
+        }
+        c
+    }
+
+    /// Add a module.
+    ///
+    /// # Errors
+    /// [`CatalogError::Duplicate`] if its name is taken.
+    pub fn register(&mut self, module: Module) -> Result<(), CatalogError> {
+        if self.get(module.name()).is_some() {
+            return Err(CatalogError::Duplicate(module.name));
+        }
+        self.modules.push(module);
+        Ok(())
+    }
+
+    /// The module of that name.
+    pub fn get(&self, name: &str) -> Option<&Module> {
+        self.modules.iter().find(|m| m.name == name)
+    }
+
+    /// Every module, in registration order.
+    pub fn modules(&self) -> impl Iterator<Item = &Module> {
+        self.modules.iter()
+    }
+
+    /// Build a filter from `spec`: `module` or `module:config`.
+    ///
+    /// # Errors
+    /// [`CatalogError::UnknownModule`] (naming the known ones) or
+    /// [`CatalogError::BadConfig`] (naming what was expected).
+    pub fn create(&self, spec: &str, ctx: &BuildCtx) -> Result<Arc<dyn Filter>, CatalogError> {
+        let (name, config) = match spec.split_once(':') {
+            Some((n, c)) => (n, Some(c)),
+            None => (spec, None),
+        };
+        let Some(m) = self.get(name) else {
+            return Err(CatalogError::UnknownModule {
+                module: name.to_owned(),
+                known: self.modules().map(Module::usage).collect(),
+            });
+        };
+        let bad = |expected: String| CatalogError::BadConfig {
+            spec: spec.to_owned(),
+            usage: m.usage(),
+            expected,
+        };
+        match (&m.config, config) {
+            (None, Some(_)) => Err(bad(format!("`{name}` takes no config"))),
+            (Some(c), None) => Err(bad(format!("{c} is missing"))),
+            _ => (m.factory)(config, ctx).map_err(bad),
+        }
+    }
+
+    /// The modules as an aligned table, one per line (`usage  help`), for
+    /// help texts.
+    pub fn help_table(&self, indent: usize) -> String {
+        let width = self.modules().map(|m| m.usage().len()).max().unwrap_or(0);
+        let mut s = String::new();
+        for m in self.modules() {
+            let example = if m.config.is_some() {
+                format!(" (e.g. {})", m.example)
+            } else {
+                String::new()
+            };
+            s.push_str(&format!(
+                "{:indent$}{:width$}  {}{example}\n",
+                "",
+                m.usage(),
+                m.help
+            ));
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pfil::{Ctx, Dir, Packet, Verdict};
+
+    fn udp(dst: u16) -> Vec<u8> {
+        let b = etherparse::PacketBuilder::ethernet2([2; 6], [4; 6])
+            .ipv4([198, 18, 0, 1], [198, 18, 0, 2], 64)
+            .udp(1000, dst);
+        let mut v = Vec::new();
+        b.write(&mut v, &[0; 18]).unwrap();
+        v
+    }
+
+    fn verdict(f: &dyn Filter, frame: &mut [u8]) -> Verdict {
+        let ctx = Ctx {
+            head: "h",
+            dir: Dir::In,
+            worker: 0,
+        };
+        f.filter(&mut Packet::new(frame), &ctx)
+    }
+
+    #[test]
+    fn unknown_modules_are_named_with_the_known_ones() {
+        let c = Catalog::builtin();
+        for spec in ["nope", "nope:1"] {
+            let e = c.create(spec, &BuildCtx::new(1)).err().unwrap();
+            assert_eq!(
+                e,
+                CatalogError::UnknownModule {
+                    module: "nope".into(),
+                    known: vec!["null".into(), "count".into(), "drop-udp:PORT".into()],
+                }
+            );
+            let msg = e.to_string();
+            assert!(msg.contains("unknown hook `nope`"), "{msg}");
+            assert!(msg.contains("null, count, drop-udp:PORT"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn bad_configs_say_what_was_expected() {
+        let c = Catalog::builtin();
+        let ctx = BuildCtx::new(1);
+        for (spec, want) in [
+            (
+                "drop-udp:x",
+                "expected drop-udp:PORT, PORT a UDP port (0-65535)",
+            ),
+            ("drop-udp:65536", "PORT a UDP port"),
+            ("drop-udp:", "PORT a UDP port"),
+            ("drop-udp", "PORT is missing"),
+            ("count:3", "`count` takes no config"),
+        ] {
+            let e = c.create(spec, &ctx).err().unwrap();
+            assert!(matches!(e, CatalogError::BadConfig { .. }), "{spec}: {e:?}");
+            let msg = e.to_string();
+            assert!(msg.contains(&format!("`{spec}`")), "{msg}");
+            assert!(msg.contains(want), "{spec}: {msg}");
+        }
+    }
+
+    #[test]
+    fn every_builtin_example_builds_and_behaves() {
+        let c = Catalog::builtin();
+        let ctx = BuildCtx::new(2);
+        let names: Vec<_> = c.modules().map(Module::name).collect();
+        assert_eq!(names, ["null", "count", "drop-udp"]);
+        for m in c.modules() {
+            let f = c.create(m.example(), &ctx).unwrap();
+            assert_eq!(verdict(&*f, &mut [0u8; 20]), Verdict::Pass, "{}", m.name());
+            assert_eq!(verdict(&*f, &mut udp(80)), Verdict::Pass, "{}", m.name());
+        }
+        let dns = c.create("drop-udp:53", &ctx).unwrap();
+        assert_eq!(verdict(&*dns, &mut udp(53)), Verdict::Dropped);
+        assert_eq!(verdict(&*dns, &mut udp(54)), Verdict::Pass);
+        let null = c.create("null", &ctx).unwrap();
+        assert_eq!(verdict(&*null, &mut udp(53)), Verdict::Pass);
+    }
+
+    #[test]
+    fn apps_add_their_own_modules_once() {
+        let mut c = Catalog::builtin();
+        c.register(Module::new("drop-all", "drop everything", |_| {
+            Arc::new(|_: &mut Packet<'_>, _: &Ctx<'_>| Verdict::Dropped)
+        }))
+        .unwrap();
+        let f = c.create("drop-all", &BuildCtx::new(1)).unwrap();
+        assert_eq!(verdict(&*f, &mut [0u8; 4]), Verdict::Dropped);
+        let dup = c.register(Module::new("null", "again", |_| Arc::new(Null)));
+        assert_eq!(dup, Err(CatalogError::Duplicate("null".into())));
+        let table = c.help_table(2);
+        assert!(table.contains("  drop-udp:PORT  drop UDP"), "{table}");
+        assert!(table.contains("(e.g. drop-udp:53)"), "{table}");
+        assert_eq!(table.lines().count(), 4, "{table}");
+    }
+}
