@@ -113,6 +113,15 @@ fn dispose<P: Port>(
     v: &Verdicts,
     mut pass: Option<&mut Batch<P::Frame>>,
 ) -> u64 {
+    let n = frames.len() as u64;
+    if v.in_dropped + v.in_consumed + v.out_dropped + v.out_consumed == 0 {
+        // Every frame passed (the common case): move the batch whole.
+        match pass {
+            Some(p) => p.extend(frames.drain(..)),
+            None => port.recycle_all(frames),
+        }
+        return n;
+    }
     let mut passed = 0;
     for (f, verdict) in frames.drain(..).zip(v.v.iter()) {
         match verdict {

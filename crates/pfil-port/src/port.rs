@@ -232,6 +232,14 @@ pub trait Port {
     fn alloc(&mut self) -> Option<Self::Frame>;
     /// Give a frame back to the free pool.
     fn recycle(&mut self, frame: Self::Frame);
+    /// Give every frame of `frames` back to the free pool (a sink's whole
+    /// batch): one call per batch, so a port can do it in one sweep.
+    #[inline]
+    fn recycle_all(&mut self, frames: &mut Batch<Self::Frame>) {
+        for f in frames.drain(..) {
+            self.recycle(f);
+        }
+    }
     /// The packet bytes of `frame`.
     fn bytes<'a>(&'a self, frame: &'a mut Self::Frame) -> &'a mut [u8];
     /// The whole buffer of `frame` ([`frame_size`](Port::frame_size)
