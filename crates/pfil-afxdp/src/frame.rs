@@ -53,10 +53,13 @@ pub struct FrameArea {
 
 // SAFETY: `FrameArea` hands out bytes only through `bytes`/`buffer`, which
 // need a `&mut Frame`. A `Frame` is the unique token of its frame across
-// every thread: it is not `Clone`, only `Umem::alloc` (from a free list) and
-// `Umem::rx_batch` (from the RX ring of a socket whose fill ring only that
-// `Umem` stocks) make one, and the `Umem`s sharing an area own disjoint
-// frame ranges. So two threads holding `&FrameArea` never reach the same
+// every thread: it is not `Clone`, its fields are private to this module,
+// and its one constructor (`FrameArea::frame`, crate-private) is called
+// only by `Umem::alloc` (from a free list) and `Umem::rx_batch` (from the
+// RX ring of a socket whose fill ring only that `Umem` stocks); a frame
+// re-enters a free list only by its token, checked against the part's
+// range (`Umem::owns`), and the `Umem`s sharing an area own disjoint frame
+// ranges. So two threads holding `&FrameArea` never reach the same
 // bytes at once; the other methods only read immutable fields.
 unsafe impl Sync for FrameArea {}
 

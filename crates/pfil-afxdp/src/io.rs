@@ -341,8 +341,8 @@ impl pfil_port::Port for Umem {
     /// caught in debug builds (and leaked, not misplaced, in release).
     #[inline]
     fn recycle(&mut self, frame: Frame) {
-        let r = Umem::recycle(self, frame);
-        debug_assert!(r.is_ok(), "a loop held a foreign frame");
+        let ok = self.put_back(frame);
+        debug_assert!(ok, "a loop held a foreign frame");
     }
 
     #[inline]

@@ -391,10 +391,23 @@ impl Umem {
     /// # Errors
     /// [`Error::ForeignFrame`] if it came from another UMEM.
     pub fn recycle(&mut self, frame: Frame) -> Result<()> {
-        self.own(&frame)?;
+        if self.put_back(frame) {
+            Ok(())
+        } else {
+            Err(Error::ForeignFrame)
+        }
+    }
+
+    /// [`Umem::recycle`] without an error to build or drop (the loops call
+    /// it per frame): `false`, and nothing changes, for a foreign frame.
+    #[inline]
+    pub(crate) fn put_back(&mut self, frame: Frame) -> bool {
+        if !self.owns(&frame) {
+            return false;
+        }
         self.put_free(frame.addr());
         self.out -= 1;
-        Ok(())
+        true
     }
 
     /// Keep a frame a hook returned `Consumed` for, under `cookie` (the
@@ -439,9 +452,12 @@ impl Umem {
     pub fn evict_held(&mut self, limit: usize) -> usize {
         let mut n = 0;
         while let Some(f) = self.held.pop_over(limit) {
-            self.put_free(f.addr());
-            self.out -= 1;
-            n += 1;
+            // The held set is reachable through `Port::held`, so it may hold
+            // a token of another UMEM: only this part's frames re-enter its
+            // free list (a foreign one is dropped, never aliased).
+            if self.put_back(f) {
+                n += 1;
+            }
         }
         n
     }
@@ -490,7 +506,7 @@ impl Umem {
     pub fn counts(&self) -> FrameCounts {
         let mut c = FrameCounts {
             free: self.free.len() as u64,
-            app: self.out - self.held.len() as u64,
+            app: self.out.saturating_sub(self.held.len() as u64),
             held: self.held.len() as u64,
             total: self.total_frames(),
             ..FrameCounts::default()

@@ -30,21 +30,27 @@ pub const SYNTHETIC_FRAME: usize = 2048;
 #[derive(Debug)]
 #[must_use = "a dropped frame is lost to the pool: tx, recycle or hold it"]
 pub struct SyntheticFrame {
-    buf: Box<[u8]>,
-    len: usize,
-    addr: u64,
+    buf: Box<[u8; SYNTHETIC_FRAME]>,
+    len: u32,
+    /// Its index in the pool (its address is `index * SYNTHETIC_FRAME`).
+    index: u32,
+    /// The port whose pool it belongs to.
+    pool: u32,
 }
+
+static NEXT_POOL: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
 
 impl PortFrame for SyntheticFrame {
     #[inline]
     fn addr(&self) -> u64 {
-        self.addr
+        u64::from(self.index) * SYNTHETIC_FRAME as u64
     }
 }
 
 /// A synthetic port on one worker: a pool of in-memory frames.
 pub struct SyntheticPort {
     names: Vec<String>,
+    pool: u32,
     origin: Origin,
     templates: Vec<Vec<u8>>,
     next: usize,
@@ -80,17 +86,21 @@ impl SyntheticPort {
                 names.len()
             )));
         }
-        let frames = frames.max(4 * BATCH);
+        // Addresses stay below 2^32 (cookies): at most 2^20 frames of 2 KiB.
+        let frames = frames.clamp(4 * BATCH, 1 << 20);
+        let pool = NEXT_POOL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let free = (0..frames)
             .rev()
             .map(|i| SyntheticFrame {
-                buf: vec![0u8; SYNTHETIC_FRAME].into_boxed_slice(),
+                buf: Box::new([0u8; SYNTHETIC_FRAME]),
                 len: 0,
-                addr: (i * SYNTHETIC_FRAME) as u64,
+                index: i as u32,
+                pool,
             })
             .collect();
         Ok(SyntheticPort {
             names: names.iter().map(|&n| n.to_owned()).collect(),
+            pool,
             origin,
             templates: gen.templates(SYNTHETIC_FRAME)?,
             next: 0,
@@ -163,7 +173,7 @@ impl Port for SyntheticPort {
             let t = &self.templates[self.next];
             self.next = (self.next + 1) % self.templates.len();
             f.buf[..t.len()].copy_from_slice(t);
-            f.len = t.len();
+            f.len = t.len() as u32;
             out.push(f);
             n += 1;
         }
@@ -213,12 +223,18 @@ impl Port for SyntheticPort {
     }
 
     fn recycle(&mut self, frame: SyntheticFrame) {
+        // A frame of another port's pool is dropped (its memory freed), so
+        // the counts of this one stay exact.
+        if frame.pool != self.pool {
+            debug_assert!(false, "a loop held a frame of another synthetic port");
+            return;
+        }
         self.out -= 1;
         self.free.push(frame);
     }
 
     fn bytes<'a>(&'a self, frame: &'a mut SyntheticFrame) -> &'a mut [u8] {
-        &mut frame.buf[..frame.len]
+        &mut frame.buf[..frame.len as usize]
     }
 
     fn buffer<'a>(&'a self, frame: &'a mut SyntheticFrame) -> &'a mut [u8] {
@@ -229,7 +245,7 @@ impl Port for SyntheticPort {
         if len > SYNTHETIC_FRAME {
             return false;
         }
-        frame.len = len;
+        frame.len = len as u32;
         true
     }
 
@@ -241,7 +257,7 @@ impl Port for SyntheticPort {
         let held = self.held.len() as u64;
         FrameCounts {
             free: self.free.len() as u64,
-            app: self.out - held,
+            app: self.out.saturating_sub(held),
             held,
             total: self.total,
             ..FrameCounts::default()
