@@ -29,7 +29,7 @@ impl Filter for Null {
     }
 }
 
-/// The built-in filters by name, as `pfild --hook` and `pfilctl` know them.
+/// The built-in filters by name, as `pfild --hook` knows them.
 pub const BUILTIN: &[&str] = &["null", "count", "mutex", "rwlock", "brlock", "epoch"];
 
 #[cfg(test)]

@@ -114,13 +114,17 @@ impl fmt::Display for PacketKind {
 
 /// What a hook did with a packet (pfil's `pfil_return_t`).
 ///
-/// The contract, checked by the `witness` feature:
+/// The contract, enforced by the chain runners (always, not only with the
+/// `witness` feature):
 /// - `Pass`: the frame goes on to the next hook, then back to the caller.
 /// - `Dropped`: the caller discards the frame; no later hook sees it.
 /// - `Consumed`: the hook took ownership of the frame; the caller must not
 ///   recycle it until the hook gives it back; no later hook sees it.
 ///
-/// Once a packet is `Dropped` or `Consumed`, that is final for the run.
+/// Once a packet is `Dropped` or `Consumed`, that is final for the run: a
+/// per-packet hook is only shown `Pass` packets, and a final verdict that a
+/// batch hook changes is put back and counted in
+/// [`witness::violations`](crate::witness::violations).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[repr(u8)]
 pub enum Verdict {
