@@ -237,3 +237,18 @@ impl RefusedCounters {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `docs::limitations` says a link keeps one 128-byte slot per worker on
+    /// x86-64 (crossbeam's `CachePadded` pads to 128 there: the adjacent-line
+    /// prefetcher pulls cache lines in pairs).
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn counter_slots_are_128_bytes_on_x86_64() {
+        assert_eq!(std::mem::size_of::<CachePadded<Slot>>(), 128);
+        assert_eq!(std::mem::size_of::<CachePadded<RefusedSlot>>(), 128);
+    }
+}

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use crossbeam_epoch::{self as epoch, Guard};
 
 use crate::chain::{drop_passing, Env};
-use crate::registry::{Generation, HeadInner, Shared};
-use crate::{Ctx, Dir, Dirs, Packet, PacketKind, Registry, Verdict};
+use crate::shared::Shared;
+use crate::state::{Generation, HeadInner};
+use crate::{Ctx, Dir, Dirs, Packet, PacketKind, Verdict};
 
 /// A handle to a registered head: what an inspection point calls.
 #[derive(Clone)]
@@ -88,7 +89,7 @@ impl std::fmt::Debug for Head {
 
 /// A datapath thread's identity: owns one counter slot in every link.
 ///
-/// Taken with [`Registry::worker`], given back on drop. `&mut Worker` on
+/// Taken with [`Registry::worker`](crate::Registry::worker), given back on drop. `&mut Worker` on
 /// every run guarantees each slot has a single writer.
 pub struct Worker {
     pub(crate) index: usize,
@@ -96,7 +97,7 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// This worker's slot index, below [`Registry::max_workers`].
+    /// This worker's slot index, below [`Registry::max_workers`](crate::Registry::max_workers).
     pub fn index(&self) -> usize {
         self.index
     }
@@ -104,7 +105,7 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
-        Registry::release_worker(&self.shared, self.index);
+        self.shared.release_worker(self.index);
     }
 }
 
@@ -167,7 +168,7 @@ impl<'r> Snapshot<'r> {
     /// its batch runs. (On a direction with nothing linked no hook can
     /// misparse it: the runner returns at once and checks nothing.) A
     /// refused packet that was still `Pass` gets [`Verdict::Dropped`];
-    /// refusals are counted in [`Registry::refused`] of the worker's
+    /// refusals are counted in [`Registry::refused`](crate::Registry::refused) of the worker's
     /// registry.
     #[inline]
     pub fn run(&self, head: &Head, dir: Dir, worker: &mut Worker, pkts: &mut [Packet<'_>]) {
@@ -198,12 +199,4 @@ impl<'r> Snapshot<'r> {
 fn refuse_foreign(worker: &mut Worker, pkts: &mut [Packet<'_>]) {
     let n = drop_passing(pkts.iter_mut());
     worker.shared.refused.foreign(worker.index, n);
-}
-
-impl Registry {
-    /// Pin the current generation for a batch that runs several heads.
-    #[inline]
-    pub fn snapshot(&self) -> Snapshot<'_> {
-        Snapshot::pin(&self.shared)
-    }
 }

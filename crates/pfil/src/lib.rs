@@ -88,8 +88,11 @@ mod error;
 mod filter;
 mod head;
 mod packet;
+mod parse;
 mod registry;
 mod retire;
+mod shared;
+mod state;
 mod sync;
 mod transaction;
 mod types;
@@ -100,10 +103,12 @@ pub use error::Error;
 pub use filter::{Ctx, Filter};
 pub use head::{Head, Snapshot, Worker};
 pub use packet::{Headers, IpHeaders, Packet, Transport, L4};
-pub use registry::{HeadInfo, HookInfo, LinkInfo, Reaped, Registry, DEFAULT_MAX_WORKERS};
+pub use parse::validate_name;
+pub use registry::{HeadInfo, HookInfo, LinkInfo, Registry, DEFAULT_MAX_WORKERS};
 pub use retire::Retirement;
-pub use transaction::{Commit, LinkHandle, LinkOptions, Op, Placement, Transaction};
-pub use types::{validate_name, Dir, Dirs, FailMode, PacketKind, Verdict, MAX_NAME_LEN};
+pub use state::{LinkOptions, Op, Placement, Reaped};
+pub use transaction::{Commit, LinkHandle, Transaction};
+pub use types::{Dir, Dirs, FailMode, PacketKind, Verdict, MAX_NAME_LEN};
 
 #[cfg(test)]
 mod tests;

@@ -26,7 +26,7 @@ pub struct Packet<'a> {
     cookie: u64,
 }
 
-/// The parse cache: where the layers start, in 12 bytes, so a `Packet`
+/// The parse cache: where the layers start, in 14 bytes, so a `Packet`
 /// stays a few words. Addresses and ports are read from the frame at these
 /// offsets when asked for.
 #[derive(Clone, Copy, Default)]
@@ -204,7 +204,10 @@ impl<'a> Packet<'a> {
 
     /// Set the verdict. Runners do this with what hooks return; a batch hook
     /// does it itself. Turning `Dropped`/`Consumed` back into `Pass` breaks
-    /// the verdict contract (the `witness` feature reports it).
+    /// the verdict contract: when a batch hook does it, the runner puts the
+    /// final verdict back and counts it in
+    /// [`witness::violations`](crate::witness::violations), with or without
+    /// the `witness` feature. This method itself checks nothing.
     #[inline]
     pub fn set_verdict(&mut self, verdict: Verdict) {
         self.verdict = verdict;
@@ -358,6 +361,12 @@ fn parse(frame: &[u8], kind: PacketKind) -> Layout {
 mod tests {
     use super::*;
     use etherparse::PacketBuilder;
+
+    #[test]
+    fn parse_cache_is_14_bytes() {
+        // As the docs of `Layout` say.
+        assert_eq!(std::mem::size_of::<Layout>(), 14);
+    }
 
     fn udp_frame(dst_port: u16, payload: &[u8]) -> Vec<u8> {
         let b = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])

@@ -1,98 +1,25 @@
-//! The control path: the registry of heads and hooks, links, transactions
-//! and generations. Writers serialize on one adaptive mutex, build the next
-//! configuration copy-on-write, publish it with one atomic swap and retire
-//! the old generation through the epoch.
+//! The control path: the registry of heads and hooks and the writer path
+//! that publishes generations. Writers serialize on one adaptive mutex,
+//! build the next configuration copy-on-write (state.rs), publish it with
+//! one atomic swap and retire the old generation through the epoch.
+//! Links and transactions (transaction.rs) are built on top of it.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crossbeam_epoch::{self as epoch, Atomic, Owned};
 
-use crate::chain::{Chain, HookEntry, Link, Quarantined};
+use crate::chain::{HookEntry, Link, Quarantined};
 use crate::counters::{Counters, Refused, RefusedCounters};
+use crate::head::Snapshot;
 use crate::retire::{Retirement, Signal};
+use crate::shared::Shared;
+use crate::state::{build_generation, reap, HeadInner, HeadRec, Reaped, State};
 use crate::sync::{AtomicBool, AtomicU64, Mutex};
-use crate::transaction::{apply, LinkHandle, LinkOptions, Op, Transaction};
 use crate::{validate_name, witness, Dir, Dirs, Error, FailMode, Filter, Head, PacketKind, Worker};
 
 /// Worker slots a registry has unless told otherwise.
 pub const DEFAULT_MAX_WORKERS: usize = 64;
-
-/// The datapath side of a head, shared by its `Head` handles.
-pub(crate) struct HeadInner {
-    pub(crate) name: String,
-    pub(crate) kind: PacketKind,
-    pub(crate) dirs: Dirs,
-    /// Index of this head's chains in every generation. Never reused.
-    pub(crate) slot: usize,
-    /// Per direction: is anything linked? Read relaxed by `is_hooked`.
-    pub(crate) hooked: [AtomicBool; 2],
-}
-
-/// One immutable configuration: every head's chains, numbered.
-pub(crate) struct Generation {
-    pub(crate) number: u64,
-    /// Indexed by head slot, then by direction.
-    pub(crate) chains: Box<[[Chain; 2]]>,
-    /// Tickets to complete when this generation is reclaimed. Only writers
-    /// touch it, before retiring the generation.
-    on_retire: Mutex<Vec<Arc<Signal>>>,
-}
-
-impl Drop for Generation {
-    fn drop(&mut self) {
-        for s in self.on_retire.get_mut().drain(..) {
-            s.fire();
-        }
-    }
-}
-
-/// The writer's view of the configuration.
-#[derive(Clone, Default)]
-pub(crate) struct State {
-    pub(crate) number: u64,
-    pub(crate) heads: BTreeMap<String, HeadRec>,
-    pub(crate) hooks: BTreeMap<String, Arc<HookEntry>>,
-    pub(crate) next_slot: usize,
-}
-
-#[derive(Clone)]
-pub(crate) struct HeadRec {
-    pub(crate) inner: Arc<HeadInner>,
-    pub(crate) links: [Vec<Arc<Link>>; 2],
-}
-
-/// What a registry is made of; `Registry`, `Head` and `Worker` share it.
-pub(crate) struct Shared {
-    /// The current generation. Never null.
-    pub(crate) current: Atomic<Generation>,
-    writer: Mutex<State>,
-    pub(crate) quarantine: Mutex<Vec<Quarantined>>,
-    free_workers: Mutex<Vec<usize>>,
-    pub(crate) max_workers: usize,
-    /// The current generation number, readable without pinning.
-    number: AtomicU64,
-    /// Quarantined links unlinked by writer calls and not yet handed out by
-    /// `reap_quarantine`. Grows by at most one entry per link that faulted.
-    reaped: Mutex<Vec<Reaped>>,
-    /// Batches and packets the datapath refused, per worker slot.
-    pub(crate) refused: RefusedCounters,
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        // SAFETY: `Shared` is dropped when the last `Registry`, `Head` or
-        // `Worker` goes, and readers (snapshots) borrow one of those, so no
-        // thread can hold a pointer to the current generation any more.
-        unsafe {
-            let g = self.current.load(Ordering::Acquire, epoch::unprotected());
-            if !g.is_null() {
-                drop(g.into_owned());
-            }
-        }
-    }
-}
 
 /// The registry of heads, hooks and links.
 ///
@@ -187,10 +114,6 @@ impl Registry {
             index,
             shared: self.shared.clone(),
         })
-    }
-
-    pub(crate) fn release_worker(shared: &Shared, index: usize) {
-        shared.free_workers.lock().push(index);
     }
 
     /// Register an inspection point.
@@ -354,86 +277,6 @@ impl Registry {
         Ok(Retirement::pending(signal).with_removed(removed))
     }
 
-    /// Link a hook to a head in one direction. Returns the new generation.
-    ///
-    /// # Errors
-    /// [`Error::NoSuchHead`], [`Error::NoSuchHook`], [`Error::KindMismatch`],
-    /// [`Error::DirUnsupportedByHead`], [`Error::DirNotDeclaredByHook`],
-    /// [`Error::AlreadyLinked`], and [`Error::NotLinked`] when the hook named
-    /// by `Before`/`After` is not in that chain.
-    pub fn link(
-        &self,
-        head: &str,
-        dir: Dir,
-        hook: &str,
-        options: impl Into<LinkOptions>,
-    ) -> Result<u64, Error> {
-        let c = self.transaction().link(head, dir, hook, options).commit()?;
-        Ok(c.generation)
-    }
-
-    /// Unlink a hook from a head in one direction. The rest of the chain
-    /// keeps its order. The hook stays registered (its filter is not
-    /// dropped) and can be linked again; the ticket completes when no reader
-    /// can still run this link, with its final counters.
-    ///
-    /// # Errors
-    /// [`Error::NoSuchHead`], [`Error::NotLinked`].
-    pub fn unlink(&self, head: &str, dir: Dir, hook: &str) -> Result<Retirement, Error> {
-        let c = self.transaction().unlink(head, dir, hook).commit()?;
-        Ok(c.retirement)
-    }
-
-    /// Link and get a handle that unlinks when dropped (unless
-    /// [`persist`](LinkHandle::persist)ed).
-    ///
-    /// # Errors
-    /// As [`link`](Self::link).
-    pub fn link_scoped(
-        &self,
-        head: &str,
-        dir: Dir,
-        hook: &str,
-        options: impl Into<LinkOptions>,
-    ) -> Result<LinkHandle, Error> {
-        let op = Op::Link {
-            head: head.to_owned(),
-            dir,
-            hook: hook.to_owned(),
-            options: options.into(),
-        };
-        let max_workers = self.shared.max_workers;
-        let (link, generation, _) = self.change(|next| {
-            apply(next, &op, max_workers)?;
-            let rec = &next.heads[head];
-            let link = rec.links[dir.index()]
-                .iter()
-                .find(|l| l.hook.name == hook)
-                .map(Arc::downgrade)
-                .unwrap_or_default();
-            Ok(link)
-        })?;
-        tracing::info!(target: "pfil", head, %dir, hook, generation, "linked (scoped)");
-        Ok(LinkHandle {
-            registry: self.clone(),
-            head: head.to_owned(),
-            dir,
-            link,
-            persist: false,
-        })
-    }
-
-    /// Start a transaction: several link/unlink operations applied
-    /// all-or-nothing in one generation.
-    pub fn transaction(&self) -> Transaction<'_> {
-        Transaction {
-            registry: self,
-            ops: Vec::new(),
-            expect: None,
-            dry_run: false,
-        }
-    }
-
     /// Unlink every link that was quarantined after its hook panicked, and
     /// hand out every quarantined link unlinked since the last call.
     ///
@@ -571,6 +414,12 @@ impl Registry {
         Ok((r, number, Retirement::pending(signal)))
     }
 
+    /// Pin the current generation for a batch that runs several heads.
+    #[inline]
+    pub fn snapshot(&self) -> Snapshot<'_> {
+        Snapshot::pin(&self.shared)
+    }
+
     /// Every head with its chains, in name order.
     pub fn heads(&self) -> Vec<HeadInfo> {
         let w = self.shared.writer.lock();
@@ -639,41 +488,6 @@ fn link_infos(links: &[Arc<Link>]) -> Vec<LinkInfo> {
         .collect()
 }
 
-/// Unlink the quarantined links still present; returns which of `pending`
-/// were, with the links.
-fn reap(s: &mut State, pending: &[Quarantined]) -> Vec<(usize, Arc<Link>)> {
-    let mut reaped = Vec::new();
-    for (i, q) in pending.iter().enumerate() {
-        if let Some(rec) = s.heads.get_mut(&q.head) {
-            let links = &mut rec.links[q.dir.index()];
-            if let Some(at) = links
-                .iter()
-                .position(|l| std::ptr::eq(Arc::as_ptr(l), q.link.as_ptr()))
-            {
-                reaped.push((i, links.remove(at)));
-            }
-        }
-    }
-    reaped
-}
-
-fn build_generation(s: &State) -> Generation {
-    let mut chains: Vec<[Chain; 2]> = (0..s.next_slot)
-        .map(|_| [Chain::Empty, Chain::Empty])
-        .collect();
-    for rec in s.heads.values() {
-        chains[rec.inner.slot] = [
-            Chain::from_links(&rec.links[0]),
-            Chain::from_links(&rec.links[1]),
-        ];
-    }
-    Generation {
-        number: s.number,
-        chains: chains.into_boxed_slice(),
-        on_retire: Mutex::new(Vec::new()),
-    }
-}
-
 /// A head as listed by [`Registry::heads`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HeadInfo {
@@ -700,25 +514,6 @@ pub struct HookInfo {
     pub links: usize,
     /// Panics caught from it over its lifetime.
     pub faults: u64,
-}
-
-/// A quarantined link that a writer unlinked, as handed out (once) by
-/// [`Registry::reap_quarantine`].
-#[derive(Debug)]
-pub struct Reaped {
-    /// Head name.
-    pub head: String,
-    /// Direction.
-    pub dir: Dir,
-    /// Hook name.
-    pub hook: String,
-    /// The link's fail mode.
-    pub fail: FailMode,
-    /// The first generation without the link.
-    pub generation: u64,
-    /// Completes when no reader can still run the link; its
-    /// [`counters`](Retirement::counters) are then the link's final counts.
-    pub retirement: Retirement,
 }
 
 /// A link as listed in a chain.

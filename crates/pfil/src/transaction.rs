@@ -1,167 +1,12 @@
-//! Link placement, transactions and scoped links: how writers describe a
-//! change. `Registry::change` (registry.rs) publishes it.
+//! Transactions and scoped links: how writers describe a change of links.
+//! They are applied by the writer path of the registry (registry.rs) with
+//! the operations of state.rs; the registry does not know about them.
 
 use std::sync::{Arc, Weak};
 
 use crate::chain::Link;
-use crate::counters::LinkCounters;
-use crate::registry::State;
-use crate::sync::AtomicBool;
-use crate::{Dir, Error, FailMode, Registry, Retirement};
-
-/// Where a new link goes in its chain (chains are walked in order).
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub enum Placement {
-    /// Closest to the wire, pfil's default: first on input, last on output.
-    #[default]
-    Prepend,
-    /// Farthest from the wire: last on input, first on output.
-    Append,
-    /// Just before the named hook, in walk order.
-    Before(String),
-    /// Just after the named hook, in walk order.
-    After(String),
-}
-
-/// How to link: placement and what to do if the hook panics.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct LinkOptions {
-    /// Where the link goes.
-    pub placement: Placement,
-    /// Verdict for the packet a panicking hook was looking at.
-    pub fail: FailMode,
-}
-
-impl From<Placement> for LinkOptions {
-    fn from(placement: Placement) -> Self {
-        LinkOptions {
-            placement,
-            fail: FailMode::default(),
-        }
-    }
-}
-
-/// One operation of a [`Transaction`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Op {
-    /// Link `hook` to `head` in `dir`.
-    Link {
-        /// Head name.
-        head: String,
-        /// Direction.
-        dir: Dir,
-        /// Hook name.
-        hook: String,
-        /// Placement and fail mode.
-        options: LinkOptions,
-    },
-    /// Unlink `hook` from `head` in `dir`.
-    Unlink {
-        /// Head name.
-        head: String,
-        /// Direction.
-        dir: Dir,
-        /// Hook name.
-        hook: String,
-    },
-}
-
-/// Apply one operation to a configuration under construction; an unlink
-/// hands back the link it removed.
-pub(crate) fn apply(
-    s: &mut State,
-    op: &Op,
-    max_workers: usize,
-) -> Result<Option<Arc<Link>>, Error> {
-    match op {
-        Op::Link {
-            head,
-            dir,
-            hook,
-            options,
-        } => {
-            let entry = s
-                .hooks
-                .get(hook)
-                .ok_or_else(|| Error::NoSuchHook(hook.clone()))?
-                .clone();
-            let rec = s
-                .heads
-                .get_mut(head)
-                .ok_or_else(|| Error::NoSuchHead(head.clone()))?;
-            if entry.kind != rec.inner.kind {
-                return Err(Error::KindMismatch {
-                    head: head.clone(),
-                    head_kind: rec.inner.kind,
-                    hook: hook.clone(),
-                    hook_kind: entry.kind,
-                });
-            }
-            if !rec.inner.dirs.contains(*dir) {
-                return Err(Error::DirUnsupportedByHead {
-                    head: head.clone(),
-                    dir: *dir,
-                });
-            }
-            if !entry.dirs.contains(*dir) {
-                return Err(Error::DirNotDeclaredByHook {
-                    hook: hook.clone(),
-                    dir: *dir,
-                });
-            }
-            let links = &mut rec.links[dir.index()];
-            if links.iter().any(|l| l.hook.name == *hook) {
-                return Err(Error::AlreadyLinked {
-                    head: head.clone(),
-                    dir: *dir,
-                    hook: hook.clone(),
-                });
-            }
-            let find = |name: &str| {
-                links
-                    .iter()
-                    .position(|l| l.hook.name == name)
-                    .ok_or_else(|| Error::NotLinked {
-                        head: head.clone(),
-                        dir: *dir,
-                        hook: name.to_owned(),
-                    })
-            };
-            let at = match (&options.placement, dir) {
-                (Placement::Prepend, Dir::In) | (Placement::Append, Dir::Out) => 0,
-                (Placement::Prepend, Dir::Out) | (Placement::Append, Dir::In) => links.len(),
-                (Placement::Before(other), _) => find(other)?,
-                (Placement::After(other), _) => find(other)? + 1,
-            };
-            links.insert(
-                at,
-                Arc::new(Link {
-                    hook: entry,
-                    fail: options.fail,
-                    counters: Arc::new(LinkCounters::new(max_workers)),
-                    quarantined: AtomicBool::new(false),
-                }),
-            );
-        }
-        Op::Unlink { head, dir, hook } => {
-            let rec = s
-                .heads
-                .get_mut(head)
-                .ok_or_else(|| Error::NoSuchHead(head.clone()))?;
-            let links = &mut rec.links[dir.index()];
-            let at = links
-                .iter()
-                .position(|l| l.hook.name == *hook)
-                .ok_or_else(|| Error::NotLinked {
-                    head: head.clone(),
-                    dir: *dir,
-                    hook: hook.clone(),
-                })?;
-            return Ok(Some(links.remove(at)));
-        }
-    }
-    Ok(None)
-}
+use crate::state::{apply, LinkOptions, Op};
+use crate::{Dir, Error, Registry, Retirement};
 
 /// Several operations applied all-or-nothing in one generation.
 ///
@@ -364,6 +209,88 @@ impl Drop for LinkHandle {
         if !self.persist {
             // Already unlinked by someone else is fine here.
             let _ = self.unlink_exact();
+        }
+    }
+}
+
+impl Registry {
+    /// Link a hook to a head in one direction. Returns the new generation.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchHead`], [`Error::NoSuchHook`], [`Error::KindMismatch`],
+    /// [`Error::DirUnsupportedByHead`], [`Error::DirNotDeclaredByHook`],
+    /// [`Error::AlreadyLinked`], and [`Error::NotLinked`] when the hook named
+    /// by `Before`/`After` is not in that chain.
+    pub fn link(
+        &self,
+        head: &str,
+        dir: Dir,
+        hook: &str,
+        options: impl Into<LinkOptions>,
+    ) -> Result<u64, Error> {
+        let c = self.transaction().link(head, dir, hook, options).commit()?;
+        Ok(c.generation)
+    }
+
+    /// Unlink a hook from a head in one direction. The rest of the chain
+    /// keeps its order. The hook stays registered (its filter is not
+    /// dropped) and can be linked again; the ticket completes when no reader
+    /// can still run this link, with its final counters.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchHead`], [`Error::NotLinked`].
+    pub fn unlink(&self, head: &str, dir: Dir, hook: &str) -> Result<Retirement, Error> {
+        let c = self.transaction().unlink(head, dir, hook).commit()?;
+        Ok(c.retirement)
+    }
+
+    /// Link and get a handle that unlinks when dropped (unless
+    /// [`persist`](LinkHandle::persist)ed).
+    ///
+    /// # Errors
+    /// As [`link`](Self::link).
+    pub fn link_scoped(
+        &self,
+        head: &str,
+        dir: Dir,
+        hook: &str,
+        options: impl Into<LinkOptions>,
+    ) -> Result<LinkHandle, Error> {
+        let op = Op::Link {
+            head: head.to_owned(),
+            dir,
+            hook: hook.to_owned(),
+            options: options.into(),
+        };
+        let max_workers = self.shared.max_workers;
+        let (link, generation, _) = self.change(|next| {
+            apply(next, &op, max_workers)?;
+            let rec = &next.heads[head];
+            let link = rec.links[dir.index()]
+                .iter()
+                .find(|l| l.hook.name == hook)
+                .map(Arc::downgrade)
+                .unwrap_or_default();
+            Ok(link)
+        })?;
+        tracing::info!(target: "pfil", head, %dir, hook, generation, "linked (scoped)");
+        Ok(LinkHandle {
+            registry: self.clone(),
+            head: head.to_owned(),
+            dir,
+            link,
+            persist: false,
+        })
+    }
+
+    /// Start a transaction: several link/unlink operations applied
+    /// all-or-nothing in one generation.
+    pub fn transaction(&self) -> Transaction<'_> {
+        Transaction {
+            registry: self,
+            ops: Vec::new(),
+            expect: None,
+            dry_run: false,
         }
     }
 }

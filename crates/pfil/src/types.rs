@@ -1,10 +1,9 @@
 //! Small value types shared by the control path and the datapath: directions,
-//! packet kinds, verdicts and name validation.
+//! packet kinds, verdicts and fail modes. Parsing them from text and name
+//! validation, which can fail with an [`Error`](crate::Error), are in
+//! parse.rs.
 
 use std::fmt;
-use std::str::FromStr;
-
-use crate::Error;
 
 /// Longest accepted head or hook name, in bytes.
 pub const MAX_NAME_LEN: usize = 64;
@@ -35,21 +34,6 @@ impl fmt::Display for Dir {
             Dir::In => "in",
             Dir::Out => "out",
         })
-    }
-}
-
-impl FromStr for Dir {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        match s {
-            "in" | "In" | "IN" => Ok(Dir::In),
-            "out" | "Out" | "OUT" => Ok(Dir::Out),
-            _ => Err(Error::Parse {
-                what: "direction",
-                input: s.to_owned(),
-                expected: "`in` or `out`",
-            }),
-        }
     }
 }
 
@@ -107,22 +91,6 @@ impl fmt::Debug for Dirs {
     }
 }
 
-impl FromStr for Dirs {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        match s {
-            "in" => Ok(Dirs::IN),
-            "out" => Ok(Dirs::OUT),
-            "in,out" | "out,in" | "both" | "inout" => Ok(Dirs::BOTH),
-            _ => Err(Error::Parse {
-                what: "direction set",
-                input: s.to_owned(),
-                expected: "`in`, `out` or `in,out`",
-            }),
-        }
-    }
-}
-
 /// What the frames at a head start with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PacketKind {
@@ -144,31 +112,19 @@ impl fmt::Display for PacketKind {
     }
 }
 
-impl FromStr for PacketKind {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        match s.to_ascii_lowercase().as_str() {
-            "ethernet" | "ether" | "eth" => Ok(PacketKind::Ethernet),
-            "ipv4" | "ip4" | "inet" => Ok(PacketKind::Ipv4),
-            "ipv6" | "ip6" | "inet6" => Ok(PacketKind::Ipv6),
-            _ => Err(Error::Parse {
-                what: "packet kind",
-                input: s.to_owned(),
-                expected: "`ethernet`, `ipv4` or `ipv6`",
-            }),
-        }
-    }
-}
-
 /// What a hook did with a packet (pfil's `pfil_return_t`).
 ///
-/// The contract, checked by the `witness` feature:
+/// The contract, enforced by the chain runners (always, not only with the
+/// `witness` feature):
 /// - `Pass`: the frame goes on to the next hook, then back to the caller.
 /// - `Dropped`: the caller discards the frame; no later hook sees it.
 /// - `Consumed`: the hook took ownership of the frame; the caller must not
 ///   recycle it until the hook gives it back; no later hook sees it.
 ///
-/// Once a packet is `Dropped` or `Consumed`, that is final for the run.
+/// Once a packet is `Dropped` or `Consumed`, that is final for the run: a
+/// per-packet hook is only shown `Pass` packets, and a final verdict that a
+/// batch hook changes is put back and counted in
+/// [`witness::violations`](crate::witness::violations).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[repr(u8)]
 pub enum Verdict {
@@ -227,62 +183,5 @@ impl fmt::Display for FailMode {
             FailMode::Open => "fail-open",
             FailMode::Closed => "fail-closed",
         })
-    }
-}
-
-/// Check a head or hook name: 1 to 64 bytes of `[A-Za-z0-9._:-]`.
-///
-/// # Errors
-/// [`Error::InvalidName`] naming the rule that was broken.
-pub fn validate_name(name: &str) -> Result<(), Error> {
-    let reason = if name.is_empty() {
-        "it is empty"
-    } else if name.len() > MAX_NAME_LEN {
-        "it is longer than 64 bytes"
-    } else if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
-    {
-        "only letters, digits and `._:-` are allowed"
-    } else {
-        return Ok(());
-    };
-    Err(Error::InvalidName {
-        name: name.to_owned(),
-        reason,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_are_validated() {
-        assert!(validate_name("acl:edge").is_ok());
-        assert!(validate_name("veth0.100_x-y").is_ok());
-        assert!(matches!(validate_name(""), Err(Error::InvalidName { .. })));
-        assert!(validate_name(&"a".repeat(64)).is_ok());
-        let e = validate_name(&"a".repeat(65)).unwrap_err();
-        assert!(e.to_string().contains("longer than 64"), "{e}");
-        let e = validate_name("bad name").unwrap_err();
-        assert!(e.to_string().contains("`bad name`"), "{e}");
-        assert!(validate_name("ümlaut").is_err());
-    }
-
-    #[test]
-    fn dirs_and_kinds_parse_and_print() {
-        assert_eq!("in".parse::<Dir>().unwrap(), Dir::In);
-        assert!("up".parse::<Dir>().is_err());
-        assert_eq!("in,out".parse::<Dirs>().unwrap(), Dirs::BOTH);
-        assert_eq!(
-            Dirs::BOTH.iter().collect::<Vec<_>>(),
-            vec![Dir::In, Dir::Out]
-        );
-        assert!(!Dirs::IN.contains(Dir::Out));
-        assert_eq!(Dirs::BOTH.to_string(), "in,out");
-        assert_eq!("IPv6".parse::<PacketKind>().unwrap(), PacketKind::Ipv6);
-        assert!("atm".parse::<PacketKind>().is_err());
-        assert_eq!(FailMode::Closed.verdict(), Verdict::Dropped);
     }
 }

@@ -1,0 +1,49 @@
+//! What a registry is made of: the state that `Registry`, `Head` and
+//! `Worker` handles share.
+
+use std::sync::atomic::Ordering;
+
+use crossbeam_epoch::{self as epoch, Atomic};
+
+use crate::chain::Quarantined;
+use crate::counters::RefusedCounters;
+use crate::state::{Generation, Reaped, State};
+use crate::sync::{AtomicU64, Mutex};
+
+/// What a registry is made of; `Registry`, `Head` and `Worker` share it.
+pub(crate) struct Shared {
+    /// The current generation. Never null.
+    pub(crate) current: Atomic<Generation>,
+    pub(crate) writer: Mutex<State>,
+    pub(crate) quarantine: Mutex<Vec<Quarantined>>,
+    pub(crate) free_workers: Mutex<Vec<usize>>,
+    pub(crate) max_workers: usize,
+    /// The current generation number, readable without pinning.
+    pub(crate) number: AtomicU64,
+    /// Quarantined links unlinked by writer calls and not yet handed out by
+    /// `reap_quarantine`. Grows by at most one entry per link that faulted.
+    pub(crate) reaped: Mutex<Vec<Reaped>>,
+    /// Batches and packets the datapath refused, per worker slot.
+    pub(crate) refused: RefusedCounters,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // SAFETY: `Shared` is dropped when the last `Registry`, `Head` or
+        // `Worker` goes, and readers (snapshots) borrow one of those, so no
+        // thread can hold a pointer to the current generation any more.
+        unsafe {
+            let g = self.current.load(Ordering::Acquire, epoch::unprotected());
+            if !g.is_null() {
+                drop(g.into_owned());
+            }
+        }
+    }
+}
+
+impl Shared {
+    /// Give a worker slot back (a `Worker` is dropped).
+    pub(crate) fn release_worker(&self, index: usize) {
+        self.free_workers.lock().push(index);
+    }
+}
