@@ -3,7 +3,8 @@
 //! byte-identical output.
 //!
 //! Without a `ministat` on `PATH` the comparisons are skipped with a message,
-//! unless the `CI` environment variable is set, in which case they fail.
+//! unless under CI (`CI=true`, `1` or `yes`: `pfil_testnet::under_ci`), where
+//! they fail.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -49,7 +50,7 @@ fn ministat() -> Option<PathBuf> {
     if found.is_none() {
         if pfil_testnet::under_ci() {
             panic!(
-                "Debian's ministat is not installed (apt-get install -y ministat), and CI is set"
+                "Debian's ministat is not installed (apt-get install -y ministat), and this is CI (CI=true)"
             );
         }
         eprintln!(

@@ -1,7 +1,7 @@
 //! pfild processes on veth pairs in namespaces the test creates:
 //! `pfild gen` (ns g) -> `pfild forward` (ns f) -> `pfild sink` (ns s),
 //! with exact end-to-end accounting; errors; and `kill -9` leaving no XDP
-//! program behind. Root only (a failure under `CI` when not root).
+//! program behind. Root only (under CI, `CI=true`, not being root fails).
 
 mod common;
 use common::*;
