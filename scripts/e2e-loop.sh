@@ -9,7 +9,7 @@ cargo test "$@" --no-run -q -p pfil-afxdp -p pfild 2>/dev/null
 log=$(mktemp /tmp/e2e-loop.XXXXXX)
 start=$(date +%s)
 for i in $(seq "$N"); do
-    if ! { cargo test "$@" -q -p pfil-afxdp --test e2e --test faults --test kill --test loader \
+    if ! { cargo test "$@" -q -p pfil-afxdp --test e2e --test faults --test loader \
             && cargo test "$@" -q -p pfild --test afxdp; } >"$log" 2>&1; then
         echo "e2e-loop: run $i of $N FAILED after $(( $(date +%s) - start )) s; output: $log" >&2
         grep -E 'panicked|left|right|FAILED' "$log" | head -20 >&2

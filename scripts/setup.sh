@@ -8,10 +8,12 @@
 #                       comparison peer of benches/afxdp.sh
 #   util-linux        - taskset (benches/afxdp.sh pins generator and app)
 #   librsvg2-bin      - render pfil-bench's SVG charts to PNG (optional)
+#   valgrind          - callgrind instruction counts of the loops
+#                       (benches/callgrind_*.sh)
 # The main job (`pfild ... --synthetic`) needs none of them: only a Rust
 # toolchain.
 set -euo pipefail
-packages=(build-essential iproute2 procps util-linux ministat dpdk-dev librte-net-af-xdp23 librsvg2-bin)
+packages=(build-essential iproute2 procps util-linux ministat dpdk-dev librte-net-af-xdp23 librsvg2-bin valgrind)
 
 for tool in cargo rustfmt cargo-clippy; do
     command -v "$tool" >/dev/null || {
