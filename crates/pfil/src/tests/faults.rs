@@ -85,23 +85,6 @@ fn fail_open_passes_the_faulting_packet() {
     assert_eq!(names(&reg, Dir::In), ["a:1"]);
 }
 
-struct OddDropper;
-impl Filter for OddDropper {
-    fn filter(&self, _: &mut Packet<'_>, _: &Ctx<'_>) -> Verdict {
-        unreachable!("batched hooks get filter_batch")
-    }
-    fn filter_batch(&self, pkts: &mut [Packet<'_>], _: &Ctx<'_>) {
-        for (i, p) in pkts.iter_mut().enumerate() {
-            if p.verdict().is_pass() && i % 2 == 1 {
-                p.set_verdict(Verdict::Dropped);
-            }
-        }
-    }
-    fn batched(&self) -> bool {
-        true
-    }
-}
-
 #[test]
 fn batch_hooks_are_counted_by_verdict_change() {
     let (reg, head) = setup();

@@ -43,6 +43,24 @@ fn tracer(log: &Arc<parking_lot::Mutex<Vec<&'static str>>>, name: &'static str) 
     }
 }
 
+/// A batched hook that drops every odd packet of a batch.
+struct OddDropper;
+impl Filter for OddDropper {
+    fn filter(&self, _: &mut Packet<'_>, _: &Ctx<'_>) -> Verdict {
+        unreachable!("batched hooks get filter_batch")
+    }
+    fn filter_batch(&self, pkts: &mut [Packet<'_>], _: &Ctx<'_>) {
+        for (i, p) in pkts.iter_mut().enumerate() {
+            if p.verdict().is_pass() && i % 2 == 1 {
+                p.set_verdict(Verdict::Dropped);
+            }
+        }
+    }
+    fn batched(&self) -> bool {
+        true
+    }
+}
+
 #[test]
 fn prepend_is_closest_to_the_wire() {
     let (reg, _) = setup();
