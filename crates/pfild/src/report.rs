@@ -252,6 +252,23 @@ pub fn totals(title: &str, run: &Summary<'_>) -> bool {
             0.0
         }),
     );
+    // Consumed frames and what hooks did with them (the outbox), and the
+    // packets the runner refused: shown only when something happened.
+    if t.in_consumed + t.out_consumed + t.held_evicted + t.stale + t.refused > 0 {
+        let _ = writeln!(
+            o,
+            "  consumed frames: released {}, sent {}, evicted past the held limit {}, stale requests {}, refused transmits {}",
+            t.released, t.reinjected, t.held_evicted, t.stale, t.refused
+        );
+    }
+    let r = reg.refused();
+    if r.foreign_batches + r.kind_batches > 0 {
+        let _ = writeln!(
+            o,
+            "  refused by the runner: {} packet(s) of another kind than their head (in {} batches), {} of another registry (in {} batches)",
+            r.kind_packets, r.kind_batches, r.foreign_packets, r.foreign_batches
+        );
+    }
     for head in ifaces {
         let h = per_head(flows, &snaps, head);
         for dir in Dir::ALL {
