@@ -426,8 +426,8 @@ impl Run {
         }
     }
 
-    /// Stop, wait, and return the AF_XDP reports (a synthetic port has
-    /// no UMEM to account for) and every error.
+    /// Stop, wait, and return the AF_XDP reports and every error (a
+    /// synthetic pool whose frames do not add up is one).
     fn join_all(self) -> (Vec<WorkerReport>, Vec<String>) {
         fn errs<E: std::fmt::Display>(e: &[E]) -> Vec<String> {
             e.iter().map(|e| e.to_string()).collect()
@@ -440,7 +440,19 @@ impl Run {
             }
             Run::Synthetic(r) => {
                 let done = r.join_all();
-                (Vec::new(), errs(&done.errors))
+                let mut e = errs(&done.errors);
+                // The synthetic pools are accounted for like a UMEM: every
+                // frame back in its pool or held by a hook.
+                for rep in &done.reports {
+                    let c = rep.counts;
+                    if !c.adds_up() || c.app != 0 {
+                        e.push(format!(
+                            "synthetic worker {}: frames unaccounted: {c:?}",
+                            rep.queue
+                        ));
+                    }
+                }
+                (Vec::new(), e)
             }
         }
     }
