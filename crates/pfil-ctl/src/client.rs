@@ -87,7 +87,16 @@ impl Client {
         }
         let mut line = req.to_string();
         line.push('\n');
-        self.writer.write_all(line.as_bytes())?;
+        if let Err(e) = self.writer.write_all(line.as_bytes()) {
+            // A server that refuses a peer answers at once and closes: its
+            // error line may be waiting even though our write failed.
+            return match self.read_response() {
+                Ok(resp) if resp.get("error").is_some() => {
+                    Err(ClientError::Rpc(rpc_error(&resp["error"])))
+                }
+                _ => Err(e.into()),
+            };
+        }
         let resp = self.read_response()?;
         if resp.get("id") != Some(&json!(id)) && resp.get("id") != Some(&Value::Null) {
             return Err(ClientError::Protocol(format!(

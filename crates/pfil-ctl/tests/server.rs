@@ -445,6 +445,17 @@ fn exchange(path: &Path, bytes: &[u8], half_close: bool) -> (Option<Value>, bool
     (v, closed)
 }
 
+/// Name, bytes sent, half-close, the error (code, kind) or success, the
+/// id answered, whether the server closes.
+type Case = (
+    &'static str,
+    Vec<u8>,
+    bool,
+    Option<(i64, &'static str)>,
+    Value,
+    bool,
+);
+
 #[test]
 fn bad_input_gets_its_documented_error() {
     let dir = TempDir::new("bad");
@@ -459,7 +470,7 @@ fn bad_input_gets_its_documented_error() {
         "x".repeat(1 << 20)
     );
     let no_newline_big = "y".repeat((1 << 20) + 10);
-    let cases: Vec<(&str, Vec<u8>, bool, Option<(i64, &str)>, Value, bool)> = vec![
+    let cases: Vec<Case> = vec![
         // name, bytes, half-close, (code, kind) or success, id, closed after
         ("malformed", b"{\"jsonrpc\":\"2.0\",\n".to_vec(), false, Some((code::PARSE_ERROR, "parse_error")), Value::Null, false),
         ("garbage", b"\x00\xff\xfe\n".to_vec(), false, Some((code::PARSE_ERROR, "parse_error")), Value::Null, false),
