@@ -12,7 +12,7 @@ use pfil_afxdp::{PortConfig, Umem, UmemConfig, APP_RESERVE};
 use pfil_port::synthetic::{spawn_synthetic, SyntheticRunning};
 use pfil_port::Stats;
 
-use crate::args::{Args, Mode, Queues};
+use crate::args::{Args, Control, Mode, Queues};
 use crate::hooks;
 use crate::report::{self, Flow, Sampler};
 
@@ -193,6 +193,7 @@ pub fn run(a: &Args) -> Result<(), String> {
         _ => Dir::In,
     };
     let hook_names = hooks::link_all(&reg, &a.hooks, &ifaces, hook_dir)?;
+    let (control, control_line) = start_control(&a.control, &reg)?;
 
     // Start the workers; every flow records which heads its frames pass.
     let mut runs: Vec<Run> = Vec::new();
@@ -301,6 +302,7 @@ pub fn run(a: &Args) -> Result<(), String> {
             hook_names.join(" -> ")
         );
     }
+    eprintln!("pfild: {control_line}");
 
     // Watch: stop conditions every 10 ms, status every second.
     let generator = matches!(a.mode, Mode::Gen { .. });
@@ -333,6 +335,8 @@ pub fn run(a: &Args) -> Result<(), String> {
         }
     };
     let elapsed = t0.elapsed();
+    // No configuration changes while the workers drain and report.
+    drop(control);
     for r in &runs {
         r.stop();
     }
@@ -369,6 +373,42 @@ pub fn run(a: &Args) -> Result<(), String> {
         return Err("frame accounting does not add up (see the port lines above)".into());
     }
     Ok(())
+}
+
+/// Start the control server `--control` asks for. Returns it (if any) and
+/// the start-up line that says where it listens. At the default path, a
+/// socket held by a running pfild (or no default path) is a warning and
+/// pfild runs without control; an explicit path that fails is an error.
+fn start_control(
+    c: &Control,
+    reg: &Registry,
+) -> Result<(Option<pfil_ctl::Server>, String), String> {
+    let path = match c {
+        Control::Off => return Ok((None, "control: off (--no-control)".into())),
+        Control::Path(p) => Some(p.clone()),
+        Control::Default => None,
+    };
+    let mut cfg = pfil_ctl::ControlConfig::new("pfild");
+    if let Some(p) = &path {
+        cfg = cfg.path(p);
+    }
+    match pfil_ctl::Server::start(reg.clone(), Arc::new(hooks::catalog()), cfg) {
+        Ok(s) => {
+            let line = format!(
+                "control socket {} (pfilctl --socket {} heads)",
+                s.path().display(),
+                s.path().display()
+            );
+            Ok((Some(s), line))
+        }
+        Err(e) if path.is_none() && (e.is_busy() || matches!(e, pfil_ctl::Error::NoRuntimeDir)) => {
+            Ok((
+                None,
+                format!("warning: running without control: {e} (give another with --control PATH, or --no-control)"),
+            ))
+        }
+        Err(e) => Err(format!("--control: {e}")),
+    }
 }
 
 fn describe(a: &Args, runs: &[Run]) -> String {

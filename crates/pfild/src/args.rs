@@ -87,6 +87,19 @@ pub struct Args {
     pub gen: GenConfig,
     /// Whether any generator option was given.
     pub gen_opts_given: bool,
+    /// The control server's socket.
+    pub control: Control,
+}
+
+/// `--control PATH` / `--no-control`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Control {
+    /// The default socket; if a live pfild holds it, run without control.
+    Default,
+    /// This socket; busy is an error.
+    Path(std::path::PathBuf),
+    /// No control server.
+    Off,
 }
 
 /// Why the command line was refused (or `--help`).
@@ -343,6 +356,12 @@ struct Common {
     /// Use the in-memory port instead of AF_XDP
     #[arg(long, global = true)]
     synthetic: bool,
+    /// Control socket for pfilctl [default: /run/pfil/pfild.sock as root, $XDG_RUNTIME_DIR/pfil/pfild.sock otherwise; if a running pfild has it, run without control]
+    #[arg(long, value_name = "PATH", global = true)]
+    control: Option<std::path::PathBuf>,
+    /// Run without the control server
+    #[arg(long, global = true, conflicts_with = "control")]
+    no_control: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -476,6 +495,11 @@ impl Args {
             synthetic: c.synthetic,
             gen,
             gen_opts_given,
+            control: match (c.control, c.no_control) {
+                (_, true) => Control::Off,
+                (Some(p), false) => Control::Path(p),
+                (None, false) => Control::Default,
+            },
         };
         if a.gen_opts_given && !a.synthetic && !matches!(a.mode, Mode::Gen { .. }) {
             return usage("generator options (--rate, --size, --src-*, --dst-*) apply to `gen` and to --synthetic only");
@@ -519,6 +543,11 @@ mod tests {
         assert_eq!(a.hooks, vec!["count", "null"]);
         assert_eq!(a.seconds, Some(3.0));
         assert!(a.synthetic);
+        assert_eq!(a.control, Control::Default);
+        let a = p("sink syn0 --control /tmp/x/c.sock").unwrap();
+        assert_eq!(a.control, Control::Path("/tmp/x/c.sock".into()));
+        let a = p("sink syn0 --no-control").unwrap();
+        assert_eq!(a.control, Control::Off);
         let a = p("forward v0 v1 --queues all --xdp-mode=generic --netns n1").unwrap();
         assert_eq!(a.queues, Some(Queues::All));
         assert_eq!(a.xdp_mode, XdpMode::Generic);
@@ -597,6 +626,8 @@ mod tests {
             ("sink x --umem both", "--umem"),
             ("sink x --quiet=yes", "--quiet"),
             ("sink x --synthetic --netns n", "--netns"),
+            ("sink x --control", "--control"),
+            ("sink x --control /a --no-control", "--no-control"),
         ] {
             let m = err(bad);
             assert!(m.contains(want), "{bad:?}: {m}");

@@ -195,3 +195,229 @@ fn privileges_or_missing_namespace_are_explained() {
         );
     }
 }
+
+/// Run pfilctl: the binary next to pfild's when it was built (`cargo test
+/// -p pfil-ctl` or a workspace build), else the same code in-process
+/// (`pfil_ctl::cli::run`, which is all the binary's `main` does).
+fn pfilctl(args: &[&str]) -> (u8, String, String) {
+    let bin = std::path::Path::new(PFILD).with_file_name("pfilctl");
+    if bin.exists() {
+        let out = std::process::Command::new(&bin)
+            .args(args)
+            .output()
+            .expect("run pfilctl");
+        let code = out.status.code().map_or(255, |c| c as u8);
+        let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        return (code, s(&out.stdout), s(&out.stderr));
+    }
+    let (mut o, mut e) = (Vec::new(), Vec::new());
+    let argv = std::iter::once("pfilctl").chain(args.iter().copied());
+    let code = pfil_ctl::cli::run(argv, &mut o, &mut e);
+    let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (code, s(&o), s(&e))
+}
+
+fn ctl_ok(sock: &str, args: &[&str]) -> String {
+    let mut all = vec!["--socket", sock];
+    all.extend_from_slice(args);
+    let (code, out, err) = pfilctl(&all);
+    assert_eq!(code, 0, "pfilctl {args:?}: {err}");
+    out
+}
+
+fn ctl_json(sock: &str, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    serde_json::from_str(&ctl_ok(sock, &all)).expect("--json prints JSON")
+}
+
+fn link_packets(stats: &serde_json::Value, hook: &str) -> u64 {
+    stats["heads"][0]["in"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["hook"] == hook)
+        .and_then(|l| l["packets"].as_u64())
+        .unwrap_or_else(|| panic!("{hook} in {stats}"))
+}
+
+fn spawn_pfild(args: &[&str]) -> Proc {
+    Proc::new(
+        std::process::Command::new(PFILD)
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+#[test]
+fn pfilctl_drives_a_running_pfild_every_verb() {
+    use std::time::Duration;
+    let dir = std::env::temp_dir().join(format!("pfild-ctl-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let sock_path = dir.join("ctl").join("x.sock");
+    let sock = sock_path.to_str().unwrap().to_owned();
+    let mut p = spawn_pfild(&[
+        "sink",
+        "syn0",
+        "--synthetic",
+        "--hook",
+        "count",
+        "--control",
+        &sock,
+        "--seconds",
+        "20",
+        "--quiet",
+    ]);
+    assert!(
+        p.wait_stderr("stop with Ctrl-C", Duration::from_secs(20)),
+        "{}",
+        p.stderr_so_far()
+    );
+    assert!(
+        p.wait_stderr(&format!("control socket {sock}"), Duration::from_secs(5)),
+        "{}",
+        p.stderr_so_far()
+    );
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::metadata(&sock_path).unwrap().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(sock_path.parent().unwrap())
+            .unwrap()
+            .mode()
+            & 0o777,
+        0o700
+    );
+
+    let v = ctl_ok(&sock, &["version"]);
+    assert!(v.contains("server: pfild protocol 1"), "{v}");
+    let heads = ctl_ok(&sock, &["heads"]);
+    assert!(
+        heads.contains("syn0") && heads.contains("count:1"),
+        "{heads}"
+    );
+    let out = ctl_ok(&sock, &["add", "count:a"]);
+    assert!(out.starts_with("added count:a (generation "), "{out}");
+    let out = ctl_ok(
+        &sock,
+        &["link", "-i", "--before", "count:1", "count:a", "syn0"],
+    );
+    assert!(out.starts_with("linked count:a to syn0 in"), "{out}");
+    let heads = ctl_ok(&sock, &["he"]);
+    assert!(heads.contains("count:a -> count:1"), "{heads}");
+    let hooks = ctl_json(&sock, &["hooks"]);
+    let a = hooks["hooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == "count:a")
+        .unwrap();
+    assert_eq!(
+        a["linked"],
+        serde_json::json!([{"head": "syn0", "dir": "in"}])
+    );
+    // Counters grow while traffic runs.
+    let s1 = ctl_json(&sock, &["stats", "syn0"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let s2 = ctl_json(&sock, &["stats"]);
+    let (a1, a2) = (link_packets(&s1, "count:a"), link_packets(&s2, "count:a"));
+    assert!(a2 > a1, "count:a did not grow: {a1} -> {a2}");
+    assert!(s2["generation"].as_u64().unwrap() >= s1["generation"].as_u64().unwrap());
+    let table = ctl_ok(&sock, &["stats"]);
+    assert!(
+        table.contains("PACKETS") && table.contains("count:a"),
+        "{table}"
+    );
+    // Errors: exit 1 with the server's message; usage: exit 2.
+    let (code, _, err) = pfilctl(&["--socket", &sock, "add", "count:a"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("already registered"), "{err}");
+    let (code, _, _) = pfilctl(&["--socket", &sock, "link", "count:a", "syn0"]);
+    assert_eq!(code, 2);
+    // A second pfild on the same explicit socket refuses to start.
+    let busy = pfild(&[
+        "sink",
+        "syn1",
+        "--synthetic",
+        "--control",
+        &sock,
+        "--seconds",
+        "5",
+    ]);
+    assert!(!busy.status.success());
+    let err = String::from_utf8_lossy(&busy.stderr);
+    assert!(
+        err.contains("in use by a running server") && err.contains(&sock),
+        "{err}"
+    );
+
+    let out = ctl_ok(&sock, &["unlink", "-i", "count:a", "syn0"]);
+    assert!(out.starts_with("unlinked count:a from syn0 in"), "{out}");
+    let s3 = ctl_json(&sock, &["stats"]);
+    assert!(s3["heads"][0]["in"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|l| l["hook"] != "count:a"));
+    let out = ctl_ok(&sock, &["del", "count:a"]);
+    assert!(out.starts_with("removed count:a"), "{out}");
+    let (code, _, err) = pfilctl(&["--socket", &sock, "del", "count:a"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no such hook `count:a`"), "{err}");
+
+    p.signal(libc::SIGINT);
+    let out = p.wait_output(Duration::from_secs(10));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!sock_path.exists(), "the socket is removed at exit");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn default_control_socket_busy_is_a_warning() {
+    use std::time::Duration;
+    let mut a = spawn_pfild(&["sink", "syn0", "--synthetic", "--seconds", "20", "--quiet"]);
+    assert!(
+        a.wait_stderr("stop with Ctrl-C", Duration::from_secs(20)),
+        "{}",
+        a.stderr_so_far()
+    );
+    assert!(
+        a.wait_stderr("pfild: control socket", Duration::from_secs(5))
+            || a.wait_stderr("running without control", Duration::from_secs(1)),
+        "{}",
+        a.stderr_so_far()
+    );
+    let a_has_it = a.stderr_so_far().contains("pfild: control socket");
+    let b = pfild(&["sink", "syn0", "--synthetic", "--seconds", "0.3", "--quiet"]);
+    let err = String::from_utf8_lossy(&b.stderr);
+    assert!(b.status.success(), "{err}");
+    if a_has_it {
+        assert!(
+            err.contains("warning: running without control") && err.contains("in use"),
+            "{err}"
+        );
+    }
+    let off = pfild(&[
+        "sink",
+        "syn0",
+        "--synthetic",
+        "--seconds",
+        "0.2",
+        "--quiet",
+        "--no-control",
+    ]);
+    assert!(String::from_utf8_lossy(&off.stderr).contains("control: off"));
+    a.signal(libc::SIGINT);
+    let out = a.wait_output(Duration::from_secs(10));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

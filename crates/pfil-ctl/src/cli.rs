@@ -1,0 +1,444 @@
+//! `pfilctl`'s command line and output, callable in-process
+//! ([`run`]); the binary is a call of it.
+//!
+//! Exit codes: 0 success, 1 an error (the server's message, or why it
+//! could not be reached), 2 a usage error.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{ArgGroup, Parser, Subcommand};
+use serde_json::{json, Value};
+
+use crate::{default_socket_path, Client};
+
+/// The command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "pfilctl",
+    version,
+    about = "pfilctl: inspect and change the hooks of a running pfil dataplane",
+    infer_subcommands = true,
+    disable_help_subcommand = true,
+    max_term_width = 100,
+    after_help = "Subcommands may be abbreviated to a unique prefix: he(ads), ho(oks), s(tats), l(ink), u(nlink).\n\
+                  Exit codes: 0 ok, 1 error (the server's message), 2 usage.\n\
+                  The default socket is pfild's: /run/pfil/pfild.sock as root, $XDG_RUNTIME_DIR/pfil/pfild.sock otherwise."
+)]
+struct Cli {
+    /// The control socket [default: pfild's]
+    #[arg(long, value_name = "PATH", global = true)]
+    socket: Option<PathBuf>,
+    /// Print the result as the server returned it (JSON), not a table
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+#[command(group(ArgGroup::new("dir").required(true).args(["input", "output"])))]
+struct DirArgs {
+    /// Input direction
+    #[arg(short = 'i', long = "in")]
+    input: bool,
+    /// Output direction
+    #[arg(short = 'o', long = "out")]
+    output: bool,
+}
+
+impl DirArgs {
+    fn name(&self) -> &'static str {
+        if self.input {
+            "in"
+        } else {
+            "out"
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// List heads with their chains (walk order)
+    Heads,
+    /// List hooks and where they are linked
+    Hooks,
+    /// Per head, direction and link: packets, bytes and verdict counts
+    Stats {
+        /// Only this head
+        head: Option<String>,
+    },
+    /// Add a hook MODULE:INSTANCE built by the filter catalog (e.g. count:edge)
+    Add {
+        /// MODULE:INSTANCE, e.g. count:edge or drop-udp:dns
+        #[arg(value_name = "MODULE:INSTANCE")]
+        spec: String,
+        /// The module's config text (e.g. --set 53 for drop-udp)
+        #[arg(long, value_name = "TEXT")]
+        set: Option<String>,
+    },
+    /// Remove a hook, unlinking it everywhere
+    Del {
+        /// Hook name
+        hook: String,
+    },
+    /// Link HOOK to HEAD; prepend (closest to the wire) unless -a, --before or --after
+    #[command(group(ArgGroup::new("place").args(["append", "before", "after"])))]
+    Link {
+        #[command(flatten)]
+        dir: DirArgs,
+        /// Append (farthest from the wire) instead of prepend
+        #[arg(short = 'a', long = "append")]
+        append: bool,
+        /// Just before hook H in walk order
+        #[arg(long, value_name = "H")]
+        before: Option<String>,
+        /// Just after hook H in walk order
+        #[arg(long, value_name = "H")]
+        after: Option<String>,
+        /// Hook name
+        hook: String,
+        /// Head name
+        head: String,
+    },
+    /// Unlink HOOK from HEAD (the hook stays registered)
+    Unlink {
+        #[command(flatten)]
+        dir: DirArgs,
+        /// Hook name
+        hook: String,
+        /// Head name
+        head: String,
+    },
+    /// The protocol version and methods of the server
+    Version,
+}
+
+/// Run pfilctl with `args` (the program name first), writing to `out` and
+/// `err`; returns the exit code.
+pub fn run<I, T>(args: I, out: &mut dyn Write, err: &mut dyn Write) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = write!(out, "{}", e.render());
+                return 0;
+            }
+            let _ = write!(err, "{}", e.render());
+            return 2;
+        }
+    };
+    match execute(&cli, out) {
+        Ok(()) => 0,
+        Err(msg) => {
+            let _ = writeln!(err, "pfilctl: error: {msg}");
+            1
+        }
+    }
+}
+
+fn execute(cli: &Cli, out: &mut dyn Write) -> Result<(), String> {
+    let path = match &cli.socket {
+        Some(p) => p.clone(),
+        None => default_socket_path("pfild").map_err(|e| format!("{e} (use --socket PATH)"))?,
+    };
+    let (method, params) = request(&cli.cmd);
+    let mut client = Client::connect(&path).map_err(|e| e.to_string())?;
+    let result = client.call(method, params).map_err(|e| e.to_string())?;
+    let text = if cli.json {
+        format!("{result}\n")
+    } else {
+        human(&cli.cmd, &result)
+    };
+    out.write_all(text.as_bytes())
+        .map_err(|e| format!("writing the output: {e}"))
+}
+
+fn request(cmd: &Cmd) -> (&'static str, Value) {
+    match cmd {
+        Cmd::Heads => ("heads", Value::Null),
+        Cmd::Hooks => ("hooks", Value::Null),
+        Cmd::Version => ("version", Value::Null),
+        Cmd::Stats { head } => (
+            "stats",
+            head.as_ref().map_or(Value::Null, |h| json!({"head": h})),
+        ),
+        Cmd::Add { spec, set } => {
+            let mut p = json!({"hook": spec});
+            if let Some(c) = set {
+                p["config"] = json!(c);
+            }
+            ("add", p)
+        }
+        Cmd::Del { hook } => ("del", json!({"hook": hook})),
+        Cmd::Link {
+            dir,
+            append,
+            before,
+            after,
+            hook,
+            head,
+        } => {
+            let placement = match (append, before, after) {
+                (_, Some(h), _) => json!({"before": h}),
+                (_, _, Some(h)) => json!({"after": h}),
+                (true, _, _) => json!("append"),
+                _ => json!("prepend"),
+            };
+            (
+                "link",
+                json!({"head": head, "dir": dir.name(), "hook": hook, "placement": placement}),
+            )
+        }
+        Cmd::Unlink { dir, hook, head } => (
+            "unlink",
+            json!({"head": head, "dir": dir.name(), "hook": hook}),
+        ),
+    }
+}
+
+/// Aligned columns, two spaces apart.
+fn table(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut s = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            if c + 1 == r.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:w$}  ", w = widths[c]));
+            }
+        }
+        s.push_str(line.trim_end());
+        s.push('\n');
+    }
+    s
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        Value::Array(a) => a.iter().map(text).collect::<Vec<_>>().join(","),
+        other => other.to_string(),
+    }
+}
+
+fn arr(v: &Value, key: &str) -> Vec<Value> {
+    v.get(key)
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn human(cmd: &Cmd, r: &Value) -> String {
+    let generation = r.get("generation").map(text).unwrap_or_default();
+    match cmd {
+        Cmd::Heads => {
+            let mut rows = vec![vec![
+                "HEAD".into(),
+                "KIND".into(),
+                "DIR".into(),
+                "CHAIN (walk order)".into(),
+            ]];
+            for h in arr(r, "heads") {
+                for d in arr(&h, "dirs") {
+                    let d = text(&d);
+                    let chain: Vec<String> = h
+                        .pointer(&format!("/chains/{d}"))
+                        .and_then(Value::as_array)
+                        .map(|c| {
+                            c.iter()
+                                .map(|l| {
+                                    let q = if l["quarantined"] == json!(true) {
+                                        " (quarantined)"
+                                    } else {
+                                        ""
+                                    };
+                                    format!("{}{q}", text(&l["hook"]))
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let chain = if chain.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        chain.join(" -> ")
+                    };
+                    rows.push(vec![text(&h["name"]), text(&h["kind"]), d, chain]);
+                }
+            }
+            format!("{}generation {generation}\n", table(&rows))
+        }
+        Cmd::Hooks => {
+            let mut rows = vec![vec![
+                "HOOK".into(),
+                "KIND".into(),
+                "DIRS".into(),
+                "FAULTS".into(),
+                "LINKED".into(),
+            ]];
+            for h in arr(r, "hooks") {
+                let linked: Vec<String> = arr(&h, "linked")
+                    .iter()
+                    .map(|l| format!("{} {}", text(&l["head"]), text(&l["dir"])))
+                    .collect();
+                rows.push(vec![
+                    text(&h["name"]),
+                    text(&h["kind"]),
+                    text(&h["dirs"]),
+                    text(&h["faults"]),
+                    if linked.is_empty() {
+                        "-".into()
+                    } else {
+                        linked.join(", ")
+                    },
+                ]);
+            }
+            format!("{}generation {generation}\n", table(&rows))
+        }
+        Cmd::Stats { .. } => {
+            let cols = [
+                "packets", "bytes", "passed", "dropped", "consumed", "faults",
+            ];
+            let mut rows = vec![["HEAD", "DIR", "HOOK"]
+                .iter()
+                .map(|s| s.to_string())
+                .chain(cols.iter().map(|c| c.to_uppercase()))
+                .collect::<Vec<_>>()];
+            for h in arr(r, "heads") {
+                for d in ["in", "out"] {
+                    for l in arr(&h, d) {
+                        let mut row = vec![text(&h["name"]), d.to_owned(), text(&l["hook"])];
+                        row.extend(cols.iter().map(|c| text(&l[*c])));
+                        rows.push(row);
+                    }
+                }
+            }
+            format!("{}generation {generation}\n", table(&rows))
+        }
+        Cmd::Version => format!(
+            "pfilctl {}, protocol {}; server: {} protocol {}, methods {}\n",
+            env!("CARGO_PKG_VERSION"),
+            crate::PROTOCOL_VERSION,
+            text(&r["app"]),
+            text(&r["protocol"]),
+            arr(r, "methods")
+                .iter()
+                .map(text)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Cmd::Add { spec, .. } => format!("added {spec} (generation {generation})\n"),
+        Cmd::Del { hook } => format!("removed {hook} (generation {generation})\n"),
+        Cmd::Link {
+            dir, hook, head, ..
+        } => format!(
+            "linked {hook} to {head} {} (generation {generation})\n",
+            dir.name()
+        ),
+        Cmd::Unlink { dir, hook, head } => format!(
+            "unlinked {hook} from {head} {} (generation {generation})\n",
+            dir.name()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_clap_definitions_are_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    fn parse(s: &str) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("pfilctl").chain(s.split_whitespace()))
+    }
+
+    #[test]
+    fn verbs_abbreviations_and_placements() {
+        let c = parse("--socket /x li -i -a count:a syn0").unwrap();
+        assert_eq!(c.socket, Some(PathBuf::from("/x")));
+        let (m, p) = request(&c.cmd);
+        assert_eq!(m, "link");
+        assert_eq!(
+            p,
+            json!({"head": "syn0", "dir": "in", "hook": "count:a", "placement": "append"})
+        );
+        let (_, p) = request(&parse("link -o --before count:1 count:a syn0").unwrap().cmd);
+        assert_eq!(p["placement"], json!({"before": "count:1"}));
+        assert_eq!(p["dir"], "out");
+        let (_, p) = request(&parse("link -i count:a syn0").unwrap().cmd);
+        assert_eq!(p["placement"], "prepend");
+        assert_eq!(request(&parse("he").unwrap().cmd).0, "heads");
+        assert_eq!(request(&parse("ho --json").unwrap().cmd).0, "hooks");
+        assert_eq!(
+            request(&parse("st syn0").unwrap().cmd).1,
+            json!({"head": "syn0"})
+        );
+        let (m, p) = request(&parse("add drop-udp:dns --set 53").unwrap().cmd);
+        assert_eq!(
+            (m, p),
+            ("add", json!({"hook": "drop-udp:dns", "config": "53"}))
+        );
+        assert_eq!(request(&parse("unl -o h x").unwrap().cmd).0, "unlink");
+        for bad in [
+            "link count:a syn0",
+            "link -i -o count:a syn0",
+            "link -i -a --after x count:a syn0",
+            "unlink -i h",
+            "h",
+            "frobnicate",
+            "stats a b",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn usage_errors_exit_2_and_help_0() {
+        let (mut o, mut e) = (Vec::new(), Vec::new());
+        assert_eq!(run(["pfilctl", "link", "x"], &mut o, &mut e), 2);
+        assert!(!e.is_empty());
+        let (mut o, mut e) = (Vec::new(), Vec::new());
+        assert_eq!(run(["pfilctl", "--help"], &mut o, &mut e), 0);
+        assert!(String::from_utf8_lossy(&o).contains("unlink"));
+        let (mut o, mut e) = (Vec::new(), Vec::new());
+        let code = run(
+            ["pfilctl", "--socket", "/nonexistent/pfil.sock", "heads"],
+            &mut o,
+            &mut e,
+        );
+        assert_eq!(code, 1);
+        let e = String::from_utf8_lossy(&e);
+        assert!(e.contains("/nonexistent/pfil.sock"), "{e}");
+    }
+
+    #[test]
+    fn tables_align() {
+        let t = table(&[
+            vec!["A".into(), "BB".into(), "C".into()],
+            vec!["long".into(), "x".into(), "y".into()],
+        ]);
+        assert_eq!(t, "A     BB  C\nlong  x   y\n");
+    }
+}

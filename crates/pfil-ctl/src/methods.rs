@@ -1,0 +1,319 @@
+//! The methods: each reads or changes the registry through its public
+//! writer API and answers with JSON (PROTOCOL.md, "Methods").
+
+use std::sync::Arc;
+
+use pfil::{Dir, Dirs, LinkInfo, PacketKind, Placement, Registry};
+use pfil_filters::{BuildCtx, Catalog};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use crate::rpc::{catalog_error, code, registry_error, RpcError};
+use crate::PROTOCOL_VERSION;
+
+/// What a peer may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Every method (the owner's uid, root).
+    Write,
+    /// Only the read methods (the read-only group).
+    Read,
+}
+
+/// The methods that only read.
+pub const READ_METHODS: &[&str] = &["version", "heads", "hooks", "stats"];
+/// The methods that change the configuration.
+pub const WRITE_METHODS: &[&str] = &["add", "del", "link", "unlink"];
+
+/// What the methods work on.
+pub(crate) struct Target {
+    pub(crate) registry: Registry,
+    pub(crate) catalog: Arc<Catalog>,
+    pub(crate) app: String,
+}
+
+fn params<T: for<'de> Deserialize<'de>>(
+    method: &str,
+    p: Map<String, Value>,
+) -> Result<T, RpcError> {
+    serde_json::from_value(Value::Object(p)).map_err(|e| RpcError::params(format!("{method}: {e}")))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoParams {}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StatsParams {
+    head: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AddParams {
+    hook: String,
+    config: Option<String>,
+    kind: Option<String>,
+    dirs: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HookParams {
+    hook: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LinkParams {
+    head: String,
+    dir: String,
+    hook: String,
+    #[serde(default)]
+    placement: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UnlinkParams {
+    head: String,
+    dir: String,
+    hook: String,
+}
+
+fn dir(s: &str) -> Result<Dir, RpcError> {
+    match s {
+        "in" => Ok(Dir::In),
+        "out" => Ok(Dir::Out),
+        _ => Err(RpcError::params(format!(
+            "dir: expected \"in\" or \"out\", got {s:?}"
+        ))),
+    }
+}
+
+fn dirs_list(d: Dirs) -> Value {
+    Value::Array(d.iter().map(|d| json!(d.to_string())).collect())
+}
+
+/// `placement`: `"prepend"` (default) / `"append"` as pfilctl(8), relative
+/// to the wire; `"first"` / `"last"` in walk order; `{"before": H}` /
+/// `{"after": H}` in walk order.
+fn placement(v: Option<&Value>, d: Dir) -> Result<Placement, RpcError> {
+    let expected = "placement: expected \"prepend\", \"append\", \"first\", \"last\", {\"before\": HOOK} or {\"after\": HOOK}";
+    let Some(v) = v else {
+        return Ok(Placement::Prepend);
+    };
+    match v {
+        Value::String(s) => match (s.as_str(), d) {
+            ("prepend", _) | ("first", Dir::In) | ("last", Dir::Out) => Ok(Placement::Prepend),
+            ("append", _) | ("last", Dir::In) | ("first", Dir::Out) => Ok(Placement::Append),
+            _ => Err(RpcError::params(format!("{expected}, got {v}"))),
+        },
+        Value::Object(o) if o.len() == 1 => match o.iter().next() {
+            Some((k, Value::String(h))) if k == "before" => Ok(Placement::Before(h.clone())),
+            Some((k, Value::String(h))) if k == "after" => Ok(Placement::After(h.clone())),
+            _ => Err(RpcError::params(format!("{expected}, got {v}"))),
+        },
+        _ => Err(RpcError::params(format!("{expected}, got {v}"))),
+    }
+}
+
+/// Split a hook name `module:ruleset`.
+fn split_hook(name: &str) -> Result<(&str, &str), RpcError> {
+    match name.split_once(':') {
+        Some((m, r)) if !m.is_empty() && !r.is_empty() => Ok((m, r)),
+        _ => Err(RpcError::params(format!(
+            "hook: expected MODULE:INSTANCE (e.g. count:edge), got {name:?}"
+        ))),
+    }
+}
+
+fn link_json(l: &LinkInfo) -> Value {
+    json!({"hook": l.hook, "fail": l.fail.to_string(), "quarantined": l.quarantined})
+}
+
+fn stats_json(l: &LinkInfo) -> Value {
+    let c = &l.counters;
+    json!({
+        "hook": l.hook,
+        "packets": c.packets,
+        "bytes": c.bytes,
+        "passed": c.passed,
+        "dropped": c.dropped,
+        "consumed": c.consumed,
+        "faults": c.faults,
+        "quarantined": l.quarantined,
+    })
+}
+
+impl Target {
+    /// Run one method for a peer with `access`.
+    pub(crate) fn call(
+        &self,
+        access: Access,
+        method: &str,
+        p: Map<String, Value>,
+    ) -> Result<Value, RpcError> {
+        if WRITE_METHODS.contains(&method) && access != Access::Write {
+            return Err(RpcError::new(
+                code::PERMISSION_DENIED,
+                "permission_denied",
+                format!(
+                    "`{method}` changes the configuration; this peer may only use {}",
+                    READ_METHODS.join(", ")
+                ),
+            ));
+        }
+        let reg = &self.registry;
+        match method {
+            "version" => {
+                params::<NoParams>(method, p)?;
+                let methods: Vec<&str> =
+                    READ_METHODS.iter().chain(WRITE_METHODS).copied().collect();
+                Ok(json!({"protocol": PROTOCOL_VERSION, "app": self.app, "methods": methods}))
+            }
+            "heads" => {
+                params::<NoParams>(method, p)?;
+                let generation = reg.generation();
+                let heads: Vec<Value> = reg
+                    .heads()
+                    .iter()
+                    .map(|h| {
+                        json!({
+                            "name": h.name,
+                            "kind": h.kind.to_string(),
+                            "dirs": dirs_list(h.dirs),
+                            "chains": {
+                                "in": h.chains[0].iter().map(link_json).collect::<Vec<_>>(),
+                                "out": h.chains[1].iter().map(link_json).collect::<Vec<_>>(),
+                            },
+                        })
+                    })
+                    .collect();
+                Ok(json!({"generation": generation, "heads": heads}))
+            }
+            "hooks" => {
+                params::<NoParams>(method, p)?;
+                let generation = reg.generation();
+                let heads = reg.heads();
+                let hooks: Vec<Value> = reg
+                    .hooks()
+                    .iter()
+                    .map(|h| {
+                        let mut linked = Vec::new();
+                        for head in &heads {
+                            for d in Dir::ALL {
+                                if head.chains[d.index()].iter().any(|l| l.hook == h.name) {
+                                    linked.push(json!({"head": head.name, "dir": d.to_string()}));
+                                }
+                            }
+                        }
+                        json!({
+                            "name": h.name,
+                            "kind": h.kind.to_string(),
+                            "dirs": dirs_list(h.dirs),
+                            "linked": linked,
+                            "faults": h.faults,
+                        })
+                    })
+                    .collect();
+                Ok(json!({"generation": generation, "hooks": hooks}))
+            }
+            "stats" => {
+                let sp = params::<StatsParams>(method, p)?;
+                let generation = reg.generation();
+                let mut heads = reg.heads();
+                if let Some(want) = &sp.head {
+                    heads.retain(|h| &h.name == want);
+                    if heads.is_empty() {
+                        return Err(registry_error(&pfil::Error::NoSuchHead(want.clone())));
+                    }
+                }
+                let heads: Vec<Value> = heads
+                    .iter()
+                    .map(|h| {
+                        json!({
+                            "name": h.name,
+                            "in": h.chains[0].iter().map(stats_json).collect::<Vec<_>>(),
+                            "out": h.chains[1].iter().map(stats_json).collect::<Vec<_>>(),
+                        })
+                    })
+                    .collect();
+                Ok(json!({"generation": generation, "heads": heads}))
+            }
+            "add" => {
+                let ap = params::<AddParams>(method, p)?;
+                let (module, _) = split_hook(&ap.hook)?;
+                let kind = match &ap.kind {
+                    None => PacketKind::Ethernet,
+                    Some(k) => k
+                        .parse::<PacketKind>()
+                        .map_err(|e| RpcError::params(format!("kind: {e}")))?,
+                };
+                let dirs = match &ap.dirs {
+                    None => Dirs::BOTH,
+                    Some(d) => d
+                        .parse::<Dirs>()
+                        .map_err(|e| RpcError::params(format!("dirs: {e}")))?,
+                };
+                let spec = match &ap.config {
+                    Some(c) => format!("{module}:{c}"),
+                    None => module.to_owned(),
+                };
+                let filter = self
+                    .catalog
+                    .create(&spec, &BuildCtx::new(reg.max_workers()))
+                    .map_err(|e| catalog_error(&e))?;
+                reg.add_hook_shared(&ap.hook, kind, dirs, filter)
+                    .map_err(|e| registry_error(&e))?;
+                tracing::info!(target: "pfil_ctl", hook = %ap.hook, spec = %spec, "control: hook added");
+                Ok(json!({"generation": reg.generation()}))
+            }
+            "del" => {
+                let hp = params::<HookParams>(method, p)?;
+                // The retirement completes after the grace period; the
+                // control thread does not wait for it.
+                let _ = reg.remove_hook(&hp.hook).map_err(|e| registry_error(&e))?;
+                tracing::info!(target: "pfil_ctl", hook = %hp.hook, "control: hook removed");
+                Ok(json!({"generation": reg.generation()}))
+            }
+            "link" => {
+                let lp = params::<LinkParams>(method, p)?;
+                let d = dir(&lp.dir)?;
+                let pl = placement(lp.placement.as_ref(), d)?;
+                let c = reg
+                    .transaction()
+                    .link(&lp.head, d, &lp.hook, pl)
+                    .commit()
+                    .map_err(|e| registry_error(&e))?;
+                tracing::info!(target: "pfil_ctl", head = %lp.head, dir = %d, hook = %lp.hook, "control: linked");
+                Ok(json!({"generation": c.generation}))
+            }
+            "unlink" => {
+                let up = params::<UnlinkParams>(method, p)?;
+                let d = dir(&up.dir)?;
+                let c = reg
+                    .transaction()
+                    .unlink(&up.head, d, &up.hook)
+                    .commit()
+                    .map_err(|e| registry_error(&e))?;
+                tracing::info!(target: "pfil_ctl", head = %up.head, dir = %d, hook = %up.hook, "control: unlinked");
+                Ok(json!({"generation": c.generation}))
+            }
+            _ => Err(RpcError::new(
+                code::METHOD_NOT_FOUND,
+                "method_not_found",
+                format!(
+                    "no method `{method}`: the methods are {}",
+                    READ_METHODS
+                        .iter()
+                        .chain(WRITE_METHODS)
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )),
+        }
+    }
+}
