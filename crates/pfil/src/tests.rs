@@ -162,7 +162,7 @@ fn errors_name_what_was_wrong() {
         .unwrap();
     reg.add_hook("in:only", PacketKind::Ethernet, Dirs::IN, pass)
         .unwrap();
-    let cases: Vec<(Result<u64, Error>, &str)> = vec![
+    let cases: Vec<(Result<crate::Commit, Error>, &str)> = vec![
         (
             reg.link("nope", Dir::In, "a:1", Placement::Prepend),
             "no such head `nope`",
@@ -659,7 +659,10 @@ fn witness_reports_writer_calls_from_hooks() {
         PacketKind::Ethernet,
         Dirs::IN,
         move |_: &mut Packet<'_>, _: &Ctx<'_>| {
-            *g2.lock() = Some(r2.link("h0", Dir::In, "b:1", Placement::Prepend));
+            *g2.lock() = Some(
+                r2.link("h0", Dir::In, "b:1", Placement::Prepend)
+                    .map(|c| c.generation),
+            );
             Verdict::Pass
         },
     )
