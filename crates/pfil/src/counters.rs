@@ -19,6 +19,7 @@ use crate::Verdict;
 /// `shown <= packets`. The difference `packets - shown` is what a
 /// quarantined fail-closed link dropped without calling its hook.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Counters {
     /// Packets that reached the link (still `Pass` at its turn) and got its
     /// verdict: from the hook, or from the link's [`FailMode`] when the hook
@@ -42,7 +43,9 @@ pub struct Counters {
     pub dropped: u64,
     /// Of `packets`, those the hook consumed.
     pub consumed: u64,
-    /// Times the hook panicked (on this link: once, as it is quarantined).
+    /// Times the hook panicked (on this link: once per filter, as the link
+    /// is quarantined; a [filter replacement](crate::Op::ReplaceFilter)
+    /// keeps the counters and gives the link a fresh start).
     pub faults: u64,
 }
 
@@ -170,6 +173,7 @@ impl LinkCounters {
 /// [`Registry::refused`]: crate::Registry::refused
 /// [`Worker`]: crate::Worker
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Refused {
     /// Batches refused because the head, the worker or the snapshot running
     /// them belong to different registries (their slots would index another

@@ -77,6 +77,14 @@
 //!   [`witness::SLOW_BATCH`] is reported. Compiles to nothing when off. (A
 //!   batch hook changing a final verdict is repaired and counted always:
 //!   that check is on the cold batch-hook path.)
+//! - `serde`: `Serialize` and `Deserialize` for what a control plane
+//!   reports and reads: [`HeadInfo`], [`HookInfo`], [`LinkInfo`],
+//!   [`RetiredLink`], [`Counters`], [`Refused`], and the value types
+//!   [`Dir`], [`Dirs`], [`PacketKind`], [`FailMode`], [`Verdict`],
+//!   [`Placement`], [`LinkOptions`]. Names are lowercase (`"in"`,
+//!   `"ethernet"`, `"closed"`); a [`Dirs`] is its text form (`"in"`,
+//!   `"out"`, `"in,out"`, `"none"`); a [`Placement`] is `"prepend"`,
+//!   `"append"`, `{"before": "hook"}` or `{"after": "hook"}`.
 
 #![warn(missing_docs)]
 #![doc(test(attr(deny(warnings))))]
@@ -105,7 +113,7 @@ pub use head::{Head, Snapshot, Worker};
 pub use packet::{Headers, IpHeaders, Packet, Transport, L4};
 pub use parse::validate_name;
 pub use registry::{HeadInfo, HookInfo, LinkInfo, Registry, DEFAULT_MAX_WORKERS};
-pub use retire::Retirement;
+pub use retire::{RetiredLink, Retirement};
 pub use state::{LinkOptions, Op, Placement, Reaped};
 pub use transaction::{Commit, LinkHandle, Transaction};
 pub use types::{Dir, Dirs, FailMode, PacketKind, Verdict, MAX_NAME_LEN};

@@ -24,13 +24,14 @@ impl FromStr for Dirs {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self, Error> {
         match s {
+            "none" => Ok(Dirs::NONE),
             "in" => Ok(Dirs::IN),
             "out" => Ok(Dirs::OUT),
             "in,out" | "out,in" | "both" | "inout" => Ok(Dirs::BOTH),
             _ => Err(Error::Parse {
                 what: "direction set",
                 input: s.to_owned(),
-                expected: "`in`, `out` or `in,out`",
+                expected: "`none`, `in`, `out` or `in,out`",
             }),
         }
     }

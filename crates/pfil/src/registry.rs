@@ -6,6 +6,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crossbeam_epoch::{self as epoch, Atomic, Owned};
 
@@ -14,8 +15,8 @@ use crate::counters::{Counters, Refused, RefusedCounters};
 use crate::head::Snapshot;
 use crate::retire::{Retirement, Signal};
 use crate::shared::Shared;
-use crate::state::{build_generation, reap, HeadInner, HeadRec, Reaped, State};
-use crate::sync::{AtomicBool, AtomicU64, Mutex};
+use crate::state::{build_generation, reap, removed, HeadInner, HeadRec, Op, Reaped, State};
+use crate::sync::{AtomicBool, AtomicU64, Condvar, Mutex};
 use crate::{validate_name, witness, Dir, Dirs, Error, FailMode, Filter, Head, PacketKind, Worker};
 
 /// Worker slots a registry has unless told otherwise.
@@ -77,6 +78,8 @@ impl Registry {
                 number: AtomicU64::new(0),
                 reaped: Mutex::new(Vec::new()),
                 refused: RefusedCounters::new(max_workers),
+                published: Mutex::new(()),
+                published_cv: Condvar::default(),
             }),
         }
     }
@@ -97,6 +100,46 @@ impl Registry {
     /// The current generation number (0 before the first change).
     pub fn generation(&self) -> u64 {
         self.shared.number.load(Ordering::Acquire)
+    }
+
+    /// Wait until the generation number is no longer `seen`, at most
+    /// `timeout`: a control plane's "watch" without polling. Returns the
+    /// current generation if it differs from `seen`, `None` on time-out.
+    /// Dry runs publish nothing and so wake no one.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::time::Duration;
+    /// use pfil::{Dirs, PacketKind, Registry};
+    ///
+    /// let reg = Registry::new();
+    /// let seen = reg.generation();
+    /// assert_eq!(reg.wait_generation(seen, Duration::from_millis(1)), None);
+    /// let r2 = reg.clone();
+    /// let t = std::thread::spawn(move || r2.register_head("h", PacketKind::Ethernet, Dirs::IN).map(drop));
+    /// assert_eq!(reg.wait_generation(seen, Duration::from_secs(60)), Some(seen + 1));
+    /// t.join().unwrap()?;
+    /// # Ok::<(), pfil::Error>(())
+    /// ```
+    pub fn wait_generation(&self, seen: u64, timeout: Duration) -> Option<u64> {
+        // A timeout too large for an `Instant` is no timeout.
+        let deadline = Instant::now().checked_add(timeout);
+        let mut g = self.shared.published.lock();
+        loop {
+            // Checked under `published`, which the writer takes to notify
+            // after storing the number: no wake-up is lost.
+            let now = self.generation();
+            if now != seen {
+                return Some(now);
+            }
+            let left = deadline.map_or(Duration::MAX, |d| {
+                d.saturating_duration_since(Instant::now())
+            });
+            if left.is_zero() {
+                return None;
+            }
+            self.shared.published_cv.wait_for(&mut g, left);
+        }
     }
 
     /// Take a worker slot: the identity a datapath thread runs heads with.
@@ -180,14 +223,16 @@ impl Registry {
         for h in &rec.inner.hooked {
             h.store(false, Ordering::Relaxed);
         }
-        let removed = rec
-            .links
-            .iter()
-            .flatten()
-            .map(|l| l.counters.clone())
+        let gone = Dir::ALL
+            .into_iter()
+            .flat_map(|d| {
+                rec.links[d.index()]
+                    .iter()
+                    .map(move |l| removed(name, d, l))
+            })
             .collect();
         tracing::info!(target: "pfil", head = name, generation = number, "head unregistered");
-        Ok(ticket.with_removed(removed))
+        Ok(ticket.with_removed(gone))
     }
 
     /// Register a hook (a named filter) for packets of `kind` in `dirs`.
@@ -219,28 +264,15 @@ impl Registry {
         dirs: Dirs,
         filter: Arc<dyn Filter>,
     ) -> Result<(), Error> {
-        validate_name(name)?;
-        let batched = filter.batched();
-        let (_, number, _) = self.change(|next| {
-            if next.hooks.contains_key(name) {
-                return Err(Error::DuplicateHook(name.to_owned()));
-            }
-            next.hooks.insert(
-                name.to_owned(),
-                Arc::new(HookEntry {
-                    name: name.to_owned(),
-                    kind,
-                    dirs,
-                    filter,
-                    batched,
-                    faults: AtomicU64::new(0),
-                    on_drop: Default::default(),
-                }),
-            );
-            Ok(())
-        })?;
-        tracing::info!(target: "pfil", hook = name, %kind, %dirs, generation = number, "hook added");
-        Ok(())
+        self.transaction()
+            .op(Op::AddHook {
+                name: name.to_owned(),
+                kind,
+                dirs,
+                filter,
+            })
+            .commit()
+            .map(drop)
     }
 
     /// Remove a hook, unlinking it from every head first (pfil's
@@ -252,29 +284,61 @@ impl Registry {
     /// # Errors
     /// [`Error::NoSuchHook`].
     pub fn remove_hook(&self, name: &str) -> Result<Retirement, Error> {
-        let signal = Signal::new();
-        let (removed, number, _) = self.change(|next| {
-            let hook = next
-                .hooks
-                .remove(name)
-                .ok_or_else(|| Error::NoSuchHook(name.to_owned()))?;
-            let mut removed = Vec::new();
-            for rec in next.heads.values_mut() {
-                for links in &mut rec.links {
-                    links.retain(|l| {
-                        let keep = !Arc::ptr_eq(&l.hook, &hook);
-                        if !keep {
-                            removed.push(l.counters.clone());
-                        }
-                        keep
-                    });
-                }
-            }
-            hook.on_drop.0.lock().push(signal.clone());
-            Ok(removed)
-        })?;
-        tracing::info!(target: "pfil", hook = name, unlinked = removed.len(), generation = number, "hook removed");
-        Ok(Retirement::pending(signal).with_removed(removed))
+        self.transaction()
+            .op(Op::RemoveHook {
+                name: name.to_owned(),
+            })
+            .commit()
+            .map(|c| c.retirement)
+    }
+
+    /// Put `filter` under the existing hook `hook`, in one generation: its
+    /// links keep their places, fail modes and counters and run the new
+    /// filter from then on; the old filter is retired like a removed hook's
+    /// (the ticket completes once the registry has dropped it). See
+    /// [`Op::ReplaceFilter`]; in a [`Transaction`](crate::Transaction) use
+    /// [`Transaction::replace_filter`](crate::Transaction::replace_filter).
+    ///
+    /// # Examples
+    /// ```
+    /// use pfil::{Ctx, Dir, Dirs, Packet, PacketKind, Placement, Registry, Verdict};
+    ///
+    /// let reg = Registry::new();
+    /// let head = reg.register_head("h", PacketKind::Ethernet, Dirs::IN)?;
+    /// reg.add_hook("acl:edge", PacketKind::Ethernet, Dirs::IN, |_: &mut Packet<'_>, _: &Ctx<'_>| Verdict::Pass)?;
+    /// reg.link("h", Dir::In, "acl:edge", Placement::Prepend)?;
+    /// let done = reg.replace_filter("acl:edge", |_: &mut Packet<'_>, _: &Ctx<'_>| Verdict::Dropped)?;
+    /// done.wait(); // the old filter is dropped now
+    /// let mut w = reg.worker()?;
+    /// let mut f = [0u8; 60];
+    /// let mut p = Packet::new(&mut f);
+    /// head.run_one(Dir::In, &mut w, &mut p);
+    /// assert_eq!(p.verdict(), Verdict::Dropped);
+    /// # Ok::<(), pfil::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::NoSuchHook`].
+    pub fn replace_filter<F: Filter>(&self, hook: &str, filter: F) -> Result<crate::Commit, Error> {
+        self.replace_filter_shared(hook, Arc::new(filter))
+    }
+
+    /// [`replace_filter`](Self::replace_filter) with a filter the caller
+    /// keeps a handle to (see [`add_hook_shared`](Self::add_hook_shared)).
+    ///
+    /// # Errors
+    /// [`Error::NoSuchHook`].
+    pub fn replace_filter_shared(
+        &self,
+        hook: &str,
+        filter: Arc<dyn Filter>,
+    ) -> Result<crate::Commit, Error> {
+        self.transaction()
+            .op(Op::ReplaceFilter {
+                hook: hook.to_owned(),
+                filter,
+            })
+            .commit()
     }
 
     /// Unlink every link that was quarantined after its hook panicked, and
@@ -390,6 +454,12 @@ impl Registry {
         }
         let old_state = std::mem::replace(&mut *w, next);
         drop(w);
+        {
+            // Under `published`: a `wait_generation` that saw the old number
+            // is waiting already, so it gets this notification.
+            let _g = self.shared.published.lock();
+            self.shared.published_cv.notify_all();
+        }
         if !reaped.is_empty() {
             let mut out = Vec::with_capacity(reaped.len());
             for (i, link) in &reaped {
@@ -402,7 +472,7 @@ impl Registry {
                     fail: link.fail,
                     generation: number,
                     retirement: Retirement::pending(signal.clone())
-                        .with_removed(vec![link.counters.clone()]),
+                        .with_removed(vec![removed(&q.head, q.dir, link)]),
                 });
             }
             self.shared.reaped.lock().extend(out);
@@ -423,35 +493,37 @@ impl Registry {
     /// Every head with its chains, in name order.
     pub fn heads(&self) -> Vec<HeadInfo> {
         let w = self.shared.writer.lock();
+        w.heads.values().map(head_info).collect()
+    }
+
+    /// One head with its chains.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchHead`].
+    pub fn head_info(&self, name: &str) -> Result<HeadInfo, Error> {
+        let w = self.shared.writer.lock();
         w.heads
-            .values()
-            .map(|rec| HeadInfo {
-                name: rec.inner.name.clone(),
-                kind: rec.inner.kind,
-                dirs: rec.inner.dirs,
-                chains: [link_infos(&rec.links[0]), link_infos(&rec.links[1])],
-            })
-            .collect()
+            .get(name)
+            .map(head_info)
+            .ok_or_else(|| Error::NoSuchHead(name.to_owned()))
     }
 
     /// Every hook, in name order, with the number of links that place it.
     pub fn hooks(&self) -> Vec<HookInfo> {
         let w = self.shared.writer.lock();
+        w.hooks.values().map(|h| hook_info(&w, h)).collect()
+    }
+
+    /// One hook, with the number of links that place it.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchHook`].
+    pub fn hook(&self, name: &str) -> Result<HookInfo, Error> {
+        let w = self.shared.writer.lock();
         w.hooks
-            .values()
-            .map(|h| HookInfo {
-                name: h.name.clone(),
-                kind: h.kind,
-                dirs: h.dirs,
-                links: w
-                    .heads
-                    .values()
-                    .flat_map(|r| r.links.iter().flatten())
-                    .filter(|l| Arc::ptr_eq(&l.hook, h))
-                    .count(),
-                faults: h.faults.load(Ordering::Relaxed),
-            })
-            .collect()
+            .get(name)
+            .map(|h| hook_info(&w, h))
+            .ok_or_else(|| Error::NoSuchHook(name.to_owned()))
     }
 
     /// The chain of one head in one direction, in walk order.
@@ -476,6 +548,30 @@ impl Registry {
     }
 }
 
+fn head_info(rec: &HeadRec) -> HeadInfo {
+    HeadInfo {
+        name: rec.inner.name.clone(),
+        kind: rec.inner.kind,
+        dirs: rec.inner.dirs,
+        chains: [link_infos(&rec.links[0]), link_infos(&rec.links[1])],
+    }
+}
+
+fn hook_info(w: &State, h: &Arc<HookEntry>) -> HookInfo {
+    HookInfo {
+        name: h.name.clone(),
+        kind: h.kind,
+        dirs: h.dirs,
+        links: w
+            .heads
+            .values()
+            .flat_map(|r| r.links.iter().flatten())
+            .filter(|l| Arc::ptr_eq(&l.hook, h))
+            .count(),
+        faults: h.faults.load(Ordering::Relaxed),
+    }
+}
+
 fn link_infos(links: &[Arc<Link>]) -> Vec<LinkInfo> {
     links
         .iter()
@@ -488,8 +584,10 @@ fn link_infos(links: &[Arc<Link>]) -> Vec<LinkInfo> {
         .collect()
 }
 
-/// A head as listed by [`Registry::heads`].
+/// A head as listed by [`Registry::heads`] and [`Registry::head_info`].
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct HeadInfo {
     /// Name.
     pub name: String,
@@ -501,8 +599,10 @@ pub struct HeadInfo {
     pub chains: [Vec<LinkInfo>; 2],
 }
 
-/// A hook as listed by [`Registry::hooks`].
+/// A hook as listed by [`Registry::hooks`] and [`Registry::hook`].
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct HookInfo {
     /// Name.
     pub name: String,
@@ -512,12 +612,15 @@ pub struct HookInfo {
     pub dirs: Dirs,
     /// How many links place it.
     pub links: usize,
-    /// Panics caught from it over its lifetime.
+    /// Panics caught from it over its lifetime (across
+    /// [filter replacements](Registry::replace_filter), up to the swap).
     pub faults: u64,
 }
 
 /// A link as listed in a chain.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct LinkInfo {
     /// Hook name.
     pub hook: String,

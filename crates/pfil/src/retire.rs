@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::counters::{Counters, LinkCounters};
 use crate::sync::{AtomicBool, Condvar, Mutex};
+use crate::{Dir, FailMode};
 
 /// A one-shot flag with a condition variable.
 #[derive(Default)]
@@ -32,29 +33,61 @@ impl Signal {
     }
 }
 
+/// A link a change removed, as kept by its [`Retirement`]: where it was and
+/// its live counters (final once the ticket completes).
+pub(crate) struct Removed {
+    pub(crate) head: String,
+    pub(crate) dir: Dir,
+    pub(crate) hook: String,
+    pub(crate) fail: FailMode,
+    pub(crate) counters: Arc<LinkCounters>,
+}
+
+/// One link a change removed, with its counters, as listed by
+/// [`Retirement::links`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub struct RetiredLink {
+    /// The head it was linked to.
+    pub head: String,
+    /// The direction of the chain it was in.
+    pub dir: Dir,
+    /// The hook it placed.
+    pub hook: String,
+    /// Its fail mode.
+    pub fail: FailMode,
+    /// Its counters summed over workers: final once the ticket
+    /// [completes](Retirement::is_complete), a lower bound before.
+    pub counters: Counters,
+}
+
 /// Completes when no reader can still see what an unlink or removal retired.
 ///
 /// For [`Registry::unlink`](crate::Registry::unlink) and transactions: once
 /// the generation that still held the link has been reclaimed (the hook
 /// itself stays registered and alive). For
-/// [`Registry::remove_hook`](crate::Registry::remove_hook): once the
-/// registry has dropped its last reference to the filter object, after the
-/// grace period; the object is dropped then too, unless the caller still
-/// holds an `Arc` to it (from
-/// [`add_hook_shared`](crate::Registry::add_hook_shared)). Either way no
-/// reader runs it any more. Dropping the ticket does not cancel anything;
-/// the retirement happens anyway.
+/// [`Registry::remove_hook`](crate::Registry::remove_hook), and for
+/// transactions that remove a hook or replace its filter
+/// ([`Op::RemoveHook`](crate::Op::RemoveHook),
+/// [`Op::ReplaceFilter`](crate::Op::ReplaceFilter)): once the registry has
+/// dropped its last reference to the old filter object, after the grace
+/// period; the object is dropped then too, unless the caller still holds an
+/// `Arc` to it (from [`add_hook_shared`](crate::Registry::add_hook_shared)).
+/// Either way no reader runs it any more. Dropping the ticket does not
+/// cancel anything; the retirement happens anyway.
 #[must_use = "a retirement ticket tells when the old configuration is gone; drop it if you don't care"]
 pub struct Retirement {
-    signal: Option<Arc<Signal>>,
-    /// Counters of the links this change removed.
-    removed: Vec<Arc<LinkCounters>>,
+    /// All must fire for the ticket to complete.
+    signals: Vec<Arc<Signal>>,
+    /// The links this change removed.
+    removed: Vec<Removed>,
 }
 
 impl Retirement {
     pub(crate) fn pending(signal: Arc<Signal>) -> Self {
         Retirement {
-            signal: Some(signal),
+            signals: vec![signal],
             removed: Vec::new(),
         }
     }
@@ -62,13 +95,19 @@ impl Retirement {
     /// A ticket for a change that retired nothing.
     pub(crate) fn complete() -> Self {
         Retirement {
-            signal: None,
+            signals: Vec::new(),
             removed: Vec::new(),
         }
     }
 
-    pub(crate) fn with_removed(mut self, removed: Vec<Arc<LinkCounters>>) -> Self {
+    pub(crate) fn with_removed(mut self, removed: Vec<Removed>) -> Self {
         self.removed = removed;
+        self
+    }
+
+    /// Also wait for `signals` (hooks whose drop the ticket reports).
+    pub(crate) fn with_signals(mut self, signals: Vec<Arc<Signal>>) -> Self {
+        self.signals.extend(signals);
         self
     }
 
@@ -77,12 +116,48 @@ impl Retirement {
     pub fn counters(&self) -> Counters {
         self.removed
             .iter()
-            .fold(Counters::default(), |a, c| a + c.sum())
+            .fold(Counters::default(), |a, r| a + r.counters.sum())
+    }
+
+    /// Each link this change removed, in the order the change removed them,
+    /// with its own counters. Final once [`is_complete`](Self::is_complete)
+    /// (after [`wait`](Self::wait)); their sum is
+    /// [`counters`](Self::counters).
+    ///
+    /// # Examples
+    /// ```
+    /// use pfil::{Ctx, Dir, Dirs, Packet, PacketKind, Placement, Registry, Verdict};
+    ///
+    /// let reg = Registry::new();
+    /// let head = reg.register_head("h", PacketKind::Ethernet, Dirs::IN)?;
+    /// reg.add_hook("a:x", PacketKind::Ethernet, Dirs::IN, |_: &mut Packet<'_>, _: &Ctx<'_>| Verdict::Pass)?;
+    /// reg.link("h", Dir::In, "a:x", Placement::Prepend)?;
+    /// let mut w = reg.worker()?;
+    /// let mut f = [0u8; 60];
+    /// head.run_one(Dir::In, &mut w, &mut Packet::new(&mut f));
+    /// let done = reg.unlink("h", Dir::In, "a:x")?;
+    /// done.wait();
+    /// let links = done.links();
+    /// assert_eq!((links[0].head.as_str(), links[0].dir, links[0].hook.as_str()), ("h", Dir::In, "a:x"));
+    /// assert_eq!(links[0].counters.packets, 1);
+    /// # Ok::<(), pfil::Error>(())
+    /// ```
+    pub fn links(&self) -> Vec<RetiredLink> {
+        self.removed
+            .iter()
+            .map(|r| RetiredLink {
+                head: r.head.clone(),
+                dir: r.dir,
+                hook: r.hook.clone(),
+                fail: r.fail,
+                counters: r.counters.sum(),
+            })
+            .collect()
     }
 
     /// Has the grace period passed?
     pub fn is_complete(&self) -> bool {
-        self.signal.as_ref().is_none_or(|s| s.is_done())
+        self.signals.iter().all(|s| s.is_done())
     }
 
     /// Wait for the grace period, helping the epoch advance meanwhile.
@@ -108,31 +183,43 @@ impl Retirement {
     /// Returns `false` at once if the calling thread holds an epoch pin,
     /// which would keep the grace period from ending.
     pub fn wait_timeout(&self, timeout: Duration) -> bool {
-        let Some(s) = &self.signal else { return true };
-        if !s.is_done() && crossbeam_epoch::is_pinned() {
+        if self.is_complete() {
+            return true;
+        }
+        if crossbeam_epoch::is_pinned() {
             return false;
         }
         // A timeout too large for an `Instant` is no timeout.
         let deadline = Instant::now().checked_add(timeout);
-        loop {
-            if s.is_done() {
-                return true;
-            }
-            // Pinning and flushing moves the global epoch on and runs
-            // deferred destructors that are due.
-            crossbeam_epoch::pin().flush();
-            if s.is_done() {
-                return true;
-            }
-            let now = Instant::now();
-            let left = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(now));
-            if left.is_zero() {
+        for s in &self.signals {
+            if !wait_signal(s, deadline) {
                 return false;
             }
-            let mut g = s.lock.lock();
-            if !s.is_done() {
-                s.cv.wait_for(&mut g, left.min(Duration::from_millis(1)));
-            }
+        }
+        true
+    }
+}
+
+/// Wait for one signal until `deadline` (`None`: no deadline).
+fn wait_signal(s: &Signal, deadline: Option<Instant>) -> bool {
+    loop {
+        if s.is_done() {
+            return true;
+        }
+        // Pinning and flushing moves the global epoch on and runs
+        // deferred destructors that are due.
+        crossbeam_epoch::pin().flush();
+        if s.is_done() {
+            return true;
+        }
+        let now = Instant::now();
+        let left = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(now));
+        if left.is_zero() {
+            return false;
+        }
+        let mut g = s.lock.lock();
+        if !s.is_done() {
+            s.cv.wait_for(&mut g, left.min(Duration::from_millis(1)));
         }
     }
 }
@@ -141,6 +228,7 @@ impl std::fmt::Debug for Retirement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Retirement")
             .field("complete", &self.is_complete())
+            .field("links", &self.removed.len())
             .finish()
     }
 }

@@ -8,7 +8,7 @@ use crossbeam_epoch::{self as epoch, Atomic};
 use crate::chain::Quarantined;
 use crate::counters::RefusedCounters;
 use crate::state::{Generation, Reaped, State};
-use crate::sync::{AtomicU64, Mutex};
+use crate::sync::{AtomicU64, Condvar, Mutex};
 
 /// What a registry is made of; `Registry`, `Head` and `Worker` share it.
 pub(crate) struct Shared {
@@ -25,6 +25,11 @@ pub(crate) struct Shared {
     pub(crate) reaped: Mutex<Vec<Reaped>>,
     /// Batches and packets the datapath refused, per worker slot.
     pub(crate) refused: RefusedCounters,
+    /// Taken by a writer to notify `published_cv` after it stored a new
+    /// `number`, and by `Registry::wait_generation` to check and wait.
+    pub(crate) published: Mutex<()>,
+    /// Notified after every publish.
+    pub(crate) published_cv: Condvar,
 }
 
 impl Drop for Shared {

@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use crate::chain::{Chain, HookEntry, Link, Quarantined};
 use crate::counters::LinkCounters;
-use crate::retire::{Retirement, Signal};
-use crate::sync::{AtomicBool, Mutex};
-use crate::{Dir, Dirs, Error, FailMode, PacketKind};
+use crate::retire::{Removed, Retirement, Signal};
+use crate::sync::{AtomicBool, AtomicU64, Mutex};
+use crate::{validate_name, Dir, Dirs, Error, FailMode, Filter, PacketKind};
 
 /// The datapath side of a head, shared by its `Head` handles.
 pub(crate) struct HeadInner {
@@ -59,6 +59,8 @@ pub(crate) struct HeadRec {
 
 /// Where a new link goes in its chain (chains are walked in order).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum Placement {
     /// Closest to the wire, pfil's default: first on input, last on output.
     #[default]
@@ -73,6 +75,8 @@ pub enum Placement {
 
 /// How to link: placement and what to do if the hook panics.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default))]
 pub struct LinkOptions {
     /// Where the link goes.
     pub placement: Placement,
@@ -90,7 +94,14 @@ impl From<Placement> for LinkOptions {
 }
 
 /// One operation of a [`Transaction`](crate::Transaction).
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// Operations apply in order, each to the configuration the previous ones
+/// left: a transaction can add a hook and link it, or replace one filter
+/// and unlink another, all in one generation.
+///
+/// `PartialEq` compares filters by identity (the same `Arc`).
+#[derive(Clone)]
+#[non_exhaustive]
 pub enum Op {
     /// Link `hook` to `head` in `dir`.
     Link {
@@ -112,15 +123,159 @@ pub enum Op {
         /// Hook name.
         hook: String,
     },
+    /// Register a hook, as [`Registry::add_hook_shared`](crate::Registry::add_hook_shared).
+    AddHook {
+        /// Hook name, `module:ruleset`.
+        name: String,
+        /// The packet kind it filters.
+        kind: PacketKind,
+        /// The directions it accepts.
+        dirs: Dirs,
+        /// The filter.
+        filter: Arc<dyn Filter>,
+    },
+    /// Unlink a hook everywhere and unregister it, as
+    /// [`Registry::remove_hook`](crate::Registry::remove_hook).
+    RemoveHook {
+        /// Hook name.
+        name: String,
+    },
+    /// Put `filter` under the existing hook `hook`: every link of the hook
+    /// keeps its place, fail mode and counters (and a
+    /// [`LinkHandle`](crate::LinkHandle) to it stays valid) and runs the new
+    /// filter from this generation on. The hook keeps its kind and
+    /// directions. A link that was quarantined by the old filter and not
+    /// yet unlinked is unlinked by this change (as by any writer call, see
+    /// [`Registry::reap_quarantine`](crate::Registry::reap_quarantine)). The
+    /// old filter is retired like a removed hook's: the commit's ticket
+    /// completes once the registry has dropped it, after the grace period.
+    ReplaceFilter {
+        /// Hook name.
+        hook: String,
+        /// The new filter.
+        filter: Arc<dyn Filter>,
+    },
 }
 
-/// Apply one operation to a configuration under construction; an unlink
-/// hands back the link it removed.
+impl std::fmt::Debug for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Op::Link {
+                head,
+                dir,
+                hook,
+                options,
+            } => f
+                .debug_struct("Link")
+                .field("head", head)
+                .field("dir", dir)
+                .field("hook", hook)
+                .field("options", options)
+                .finish(),
+            Op::Unlink { head, dir, hook } => f
+                .debug_struct("Unlink")
+                .field("head", head)
+                .field("dir", dir)
+                .field("hook", hook)
+                .finish(),
+            Op::AddHook {
+                name, kind, dirs, ..
+            } => f
+                .debug_struct("AddHook")
+                .field("name", name)
+                .field("kind", kind)
+                .field("dirs", dirs)
+                .finish_non_exhaustive(),
+            Op::RemoveHook { name } => f.debug_struct("RemoveHook").field("name", name).finish(),
+            Op::ReplaceFilter { hook, .. } => f
+                .debug_struct("ReplaceFilter")
+                .field("hook", hook)
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+impl PartialEq for Op {
+    fn eq(&self, other: &Op) -> bool {
+        match (self, other) {
+            (
+                Op::Link {
+                    head,
+                    dir,
+                    hook,
+                    options,
+                },
+                Op::Link {
+                    head: h2,
+                    dir: d2,
+                    hook: k2,
+                    options: o2,
+                },
+            ) => (head, dir, hook, options) == (h2, d2, k2, o2),
+            (
+                Op::Unlink { head, dir, hook },
+                Op::Unlink {
+                    head: h2,
+                    dir: d2,
+                    hook: k2,
+                },
+            ) => (head, dir, hook) == (h2, d2, k2),
+            (
+                Op::AddHook {
+                    name,
+                    kind,
+                    dirs,
+                    filter,
+                },
+                Op::AddHook {
+                    name: n2,
+                    kind: k2,
+                    dirs: d2,
+                    filter: f2,
+                },
+            ) => (name, kind, dirs) == (n2, k2, d2) && Arc::ptr_eq(filter, f2),
+            (Op::RemoveHook { name }, Op::RemoveHook { name: n2 }) => name == n2,
+            (
+                Op::ReplaceFilter { hook, filter },
+                Op::ReplaceFilter {
+                    hook: h2,
+                    filter: f2,
+                },
+            ) => hook == h2 && Arc::ptr_eq(filter, f2),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Op {}
+
+/// What applying operations did besides editing the state: the links they
+/// removed and the hook entries they retired (removed, or replaced by a new
+/// filter), whose drop the commit's ticket waits for.
+#[derive(Default)]
+pub(crate) struct Effects {
+    pub(crate) removed: Vec<Removed>,
+    pub(crate) retired_hooks: Vec<Arc<HookEntry>>,
+}
+
+pub(crate) fn removed(head: &str, dir: Dir, link: &Link) -> Removed {
+    Removed {
+        head: head.to_owned(),
+        dir,
+        hook: link.hook.name.clone(),
+        fail: link.fail,
+        counters: link.counters.clone(),
+    }
+}
+
+/// Apply one operation to a configuration under construction, recording
+/// what it removed in `fx`.
 pub(crate) fn apply(
     s: &mut State,
     op: &Op,
     max_workers: usize,
-) -> Result<Option<Arc<Link>>, Error> {
+    fx: &mut Effects,
+) -> Result<(), Error> {
     match op {
         Op::Link {
             head,
@@ -196,6 +351,9 @@ pub(crate) fn apply(
                 .heads
                 .get_mut(head)
                 .ok_or_else(|| Error::NoSuchHead(head.clone()))?;
+            if !s.hooks.contains_key(hook) {
+                return Err(Error::NoSuchHook(hook.clone()));
+            }
             let links = &mut rec.links[dir.index()];
             let at = links
                 .iter()
@@ -205,10 +363,87 @@ pub(crate) fn apply(
                     dir: *dir,
                     hook: hook.clone(),
                 })?;
-            return Ok(Some(links.remove(at)));
+            let gone = links.remove(at);
+            fx.removed.push(removed(head, *dir, &gone));
+        }
+        Op::AddHook {
+            name,
+            kind,
+            dirs,
+            filter,
+        } => {
+            validate_name(name)?;
+            if s.hooks.contains_key(name) {
+                return Err(Error::DuplicateHook(name.clone()));
+            }
+            s.hooks.insert(
+                name.clone(),
+                Arc::new(HookEntry {
+                    name: name.clone(),
+                    kind: *kind,
+                    dirs: *dirs,
+                    filter: filter.clone(),
+                    batched: filter.batched(),
+                    faults: AtomicU64::new(0),
+                    on_drop: Default::default(),
+                }),
+            );
+        }
+        Op::RemoveHook { name } => {
+            let hook = s
+                .hooks
+                .remove(name)
+                .ok_or_else(|| Error::NoSuchHook(name.clone()))?;
+            for rec in s.heads.values_mut() {
+                for dir in Dir::ALL {
+                    rec.links[dir.index()].retain(|l| {
+                        let keep = !Arc::ptr_eq(&l.hook, &hook);
+                        if !keep {
+                            fx.removed.push(removed(&rec.inner.name, dir, l));
+                        }
+                        keep
+                    });
+                }
+            }
+            fx.retired_hooks.push(hook);
+        }
+        Op::ReplaceFilter { hook, filter } => {
+            let old = s
+                .hooks
+                .get(hook)
+                .ok_or_else(|| Error::NoSuchHook(hook.clone()))?
+                .clone();
+            let new = Arc::new(HookEntry {
+                name: old.name.clone(),
+                kind: old.kind,
+                dirs: old.dirs,
+                filter: filter.clone(),
+                batched: filter.batched(),
+                // The hook's lifetime count goes on (panics the old filter
+                // has during the grace period are not carried over).
+                faults: AtomicU64::new(old.faults.load(std::sync::atomic::Ordering::Relaxed)),
+                on_drop: Default::default(),
+            });
+            s.hooks.insert(hook.clone(), new.clone());
+            for rec in s.heads.values_mut() {
+                for links in &mut rec.links {
+                    for l in links.iter_mut().filter(|l| Arc::ptr_eq(&l.hook, &old)) {
+                        // Same counters: the link goes on counting, and a
+                        // `LinkHandle` (which names its link by them) still
+                        // finds it.
+                        *l = Arc::new(Link {
+                            hook: new.clone(),
+                            fail: l.fail,
+                            counters: l.counters.clone(),
+                            quarantined: AtomicBool::new(false),
+                        });
+                    }
+                }
+            }
+            fx.retired_hooks.push(old);
         }
     }
-    Ok(None)
+    Ok(())
 }
 
 /// Unlink the quarantined links still present; returns which of `pending`

@@ -10,6 +10,8 @@ pub const MAX_NAME_LEN: usize = 64;
 
 /// The direction a packet travels through a head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum Dir {
     /// Received from the wire, on its way into the application.
     In = 0,
@@ -38,6 +40,9 @@ impl fmt::Display for Dir {
 }
 
 /// A set of directions: what a head supports or what a hook accepts.
+///
+/// Its text form (`Display`, `FromStr`, and serde with the `serde`
+/// feature) is `none`, `in`, `out` or `in,out`.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Dirs(u8);
 
@@ -93,6 +98,8 @@ impl fmt::Debug for Dirs {
 
 /// What the frames at a head start with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum PacketKind {
     /// An Ethernet II frame (optionally VLAN tagged).
     Ethernet,
@@ -126,6 +133,8 @@ impl fmt::Display for PacketKind {
 /// batch hook changes is put back and counted in
 /// [`witness::violations`](crate::witness::violations).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 #[repr(u8)]
 pub enum Verdict {
     /// Let the packet continue.
@@ -158,6 +167,8 @@ impl fmt::Display for Verdict {
 /// What a link does with the packet on which its hook panicked, and with the
 /// hook afterwards (it is quarantined either way).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum FailMode {
     /// The packet passes (the hook is treated as absent).
     #[default]
@@ -183,5 +194,20 @@ impl fmt::Display for FailMode {
             FailMode::Open => "fail-open",
             FailMode::Closed => "fail-closed",
         })
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for Dirs {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for Dirs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Dirs, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
     }
 }

@@ -30,4 +30,10 @@
 //!   unlinked by the next writer.
 //! - *Retirement tickets.* An unlink returns a
 //!   [`Retirement`](crate::Retirement) that completes when no reader can still
-//!   run the hook, with the link's final counters.
+//!   run the hook, with each removed link's final counters
+//!   ([`Retirement::links`](crate::Retirement::links)).
+//! - *Hot swap.* A filter is replaced under its hook name in one generation
+//!   ([`Registry::replace_filter`](crate::Registry::replace_filter),
+//!   [`Op::ReplaceFilter`](crate::Op::ReplaceFilter)): links keep their
+//!   places, fail modes and counters; the old filter is dropped after the
+//!   grace period.

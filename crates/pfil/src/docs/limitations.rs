@@ -13,8 +13,14 @@
 //!   (A per-packet hook's fault is exact: the packets before keep the
 //!   hook's verdicts, the one it panicked on gets the fail verdict.) The
 //!   counters are exact either way ([`Counters`](crate::Counters)).
-//! - **Transactions hold links and unlinks.** Registering heads and adding or
-//!   removing hooks are single operations, each its own generation.
+//! - **Heads are not part of transactions.** A transaction links, unlinks,
+//!   adds and removes hooks and replaces filters
+//!   ([`Op`](crate::Op)); registering and unregistering a head are single
+//!   operations, each its own generation.
+//! - **A filter replacement keeps the hook's kind and directions**
+//!   ([`Op::ReplaceFilter`](crate::Op::ReplaceFilter)); to change those,
+//!   remove the hook and add it again (one transaction), which gives its
+//!   links new counters.
 //! - **Fail-closed is until unlink.** A fail-closed link whose hook panicked
 //!   drops everything it is shown until a writer unlinks it (any writer call,
 //!   or [`Registry::reap_quarantine`](crate::Registry::reap_quarantine));

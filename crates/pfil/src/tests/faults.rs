@@ -186,7 +186,10 @@ fn witness_reports_writer_calls_from_hooks() {
         PacketKind::Ethernet,
         Dirs::IN,
         move |_: &mut Packet<'_>, _: &Ctx<'_>| {
-            *g2.lock() = Some(r2.link("h0", Dir::In, "b:1", Placement::Prepend));
+            *g2.lock() = Some(
+                r2.link("h0", Dir::In, "b:1", Placement::Prepend)
+                    .map(|c| c.generation),
+            );
             Verdict::Pass
         },
     )

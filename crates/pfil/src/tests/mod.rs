@@ -183,7 +183,7 @@ fn errors_name_what_was_wrong() {
         .unwrap();
     reg.add_hook("in:only", PacketKind::Ethernet, Dirs::IN, pass)
         .unwrap();
-    let cases: Vec<(Result<u64, Error>, &str)> = vec![
+    let cases: Vec<(Result<crate::Commit, Error>, &str)> = vec![
         (
             reg.link("nope", Dir::In, "a:1", Placement::Prepend),
             "no such head `nope`",
