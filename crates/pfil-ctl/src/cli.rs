@@ -22,7 +22,7 @@ use crate::{default_socket_path, Client};
     infer_subcommands = true,
     disable_help_subcommand = true,
     max_term_width = 100,
-    after_help = "Subcommands may be abbreviated to a unique prefix: he(ads), ho(oks), s(tats), l(ink), u(nlink).\n\
+    after_help = "Subcommands may be abbreviated to a unique prefix: he(ads), ho(oks), st(ats), se(t), l(ink), u(nlink).\n\
                   Exit codes: 0 ok, 1 error (the server's message), 2 usage.\n\
                   The default socket is pfild's: /run/pfil/pfild.sock as root, $XDG_RUNTIME_DIR/pfil/pfild.sock otherwise."
 )]
@@ -75,6 +75,16 @@ enum Cmd {
         #[arg(value_name = "MODULE:INSTANCE")]
         spec: String,
         /// The module's config text (e.g. --set 53 for drop-udp)
+        #[arg(long, value_name = "TEXT")]
+        set: Option<String>,
+    },
+    /// Reconfigure a hook in place: a new filter of its module with this
+    /// config under the same links (counters kept)
+    Set {
+        /// Hook name (MODULE:INSTANCE)
+        #[arg(value_name = "HOOK")]
+        hook: String,
+        /// The module's config text (e.g. --set 5353 for drop-udp)
         #[arg(long, value_name = "TEXT")]
         set: Option<String>,
     },
@@ -175,6 +185,13 @@ fn request(cmd: &Cmd) -> (&'static str, Value) {
                 p["config"] = json!(c);
             }
             ("add", p)
+        }
+        Cmd::Set { hook, set } => {
+            let mut p = json!({"hook": hook});
+            if let Some(c) = set {
+                p["config"] = json!(c);
+            }
+            ("set", p)
         }
         Cmd::Del { hook } => ("del", json!({"hook": hook})),
         Cmd::Link {
@@ -346,6 +363,7 @@ fn human(cmd: &Cmd, r: &Value) -> String {
                 .join(", ")
         ),
         Cmd::Add { spec, .. } => format!("added {spec} (generation {generation})\n"),
+        Cmd::Set { hook, .. } => format!("reconfigured {hook} (generation {generation})\n"),
         Cmd::Del { hook } => format!("removed {hook} (generation {generation})\n"),
         Cmd::Link {
             dir, hook, head, ..
@@ -399,6 +417,10 @@ mod tests {
         assert_eq!(
             (m, p),
             ("add", json!({"hook": "drop-udp:dns", "config": "53"}))
+        );
+        assert_eq!(
+            request(&parse("set drop-udp:dns --set 5353").unwrap().cmd),
+            ("set", json!({"hook": "drop-udp:dns", "config": "5353"}))
         );
         assert_eq!(request(&parse("unl -o h x").unwrap().cmd).0, "unlink");
         for bad in [

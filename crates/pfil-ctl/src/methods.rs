@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use pfil::{Dir, Dirs, LinkInfo, PacketKind, Placement, Registry};
+use pfil::{Dir, Dirs, LinkInfo, Op, PacketKind, Placement, Registry};
 use pfil_filters::{BuildCtx, Catalog};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -23,7 +23,7 @@ pub enum Access {
 /// The methods that only read.
 pub const READ_METHODS: &[&str] = &["version", "heads", "hooks", "stats"];
 /// The methods that change the configuration.
-pub const WRITE_METHODS: &[&str] = &["add", "del", "link", "unlink"];
+pub const WRITE_METHODS: &[&str] = &["add", "set", "del", "link", "unlink"];
 
 /// What the methods work on.
 pub(crate) struct Target {
@@ -62,6 +62,13 @@ struct AddParams {
 #[serde(deny_unknown_fields)]
 struct HookParams {
     hook: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetParams {
+    hook: String,
+    config: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -265,18 +272,52 @@ impl Target {
                     .catalog
                     .create(&spec, &BuildCtx::new(reg.max_workers()))
                     .map_err(|e| catalog_error(&e))?;
-                reg.add_hook_shared(&ap.hook, kind, dirs, filter)
+                let c = reg
+                    .transaction()
+                    .op(Op::AddHook {
+                        name: ap.hook.clone(),
+                        kind,
+                        dirs,
+                        filter,
+                    })
+                    .commit()
                     .map_err(|e| registry_error(&e))?;
                 tracing::info!(target: "pfil_ctl", hook = %ap.hook, spec = %spec, "control: hook added");
-                Ok(json!({"generation": reg.generation()}))
+                Ok(json!({"generation": c.generation}))
+            }
+            "set" => {
+                // A new filter from the same module with this config, put
+                // under the hook's links in one generation: places, fail
+                // modes and counters stay; the old filter is dropped after
+                // the grace period.
+                let sp = params::<SetParams>(method, p)?;
+                let (module, _) = split_hook(&sp.hook)?;
+                reg.hook(&sp.hook).map_err(|e| registry_error(&e))?;
+                let spec = match &sp.config {
+                    Some(c) => format!("{module}:{c}"),
+                    None => module.to_owned(),
+                };
+                let filter = self
+                    .catalog
+                    .create(&spec, &BuildCtx::new(reg.max_workers()))
+                    .map_err(|e| catalog_error(&e))?;
+                let c = reg
+                    .replace_filter_shared(&sp.hook, filter)
+                    .map_err(|e| registry_error(&e))?;
+                tracing::info!(target: "pfil_ctl", hook = %sp.hook, spec = %spec, "control: hook reconfigured");
+                Ok(json!({"generation": c.generation}))
             }
             "del" => {
                 let hp = params::<HookParams>(method, p)?;
                 // The retirement completes after the grace period; the
                 // control thread does not wait for it.
-                let _ = reg.remove_hook(&hp.hook).map_err(|e| registry_error(&e))?;
+                let c = reg
+                    .transaction()
+                    .remove_hook(&hp.hook)
+                    .commit()
+                    .map_err(|e| registry_error(&e))?;
                 tracing::info!(target: "pfil_ctl", hook = %hp.hook, "control: hook removed");
-                Ok(json!({"generation": reg.generation()}))
+                Ok(json!({"generation": c.generation}))
             }
             "link" => {
                 let lp = params::<LinkParams>(method, p)?;
