@@ -22,7 +22,8 @@ use crate::{default_socket_path, Client};
     infer_subcommands = true,
     disable_help_subcommand = true,
     max_term_width = 100,
-    after_help = "Subcommands may be abbreviated to a unique prefix: he(ads), ho(oks), st(ats), se(t), l(ink), u(nlink).\n\
+    after_help = "`stats --watch [SECS]` refreshes with rates until Ctrl-C (or --count N).\n\
+Subcommands may be abbreviated to a unique prefix: he(ads), ho(oks), st(ats), se(t), l(ink), u(nlink).\n\
                   Exit codes: 0 ok, 1 error (the server's message), 2 usage.\n\
                   The default socket is pfild's: /run/pfil/pfild.sock as root, $XDG_RUNTIME_DIR/pfil/pfild.sock otherwise."
 )]
@@ -68,6 +69,13 @@ enum Cmd {
     Stats {
         /// Only this head
         head: Option<String>,
+        /// Refresh every SECS seconds (default 1) with packets/s and
+        /// drops/s per link, until Ctrl-C or --count refreshes
+        #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "1")]
+        watch: Option<f64>,
+        /// With --watch: stop after N tables
+        #[arg(long, value_name = "N", requires = "watch")]
+        count: Option<u64>,
     },
     /// Add a hook MODULE:INSTANCE built by the filter catalog (e.g. count:edge)
     Add {
@@ -160,6 +168,14 @@ fn execute(cli: &Cli, out: &mut dyn Write) -> Result<(), String> {
     };
     let (method, params) = request(&cli.cmd);
     let mut client = Client::connect(&path).map_err(|e| e.to_string())?;
+    if let Cmd::Stats {
+        watch: Some(secs),
+        count,
+        ..
+    } = &cli.cmd
+    {
+        return watch(&mut client, params, *secs, *count, cli.json, out);
+    }
     let result = client.call(method, params).map_err(|e| e.to_string())?;
     let text = if cli.json {
         format!("{result}\n")
@@ -170,12 +186,90 @@ fn execute(cli: &Cli, out: &mut dyn Write) -> Result<(), String> {
         .map_err(|e| format!("writing the output: {e}"))
 }
 
+/// `stats --watch`: a table per period with packets/s and drops/s per
+/// link (from the difference to the previous table), or with `--json` one
+/// `stats` result per line.
+fn watch(
+    client: &mut Client,
+    params: Value,
+    secs: f64,
+    count: Option<u64>,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), String> {
+    if !(secs.is_finite() && secs > 0.0) {
+        return Err(format!(
+            "--watch {secs}: the period must be a positive number of seconds"
+        ));
+    }
+    let period = std::time::Duration::from_secs_f64(secs);
+    let mut prev: std::collections::HashMap<(String, String, String), (u64, u64)> =
+        Default::default();
+    let mut last: Option<std::time::Instant> = None;
+    let mut n = 0u64;
+    loop {
+        let r = client
+            .call("stats", params.clone())
+            .map_err(|e| e.to_string())?;
+        let now = std::time::Instant::now();
+        let dt = last.map(|t| now.duration_since(t).as_secs_f64());
+        let shown = if json {
+            format!("{r}\n")
+        } else {
+            let mut rows = vec![[
+                "HEAD", "DIR", "HOOK", "PACKETS", "PKT/S", "DROPPED", "DROP/S",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()];
+            let mut seen = std::collections::HashMap::new();
+            for h in arr(&r, "heads") {
+                for d in ["in", "out"] {
+                    for l in arr(&h, d) {
+                        let key = (text(&h["name"]), d.to_owned(), text(&l["hook"]));
+                        let pk = l["packets"].as_u64().unwrap_or(0);
+                        let dr = l["dropped"].as_u64().unwrap_or(0);
+                        let rate = |now: u64, before: Option<u64>| match (dt, before) {
+                            (Some(dt), Some(b)) if dt > 0.0 => {
+                                format!("{:.0}", now.saturating_sub(b) as f64 / dt)
+                            }
+                            _ => "-".to_owned(),
+                        };
+                        let p = prev.get(&key).copied();
+                        rows.push(vec![
+                            key.0.clone(),
+                            key.1.clone(),
+                            key.2.clone(),
+                            pk.to_string(),
+                            rate(pk, p.map(|x| x.0)),
+                            dr.to_string(),
+                            rate(dr, p.map(|x| x.1)),
+                        ]);
+                        seen.insert(key, (pk, dr));
+                    }
+                }
+            }
+            prev = seen;
+            format!("{}generation {}\n\n", table(&rows), text(&r["generation"]))
+        };
+        out.write_all(shown.as_bytes())
+            .and_then(|()| out.flush())
+            .map_err(|e| format!("writing the output: {e}"))?;
+        last = Some(now);
+        n += 1;
+        if count.is_some_and(|c| n >= c) {
+            return Ok(());
+        }
+        std::thread::sleep(period);
+    }
+}
+
 fn request(cmd: &Cmd) -> (&'static str, Value) {
     match cmd {
         Cmd::Heads => ("heads", Value::Null),
         Cmd::Hooks => ("hooks", Value::Null),
         Cmd::Version => ("version", Value::Null),
-        Cmd::Stats { head } => (
+        Cmd::Stats { head, .. } => (
             "stats",
             head.as_ref().map_or(Value::Null, |h| json!({"head": h})),
         ),
@@ -441,6 +535,9 @@ mod tests {
         let (mut o, mut e) = (Vec::new(), Vec::new());
         assert_eq!(run(["pfilctl", "link", "x"], &mut o, &mut e), 2);
         assert!(!e.is_empty());
+        let (mut o, mut e) = (Vec::new(), Vec::new());
+        assert_eq!(run(["pfilctl", "stats", "--count", "3"], &mut o, &mut e), 2);
+        assert!(String::from_utf8_lossy(&e).contains("--watch"));
         let (mut o, mut e) = (Vec::new(), Vec::new());
         assert_eq!(run(["pfilctl", "--help"], &mut o, &mut e), 0);
         assert!(String::from_utf8_lossy(&o).contains("unlink"));

@@ -489,6 +489,26 @@ fn set_reconfigures_a_filter_in_place_while_traffic_runs() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(stats("dropped"), dropped, "port 9999 drops nothing");
+    // stats --watch: three tables, rates from the second on.
+    let w = ctl_ok(&sock, &["stats", "syn0", "--watch", "0.2", "--count", "3"]);
+    let tables: Vec<&str> = w.split("\n\n").filter(|t| !t.trim().is_empty()).collect();
+    assert_eq!(tables.len(), 3, "{w}");
+    let rate = |t: &str| -> f64 {
+        let line = t
+            .lines()
+            .find(|l| l.contains("count:1"))
+            .expect("count:1 row");
+        line.split_whitespace()
+            .nth(4)
+            .unwrap()
+            .parse()
+            .unwrap_or(-1.0)
+    };
+    assert!(tables[0].contains("PKT/S"), "{w}");
+    assert!(
+        rate(tables[1]) > 10_000.0 && rate(tables[2]) > 10_000.0,
+        "{w}"
+    );
     // A bad config changes nothing.
     let (code, _, err) = pfilctl(&["--socket", &sock, "set", "drop-udp:dns", "--set", "x"]);
     assert_eq!(code, 1, "{err}");
