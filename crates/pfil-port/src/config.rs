@@ -152,6 +152,10 @@ impl std::fmt::Debug for Window {
     }
 }
 
+/// How far, in milliseconds of its rate, a paced generator catches up
+/// after falling behind ([`GenConfig::budget`]).
+pub const MAX_CATCH_UP_MS: u64 = 1;
+
 /// What a generator sends: UDP/IPv4 frames built with etherparse.
 #[derive(Clone, Debug)]
 pub struct GenConfig {
@@ -197,15 +201,27 @@ impl Default for GenConfig {
 
 impl GenConfig {
     /// How many of the next `BATCH` frames may be built now, given `built`
-    /// so far since `start`: bounded by `count` and by `rate`.
-    pub fn budget(&self, built: u64, start: Instant) -> u64 {
+    /// so far since `start`: bounded by `count` and by `rate`. A generator
+    /// that fell behind its rate (descheduled, or its TX ring full) catches
+    /// up by at most [`MAX_CATCH_UP_MS`] of frames (at least a batch): the
+    /// older debt is forgiven by moving `start` on, so a stall is never
+    /// followed by a burst that a receiver's rings could not hold. The
+    /// rate is a ceiling; `count` stays exact.
+    pub fn budget(&self, built: u64, start: &mut Instant) -> u64 {
         let mut allowed = BATCH as u64;
         if self.count != 0 {
             allowed = allowed.min(self.count - built.min(self.count));
         }
         if self.rate != 0 {
             let due = (start.elapsed().as_secs_f64() * self.rate as f64) as u64;
-            allowed = allowed.min(due.saturating_sub(built));
+            let mut debt = due.saturating_sub(built);
+            let cap = (self.rate * MAX_CATCH_UP_MS / 1000).max(BATCH as u64);
+            if debt > cap {
+                let forgiven = (debt - cap) as f64 / self.rate as f64;
+                *start += Duration::from_secs_f64(forgiven);
+                debt = cap;
+            }
+            allowed = allowed.min(debt);
         }
         allowed
     }
@@ -238,5 +254,50 @@ impl GenConfig {
                 Ok(v)
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A generator a second behind its rate catches up by at most
+    /// `MAX_CATCH_UP_MS` of frames, then paces again; `count` still bounds.
+    #[test]
+    fn a_late_generator_catches_up_by_a_bounded_burst() {
+        let g = GenConfig {
+            count: 100_000,
+            rate: 40_000,
+            ..GenConfig::default()
+        };
+        let mut start = Instant::now() - Duration::from_secs(1);
+        let mut built = 0;
+        let mut burst = 0;
+        loop {
+            let n = g.budget(built, &mut start);
+            if n == 0 {
+                break;
+            }
+            built += n;
+            burst += n;
+            assert!(
+                burst <= 2 * BATCH as u64,
+                "a {burst}-frame burst after a stall"
+            );
+        }
+        // 1 ms at 40 kpps is 40 frames: the cap is one batch.
+        assert_eq!(burst, BATCH as u64);
+        assert!(
+            start.elapsed() < Duration::from_millis(100),
+            "the debt was forgiven"
+        );
+        let g = GenConfig {
+            count: 10,
+            rate: 0,
+            ..GenConfig::default()
+        };
+        let mut start = Instant::now();
+        assert_eq!(g.budget(0, &mut start), 10);
+        assert_eq!(g.budget(10, &mut start), 0);
     }
 }

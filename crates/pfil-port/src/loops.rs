@@ -437,7 +437,7 @@ pub fn gen_loop<P: Port>(
         let [frames, pass] = &mut bufs;
         let origin = port.origin(id);
         let st = w.stats;
-        let start = Instant::now();
+        let mut start = Instant::now();
         let stall = Duration::from_millis(lc.stall_ms.max(1));
         let mut last_progress = Instant::now();
         let mut built = 0u64;
@@ -456,7 +456,7 @@ pub fn gen_loop<P: Port>(
             if port.reap() > 0 {
                 last_progress = Instant::now();
             }
-            let mut allowed = gen.budget(built, start);
+            let mut allowed = gen.budget(built, &mut start);
             let mut window_closed = false;
             if let Some(win) = &gen.window {
                 let in_flight = sent.saturating_sub((win.accounted)());

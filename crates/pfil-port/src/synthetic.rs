@@ -54,8 +54,9 @@ pub struct SyntheticPort {
     origin: Origin,
     templates: Vec<Vec<u8>>,
     next: usize,
+    /// Count and rate of the frames to build ([`GenConfig::budget`]).
+    pace: GenConfig,
     count: u64,
-    rate: u64,
     built: u64,
     start: Option<Instant>,
     free: Vec<SyntheticFrame>,
@@ -104,8 +105,8 @@ impl SyntheticPort {
             origin,
             templates: gen.templates(SYNTHETIC_FRAME)?,
             next: 0,
+            pace: gen.clone(),
             count: gen.count,
-            rate: gen.rate,
             built: 0,
             start: None,
             free,
@@ -128,16 +129,8 @@ impl SyntheticPort {
 
     /// How many frames may be built now: bounded by the count and the rate.
     fn due(&mut self, want: u64) -> u64 {
-        let mut n = want;
-        if self.count != 0 {
-            n = n.min(self.count - self.built.min(self.count));
-        }
-        if self.rate != 0 {
-            let start = *self.start.get_or_insert_with(Instant::now);
-            let due = (start.elapsed().as_secs_f64() * self.rate as f64) as u64;
-            n = n.min(due.saturating_sub(self.built));
-        }
-        n
+        let start = self.start.get_or_insert_with(Instant::now);
+        self.pace.budget(self.built, start).min(want)
     }
 }
 

@@ -231,14 +231,15 @@ fn ctl_json(sock: &str, args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&ctl_ok(sock, &all)).expect("--json prints JSON")
 }
 
-fn link_packets(stats: &serde_json::Value, hook: &str) -> u64 {
+/// A counter of `hook`'s link on the first head's in chain, from `stats --json`.
+fn link_field(stats: &serde_json::Value, hook: &str, field: &str) -> u64 {
     stats["heads"][0]["in"]
         .as_array()
         .unwrap()
         .iter()
         .find(|l| l["hook"] == hook)
-        .and_then(|l| l["packets"].as_u64())
-        .unwrap_or_else(|| panic!("{hook} in {stats}"))
+        .and_then(|l| l[field].as_u64())
+        .unwrap_or_else(|| panic!("{hook}.{field} in {stats}"))
 }
 
 fn spawn_pfild(args: &[&str]) -> Proc {
@@ -322,7 +323,10 @@ fn pfilctl_drives_a_running_pfild_every_verb() {
     let s1 = ctl_json(&sock, &["stats", "syn0"]);
     std::thread::sleep(Duration::from_millis(300));
     let s2 = ctl_json(&sock, &["stats"]);
-    let (a1, a2) = (link_packets(&s1, "count:a"), link_packets(&s2, "count:a"));
+    let (a1, a2) = (
+        link_field(&s1, "count:a", "packets"),
+        link_field(&s2, "count:a", "packets"),
+    );
     assert!(a2 > a1, "count:a did not grow: {a1} -> {a2}");
     assert!(s2["generation"].as_u64().unwrap() >= s1["generation"].as_u64().unwrap());
     let table = ctl_ok(&sock, &["stats"]);
@@ -420,16 +424,6 @@ fn default_control_socket_busy_is_a_warning() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-fn link_field(stats: &serde_json::Value, hook: &str, field: &str) -> u64 {
-    stats["heads"][0]["in"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["hook"] == hook)
-        .and_then(|l| l[field].as_u64())
-        .unwrap_or_else(|| panic!("{hook}.{field} in {stats}"))
 }
 
 /// `pfilctl set` swaps a hook's filter while traffic runs: same place in
