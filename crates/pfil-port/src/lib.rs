@@ -39,7 +39,7 @@ pub mod spawn;
 mod stats;
 pub mod synthetic;
 
-pub use config::{GenConfig, LoopConfig, Window, DEFAULT_HELD_LIMIT};
+pub use config::{GenConfig, LoopConfig, Window, DEFAULT_HELD_LIMIT, MAX_CATCH_UP_MS};
 pub use error::{Error, Result};
 pub use loops::{forward_loop, gen_loop, sink_loop, LoopWorker};
 pub use outbox::{Outbox, OutboxFull, Outboxes, Request};
