@@ -81,23 +81,43 @@ fn run_heads<P: Port>(
                 .with_cookie(cookie)
         })
         .collect();
-    let count = |pkts: &[Packet<'_>], v: Verdict| pkts.iter().filter(|p| p.verdict() == v).count();
+    // Verdicts are tallied in one pass over the batch: after the in head
+    // only when an out head follows (to tell the two apart), and once at
+    // the end, copying them out.
+    let tally = |pkts: &[Packet<'_>], mut v: Option<&mut [Verdict; BATCH]>| {
+        let (mut dropped, mut consumed) = (0u64, 0u64);
+        for (i, p) in pkts.iter().enumerate() {
+            let verdict = p.verdict();
+            dropped += u64::from(verdict == Verdict::Dropped);
+            consumed += u64::from(verdict == Verdict::Consumed);
+            if let Some(v) = v.as_deref_mut() {
+                v[i] = verdict;
+            }
+        }
+        (dropped, consumed)
+    };
     let snap = reg.snapshot();
+    let mut stopped_in = (0, 0);
     if let Some(h) = hin {
         snap.run(h, Dir::In, worker, &mut pkts);
-        out.in_dropped = count(&pkts, Verdict::Dropped) as u64;
-        out.in_consumed = count(&pkts, Verdict::Consumed) as u64;
+        if hout.is_some() {
+            stopped_in = tally(&pkts, None);
+        }
     }
     if let Some(h) = hout {
         snap.run(h, Dir::Out, worker, &mut pkts);
+    }
+    let (dropped, consumed) = tally(&pkts, Some(&mut out.v));
+    if hout.is_none() {
+        stopped_in = (dropped, consumed);
+    }
+    (out.in_dropped, out.in_consumed) = stopped_in;
+    if hout.is_some() {
         // A packet the in head stopped is not shown to the out head, so
         // the totals only grow; saturate anyway (a hook cannot make the
         // datapath panic).
-        out.out_dropped = (count(&pkts, Verdict::Dropped) as u64).saturating_sub(out.in_dropped);
-        out.out_consumed = (count(&pkts, Verdict::Consumed) as u64).saturating_sub(out.in_consumed);
-    }
-    for (slot, p) in out.v.iter_mut().zip(&pkts) {
-        *slot = p.verdict();
+        out.out_dropped = dropped.saturating_sub(out.in_dropped);
+        out.out_consumed = consumed.saturating_sub(out.in_consumed);
     }
     out
 }
