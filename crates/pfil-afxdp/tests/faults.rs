@@ -184,7 +184,11 @@ fn a_partial_start_leaves_nothing_running() {
     let e = run::spawn_sink(&reg, "p0", &s, LoopConfig::new())
         .expect_err("two queues, one worker slot");
     assert!(e.to_string().contains("worker slot"), "{e}");
-    assert!(!a.has_xdp("p0"), "XDP left attached after a failed start");
+    // The bpf_link's detach follows its fd's close asynchronously.
+    assert!(
+        wait_for(|| !a.has_xdp("p0")),
+        "XDP left attached after a failed start"
+    );
     // Every slot is free again and both queues can be bound.
     assert!(reg.worker().is_ok());
     let reg = Registry::with_max_workers(2);

@@ -28,8 +28,10 @@ fn attach_shows_in_ip_link_and_detaches_on_drop() {
         a.exec(&["ip", "-d", "link", "show", "v0"])
     );
     drop(prog);
+    // Closing the bpf_link fd detaches asynchronously (the kernel frees
+    // the link from a work item): wait for it, bounded.
     assert!(
-        !a.has_xdp("v0"),
+        wait_for(|| !a.has_xdp("v0")),
         "{}",
         a.exec(&["ip", "-d", "link", "show", "v0"])
     );
@@ -52,8 +54,10 @@ fn generic_mode_attaches_and_detaches() {
     let link = a.exec(&["ip", "-d", "link", "show", "v0"]);
     assert!(link.contains("xdpgeneric"), "{link}");
     drop(prog);
+    // Closing the bpf_link fd detaches asynchronously (the kernel frees
+    // the link from a work item): wait for it, bounded.
     assert!(
-        !a.has_xdp("v0"),
+        wait_for(|| !a.has_xdp("v0")),
         "{}",
         a.exec(&["ip", "-d", "link", "show", "v0"])
     );
