@@ -78,6 +78,10 @@ impl Filter for MutexHook {
         let rule = *self.0.lock().unwrap_or_else(|e| e.into_inner());
         decide(pkt, rule)
     }
+
+    fn spec(&self) -> Option<String> {
+        Some("mutex".into())
+    }
 }
 
 /// Takes a `std::sync::RwLock` read lock for every packet.
@@ -107,6 +111,10 @@ impl Filter for RwLockHook {
     fn filter(&self, pkt: &mut Packet<'_>, _: &Ctx<'_>) -> Verdict {
         let rule = *self.0.read().unwrap_or_else(|e| e.into_inner());
         decide(pkt, rule)
+    }
+
+    fn spec(&self) -> Option<String> {
+        Some("rwlock".into())
     }
 }
 
@@ -144,6 +152,10 @@ impl Filter for BrLockHook {
         let slot = &self.slots[ctx.worker % self.slots.len()];
         let rule = *slot.read();
         decide(pkt, rule)
+    }
+
+    fn spec(&self) -> Option<String> {
+        Some("brlock".into())
     }
 }
 
@@ -185,6 +197,10 @@ impl Filter for EpochHook {
         let _section = crossbeam_epoch::pin();
         decide(pkt, self.0.load(Ordering::Acquire))
     }
+
+    fn spec(&self) -> Option<String> {
+        Some("epoch".into())
+    }
 }
 
 #[cfg(test)]
@@ -204,6 +220,12 @@ mod tests {
         );
         let ctx = BuildCtx::new(2);
         for n in ["mutex", "rwlock", "brlock", "epoch"] {
+            let spec = c.create(n, &ctx).unwrap().spec();
+            assert_eq!(
+                spec.as_deref(),
+                Some(n),
+                "a saved configuration rebuilds it"
+            );
             let f = c.create(n, &ctx).unwrap();
             let ctx = Ctx {
                 head: "h",

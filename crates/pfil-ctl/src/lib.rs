@@ -31,6 +31,7 @@
 
 pub mod cli;
 pub mod client;
+pub mod config;
 mod methods;
 pub mod rpc;
 mod server;

@@ -322,6 +322,27 @@ mod tests {
     }
 
     #[test]
+    fn every_builtin_reports_the_spec_it_was_built_from() {
+        let c = Catalog::builtin();
+        let ctx = BuildCtx::new(2);
+        for spec in [
+            "null",
+            "count",
+            "drop-udp:53",
+            "drop-udp:0",
+            "drop-udp:65535",
+        ] {
+            let f = c.create(spec, &ctx).unwrap();
+            assert_eq!(f.spec().as_deref(), Some(spec), "{spec}");
+        }
+        for m in c.modules() {
+            let f = c.create(m.example(), &ctx).unwrap();
+            let again = c.create(&f.spec().unwrap(), &ctx).unwrap();
+            assert_eq!(again.spec(), f.spec(), "{}", m.name());
+        }
+    }
+
+    #[test]
     fn unknown_modules_are_named_with_the_known_ones() {
         let c = Catalog::builtin();
         for spec in ["nope", "nope:1"] {

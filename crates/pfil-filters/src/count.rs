@@ -65,6 +65,10 @@ impl Filter for Count {
         }
         Verdict::Pass
     }
+
+    fn spec(&self) -> Option<String> {
+        Some("count".into())
+    }
 }
 
 impl std::fmt::Debug for Count {

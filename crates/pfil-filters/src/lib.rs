@@ -29,6 +29,10 @@ impl Filter for Null {
     fn filter(&self, _pkt: &mut Packet<'_>, _ctx: &Ctx<'_>) -> Verdict {
         Verdict::Pass
     }
+
+    fn spec(&self) -> Option<String> {
+        Some("null".into())
+    }
 }
 
 #[cfg(test)]

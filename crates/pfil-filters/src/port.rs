@@ -15,6 +15,10 @@ impl Filter for DropUdpPort {
             _ => Verdict::Pass,
         }
     }
+
+    fn spec(&self) -> Option<String> {
+        Some(format!("drop-udp:{}", self.0))
+    }
 }
 
 #[cfg(test)]

@@ -65,6 +65,18 @@ pub trait Filter: Send + Sync + 'static {
     fn batched(&self) -> bool {
         false
     }
+
+    /// The spec this filter was built from, as a filter catalog takes it
+    /// (`module` or `module:config`, e.g. `drop-udp:53`), or `None` for a
+    /// filter no catalog can rebuild (a closure, an app's own type).
+    ///
+    /// A control plane lists it ([`HookInfo::spec`](crate::HookInfo::spec))
+    /// and writes it into a saved configuration, so building a filter from
+    /// the returned spec must give one that behaves the same. Called only
+    /// when hooks are listed, never on the datapath.
+    fn spec(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Closures are filters, which keeps tests and small programs short.

@@ -569,6 +569,7 @@ fn hook_info(w: &State, h: &Arc<HookEntry>) -> HookInfo {
             .filter(|l| Arc::ptr_eq(&l.hook, h))
             .count(),
         faults: h.faults.load(Ordering::Relaxed),
+        spec: h.filter.spec(),
     }
 }
 
@@ -615,6 +616,9 @@ pub struct HookInfo {
     /// Panics caught from it over its lifetime (across
     /// [filter replacements](Registry::replace_filter), up to the swap).
     pub faults: u64,
+    /// What its filter was built from ([`Filter::spec`](crate::Filter::spec)), `None` for a
+    /// filter no catalog can rebuild.
+    pub spec: Option<String>,
 }
 
 /// A link as listed in a chain.

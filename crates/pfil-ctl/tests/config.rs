@@ -1,0 +1,354 @@
+//! The configuration file against a real registry and the built-in
+//! catalog: errors with line and column, `show` → `apply` round trip,
+//! plans that keep what they can (counters of kept links), one
+//! transaction, conflicts that change nothing.
+
+use pfil::{Ctx, Dir, Dirs, FailMode, Head, Packet, PacketKind, Placement, Registry, Verdict};
+use pfil_ctl::config::{ApplyError, Change, Config, ConfigError, Running};
+use pfil_filters::Catalog;
+
+fn pass(_: &mut Packet<'_>, _: &Ctx<'_>) -> Verdict {
+    Verdict::Pass
+}
+
+/// Heads `syn0` (both directions) and `ip0` (IPv4, in only), an app hook
+/// `app:own` (a closure: no spec), nothing linked.
+fn setup() -> (Registry, Head, Head) {
+    let reg = Registry::with_max_workers(2);
+    let syn0 = reg
+        .register_head("syn0", PacketKind::Ethernet, Dirs::BOTH)
+        .unwrap();
+    let ip0 = reg
+        .register_head("ip0", PacketKind::Ipv4, Dirs::IN)
+        .unwrap();
+    reg.add_hook("app:own", PacketKind::Ethernet, Dirs::BOTH, pass)
+        .unwrap();
+    (reg, syn0, ip0)
+}
+
+fn apply(reg: &Registry, text: &str) -> Result<Vec<Change>, ApplyError> {
+    let cfg = Config::parse(text)?;
+    let plan = cfg.plan(reg, &Catalog::builtin(), None)?;
+    let changes = plan.changes().to_vec();
+    plan.commit(reg, false)?;
+    Ok(changes)
+}
+
+fn parse_err(text: &str) -> ConfigError {
+    Config::parse(text).expect_err(text)
+}
+
+fn plan_err(reg: &Registry, text: &str) -> ApplyError {
+    Config::parse(text)
+        .unwrap()
+        .plan(reg, &Catalog::builtin(), None)
+        .expect_err(text)
+}
+
+/// 64-byte UDP frames to `port`.
+fn udp(port: u16) -> Vec<u8> {
+    let b = etherparse::PacketBuilder::ethernet2([2; 6], [4; 6])
+        .ipv4([198, 18, 0, 1], [198, 18, 0, 2], 64)
+        .udp(1000, port);
+    let mut v = Vec::new();
+    b.write(&mut v, &[0; 18]).unwrap();
+    v
+}
+
+fn run(reg: &Registry, head: &Head, n: usize, port: u16) -> usize {
+    let mut w = reg.worker().unwrap();
+    let mut frames: Vec<Vec<u8>> = (0..n).map(|_| udp(port)).collect();
+    let mut pkts: Vec<Packet<'_>> = frames.iter_mut().map(|f| Packet::new(f)).collect();
+    head.run(Dir::In, &mut w, &mut pkts);
+    pkts.iter().filter(|p| p.verdict() == Verdict::Pass).count()
+}
+
+const FILE: &str = r#"
+version = 1
+
+[hooks."drop-udp:dns"]
+config = "53"
+
+[hooks."count:edge"]
+dirs = "in"
+
+[heads.syn0]
+in = ["drop-udp:dns", { hook = "count:edge", fail = "closed" }, "app:own"]
+out = ["drop-udp:dns"]
+"#;
+
+#[test]
+fn syntax_and_type_errors_name_line_and_column() {
+    let cases: &[(&str, (usize, usize), &str)] = &[
+        ("[hooks.\"a:b\"\n", (1, 13), "unclosed table, expected `]`"),
+        (
+            "version = 1\nhooks = 3\n",
+            (2, 9),
+            "invalid type: integer `3`",
+        ),
+        (
+            "version = 2\n",
+            (1, 11),
+            "reads version 1, the file is version 2",
+        ),
+        ("\n\nbogus = 1\n", (3, 1), "unknown field `bogus`"),
+        (
+            "[hooks.\"a:b\"]\nconfg = \"1\"\n",
+            (2, 1),
+            "unknown field `confg`",
+        ),
+        ("[hooks.count]\n", (1, 8), "a hook is named MODULE:INSTANCE"),
+        ("[hooks.\"c:1\"]\nkind = \"ipx\"\n", (2, 8), "kind"),
+        ("[hooks.\"c:1\"]\ndirs = \"sideways\"\n", (2, 8), "dirs"),
+        (
+            "[heads.h]\nin = [\"a:1\", { hook = \"b:1\", fail = \"maybe\" }]\n",
+            (2, 14),
+            "fail: expected \"open\" or \"closed\", got \"maybe\"",
+        ),
+        (
+            "[heads.h]\nin = [\"a:1\", \"a:1\"]\n",
+            (2, 14),
+            "`a:1` is linked twice",
+        ),
+        (
+            "[hooks.\"c:1\"]\ndirs = \"in\"\n[heads.h]\nout = [\"c:1\"]\n",
+            (4, 8),
+            "declares dirs = \"in\", not out",
+        ),
+        (
+            "[heads.h]\nin = [3]\n",
+            (2, 7),
+            "expected a hook name or a table",
+        ),
+        (
+            "[heads.h]\nin = [{ fail = \"open\" }]\n",
+            (2, 7),
+            "missing field `hook`",
+        ),
+    ];
+    for (text, (line, column), want) in cases {
+        let e = parse_err(text);
+        assert_eq!(
+            (e.line, e.column),
+            (Some(*line), Some(*column)),
+            "{text:?}: {e}"
+        );
+        assert!(e.message.contains(want), "{text:?}: {e}");
+        assert!(e
+            .to_string()
+            .starts_with(&format!("line {line}, column {column}: ")));
+    }
+}
+
+#[test]
+fn errors_against_the_registry_name_the_line_and_change_nothing() {
+    let (reg, _syn0, _ip0) = setup();
+    let g = reg.generation();
+    let cases: &[(&str, usize, &str)] = &[
+        (
+            "[heads.nope]\nin = []\n",
+            1,
+            "no such head in this app (heads belong to the app; it has: ip0, syn0)",
+        ),
+        ("[hooks.\"acme:1\"]\n", 1, "unknown hook `acme`"),
+        (
+            "\n[hooks.\"drop-udp:x\"]\nconfig = \"dns\"\n",
+            3,
+            "drop-udp:PORT",
+        ),
+        (
+            "[hooks.\"count:x\"]\nconfig = \"3\"\n",
+            2,
+            "`count` takes no config",
+        ),
+        (
+            "[heads.syn0]\nin = [\"count:x\"]\n",
+            2,
+            "neither declared in [hooks] nor one of the app's own",
+        ),
+        ("[hooks.\"app:own\"]\n", 1, "the app's own"),
+        (
+            "[heads.ip0]\nout = [\"app:own\"]\n",
+            2,
+            "head `ip0` has no out direction",
+        ),
+    ];
+    for (text, line, want) in cases {
+        let e = plan_err(&reg, text);
+        let ApplyError::Config(c) = &e else {
+            panic!("{text:?}: {e:?}")
+        };
+        assert_eq!(c.line, Some(*line), "{text:?}: {e}");
+        assert!(c.message.contains(want), "{text:?}: {e}");
+    }
+    // The registry refuses: an IPv4 hook on an Ethernet head. The error
+    // names the link's line; nothing was applied, the hook not added.
+    let text = "[hooks.\"count:v4\"]\nkind = \"ipv4\"\n[heads.syn0]\nin = [\"count:v4\"]\n";
+    let e = apply(&reg, text).unwrap_err();
+    let ApplyError::Registry { at, error } = &e else {
+        panic!("{e:?}")
+    };
+    assert_eq!(at.line, Some(4), "{e}");
+    assert!(
+        matches!(error, pfil::Error::KindMismatch { .. }),
+        "{error:?}"
+    );
+    assert!(
+        e.to_string().contains("heads.syn0.in[0] (`count:v4`)"),
+        "{e}"
+    );
+    assert_eq!(reg.generation(), g);
+    assert!(reg.hook("count:v4").is_err());
+}
+
+#[test]
+fn show_then_apply_is_a_no_op() {
+    let (reg, syn0, _ip0) = setup();
+    apply(&reg, FILE).unwrap();
+    let g = reg.generation();
+    let shown = Running::read(&reg);
+    assert_eq!(shown.generation, g);
+    assert_eq!(shown.config, Config::parse(FILE).unwrap());
+    let text = shown.to_toml("test");
+    assert!(
+        text.contains("# hook \"app:own\" (ethernet, in,out) is the app's own"),
+        "{text}"
+    );
+    assert!(text.contains("at generation"), "{text}");
+    let again = Config::parse(&text).unwrap();
+    assert_eq!(again, shown.config, "{text}");
+    let plan = again.plan(&reg, &Catalog::builtin(), Some(g)).unwrap();
+    assert_eq!(plan.changes(), &[], "{text}");
+    assert!(plan.commit(&reg, false).unwrap().is_none());
+    assert_eq!(reg.generation(), g, "a no-op publishes nothing");
+    // And the datapath runs what the file says: port 53 dropped first.
+    assert_eq!(run(&reg, &syn0, 4, 53), 0);
+    assert_eq!(run(&reg, &syn0, 4, 80), 4);
+    let chain = reg.chain("syn0", Dir::In).unwrap();
+    let names: Vec<_> = chain.iter().map(|l| (l.hook.as_str(), l.fail)).collect();
+    assert_eq!(
+        names,
+        [
+            ("drop-udp:dns", FailMode::Open),
+            ("count:edge", FailMode::Closed),
+            ("app:own", FailMode::Open)
+        ]
+    );
+}
+
+#[test]
+fn a_change_is_one_generation_that_keeps_what_stays() {
+    let (reg, syn0, _ip0) = setup();
+    apply(&reg, FILE).unwrap();
+    assert_eq!(run(&reg, &syn0, 10, 80), 10);
+    let g = reg.generation();
+    // Reconfigure dns to 80 (in place), drop nothing else; reorder: the
+    // app hook first; add count:new last; out chain emptied; count:edge
+    // becomes fail-open (relinked).
+    let next = r#"
+[hooks."drop-udp:dns"]
+config = "80"
+[hooks."count:new"]
+[heads.syn0]
+in = ["app:own", "drop-udp:dns", "count:new"]
+"#;
+    let changes = apply(&reg, next).unwrap();
+    assert_eq!(reg.generation(), g + 1, "one transaction: {changes:?}");
+    let lines: Vec<String> = changes.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        lines,
+        [
+            "- hook count:edge",
+            "+ hook count:new (count)",
+            "~ hook drop-udp:dns: drop-udp:53 -> drop-udp:80",
+            "- link syn0 in drop-udp:dns",
+            "- link syn0 out drop-udp:dns",
+            "+ link syn0 in drop-udp:dns after app:own",
+            "+ link syn0 in count:new after drop-udp:dns",
+        ]
+    );
+    let chain = reg.chain("syn0", Dir::In).unwrap();
+    let names: Vec<_> = chain.iter().map(|l| l.hook.as_str()).collect();
+    assert_eq!(names, ["app:own", "drop-udp:dns", "count:new"]);
+    // One of the two links in common stays (both orders have length 1):
+    // app:own was kept, its counters carry the 10 packets; drop-udp:dns
+    // was relinked after it.
+    assert_eq!(chain[0].counters.packets, 10);
+    assert_eq!(chain[1].counters.packets, 0, "drop-udp:dns was relinked");
+    assert!(reg.chain("syn0", Dir::Out).unwrap().is_empty());
+    assert!(reg.hook("count:edge").is_err());
+    // The new config runs: 80 dropped, 53 passes.
+    assert_eq!(run(&reg, &syn0, 3, 80), 0);
+    assert_eq!(run(&reg, &syn0, 3, 53), 3);
+    // A kind or dirs change re-registers the hook (and relinks it).
+    let changes = apply(
+        &reg,
+        "[hooks.\"drop-udp:dns\"]\nconfig = \"80\"\ndirs = \"in\"\n[heads.syn0]\nin = [\"drop-udp:dns\"]\n",
+    )
+    .unwrap();
+    let lines: Vec<String> = changes.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        lines,
+        [
+            "- hook count:new",
+            "- hook drop-udp:dns",
+            "+ hook drop-udp:dns (drop-udp:80)",
+            "- link syn0 in app:own",
+            "+ link syn0 in drop-udp:dns first",
+        ]
+    );
+    assert_eq!(reg.hook("drop-udp:dns").unwrap().dirs, Dirs::IN);
+    // The empty file: every catalog hook gone, every chain empty; the
+    // app's own hook stays registered.
+    apply(&reg, "").unwrap();
+    assert_eq!(
+        reg.hooks()
+            .iter()
+            .map(|h| h.name.as_str())
+            .collect::<Vec<_>>(),
+        ["app:own"]
+    );
+    assert!(reg
+        .heads()
+        .iter()
+        .all(|h| h.chains.iter().all(Vec::is_empty)));
+}
+
+#[test]
+fn dry_runs_and_conflicts_change_nothing() {
+    let (reg, _syn0, _ip0) = setup();
+    let g = reg.generation();
+    let cfg = Config::parse(FILE).unwrap();
+    let plan = cfg.plan(&reg, &Catalog::builtin(), None).unwrap();
+    assert_eq!(plan.base(), g);
+    assert_eq!(plan.changes().len(), 2 + 4);
+    plan.commit(&reg, true).unwrap();
+    assert_eq!(reg.generation(), g, "dry run");
+    assert!(reg.hook("count:edge").is_err());
+    // A plan from a stale generation is refused, at plan or at commit.
+    match cfg.plan(&reg, &Catalog::builtin(), Some(g + 7)) {
+        Err(ApplyError::Conflict { expected, current }) => {
+            assert_eq!((expected, current), (g + 7, g))
+        }
+        other => panic!("{other:?}"),
+    }
+    let plan = cfg.plan(&reg, &Catalog::builtin(), Some(g)).unwrap();
+    reg.link("syn0", Dir::In, "app:own", Placement::Prepend)
+        .unwrap();
+    let e = plan.commit(&reg, false).unwrap_err();
+    assert!(
+        matches!(e, ApplyError::Conflict { expected, .. } if expected == g),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("nothing was applied"), "{e}");
+    assert!(reg.hook("count:edge").is_err());
+    assert_eq!(reg.chain_names("syn0", Dir::In).unwrap(), ["app:own"]);
+    // Even a plan with nothing to do says so when it is stale.
+    let empty_ok = Config::parse(&Running::read(&reg).to_toml("t")).unwrap();
+    let plan = empty_ok.plan(&reg, &Catalog::builtin(), None).unwrap();
+    reg.unlink("syn0", Dir::In, "app:own").unwrap();
+    assert!(matches!(
+        plan.commit(&reg, false),
+        Err(ApplyError::Conflict { .. })
+    ));
+}
