@@ -23,7 +23,7 @@ use crate::{default_socket_path, Client};
     disable_help_subcommand = true,
     max_term_width = 100,
     after_help = "`stats --watch [SECS]` refreshes with rates until Ctrl-C (or --count N).\n\
-Subcommands may be abbreviated to a unique prefix: he(ads), ho(oks), st(ats), se(t), l(ink), u(nlink).\n\
+Subcommands may be abbreviated to a unique prefix: he(ads), ho(oks), st(ats), se(t), sh(ow), ad(d), ap(ply), l(ink), u(nlink).\n\
                   Exit codes: 0 ok, 1 error (the server's message), 2 usage.\n\
                   The default socket is pfild's: /run/pfil/pfild.sock as root, $XDG_RUNTIME_DIR/pfil/pfild.sock otherwise."
 )]
@@ -83,8 +83,11 @@ enum Cmd {
         #[arg(value_name = "MODULE:INSTANCE")]
         spec: String,
         /// The module's config text (e.g. --set 53 for drop-udp)
-        #[arg(long, value_name = "TEXT")]
+        #[arg(long, value_name = "TEXT", conflicts_with = "config")]
         set: Option<String>,
+        /// Read the module's config from FILE (`-`: stdin)
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
     },
     /// Reconfigure a hook in place: a new filter of its module with this
     /// config under the same links (counters kept)
@@ -93,8 +96,26 @@ enum Cmd {
         #[arg(value_name = "HOOK")]
         hook: String,
         /// The module's config text (e.g. --set 5353 for drop-udp)
-        #[arg(long, value_name = "TEXT")]
+        #[arg(long, value_name = "TEXT", conflicts_with = "config")]
         set: Option<String>,
+        /// Read the module's config from FILE (`-`: stdin)
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
+    /// Print the running configuration as a configuration file (TOML)
+    Show,
+    /// Make the running configuration equal to FILE (TOML, as `show`
+    /// prints) in one transaction; prints the changes
+    Apply {
+        /// The configuration file (`-`: stdin)
+        file: PathBuf,
+        /// Print the changes and check them, change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
+        /// Refuse unless the running configuration is still at generation
+        /// N (e.g. the one `show` printed)
+        #[arg(long, value_name = "N")]
+        expect_generation: Option<u64>,
     },
     /// Remove a hook, unlinking it everywhere
     Del {
@@ -166,7 +187,7 @@ fn execute(cli: &Cli, out: &mut dyn Write) -> Result<(), String> {
         Some(p) => p.clone(),
         None => default_socket_path("pfild").map_err(|e| format!("{e} (use --socket PATH)"))?,
     };
-    let (method, params) = request(&cli.cmd);
+    let (method, params) = request(&cli.cmd)?;
     let mut client = Client::connect(&path).map_err(|e| e.to_string())?;
     if let Cmd::Stats {
         watch: Some(secs),
@@ -176,7 +197,10 @@ fn execute(cli: &Cli, out: &mut dyn Write) -> Result<(), String> {
     {
         return watch(&mut client, params, *secs, *count, cli.json, out);
     }
-    let result = client.call(method, params).map_err(|e| e.to_string())?;
+    let result = client.call(method, params).map_err(|e| match &cli.cmd {
+        Cmd::Apply { file, .. } => format!("{}: {e}", file.display()),
+        _ => e.to_string(),
+    })?;
     let text = if cli.json {
         format!("{result}\n")
     } else {
@@ -264,8 +288,32 @@ fn watch(
     }
 }
 
-fn request(cmd: &Cmd) -> (&'static str, Value) {
-    match cmd {
+/// A file's text (`-`: stdin).
+fn read_text(path: &std::path::Path) -> Result<String, String> {
+    let r = if path.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(path)
+    };
+    r.map_err(|e| format!("reading {}: {e}", path.display()))
+}
+
+/// The config of `add`/`set`: `--set TEXT`, or `--config FILE` without
+/// its final line break(s).
+fn config_param(p: &mut Value, set: &Option<String>, file: &Option<PathBuf>) -> Result<(), String> {
+    let text = match (set, file) {
+        (Some(t), _) => Some(t.clone()),
+        (None, Some(f)) => Some(read_text(f)?.trim_end_matches(['\n', '\r']).to_owned()),
+        (None, None) => None,
+    };
+    if let Some(t) = text {
+        p["config"] = json!(t);
+    }
+    Ok(())
+}
+
+fn request(cmd: &Cmd) -> Result<(&'static str, Value), String> {
+    Ok(match cmd {
         Cmd::Heads => ("heads", Value::Null),
         Cmd::Hooks => ("hooks", Value::Null),
         Cmd::Version => ("version", Value::Null),
@@ -273,19 +321,27 @@ fn request(cmd: &Cmd) -> (&'static str, Value) {
             "stats",
             head.as_ref().map_or(Value::Null, |h| json!({"head": h})),
         ),
-        Cmd::Add { spec, set } => {
+        Cmd::Add { spec, set, config } => {
             let mut p = json!({"hook": spec});
-            if let Some(c) = set {
-                p["config"] = json!(c);
-            }
+            config_param(&mut p, set, config)?;
             ("add", p)
         }
-        Cmd::Set { hook, set } => {
+        Cmd::Set { hook, set, config } => {
             let mut p = json!({"hook": hook});
-            if let Some(c) = set {
-                p["config"] = json!(c);
-            }
+            config_param(&mut p, set, config)?;
             ("set", p)
+        }
+        Cmd::Show => ("show", Value::Null),
+        Cmd::Apply {
+            file,
+            dry_run,
+            expect_generation,
+        } => {
+            let mut p = json!({"toml": read_text(file)?, "dry_run": dry_run});
+            if let Some(g) = expect_generation {
+                p["expect_generation"] = json!(g);
+            }
+            ("apply", p)
         }
         Cmd::Del { hook } => ("del", json!({"hook": hook})),
         Cmd::Link {
@@ -311,7 +367,7 @@ fn request(cmd: &Cmd) -> (&'static str, Value) {
             "unlink",
             json!({"head": head, "dir": dir.name(), "hook": hook}),
         ),
-    }
+    })
 }
 
 /// Aligned columns, two spaces apart.
@@ -469,6 +525,24 @@ fn human(cmd: &Cmd, r: &Value) -> String {
             "unlinked {hook} from {head} {} (generation {generation})\n",
             dir.name()
         ),
+        Cmd::Show => text(&r["toml"]),
+        Cmd::Apply { dry_run, .. } => {
+            let diff = arr(r, "diff");
+            let mut s: String = diff.iter().map(|l| format!("{}\n", text(l))).collect();
+            let base = text(&r["base"]);
+            s += &match (diff.len(), dry_run) {
+                (0, _) => format!(
+                    "no changes: the running configuration equals the file (generation {base})\n"
+                ),
+                (n, true) => format!(
+                    "dry run: {n} change(s) checked against generation {base}, nothing applied\n"
+                ),
+                (n, false) => format!(
+                    "applied {n} change(s) in one transaction: generation {base} -> {generation}\n"
+                ),
+            };
+            s
+        }
     }
 }
 
@@ -490,33 +564,79 @@ mod tests {
     fn verbs_abbreviations_and_placements() {
         let c = parse("--socket /x li -i -a count:a syn0").unwrap();
         assert_eq!(c.socket, Some(PathBuf::from("/x")));
-        let (m, p) = request(&c.cmd);
+        let (m, p) = request(&c.cmd).unwrap();
         assert_eq!(m, "link");
         assert_eq!(
             p,
             json!({"head": "syn0", "dir": "in", "hook": "count:a", "placement": "append"})
         );
-        let (_, p) = request(&parse("link -o --before count:1 count:a syn0").unwrap().cmd);
+        let (_, p) = request(&parse("link -o --before count:1 count:a syn0").unwrap().cmd).unwrap();
         assert_eq!(p["placement"], json!({"before": "count:1"}));
         assert_eq!(p["dir"], "out");
-        let (_, p) = request(&parse("link -i count:a syn0").unwrap().cmd);
+        let (_, p) = request(&parse("link -i count:a syn0").unwrap().cmd).unwrap();
         assert_eq!(p["placement"], "prepend");
-        assert_eq!(request(&parse("he").unwrap().cmd).0, "heads");
-        assert_eq!(request(&parse("ho --json").unwrap().cmd).0, "hooks");
+        assert_eq!(request(&parse("he").unwrap().cmd).unwrap().0, "heads");
         assert_eq!(
-            request(&parse("st syn0").unwrap().cmd).1,
+            request(&parse("ho --json").unwrap().cmd).unwrap().0,
+            "hooks"
+        );
+        assert_eq!(
+            request(&parse("st syn0").unwrap().cmd).unwrap().1,
             json!({"head": "syn0"})
         );
-        let (m, p) = request(&parse("add drop-udp:dns --set 53").unwrap().cmd);
+        let (m, p) = request(&parse("add drop-udp:dns --set 53").unwrap().cmd).unwrap();
         assert_eq!(
             (m, p),
             ("add", json!({"hook": "drop-udp:dns", "config": "53"}))
         );
         assert_eq!(
-            request(&parse("set drop-udp:dns --set 5353").unwrap().cmd),
+            request(&parse("set drop-udp:dns --set 5353").unwrap().cmd).unwrap(),
             ("set", json!({"hook": "drop-udp:dns", "config": "5353"}))
         );
-        assert_eq!(request(&parse("unl -o h x").unwrap().cmd).0, "unlink");
+        assert_eq!(
+            request(&parse("unl -o h x").unwrap().cmd).unwrap().0,
+            "unlink"
+        );
+        let dir = std::env::temp_dir().join(format!("pfilctl-cli-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("port");
+        std::fs::write(&f, "5353\n\n").unwrap();
+        let (m, p) = request(
+            &parse(&format!("set drop-udp:dns --config {}", f.display()))
+                .unwrap()
+                .cmd,
+        )
+        .unwrap();
+        assert_eq!(
+            (m, p),
+            ("set", json!({"hook": "drop-udp:dns", "config": "5353"})),
+            "final line breaks dropped"
+        );
+        std::fs::write(&f, "[hooks.\"count:1\"]\n").unwrap();
+        let (m, p) = request(&parse(&format!("ap -n {}", f.display())).unwrap().cmd).unwrap();
+        assert_eq!(
+            (m, p),
+            (
+                "apply",
+                json!({"toml": "[hooks.\"count:1\"]\n", "dry_run": true})
+            )
+        );
+        let (m, p) = request(
+            &parse(&format!("apply --expect-generation 7 {}", f.display()))
+                .unwrap()
+                .cmd,
+        )
+        .unwrap();
+        assert_eq!((m, p["expect_generation"].clone()), ("apply", json!(7)));
+        assert_eq!(request(&parse("sh").unwrap().cmd).unwrap().0, "show");
+        let e = request(&parse("apply /nonexistent/x.toml").unwrap().cmd).unwrap_err();
+        assert!(e.contains("reading /nonexistent/x.toml"), "{e}");
+        assert!(
+            parse("add count:a --set 1 --config /x").is_err(),
+            "--set or --config"
+        );
+        assert!(parse("a x").is_err(), "a is add or apply");
+        std::fs::remove_dir_all(&dir).unwrap();
         for bad in [
             "link count:a syn0",
             "link -i -o count:a syn0",

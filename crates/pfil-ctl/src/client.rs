@@ -149,5 +149,14 @@ pub fn rpc_error(e: &Value) -> RpcError {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_owned(),
+        data: e
+            .get("data")
+            .and_then(Value::as_object)
+            .map(|d| {
+                let mut d = d.clone();
+                d.remove("kind");
+                d
+            })
+            .unwrap_or_default(),
     }
 }

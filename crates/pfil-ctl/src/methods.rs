@@ -8,7 +8,8 @@ use pfil_filters::{BuildCtx, Catalog};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use crate::rpc::{catalog_error, code, registry_error, RpcError};
+use crate::config::{Config, Running};
+use crate::rpc::{apply_error, catalog_error, code, registry_error, RpcError};
 use crate::PROTOCOL_VERSION;
 
 /// What a peer may do.
@@ -21,9 +22,10 @@ pub enum Access {
 }
 
 /// The methods that only read.
-pub const READ_METHODS: &[&str] = &["version", "heads", "hooks", "stats"];
-/// The methods that change the configuration.
-pub const WRITE_METHODS: &[&str] = &["add", "set", "del", "link", "unlink"];
+pub const READ_METHODS: &[&str] = &["version", "heads", "hooks", "stats", "show"];
+/// The methods that change the configuration (`apply` even as a dry run:
+/// planning builds filters).
+pub const WRITE_METHODS: &[&str] = &["add", "set", "del", "link", "unlink", "apply"];
 
 /// What the methods work on.
 pub(crate) struct Target {
@@ -79,6 +81,15 @@ struct LinkParams {
     hook: String,
     #[serde(default)]
     placement: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApplyParams {
+    toml: String,
+    #[serde(default)]
+    dry_run: bool,
+    expect_generation: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -222,6 +233,7 @@ impl Target {
                             "dirs": dirs_list(h.dirs),
                             "linked": linked,
                             "faults": h.faults,
+                            "spec": h.spec,
                         })
                     })
                     .collect();
@@ -248,6 +260,43 @@ impl Target {
                     })
                     .collect();
                 Ok(json!({"generation": generation, "heads": heads}))
+            }
+            "show" => {
+                params::<NoParams>(method, p)?;
+                let r = Running::read(reg);
+                let app_hooks: Vec<&str> = r.app_hooks.iter().map(|h| h.name.as_str()).collect();
+                Ok(json!({
+                    "generation": r.generation,
+                    "toml": r.to_toml(&self.app),
+                    "app_hooks": app_hooks,
+                }))
+            }
+            "apply" => {
+                let ap = params::<ApplyParams>(method, p)?;
+                let cfg = Config::parse(&ap.toml)
+                    .map_err(|e| apply_error(&crate::config::ApplyError::Config(e)))?;
+                let plan = cfg
+                    .plan(reg, &self.catalog, ap.expect_generation)
+                    .map_err(|e| apply_error(&e))?;
+                let base = plan.base();
+                let changes: Vec<Value> = plan
+                    .changes()
+                    .iter()
+                    .map(|c| serde_json::to_value(c).unwrap_or(Value::Null))
+                    .collect();
+                let diff: Vec<String> = plan.changes().iter().map(ToString::to_string).collect();
+                let commit = plan.commit(reg, ap.dry_run).map_err(|e| apply_error(&e))?;
+                let generation = commit.map_or(base, |c| c.generation);
+                if !ap.dry_run && !diff.is_empty() {
+                    tracing::info!(target: "pfil_ctl", base, generation, changes = diff.len(), "control: configuration applied");
+                }
+                Ok(json!({
+                    "generation": generation,
+                    "base": base,
+                    "dry_run": ap.dry_run,
+                    "changes": changes,
+                    "diff": diff,
+                }))
             }
             "add" => {
                 let ap = params::<AddParams>(method, p)?;

@@ -27,6 +27,9 @@ pub mod code {
     pub const TOO_MANY_CONNECTIONS: i64 = -32004;
     /// No complete request line within the read timeout; closed.
     pub const TIMEOUT: i64 = -32005;
+    /// A configuration file that does not parse or does not fit the
+    /// registry (`apply`); `data` has its `line` and `column`.
+    pub const CONFIG: i64 = -32006;
 }
 
 /// A JSON-RPC error object: code, message and a stable `data.kind`.
@@ -38,6 +41,8 @@ pub struct RpcError {
     pub message: String,
     /// The stable machine-readable kind (`data.kind`).
     pub kind: String,
+    /// More members of `data` (e.g. `line` and `column`).
+    pub data: Map<String, Value>,
 }
 
 impl RpcError {
@@ -47,6 +52,7 @@ impl RpcError {
             code,
             message: message.into(),
             kind: kind.into(),
+            data: Map::new(),
         }
     }
 
@@ -62,7 +68,9 @@ impl RpcError {
 
     /// The error object as JSON.
     pub fn to_json(&self) -> Value {
-        json!({"code": self.code, "message": self.message, "data": {"kind": self.kind}})
+        let mut data = self.data.clone();
+        data.insert("kind".into(), json!(self.kind));
+        json!({"code": self.code, "message": self.message, "data": data})
     }
 }
 
@@ -89,6 +97,36 @@ pub fn registry_error(e: &pfil::Error) -> RpcError {
         _ => "registry",
     };
     RpcError::new(code::REGISTRY, kind, e.to_string())
+}
+
+/// The error of a failed `apply`: [`code::CONFIG`] with `line` and
+/// `column` for a bad file, the registry's kind (`generation_conflict`,
+/// `kind_mismatch`, ...) for a refusal, located in the file.
+pub fn apply_error(e: &crate::config::ApplyError) -> RpcError {
+    use crate::config::ApplyError as E;
+    let (mut r, at) = match e {
+        E::Config(c) => (
+            RpcError::new(code::CONFIG, "config", e.to_string()),
+            Some(c),
+        ),
+        E::Conflict { .. } => (
+            RpcError::new(code::REGISTRY, "generation_conflict", e.to_string()),
+            None,
+        ),
+        E::Registry { at, error } => {
+            let mut r = registry_error(error);
+            r.message = e.to_string();
+            (r, Some(at))
+        }
+    };
+    if let Some(at) = at {
+        for (k, v) in [("line", at.line), ("column", at.column)] {
+            if let Some(v) = v {
+                r.data.insert(k.into(), json!(v));
+            }
+        }
+    }
+    r
 }
 
 /// A catalog error as an RPC error: `-32001`, kinds `unknown_module`,
