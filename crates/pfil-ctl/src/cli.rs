@@ -514,7 +514,7 @@ fn human(cmd: &Cmd, r: &Value) -> String {
         ),
         Cmd::Add { spec, .. } => format!("added {spec} (generation {generation})\n"),
         Cmd::Set { hook, .. } => format!("reconfigured {hook} (generation {generation})\n"),
-        Cmd::Del { hook } => format!("removed {hook} (generation {generation})\n"),
+        Cmd::Del { hook } => format!("removed {hook} (generation {generation}){}", retired(r)),
         Cmd::Link {
             dir, hook, head, ..
         } => format!(
@@ -522,8 +522,9 @@ fn human(cmd: &Cmd, r: &Value) -> String {
             dir.name()
         ),
         Cmd::Unlink { dir, hook, head } => format!(
-            "unlinked {hook} from {head} {} (generation {generation})\n",
-            dir.name()
+            "unlinked {hook} from {head} {} (generation {generation}){}",
+            dir.name(),
+            retired(r)
         ),
         Cmd::Show => text(&r["toml"]),
         Cmd::Apply { dry_run, .. } => {
@@ -531,6 +532,10 @@ fn human(cmd: &Cmd, r: &Value) -> String {
             let mut s: String = diff.iter().map(|l| format!("{}\n", text(l))).collect();
             let base = text(&r["base"]);
             s += &match (diff.len(), dry_run) {
+                (n, false) if n > 0 && r["complete"] == json!(false) => format!(
+                    "applied {n} change(s) in one transaction: generation {base} -> {generation} \
+                     (a datapath thread still held the previous one at the answer)\n"
+                ),
                 (0, _) => format!(
                     "no changes: the running configuration equals the file (generation {base})\n"
                 ),
@@ -544,6 +549,29 @@ fn human(cmd: &Cmd, r: &Value) -> String {
             s
         }
     }
+}
+
+/// The end of a write's line: the final counters of the links it removed
+/// (one per line), or that the grace period had not passed yet.
+fn retired(r: &Value) -> String {
+    let mut s = String::from("\n");
+    for l in arr(r, "retired") {
+        s += &format!(
+            "  {} {} {}: final packets {} bytes {} passed {} dropped {} consumed {}\n",
+            text(&l["head"]),
+            text(&l["dir"]),
+            text(&l["hook"]),
+            text(&l["packets"]),
+            text(&l["bytes"]),
+            text(&l["passed"]),
+            text(&l["dropped"]),
+            text(&l["consumed"]),
+        );
+    }
+    if r["complete"] == json!(false) {
+        s += "  (a datapath thread still ran the previous chain at the answer: counters may still grow)\n";
+    }
+    s
 }
 
 #[cfg(test)]

@@ -40,8 +40,8 @@ pub use client::{Client, ClientError};
 pub use methods::{READ_METHODS, WRITE_METHODS};
 pub use rpc::RpcError;
 pub use server::{
-    default_socket_path, ControlConfig, Error, Server, DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_REQUEST, DEFAULT_READ_TIMEOUT,
+    default_socket_path, ControlConfig, Error, Server, DEFAULT_GRACE_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_REQUEST, DEFAULT_READ_TIMEOUT,
 };
 
 /// The protocol version `version` reports. It changes only when a method

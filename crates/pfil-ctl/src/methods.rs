@@ -32,6 +32,7 @@ pub(crate) struct Target {
     pub(crate) registry: Registry,
     pub(crate) catalog: Arc<Catalog>,
     pub(crate) app: String,
+    pub(crate) grace_timeout: std::time::Duration,
 }
 
 fn params<T: for<'de> Deserialize<'de>>(
@@ -166,6 +167,34 @@ fn stats_json(l: &LinkInfo) -> Value {
 }
 
 impl Target {
+    /// The result of a write: the generation it published, whether its
+    /// grace period passed within the timeout (the previous configuration
+    /// is gone from every datapath thread), and the final counters of the
+    /// links it removed.
+    fn committed(&self, c: pfil::Commit) -> Value {
+        let complete = c.retirement.wait_timeout(self.grace_timeout);
+        let retired: Vec<Value> = c
+            .retirement
+            .links()
+            .iter()
+            .map(|l| {
+                let k = &l.counters;
+                json!({
+                    "head": l.head,
+                    "dir": l.dir.to_string(),
+                    "hook": l.hook,
+                    "packets": k.packets,
+                    "bytes": k.bytes,
+                    "passed": k.passed,
+                    "dropped": k.dropped,
+                    "consumed": k.consumed,
+                    "faults": k.faults,
+                })
+            })
+            .collect();
+        json!({"generation": c.generation, "complete": complete, "retired": retired})
+    }
+
     /// Run one method for a peer with `access`.
     pub(crate) fn call(
         &self,
@@ -286,17 +315,18 @@ impl Target {
                     .collect();
                 let diff: Vec<String> = plan.changes().iter().map(ToString::to_string).collect();
                 let commit = plan.commit(reg, ap.dry_run).map_err(|e| apply_error(&e))?;
-                let generation = commit.map_or(base, |c| c.generation);
-                if !ap.dry_run && !diff.is_empty() {
-                    tracing::info!(target: "pfil_ctl", base, generation, changes = diff.len(), "control: configuration applied");
-                }
-                Ok(json!({
-                    "generation": generation,
-                    "base": base,
-                    "dry_run": ap.dry_run,
-                    "changes": changes,
-                    "diff": diff,
-                }))
+                let mut r = match commit {
+                    Some(c) if !ap.dry_run => {
+                        tracing::info!(target: "pfil_ctl", base, generation = c.generation, changes = diff.len(), "control: configuration applied");
+                        self.committed(c)
+                    }
+                    _ => json!({"generation": base, "complete": true, "retired": []}),
+                };
+                r["base"] = json!(base);
+                r["dry_run"] = json!(ap.dry_run);
+                r["changes"] = Value::Array(changes);
+                r["diff"] = json!(diff);
+                Ok(r)
             }
             "add" => {
                 let ap = params::<AddParams>(method, p)?;
@@ -332,7 +362,7 @@ impl Target {
                     .commit()
                     .map_err(|e| registry_error(&e))?;
                 tracing::info!(target: "pfil_ctl", hook = %ap.hook, spec = %spec, "control: hook added");
-                Ok(json!({"generation": c.generation}))
+                Ok(self.committed(c))
             }
             "set" => {
                 // A new filter from the same module with this config, put
@@ -354,19 +384,17 @@ impl Target {
                     .replace_filter_shared(&sp.hook, filter)
                     .map_err(|e| registry_error(&e))?;
                 tracing::info!(target: "pfil_ctl", hook = %sp.hook, spec = %spec, "control: hook reconfigured");
-                Ok(json!({"generation": c.generation}))
+                Ok(self.committed(c))
             }
             "del" => {
                 let hp = params::<HookParams>(method, p)?;
-                // The retirement completes after the grace period; the
-                // control thread does not wait for it.
                 let c = reg
                     .transaction()
                     .remove_hook(&hp.hook)
                     .commit()
                     .map_err(|e| registry_error(&e))?;
                 tracing::info!(target: "pfil_ctl", hook = %hp.hook, "control: hook removed");
-                Ok(json!({"generation": c.generation}))
+                Ok(self.committed(c))
             }
             "link" => {
                 let lp = params::<LinkParams>(method, p)?;
@@ -378,7 +406,7 @@ impl Target {
                     .commit()
                     .map_err(|e| registry_error(&e))?;
                 tracing::info!(target: "pfil_ctl", head = %lp.head, dir = %d, hook = %lp.hook, "control: linked");
-                Ok(json!({"generation": c.generation}))
+                Ok(self.committed(c))
             }
             "unlink" => {
                 let up = params::<UnlinkParams>(method, p)?;
@@ -389,7 +417,7 @@ impl Target {
                     .commit()
                     .map_err(|e| registry_error(&e))?;
                 tracing::info!(target: "pfil_ctl", head = %up.head, dir = %d, hook = %up.hook, "control: unlinked");
-                Ok(json!({"generation": c.generation}))
+                Ok(self.committed(c))
             }
             _ => Err(RpcError::new(
                 code::METHOD_NOT_FOUND,

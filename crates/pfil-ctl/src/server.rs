@@ -28,6 +28,10 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 32;
 /// time included), unless configured otherwise.
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a write waits for its grace period before answering, unless
+/// configured otherwise ([`ControlConfig::grace_timeout`]).
+pub const DEFAULT_GRACE_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// How the control server is set up. Build with [`ControlConfig::new`].
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -46,6 +50,12 @@ pub struct ControlConfig {
     pub max_connections: usize,
     /// Time allowed for each request line, idle time included (default 10 s).
     pub read_timeout: Duration,
+    /// How long a write waits for the grace period of its change before
+    /// it answers (default 2 s): when the answer says `"complete": true`,
+    /// no datapath thread runs the previous configuration any more and
+    /// the `retired` counters are final. A reader stuck in a batch longer
+    /// than this makes the answer say `false`; the change is made anyway.
+    pub grace_timeout: Duration,
 }
 
 impl ControlConfig {
@@ -58,6 +68,7 @@ impl ControlConfig {
             max_request: DEFAULT_MAX_REQUEST,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             read_timeout: DEFAULT_READ_TIMEOUT,
+            grace_timeout: DEFAULT_GRACE_TIMEOUT,
         }
     }
 
@@ -443,6 +454,7 @@ impl Server {
                 registry,
                 catalog,
                 app: config.app.clone(),
+                grace_timeout: config.grace_timeout,
             },
             config,
             path: path.clone(),

@@ -193,6 +193,10 @@ pub fn run(a: &Args) -> Result<(), String> {
         _ => Dir::In,
     };
     let hook_names = hooks::link_all(&reg, &a.hooks, &ifaces, hook_dir)?;
+    let config_line = match &a.config {
+        Some(path) => Some(hooks::apply_file(&reg, path)?),
+        None => None,
+    };
     let (control, control_line) = start_control(&a.control, &reg)?;
 
     // Start the workers; every flow records which heads its frames pass.
@@ -301,6 +305,9 @@ pub fn run(a: &Args) -> Result<(), String> {
             hook_dir,
             hook_names.join(" -> ")
         );
+    }
+    if let Some(l) = config_line {
+        eprintln!("pfild: {l}");
     }
     eprintln!("pfild: {control_line}");
 

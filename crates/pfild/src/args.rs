@@ -59,6 +59,8 @@ pub struct Args {
     pub mode: Mode,
     /// Hook specs in command-line order.
     pub hooks: Vec<String>,
+    /// `--config FILE`: the configuration applied at start.
+    pub config: Option<std::path::PathBuf>,
     /// Queues (None: the mode's default).
     pub queues: Option<Queues>,
     /// Namespace for the workers.
@@ -314,6 +316,10 @@ struct Common {
     /// Hooks below
     #[arg(long = "hook", value_name = "SPEC", global = true)]
     hooks: Vec<String>,
+    /// Apply configuration FILE at start (TOML, the format of `pfilctl show`
+    /// and `pfilctl apply`: hooks and the chains of the heads)
+    #[arg(long, value_name = "FILE", global = true, conflicts_with = "hooks")]
+    config: Option<std::path::PathBuf>,
     /// Queues 0..N (one worker each) [default: all for sink/forward, 1 for gen and --synthetic]
     #[arg(long, value_name = "N|all", global = true, value_parser = queues)]
     queues: Option<Queues>,
@@ -481,6 +487,7 @@ impl Args {
         let a = Args {
             mode,
             hooks: c.hooks,
+            config: c.config,
             queues: c.queues,
             netns: c.netns,
             xdp_mode: c.xdp_mode.unwrap_or(XdpMode::Auto),

@@ -15,9 +15,9 @@ pub fn catalog() -> Catalog {
     c
 }
 
-/// Build the filter for one `--hook` spec. Returns the module name used in
-/// the hook name (the spec with `:` written `-`, e.g. `drop-udp-53`) and
-/// the filter.
+/// Build the filter for one `--hook` spec. Returns its module (the hook
+/// name's first part, e.g. `drop-udp` for `drop-udp:53`, so that
+/// `pfilctl set drop-udp:1 --set 5353` rebuilds it) and the filter.
 ///
 /// # Errors
 /// A message naming the unknown module and the known ones, or the bad
@@ -30,7 +30,8 @@ pub fn build(
     let f = catalog
         .create(spec, &BuildCtx::new(max_workers))
         .map_err(|e| format!("--hook: {e}"))?;
-    Ok((spec.replace(':', "-"), f))
+    let module = spec.split_once(':').map_or(spec, |(m, _)| m);
+    Ok((module.to_owned(), f))
 }
 
 /// Register every `--hook` (named `<module>:<position>`, e.g. `count:1`)
@@ -67,6 +68,28 @@ pub fn link_all(
     Ok(names)
 }
 
+/// Apply the configuration file `path` (`--config`) to the registry: the
+/// format and the semantics of `pfilctl apply`, in one transaction.
+/// Returns a line saying what was done.
+///
+/// # Errors
+/// The file's name with what is wrong and where (line and column).
+pub fn apply_file(reg: &Registry, path: &std::path::Path) -> Result<String, String> {
+    let at = |e: &dyn std::fmt::Display| format!("--config {}: {e}", path.display());
+    let text = std::fs::read_to_string(path).map_err(|e| at(&e))?;
+    let cfg = pfil_ctl::config::Config::parse(&text).map_err(|e| at(&e))?;
+    let plan = cfg.plan(reg, &catalog(), None).map_err(|e| at(&e))?;
+    let n = plan.changes().len();
+    let generation = plan
+        .commit(reg, false)
+        .map_err(|e| at(&e))?
+        .map_or(reg.generation(), |c| c.generation);
+    Ok(format!(
+        "configuration {}: {n} change(s), generation {generation} (pfilctl show prints it)",
+        path.display()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,7 +105,7 @@ mod tests {
             .map(|s| s.to_string())
             .collect();
         let names = link_all(&reg, &specs, &["a"], Dir::In).unwrap();
-        assert_eq!(names, ["count:1", "null:2", "drop-udp-53:3", "epoch:4"]);
+        assert_eq!(names, ["count:1", "null:2", "drop-udp:3", "epoch:4"]);
         assert_eq!(reg.chain_names("a", Dir::In).unwrap(), names);
 
         let reg = Registry::new();

@@ -69,9 +69,10 @@ fn synthetic_forward_filters_in_command_line_order() {
     assert_eq!(num(&t, "rx"), num(&t, "tx") + num(&t, "filtered"));
     // The chain walks count, drop-udp, null: null sees only what passed.
     let i = |s: &str| stdout.find(s).unwrap_or_else(|| panic!("{s} in {stdout}"));
-    assert!(i("hook count:1: packets 100000") < i("hook drop-udp-53:2: packets 100000"));
-    assert!(stdout
-        .contains("hook drop-udp-53:2: packets 100000 bytes 6400000 passed 75000 dropped 25000"));
+    assert!(i("hook count:1: packets 100000") < i("hook drop-udp:2: packets 100000"));
+    assert!(
+        stdout.contains("hook drop-udp:2: packets 100000 bytes 6400000 passed 75000 dropped 25000")
+    );
     assert!(stdout.contains("hook null:3: packets 75000"), "{stdout}");
 }
 
@@ -98,8 +99,11 @@ fn synthetic_stops_after_seconds_with_status_line() {
     );
     let t = totals(&out.stdout);
     let g = num(&t, "generated");
+    // Paced: never more than the rate allows (plus the bounded catch-up);
+    // at least some, even on a loaded machine (pacing gives up the
+    // frames it falls behind by more than 1 ms, by design).
     assert!(
-        (100_000..=200_000).contains(&g),
+        (10_000..=160_000).contains(&g),
         "paced at 100 kpps for 1.5 s: {g}"
     );
     assert_eq!(num(&t, "tx"), g);
