@@ -200,63 +200,6 @@ fn privileges_or_missing_namespace_are_explained() {
     }
 }
 
-/// Run pfilctl: the binary next to pfild's when it was built (`cargo test
-/// -p pfil-ctl` or a workspace build), else the same code in-process
-/// (`pfil_ctl::cli::run`, which is all the binary's `main` does).
-fn pfilctl(args: &[&str]) -> (u8, String, String) {
-    let bin = std::path::Path::new(PFILD).with_file_name("pfilctl");
-    if bin.exists() {
-        let out = std::process::Command::new(&bin)
-            .args(args)
-            .output()
-            .expect("run pfilctl");
-        let code = out.status.code().map_or(255, |c| c as u8);
-        let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        return (code, s(&out.stdout), s(&out.stderr));
-    }
-    let (mut o, mut e) = (Vec::new(), Vec::new());
-    let argv = std::iter::once("pfilctl").chain(args.iter().copied());
-    let code = pfil_ctl::cli::run(argv, &mut o, &mut e);
-    let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (code, s(&o), s(&e))
-}
-
-fn ctl_ok(sock: &str, args: &[&str]) -> String {
-    let mut all = vec!["--socket", sock];
-    all.extend_from_slice(args);
-    let (code, out, err) = pfilctl(&all);
-    assert_eq!(code, 0, "pfilctl {args:?}: {err}");
-    out
-}
-
-fn ctl_json(sock: &str, args: &[&str]) -> serde_json::Value {
-    let mut all = vec!["--json"];
-    all.extend_from_slice(args);
-    serde_json::from_str(&ctl_ok(sock, &all)).expect("--json prints JSON")
-}
-
-/// A counter of `hook`'s link on the first head's in chain, from `stats --json`.
-fn link_field(stats: &serde_json::Value, hook: &str, field: &str) -> u64 {
-    stats["heads"][0]["in"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["hook"] == hook)
-        .and_then(|l| l[field].as_u64())
-        .unwrap_or_else(|| panic!("{hook}.{field} in {stats}"))
-}
-
-fn spawn_pfild(args: &[&str]) -> Proc {
-    Proc::new(
-        std::process::Command::new(PFILD)
-            .args(args)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap(),
-    )
-}
-
 #[test]
 fn pfilctl_drives_a_running_pfild_every_verb() {
     use std::time::Duration;

@@ -1,0 +1,229 @@
+//! The control plane against the real pfild on its in-memory port (no
+//! root): a configuration file at start, `show` → `apply` round trip,
+//! and 1000 link/unlink/set operations from pfilctl while traffic runs
+//! with every frame accounted for, per link and in total.
+
+mod common;
+use common::*;
+
+use std::time::Duration;
+
+const START: &str = r#"# pfild --config: a counter on syn0 in; drop-udp:dns declared, unlinked
+[hooks."count:all"]
+
+[hooks."drop-udp:dns"]
+config = "53"
+dirs = "in"
+
+[heads.syn0]
+in = ["count:all"]
+"#;
+
+fn temp_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("pfild-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn u(v: &serde_json::Value, k: &str) -> u64 {
+    v[k].as_u64().unwrap_or_else(|| panic!("no {k} in {v}"))
+}
+
+#[test]
+fn a_bad_config_file_stops_pfild_naming_the_line() {
+    let dir = temp_dir("badcfg");
+    let f = dir.join("bad.toml");
+    std::fs::write(&f, "[hooks.\"drop-udp:dns\"]\nconfig = \"dns\"\n").unwrap();
+    let out = pfild(&[
+        "sink",
+        "syn0",
+        "--synthetic",
+        "--config",
+        f.to_str().unwrap(),
+        "--no-control",
+        "--count",
+        "10",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("--config {}: line 2, column 10:", f.display()))
+            && err.contains("drop-udp:PORT"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    std::fs::write(&f, "[heads.eth9]\nin = []\n").unwrap();
+    let out = pfild(&[
+        "sink",
+        "syn0",
+        "--synthetic",
+        "--config",
+        f.to_str().unwrap(),
+        "--no-control",
+        "--count",
+        "10",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("heads.eth9: no such head in this app") && err.contains("it has: syn0"),
+        "{err}"
+    );
+    let (_, _, e) = pfilctl(&[
+        "--socket",
+        "/nonexistent/x.sock",
+        "apply",
+        "/nonexistent/c.toml",
+    ]);
+    assert!(e.contains("reading /nonexistent/c.toml"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The issue's load test: pfild starts from a configuration file; pfilctl
+/// shows it and applies it back (no change); then 1000 operations (link
+/// drop-udp:dns before count:all, set it to the same port, unlink it: the
+/// retired counters of each incarnation come back with the unlink) while
+/// 100 kpps of UDP to ports 53 and 80 flow; the last is an `apply` of the
+/// start file. Every frame received is either counted by count:all or
+/// dropped by one incarnation of drop-udp:dns, exactly once, and the
+/// drops are exactly pfild's own count of filtered frames.
+#[test]
+fn a_thousand_control_operations_during_traffic_lose_and_double_count_nothing() {
+    let dir = temp_dir("churn");
+    let cfg = dir.join("start.toml");
+    std::fs::write(&cfg, START).unwrap();
+    let sock = dir.join("ctl").join("x.sock").to_str().unwrap().to_owned();
+    let mut p = spawn_pfild(&[
+        "sink",
+        "syn0",
+        "--synthetic",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--rate",
+        "100000",
+        "--dst-port",
+        "53,80",
+        "--control",
+        &sock,
+        "--seconds",
+        "240",
+        "--quiet",
+    ]);
+    assert!(
+        p.wait_stderr(&format!("control socket {sock}"), Duration::from_secs(20)),
+        "{}",
+        p.stderr_so_far()
+    );
+    assert!(
+        p.stderr_so_far().contains("configuration ") && p.stderr_so_far().contains("3 change(s)"),
+        "{}",
+        p.stderr_so_far()
+    );
+
+    // show → apply: a no-op, also as a dry run.
+    let shown = ctl_ok(&sock, &["show"]);
+    assert!(
+        shown.contains("[hooks.\"drop-udp:dns\"]\nconfig = \"53\"\ndirs = \"in\""),
+        "{shown}"
+    );
+    assert!(shown.contains("in = [\"count:all\"]"), "{shown}");
+    let saved = dir.join("shown.toml");
+    std::fs::write(&saved, &shown).unwrap();
+    let g0 = u(&ctl_json(&sock, &["show"]), "generation");
+    for dry in [true, false] {
+        let mut args = vec!["apply", saved.to_str().unwrap()];
+        if dry {
+            args.push("--dry-run");
+        }
+        let out = ctl_ok(&sock, &args);
+        assert!(out.contains("no changes"), "{out}");
+    }
+    assert_eq!(u(&ctl_json(&sock, &["show"]), "generation"), g0);
+
+    // 1000 operations.
+    let (mut dns_packets, mut dns_dropped, mut ops) = (0u64, 0u64, 0);
+    let mut account = |r: &serde_json::Value| {
+        assert_eq!(r["complete"], true, "grace period passed: {r}");
+        for l in r["retired"].as_array().unwrap() {
+            assert_eq!(l["hook"], "drop-udp:dns", "{r}");
+            assert_eq!(u(l, "passed") + u(l, "dropped"), u(l, "packets"), "{r}");
+            dns_packets += u(l, "packets");
+            dns_dropped += u(l, "dropped");
+        }
+    };
+    while ops < 999 {
+        let r = match ops % 3 {
+            0 => ctl_json(
+                &sock,
+                &[
+                    "link",
+                    "-i",
+                    "--before",
+                    "count:all",
+                    "drop-udp:dns",
+                    "syn0",
+                ],
+            ),
+            1 => ctl_json(&sock, &["set", "drop-udp:dns", "--set", "53"]),
+            _ => ctl_json(&sock, &["unlink", "-i", "drop-udp:dns", "syn0"]),
+        };
+        account(&r);
+        ops += 1;
+    }
+    // The 1000th: link it once more, then apply the start file, which
+    // unlinks it (its last incarnation's counters come with the answer).
+    ctl_json(
+        &sock,
+        &[
+            "link",
+            "-i",
+            "--before",
+            "count:all",
+            "drop-udp:dns",
+            "syn0",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    let r = ctl_json(&sock, &["apply", cfg.to_str().unwrap()]);
+    assert_eq!(
+        r["diff"],
+        serde_json::json!(["- link syn0 in drop-udp:dns"]),
+        "{r}"
+    );
+    account(&r);
+    assert!(
+        dns_dropped > 1000,
+        "drop-udp:dns saw traffic: {dns_dropped}"
+    );
+    assert!(dns_packets >= dns_dropped);
+
+    p.signal(libc::SIGINT);
+    let out = p.wait_output(Duration::from_secs(20));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = totals(&out.stdout);
+    let (rx, passed, filtered) = (num(&t, "rx"), num(&t, "passed"), num(&t, "filtered"));
+    assert_eq!(num(&t, "generated"), rx, "the synthetic port loses nothing");
+    assert_eq!(rx, passed + filtered, "{stdout}");
+    assert_eq!(
+        filtered, dns_dropped,
+        "every drop is one incarnation's: {stdout}"
+    );
+    let count_all = stdout
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("hook count:all: packets "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("count:all's final counters: {stdout}"));
+    assert_eq!(
+        count_all + dns_dropped,
+        rx,
+        "each frame counted once: {stdout}"
+    );
+    assert_eq!(count_all, passed);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
