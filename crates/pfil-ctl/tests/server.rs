@@ -529,15 +529,47 @@ fn bad_input_gets_its_documented_error() {
     assert_eq!(reg.chain_names("syn0", Dir::In).unwrap(), ["count:1"]);
 }
 
+/// A datapath thread running batches of 32 frames through head `dp0`
+/// (hook `count:dp` linked) until `stop`; returns the frames it ran.
+fn datapath(
+    reg: &Registry,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<u64> {
+    let head = reg
+        .register_head("dp0", PacketKind::Ethernet, Dirs::IN)
+        .unwrap();
+    let f = Catalog::builtin()
+        .create("count", &pfil_filters::BuildCtx::new(reg.max_workers()))
+        .unwrap();
+    reg.add_hook_shared("count:dp", PacketKind::Ethernet, Dirs::IN, f)
+        .unwrap();
+    reg.link("dp0", Dir::In, "count:dp", Placement::Append)
+        .unwrap();
+    let mut w = reg.worker().unwrap();
+    std::thread::spawn(move || {
+        let mut frames = vec![[0u8; 64]; 32];
+        let mut n = 0u64;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let mut pkts: Vec<Packet<'_>> = frames.iter_mut().map(|f| Packet::new(f)).collect();
+            head.run(Dir::In, &mut w, &mut pkts);
+            n += 32;
+        }
+        n
+    })
+}
+
 #[test]
-fn forty_concurrent_clients_and_the_connection_limit() {
+fn sixty_four_concurrent_clients_and_the_connection_limit() {
     let dir = TempDir::new("conc");
     let reg = registry();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dp = datapath(&reg, stop.clone());
     let server = start(&dir, &reg, ControlConfig::new("test"));
     let path = server.path().to_owned();
-    // 40 clients, one after another in bursts, each with several calls:
-    // all are served (connections end, slots are reused).
-    let threads: Vec<_> = (0..40)
+    // 64 clients at once, each with several calls (writes included): all
+    // are served, those over the limit of 32 after a retry (connections
+    // end, slots are reused).
+    let threads: Vec<_> = (0..64)
         .map(|i| {
             let p = path.clone();
             std::thread::spawn(move || {
@@ -546,7 +578,7 @@ fn forty_concurrent_clients_and_the_connection_limit() {
                     let mut c = Client::connect(&p).unwrap();
                     match c.call("heads", Value::Null) {
                         Ok(v) => {
-                            assert_eq!(v["heads"][0]["name"], "syn0");
+                            assert_eq!(v["heads"][1]["name"], "syn0");
                             let name = format!("count:c{i}");
                             c.call("add", json!({"hook": name})).unwrap();
                             c.call("del", json!({"hook": name})).unwrap();
@@ -565,8 +597,8 @@ fn forty_concurrent_clients_and_the_connection_limit() {
     for t in threads {
         t.join().unwrap();
     }
-    // 40 held open at once: 32 served, the rest get the documented error.
-    let held: Vec<UnixStream> = (0..40)
+    // 64 held open at once: 32 served, the rest get the documented error.
+    let held: Vec<UnixStream> = (0..64)
         .map(|_| UnixStream::connect(&path).unwrap())
         .collect();
     std::thread::sleep(Duration::from_millis(300));
@@ -591,7 +623,7 @@ fn forty_concurrent_clients_and_the_connection_limit() {
             served += 1;
         }
     }
-    assert_eq!((served, refused), (32, 8));
+    assert_eq!((served, refused), (32, 32));
     drop(held);
     // Afterwards everyone is served again.
     std::thread::sleep(Duration::from_millis(300));
@@ -599,8 +631,14 @@ fn forty_concurrent_clients_and_the_connection_limit() {
         .unwrap()
         .call("version", Value::Null)
         .unwrap();
-    let hooks = reg.hooks();
-    assert_eq!(hooks.len(), 1, "{hooks:?}");
+    let hooks: Vec<String> = reg.hooks().into_iter().map(|h| h.name).collect();
+    assert_eq!(hooks, ["count:1", "count:dp"]);
+    // The datapath ran all along, and its link counted every frame.
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let ran = dp.join().unwrap();
+    let chain = reg.chain("dp0", Dir::In).unwrap();
+    assert!(ran > 0);
+    assert_eq!(chain[0].counters.packets, ran);
 }
 
 #[test]
