@@ -139,6 +139,7 @@ fn processes_gen_forward_sink_exact() {
     if !require_root("processes_gen_forward_sink_exact") {
         return;
     }
+    let _turn = traffic_turn();
     let t = Topo::new("e");
     let count = 200_000u64;
     let [gen, fwd, sink] = pipeline(
@@ -198,6 +199,100 @@ fn processes_gen_forward_sink_exact() {
         "{ctx}"
     );
     assert!(fo.contains("XDP program detached from f0, f1"), "{ctx}");
+}
+
+/// The control plane on a real dataplane: `pfild sink` on veth started
+/// from a configuration file, 150 link/set/unlink operations and a final
+/// `apply` from pfilctl while `pfild gen` sends 96-byte UDP frames to
+/// ports 53 and 80; every frame sent is received, and either counted by
+/// count:all or dropped by one incarnation of drop-udp:dns, exactly once.
+#[test]
+fn control_churn_during_veth_traffic_accounts_every_frame() {
+    if !require_root("control_churn_during_veth_traffic_accounts_every_frame") {
+        return;
+    }
+    let _turn = traffic_turn();
+    let a = Netns::new("ca");
+    let b = Netns::new("cb");
+    veth(&a, "c0", &b, "c1", 6);
+    let dir = std::env::temp_dir().join(format!("pfild-vchurn-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("start.toml");
+    std::fs::write(&cfg, CHURN_START.replace("HEAD", "c0")).unwrap();
+    let sock = dir.join("ctl").join("s.sock").to_str().unwrap().to_owned();
+    let mut sink = spawn(&[
+        "sink",
+        "c0",
+        "--netns",
+        &a.name,
+        "--config",
+        cfg.to_str().unwrap(),
+        "--control",
+        &sock,
+        "--ring",
+        "4096",
+        "--seconds",
+        "90",
+        "--spin-us",
+        "0",
+        "--quiet",
+    ]);
+    assert!(
+        sink.wait_stderr(READY, Duration::from_secs(20)),
+        "sink ready: {}",
+        sink.stderr_so_far()
+    );
+    let count = 160_000u64;
+    let gen = spawn(&[
+        "gen",
+        "c1",
+        "--netns",
+        &b.name,
+        "--count",
+        &count.to_string(),
+        "--rate",
+        "40000",
+        "--size",
+        "96",
+        "--dst-port",
+        "53,80",
+        "--spin-us",
+        "0",
+        "--quiet",
+    ]);
+    let dns = churn(&sock, "c0", &cfg, 150);
+    let gen = gen.wait_output(Duration::from_secs(60));
+    assert!(gen.status.success(), "gen: {}", text(&gen));
+    let sent = num(&totals(&gen.stdout), "tx");
+    assert_eq!(sent, count, "gen: {}", text(&gen));
+    // Wait (bounded) for the sink to have seen every frame sent.
+    let seen = || {
+        let s = ctl_json(&sock, &["stats", "c0"]);
+        link_field(&s, "count:all", "packets") + dns.dropped
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen() < sent && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    sink.signal(libc::SIGINT);
+    let out = sink.wait_output(Duration::from_secs(20));
+    let ctx = format!("sink {}\ngen {}\ndns {dns:?}", text(&out), text(&gen));
+    assert!(out.status.success(), "{ctx}");
+    let t = totals(&out.stdout);
+    let (rx, passed, filtered) = (num(&t, "rx"), num(&t, "passed"), num(&t, "filtered"));
+    assert_eq!(num(&t, "kernel_rx_dropped"), 0, "{ctx}");
+    assert_eq!(rx, sent, "every frame sent was received: {ctx}");
+    assert_eq!(rx, passed + filtered, "{ctx}");
+    assert_eq!(
+        filtered, dns.dropped,
+        "every drop is one incarnation's: {ctx}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(final_packets(&stdout, "count:all"), passed, "{ctx}");
+    assert!(dns.dropped > 0, "{ctx}");
+    assert!(wait_xdp(&a, "c0", false), "XDP left on c0");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

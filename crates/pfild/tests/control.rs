@@ -8,26 +8,11 @@ use common::*;
 
 use std::time::Duration;
 
-const START: &str = r#"# pfild --config: a counter on syn0 in; drop-udp:dns declared, unlinked
-[hooks."count:all"]
-
-[hooks."drop-udp:dns"]
-config = "53"
-dirs = "in"
-
-[heads.syn0]
-in = ["count:all"]
-"#;
-
 fn temp_dir(tag: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("pfild-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-fn u(v: &serde_json::Value, k: &str) -> u64 {
-    v[k].as_u64().unwrap_or_else(|| panic!("no {k} in {v}"))
 }
 
 #[test]
@@ -91,7 +76,7 @@ fn a_bad_config_file_stops_pfild_naming_the_line() {
 fn a_thousand_control_operations_during_traffic_lose_and_double_count_nothing() {
     let dir = temp_dir("churn");
     let cfg = dir.join("start.toml");
-    std::fs::write(&cfg, START).unwrap();
+    std::fs::write(&cfg, CHURN_START.replace("HEAD", "syn0")).unwrap();
     let sock = dir.join("ctl").join("x.sock").to_str().unwrap().to_owned();
     let mut p = spawn_pfild(&[
         "sink",
@@ -140,62 +125,9 @@ fn a_thousand_control_operations_during_traffic_lose_and_double_count_nothing() 
     }
     assert_eq!(u(&ctl_json(&sock, &["show"]), "generation"), g0);
 
-    // 1000 operations.
-    let (mut dns_packets, mut dns_dropped, mut ops) = (0u64, 0u64, 0);
-    let mut account = |r: &serde_json::Value| {
-        assert_eq!(r["complete"], true, "grace period passed: {r}");
-        for l in r["retired"].as_array().unwrap() {
-            assert_eq!(l["hook"], "drop-udp:dns", "{r}");
-            assert_eq!(u(l, "passed") + u(l, "dropped"), u(l, "packets"), "{r}");
-            dns_packets += u(l, "packets");
-            dns_dropped += u(l, "dropped");
-        }
-    };
-    while ops < 999 {
-        let r = match ops % 3 {
-            0 => ctl_json(
-                &sock,
-                &[
-                    "link",
-                    "-i",
-                    "--before",
-                    "count:all",
-                    "drop-udp:dns",
-                    "syn0",
-                ],
-            ),
-            1 => ctl_json(&sock, &["set", "drop-udp:dns", "--set", "53"]),
-            _ => ctl_json(&sock, &["unlink", "-i", "drop-udp:dns", "syn0"]),
-        };
-        account(&r);
-        ops += 1;
-    }
-    // The 1000th: link it once more, then apply the start file, which
-    // unlinks it (its last incarnation's counters come with the answer).
-    ctl_json(
-        &sock,
-        &[
-            "link",
-            "-i",
-            "--before",
-            "count:all",
-            "drop-udp:dns",
-            "syn0",
-        ],
-    );
-    std::thread::sleep(Duration::from_millis(50));
-    let r = ctl_json(&sock, &["apply", cfg.to_str().unwrap()]);
-    assert_eq!(
-        r["diff"],
-        serde_json::json!(["- link syn0 in drop-udp:dns"]),
-        "{r}"
-    );
-    account(&r);
-    assert!(
-        dns_dropped > 1000,
-        "drop-udp:dns saw traffic: {dns_dropped}"
-    );
-    assert!(dns_packets >= dns_dropped);
+    // 1000 operations, the last an apply.
+    let dns = churn(&sock, "syn0", &cfg, 1000);
+    assert!(dns.dropped > 1000, "drop-udp:dns saw traffic: {dns:?}");
 
     p.signal(libc::SIGINT);
     let out = p.wait_output(Duration::from_secs(20));
@@ -210,17 +142,12 @@ fn a_thousand_control_operations_during_traffic_lose_and_double_count_nothing() 
     assert_eq!(num(&t, "generated"), rx, "the synthetic port loses nothing");
     assert_eq!(rx, passed + filtered, "{stdout}");
     assert_eq!(
-        filtered, dns_dropped,
+        filtered, dns.dropped,
         "every drop is one incarnation's: {stdout}"
     );
-    let count_all = stdout
-        .lines()
-        .find_map(|l| l.trim_start().strip_prefix("hook count:all: packets "))
-        .and_then(|l| l.split_whitespace().next())
-        .and_then(|n| n.parse::<u64>().ok())
-        .unwrap_or_else(|| panic!("count:all's final counters: {stdout}"));
+    let count_all = final_packets(&stdout, "count:all");
     assert_eq!(
-        count_all + dns_dropped,
+        count_all + dns.dropped,
         rx,
         "each frame counted once: {stdout}"
     );

@@ -221,3 +221,90 @@ pub fn spawn_pfild(args: &[&str]) -> Proc {
             .unwrap(),
     )
 }
+
+/// The configuration the churn tests start from: a counter on the in
+/// head; drop-udp:dns declared, unlinked.
+pub const CHURN_START: &str = r#"# pfild --config: a counter on HEAD in; drop-udp:dns declared, unlinked
+[hooks."count:all"]
+
+[hooks."drop-udp:dns"]
+config = "53"
+dirs = "in"
+
+[heads.HEAD]
+in = ["count:all"]
+"#;
+
+/// What the incarnations of drop-udp:dns saw, summed from the retired
+/// counters that writes return.
+#[derive(Debug, Default)]
+pub struct Churned {
+    /// Packets shown to it.
+    pub packets: u64,
+    /// Packets it dropped.
+    pub dropped: u64,
+}
+
+/// The unsigned integer member `k` of `v`.
+pub fn u(v: &serde_json::Value, k: &str) -> u64 {
+    v[k].as_u64().unwrap_or_else(|| panic!("no {k} in {v}"))
+}
+
+/// `ops` control operations from pfilctl on head `head` of the pfild at
+/// `sock`, started from `cfg` (CHURN_START for `head`): cycles of link
+/// drop-udp:dns before count:all, set it to port 53 again, unlink it;
+/// the last operation applies `cfg` (unlinking it). Every answer must
+/// come after its grace period; every retired link's counters add up.
+pub fn churn(sock: &str, head: &str, cfg: &std::path::Path, ops: usize) -> Churned {
+    let mut c = Churned::default();
+    let mut account = |r: &serde_json::Value| {
+        assert_eq!(r["complete"], true, "grace period passed: {r}");
+        for l in r["retired"].as_array().unwrap() {
+            assert_eq!(l["hook"], "drop-udp:dns", "{r}");
+            assert_eq!(u(l, "passed") + u(l, "dropped"), u(l, "packets"), "{r}");
+            c.packets += u(l, "packets");
+            c.dropped += u(l, "dropped");
+        }
+    };
+    let link = ["link", "-i", "--before", "count:all", "drop-udp:dns", head];
+    let unlink = ["unlink", "-i", "drop-udp:dns", head];
+    let set = ["set", "drop-udp:dns", "--set", "53"];
+    for i in 0..ops.saturating_sub(1) {
+        account(&ctl_json(sock, [&link[..], &set, &unlink][i % 3]));
+    }
+    // Linked at the end (if the last cycle unlinked it): the apply
+    // unlinks it, its last counters come with the answer.
+    if (ops.saturating_sub(1)) % 3 == 0 {
+        account(&ctl_json(sock, &link));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let r = ctl_json(sock, &["apply", cfg.to_str().unwrap()]);
+    assert_eq!(
+        r["diff"],
+        serde_json::json!([format!("- link {head} in drop-udp:dns")]),
+        "{r}"
+    );
+    account(&r);
+    c
+}
+
+/// A hook's final `packets` in pfild's report.
+pub fn final_packets(stdout: &str, hook: &str) -> u64 {
+    stdout
+        .lines()
+        .find_map(|l| {
+            l.trim_start()
+                .strip_prefix(&format!("hook {hook}: packets "))
+        })
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{hook}'s final counters: {stdout}"))
+}
+
+/// Tests that push traffic through real interfaces take turns: two
+/// dataplanes and their generators at once overload a 2-core machine
+/// into kernel drops that are not the code's.
+pub fn traffic_turn() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: Mutex<()> = Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
