@@ -6,6 +6,10 @@
 //!   statistics, Student's t comparisons against the first file and an
 //!   ASCII-art plot, with output identical to ministat's.
 //!
+//! * `control` — control-plane load on a running app's control socket:
+//!   link / set / unlink at a fixed rate, with each round trip's latency
+//!   (grace period included).
+//!
 //! * `study` — Max Laier's pfil lock study (seed 001) on the real
 //!   registry: hooks × chain lengths × batch sizes × reader threads, with
 //!   and without a background writer, for every chain-publishing strategy,
@@ -15,6 +19,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod control;
 mod ministat;
 mod study;
 
@@ -41,6 +46,9 @@ enum Command {
     /// thread count under each chain-publishing strategy, compared with the
     /// unsynchronized limit.
     Study(study::StudyArgs),
+    /// Control-plane load and latency: link / set / unlink of one hook at
+    /// a fixed rate on a running app's control socket.
+    Control(control::ControlArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +56,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Ministat(args) => ministat::run(&args).map_err(|e| e.to_string()),
         Command::Study(args) => study::run(&args),
+        Command::Control(args) => control::run(&args),
     };
     match result {
         Ok(text) => {
