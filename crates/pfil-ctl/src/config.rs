@@ -507,9 +507,12 @@ impl Running {
     }
 }
 
-/// Hooks and heads of one generation (retried while writers publish).
-fn snapshot(reg: &Registry) -> (u64, Vec<HookInfo>, Vec<pfil::HeadInfo>) {
-    loop {
+/// Hooks and heads of one generation (read again while writers publish
+/// in between; after many tries, the first generation read, which makes
+/// a plan based on it conflict rather than apply a mixed view).
+pub(crate) fn snapshot(reg: &Registry) -> (u64, Vec<HookInfo>, Vec<pfil::HeadInfo>) {
+    let first = reg.generation();
+    for _ in 0..100 {
         let g = reg.generation();
         let hooks = reg.hooks();
         let heads = reg.heads();
@@ -517,6 +520,7 @@ fn snapshot(reg: &Registry) -> (u64, Vec<HookInfo>, Vec<pfil::HeadInfo>) {
             return (g, hooks, heads);
         }
     }
+    (first, reg.hooks(), reg.heads())
 }
 
 /// A TOML basic string.

@@ -242,10 +242,9 @@ impl Target {
             }
             "hooks" => {
                 params::<NoParams>(method, p)?;
-                let generation = reg.generation();
-                let heads = reg.heads();
-                let hooks: Vec<Value> = reg
-                    .hooks()
+                // Hooks and heads of one generation.
+                let (generation, hooks, heads) = crate::config::snapshot(reg);
+                let hooks: Vec<Value> = hooks
                     .iter()
                     .map(|h| {
                         let mut linked = Vec::new();
