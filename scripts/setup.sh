@@ -10,10 +10,13 @@
 #   librsvg2-bin      - render pfil-bench's SVG charts to PNG (optional)
 #   valgrind          - callgrind instruction counts of the loops
 #                       (benches/callgrind_*.sh)
-# The main job (`pfild ... --synthetic`) needs none of them: only a Rust
-# toolchain.
+#   libpcap-dev       - libpcap, which compiles the tcpdump expressions of
+#                       the `bpf` filter (pfil-filters links it)
+#   tcpdump           - the reference the `bpf` filter's tests compare with
+# The main job (`pfild ... --synthetic`) needs a Rust toolchain and
+# libpcap-dev (to link the `bpf` filter) only.
 set -euo pipefail
-packages=(build-essential iproute2 procps util-linux ministat dpdk-dev librte-net-af-xdp23 librsvg2-bin valgrind)
+packages=(build-essential iproute2 procps util-linux ministat dpdk-dev librte-net-af-xdp23 librsvg2-bin valgrind libpcap-dev tcpdump)
 
 for tool in cargo rustfmt cargo-clippy; do
     command -v "$tool" >/dev/null || {

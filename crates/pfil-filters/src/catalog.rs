@@ -194,7 +194,8 @@ impl Catalog {
         Catalog::default()
     }
 
-    /// The real filters of this crate: `null`, `count`, `drop-udp:PORT`.
+    /// The real filters of this crate: `null`, `count`, `drop-udp:PORT`,
+    /// `bpf:ACTION EXPR`.
     pub fn builtin() -> Catalog {
         let mut c = Catalog::new();
         let modules = [
@@ -217,6 +218,15 @@ impl Catalog {
                     cfg.parse::<u16>()
                         .map(|p| Arc::new(DropUdpPort(p)) as Arc<dyn Filter>)
                         .map_err(|_| "PORT a UDP port (0-65535)".to_owned())
+                },
+            ),
+            Module::with_config(
+                "bpf",
+                "ACTION EXPR",
+                "tcpdump expression EXPR; ACTION drop: drop matches, pass: drop the rest",
+                "bpf:drop udp port 53",
+                |cfg, _| {
+                    crate::Bpf::from_config(cfg).map(|f| Arc::new(f) as Arc<dyn Filter>)
                 },
             ),
         ];
@@ -351,7 +361,12 @@ mod tests {
                 e,
                 CatalogError::UnknownModule {
                     module: "nope".into(),
-                    known: vec!["null".into(), "count".into(), "drop-udp:PORT".into()],
+                    known: vec![
+                        "null".into(),
+                        "count".into(),
+                        "drop-udp:PORT".into(),
+                        "bpf:ACTION EXPR".into()
+                    ],
                 }
             );
             let msg = e.to_string();
@@ -387,7 +402,7 @@ mod tests {
         let c = Catalog::builtin();
         let ctx = BuildCtx::new(2);
         let names: Vec<_> = c.modules().map(Module::name).collect();
-        assert_eq!(names, ["null", "count", "drop-udp"]);
+        assert_eq!(names, ["null", "count", "drop-udp", "bpf"]);
         for m in c.modules() {
             let f = c.create(m.example(), &ctx).unwrap();
             assert_eq!(verdict(&*f, &mut [0u8; 20]), Verdict::Pass, "{}", m.name());
@@ -398,6 +413,11 @@ mod tests {
         assert_eq!(verdict(&*dns, &mut udp(54)), Verdict::Pass);
         let null = c.create("null", &ctx).unwrap();
         assert_eq!(verdict(&*null, &mut udp(53)), Verdict::Pass);
+        let bpf = c.create("bpf:drop udp port 53", &ctx).unwrap();
+        assert_eq!(verdict(&*bpf, &mut udp(53)), Verdict::Dropped);
+        let only = c.create("bpf:pass udp port 53", &ctx).unwrap();
+        assert_eq!(verdict(&*only, &mut udp(53)), Verdict::Pass);
+        assert_eq!(verdict(&*only, &mut udp(80)), Verdict::Dropped);
     }
 
     #[test]
@@ -412,8 +432,13 @@ mod tests {
         let dup = c.register(Module::new("null", "again", |_| Arc::new(Null)));
         assert_eq!(dup, Err(CatalogError::Duplicate("null".into())));
         let table = c.help_table(2);
-        assert!(table.contains("  drop-udp:PORT  drop UDP"), "{table}");
+        assert!(
+            table
+                .lines()
+                .any(|l| l.starts_with("  drop-udp:PORT ") && l.contains("drop UDP")),
+            "{table}"
+        );
         assert!(table.contains("(e.g. drop-udp:53)"), "{table}");
-        assert_eq!(table.lines().count(), 4, "{table}");
+        assert_eq!(table.lines().count(), 5, "{table}");
     }
 }

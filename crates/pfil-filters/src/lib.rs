@@ -9,10 +9,12 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod bpf;
 mod catalog;
 mod count;
 mod port;
 
+pub use bpf::{Bpf, BpfAction};
 pub use catalog::{BuildCtx, Catalog, CatalogError, Factory, Module};
 pub use count::{Count, DirCount};
 pub use port::DropUdpPort;

@@ -1,0 +1,566 @@
+//! `bpf`: tcpdump expressions (pcap-filter(7)) as a filter.
+//!
+//! The expression is compiled by libpcap itself (through the `pcap`
+//! crate, on a dead handle), so it means exactly what it means to
+//! tcpdump; the classic-BPF program libpcap produces is validated and
+//! then run by an interpreter of our own: bounds-checked safe Rust,
+//! shared by all workers without a lock (libpcap's handle is not `Sync`),
+//! no call into C on the datapath.
+//!
+//! Config: `ACTION EXPRESSION`, where ACTION says what a frame that
+//! *matches* gets: `drop` (`bpf:drop udp port 53`: matching frames are
+//! dropped, the rest pass) or `pass` (`bpf:pass tcp port 22`: matching
+//! frames pass, the rest are dropped).
+//!
+//! ```
+//! use pfil_filters::{Bpf, BpfAction};
+//!
+//! let f = Bpf::new(BpfAction::Drop, "udp port 53").unwrap();
+//! assert_eq!(f.expression(), "udp port 53");
+//! let e = Bpf::new(BpfAction::Drop, "udp prot 53").unwrap_err();
+//! assert!(e.contains("syntax error"), "{e}");
+//! ```
+
+use std::fmt;
+
+use pfil::{Ctx, Filter, Packet, PacketKind, Verdict};
+
+/// What a matching frame gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BpfAction {
+    /// Matching frames are dropped; the others pass.
+    Drop,
+    /// Matching frames pass; the others are dropped.
+    Pass,
+}
+
+/// One classic-BPF instruction (`struct bpf_insn`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Insn {
+    /// Opcode.
+    pub code: u16,
+    /// Jump offset if true.
+    pub jt: u8,
+    /// Jump offset if false.
+    pub jf: u8,
+    /// Constant.
+    pub k: u32,
+}
+
+/// The link layer a program is compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Link {
+    /// Ethernet frames (`DLT_EN10MB`), what tcpdump sees on a NIC.
+    Ethernet,
+    /// Bare IPv4 or IPv6 packets (`DLT_RAW`).
+    RawIp,
+}
+
+/// A validated classic-BPF program.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Program {
+    insns: Box<[Insn]>,
+}
+
+impl fmt::Debug for Program {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Program({} instructions)", self.insns.len())
+    }
+}
+
+// Opcode fields (bpf.h).
+const fn class(c: u16) -> u16 {
+    c & 0x07
+}
+const fn size(c: u16) -> u16 {
+    c & 0x18
+}
+const fn mode(c: u16) -> u16 {
+    c & 0xe0
+}
+const fn op(c: u16) -> u16 {
+    c & 0xf0
+}
+const fn src(c: u16) -> u16 {
+    c & 0x08
+}
+const LD: u16 = 0x00;
+const LDX: u16 = 0x01;
+const ST: u16 = 0x02;
+const STX: u16 = 0x03;
+const ALU: u16 = 0x04;
+const JMP: u16 = 0x05;
+const RET: u16 = 0x06;
+const W: u16 = 0x00;
+const H: u16 = 0x08;
+const B: u16 = 0x10;
+const IMM: u16 = 0x00;
+const ABS: u16 = 0x20;
+const IND: u16 = 0x40;
+const MEM: u16 = 0x60;
+const LEN: u16 = 0x80;
+const MSH: u16 = 0xa0;
+const ADD: u16 = 0x00;
+const SUB: u16 = 0x10;
+const MUL: u16 = 0x20;
+const DIV: u16 = 0x30;
+const OR: u16 = 0x40;
+const AND: u16 = 0x50;
+const LSH: u16 = 0x60;
+const RSH: u16 = 0x70;
+const NEG: u16 = 0x80;
+const MOD: u16 = 0x90;
+const XOR: u16 = 0xa0;
+const JA: u16 = 0x00;
+const JEQ: u16 = 0x10;
+const JGT: u16 = 0x20;
+const JGE: u16 = 0x30;
+const JSET: u16 = 0x40;
+const K: u16 = 0x00;
+const X: u16 = 0x08;
+const RVAL_A: u16 = 0x10;
+const TAX: u16 = 0x00;
+const TXA: u16 = 0x80;
+/// Scratch memory words.
+const MEMWORDS: usize = 16;
+/// Longest program accepted (the kernel's BPF_MAXINSNS).
+pub const MAX_INSNS: usize = 4096;
+
+impl Program {
+    /// Compile a pcap-filter(7) expression with libpcap for `link`.
+    ///
+    /// # Errors
+    /// libpcap's message as it gives it (e.g. `syntax error`), or a
+    /// program that does not validate.
+    pub fn compile(expr: &str, link: Link) -> Result<Program, String> {
+        let lt = match link {
+            Link::Ethernet => pcap::Linktype::ETHERNET,
+            // DLT_RAW as Linux's libpcap numbers it.
+            Link::RawIp => pcap::Linktype(12),
+        };
+        let cap = pcap::Capture::dead(lt).map_err(|e| format!("libpcap: {e}"))?;
+        let prog = cap.compile(expr, true).map_err(|e| match e {
+            pcap::Error::PcapError(m) => m,
+            e => e.to_string(),
+        })?;
+        // The pcap crate shows an instruction only as "code jt jf k".
+        let insns = prog
+            .get_instructions()
+            .iter()
+            .map(|i| {
+                let s = i.to_string();
+                let f: Vec<u64> = s.split(' ').filter_map(|x| x.parse().ok()).collect();
+                match f[..] {
+                    [code, jt, jf, k]
+                        if code <= 0xffff && jt <= 0xff && jf <= 0xff && k <= 0xffff_ffff =>
+                    {
+                        Ok(Insn {
+                            code: code as u16,
+                            jt: jt as u8,
+                            jf: jf as u8,
+                            k: k as u32,
+                        })
+                    }
+                    _ => Err(format!(
+                        "libpcap gave an instruction this build cannot read: {s:?}"
+                    )),
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Program::new(insns)
+    }
+
+    /// A program from instructions, validated as libpcap's
+    /// `bpf_validate` and the kernel do: every opcode known, jumps
+    /// forward and inside the program, scratch memory indexes below 16,
+    /// no division by a constant zero, and a return at the end.
+    ///
+    /// # Errors
+    /// What is wrong and at which instruction.
+    pub fn new(insns: Vec<Insn>) -> Result<Program, String> {
+        let n = insns.len();
+        if n == 0 || n > MAX_INSNS {
+            return Err(format!(
+                "a program has 1 to {MAX_INSNS} instructions, not {n}"
+            ));
+        }
+        for (pc, i) in insns.iter().enumerate() {
+            let bad = |what: &str| Err(format!("instruction {pc} ({:#06x}): {what}", i.code));
+            let c = i.code;
+            let rest = (n - pc - 1) as u64;
+            match class(c) {
+                LD | LDX => {
+                    let known = matches!(
+                        (class(c), mode(c), size(c)),
+                        (LD, ABS | IND, W | H | B) | (LD | LDX, IMM | LEN | MEM, W) | (LDX, MSH, B)
+                    );
+                    if !known || c & 0xff00 != 0 {
+                        return bad("unknown load");
+                    }
+                    if mode(c) == MEM && i.k as usize >= MEMWORDS {
+                        return bad("scratch index out of range");
+                    }
+                }
+                ST | STX => {
+                    if c & !0x07 != 0 {
+                        return bad("unknown store");
+                    }
+                    if i.k as usize >= MEMWORDS {
+                        return bad("scratch index out of range");
+                    }
+                }
+                ALU => {
+                    if !matches!(
+                        op(c),
+                        ADD | SUB | MUL | DIV | OR | AND | LSH | RSH | NEG | MOD | XOR
+                    ) || c & 0xff00 != 0
+                    {
+                        return bad("unknown ALU operation");
+                    }
+                    if src(c) == K && matches!(op(c), DIV | MOD) && i.k == 0 {
+                        return bad("division by a constant zero");
+                    }
+                }
+                JMP => match op(c) {
+                    JA if (i.k as u64) < rest => {}
+                    JEQ | JGT | JGE | JSET if u64::from(i.jt) < rest && u64::from(i.jf) < rest => {}
+                    JA | JEQ | JGT | JGE | JSET => return bad("jump out of the program"),
+                    _ => return bad("unknown jump"),
+                },
+                RET => {
+                    if !matches!(c & !0x07, K | RVAL_A) {
+                        return bad("unknown return");
+                    }
+                }
+                _ => {
+                    if !matches!(c & !0x07, TAX | TXA) {
+                        return bad("unknown instruction");
+                    }
+                }
+            }
+        }
+        if class(insns[n - 1].code) != RET {
+            return Err(format!(
+                "instruction {}: a program ends with a return",
+                n - 1
+            ));
+        }
+        Ok(Program {
+            insns: insns.into_boxed_slice(),
+        })
+    }
+
+    /// The instructions.
+    pub fn insns(&self) -> &[Insn] {
+        &self.insns
+    }
+
+    /// Run on a frame whose first `pkt.len()` bytes are at hand and
+    /// whose length on the wire is `wirelen`: the program's return value
+    /// (0: no match; tcpdump keeps frames with a nonzero value). A load
+    /// beyond the bytes at hand, or a division by zero, returns 0, as in
+    /// libpcap.
+    pub fn run(&self, pkt: &[u8], wirelen: u32) -> u32 {
+        let (mut a, mut x) = (0u32, 0u32);
+        let mut m = [0u32; MEMWORDS];
+        let mut pc = 0usize;
+        let load = |at: u32, sz: u16| -> Option<u32> {
+            let at = at as usize;
+            let n = match sz {
+                W => 4,
+                H => 2,
+                _ => 1,
+            };
+            let b = pkt.get(at..at.checked_add(n)?)?;
+            Some(match n {
+                4 => u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
+                2 => u32::from(u16::from_be_bytes([b[0], b[1]])),
+                _ => u32::from(b[0]),
+            })
+        };
+        // Validation made every jump land inside the program and every
+        // program end with a return, so `pc` stays in range.
+        while let Some(i) = self.insns.get(pc) {
+            pc += 1;
+            let c = i.code;
+            match class(c) {
+                RET => {
+                    return if c & RVAL_A != 0 { a } else { i.k };
+                }
+                LD => {
+                    a = match mode(c) {
+                        IMM => i.k,
+                        LEN => wirelen,
+                        MEM => m[i.k as usize % MEMWORDS],
+                        ABS => match load(i.k, size(c)) {
+                            Some(v) => v,
+                            None => return 0,
+                        },
+                        _ => match x.checked_add(i.k).and_then(|at| load(at, size(c))) {
+                            Some(v) => v,
+                            None => return 0,
+                        },
+                    }
+                }
+                LDX => {
+                    x = match mode(c) {
+                        IMM => i.k,
+                        LEN => wirelen,
+                        MEM => m[i.k as usize % MEMWORDS],
+                        _ => match load(i.k, B) {
+                            Some(v) => (v & 0xf) << 2,
+                            None => return 0,
+                        },
+                    }
+                }
+                ST => m[i.k as usize % MEMWORDS] = a,
+                STX => m[i.k as usize % MEMWORDS] = x,
+                ALU => {
+                    let v = if src(c) == X { x } else { i.k };
+                    a = match op(c) {
+                        ADD => a.wrapping_add(v),
+                        SUB => a.wrapping_sub(v),
+                        MUL => a.wrapping_mul(v),
+                        DIV => match a.checked_div(v) {
+                            Some(q) => q,
+                            None => return 0,
+                        },
+                        MOD => match a.checked_rem(v) {
+                            Some(r) => r,
+                            None => return 0,
+                        },
+                        OR => a | v,
+                        AND => a & v,
+                        LSH => a.checked_shl(v).unwrap_or(0),
+                        RSH => a.checked_shr(v).unwrap_or(0),
+                        NEG => a.wrapping_neg(),
+                        _ => a ^ v,
+                    }
+                }
+                JMP => {
+                    if op(c) == JA {
+                        pc += i.k as usize;
+                    } else {
+                        let v = if src(c) == X { x } else { i.k };
+                        let t = match op(c) {
+                            JEQ => a == v,
+                            JGT => a > v,
+                            JGE => a >= v,
+                            _ => a & v != 0,
+                        };
+                        pc += usize::from(if t { i.jt } else { i.jf });
+                    }
+                }
+                _ => {
+                    if c & TXA != 0 {
+                        a = x;
+                    } else {
+                        x = a;
+                    }
+                }
+            }
+        }
+        0
+    }
+
+    /// Does the program keep this whole frame?
+    pub fn matches(&self, frame: &[u8]) -> bool {
+        self.run(frame, frame.len() as u32) != 0
+    }
+}
+
+/// The `bpf` filter: a tcpdump expression and what matching frames get.
+pub struct Bpf {
+    action: BpfAction,
+    expr: String,
+    ethernet: Program,
+    /// For IPv4/IPv6 heads; `None` when the expression needs a link
+    /// layer (`ether host ...`): such packets then never match.
+    raw: Option<Program>,
+}
+
+impl Bpf {
+    /// Compile `expr` for Ethernet heads (and, if it can be, for bare IP
+    /// heads).
+    ///
+    /// # Errors
+    /// libpcap's message for an expression it does not take.
+    pub fn new(action: BpfAction, expr: &str) -> Result<Bpf, String> {
+        let ethernet = Program::compile(expr, Link::Ethernet)?;
+        let raw = Program::compile(expr, Link::RawIp).ok();
+        Ok(Bpf {
+            action,
+            expr: expr.to_owned(),
+            ethernet,
+            raw,
+        })
+    }
+
+    /// Build from a config `drop EXPR` or `pass EXPR`.
+    ///
+    /// # Errors
+    /// What was expected, or libpcap's message.
+    pub fn from_config(cfg: &str) -> Result<Bpf, String> {
+        let cfg = cfg.trim();
+        let (word, expr) = cfg.split_once(char::is_whitespace).unwrap_or((cfg, ""));
+        let action = match word {
+            "drop" => BpfAction::Drop,
+            "pass" => BpfAction::Pass,
+            _ => {
+                return Err(format!(
+                    "ACTION EXPRESSION, ACTION `drop` or `pass` (what a matching frame gets), not {word:?}"
+                ))
+            }
+        };
+        let expr = expr.trim();
+        if expr.is_empty() {
+            return Err(
+                "an expression after the action (tcpdump's syntax, e.g. `drop udp port 53`)".into(),
+            );
+        }
+        Bpf::new(action, expr)
+            .map_err(|e| format!("EXPRESSION as tcpdump takes it; libpcap says: {e}"))
+    }
+
+    /// The expression.
+    pub fn expression(&self) -> &str {
+        &self.expr
+    }
+
+    /// What matching frames get.
+    pub fn action(&self) -> BpfAction {
+        self.action
+    }
+
+    /// The program run on frames of `kind` heads (`None`: the expression
+    /// has no meaning without a link layer).
+    pub fn program(&self, kind: PacketKind) -> Option<&Program> {
+        match kind {
+            PacketKind::Ethernet => Some(&self.ethernet),
+            _ => self.raw.as_ref(),
+        }
+    }
+}
+
+impl fmt::Debug for Bpf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Bpf")
+            .field("action", &self.action)
+            .field("expr", &self.expr)
+            .field("ethernet", &self.ethernet)
+            .finish()
+    }
+}
+
+impl Filter for Bpf {
+    #[inline]
+    fn filter(&self, pkt: &mut Packet<'_>, _ctx: &Ctx<'_>) -> Verdict {
+        let hit = self
+            .program(pkt.kind())
+            .is_some_and(|p| p.matches(pkt.frame()));
+        match (hit, self.action) {
+            (true, BpfAction::Drop) | (false, BpfAction::Pass) => Verdict::Dropped,
+            _ => Verdict::Pass,
+        }
+    }
+
+    fn spec(&self) -> Option<String> {
+        let a = match self.action {
+            BpfAction::Drop => "drop",
+            BpfAction::Pass => "pass",
+        };
+        Some(format!("bpf:{a} {}", self.expr))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn insn(code: u16, jt: u8, jf: u8, k: u32) -> Insn {
+        Insn { code, jt, jf, k }
+    }
+
+    #[test]
+    fn validation_names_the_instruction() {
+        let cases = [
+            (vec![], "1 to 4096 instructions"),
+            (vec![insn(LD | W | ABS, 0, 0, 0)], "ends with a return"),
+            (
+                vec![insn(JMP | JA, 0, 0, 5), insn(RET, 0, 0, 0)],
+                "instruction 0 (0x0005): jump out",
+            ),
+            (
+                vec![insn(JMP | JEQ, 1, 0, 5), insn(RET, 0, 0, 0)],
+                "jump out",
+            ),
+            (
+                vec![insn(ST, 0, 0, 16), insn(RET, 0, 0, 0)],
+                "scratch index",
+            ),
+            (
+                vec![insn(LD | MEM, 0, 0, 99), insn(RET, 0, 0, 0)],
+                "scratch index",
+            ),
+            (
+                vec![insn(ALU | DIV | K, 0, 0, 0), insn(RET, 0, 0, 0)],
+                "constant zero",
+            ),
+            (vec![insn(0xffff, 0, 0, 0), insn(RET, 0, 0, 0)], "unknown"),
+        ];
+        for (p, want) in cases {
+            let e = Program::new(p.clone()).unwrap_err();
+            assert!(e.contains(want), "{p:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn loads_out_of_the_frame_and_division_by_zero_reject() {
+        // ld [k]; ret a
+        let p = Program::new(vec![
+            insn(LD | W | ABS, 0, 0, 8),
+            insn(RET | RVAL_A, 0, 0, 0),
+        ])
+        .unwrap();
+        assert_eq!(p.run(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7], 12), 7);
+        assert_eq!(p.run(&[0; 11], 11), 0, "one byte short");
+        // ldx #0; ld #5; div x; ret #1
+        let p = Program::new(vec![
+            insn(LDX | IMM, 0, 0, 0),
+            insn(LD | IMM, 0, 0, 5),
+            insn(ALU | DIV | X, 0, 0, 0),
+            insn(RET, 0, 0, 1),
+        ])
+        .unwrap();
+        assert_eq!(p.run(&[], 0), 0);
+        // ld ind with x + k overflowing
+        let p = Program::new(vec![
+            insn(LDX | IMM, 0, 0, u32::MAX),
+            insn(LD | B | IND, 0, 0, 2),
+            insn(RET, 0, 0, 1),
+        ])
+        .unwrap();
+        assert_eq!(p.run(&[1, 2, 3], 3), 0);
+    }
+
+    #[test]
+    fn configs_say_what_was_expected() {
+        for (cfg, want) in [
+            ("udp port 53", "ACTION EXPRESSION"),
+            ("drop", "an expression after the action"),
+            ("drop udp prot 53", "syntax error"),
+            ("pass ether host 1:2:3", "libpcap says"),
+        ] {
+            let e = Bpf::from_config(cfg).unwrap_err();
+            assert!(e.contains(want), "{cfg}: {e}");
+        }
+        let f = Bpf::from_config("  drop   udp port 53 ").unwrap();
+        assert_eq!(f.spec().as_deref(), Some("bpf:drop udp port 53"));
+        assert!(f.program(PacketKind::Ipv4).is_some());
+        let f = Bpf::from_config("pass ether broadcast").unwrap();
+        assert!(
+            f.program(PacketKind::Ipv4).is_none(),
+            "no link layer on IP heads"
+        );
+    }
+}

@@ -1,0 +1,293 @@
+//! The `bpf` filter against its anchors: libpcap's own interpreter
+//! (`pcap_offline_filter`) on arbitrary and on real frames, and tcpdump's
+//! verdicts on a capture of mixed traffic, frame for frame.
+
+use std::io::Write;
+use std::process::Command;
+
+use etherparse::PacketBuilder;
+use pcap::{Capture, Linktype};
+use pfil::{Ctx, Dir, Filter, Packet, PacketKind, Verdict};
+use pfil_filters::bpf::{Link, Program};
+use pfil_filters::{Bpf, BpfAction};
+use proptest::prelude::*;
+
+const EXPRS: &[&str] = &[
+    "udp port 53",
+    "udp port 53 and not src net 10.0.0.0/8",
+    "tcp[tcpflags] & (tcp-syn|tcp-ack) == tcp-syn",
+    "icmp or icmp6",
+    "vlan 100 and udp",
+    "vlan 200 and vlan 100",
+    "ip6 and tcp dst port 5000",
+    "arp",
+    "greater 100",
+    "less 80",
+    "ip[6:2] & 0x1fff != 0",
+    "udp portrange 1000-2000",
+    "ether broadcast",
+    "not ip",
+    "host 198.18.0.1",
+    "src host 198.18.0.1 and dst net 198.19.0.0/16",
+    "ip proto 47",
+    "tcp and (port 22 or port 80)",
+    "udp[8:2] = 0x1313",
+    "ip6 net 2001:db8::/32",
+    "len >= 64 and len <= 128",
+];
+
+/// Mixed frames: IPv4/IPv6, UDP/TCP/ICMP, VLAN tags, ARP, GRE, IPv4
+/// fragments, broadcast, short and truncated frames.
+fn frames() -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let payloads = [0usize, 18, 100];
+    let v4 = [
+        ([198, 18, 0, 1], [198, 19, 0, 2]),
+        ([10, 1, 2, 3], [198, 18, 0, 1]),
+        ([198, 18, 7, 7], [198, 18, 0, 9]),
+    ];
+    let ports = [
+        (1000u16, 53u16),
+        (53, 1500),
+        (40000, 443),
+        (22, 5000),
+        (1999, 80),
+    ];
+    for (i, (s, d)) in v4.iter().enumerate() {
+        for (j, (sp, dp)) in ports.iter().enumerate() {
+            for (k, pl) in payloads.iter().enumerate() {
+                let mut v = Vec::new();
+                let payload = vec![0x12u8 ^ (j as u8); *pl];
+                let dst = if (i + j + k) % 7 == 0 {
+                    [0xff; 6]
+                } else {
+                    [2, 0, 0, 0, 0, 2]
+                };
+                let eth = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], dst);
+                match (i + j + k) % 5 {
+                    0 => eth
+                        .ipv4(*s, *d, 64)
+                        .udp(*sp, *dp)
+                        .write(&mut v, &payload)
+                        .unwrap(),
+                    1 => eth
+                        .ipv4(*s, *d, 64)
+                        .tcp(*sp, *dp, 1, 1024)
+                        .syn()
+                        .write(&mut v, &payload)
+                        .unwrap(),
+                    2 => eth
+                        .ipv4(*s, *d, 64)
+                        .tcp(*sp, *dp, 1, 1024)
+                        .syn()
+                        .ack(7)
+                        .write(&mut v, &payload)
+                        .unwrap(),
+                    3 => eth
+                        .single_vlan(
+                            etherparse::VlanId::try_new(100 + 100 * (j as u16 % 2)).unwrap(),
+                        )
+                        .ipv4(*s, *d, 64)
+                        .udp(*sp, *dp)
+                        .write(&mut v, &payload)
+                        .unwrap(),
+                    _ => eth
+                        .ipv4(*s, *d, 64)
+                        .icmpv4_echo_request(1, 2)
+                        .write(&mut v, &payload)
+                        .unwrap(),
+                }
+                out.push(v);
+            }
+        }
+    }
+    for (j, (sp, dp)) in ports.iter().enumerate() {
+        let mut v = Vec::new();
+        let eth = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+        let src = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+        let dst = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+        match j % 3 {
+            0 => eth
+                .ipv6(src, dst, 64)
+                .tcp(*sp, *dp, 1, 1024)
+                .write(&mut v, &[])
+                .unwrap(),
+            1 => eth
+                .ipv6(dst, src, 64)
+                .udp(*sp, *dp)
+                .write(&mut v, &[1; 30])
+                .unwrap(),
+            _ => eth
+                .ipv6(src, dst, 64)
+                .icmpv6_echo_request(1, 2)
+                .write(&mut v, &[])
+                .unwrap(),
+        }
+        out.push(v);
+    }
+    // ARP request, GRE (proto 47), an IPv4 non-first fragment, a double
+    // VLAN tag, runts.
+    let mut arp = vec![0xff; 6];
+    arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
+    arp.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1, 2, 0, 0, 0, 0, 1, 198, 18, 0, 1]);
+    arp.extend_from_slice(&[0; 6]);
+    arp.extend_from_slice(&[198, 18, 0, 2]);
+    arp.resize(60, 0);
+    out.push(arp);
+    let ip4 = |proto: u8, frag: u16| {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+        f.extend_from_slice(&[0x45, 0, 0, 40, 0, 1]);
+        f.extend_from_slice(&frag.to_be_bytes());
+        f.extend_from_slice(&[64, proto, 0, 0, 198, 18, 0, 1, 198, 19, 0, 2]);
+        f.extend_from_slice(&[0x04, 0xd2, 0x00, 0x35, 0, 20, 0x12, 0x34]);
+        f.resize(14 + 40, 0);
+        f
+    };
+    out.push(ip4(47, 0));
+    out.push(ip4(17, 0x00b9)); // offset 185 * 8: a non-first fragment
+    out.push(ip4(17, 0x2000)); // more fragments, first
+    let mut qinq = Vec::new();
+    PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+        .double_vlan(
+            etherparse::VlanId::try_new(200).unwrap(),
+            etherparse::VlanId::try_new(100).unwrap(),
+        )
+        .ipv4([198, 18, 0, 1], [198, 19, 0, 2], 64)
+        .udp(1000, 53)
+        .write(&mut qinq, &[])
+        .unwrap();
+    out.push(qinq);
+    let full = out[0].clone();
+    for n in [0, 1, 13, 14, 20, 33, 41] {
+        out.push(full[..n.min(full.len())].to_vec());
+    }
+    out
+}
+
+fn libpcap(expr: &str) -> pcap::BpfProgram {
+    Capture::dead(Linktype::ETHERNET)
+        .unwrap()
+        .compile(expr, true)
+        .unwrap()
+}
+
+#[test]
+fn agrees_with_libpcaps_interpreter_on_real_frames() {
+    let frames = frames();
+    for e in EXPRS {
+        let ours = Program::compile(e, Link::Ethernet).unwrap();
+        let theirs = libpcap(e);
+        let mut hits = 0;
+        for (i, f) in frames.iter().enumerate() {
+            let m = ours.matches(f);
+            assert_eq!(m, theirs.filter(f), "`{e}` on frame {i}: {f:02x?}");
+            hits += usize::from(m);
+        }
+        // Each expression means something on this mix (the test can fail).
+        assert!(hits > 0, "`{e}` matched no frame");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #[test]
+    fn agrees_with_libpcap_on_arbitrary_bytes(
+        which in 0..EXPRS.len(),
+        base in 0..64usize,
+        edits in proptest::collection::vec((0..200usize, any::<u8>()), 0..12),
+        cut in 0..220usize,
+    ) {
+        let frames = frames();
+        let mut f = frames[base % frames.len()].clone();
+        for (at, b) in edits {
+            if let Some(x) = f.get_mut(at) { *x = b; }
+        }
+        f.truncate(cut.max(1));
+        let e = EXPRS[which];
+        let ours = Program::compile(e, Link::Ethernet).unwrap();
+        prop_assert_eq!(ours.matches(&f), libpcap(e).filter(&f), "`{}` on {:02x?}", e, f);
+    }
+}
+
+/// A classic pcap file (microsecond timestamps, Ethernet): frame `i` is
+/// stamped `i` seconds, so tcpdump's `-tt` output names the frames.
+fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
+    let mut b = Vec::new();
+    b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&4u16.to_le_bytes());
+    b.extend_from_slice(&[0; 8]);
+    b.extend_from_slice(&65535u32.to_le_bytes());
+    b.extend_from_slice(&1u32.to_le_bytes());
+    for (i, f) in frames.iter().enumerate() {
+        b.extend_from_slice(&(i as u32 + 1).to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        b.extend_from_slice(f);
+    }
+    std::fs::File::create(path).unwrap().write_all(&b).unwrap();
+}
+
+fn tcpdump() -> Option<&'static str> {
+    for p in ["/usr/bin/tcpdump", "/usr/sbin/tcpdump"] {
+        if std::path::Path::new(p).exists() {
+            return Some(p);
+        }
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "tcpdump is missing under CI: scripts/setup.sh installs it"
+    );
+    eprintln!("skipped: no tcpdump (scripts/setup.sh installs it)");
+    None
+}
+
+#[test]
+fn agrees_with_tcpdump_frame_for_frame() {
+    let Some(tcpdump) = tcpdump() else { return };
+    let frames = frames();
+    let dir = std::env::temp_dir().join(format!("pfil-bpf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("mixed.pcap");
+    write_pcap(&file, &frames);
+    let ctx = Ctx {
+        head: "h",
+        dir: Dir::In,
+        worker: 0,
+    };
+    for e in EXPRS {
+        let out = Command::new(tcpdump)
+            .args(["-nn", "-tt", "-r"])
+            .arg(&file)
+            .arg(e)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "tcpdump `{e}`: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let kept: Vec<usize> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split('.').next()?.parse::<usize>().ok())
+            .map(|s| s - 1)
+            .collect();
+        let f = Bpf::new(BpfAction::Drop, e).unwrap();
+        let ours: Vec<usize> = frames
+            .iter()
+            .enumerate()
+            // tcpdump reports an empty record as an invalid header, with
+            // no verdict.
+            .filter(|(_, fr)| !fr.is_empty())
+            .filter(|(_, fr)| {
+                let mut fr = fr.to_vec();
+                f.filter(&mut Packet::with_kind(&mut fr, PacketKind::Ethernet), &ctx)
+                    == Verdict::Dropped
+            })
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(ours, kept, "`{e}`: pfil's bpf vs tcpdump -r");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
