@@ -225,9 +225,7 @@ impl Catalog {
                 "ACTION EXPR",
                 "tcpdump expression EXPR; ACTION drop: drop matches, pass: drop the rest",
                 "bpf:drop udp port 53",
-                |cfg, _| {
-                    crate::Bpf::from_config(cfg).map(|f| Arc::new(f) as Arc<dyn Filter>)
-                },
+                |cfg, _| crate::Bpf::from_config(cfg).map(|f| Arc::new(f) as Arc<dyn Filter>),
             ),
         ];
         for m in modules {

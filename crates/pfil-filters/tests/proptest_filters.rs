@@ -13,7 +13,7 @@ mod frames;
 use std::cell::RefCell;
 
 use pfil::{Ctx, Dir, Dirs, Filter, Packet, PacketKind, Placement, Registry, Verdict, L4};
-use pfil_filters::{BuildCtx, Catalog, Count, DropUdpPort, Null};
+use pfil_filters::{Bpf, BpfAction, BuildCtx, Catalog, Count, DropUdpPort, Null};
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 
@@ -21,6 +21,23 @@ const WORKERS: usize = 3;
 
 /// What a filter must answer for a packet, given the port of `DropUdpPort`.
 type Expected = fn(&Packet<'_>, u16) -> Verdict;
+
+/// libpcap's own verdict for the same expression and link layer.
+fn libpcap_udp_port(p: &Packet<'_>, port: u16) -> Verdict {
+    let lt = match p.kind() {
+        PacketKind::Ethernet => pcap::Linktype::ETHERNET,
+        _ => pcap::Linktype(12),
+    };
+    let prog = pcap::Capture::dead(lt)
+        .unwrap()
+        .compile(&format!("udp dst port {port}"), true)
+        .unwrap();
+    if prog.filter(p.frame()) {
+        Verdict::Dropped
+    } else {
+        Verdict::Pass
+    }
+}
 
 /// Every filter of the crate, by name, with the verdict it must give.
 fn filters(port: u16) -> Vec<(&'static str, Box<dyn Filter>, Expected)> {
@@ -37,6 +54,11 @@ fn filters(port: u16) -> Vec<(&'static str, Box<dyn Filter>, Expected)> {
         ("null", Box::new(Null), pass),
         ("count", Box::new(Count::new(WORKERS)), pass),
         ("drop-udp", Box::new(DropUdpPort(port)), udp_port),
+        (
+            "bpf",
+            Box::new(Bpf::new(BpfAction::Drop, &format!("udp dst port {port}")).unwrap()),
+            libpcap_udp_port,
+        ),
     ]
 }
 
@@ -148,10 +170,11 @@ fn every_filter_through_a_registry_on_every_kind_of_head() {
                     let udp53 = q
                         .headers()
                         .and_then(|h| h.transport)
-                        .is_some_and(|t| t.protocol == L4::Udp && t.dst_port == port);
-                    // In: null, count, drop-udp. Out: the
-                    // same, appended, so walked the other way round: count
-                    // sees only what drop-udp passed.
+                        .is_some_and(|t| t.protocol == L4::Udp && t.dst_port == port)
+                        || libpcap_udp_port(&q, port) == Verdict::Dropped;
+                    // In: null, count, drop-udp, bpf. Out: the same,
+                    // appended, so walked the other way round: count sees
+                    // only what drop-udp and bpf passed.
                     let v = if udp53 {
                         Verdict::Dropped
                     } else {
