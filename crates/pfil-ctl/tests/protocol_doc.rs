@@ -74,6 +74,10 @@ fn the_protocol_document_examples_run() {
     )
     .unwrap();
     let print = std::env::var_os("PROTOCOL_DOC_PRINT").is_some();
+    // PROTOCOL_DOC_UPDATE=1: write the server's responses into the
+    // document instead of comparing (review them with `git diff`).
+    let update = std::env::var_os("PROTOCOL_DOC_UPDATE").is_some();
+    let mut said: Vec<String> = Vec::new();
     let blocks = blocks();
     assert!(
         blocks.len() >= 9,
@@ -98,6 +102,7 @@ fn the_protocol_document_examples_run() {
                 if print {
                     println!("--> {req}\n<-- {}", got.trim_end());
                 }
+                said.push(got.trim_end().to_owned());
                 if g != wv {
                     failures.push(format!(
                         "block {i}: for\n--> {req}\nthe document says\n<-- {want}\nthe server says\n<-- {}",
@@ -109,5 +114,32 @@ fn the_protocol_document_examples_run() {
     }
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    if update {
+        let mut said = said.into_iter();
+        let mut in_block = false;
+        let mut doc: String = DOC
+            .lines()
+            .map(|l| {
+                match l.trim() {
+                    "```ndjson" => in_block = true,
+                    "```" => in_block = false,
+                    _ => {}
+                }
+                match (in_block, l.starts_with("<-- ")) {
+                    (true, true) => format!("<-- {}\n", said.next().expect("a response per line")),
+                    _ => format!("{l}\n"),
+                }
+            })
+            .collect();
+        if !DOC.ends_with('\n') {
+            doc.pop();
+        }
+        std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/PROTOCOL.md"), doc).unwrap();
+        return;
+    }
+    assert!(
+        failures.is_empty(),
+        "{}\n\n(PROTOCOL_DOC_UPDATE=1 writes the server's answers into PROTOCOL.md)",
+        failures.join("\n\n")
+    );
 }

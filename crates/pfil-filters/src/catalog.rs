@@ -195,7 +195,7 @@ impl Catalog {
     }
 
     /// The real filters of this crate: `null`, `count`, `drop-udp:PORT`,
-    /// `bpf:ACTION EXPR`.
+    /// `bpf:ACTION EXPR`, `ratelimit:RATE ...`.
     pub fn builtin() -> Catalog {
         let mut c = Catalog::new();
         let modules = [
@@ -226,6 +226,17 @@ impl Catalog {
                 "tcpdump expression EXPR; ACTION drop: drop matches, pass: drop the rest",
                 "bpf:drop udp port 53",
                 |cfg, _| crate::Bpf::from_config(cfg).map(|f| Arc::new(f) as Arc<dyn Filter>),
+            ),
+            Module::with_config(
+                "ratelimit",
+                "RATE [burst N] [per src|dst|flow]",
+                "token bucket: drop frames over RATE/s (per hook, source, destination or flow)",
+                "ratelimit:10k burst 64",
+                |cfg, ctx| {
+                    crate::RateConfig::parse(cfg).map(|c| {
+                        Arc::new(crate::RateLimit::new(c, ctx.max_workers)) as Arc<dyn Filter>
+                    })
+                },
             ),
         ];
         for m in modules {
@@ -363,7 +374,8 @@ mod tests {
                         "null".into(),
                         "count".into(),
                         "drop-udp:PORT".into(),
-                        "bpf:ACTION EXPR".into()
+                        "bpf:ACTION EXPR".into(),
+                        "ratelimit:RATE [burst N] [per src|dst|flow]".into()
                     ],
                 }
             );
@@ -400,7 +412,7 @@ mod tests {
         let c = Catalog::builtin();
         let ctx = BuildCtx::new(2);
         let names: Vec<_> = c.modules().map(Module::name).collect();
-        assert_eq!(names, ["null", "count", "drop-udp", "bpf"]);
+        assert_eq!(names, ["null", "count", "drop-udp", "bpf", "ratelimit"]);
         for m in c.modules() {
             let f = c.create(m.example(), &ctx).unwrap();
             assert_eq!(verdict(&*f, &mut [0u8; 20]), Verdict::Pass, "{}", m.name());
@@ -437,6 +449,6 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("(e.g. drop-udp:53)"), "{table}");
-        assert_eq!(table.lines().count(), 5, "{table}");
+        assert_eq!(table.lines().count(), 6, "{table}");
     }
 }

@@ -13,11 +13,13 @@ pub mod bpf;
 mod catalog;
 mod count;
 mod port;
+pub mod ratelimit;
 
 pub use bpf::{Bpf, BpfAction};
 pub use catalog::{BuildCtx, Catalog, CatalogError, Factory, Module};
 pub use count::{Count, DirCount};
 pub use port::DropUdpPort;
+pub use ratelimit::{RateConfig, RateLimit};
 
 use pfil::{Ctx, Filter, Packet, Verdict};
 

@@ -13,7 +13,9 @@ mod frames;
 use std::cell::RefCell;
 
 use pfil::{Ctx, Dir, Dirs, Filter, Packet, PacketKind, Placement, Registry, Verdict, L4};
-use pfil_filters::{Bpf, BpfAction, BuildCtx, Catalog, Count, DropUdpPort, Null};
+use pfil_filters::{
+    Bpf, BpfAction, BuildCtx, Catalog, Count, DropUdpPort, Null, RateConfig, RateLimit,
+};
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 
@@ -58,6 +60,16 @@ fn filters(port: u16) -> Vec<(&'static str, Box<dyn Filter>, Expected)> {
             "bpf",
             Box::new(Bpf::new(BpfAction::Drop, &format!("udp dst port {port}")).unwrap()),
             libpcap_udp_port,
+        ),
+        // A limit no test reaches (its limiting is tested in the crate):
+        // every frame, parsed or not, through the keyed path.
+        (
+            "ratelimit",
+            Box::new(RateLimit::new(
+                RateConfig::parse("1G burst 1000000 per flow table 8").unwrap(),
+                WORKERS,
+            )),
+            pass,
         ),
     ]
 }
