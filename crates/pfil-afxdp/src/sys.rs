@@ -398,36 +398,12 @@ struct IfReq {
 
 /// `ETHTOOL_GCHANNELS` on `name` (in the calling thread's namespace).
 pub(crate) fn ethtool_channels(name: &str) -> io::Result<EthtoolChannels> {
-    if name.len() >= libc::IFNAMSIZ {
-        return Err(io::Error::from_raw_os_error(libc::ENODEV));
-    }
-    // SAFETY: plain socket(2) call; the result is checked below.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just returned by socket(2) and is owned by nobody else.
-    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
     let mut ch = EthtoolChannels {
         cmd: ETHTOOL_GCHANNELS,
         ..Default::default()
     };
-    let mut req = IfReq {
-        name: [0; libc::IFNAMSIZ],
-        data: &mut ch as *mut EthtoolChannels as *mut libc::c_void,
-        _pad: [0; 16],
-    };
-    for (d, s) in req.name.iter_mut().zip(name.bytes()) {
-        *d = s as libc::c_char;
-    }
-    // SAFETY: `req` is a valid `struct ifreq` whose data pointer points to a
-    // live `struct ethtool_channels`; both outlive the call.
-    let r = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut req as *mut IfReq) };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ch)
-    }
+    ethtool_ioctl(name, &mut ch as *mut EthtoolChannels as *mut libc::c_void)?;
+    Ok(ch)
 }
 
 const ETHTOOL_GSTRINGS: u32 = 0x1b;

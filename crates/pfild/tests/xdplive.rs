@@ -285,3 +285,73 @@ fn xl_live_gen_unsupported_target_and_bad_input_are_explained() {
     assert!(e.contains("cannot run hooks"), "{e}");
     assert!(!e.contains("panicked"), "{e}");
 }
+
+/// SIGINT stops an unbounded run with exact totals; `kill -9` leaves no
+/// XDP program on the target (the kernel closes the generator's bpf_link).
+#[test]
+fn xl_live_gen_signal_and_kill_9_leave_nothing_behind() {
+    if !require_root("xl_live_gen_signal_and_kill_9_leave_nothing_behind") {
+        return;
+    }
+    let _t = traffic();
+    let p = Pair::new("k", 1);
+    let sink = p.sink(None, &[]);
+    let args = [
+        "gen",
+        "g0",
+        "--netns",
+        &p.g.name,
+        "--engine",
+        "xdp-live",
+        "--rate",
+        "50000",
+        "--seconds",
+        "30",
+        "--no-control",
+        "--quiet",
+    ];
+    let mut g = spawn(&args);
+    assert!(
+        g.wait_stderr(READY, Duration::from_secs(20)),
+        "{}",
+        g.stderr_so_far()
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    g.signal(libc::SIGINT);
+    let out = g.wait_output(Duration::from_secs(10));
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("(signal)"),
+        "{}",
+        text(&out)
+    );
+    let t = totals(&out.stdout);
+    assert!(num(&t, "generated") > 0, "{}", text(&out));
+    assert_eq!(
+        num(&t, "generated"),
+        num(&t, "xdp_xmit") + num(&t, "xdp_xmit_errors"),
+        "{}",
+        text(&out)
+    );
+    let mut g = spawn(&args);
+    assert!(
+        g.wait_stderr(READY, Duration::from_secs(20)),
+        "{}",
+        g.stderr_so_far()
+    );
+    assert!(
+        p.g.has_xdp("g0"),
+        "the warm program is attached while it runs"
+    );
+    g.signal(libc::SIGKILL);
+    let out = g.wait_output(Duration::from_secs(10));
+    assert!(!out.status.success());
+    let t0 = Instant::now();
+    while p.g.has_xdp("g0") && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!p.g.has_xdp("g0"), "XDP left on g0 after kill -9");
+    sink.signal(libc::SIGINT);
+    let s = sink.wait_output(Duration::from_secs(10));
+    assert!(s.status.success(), "{}", text(&s));
+}
