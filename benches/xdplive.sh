@@ -11,7 +11,10 @@
 # Per run: gen_pps = frames generated / generator active time; sink_pps =
 # frames the sink received / generator active time; the kernel's drop
 # counters (veth xdp_xmit_errors: peer ring full; the sink's AF_XDP
-# rx_ring_full + rx_dropped) say where the rest went.
+# rx_ring_full + rx_dropped) say where the rest went. The CPU split per core
+# over the generator's run (from /proc/stat) is in the raw lines: usr, nice
+# (other people's builds run niced: that column is the noise), sys, softirq
+# (+ irq), idle (+ iowait), in % of each CPU.
 # Env: PFILD (binary; default target/release/pfild), OUT (raw results file).
 set -euo pipefail
 
@@ -55,6 +58,16 @@ wait_ready() { # pid stderr-file
     return 1
 }
 field() { sed -n "s/.*[ :]$2=\([0-9.]*\).*/\1/p" "$1" | tail -1; }
+cpustat() { grep -E '^cpu[0-9]+ ' /proc/stat; }
+# before-file after-file -> "cpu0=usr/nice/sys/softirq/idle cpu1=..." (% of each CPU)
+cpusplit() {
+    paste -d' ' "$1" "$2" | awk '{
+        n = (NF / 2); tot = 0
+        for (i = 2; i <= n; i++) { d[i] = $(i + n) - $i; tot += d[i] }
+        if (tot <= 0) tot = 1
+        printf "%s=%.0f/%.0f/%.0f/%.0f/%.0f ", $1, 100 * d[2] / tot, 100 * d[3] / tot, 100 * d[4] / tot,
+            100 * (d[7] + d[8]) / tot, 100 * (d[5] + d[6]) / tot }'
+}
 
 # One run: prints "gen_pps sink_pps" and appends the raw line to $OUT.
 run() { # label gen-args...
@@ -68,15 +81,17 @@ run() { # label gen-args...
         sleep 1
     done
     sleep 0.2
+    cpustat >"$TMPD/cpu0"
     taskset -c 0 "$PFILD" gen g0 --netns $G --seconds "$SECS" --no-control --quiet "$@" >"$TMPD/gen" 2>"$TMPD/generr" || {
         echo "xdplive.sh: gen failed: $(tail -2 "$TMPD/generr")" >&2; }
+    cpustat >"$TMPD/cpu1"
     sleep 0.3
     kill -INT $pid; wait $pid || true
     local gen secs rx kdrop xmit xerr
     gen=$(field "$TMPD/gen" generated); secs=$(field "$TMPD/gen" active_seconds)
     xmit=$(field "$TMPD/gen" xdp_xmit); xerr=$(field "$TMPD/gen" xdp_xmit_errors)
     rx=$(field "$TMPD/rx" rx); kdrop=$(field "$TMPD/rx" kernel_rx_dropped)
-    echo "$label gen=${gen:-0} secs=${secs:-0} xdp_xmit=${xmit:--} xdp_xmit_errors=${xerr:--} sink_rx=${rx:-0} sink_kernel_dropped=${kdrop:-0} load=$(cut -d" " -f1 /proc/loadavg)" >>"$OUT"
+    echo "$label gen=${gen:-0} secs=${secs:-0} xdp_xmit=${xmit:--} xdp_xmit_errors=${xerr:--} sink_rx=${rx:-0} sink_kernel_dropped=${kdrop:-0} cpu(usr/nice/sys/softirq/idle%) $(cpusplit "$TMPD/cpu0" "$TMPD/cpu1")load=$(cut -d" " -f1 /proc/loadavg)" >>"$OUT"
     awk -v g="${gen:-0}" -v r="${rx:-0}" -v s="${secs:-0}" 'BEGIN { if (s > 0) printf "%.0f %.0f\n", g / s, r / s; else print "0 0" }'
 }
 
