@@ -23,15 +23,19 @@
 //! program, no native XDP) the generator runs cold and says so: use a
 //! large `repeat` then.
 //!
-//! ## What a call sends
-//! A live run sends one template per call, so destination ports rotate
-//! **per call**: the templates of [`GenConfig::dst_ports`] take turns,
-//! each call sending up to [`LiveConfig::repeat`] copies of one. Per-port
-//! totals are exact (the count is split over the ports round robin, as the
-//! AF_XDP generator does frame by frame); the order on the wire is runs of
-//! one port. (xdp-trafficgen instead rewrites the port per frame in its
-//! program; the kernel keeps a frame's page between runs, so such a
-//! program must write absolute values and fix the checksum: a later step.)
+//! ## Destination ports
+//! A live run sends one template per call. With several
+//! [`GenConfig::dst_ports`], the program rotates them **frame by frame**,
+//! like the AF_XDP generator: a per-CPU counter picks the next port from
+//! an array map, the program writes it into the UDP header and updates
+//! the UDP checksum incrementally (RFC 1624) from what the frame holds
+//! *now* — the kernel keeps a frame's page, with what the program wrote,
+//! between runs (xdp-trafficgen's UDP program does the same). Per-port
+//! totals are exact: each thread is alone on its CPU, its counter starts
+//! at 0, frame `j` gets port `j mod n`. With more threads than CPUs (or
+//! [`LiveConfig::per_frame_ports`] off) the templates take turns **per
+//! call** instead, each call up to [`LiveConfig::repeat`] copies of one;
+//! the totals stay exact, the wire order is runs of one port.
 //!
 //! ## Counting and stopping
 //! - `count`: exact. A successful run sent all its `repeat` frames
@@ -68,7 +72,7 @@
 //! Give the veth as many queues as threads (`numrxqueues`/`numtxqueues`)
 //! and run the receiver on all of them.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -110,6 +114,10 @@ pub struct LiveConfig {
     pub repeat: u32,
     /// Frames per batch inside a call, 1..=[`MAX_BATCH_SIZE`].
     pub batch_size: u32,
+    /// Rotate several destination ports frame by frame in the program
+    /// (see the module docs); otherwise, or when two threads would share
+    /// a CPU, per call.
+    pub per_frame_ports: bool,
 }
 
 impl Default for LiveConfig {
@@ -119,6 +127,7 @@ impl Default for LiveConfig {
             threads: 1,
             repeat: DEFAULT_REPEAT,
             batch_size: DEFAULT_BATCH_SIZE,
+            per_frame_ports: true,
         }
     }
 }
@@ -185,6 +194,7 @@ pub struct LiveRunning {
     // The program attached to the target (native mode) to keep it in the
     // dispatcher; closing it detaches.
     warm: Option<OwnedFd>,
+    per_frame: bool,
 }
 
 impl std::fmt::Debug for LiveRunning {
@@ -208,6 +218,8 @@ pub struct LiveFinished {
     pub xmit: Option<XmitCounters>,
     /// The program was kept in the XDP dispatcher ([`LiveRunning::warm`]).
     pub warm: bool,
+    /// Destination ports rotated frame by frame (else per call).
+    pub per_frame: bool,
 }
 
 impl LiveFinished {
@@ -262,6 +274,7 @@ impl LiveRunning {
                 _ => None,
             },
             warm,
+            per_frame: self.per_frame,
         }
     }
 }
@@ -371,6 +384,8 @@ struct Sender {
     prog: Arc<OwnedFd>,
     templates: Vec<Vec<u8>>,
     ports: Vec<u16>,
+    /// The program rotates the ports frame by frame (one template).
+    per_frame: bool,
     /// Frames left per template (`None`: unbounded).
     left: Option<Vec<u64>>,
     /// Frames per call at most.
@@ -396,46 +411,55 @@ impl Sender {
             per_port: self.ports.iter().map(|&p| (p, 0)).collect(),
             kernel_ns: 0,
         };
-        let mut left = self.left;
+        let result = self.send(&mut rep, st, lc);
+        if self.per_frame {
+            // Frame j of this thread (alone on its CPU, whose counter
+            // started at 0) got port j mod n.
+            let n = self.ports.len();
+            for (k, (_, c)) in rep.per_port.iter_mut().enumerate() {
+                *c = split(rep.frames, n, k);
+            }
+        }
+        (rep, result)
+    }
+
+    fn send(&self, rep: &mut LiveReport, st: &Stats, lc: &LoopConfig) -> Result<()> {
+        let mut left = self.left.clone();
         let mut next = 0usize;
         let mut start = Instant::now();
         let n_t = self.templates.len();
-        let result = loop {
+        loop {
             if lc.stop.load(Ordering::Relaxed) {
-                break Ok(());
+                return Ok(());
             }
             // The next template with frames left, round robin.
             let (t, n) = match &left {
                 None => (next, u64::from(self.chunk)),
                 Some(l) => match (0..n_t).map(|k| (next + k) % n_t).find(|&k| l[k] > 0) {
                     Some(k) => (k, l[k].min(u64::from(self.chunk))),
-                    None => break Ok(()),
+                    None => return Ok(()),
                 },
             };
             next = (t + 1) % n_t;
             if self.rate != 0 && !pace(self.rate, rep.frames, &mut start, lc) {
-                break Ok(());
+                return Ok(());
             }
-            match sys::prog_test_run_live(&self.prog, &self.templates[t], n as u32, self.batch_size)
-            {
-                Ok(r) => {
-                    rep.calls += 1;
-                    rep.frames += n;
-                    rep.per_port[t].1 += n;
-                    rep.kernel_ns += u64::from(r.ns_per_frame) * n;
-                    if let Some(l) = &mut left {
-                        l[t] -= n;
-                    }
-                    // Relaxed: live counters, read by the status line only.
-                    st.generated.fetch_add(n, Ordering::Relaxed);
-                    st.passed.fetch_add(n, Ordering::Relaxed);
-                    st.tx.fetch_add(n, Ordering::Relaxed);
-                    st.batches.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(e) => break Err(Error::io("bpf(BPF_PROG_TEST_RUN) with live frames", e)),
+            let r =
+                sys::prog_test_run_live(&self.prog, &self.templates[t], n as u32, self.batch_size)
+                    .map_err(|e| Error::io("bpf(BPF_PROG_TEST_RUN) with live frames", e))?;
+            rep.calls += 1;
+            rep.frames += n;
+            rep.per_port[t].1 += n;
+            rep.kernel_ns += u64::from(r.ns_per_frame) * n;
+            if let Some(l) = &mut left {
+                l[t] -= n;
             }
-        };
-        (rep, result)
+            // Relaxed: live counters, read by the status line only.
+            st.generated.fetch_add(n, Ordering::Relaxed);
+            st.passed.fetch_add(n, Ordering::Relaxed);
+            st.tx.fetch_add(n, Ordering::Relaxed);
+            st.batches.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -502,15 +526,52 @@ pub fn spawn_live_gen(
             cfg.batch_size
         )));
     }
-    let templates = gen.templates(MAX_FRAME)?;
+    let mut templates = gen.templates(MAX_FRAME)?;
+    let cpus = sys::affinity().unwrap_or_default();
+    let n = cfg.threads as usize;
+    // Per-frame rotation keeps a counter per CPU: exact only with one
+    // pinned thread per CPU.
+    let per_frame =
+        cfg.per_frame_ports && gen.dst_ports.len() > 1 && !cpus.is_empty() && n <= cpus.len();
+    if per_frame {
+        templates.truncate(1);
+    }
     let name = ifname.to_owned();
+    let ports = gen.dst_ports.clone();
     let (probe, prog, warm, before) = in_setup(&cfg.netns, move || {
         let probe = probe(&name)?;
-        let prog =
-            sys::load_xdp_program(&sys::live_redirect_program(probe.ifindex), "pfil_live_gen")
-                .map_err(|(e, log)| Error::LiveUnsupported {
-                    detail: format!("the redirect program did not load: {e}; verifier: {log}"),
-                })?;
+        // The maps stay open until the program is loaded; the loaded
+        // program then holds its own references to them.
+        let mut maps = Vec::new();
+        let insns = if per_frame {
+            let map_err = |e| Error::io("bpf(BPF_MAP_CREATE) for the port rotation", e);
+            let counter = sys::create_u32_array(1, true, "pfil_live_ctr").map_err(map_err)?;
+            let table = sys::create_u32_array(ports.len() as u32, false, "pfil_live_ports")
+                .map_err(map_err)?;
+            for (k, &p) in ports.iter().enumerate() {
+                // The port's network-order bytes, as a u16 load sees them.
+                let v = u32::from(u16::from_ne_bytes(p.to_be_bytes()));
+                sys::map_update_u32(&table, k as u32, v)
+                    .map_err(|e| Error::io("bpf(BPF_MAP_UPDATE_ELEM) for the port rotation", e))?;
+            }
+            let insns = sys::live_rotate_program(
+                probe.ifindex,
+                counter.as_raw_fd(),
+                table.as_raw_fd(),
+                ports.len() as u32,
+            );
+            maps.push(counter);
+            maps.push(table);
+            insns
+        } else {
+            sys::live_redirect_program(probe.ifindex).to_vec()
+        };
+        let prog = sys::load_xdp_program(&insns, "pfil_live_gen").map_err(|(e, log)| {
+            Error::LiveUnsupported {
+                detail: format!("the redirect program did not load: {e}; verifier: {log}"),
+            }
+        })?;
+        drop(maps);
         let warm = match sys::xdp_link_create(&prog, probe.ifindex, sys::XDP_FLAGS_DRV_MODE) {
             Ok(l) => Some(l),
             Err(e) => {
@@ -521,8 +582,6 @@ pub fn spawn_live_gen(
         Ok((probe, prog, warm, xmit_counters(&name)))
     })?;
     let prog = Arc::new(prog);
-    let cpus = sys::affinity().unwrap_or_default();
-    let n = cfg.threads as usize;
     let ws = take_workers(reg, n)?;
     let mut stats = Vec::with_capacity(n);
     let mut openers: Vec<pfil_port::spawn::Opener<LiveReport, Error>> = Vec::with_capacity(n);
@@ -546,6 +605,7 @@ pub fn spawn_live_gen(
             prog: prog.clone(),
             templates: templates.clone(),
             ports: gen.dst_ports.clone(),
+            per_frame,
             left,
             chunk,
             batch_size: cfg.batch_size,
@@ -567,7 +627,7 @@ pub fn spawn_live_gen(
             }) as pfil_port::spawn::Body<LiveReport, Error>)
         }));
     }
-    tracing::info!(target: "pfil_afxdp", ifname, ifindex = probe.ifindex, threads = n, repeat = cfg.repeat, batch_size = cfg.batch_size, "in-kernel generator (BPF_PROG_RUN live frames)");
+    tracing::info!(target: "pfil_afxdp", ifname, ifindex = probe.ifindex, threads = n, repeat = cfg.repeat, batch_size = cfg.batch_size, ports_per_frame = per_frame, "in-kernel generator (BPF_PROG_RUN live frames)");
     let inner = start("live", ws, openers, stats.clone(), lc)?;
     Ok(LiveRunning {
         stats,
@@ -578,6 +638,7 @@ pub fn spawn_live_gen(
         before,
         _prog: prog,
         warm,
+        per_frame,
     })
 }
 
@@ -615,6 +676,7 @@ mod tests {
             errors: vec![],
             xmit: Some(XmitCounters { xmit: 7, errors: 1 }),
             warm: true,
+            per_frame: false,
         };
         assert_eq!(f.not_reaching_driver(), Some(2));
     }

@@ -442,7 +442,7 @@ struct GenOpts {
     dst_port: Option<Ports>,
     /// afxdp|xdp-live: send from an AF_XDP socket through the out head, or
     /// let the kernel generate (BPF_PROG_RUN with live frames, Linux >= 5.18;
-    /// no hooks; destination ports rotate per call) [default: afxdp]
+    /// no hooks) [default: afxdp]
     #[arg(long, value_name = "ENGINE", global = true, value_parser = engine)]
     engine: Option<Engine>,
     /// xdp-live: generator threads, each pinned to one CPU of the process's
@@ -539,6 +539,7 @@ impl Args {
             threads: g.threads.unwrap_or(ld.threads),
             repeat: g.repeat.unwrap_or(ld.repeat),
             batch_size: g.batch_size.unwrap_or(ld.batch_size),
+            per_frame_ports: ld.per_frame_ports,
         };
         let d = GenConfig::default();
         let gen = GenConfig {

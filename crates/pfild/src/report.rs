@@ -395,11 +395,12 @@ pub fn totals(title: &str, run: &Summary<'_>) -> bool {
         let d = l.done;
         let _ = writeln!(
             o,
-            "  in-kernel generator on {}: {} thread(s), up to {} frames per BPF_PROG_RUN call, batch {}, program {}",
+            "  in-kernel generator on {}: {} thread(s), up to {} frames per BPF_PROG_RUN call, batch {}, destination ports rotate per {}, program {}",
             l.ifname,
             d.reports.len(),
             l.repeat,
             l.batch_size,
+            if d.per_frame { "frame" } else { "call" },
             if l.warm {
                 "kept warm (attached to the interface, passing its own RX)"
             } else {
