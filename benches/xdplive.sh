@@ -4,6 +4,7 @@
 #
 #   sudo benches/xdplive.sh compare [RUNS] [SECONDS]   engines interleaved (default 5 x 3 s)
 #   sudo benches/xdplive.sh sweep   [RUNS] [SECONDS]   --repeat / --batch-size of xdp-live
+#   sudo benches/xdplive.sh ports   [RUNS] [SECONDS]   xdp-live with 1 port vs 4 rotated per frame
 #
 # Topology (namespaces this script creates and deletes on exit):
 #   ns G: g0 <-veth-> ns S: s0
@@ -109,7 +110,10 @@ compare)
 sweep)
     CASES=(r64 r1024 r16384 r262144 b16 b256)
     ;;
-*) echo "usage: xdplive.sh compare|sweep [RUNS] [SECONDS]" >&2; exit 2 ;;
+ports)
+    CASES=(p1 p4)
+    ;;
+*) echo "usage: xdplive.sh compare|sweep|ports [RUNS] [SECONDS]" >&2; exit 2 ;;
 esac
 args_of() {
     case $1 in
@@ -117,6 +121,8 @@ args_of() {
     xdp-live) echo "--engine xdp-live" ;;
     r*) echo "--engine xdp-live --repeat ${1#r} --batch-size 64" ;;
     b*) echo "--engine xdp-live --repeat 16384 --batch-size ${1#b}" ;;
+    p1) echo "--engine xdp-live --dst-port 9" ;;
+    p4) echo "--engine xdp-live --dst-port 53,80,443,8080" ;;
     esac
 }
 echo "# xdplive.sh $WHAT: $RUNS runs x $SECS s, $(date -u +%FT%TZ), kernel $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$OUT"
