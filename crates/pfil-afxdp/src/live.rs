@@ -2,7 +2,8 @@
 //! `BPF_F_TEST_XDP_LIVE_FRAMES` (Linux >= 5.18), the way xdp-tools'
 //! `xdp-trafficgen` sends.
 //!
-//! A four-instruction XDP program returns `bpf_redirect(ifindex, 0)`; each
+//! An 8-instruction XDP program returns `bpf_redirect(ifindex, 0)` (57
+//! instructions when it rotates destination ports, below); each
 //! test run injects `repeat` copies of one frame template into the XDP
 //! path, `batch_size` frames per batch, and the kernel transmits every
 //! frame the program redirects through the target's `ndo_xdp_xmit` — no
@@ -12,8 +13,8 @@
 //! ## Keeping the program warm
 //! A run with `repeat > 1` adds the program to the kernel's XDP
 //! dispatcher and removes it again at the end; each change waits for an
-//! RCU grace period. Measured here: 0.2 ms per call at `repeat` 1, 27 ms
-//! per call at `repeat` 2. A program that is attached to an interface in
+//! RCU grace period. Measured here: 0.2 ms per call at `repeat` 1, 24-27
+//! ms per call at `repeat` 2 and more. A program that is attached to an interface in
 //! native mode stays in the dispatcher, and a run then only takes a
 //! reference. So the generator attaches its program to the target
 //! interface itself (a bpf_link, gone with the process); the program

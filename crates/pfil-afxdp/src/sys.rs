@@ -1190,6 +1190,7 @@ mod tests {
         let p = live_rotate_program(7, 3, 4, 5);
         // The last two instructions are `pass`; the four before, `redirect`.
         let n = p.len();
+        assert_eq!(n, 57);
         assert_eq!(
             (p[n - 2].code, p[n - 2].imm, p[n - 1].code),
             (0xb7, 2, 0x95)
