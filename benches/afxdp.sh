@@ -7,7 +7,9 @@
 #
 # Topology (all in namespaces this script creates and deletes on exit):
 #   ns G: g0 <-veth-> ns F: f0        f1 <-veth-> ns S: s0
-# Traffic: `pfild gen g0` at max rate for SECONDS, pinned to CPU 0.
+# Traffic: `pfild gen g0 --engine $GEN_ENGINE` at max rate for SECONDS,
+# pinned to CPU 0 (taskset; the in-kernel generator pins its thread to the
+# first CPU of that mask).
 # Cases: pfild with 0 hooks, null, count, 4 hooks, count with --spin-us 0
 # (no busy-polling), and testpmd; the cases are interleaved run by run.
 # Receiver/forwarder under test pinned to CPU 1, receiving on f0;
@@ -20,7 +22,11 @@
 #      PFILD_BASE=binary to add the same cases run by a baseline build
 #      ("base0", "basecount", ...: A/B against a previous commit in the
 #      same run; the generator is always $PFILD), CASES="0 count ..." to
-#      pick the cases.
+#      pick the cases, GEN_ENGINE=xdp-live|afxdp (default xdp-live: the
+#      in-kernel generator, BPF_PROG_RUN live frames, so the app and not the
+#      generator is the bottleneck; afxdp: the AF_XDP TX generator of the
+#      earlier tables), GEN_ARGS="..." extra generator options (e.g.
+#      "--repeat 16384 --batch-size 64").
 set -euo pipefail
 
 RUNS=${1:-5}
@@ -29,6 +35,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PFILD=${PFILD:-$ROOT/target/release/pfild}
 OUT=${OUT:-$(mktemp /tmp/pfild-afxdp-bench.XXXXXX)}
 TESTPMD=$(command -v dpdk-testpmd || true)
+GEN_ENGINE=${GEN_ENGINE:-xdp-live}
+GEN_ARGS=${GEN_ARGS:-}
 
 [ "$(id -u)" = 0 ] || { echo "afxdp.sh: run as root (namespaces, XDP)" >&2; exit 1; }
 command -v ip >/dev/null || { echo "afxdp.sh: iproute2 (ip) missing" >&2; exit 1; }
@@ -80,10 +88,18 @@ wait_ready() { # pid stderr-file: pfild says "stop with Ctrl-C" once its workers
 }
 field() { sed -n "s/.*[ :]$2=\([0-9.]*\).*/\1/p" "$1" | tail -1; }
 
-# Generator: max rate for SECS on CPU 0; prints "frames active_seconds".
+# Generator: max rate for SECS on CPU 0; prints "frames active_seconds
+# xdp_xmit xdp_xmit_errors" (the last two: the veth driver's counters,
+# "-" for the AF_XDP engine). It starts after the app, whose XDP program
+# on f0 is what lets g0 take the in-kernel generator's redirected frames.
 gen() {
-    taskset -c 0 "$PFILD" gen g0 --netns $G --seconds "$SECS" --quiet >"$OUT.gen" 2>/dev/null
-    echo "$(field "$OUT.gen" tx) $(field "$OUT.gen" active_seconds)"
+    # shellcheck disable=SC2086
+    taskset -c 0 "$PFILD" gen g0 --netns $G --engine "$GEN_ENGINE" $GEN_ARGS --seconds "$SECS" \
+        --no-control --quiet >"$OUT.gen" 2>"$OUT.generr" ||
+        echo "afxdp.sh: gen failed: $(grep -i error "$OUT.generr" | tail -1)" >&2
+    local x e
+    x=$(field "$OUT.gen" xdp_xmit); e=$(field "$OUT.gen" xdp_xmit_errors)
+    echo "$(field "$OUT.gen" tx) $(field "$OUT.gen" active_seconds) ${x:--} ${e:--}"
 }
 
 HOOKS_0=""
@@ -124,7 +140,8 @@ measure() { # kind(sink|forward) case(0|null|count|4|testpmd)
         done
         sleep 0.2
     fi
-    read -r frames secs < <(gen)
+    local xmit xerr
+    read -r frames secs xmit xerr < <(gen)
     sleep 0.3
     kill -INT $pid; wait $pid || true
     wait_xdp $F f0 0
@@ -135,7 +152,7 @@ measure() { # kind(sink|forward) case(0|null|count|4|testpmd)
     else
         if [ "$kind" = sink ]; then got=$(field "$OUT.rx" rx); else got=$(field "$OUT.rx" tx); fi
     fi
-    echo "$kind $case gen_frames=$frames gen_secs=$secs got=${got:-0} load=$(cut -d" " -f1 /proc/loadavg)" >>"$OUT"
+    echo "$kind $case engine=$GEN_ENGINE gen_frames=$frames gen_secs=$secs xdp_xmit=$xmit xdp_xmit_errors=$xerr got=${got:-0} load=$(cut -d" " -f1 /proc/loadavg)" >>"$OUT"
     awk -v g="${got:-0}" -v s="$secs" 'BEGIN { printf "%.0f\n", (s > 0 ? g / s : 0) }'
 }
 
@@ -145,7 +162,7 @@ if [ -z "${CASES:-}" ]; then
     [ -z "${SKIP_TESTPMD:-}" ] && CASES="$CASES testpmd"
 fi
 declare -A R
-echo "# afxdp.sh: $RUNS runs x $SECS s, $(date -u +%FT%TZ), kernel $(uname -r)" | tee "$OUT"
+echo "# afxdp.sh: $RUNS runs x $SECS s, generator --engine $GEN_ENGINE $GEN_ARGS, $(date -u +%FT%TZ), kernel $(uname -r)" | tee "$OUT"
 for r in $(seq "$RUNS"); do
     for kind in sink forward; do
         for c in $CASES; do

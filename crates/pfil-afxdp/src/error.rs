@@ -36,6 +36,20 @@ pub enum Error {
         /// What failed.
         detail: String,
     },
+    /// The kernel cannot run XDP programs over live frames.
+    #[error("the in-kernel generator is unsupported here: {detail}; it needs Linux >= 5.18 (BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES) with CONFIG_BPF_SYSCALL; use the AF_XDP engine instead (--engine afxdp)")]
+    LiveUnsupported {
+        /// What failed.
+        detail: String,
+    },
+    /// The interface does not take frames redirected to it by XDP.
+    #[error("`{ifname}` cannot transmit redirected XDP frames: {detail}; for veth the peer needs an XDP program (start `pfild sink PEER` first, or `ip link set dev PEER xdp obj ...`) or GRO on the peer (`ethtool -K PEER gro on`), otherwise the kernel drops every frame before the driver (no counter shows them, only the xdp:xdp_redirect_err tracepoint); other drivers need ndo_xdp_xmit support (some only with an XDP program attached to the interface itself)")]
+    NoRedirectTarget {
+        /// Interface.
+        ifname: String,
+        /// What the probe saw.
+        detail: String,
+    },
     /// Another XDP program is already attached.
     #[error("`{ifname}` already has an XDP program attached; detach it with `ip link set dev {ifname} xdp off` (or stop the process that holds it)")]
     XdpBusy {

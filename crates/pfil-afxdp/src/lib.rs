@@ -13,6 +13,8 @@
 //! - [`SharedUmem`]: one UMEM area registered once and split between the
 //!   workers of several queues, one [`Umem`] part (a disjoint frame range,
 //!   its own sockets and fill/completion rings) per worker thread.
+//! - [`live`]: the in-kernel traffic generator (`BPF_PROG_RUN` with live
+//!   frames): a redirect program run over frame templates, no socket.
 //! - [`run`]: the spawners that start one worker per queue running the
 //!   loops of [`pfil_port`] (sink, forward, generate) over a [`Umem`],
 //!   which implements [`pfil_port::Port`].
@@ -44,6 +46,7 @@ mod config;
 mod error;
 mod frame;
 mod io;
+pub mod live;
 #[cfg(test)]
 mod loop_tests;
 mod open;

@@ -134,7 +134,7 @@ impl WorkerReport {
     }
 }
 
-fn in_setup<T: Send + 'static>(
+pub(crate) fn in_setup<T: Send + 'static>(
     netns: &Option<String>,
     f: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Result<T> {

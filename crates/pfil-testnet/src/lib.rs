@@ -64,6 +64,13 @@ pub fn unique(tag: &str) -> String {
     format!("pt{}{}{}", std::process::id() % 100_000, n, tag)
 }
 
+/// Like [`unique`] but starting with `prefix` (a test family's own
+/// prefix, so its names never clash with other tests').
+pub fn unique_prefixed(prefix: &str, tag: &str) -> String {
+    let n = SEQ.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}{}{}{}", std::process::id() % 100_000, n, tag)
+}
+
 /// Run a command; panic with its stderr if it fails.
 pub fn sh(args: &[&str]) -> String {
     let out = Command::new(args[0])
@@ -88,7 +95,15 @@ pub struct Netns {
 impl Netns {
     /// Create a namespace named `unique(tag)`, loopback up, IPv6 off.
     pub fn new(tag: &str) -> Netns {
-        let name = unique(tag);
+        Netns::named(unique(tag))
+    }
+
+    /// Create a namespace named `unique_prefixed(prefix, tag)`.
+    pub fn new_prefixed(prefix: &str, tag: &str) -> Netns {
+        Netns::named(unique_prefixed(prefix, tag))
+    }
+
+    fn named(name: String) -> Netns {
         sh(&["ip", "netns", "add", &name]);
         let ns = Netns { name };
         ns.exec(&["ip", "link", "set", "lo", "up"]);

@@ -7,12 +7,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pfil::{Dir, Registry, DEFAULT_MAX_WORKERS};
+use pfil_afxdp::live::{spawn_live_gen, LiveConfig, LiveFinished, LiveRunning};
 use pfil_afxdp::run::{self, GenConfig, LoopConfig, WorkerReport, WorkerSetup};
 use pfil_afxdp::{PortConfig, Umem, UmemConfig, APP_RESERVE};
 use pfil_port::synthetic::{spawn_synthetic, SyntheticRunning};
 use pfil_port::Stats;
 
-use crate::args::{Args, Control, Mode, Queues};
+use crate::args::{Args, Control, Engine, Mode, Queues};
 use crate::hooks;
 use crate::report::{self, Flow, Sampler};
 
@@ -176,7 +177,9 @@ pub fn run(a: &Args) -> Result<(), String> {
 
     // One registry worker slot per worker: NICs may have more queues than
     // the default slot count.
+    let live = a.engine == Engine::XdpLive && matches!(a.mode, Mode::Gen { .. });
     let workers = match (&queues, &a.mode) {
+        _ if live => a.live.threads as usize,
         (Some(q), _) => q.len(),
         (None, Mode::Sink { iface }) | (None, Mode::Forward { a: iface, .. }) => {
             all_queues(iface, &a.netns)? as usize
@@ -258,6 +261,22 @@ pub fn run(a: &Args) -> Result<(), String> {
                     });
                 }
                 runs.push(Run::Xdp(r));
+            }
+            Mode::Gen { iface } if live => {
+                let cfg = LiveConfig {
+                    netns: a.netns.clone(),
+                    ..a.live.clone()
+                };
+                let r = spawn_live_gen(&reg, iface, &cfg, &gen_config(a, count), lc.clone())?;
+                for st in &r.stats {
+                    flows.push(Flow {
+                        stats: st.clone(),
+                        input: None,
+                        output: Some(iface.clone()),
+                        generator: true,
+                    });
+                }
+                runs.push(Run::Live(r));
             }
             Mode::Gen { iface } => {
                 let qs = queues.clone().unwrap_or_else(|| vec![0]);
@@ -349,12 +368,14 @@ pub fn run(a: &Args) -> Result<(), String> {
     }
     let mut reports: Vec<WorkerReport> = Vec::new();
     let mut errors = Vec::new();
+    let mut live_done = None;
     for r in runs {
         // Every report, also of a worker that failed: its frames are
         // accounted for all the same.
-        let (mut done, failed) = r.join_all();
+        let (mut done, failed, l) = r.join_all();
         reports.append(&mut done);
         errors.extend(failed);
+        live_done = live_done.or(l);
     }
     sampler.tick(&flows, Instant::now());
     let title = format!(
@@ -370,7 +391,14 @@ pub fn run(a: &Args) -> Result<(), String> {
             reports: &reports,
             sampler: &sampler,
             elapsed,
-            xdp: !a.synthetic,
+            xdp: !a.synthetic && !live,
+            live: live_done.as_ref().map(|d| report::Live {
+                done: d,
+                ifname: a.mode.ifaces()[0],
+                repeat: a.live.repeat,
+                batch_size: a.live.batch_size,
+                warm: d.warm,
+            }),
         },
     );
     if !errors.is_empty() {
@@ -420,8 +448,14 @@ fn start_control(
 
 fn describe(a: &Args, runs: &[Run]) -> String {
     let workers: usize = runs.iter().map(|r| r.stats().len()).sum();
+    let live = runs.iter().any(|r| matches!(r, Run::Live(_)));
     let port = if a.synthetic {
         "synthetic in-memory port".to_owned()
+    } else if live {
+        match &a.netns {
+            Some(ns) => format!("in-kernel generator (BPF_PROG_RUN live frames) in netns {ns}"),
+            None => "in-kernel generator (BPF_PROG_RUN live frames)".to_owned(),
+        }
     } else {
         match &a.netns {
             Some(ns) => format!("AF_XDP in netns {ns}"),
@@ -436,6 +470,8 @@ fn describe(a: &Args, runs: &[Run]) -> String {
     };
     let unit = if matches!(a.mode, Mode::Forward { .. }) && !a.synthetic {
         "directional worker loop"
+    } else if live {
+        "thread"
     } else {
         "worker"
     };
@@ -445,10 +481,12 @@ fn describe(a: &Args, runs: &[Run]) -> String {
     )
 }
 
-/// The workers of one spawner: AF_XDP ones, or synthetic ones.
+/// The workers of one spawner: AF_XDP ones, synthetic ones, or the
+/// in-kernel generator's threads.
 enum Run {
     Xdp(run::Running),
     Synthetic(SyntheticRunning),
+    Live(LiveRunning),
 }
 
 impl Run {
@@ -456,6 +494,7 @@ impl Run {
         match self {
             Run::Xdp(r) => &r.stats,
             Run::Synthetic(r) => &r.stats,
+            Run::Live(r) => &r.stats,
         }
     }
 
@@ -463,6 +502,7 @@ impl Run {
         match self {
             Run::Xdp(r) => r.stop(),
             Run::Synthetic(r) => r.stop(),
+            Run::Live(r) => r.stop(),
         }
     }
 
@@ -470,12 +510,14 @@ impl Run {
         match self {
             Run::Xdp(r) => r.finished(),
             Run::Synthetic(r) => r.finished(),
+            Run::Live(r) => r.finished(),
         }
     }
 
-    /// Stop, wait, and return the AF_XDP reports and every error (a
-    /// synthetic pool whose frames do not add up is one).
-    fn join_all(self) -> (Vec<WorkerReport>, Vec<String>) {
+    /// Stop, wait, and return the AF_XDP reports, every error (a
+    /// synthetic pool whose frames do not add up is one) and the
+    /// in-kernel generator's end.
+    fn join_all(self) -> (Vec<WorkerReport>, Vec<String>, Option<LiveFinished>) {
         fn errs<E: std::fmt::Display>(e: &[E]) -> Vec<String> {
             e.iter().map(|e| e.to_string()).collect()
         }
@@ -483,7 +525,12 @@ impl Run {
             Run::Xdp(r) => {
                 let done = r.join_all();
                 let e = errs(&done.errors);
-                (done.reports, e)
+                (done.reports, e, None)
+            }
+            Run::Live(r) => {
+                let done = r.join_all();
+                let e = errs(&done.errors);
+                (Vec::new(), e, Some(done))
             }
             Run::Synthetic(r) => {
                 let done = r.join_all();
@@ -499,7 +546,7 @@ impl Run {
                         ));
                     }
                 }
-                (Vec::new(), e)
+                (Vec::new(), e, None)
             }
         }
     }

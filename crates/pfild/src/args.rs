@@ -43,6 +43,26 @@ impl Mode {
     }
 }
 
+/// `--engine`: how `gen` sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Engine {
+    /// An AF_XDP socket's TX ring, through the interface's out head.
+    #[default]
+    AfXdp,
+    /// `BPF_PROG_RUN` with live frames: the kernel generates
+    /// (`pfil_afxdp::live`); no hooks.
+    XdpLive,
+}
+
+impl std::fmt::Display for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Engine::AfXdp => "afxdp",
+            Engine::XdpLive => "xdp-live",
+        })
+    }
+}
+
 /// `--queues`: a count or every queue of the interface.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Queues {
@@ -89,6 +109,11 @@ pub struct Args {
     pub gen: GenConfig,
     /// Whether any generator option was given.
     pub gen_opts_given: bool,
+    /// How `gen` sends.
+    pub engine: Engine,
+    /// In-kernel generator settings (`--threads`, `--repeat`,
+    /// `--batch-size`; the netns is set when the app starts).
+    pub live: pfil_afxdp::live::LiveConfig,
     /// The control server's socket.
     pub control: Control,
 }
@@ -207,6 +232,30 @@ fn frame_size(v: &str) -> Result<usize, String> {
         Ok(n) if (60..=2048).contains(&n) => Ok(n),
         Ok(_) => Err("must be from 60 to 2048 bytes".into()),
         Err(_) => Err("expected a frame size in bytes".into()),
+    }
+}
+
+fn engine(v: &str) -> Result<Engine, String> {
+    match v {
+        "afxdp" | "af-xdp" | "af_xdp" => Ok(Engine::AfXdp),
+        "xdp-live" | "live" => Ok(Engine::XdpLive),
+        _ => Err("expected afxdp or xdp-live".into()),
+    }
+}
+
+fn positive_u32(v: &str) -> Result<u32, String> {
+    match v.parse::<u32>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err("expected a positive number".into()),
+    }
+}
+
+fn batch_size(v: &str) -> Result<u32, String> {
+    let max = pfil_afxdp::live::MAX_BATCH_SIZE;
+    match v.parse::<u32>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("must be from 1 to {max} (the kernel's limit)")),
     }
 }
 
@@ -397,6 +446,21 @@ struct GenOpts {
     #[arg(long, value_name = "P[,P..]", global = true, value_parser = ports,
           help = dst_ports_default())]
     dst_port: Option<Ports>,
+    /// afxdp|xdp-live: send from an AF_XDP socket through the out head, or
+    /// let the kernel generate (BPF_PROG_RUN with live frames, Linux >= 5.18;
+    /// no hooks) [default: afxdp]
+    #[arg(long, value_name = "ENGINE", global = true, value_parser = engine)]
+    engine: Option<Engine>,
+    /// xdp-live: generator threads, each pinned to one CPU of the process's
+    /// affinity (choose them with taskset) [default: 1]
+    #[arg(long, value_name = "N", global = true, value_parser = positive_u32)]
+    threads: Option<u32>,
+    #[arg(long, value_name = "N", global = true, value_parser = positive_u32,
+          help = format!("xdp-live: frames per BPF_PROG_RUN call at most (a stop lands at most one call late) {}", gen_default(pfil_afxdp::live::DEFAULT_REPEAT)))]
+    repeat: Option<u32>,
+    #[arg(long, value_name = "N", global = true, value_parser = batch_size,
+          help = format!("xdp-live: frames per batch inside a call, 1 to 256 {}", gen_default(pfil_afxdp::live::DEFAULT_BATCH_SIZE)))]
+    batch_size: Option<u32>,
 }
 
 /// The clap command pfild parses with (its `--help`).
@@ -471,7 +535,18 @@ impl Args {
             || g.src_ip.is_some()
             || g.dst_ip.is_some()
             || g.src_port.is_some()
-            || g.dst_port.is_some();
+            || g.dst_port.is_some()
+            || g.engine.is_some();
+        let live_opts_given = g.threads.is_some() || g.repeat.is_some() || g.batch_size.is_some();
+        let engine = g.engine.unwrap_or_default();
+        let ld = pfil_afxdp::live::LiveConfig::default();
+        let live = pfil_afxdp::live::LiveConfig {
+            netns: None,
+            threads: g.threads.unwrap_or(ld.threads),
+            repeat: g.repeat.unwrap_or(ld.repeat),
+            batch_size: g.batch_size.unwrap_or(ld.batch_size),
+            per_frame_ports: ld.per_frame_ports,
+        };
         let d = GenConfig::default();
         let gen = GenConfig {
             rate: g.rate.unwrap_or(d.rate),
@@ -502,6 +577,8 @@ impl Args {
             synthetic: c.synthetic,
             gen,
             gen_opts_given,
+            engine,
+            live,
             control: match (c.control, c.no_control) {
                 (_, true) => Control::Off,
                 (Some(p), false) => Control::Path(p),
@@ -510,6 +587,27 @@ impl Args {
         };
         if a.gen_opts_given && !a.synthetic && !matches!(a.mode, Mode::Gen { .. }) {
             return usage("generator options (--rate, --size, --src-*, --dst-*) apply to `gen` and to --synthetic only");
+        }
+        if live_opts_given && a.engine != Engine::XdpLive {
+            return usage(
+                "--threads, --repeat and --batch-size apply to `gen --engine xdp-live` only",
+            );
+        }
+        if a.engine == Engine::XdpLive {
+            if !matches!(a.mode, Mode::Gen { .. }) {
+                return usage("--engine applies to `gen` only");
+            }
+            if a.synthetic {
+                return usage(
+                    "--engine xdp-live sends on a real interface; it has no --synthetic form",
+                );
+            }
+            if !a.hooks.is_empty() {
+                return usage("--engine xdp-live cannot run hooks: the kernel builds and sends the frames, pfild never sees them (use the afxdp engine for hooks on the out head)");
+            }
+            if a.queues.is_some() {
+                return usage("--engine xdp-live has no queues: give --threads N instead");
+            }
         }
         if a.synthetic && a.netns.is_some() {
             return usage("--netns has no meaning with --synthetic");
@@ -569,6 +667,28 @@ mod tests {
         assert_eq!(a.gen.dst_ports, vec![53, 80]);
         assert_eq!(a.gen.dst_mac, [2, 0xaa, 0, 0, 0, 1]);
         assert_eq!((a.gen.rate, a.count, a.gen.size), (1000, Some(5), 128));
+    }
+
+    #[test]
+    fn parses_the_engine() {
+        let a = p("gen g0").unwrap();
+        assert_eq!(a.engine, Engine::AfXdp);
+        let a = p("gen g0 --engine xdp-live --threads 2 --repeat 4096 --batch-size 128 --count 9")
+            .unwrap();
+        assert_eq!(a.engine, Engine::XdpLive);
+        assert_eq!(
+            (a.live.threads, a.live.repeat, a.live.batch_size),
+            (2, 4096, 128)
+        );
+        let a = p("gen g0 --engine live").unwrap();
+        assert_eq!(
+            (a.live.threads, a.live.repeat, a.live.batch_size),
+            (
+                1,
+                pfil_afxdp::live::DEFAULT_REPEAT,
+                pfil_afxdp::live::DEFAULT_BATCH_SIZE
+            )
+        );
     }
 
     #[test]
@@ -635,6 +755,14 @@ mod tests {
             ("sink x --synthetic --netns n", "--netns"),
             ("sink x --control", "--control"),
             ("sink x --control /a --no-control", "--no-control"),
+            ("gen x --engine fast", "--engine"),
+            ("sink x --engine xdp-live", "apply to `gen`"),
+            ("gen x --threads 2", "--engine xdp-live"),
+            ("gen x --engine xdp-live --hook count", "cannot run hooks"),
+            ("gen x --engine xdp-live --queues 2", "--threads"),
+            ("gen x --engine xdp-live --synthetic", "--synthetic"),
+            ("gen x --engine xdp-live --batch-size 300", "--batch-size"),
+            ("gen x --engine xdp-live --repeat 0", "--repeat"),
         ] {
             let m = err(bad);
             assert!(m.contains(want), "{bad:?}: {m}");

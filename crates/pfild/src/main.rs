@@ -11,6 +11,7 @@
 //! pfild sink syn0 --synthetic --hook count --seconds 3
 //! pfild forward veth0 veth1 --hook count --netns fw
 //! pfild gen veth2 --rate 1000000 --count 10000000 --size 64
+//! pfild gen veth2 --engine xdp-live --threads 2 --seconds 10
 //! ```
 //!
 //! Output: a live status line per second on stderr; on exit (SIGINT,

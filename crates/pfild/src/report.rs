@@ -209,6 +209,22 @@ pub struct Summary<'a> {
     pub elapsed: Duration,
     /// AF_XDP ports (frame accounting and kernel counters to print).
     pub xdp: bool,
+    /// The in-kernel generator's end, if it ran.
+    pub live: Option<Live<'a>>,
+}
+
+/// What the in-kernel generator reports at the end.
+pub struct Live<'a> {
+    /// Its threads and the driver's counters.
+    pub done: &'a pfil_afxdp::live::LiveFinished,
+    /// The interface it sent on.
+    pub ifname: &'a str,
+    /// Frames per call at most.
+    pub repeat: u32,
+    /// Frames per batch.
+    pub batch_size: u32,
+    /// The program stayed in the XDP dispatcher.
+    pub warm: bool,
 }
 
 /// Print the totals on stdout. Returns whether every UMEM frame was
@@ -222,6 +238,7 @@ pub fn totals(title: &str, run: &Summary<'_>) -> bool {
         sampler,
         elapsed,
         xdp,
+        ref live,
     } = *run;
     let snaps: Vec<StatsSnapshot> = flows.iter().map(|f| f.stats.snapshot()).collect();
     let t = snaps.iter().fold(StatsSnapshot::default(), |a, b| a + *b);
@@ -373,6 +390,74 @@ pub fn totals(title: &str, run: &Summary<'_>) -> bool {
             );
         }
     }
+    let mut live_fields = String::new();
+    if let Some(l) = live {
+        let d = l.done;
+        let _ = writeln!(
+            o,
+            "  in-kernel generator on {}: {} thread(s), up to {} frames per BPF_PROG_RUN call, batch {}, destination ports rotate per {}, program {}",
+            l.ifname,
+            d.reports.len(),
+            l.repeat,
+            l.batch_size,
+            if d.per_frame { "frame" } else { "call" },
+            if l.warm {
+                "kept warm (attached to the interface, passing its own RX)"
+            } else {
+                "cold (not attachable: two RCU grace periods per call)"
+            }
+        );
+        for r in &d.reports {
+            let ports: Vec<String> = r
+                .per_port
+                .iter()
+                .map(|(p, n)| format!("port {p}: {n}"))
+                .collect();
+            let _ = writeln!(
+                o,
+                "    thread {}{}: {} calls, {} frames ({}), kernel {:.1} ns/frame",
+                r.thread,
+                r.cpu.map(|c| format!(" on cpu {c}")).unwrap_or_default(),
+                r.calls,
+                r.frames,
+                ports.join(", "),
+                if r.frames > 0 {
+                    r.kernel_ns as f64 / r.frames as f64
+                } else {
+                    0.0
+                }
+            );
+        }
+        ok &= d.frames() == t.generated;
+        match (d.xmit, d.not_reaching_driver()) {
+            (Some(x), Some(lost)) => {
+                let _ = writeln!(
+                    o,
+                    "  driver counters of {} over the run (ethtool -S): xdp_xmit {} (on the peer's ring), xdp_xmit_errors {} (refused: ring full or too long); not reaching the driver {lost}{}",
+                    l.ifname,
+                    x.xmit,
+                    x.errors,
+                    if lost > 0 {
+                        " (redirect refused before the driver: for veth the peer has no XDP program)"
+                    } else {
+                        ""
+                    }
+                );
+                let _ = write!(
+                    live_fields,
+                    " xdp_xmit={} xdp_xmit_errors={} not_reaching_driver={lost}",
+                    x.xmit, x.errors
+                );
+            }
+            _ => {
+                let _ = writeln!(
+                    o,
+                    "  driver counters of {}: unavailable (the driver reports no xdp_xmit counters): what the kernel did with the frames is not known here",
+                    l.ifname
+                );
+            }
+        }
+    }
     let kdrop: u64 = reports
         .iter()
         .flat_map(|r| r.ports.iter())
@@ -395,6 +480,12 @@ pub fn totals(title: &str, run: &Summary<'_>) -> bool {
         t.batches,
         if ok { "yes" } else { "no" }
     );
+    if !live_fields.is_empty() {
+        // The in-kernel generator's driver counters, after the common fields.
+        o.truncate(o.trim_end_matches('\n').len());
+        o.push_str(&live_fields);
+        o.push('\n');
+    }
     print!("{o}");
     ok
 }
