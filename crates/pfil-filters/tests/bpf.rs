@@ -2,9 +2,6 @@
 //! (`pcap_offline_filter`) on arbitrary and on real frames, and tcpdump's
 //! verdicts on a capture of mixed traffic, frame for frame.
 
-use std::io::Write;
-use std::process::Command;
-
 use etherparse::PacketBuilder;
 use pcap::{Capture, Linktype};
 use pfil::{Ctx, Dir, Filter, Packet, PacketKind, Verdict};
@@ -209,70 +206,23 @@ proptest! {
     }
 }
 
-/// A classic pcap file (microsecond timestamps, Ethernet): frame `i` is
-/// stamped `i` seconds, so tcpdump's `-tt` output names the frames.
-fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
-    let mut b = Vec::new();
-    b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    b.extend_from_slice(&2u16.to_le_bytes());
-    b.extend_from_slice(&4u16.to_le_bytes());
-    b.extend_from_slice(&[0; 8]);
-    b.extend_from_slice(&65535u32.to_le_bytes());
-    b.extend_from_slice(&1u32.to_le_bytes());
-    for (i, f) in frames.iter().enumerate() {
-        b.extend_from_slice(&(i as u32 + 1).to_le_bytes());
-        b.extend_from_slice(&0u32.to_le_bytes());
-        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        b.extend_from_slice(f);
-    }
-    std::fs::File::create(path).unwrap().write_all(&b).unwrap();
-}
-
-fn tcpdump() -> Option<&'static str> {
-    for p in ["/usr/bin/tcpdump", "/usr/sbin/tcpdump"] {
-        if std::path::Path::new(p).exists() {
-            return Some(p);
-        }
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "tcpdump is missing under CI: scripts/setup.sh installs it"
-    );
-    eprintln!("skipped: no tcpdump (scripts/setup.sh installs it)");
-    None
-}
-
 #[test]
 fn agrees_with_tcpdump_frame_for_frame() {
-    let Some(tcpdump) = tcpdump() else { return };
+    let Some(tcpdump) = pfil_testnet::tcpdump() else {
+        return;
+    };
     let frames = frames();
     let dir = std::env::temp_dir().join(format!("pfil-bpf-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("mixed.pcap");
-    write_pcap(&file, &frames);
+    pfil_testnet::write_pcap(&file, 1, &frames);
     let ctx = Ctx {
         head: "h",
         dir: Dir::In,
         worker: 0,
     };
     for e in EXPRS {
-        let out = Command::new(tcpdump)
-            .args(["-nn", "-tt", "-r"])
-            .arg(&file)
-            .arg(e)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "tcpdump `{e}`: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let kept: Vec<usize> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.split('.').next()?.parse::<usize>().ok())
-            .map(|s| s - 1)
-            .collect();
+        let kept = pfil_testnet::tcpdump_indices(tcpdump, &file, e);
         let f = Bpf::new(BpfAction::Drop, e).unwrap();
         let ours: Vec<usize> = frames
             .iter()

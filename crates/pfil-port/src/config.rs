@@ -180,6 +180,10 @@ pub struct GenConfig {
     pub dst_ports: Vec<u16>,
     /// Optional pacing window (exact accounting end to end).
     pub window: Option<Window>,
+    /// Frames to send as they are instead of built UDP frames (a capture
+    /// replayed: `pfild --pcap`), in order, round robin; `size`, the
+    /// addresses and the ports are then unused.
+    pub replay: Option<std::sync::Arc<Vec<Vec<u8>>>>,
 }
 
 impl Default for GenConfig {
@@ -195,6 +199,7 @@ impl Default for GenConfig {
             src_port: 9,
             dst_ports: vec![9],
             window: None,
+            replay: None,
         }
     }
 }
@@ -226,12 +231,31 @@ impl GenConfig {
         allowed
     }
 
-    /// The frame for each destination port.
+    /// The frames to send, round robin: the [`replay`](Self::replay)
+    /// frames, or one UDP frame per destination port.
     ///
     /// # Errors
-    /// [`Error::Config`] for a size that does not fit headers or a frame.
+    /// [`Error::Config`] for a size that does not fit headers or a frame,
+    /// an empty capture or a captured frame longer than `max`.
     pub fn templates(&self, max: usize) -> Result<Vec<Vec<u8>>> {
         const HDR: usize = 14 + 20 + 8;
+        if let Some(frames) = &self.replay {
+            if frames.is_empty() {
+                return Err(Error::Config("the capture to replay has no frame".into()));
+            }
+            if let Some((i, f)) = frames
+                .iter()
+                .enumerate()
+                .find(|(_, f)| f.len() > max || f.is_empty())
+            {
+                return Err(Error::Config(format!(
+                    "frame {} of the capture has {} bytes: a port takes 1 to {max}",
+                    i + 1,
+                    f.len()
+                )));
+            }
+            return Ok(frames.as_ref().clone());
+        }
         let size = self.size.max(60);
         if size > max {
             return Err(Error::Config(format!(

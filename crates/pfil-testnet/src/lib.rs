@@ -185,3 +185,63 @@ impl Topo {
         Topo { g, f, s }
     }
 }
+
+/// Write a classic pcap file (microsecond timestamps, snap length 65535)
+/// of link type `linktype` (1: Ethernet): frame `i` is stamped `i + 1`
+/// seconds, so `tcpdump -tt -r` names the frames by their number.
+pub fn write_pcap(path: &std::path::Path, linktype: u32, frames: &[Vec<u8>]) {
+    let mut b = Vec::new();
+    b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&4u16.to_le_bytes());
+    b.extend_from_slice(&[0; 8]);
+    b.extend_from_slice(&65535u32.to_le_bytes());
+    b.extend_from_slice(&linktype.to_le_bytes());
+    for (i, f) in frames.iter().enumerate() {
+        let len = u32::try_from(f.len()).expect("a frame under 4 GiB");
+        b.extend_from_slice(&(i as u32 + 1).to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&len.to_le_bytes());
+        b.extend_from_slice(&len.to_le_bytes());
+        b.extend_from_slice(f);
+    }
+    std::fs::write(path, b).expect("write the pcap file");
+}
+
+/// The path of tcpdump, or `None` outside CI when it is not installed
+/// (under CI, `CI=true`, a missing tcpdump fails: scripts/setup.sh
+/// installs it).
+pub fn tcpdump() -> Option<&'static str> {
+    for p in ["/usr/bin/tcpdump", "/usr/sbin/tcpdump"] {
+        if std::path::Path::new(p).exists() {
+            return Some(p);
+        }
+    }
+    assert!(
+        !under_ci(),
+        "tcpdump is missing under CI: scripts/setup.sh installs it"
+    );
+    eprintln!("skipped: no tcpdump (scripts/setup.sh installs it)");
+    None
+}
+
+/// The frames of a pcap file that tcpdump keeps for `expr`, as indices
+/// (0-based) into the file written by [`write_pcap`].
+pub fn tcpdump_indices(tcpdump: &str, file: &std::path::Path, expr: &str) -> Vec<usize> {
+    let out = Command::new(tcpdump)
+        .args(["-nn", "-tt", "-r"])
+        .arg(file)
+        .arg(expr)
+        .output()
+        .expect("run tcpdump");
+    assert!(
+        out.status.success(),
+        "tcpdump `{expr}`: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split('.').next()?.parse::<usize>().ok())
+        .map(|s| s - 1)
+        .collect()
+}

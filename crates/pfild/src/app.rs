@@ -94,8 +94,74 @@ fn all_queues(iface: &str, netns: &Option<String>) -> Result<u32, String> {
     .map_err(|e| e.to_string())
 }
 
+/// The frames of a capture file (pcap or pcapng, Ethernet), as captured.
+/// Returns them and how many were cut short by the capture's snap length.
+///
+/// # Errors
+/// The file and what is wrong with it: unreadable, not Ethernet, empty.
+pub fn read_capture(path: &Path) -> Result<(Vec<Vec<u8>>, usize), String> {
+    let at = |e: &dyn std::fmt::Display| format!("--pcap {}: {e}", path.display());
+    let mut cap = pcap::Capture::from_file(path).map_err(|e| at(&e))?;
+    let lt = cap.get_datalink();
+    if lt != pcap::Linktype::ETHERNET {
+        return Err(at(&format!(
+            "link type {} ({}); pfild replays Ethernet captures",
+            lt.get_name().unwrap_or_else(|_| "?".into()),
+            lt.0
+        )));
+    }
+    let (mut frames, mut cut) = (Vec::new(), 0);
+    loop {
+        match cap.next_packet() {
+            Ok(p) => {
+                cut += usize::from(p.header.caplen < p.header.len);
+                frames.push(p.data.to_vec());
+            }
+            Err(pcap::Error::NoMorePackets) => break,
+            Err(e) => return Err(at(&format!("after {} frames: {e}", frames.len()))),
+        }
+    }
+    if frames.is_empty() {
+        return Err(at(&"the capture has no frame"));
+    }
+    Ok((frames, cut))
+}
+
+/// `a` with the capture of `--pcap` loaded as the frames to send and the
+/// frame count it makes (`--loop` times the capture).
+fn with_capture(a: &Args, path: &Path) -> Result<Args, String> {
+    let (frames, cut) = read_capture(path)?;
+    eprintln!(
+        "pfild: {}: {} frames{}, played {}",
+        path.display(),
+        frames.len(),
+        if cut > 0 {
+            format!(" ({cut} cut short by the capture's snap length, replayed as captured)")
+        } else {
+            String::new()
+        },
+        match a.loops {
+            0 => "until stopped".to_owned(),
+            1 => "once".to_owned(),
+            n => format!("{n} times"),
+        }
+    );
+    let mut a = a.clone();
+    a.count = Some(frames.len() as u64 * a.loops);
+    a.gen.replay = Some(Arc::new(frames));
+    Ok(a)
+}
+
 /// Run the app the arguments describe; `Err` is the message to print.
 pub fn run(a: &Args) -> Result<(), String> {
+    let replayed;
+    let a = match &a.pcap {
+        Some(p) => {
+            replayed = with_capture(a, p)?;
+            &replayed
+        }
+        None => a,
+    };
     if !a.synthetic {
         pfil_afxdp::check_privileges().map_err(|e| {
             format!("{e}\n       (or try the in-memory port without privileges: add --synthetic)")

@@ -81,6 +81,10 @@ pub struct Args {
     pub hooks: Vec<String>,
     /// `--config FILE`: the configuration applied at start.
     pub config: Option<std::path::PathBuf>,
+    /// `--pcap FILE`: the capture to replay.
+    pub pcap: Option<std::path::PathBuf>,
+    /// `--loop N`: times to play it (0: until stopped).
+    pub loops: u64,
     /// Queues (None: the mode's default).
     pub queues: Option<Queues>,
     /// Namespace for the workers.
@@ -411,6 +415,20 @@ struct Common {
     /// Use the in-memory port instead of AF_XDP
     #[arg(long, global = true)]
     synthetic: bool,
+    /// Replay the frames of a capture (pcap or pcapng, Ethernet): sink and
+    /// forward run them through the heads on the in-memory port, gen sends
+    /// them
+    #[arg(long, value_name = "FILE", global = true)]
+    pcap: Option<std::path::PathBuf>,
+    /// With --pcap: play the capture N times (0: until stopped)
+    #[arg(
+        long = "loop",
+        value_name = "N",
+        global = true,
+        requires = "pcap",
+        default_value_t = 1
+    )]
+    loops: u64,
     /// Control socket for pfilctl [default: /run/pfil/pfild.sock as root, $XDG_RUNTIME_DIR/pfil/pfild.sock otherwise; if a running pfild has it, run without control]
     #[arg(long, value_name = "PATH", global = true)]
     control: Option<std::path::PathBuf>,
@@ -527,6 +545,7 @@ impl Args {
             }
             ModeCmd::Gen { iface } => Mode::Gen { iface },
         };
+        let mode_is_gen = matches!(mode, Mode::Gen { .. });
         let (c, g) = (cli.common, cli.gen);
         let gen_opts_given = g.rate.is_some()
             || g.size.is_some()
@@ -537,6 +556,13 @@ impl Args {
             || g.src_port.is_some()
             || g.dst_port.is_some()
             || g.engine.is_some();
+        let g_built_opts = g.size.is_some()
+            || g.src_mac.is_some()
+            || g.dst_mac.is_some()
+            || g.src_ip.is_some()
+            || g.dst_ip.is_some()
+            || g.src_port.is_some()
+            || g.dst_port.is_some();
         let live_opts_given = g.threads.is_some() || g.repeat.is_some() || g.batch_size.is_some();
         let engine = g.engine.unwrap_or_default();
         let ld = pfil_afxdp::live::LiveConfig::default();
@@ -574,7 +600,11 @@ impl Args {
             umem_mode: c.umem_mode.unwrap_or(UmemMode::Shared),
             spin_us: c.spin_us,
             quiet: c.quiet,
-            synthetic: c.synthetic,
+            // A capture replayed by sink or forward runs on the in-memory
+            // port; gen sends it on the interface.
+            synthetic: c.synthetic || (c.pcap.is_some() && !mode_is_gen),
+            pcap: c.pcap,
+            loops: c.loops,
             gen,
             gen_opts_given,
             engine,
@@ -610,7 +640,30 @@ impl Args {
             }
         }
         if a.synthetic && a.netns.is_some() {
-            return usage("--netns has no meaning with --synthetic");
+            return usage(if a.pcap.is_some() && !mode_is_gen {
+                "--netns has no meaning with --pcap (sink and forward replay on the in-memory port)"
+            } else {
+                "--netns has no meaning with --synthetic"
+            });
+        }
+        if a.pcap.is_some() {
+            let built = g_built_opts;
+            if built {
+                return usage("--pcap: the frames come from the capture; --size, --src-*, --dst-* do not apply (--rate does)");
+            }
+            if a.count.is_some() {
+                return usage("--pcap: the capture says how many frames (times --loop N); --count does not apply");
+            }
+            if a.engine == Engine::XdpLive {
+                return usage(
+                    "--pcap replays with the afxdp engine (or --synthetic), not --engine xdp-live",
+                );
+            }
+            if matches!(a.queues, Some(Queues::Count(n)) if n > 1)
+                || matches!(a.queues, Some(Queues::All))
+            {
+                return usage("--pcap replays on one worker, in the capture's order: no --queues");
+            }
         }
         Ok(a)
     }

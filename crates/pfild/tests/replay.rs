@@ -1,0 +1,177 @@
+//! `--pcap FILE`: a capture replayed through the heads (no root): exact
+//! totals, filters checked against tcpdump's verdicts on the same file,
+//! and bad captures explained.
+
+mod common;
+use common::*;
+
+fn udp(dst_port: u16, src: [u8; 4], payload: usize) -> Vec<u8> {
+    let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+        .ipv4(src, [198, 18, 0, 2], 64)
+        .udp(4000, dst_port);
+    let mut v = Vec::new();
+    b.write(&mut v, &vec![7u8; payload]).unwrap();
+    v
+}
+
+fn tcp(dst_port: u16) -> Vec<u8> {
+    let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+        .ipv4([198, 18, 0, 1], [198, 18, 0, 2], 64)
+        .tcp(4000, dst_port, 1, 1024)
+        .syn();
+    let mut v = Vec::new();
+    b.write(&mut v, &[]).unwrap();
+    v
+}
+
+/// 120 frames: UDP to 53 and 80 from two networks, TCP SYNs, sizes 60
+/// to about 1 KiB.
+fn mixed() -> Vec<Vec<u8>> {
+    (0..120u16)
+        .map(|i| match i % 4 {
+            0 => udp(53, [198, 18, 1, 1], usize::from(i) * 8),
+            1 => udp(80, [198, 18, 1, 2], 18),
+            2 => udp(53, [10, 0, 0, 1], 30),
+            _ => tcp(443),
+        })
+        .collect()
+}
+
+fn dir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("pfild-replay-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn a_capture_replayed_through_filters_agrees_with_tcpdump() {
+    let d = dir("mixed");
+    let file = d.join("mixed.pcap");
+    let frames = mixed();
+    pfil_testnet::write_pcap(&file, 1, &frames);
+    let expr = "udp port 53 and not src net 10.0.0.0/8";
+    let loops = 3u64;
+    let out = pfild(&[
+        "sink",
+        "cap0",
+        "--pcap",
+        file.to_str().unwrap(),
+        "--loop",
+        &loops.to_string(),
+        "--hook",
+        "count",
+        "--hook",
+        &format!("bpf:drop {expr}"),
+        "--hook",
+        "count",
+        "--no-control",
+        "--quiet",
+    ]);
+    let (so, se) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{so}\n{se}");
+    assert!(se.contains("120 frames, played 3 times"), "{se}");
+    let t = totals(&out.stdout);
+    let n = frames.len() as u64 * loops;
+    assert_eq!(num(&t, "generated"), n, "{so}");
+    assert_eq!(num(&t, "rx"), n, "{so}");
+    let bytes: u64 = frames.iter().map(|f| f.len() as u64).sum::<u64>() * loops;
+    assert!(
+        so.contains(&format!("hook count:1: packets {n} bytes {bytes} ")),
+        "every frame, byte for byte: {so}"
+    );
+    // What the bpf hook dropped is what tcpdump keeps, per play.
+    let want = match pfil_testnet::tcpdump() {
+        Some(td) => pfil_testnet::tcpdump_indices(td, &file, expr).len() as u64,
+        // 30 frames to port 53 from 198.18.1.1 per play (i % 4 == 0).
+        None => 30,
+    };
+    assert_eq!(want, 30, "the capture has 30 such frames");
+    assert_eq!(num(&t, "filtered"), want * loops, "{so}");
+    assert!(
+        so.contains(&format!("hook count:3: packets {}", n - want * loops)),
+        "{so}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn bad_captures_and_options_are_explained() {
+    let d = dir("bad");
+    let missing = d.join("nope.pcap");
+    let out = pfild(&[
+        "sink",
+        "cap0",
+        "--pcap",
+        missing.to_str().unwrap(),
+        "--no-control",
+    ]);
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert!(e.contains(&format!("--pcap {}", missing.display())), "{e}");
+
+    let raw = d.join("raw.pcap");
+    pfil_testnet::write_pcap(&raw, 101, &[vec![0x45; 20]]);
+    let out = pfild(&[
+        "sink",
+        "cap0",
+        "--pcap",
+        raw.to_str().unwrap(),
+        "--no-control",
+    ]);
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains("link type") && e.contains("replays Ethernet captures"),
+        "{e}"
+    );
+
+    let empty = d.join("empty.pcap");
+    pfil_testnet::write_pcap(&empty, 1, &[]);
+    let out = pfild(&[
+        "sink",
+        "cap0",
+        "--pcap",
+        empty.to_str().unwrap(),
+        "--no-control",
+    ]);
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("the capture has no frame"), "{e}");
+
+    let big = d.join("big.pcap");
+    pfil_testnet::write_pcap(&big, 1, &[udp(53, [198, 18, 0, 1], 18), vec![0; 3000]]);
+    let out = pfild(&[
+        "sink",
+        "cap0",
+        "--pcap",
+        big.to_str().unwrap(),
+        "--no-control",
+    ]);
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("frame 2 of the capture has 3000 bytes"), "{e}");
+
+    let ok = d.join("ok.pcap");
+    pfil_testnet::write_pcap(&ok, 1, &[udp(53, [198, 18, 0, 1], 18)]);
+    for (args, want) in [
+        (vec!["--count", "5"], "--count does not apply"),
+        (
+            vec!["--size", "100"],
+            "--size, --src-*, --dst-* do not apply",
+        ),
+        (vec!["--queues", "2"], "replays on one worker"),
+    ] {
+        let mut a = vec!["sink", "cap0", "--pcap", ok.to_str().unwrap()];
+        a.extend(args);
+        let out = pfild(&a);
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{a:?}: {e}");
+        assert!(e.contains(want), "{a:?}: {e}");
+    }
+    let out = pfild(&["sink", "cap0", "--loop", "2", "--no-control"]);
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{e}");
+    assert!(e.contains("--pcap"), "--loop needs --pcap: {e}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
