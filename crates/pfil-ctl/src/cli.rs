@@ -23,7 +23,7 @@ use crate::{default_socket_path, Client};
     disable_help_subcommand = true,
     max_term_width = 100,
     after_help = "`stats --watch [SECS]` refreshes with rates until Ctrl-C (or --count N).\n\
-Subcommands may be abbreviated to a unique prefix: he(ads), ho(oks), st(ats), se(t), sh(ow), ad(d), ap(ply), l(ink), u(nlink).\n\
+Subcommands may be abbreviated to a unique prefix: he(ads), ho(oks), st(ats), se(t), sh(ow), sa(mpling), t(op), ad(d), ap(ply), l(ink), u(nlink).\n\
                   Exit codes: 0 ok, 1 error (the server's message), 2 usage.\n\
                   The default socket is pfild's: /run/pfil/pfild.sock as root, $XDG_RUNTIME_DIR/pfil/pfild.sock otherwise."
 )]
@@ -76,6 +76,24 @@ enum Cmd {
         /// With --watch: stop after N tables
         #[arg(long, value_name = "N", requires = "watch")]
         count: Option<u64>,
+    },
+    /// Live per-link cost, like top(1): packets/s, drops/s, ns/packet
+    /// (from the timed batches) and the share of a CPU each link takes,
+    /// most expensive first; refreshes until Ctrl-C or --count tables
+    Top {
+        /// Only this head
+        head: Option<String>,
+        /// Seconds between tables
+        #[arg(long, short = 'd', value_name = "SECS", default_value_t = 1.0)]
+        delay: f64,
+        /// Stop after N tables
+        #[arg(long, short = 'n', value_name = "N")]
+        count: Option<u64>,
+    },
+    /// Time one batch in N per worker and link (a power of two; 0: off)
+    Sampling {
+        /// One batch in N
+        every: u32,
     },
     /// Add a hook MODULE:INSTANCE built by the filter catalog (e.g. count:edge)
     Add {
@@ -197,6 +215,9 @@ fn execute(cli: &Cli, out: &mut dyn Write) -> Result<(), String> {
     {
         return watch(&mut client, params, *secs, *count, cli.json, out);
     }
+    if let Cmd::Top { delay, count, .. } = &cli.cmd {
+        return top(&mut client, params, *delay, *count, cli.json, out);
+    }
     let result = client.call(method, params).map_err(|e| match &cli.cmd {
         Cmd::Apply { file, .. } => format!("{}: {e}", file.display()),
         _ => e.to_string(),
@@ -312,15 +333,144 @@ fn config_param(p: &mut Value, set: &Option<String>, file: &Option<PathBuf>) -> 
     Ok(())
 }
 
+/// One row of `top`: a link over the last period.
+struct TopRow {
+    head: String,
+    dir: &'static str,
+    hook: String,
+    pps: f64,
+    drops: f64,
+    ns_per_packet: Option<f64>,
+    /// Percent of one CPU: ns/packet times packets/s.
+    cpu: f64,
+}
+
+/// `top`: a `stats` call per period; rates and costs from the difference
+/// to the previous call (cost from all timed batches so far until a period
+/// has its own).
+fn top(
+    client: &mut Client,
+    params: Value,
+    secs: f64,
+    count: Option<u64>,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), String> {
+    if !(secs.is_finite() && secs > 0.0) {
+        return Err(format!(
+            "--delay {secs}: the period must be a positive number of seconds"
+        ));
+    }
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stdout()) && !json;
+    type Key = (String, &'static str, String);
+    let mut prev: std::collections::HashMap<Key, [u64; 4]> = Default::default();
+    let mut last: Option<std::time::Instant> = None;
+    let mut n = 0u64;
+    loop {
+        let r = client
+            .call("stats", params.clone())
+            .map_err(|e| e.to_string())?;
+        let now = std::time::Instant::now();
+        let dt = last.map(|t| now.duration_since(t).as_secs_f64());
+        let mut rows = Vec::new();
+        let mut seen = std::collections::HashMap::new();
+        for h in arr(&r, "heads") {
+            for d in ["in", "out"] {
+                for l in arr(&h, d) {
+                    let k: Key = (text(&h["name"]), d, text(&l["hook"]));
+                    let v = |f: &str| l[f].as_u64().unwrap_or(0);
+                    let cur = [
+                        v("packets"),
+                        v("dropped"),
+                        v("sampled_packets"),
+                        v("sampled_ns"),
+                    ];
+                    let p = prev.get(&k).copied();
+                    let rate = |i: usize| match (dt, p) {
+                        (Some(dt), Some(p)) if dt > 0.0 => cur[i].saturating_sub(p[i]) as f64 / dt,
+                        _ => 0.0,
+                    };
+                    let (sp, sn) = match p {
+                        Some(p) if cur[2] > p[2] => (cur[2] - p[2], cur[3].saturating_sub(p[3])),
+                        _ => (cur[2], cur[3]),
+                    };
+                    let nspp = (sp > 0).then(|| sn as f64 / sp as f64);
+                    let pps = rate(0);
+                    rows.push(TopRow {
+                        head: k.0.clone(),
+                        dir: d,
+                        hook: k.2.clone(),
+                        pps,
+                        drops: rate(1),
+                        ns_per_packet: nspp,
+                        cpu: nspp.map_or(0.0, |ns| ns * pps / 1e7),
+                    });
+                    seen.insert(k, cur);
+                }
+            }
+        }
+        prev = seen;
+        rows.sort_by(|a, b| b.cpu.total_cmp(&a.cpu).then(b.pps.total_cmp(&a.pps)));
+        let shown = if json {
+            let rows: Vec<Value> = rows
+                .iter()
+                .map(|t| {
+                    json!({"head": t.head, "dir": t.dir, "hook": t.hook, "packets_per_s": t.pps,
+                           "drops_per_s": t.drops, "ns_per_packet": t.ns_per_packet, "cpu_percent": t.cpu})
+                })
+                .collect();
+            format!(
+                "{}\n",
+                json!({"generation": r["generation"], "sampling": r["sampling"], "links": rows})
+            )
+        } else {
+            let total: f64 = rows.iter().map(|t| t.cpu).sum();
+            let mut rows_text = vec![["HEAD", "DIR", "HOOK", "PKT/S", "DROP/S", "NS/PKT", "CPU%"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()];
+            for t in &rows {
+                rows_text.push(vec![
+                    t.head.clone(),
+                    t.dir.to_owned(),
+                    t.hook.clone(),
+                    format!("{:.0}", t.pps),
+                    format!("{:.0}", t.drops),
+                    t.ns_per_packet.map_or("-".into(), |v| format!("{v:.1}")),
+                    format!("{:.1}", t.cpu),
+                ]);
+            }
+            format!(
+                "{}pfilctl top: generation {}, 1 batch in {} timed, hooks take {total:.1}% of a CPU{}\n{}\n",
+                if tty { "\x1b[H\x1b[2J" } else { "" },
+                text(&r["generation"]),
+                text(&r["sampling"]),
+                if dt.is_none() { " (rates from the next table on)" } else { "" },
+                table(&rows_text),
+            )
+        };
+        out.write_all(shown.as_bytes())
+            .and_then(|()| out.flush())
+            .map_err(|e| format!("writing the output: {e}"))?;
+        last = Some(now);
+        n += 1;
+        if count.is_some_and(|c| n >= c) {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_secs_f64(secs));
+    }
+}
+
 fn request(cmd: &Cmd) -> Result<(&'static str, Value), String> {
     Ok(match cmd {
         Cmd::Heads => ("heads", Value::Null),
         Cmd::Hooks => ("hooks", Value::Null),
         Cmd::Version => ("version", Value::Null),
-        Cmd::Stats { head, .. } => (
+        Cmd::Stats { head, .. } | Cmd::Top { head, .. } => (
             "stats",
             head.as_ref().map_or(Value::Null, |h| json!({"head": h})),
         ),
+        Cmd::Sampling { every } => ("sampling", json!({"every": every})),
         Cmd::Add { spec, set, config } => {
             let mut p = json!({"hook": spec});
             config_param(&mut p, set, config)?;
@@ -527,6 +677,14 @@ fn human(cmd: &Cmd, r: &Value) -> String {
             retired(r)
         ),
         Cmd::Show => text(&r["toml"]),
+        Cmd::Top { .. } => String::new(),
+        Cmd::Sampling { .. } => match r["sampling"].as_u64() {
+            Some(0) => "sampling: off (no link is timed)\n".to_owned(),
+            _ => format!(
+                "sampling: 1 batch in {} timed per worker and link\n",
+                text(&r["sampling"])
+            ),
+        },
         Cmd::Apply { dry_run, .. } => {
             let diff = arr(r, "diff");
             let mut s: String = diff.iter().map(|l| format!("{}\n", text(l))).collect();

@@ -25,7 +25,7 @@ pub enum Access {
 pub const READ_METHODS: &[&str] = &["version", "heads", "hooks", "stats", "show"];
 /// The methods that change the configuration (`apply` even as a dry run:
 /// planning builds filters).
-pub const WRITE_METHODS: &[&str] = &["add", "set", "del", "link", "unlink", "apply"];
+pub const WRITE_METHODS: &[&str] = &["add", "set", "del", "link", "unlink", "apply", "sampling"];
 
 /// What the methods work on.
 pub(crate) struct Target {
@@ -91,6 +91,12 @@ struct ApplyParams {
     #[serde(default)]
     dry_run: bool,
     expect_generation: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SamplingParams {
+    every: u32,
 }
 
 #[derive(Deserialize)]
@@ -163,6 +169,9 @@ fn stats_json(l: &LinkInfo) -> Value {
         "consumed": c.consumed,
         "faults": c.faults,
         "quarantined": l.quarantined,
+        "sampled_batches": c.sampled_batches,
+        "sampled_packets": c.sampled_packets,
+        "sampled_ns": c.sampled_ns,
     })
 }
 
@@ -287,7 +296,13 @@ impl Target {
                         })
                     })
                     .collect();
-                Ok(json!({"generation": generation, "heads": heads}))
+                Ok(json!({"generation": generation, "sampling": reg.sampling(), "heads": heads}))
+            }
+            "sampling" => {
+                let sp = params::<SamplingParams>(method, p)?;
+                reg.set_sampling(sp.every);
+                tracing::info!(target: "pfil_ctl", every = reg.sampling(), "control: cost sampling set");
+                Ok(json!({"sampling": reg.sampling()}))
             }
             "show" => {
                 params::<NoParams>(method, p)?;

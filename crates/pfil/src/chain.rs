@@ -103,6 +103,8 @@ pub(crate) struct Env<'a> {
     pub(crate) quarantine: &'a Mutex<Vec<Quarantined>>,
     /// Where refusals are counted (the worker's own slot).
     pub(crate) refused: &'a RefusedCounters,
+    /// Time each link's run of this batch.
+    pub(crate) sample: bool,
 }
 
 /// Drop what is still `Pass`; how many that was.
@@ -144,6 +146,35 @@ fn count_refused(env: &Env<'_>, ctx: &Ctx<'_>, n: u64) {
 /// walk it spills more, measured with callgrind).
 #[inline(never)]
 fn run_link<const FIRST: bool>(
+    link: &Arc<Link>,
+    pkts: &mut [Packet<'_>],
+    ctx: &Ctx<'_>,
+    env: &Env<'_>,
+) {
+    if env.sample {
+        return run_link_timed::<FIRST>(link, pkts, ctx, env);
+    }
+    run_link_body::<FIRST>(link, pkts, ctx, env)
+}
+
+/// [`run_link`] of a sampled batch: timed, with the packets it was given.
+#[cold]
+#[inline(never)]
+fn run_link_timed<const FIRST: bool>(
+    link: &Arc<Link>,
+    pkts: &mut [Packet<'_>],
+    ctx: &Ctx<'_>,
+    env: &Env<'_>,
+) {
+    let given = pkts.iter().filter(|p| p.verdict().is_pass()).count() as u64;
+    let t0 = std::time::Instant::now();
+    run_link_body::<FIRST>(link, pkts, ctx, env);
+    let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    link.counters.sample(ctx.worker, given, ns);
+}
+
+#[inline(always)]
+fn run_link_body<const FIRST: bool>(
     link: &Arc<Link>,
     pkts: &mut [Packet<'_>],
     ctx: &Ctx<'_>,

@@ -47,6 +47,26 @@ pub struct Counters {
     /// is quarantined; a [filter replacement](crate::Op::ReplaceFilter)
     /// keeps the counters and gives the link a fresh start).
     pub faults: u64,
+    /// Batches whose run of this link was timed (one in
+    /// [`Registry::sampling`](crate::Registry::sampling) per worker).
+    pub sampled_batches: u64,
+    /// Packets those timed runs were given (still `Pass` at the link).
+    pub sampled_packets: u64,
+    /// Nanoseconds those timed runs took, counters included.
+    pub sampled_ns: u64,
+}
+
+impl Counters {
+    /// Nanoseconds per packet of this link, from its timed batches
+    /// (`None` before one was timed).
+    pub fn ns_per_packet(&self) -> Option<f64> {
+        (self.sampled_packets > 0).then(|| self.sampled_ns as f64 / self.sampled_packets as f64)
+    }
+
+    /// Nanoseconds per batch of this link, from its timed batches.
+    pub fn ns_per_batch(&self) -> Option<f64> {
+        (self.sampled_batches > 0).then(|| self.sampled_ns as f64 / self.sampled_batches as f64)
+    }
 }
 
 impl Add for Counters {
@@ -66,6 +86,9 @@ impl AddAssign for Counters {
         self.dropped += o.dropped;
         self.consumed += o.consumed;
         self.faults += o.faults;
+        self.sampled_batches += o.sampled_batches;
+        self.sampled_packets += o.sampled_packets;
+        self.sampled_ns += o.sampled_ns;
     }
 }
 
@@ -103,6 +126,9 @@ struct Slot {
     bytes: AtomicU64,
     verdicts: [AtomicU64; 3],
     faults: AtomicU64,
+    sampled_batches: AtomicU64,
+    sampled_packets: AtomicU64,
+    sampled_ns: AtomicU64,
 }
 
 /// One link's counters: a slot per worker.
@@ -145,6 +171,16 @@ impl LinkCounters {
         }
     }
 
+    /// Record one timed run of the link in `worker`'s slot.
+    #[cold]
+    pub(crate) fn sample(&self, worker: usize, packets: u64, ns: u64) {
+        if let Some(s) = self.slots.get(worker) {
+            bump(&s.sampled_batches, 1);
+            bump(&s.sampled_packets, packets);
+            bump(&s.sampled_ns, ns);
+        }
+    }
+
     pub(crate) fn sum(&self) -> Counters {
         self.slots.iter().fold(Counters::default(), |acc, s| {
             acc + Counters {
@@ -155,6 +191,9 @@ impl LinkCounters {
                 dropped: s.verdicts[1].load(Relaxed),
                 consumed: s.verdicts[2].load(Relaxed),
                 faults: s.faults.load(Relaxed),
+                sampled_batches: s.sampled_batches.load(Relaxed),
+                sampled_packets: s.sampled_packets.load(Relaxed),
+                sampled_ns: s.sampled_ns.load(Relaxed),
             }
         })
     }

@@ -94,6 +94,8 @@ impl std::fmt::Debug for Head {
 pub struct Worker {
     pub(crate) index: usize,
     pub(crate) shared: Arc<Shared>,
+    /// Head runs so far, for the sampling of link costs.
+    pub(crate) tick: u32,
 }
 
 impl Worker {
@@ -182,10 +184,14 @@ impl<'r> Snapshot<'r> {
                 dir,
                 worker: worker.index,
             };
+            // One batch in `every` is timed, link by link.
+            let every = self.shared.sample_every.load(Ordering::Relaxed);
+            worker.tick = worker.tick.wrapping_add(1);
             let env = Env {
                 kind: head.inner.kind,
                 quarantine: &self.shared.quarantine,
                 refused: &self.shared.refused,
+                sample: every != 0 && worker.tick & every.wrapping_sub(1) == 0,
             };
             chains[dir.index()].run(pkts, &ctx, &env);
         }

@@ -112,7 +112,7 @@ pub use filter::{Ctx, Filter};
 pub use head::{Head, Snapshot, Worker};
 pub use packet::{Headers, IpHeaders, Packet, Transport, L4};
 pub use parse::validate_name;
-pub use registry::{HeadInfo, HookInfo, LinkInfo, Registry, DEFAULT_MAX_WORKERS};
+pub use registry::{HeadInfo, HookInfo, LinkInfo, Registry, DEFAULT_MAX_WORKERS, DEFAULT_SAMPLING};
 pub use retire::{RetiredLink, Retirement};
 pub use state::{LinkOptions, Op, Placement, Reaped};
 pub use transaction::{Commit, LinkHandle, Transaction};

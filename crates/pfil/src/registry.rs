@@ -22,6 +22,10 @@ use crate::{validate_name, witness, Dir, Dirs, Error, FailMode, Filter, Head, Pa
 /// Worker slots a registry has unless told otherwise.
 pub const DEFAULT_MAX_WORKERS: usize = 64;
 
+/// One batch in this many per worker is timed per link unless told
+/// otherwise ([`Registry::set_sampling`]).
+pub const DEFAULT_SAMPLING: u32 = 64;
+
 /// The registry of heads, hooks and links.
 ///
 /// Cloning is cheap and gives another handle to the same registry.
@@ -80,6 +84,7 @@ impl Registry {
                 refused: RefusedCounters::new(max_workers),
                 published: Mutex::new(()),
                 published_cv: Condvar::default(),
+                sample_every: std::sync::atomic::AtomicU32::new(DEFAULT_SAMPLING),
             }),
         }
     }
@@ -156,7 +161,33 @@ impl Registry {
         Ok(Worker {
             index,
             shared: self.shared.clone(),
+            tick: 0,
         })
+    }
+
+    /// Time one batch in `every` per worker (rounded up to a power of two;
+    /// 0 turns timing off): each link's run of that batch is timed and
+    /// counted in its [`Counters`](crate::Counters)' `sampled_*` fields,
+    /// from which [`Counters::ns_per_packet`](crate::Counters::ns_per_packet)
+    /// is the link's cost. The other batches pay one counter increment and
+    /// one branch per head run, and one branch per link. Takes effect from
+    /// each worker's next batch.
+    pub fn set_sampling(&self, every: u32) {
+        let every = if every == 0 {
+            0
+        } else {
+            every.checked_next_power_of_two().unwrap_or(1 << 31)
+        };
+        self.shared
+            .sample_every
+            .store(every, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// One batch in how many is timed per worker (0: none).
+    pub fn sampling(&self) -> u32 {
+        self.shared
+            .sample_every
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Register an inspection point.

@@ -30,6 +30,9 @@ pub(crate) struct Shared {
     pub(crate) published: Mutex<()>,
     /// Notified after every publish.
     pub(crate) published_cv: Condvar,
+    /// Time one batch in this many per worker (a power of two; 0: off).
+    /// A setting, not synchronization: std's atomic also under loom.
+    pub(crate) sample_every: std::sync::atomic::AtomicU32,
 }
 
 impl Drop for Shared {

@@ -654,3 +654,73 @@ fn info_types_round_trip_through_json() {
         reg.refused()
     );
 }
+
+/// A hook that takes at least 20 µs per packet.
+fn slow(_: &mut Packet<'_>, _: &Ctx<'_>) -> Verdict {
+    let t = std::time::Instant::now();
+    while t.elapsed() < Duration::from_micros(20) {
+        std::hint::spin_loop();
+    }
+    Verdict::Pass
+}
+
+#[test]
+fn one_batch_in_n_is_timed_per_link() {
+    let reg = Registry::with_max_workers(1);
+    let head = reg
+        .register_head("h0", PacketKind::Ethernet, Dirs::IN)
+        .unwrap();
+    reg.add_hook("fast:1", PacketKind::Ethernet, Dirs::IN, pass)
+        .unwrap();
+    reg.add_hook("slow:1", PacketKind::Ethernet, Dirs::IN, slow)
+        .unwrap();
+    reg.link("h0", Dir::In, "fast:1", Placement::Append)
+        .unwrap();
+    reg.link("h0", Dir::In, "slow:1", Placement::Append)
+        .unwrap();
+    assert_eq!(reg.sampling(), pfil::DEFAULT_SAMPLING);
+    reg.set_sampling(3);
+    assert_eq!(reg.sampling(), 4, "a power of two");
+    let mut w = reg.worker().unwrap();
+    let batch = |w: &mut pfil::Worker| {
+        let mut frames = vec![[0u8; 60]; 8];
+        let mut pkts: Vec<Packet<'_>> = frames.iter_mut().map(|f| Packet::new(f)).collect();
+        head.run(Dir::In, w, &mut pkts);
+    };
+    for _ in 0..16 {
+        batch(&mut w);
+    }
+    let chain = reg.chain("h0", Dir::In).unwrap();
+    for l in &chain {
+        let c = l.counters;
+        assert_eq!(
+            (c.packets, c.sampled_batches, c.sampled_packets),
+            (128, 4, 32),
+            "{}",
+            l.hook
+        );
+        assert_eq!(c.ns_per_batch().unwrap(), c.sampled_ns as f64 / 4.0);
+    }
+    let (fast, slow) = (chain[0].counters, chain[1].counters);
+    assert!(slow.ns_per_packet().unwrap() >= 20_000.0, "{slow:?}");
+    assert!(
+        fast.ns_per_packet().unwrap() < slow.ns_per_packet().unwrap() / 4.0,
+        "{fast:?} {slow:?}"
+    );
+    // Off: no more timed batches; on again, from the next ones.
+    reg.set_sampling(0);
+    for _ in 0..16 {
+        batch(&mut w);
+    }
+    assert_eq!(
+        reg.chain("h0", Dir::In).unwrap()[0]
+            .counters
+            .sampled_batches,
+        4
+    );
+    reg.set_sampling(1);
+    batch(&mut w);
+    let c = reg.chain("h0", Dir::In).unwrap()[0].counters;
+    assert_eq!((c.sampled_batches, c.packets), (5, 264));
+    assert_eq!(pfil::Counters::default().ns_per_packet(), None);
+}

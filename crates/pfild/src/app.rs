@@ -253,6 +253,7 @@ pub fn run(a: &Args) -> Result<(), String> {
         (None, Mode::Gen { .. }) => 1,
     };
     let reg = Registry::with_max_workers(workers.max(DEFAULT_MAX_WORKERS));
+    reg.set_sampling(a.sample_every);
     let ifaces = a.mode.ifaces();
     for i in &ifaces {
         run::head_for(&reg, i).map_err(|e| format!("head `{i}`: {e}"))?;

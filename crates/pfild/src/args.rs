@@ -85,6 +85,8 @@ pub struct Args {
     pub pcap: Option<std::path::PathBuf>,
     /// `--loop N`: times to play it (0: until stopped).
     pub loops: u64,
+    /// `--sample-every N`: per-link cost sampling.
+    pub sample_every: u32,
     /// Queues (None: the mode's default).
     pub queues: Option<Queues>,
     /// Namespace for the workers.
@@ -415,6 +417,9 @@ struct Common {
     /// Use the in-memory port instead of AF_XDP
     #[arg(long, global = true)]
     synthetic: bool,
+    /// Time one batch in N per worker and link, for per-hook costs (a power of two; 0: off)
+    #[arg(long, value_name = "N", global = true, default_value_t = pfil::DEFAULT_SAMPLING)]
+    sample_every: u32,
     /// Replay the frames of a capture (pcap or pcapng, Ethernet): sink and
     /// forward run them through the heads on the in-memory port, gen sends
     /// them
@@ -605,6 +610,7 @@ impl Args {
             synthetic: c.synthetic || (c.pcap.is_some() && !mode_is_gen),
             pcap: c.pcap,
             loops: c.loops,
+            sample_every: c.sample_every,
             gen,
             gen_opts_given,
             engine,

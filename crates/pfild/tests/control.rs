@@ -154,3 +154,79 @@ fn a_thousand_control_operations_during_traffic_lose_and_double_count_nothing() 
     assert_eq!(count_all, passed);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `pfilctl top` on a running pfild: per-link rates and costs, the most
+/// expensive link first; `sampling` switches the timing off and on.
+#[test]
+fn top_shows_the_most_expensive_hook_first() {
+    let dir = temp_dir("top");
+    let sock = dir.join("ctl").join("t.sock").to_str().unwrap().to_owned();
+    let mut p = spawn_pfild(&[
+        "sink",
+        "syn0",
+        "--synthetic",
+        "--hook",
+        "bpf:drop udp port 53 and udp[8:4] = 0x12345678",
+        "--hook",
+        "null",
+        "--rate",
+        "200000",
+        "--control",
+        &sock,
+        "--seconds",
+        "30",
+        "--quiet",
+    ]);
+    assert!(
+        p.wait_stderr(&format!("control socket {sock}"), Duration::from_secs(20)),
+        "{}",
+        p.stderr_so_far()
+    );
+    let out = ctl_ok(&sock, &["top", "-d", "0.5", "-n", "3"]);
+    let tables: Vec<&str> = out.split("\n\n").filter(|t| !t.trim().is_empty()).collect();
+    assert_eq!(tables.len(), 3, "{out}");
+    let last = tables[2];
+    let rows: Vec<Vec<&str>> = last
+        .lines()
+        .skip(2)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{last}");
+    assert_eq!(rows[0][2], "bpf:1", "the costlier hook first: {last}");
+    let num = |s: &str| s.parse::<f64>().unwrap_or_else(|_| panic!("{s}: {last}"));
+    let (bpf, null) = (&rows[0], &rows[1]);
+    assert!(num(bpf[3]) > 50_000.0 && num(null[3]) > 50_000.0, "{last}");
+    assert!(num(bpf[5]) > num(null[5]), "ns/packet: {last}");
+    assert!(last.contains("1 batch in 64 timed"), "{last}");
+    // --json: one object per table, links sorted by cost.
+    let j: serde_json::Value =
+        serde_json::from_str(ctl_ok(&sock, &["--json", "top", "-n", "1"]).trim()).unwrap();
+    assert_eq!(j["links"][0]["hook"], "bpf:1", "{j}");
+    assert!(
+        j["links"][0]["ns_per_packet"].as_f64().unwrap() > 0.0,
+        "{j}"
+    );
+    // Off: the timed batches stop growing.
+    assert!(ctl_ok(&sock, &["sampling", "0"]).contains("sampling: off"));
+    let timed = || {
+        link_field(
+            &ctl_json(&sock, &["stats", "syn0"]),
+            "null:2",
+            "sampled_batches",
+        )
+    };
+    let before = timed();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(timed(), before, "no batch timed with sampling off");
+    assert!(ctl_ok(&sock, &["sampling", "1"]).contains("1 batch in 1 timed"));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(timed() > before + 100, "every batch timed");
+    p.signal(libc::SIGINT);
+    let out = p.wait_output(Duration::from_secs(20));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

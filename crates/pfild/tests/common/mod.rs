@@ -162,20 +162,10 @@ pub fn num(t: &std::collections::HashMap<String, String>, k: &str) -> u64 {
 #[allow(unused_imports, reason = "the synthetic tests need no namespaces")]
 pub use pfil_testnet::*;
 
-/// Run pfilctl: the binary next to pfild's when it was built (`cargo test
-/// -p pfil-ctl` or a workspace build), else the same code in-process
-/// (`pfil_ctl::cli::run`, which is all the binary's `main` does).
+/// Run pfilctl in-process (`pfil_ctl::cli::run`, which is all the
+/// binary's `main` does): always the code under test, where a `pfilctl`
+/// binary next to pfild's could be left over from an older build.
 pub fn pfilctl(args: &[&str]) -> (u8, String, String) {
-    let bin = std::path::Path::new(PFILD).with_file_name("pfilctl");
-    if bin.exists() {
-        let out = std::process::Command::new(&bin)
-            .args(args)
-            .output()
-            .expect("run pfilctl");
-        let code = out.status.code().map_or(255, |c| c as u8);
-        let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        return (code, s(&out.stdout), s(&out.stderr));
-    }
     let (mut o, mut e) = (Vec::new(), Vec::new());
     let argv = std::iter::once("pfilctl").chain(args.iter().copied());
     let code = pfil_ctl::cli::run(argv, &mut o, &mut e);
