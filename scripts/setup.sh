@@ -13,10 +13,12 @@
 #   libpcap-dev       - libpcap, which compiles the tcpdump expressions of
 #                       the `bpf` filter (pfil-filters links it)
 #   tcpdump           - the reference the `bpf` filter's tests compare with
+#   python3-prometheus-client - a strict OpenMetrics parser the metrics
+#                       tests check pfilctl's output with
 # The main job (`pfild ... --synthetic`) needs a Rust toolchain and
 # libpcap-dev (to link the `bpf` filter) only.
 set -euo pipefail
-packages=(build-essential iproute2 procps util-linux ministat dpdk-dev librte-net-af-xdp23 librsvg2-bin valgrind libpcap-dev tcpdump)
+packages=(build-essential iproute2 procps util-linux ministat dpdk-dev librte-net-af-xdp23 librsvg2-bin valgrind libpcap-dev tcpdump python3-prometheus-client)
 
 for tool in cargo rustfmt cargo-clippy; do
     command -v "$tool" >/dev/null || {

@@ -76,6 +76,10 @@ enum Cmd {
         /// With --watch: stop after N tables
         #[arg(long, value_name = "N", requires = "watch")]
         count: Option<u64>,
+        /// Print the counters and costs in the OpenMetrics text format
+        /// (what Prometheus scrapes)
+        #[arg(long, conflicts_with = "watch")]
+        openmetrics: bool,
     },
     /// Live per-link cost, like top(1): packets/s, drops/s, ns/packet
     /// (from the timed batches) and the share of a CPU each link takes,
@@ -222,10 +226,12 @@ fn execute(cli: &Cli, out: &mut dyn Write) -> Result<(), String> {
         Cmd::Apply { file, .. } => format!("{}: {e}", file.display()),
         _ => e.to_string(),
     })?;
-    let text = if cli.json {
-        format!("{result}\n")
-    } else {
-        human(&cli.cmd, &result)
+    let text = match &cli.cmd {
+        Cmd::Stats {
+            openmetrics: true, ..
+        } => crate::metrics::render(&result),
+        _ if cli.json => format!("{result}\n"),
+        _ => human(&cli.cmd, &result),
     };
     out.write_all(text.as_bytes())
         .map_err(|e| format!("writing the output: {e}"))

@@ -33,11 +33,12 @@ pub mod cli;
 pub mod client;
 pub mod config;
 mod methods;
+pub mod metrics;
 pub mod rpc;
 mod server;
 
 pub use client::{Client, ClientError};
-pub use methods::{READ_METHODS, WRITE_METHODS};
+pub use methods::{stats, READ_METHODS, WRITE_METHODS};
 pub use rpc::RpcError;
 pub use server::{
     default_socket_path, ControlConfig, Error, Server, DEFAULT_GRACE_TIMEOUT,

@@ -175,6 +175,33 @@ fn stats_json(l: &LinkInfo) -> Value {
     })
 }
 
+/// The `stats` result: per head and direction, every link's counters and
+/// cost, with the generation and the sampling in force (PROTOCOL.md).
+///
+/// # Errors
+/// [`pfil::Error::NoSuchHead`] for an unknown `head`.
+pub fn stats(reg: &Registry, head: Option<&str>) -> Result<Value, pfil::Error> {
+    let generation = reg.generation();
+    let mut heads = reg.heads();
+    if let Some(want) = head {
+        heads.retain(|h| h.name == want);
+        if heads.is_empty() {
+            return Err(pfil::Error::NoSuchHead(want.to_owned()));
+        }
+    }
+    let heads: Vec<Value> = heads
+        .iter()
+        .map(|h| {
+            json!({
+                "name": h.name,
+                "in": h.chains[0].iter().map(stats_json).collect::<Vec<_>>(),
+                "out": h.chains[1].iter().map(stats_json).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    Ok(json!({"generation": generation, "sampling": reg.sampling(), "heads": heads}))
+}
+
 impl Target {
     /// The result of a write: the generation it published, whether its
     /// grace period passed within the timeout (the previous configuration
@@ -278,25 +305,7 @@ impl Target {
             }
             "stats" => {
                 let sp = params::<StatsParams>(method, p)?;
-                let generation = reg.generation();
-                let mut heads = reg.heads();
-                if let Some(want) = &sp.head {
-                    heads.retain(|h| &h.name == want);
-                    if heads.is_empty() {
-                        return Err(registry_error(&pfil::Error::NoSuchHead(want.clone())));
-                    }
-                }
-                let heads: Vec<Value> = heads
-                    .iter()
-                    .map(|h| {
-                        json!({
-                            "name": h.name,
-                            "in": h.chains[0].iter().map(stats_json).collect::<Vec<_>>(),
-                            "out": h.chains[1].iter().map(stats_json).collect::<Vec<_>>(),
-                        })
-                    })
-                    .collect();
-                Ok(json!({"generation": generation, "sampling": reg.sampling(), "heads": heads}))
+                stats(reg, sp.head.as_deref()).map_err(|e| registry_error(&e))
             }
             "sampling" => {
                 let sp = params::<SamplingParams>(method, p)?;

@@ -268,6 +268,14 @@ pub fn run(a: &Args) -> Result<(), String> {
         None => None,
     };
     let (control, control_line) = start_control(&a.control, &reg)?;
+    let metrics = a
+        .metrics
+        .as_deref()
+        .map(|addr| {
+            pfil_ctl::metrics::MetricsServer::start(reg.clone(), addr)
+                .map_err(|e| format!("--metrics: {e}"))
+        })
+        .transpose()?;
 
     // Start the workers; every flow records which heads its frames pass.
     let mut runs: Vec<Run> = Vec::new();
@@ -396,6 +404,12 @@ pub fn run(a: &Args) -> Result<(), String> {
         eprintln!("pfild: {l}");
     }
     eprintln!("pfild: {control_line}");
+    if let Some(m) = &metrics {
+        eprintln!(
+            "pfild: metrics on http://{}/metrics (OpenMetrics)",
+            m.addr()
+        );
+    }
 
     // Watch: stop conditions every 10 ms, status every second.
     let generator = matches!(a.mode, Mode::Gen { .. });
@@ -430,6 +444,7 @@ pub fn run(a: &Args) -> Result<(), String> {
     let elapsed = t0.elapsed();
     // No configuration changes while the workers drain and report.
     drop(control);
+    drop(metrics);
     for r in &runs {
         r.stop();
     }

@@ -87,6 +87,8 @@ pub struct Args {
     pub loops: u64,
     /// `--sample-every N`: per-link cost sampling.
     pub sample_every: u32,
+    /// `--metrics [ADDR]`: the OpenMetrics endpoint's address.
+    pub metrics: Option<String>,
     /// Queues (None: the mode's default).
     pub queues: Option<Queues>,
     /// Namespace for the workers.
@@ -440,6 +442,10 @@ struct Common {
     /// Run without the control server
     #[arg(long, global = true, conflicts_with = "control")]
     no_control: bool,
+    /// Serve counters and per-hook costs for Prometheus (OpenMetrics) on
+    /// http://ADDR/metrics [default ADDR: 127.0.0.1:9464]
+    #[arg(long, value_name = "ADDR", global = true, num_args = 0..=1, default_missing_value = "127.0.0.1:9464")]
+    metrics: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -611,6 +617,7 @@ impl Args {
             pcap: c.pcap,
             loops: c.loops,
             sample_every: c.sample_every,
+            metrics: c.metrics,
             gen,
             gen_opts_given,
             engine,

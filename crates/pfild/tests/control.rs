@@ -230,3 +230,80 @@ fn top_shows_the_most_expensive_hook_first() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `pfild --metrics`: the OpenMetrics endpoint of a running pfild, and
+/// `pfilctl stats --openmetrics` printing the same series.
+#[test]
+fn metrics_are_served_and_printed() {
+    use std::io::{Read, Write};
+    let dir = temp_dir("metrics");
+    let sock = dir.join("ctl").join("m.sock").to_str().unwrap().to_owned();
+    let mut p = spawn_pfild(&[
+        "sink",
+        "syn0",
+        "--synthetic",
+        "--hook",
+        "count",
+        "--rate",
+        "100000",
+        "--metrics",
+        "127.0.0.1:0",
+        "--control",
+        &sock,
+        "--seconds",
+        "30",
+        "--quiet",
+    ]);
+    assert!(
+        p.wait_stderr("/metrics (OpenMetrics)", Duration::from_secs(20)),
+        "{}",
+        p.stderr_so_far()
+    );
+    let err = p.stderr_so_far();
+    let addr = err
+        .split("metrics on http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap()
+        .to_owned();
+    assert!(addr.starts_with("127.0.0.1:"), "{err}");
+    let scrape = || {
+        let mut c = std::net::TcpStream::connect(&addr).unwrap();
+        c.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        let mut r = String::new();
+        c.read_to_string(&mut r).unwrap();
+        let v = r
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(r#"pfil_link_packets_total{head="syn0",dir="in",hook="count:1"} "#)
+            })
+            .unwrap_or_else(|| panic!("{r}"))
+            .parse::<u64>()
+            .unwrap();
+        (r, v)
+    };
+    let (r, first) = scrape();
+    assert!(
+        r.starts_with("HTTP/1.1 200 OK") && r.ends_with("# EOF\n"),
+        "{r}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(scrape().1 > first, "the counter grows with the traffic");
+    let text = ctl_ok(&sock, &["stats", "--openmetrics"]);
+    assert!(
+        text.contains(r#"pfil_link_packets_total{head="syn0",dir="in",hook="count:1"} "#),
+        "{text}"
+    );
+    assert!(
+        text.contains("# TYPE pfil_link_sampled_seconds counter"),
+        "{text}"
+    );
+    p.signal(libc::SIGINT);
+    let out = p.wait_output(Duration::from_secs(20));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

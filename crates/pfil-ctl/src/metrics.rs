@@ -1,0 +1,254 @@
+//! Counters and per-link costs in the OpenMetrics text format
+//! (<https://openmetrics.io>, which Prometheus scrapes), rendered from a
+//! `stats` result, so `pfilctl stats --openmetrics` and an app's HTTP
+//! endpoint print the same.
+//!
+//! Metric names are stable; every per-link metric has the labels `head`,
+//! `dir` (`in`, `out`) and `hook`:
+//!
+//! | metric | type | what |
+//! |---|---|---|
+//! | `pfil_link_packets_total` | counter | packets that reached the link |
+//! | `pfil_link_bytes_total` | counter | their bytes |
+//! | `pfil_link_passed_total` | counter | of those, passed |
+//! | `pfil_link_dropped_total` | counter | dropped |
+//! | `pfil_link_consumed_total` | counter | consumed |
+//! | `pfil_link_faults_total` | counter | panics of the hook on this link |
+//! | `pfil_link_sampled_batches_total` | counter | batches timed |
+//! | `pfil_link_sampled_packets_total` | counter | packets in the timed batches |
+//! | `pfil_link_sampled_seconds_total` | counter | time of the timed batches |
+//! | `pfil_link_quarantined` | gauge | 1 while the link is quarantined |
+//! | `pfil_generation` | gauge | the configuration's generation |
+//! | `pfil_sampling_batches` | gauge | one batch in how many is timed (0: off) |
+//!
+//! A link's cost in Prometheus:
+//! `rate(pfil_link_sampled_seconds_total[1m]) / rate(pfil_link_sampled_packets_total[1m])`.
+//! Counters of a link start at 0 when it is linked and go when it is
+//! unlinked (a new series each time: the labels alone do not tell two
+//! links of the same hook on the same head apart over time).
+
+use std::fmt::Write;
+
+use serde_json::Value;
+
+/// The content type of the text: what an HTTP endpoint answers with.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+const COUNTERS: &[(&str, &str, &str)] = &[
+    (
+        "packets",
+        "pfil_link_packets",
+        "Packets that reached the link.",
+    ),
+    (
+        "bytes",
+        "pfil_link_bytes",
+        "Bytes of the packets that reached the link.",
+    ),
+    ("passed", "pfil_link_passed", "Packets the link passed."),
+    ("dropped", "pfil_link_dropped", "Packets the link dropped."),
+    (
+        "consumed",
+        "pfil_link_consumed",
+        "Packets the link's hook consumed.",
+    ),
+    (
+        "faults",
+        "pfil_link_faults",
+        "Panics of the hook on this link.",
+    ),
+    (
+        "sampled_batches",
+        "pfil_link_sampled_batches",
+        "Batches of this link that were timed.",
+    ),
+    (
+        "sampled_packets",
+        "pfil_link_sampled_packets",
+        "Packets in the timed batches.",
+    ),
+];
+
+/// A label value, escaped as the format asks (backslash, quote, newline).
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Render a `stats` result (see [`crate::stats`]).
+pub fn render(stats: &Value) -> String {
+    let mut links = Vec::new();
+    for h in stats["heads"].as_array().into_iter().flatten() {
+        let head = h["name"].as_str().unwrap_or("");
+        for dir in ["in", "out"] {
+            for l in h[dir].as_array().into_iter().flatten() {
+                let hook = l["hook"].as_str().unwrap_or("");
+                let labels = format!(
+                    "head=\"{}\",dir=\"{dir}\",hook=\"{}\"",
+                    label(head),
+                    label(hook)
+                );
+                links.push((labels, l));
+            }
+        }
+    }
+    let mut s = String::new();
+    let u = |v: &Value| v.as_u64().unwrap_or(0);
+    for (field, name, help) in COUNTERS {
+        let _ = writeln!(s, "# TYPE {name} counter\n# HELP {name} {help}");
+        for (labels, l) in &links {
+            let _ = writeln!(s, "{name}_total{{{labels}}} {}", u(&l[*field]));
+        }
+    }
+    let name = "pfil_link_sampled_seconds";
+    let _ = writeln!(
+        s,
+        "# TYPE {name} counter\n# UNIT {name} seconds\n# HELP {name} Time of the timed batches of this link."
+    );
+    for (labels, l) in &links {
+        let _ = writeln!(
+            s,
+            "{name}_total{{{labels}}} {}",
+            u(&l["sampled_ns"]) as f64 / 1e9
+        );
+    }
+    let name = "pfil_link_quarantined";
+    let _ = writeln!(
+        s,
+        "# TYPE {name} gauge\n# HELP {name} 1 while the link is quarantined (its hook panicked)."
+    );
+    for (labels, l) in &links {
+        let _ = writeln!(
+            s,
+            "{name}{{{labels}}} {}",
+            u8::from(l["quarantined"] == true)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "# TYPE pfil_generation gauge\n# HELP pfil_generation The configuration's generation.\npfil_generation {}",
+        u(&stats["generation"])
+    );
+    let _ = writeln!(
+        s,
+        "# TYPE pfil_sampling_batches gauge\n# HELP pfil_sampling_batches One batch in how many is timed per worker (0: off).\npfil_sampling_batches {}",
+        u(&stats["sampling"])
+    );
+    s.push_str("# EOF\n");
+    s
+}
+
+/// A plain HTTP endpoint answering `GET /metrics` with [`render`] of the
+/// registry's `stats` (for Prometheus to scrape), on its own thread. One
+/// request per connection, handled one after another, each bounded in
+/// time and size; anything else gets 404 or 405. Bind it to a loopback
+/// address unless the network it listens on is trusted: it has no
+/// authentication (the control socket has).
+pub struct MetricsServer {
+    addr: std::net::SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl MetricsServer {
+    /// Listen on `addr` (port 0: any free port, see [`MetricsServer::addr`]).
+    ///
+    /// # Errors
+    /// The bind error, naming the address.
+    pub fn start(reg: pfil::Registry, addr: &str) -> Result<MetricsServer, String> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let l = std::net::TcpListener::bind(addr)
+            .map_err(|e| format!("metrics endpoint {addr}: {e}"))?;
+        let addr = l
+            .local_addr()
+            .map_err(|e| format!("metrics endpoint: {e}"))?;
+        l.set_nonblocking(true)
+            .map_err(|e| format!("metrics endpoint {addr}: {e}"))?;
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("pfil-metrics".into())
+            .spawn(move || {
+                while !s.load(Ordering::Relaxed) {
+                    match l.accept() {
+                        Ok((conn, _)) => answer(&reg, conn),
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            std::thread::sleep(std::time::Duration::from_millis(20));
+                        }
+                        Err(e) => {
+                            tracing::warn!(target: "pfil_ctl", error = %e, "metrics endpoint: accept failed");
+                            std::thread::sleep(std::time::Duration::from_millis(100));
+                        }
+                    }
+                }
+            })
+            .map_err(|e| format!("metrics endpoint: starting its thread: {e}"))?;
+        Ok(MetricsServer {
+            addr,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Answer one connection: read the request head (at most 8 KiB, 2 s),
+/// write the response, close.
+fn answer(reg: &pfil::Registry, mut conn: std::net::TcpStream) {
+    use std::io::{Read, Write as _};
+    let _ = conn.set_nonblocking(false);
+    let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+    let _ = conn.set_write_timeout(Some(std::time::Duration::from_secs(2)));
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 {
+        match conn.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    let line = String::from_utf8_lossy(&head);
+    let mut words = line.lines().next().unwrap_or("").split_whitespace();
+    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let (status, ctype, body) = match (method, path.split('?').next().unwrap_or("")) {
+        ("GET", "/metrics") => match crate::stats(reg, None) {
+            Ok(v) => ("200 OK", CONTENT_TYPE, render(&v)),
+            Err(e) => ("500 Internal Server Error", "text/plain", format!("{e}\n")),
+        },
+        ("GET", _) => ("404 Not Found", "text/plain", "GET /metrics\n".to_owned()),
+        _ => (
+            "405 Method Not Allowed",
+            "text/plain",
+            "GET /metrics\n".to_owned(),
+        ),
+    };
+    let _ = write!(
+        conn,
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(label("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+    }
+}
