@@ -94,6 +94,40 @@ enum Cmd {
         #[arg(long, short = 'n', value_name = "N")]
         count: Option<u64>,
     },
+    /// Capture the frames reaching a position of a head's chain into
+    /// pcapng (a tap is linked there while it runs; tcpdump expression
+    /// optional): `pfilctl capture syn0 -i -w - | tcpdump -r -`
+    #[command(group(ArgGroup::new("place").args(["before", "after"])))]
+    Capture {
+        /// Head name
+        head: String,
+        #[command(flatten)]
+        dir: DirArgs,
+        /// Just before hook H in walk order [default: at the wire]
+        #[arg(long, value_name = "H")]
+        before: Option<String>,
+        /// Just after hook H in walk order
+        #[arg(long, value_name = "H")]
+        after: Option<String>,
+        /// Bytes to keep of each frame
+        #[arg(short = 's', long, value_name = "SNAPLEN")]
+        snaplen: Option<usize>,
+        /// Stop after N frames
+        #[arg(short = 'c', long, value_name = "N")]
+        count: Option<u64>,
+        /// Stop after SECS seconds
+        #[arg(short = 'G', long, value_name = "SECS")]
+        seconds: Option<f64>,
+        /// Frames each worker's buffer holds (a full buffer drops copies,
+        /// counted; never frames)
+        #[arg(short = 'B', long, value_name = "N")]
+        buffer: Option<usize>,
+        /// Write pcapng to FILE (`-`: stdout)
+        #[arg(short = 'w', value_name = "FILE", required = true)]
+        write: PathBuf,
+        /// A tcpdump expression (pcap-filter(7)): only matching frames
+        expr: Vec<String>,
+    },
     /// Time one batch in N per worker and link (a power of two; 0: off)
     Sampling {
         /// One batch in N
@@ -222,6 +256,10 @@ fn execute(cli: &Cli, out: &mut dyn Write) -> Result<(), String> {
     if let Cmd::Top { delay, count, .. } = &cli.cmd {
         return top(&mut client, params, *delay, *count, cli.json, out);
     }
+    if let Cmd::Capture { write, .. } = &cli.cmd {
+        drop(client);
+        return capture(&path, params, write, cli.json, out);
+    }
     let result = client.call(method, params).map_err(|e| match &cli.cmd {
         Cmd::Apply { file, .. } => format!("{}: {e}", file.display()),
         _ => e.to_string(),
@@ -337,6 +375,96 @@ fn config_param(p: &mut Value, set: &Option<String>, file: &Option<PathBuf>) -> 
         p["config"] = json!(t);
     }
     Ok(())
+}
+
+/// `capture`: stream the pcapng the server sends into `write` (`-`:
+/// stdout); Ctrl-C asks the server to stop (the tap is unlinked and the
+/// file ends with the counters); the summary goes to stderr.
+fn capture(
+    path: &std::path::Path,
+    params: Value,
+    write: &std::path::Path,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), String> {
+    use base64::Engine;
+    use std::io::BufRead;
+    let mut file: Box<dyn Write> = if write.as_os_str() == "-" {
+        Box::new(std::io::stdout())
+    } else {
+        Box::new(std::fs::File::create(write).map_err(|e| format!("-w {}: {e}", write.display()))?)
+    };
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).map_err(|e| format!("signals: {e}"))?;
+    }
+    let mut s = std::os::unix::net::UnixStream::connect(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let req = json!({"jsonrpc": "2.0", "id": 1, "method": "capture", "params": params});
+    s.write_all(format!("{req}\n").as_bytes())
+        .map_err(|e| format!("sending the request: {e}"))?;
+    s.set_read_timeout(Some(std::time::Duration::from_millis(100)))
+        .map_err(|e| e.to_string())?;
+    let mut r = std::io::BufReader::new(s.try_clone().map_err(|e| e.to_string())?);
+    let mut line = String::new();
+    let mut asked_stop = false;
+    loop {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) && !asked_stop {
+            asked_stop = true;
+            let _ = s.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"capture.stop\"}\n");
+        }
+        match r.read_line(&mut line) {
+            Ok(0) => return Err("the server closed the connection before the capture ended".into()),
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
+            Err(e) => return Err(format!("reading from the server: {e}")),
+        }
+        let v: Value = serde_json::from_str(line.trim_end()).map_err(|e| format!("{e}: {line}"))?;
+        line.clear();
+        if v["method"] == "capture.data" {
+            let data = base64::engine::general_purpose::STANDARD
+                .decode(v["params"]["data"].as_str().unwrap_or(""))
+                .map_err(|e| format!("capture data: {e}"))?;
+            file.write_all(&data)
+                .and_then(|()| file.flush())
+                .map_err(|e| format!("-w {}: {e}", write.display()))?;
+            continue;
+        }
+        if let Some(e) = v.get("error") {
+            let e = crate::client::rpc_error(e);
+            return Err(format!("{} ({})", e.message, e.kind));
+        }
+        let res = &v["result"];
+        let summary = if json {
+            format!("{res}\n")
+        } else {
+            format!(
+                "capture {}: {} frames written ({} reached the tap, {} matched, {} copies dropped for a full buffer; ended: {})\n",
+                text(&res["hook"]),
+                text(&res["captured"]),
+                text(&res["seen"]),
+                text(&res["matched"]),
+                text(&res["dropped"]),
+                text(&res["end"]),
+            )
+        };
+        if write.as_os_str() == "-" {
+            eprint!("{summary}");
+        } else {
+            out.write_all(summary.as_bytes())
+                .map_err(|e| e.to_string())?;
+        }
+        return Ok(());
+    }
 }
 
 /// One row of `top`: a link over the last period.
@@ -477,6 +605,41 @@ fn request(cmd: &Cmd) -> Result<(&'static str, Value), String> {
             head.as_ref().map_or(Value::Null, |h| json!({"head": h})),
         ),
         Cmd::Sampling { every } => ("sampling", json!({"every": every})),
+        Cmd::Capture {
+            head,
+            dir,
+            before,
+            after,
+            snaplen,
+            count,
+            seconds,
+            buffer,
+            expr,
+            ..
+        } => {
+            let mut p = json!({"head": head, "dir": dir.name()});
+            p["placement"] = match (before, after) {
+                (Some(h), _) => json!({"before": h}),
+                (_, Some(h)) => json!({"after": h}),
+                _ => json!("prepend"),
+            };
+            if !expr.is_empty() {
+                p["expr"] = json!(expr.join(" "));
+            }
+            for (k, v) in [
+                ("snaplen", snaplen.map(|v| v as u64)),
+                ("count", *count),
+                ("buffer", buffer.map(|v| v as u64)),
+            ] {
+                if let Some(v) = v {
+                    p[k] = json!(v);
+                }
+            }
+            if let Some(s) = seconds {
+                p["seconds"] = json!(s);
+            }
+            ("capture", p)
+        }
         Cmd::Add { spec, set, config } => {
             let mut p = json!({"hook": spec});
             config_param(&mut p, set, config)?;
@@ -683,7 +846,7 @@ fn human(cmd: &Cmd, r: &Value) -> String {
             retired(r)
         ),
         Cmd::Show => text(&r["toml"]),
-        Cmd::Top { .. } => String::new(),
+        Cmd::Top { .. } | Cmd::Capture { .. } => String::new(),
         Cmd::Sampling { .. } => match r["sampling"].as_u64() {
             Some(0) => "sampling: off (no link is timed)\n".to_owned(),
             _ => format!(

@@ -451,7 +451,11 @@ impl Running {
         let (generation, hooks, heads) = snapshot(reg);
         let mut config = Config::default();
         let mut app_hooks = Vec::new();
-        for h in hooks {
+        // Captures are transient: never part of a configuration.
+        for h in hooks
+            .into_iter()
+            .filter(|h| !crate::capture::is_tap(&h.name))
+        {
             match managed_config(&h) {
                 Some(cfg) => {
                     config.hooks.insert(
@@ -471,7 +475,7 @@ impl Running {
             for d in Dir::ALL {
                 decl.chains[d.index()] = head.chains[d.index()]
                     .iter()
-                    .filter(|l| !l.quarantined)
+                    .filter(|l| !l.quarantined && !crate::capture::is_tap(&l.hook))
                     .map(|l| LinkDecl {
                         hook: l.hook.clone(),
                         fail: l.fail,
@@ -926,9 +930,10 @@ impl Spans {
         unlinks: &mut Plan,
         links: &mut Plan,
     ) {
+        // Captures stay where they are, whatever the file says.
         let current: Vec<&pfil::LinkInfo> = head.chains[d.index()]
             .iter()
-            .filter(|l| !removed.contains(&l.hook))
+            .filter(|l| !removed.contains(&l.hook) && !crate::capture::is_tap(&l.hook))
             .collect();
         let cur: Vec<Option<(&str, FailMode)>> = current
             .iter()

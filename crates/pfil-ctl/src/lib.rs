@@ -29,6 +29,7 @@
 
 #![warn(missing_docs)]
 
+pub mod capture;
 pub mod cli;
 pub mod client;
 pub mod config;

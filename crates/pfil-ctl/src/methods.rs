@@ -25,7 +25,9 @@ pub enum Access {
 pub const READ_METHODS: &[&str] = &["version", "heads", "hooks", "stats", "show"];
 /// The methods that change the configuration (`apply` even as a dry run:
 /// planning builds filters).
-pub const WRITE_METHODS: &[&str] = &["add", "set", "del", "link", "unlink", "apply", "sampling"];
+pub const WRITE_METHODS: &[&str] = &[
+    "add", "set", "del", "link", "unlink", "apply", "sampling", "capture",
+];
 
 /// What the methods work on.
 pub(crate) struct Target {
@@ -107,7 +109,7 @@ struct UnlinkParams {
     hook: String,
 }
 
-fn dir(s: &str) -> Result<Dir, RpcError> {
+pub(crate) fn dir(s: &str) -> Result<Dir, RpcError> {
     match s {
         "in" => Ok(Dir::In),
         "out" => Ok(Dir::Out),
@@ -124,7 +126,7 @@ fn dirs_list(d: Dirs) -> Value {
 /// `placement`: `"prepend"` (default) / `"append"` as pfilctl(8), relative
 /// to the wire; `"first"` / `"last"` in walk order; `{"before": H}` /
 /// `{"after": H}` in walk order.
-fn placement(v: Option<&Value>, d: Dir) -> Result<Placement, RpcError> {
+pub(crate) fn placement(v: Option<&Value>, d: Dir) -> Result<Placement, RpcError> {
     let expected = "placement: expected \"prepend\", \"append\", \"first\", \"last\", {\"before\": HOOK} or {\"after\": HOOK}";
     let Some(v) = v else {
         return Ok(Placement::Prepend);

@@ -500,7 +500,7 @@ impl Drop for Server {
 }
 
 /// Write one line, with a bound on the time it may take.
-fn send_line(s: &mut UnixStream, line: &str) -> io::Result<()> {
+pub(crate) fn send_line(s: &mut UnixStream, line: &str) -> io::Result<()> {
     let mut buf = Vec::with_capacity(line.len() + 1);
     buf.extend_from_slice(line.as_bytes());
     buf.push(b'\n');
@@ -752,6 +752,40 @@ fn serve(shared: &Shared, mut s: UnixStream, access: Access) {
         }
         let reply = match rpc::parse_call(text) {
             Err((id, e)) => Some(rpc::error_response(&id, &e)),
+            Ok(call) if call.method == "capture" => {
+                // A streaming session; the connection ends with it.
+                let id = call.id.clone().unwrap_or(Value::Null);
+                let r = if access != Access::Write {
+                    Err(RpcError::new(
+                        code::PERMISSION_DENIED,
+                        "permission_denied",
+                        "`capture` links a tap; this peer may only use the read methods",
+                    ))
+                } else {
+                    let mut next = |s: &mut UnixStream, t: Duration| match reader.next(
+                        s,
+                        cfg.max_request,
+                        t,
+                    ) {
+                        Line::Data(_) | Line::TooLarge => Some(true),
+                        Line::Eof | Line::Failed => Some(false),
+                        Line::TimedOut => None,
+                    };
+                    let stopping = || shared.stop.load(Ordering::Acquire);
+                    crate::capture::session(
+                        &shared.target,
+                        &mut s,
+                        &mut next,
+                        &stopping,
+                        id.clone(),
+                        call.params,
+                    )
+                };
+                if let Err(e) = r {
+                    let _ = send_line(&mut s, &rpc::error_response(&id, &e));
+                }
+                return;
+            }
             Ok(call) => {
                 let r = shared.target.call(access, &call.method, call.params);
                 call.id.map(|id| match r {

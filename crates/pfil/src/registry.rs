@@ -165,6 +165,15 @@ impl Registry {
         })
     }
 
+    /// The worker slots in use (taken by [`Registry::worker`] and not
+    /// dropped), in index order.
+    pub fn workers_in_use(&self) -> Vec<usize> {
+        let free = self.shared.free_workers.lock();
+        (0..self.shared.max_workers)
+            .filter(|i| !free.contains(i))
+            .collect()
+    }
+
     /// Time one batch in `every` per worker (rounded up to a power of two;
     /// 0 turns timing off): each link's run of that batch is timed and
     /// counted in its [`Counters`](crate::Counters)' `sampled_*` fields,
