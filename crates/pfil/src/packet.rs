@@ -271,13 +271,20 @@ impl<'a> Packet<'a> {
         self.verdict = Verdict::Pass;
     }
 
-    /// The parse cache, filled on first call.
-    #[inline]
+    /// The parse cache, filled on first call. Always inlined: a cached
+    /// read is a 12-byte load and a compare.
+    #[inline(always)]
     fn layout(&self) -> Layout {
         let l = self.parsed.get();
         if l.state != ParseState::NotYet {
             return l;
         }
+        self.parse_now()
+    }
+
+    /// Fill the parse cache.
+    #[inline]
+    fn parse_now(&self) -> Layout {
         let l = parse(self.frame, self.kind);
         self.parsed.set(l);
         l
@@ -438,6 +445,7 @@ mod tests {
         let ad = (0x88a8, 0x0fff);
         let fast_ones: Vec<(PacketKind, Vec<u8>)> = vec![
             (PacketKind::Ethernet, eth(&[], 0x0800, &v4_udp)),
+            (PacketKind::Ethernet, eth(&[], 0x0800, &v4_tcp)),
             (PacketKind::Ethernet, eth(&[q], 0x0800, &v4_tcp)),
             (PacketKind::Ethernet, eth(&[ad, q], 0x0800, &v4_icmp)),
             (PacketKind::Ethernet, eth(&[], 0x86dd, &v6_udp)),

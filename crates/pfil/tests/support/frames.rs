@@ -122,7 +122,7 @@ fn ext_header() -> impl Strategy<Value = (u8, Vec<u8>)> {
 pub fn ip_packet() -> impl Strategy<Value = (PacketKind, Vec<u8>)> {
     let v4 = (
         l4(),
-        prop_oneof![4 => 5u8..16, 1 => 0u8..5],
+        prop_oneof![4 => Just(5u8), 3 => 6u8..16, 1 => 0u8..5],
         prop::collection::vec(any::<u8>(), 40),
         honest(),
         any::<[u8; 4]>(),
