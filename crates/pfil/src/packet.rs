@@ -34,15 +34,18 @@ pub struct Packet<'a> {
     cookie: u64,
 }
 
-/// The parse cache, 12 bytes, so a `Packet` stays six words: what the
-/// layers are and where they start. Addresses, ports, flags and ICMP
-/// type/code are read from the frame at these offsets when asked for (one
-/// bounds check each), never copied or rebuilt.
+/// The parse cache, 8 bytes (one register, one load), so a `Packet`
+/// stays six words: what the layers are and where the transport header
+/// starts. The IP header starts right after the link header (14 bytes and 4
+/// per VLAN tag; 0 on IP heads), the transport payload after the transport
+/// header; addresses, ports, flags and ICMP type/code are read from the
+/// frame at these offsets when asked for (one bounds check each), never
+/// copied or rebuilt.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
 struct Layout {
-    state: ParseState,
     /// Bit 0: an Ethernet header was parsed (`ether_type` is valid); bits
-    /// 1..=2: VLAN tags (0, 1 or 2).
+    /// 1..=2: VLAN tags (0, 1 or 2); bit 6: malformed; bit 7: parsed. 0:
+    /// not parsed yet.
     link: u8,
     /// 0: none, 4: IPv4, 6: IPv6.
     ip_version: u8,
@@ -50,15 +53,46 @@ struct Layout {
     protocol: u8,
     /// The transport layer, as [`L4::code`].
     l4: u8,
-    /// Where the IP header starts (at most 22: Ethernet + two tags).
-    ip_offset: u8,
     /// The EtherType after the VLAN tags, if `link & 1`.
     ether_type: u16,
+    /// Where the transport header starts, if `l4 != 0`.
     l4_offset: u16,
-    payload_offset: u16,
 }
 
 const LINK_ETHERNET: u8 = 1;
+const LINK_MALFORMED: u8 = 1 << 6;
+const LINK_OK: u8 = 1 << 7;
+
+impl Layout {
+    /// Where the cache stands.
+    #[inline(always)]
+    fn state(&self) -> ParseState {
+        if self.link & LINK_OK != 0 {
+            ParseState::Ok
+        } else if self.link & LINK_MALFORMED != 0 {
+            ParseState::Malformed
+        } else {
+            ParseState::NotYet
+        }
+    }
+
+    /// VLAN tags before the EtherType.
+    #[inline(always)]
+    fn tags(&self) -> u8 {
+        (self.link >> 1) & 3
+    }
+
+    /// Where the IP header starts (if there is one): right after the
+    /// Ethernet header and its tags, or at 0 on an IP head.
+    #[inline(always)]
+    fn ip_offset(&self) -> usize {
+        if self.link & LINK_ETHERNET != 0 {
+            14 + 4 * usize::from(self.tags())
+        } else {
+            0
+        }
+    }
+}
 
 #[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
 enum ParseState {
@@ -272,11 +306,11 @@ impl<'a> Packet<'a> {
     }
 
     /// The parse cache, filled on first call. Always inlined: a cached
-    /// read is a 12-byte load and a compare.
+    /// read is an 8-byte load and a test.
     #[inline(always)]
     fn layout(&self) -> Layout {
         let l = self.parsed.get();
-        if l.state != ParseState::NotYet {
+        if l.state() != ParseState::NotYet {
             return l;
         }
         self.parse_now()
@@ -293,12 +327,12 @@ impl<'a> Packet<'a> {
     /// The parsed headers as a view that reads fields in place: the fast
     /// accessor for filters. Parses on first call (common shapes directly
     /// at fixed offsets, anything else through etherparse) and caches the
-    /// layout in the packet; later calls cost a copy of 12 bytes. `None` if
+    /// layout in the packet; later calls cost a load of 8 bytes. `None` if
     /// the frame does not parse as its kind.
-    #[inline]
+    #[inline(always)]
     pub fn parsed(&self) -> Option<Parsed<'_>> {
         let l = self.layout();
-        (l.state == ParseState::Ok).then_some(Parsed {
+        (l.state() == ParseState::Ok).then_some(Parsed {
             frame: self.frame,
             l,
         })
@@ -306,7 +340,7 @@ impl<'a> Packet<'a> {
 
     /// The destination port of a UDP packet (`None` for anything else):
     /// what a port filter asks, in one call.
-    #[inline]
+    #[inline(always)]
     pub fn udp_dst_port(&self) -> Option<u16> {
         self.parsed()?.udp_dst_port()
     }
@@ -333,7 +367,7 @@ impl<'a> Packet<'a> {
                 protocol,
                 src_port,
                 dst_port,
-                payload_offset: usize::from(p.l.payload_offset),
+                payload_offset: p.payload_offset().unwrap_or(0),
             }),
             _ => None,
         };
@@ -364,9 +398,9 @@ mod tests {
     use etherparse::PacketBuilder;
 
     #[test]
-    fn parse_cache_is_12_bytes_and_a_packet_six_words() {
+    fn parse_cache_is_8_bytes_and_a_packet_six_words() {
         // As the docs of `Layout` say; a `Packet` is built per frame.
-        assert_eq!(std::mem::size_of::<Layout>(), 12);
+        assert_eq!(std::mem::size_of::<Layout>(), 8);
         assert_eq!(std::mem::size_of::<Packet<'_>>(), 48);
     }
 
@@ -393,7 +427,7 @@ mod tests {
         assert_eq!((t.protocol, t.src_port, t.dst_port), (L4::Udp, 4000, 53));
         assert_eq!(&p.frame()[t.payload_offset..], b"hello");
         assert_eq!((p.ifindex(), p.queue()), (7, 3));
-        assert!(p.parsed.get().state == ParseState::Ok);
+        assert!(p.parsed.get().state() == ParseState::Ok);
     }
 
     fn eth(tags: &[(u16, u16)], et: u16, ip: &[u8]) -> Vec<u8> {

@@ -3,7 +3,7 @@
 
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 
-use super::{Layout, ParseState, L4, LINK_ETHERNET};
+use super::{Layout, L4, LINK_ETHERNET, LINK_MALFORMED, LINK_OK};
 use crate::PacketKind;
 
 /// Offset of `inner` inside `outer` (both from the same frame).
@@ -17,15 +17,12 @@ fn off(outer: &[u8], inner: &[u8]) -> u16 {
 }
 
 const MALFORMED: Layout = Layout {
-    state: ParseState::Malformed,
-    link: 0,
+    link: LINK_MALFORMED,
     ip_version: 0,
     protocol: 0,
     l4: 0,
-    ip_offset: 0,
     ether_type: 0,
     l4_offset: 0,
-    payload_offset: 0,
 };
 
 /// Parse `frame` as `kind`: the fast path for the common shapes, etherparse
@@ -65,7 +62,7 @@ fn parse_general(frame: &[u8], kind: PacketKind) -> Layout {
 /// etherparse's by construction, which the property tests check field by
 /// field.
 pub(super) mod fast {
-    use super::super::{Layout, ParseState, L4_ICMPV4, L4_ICMPV6, L4_TCP, L4_UDP, LINK_ETHERNET};
+    use super::super::{Layout, L4_ICMPV4, L4_ICMPV6, L4_TCP, L4_UDP, LINK_ETHERNET, LINK_OK};
     use crate::PacketKind;
 
     const IPV4: u16 = 0x0800;
@@ -101,7 +98,7 @@ pub(super) mod fast {
             PacketKind::Ethernet => ethernet(f),
             PacketKind::Ipv4 | PacketKind::Ipv6 => {
                 let l = Layout {
-                    state: ParseState::Ok,
+                    link: LINK_OK,
                     ..Layout::default()
                 };
                 match f.first()? >> 4 {
@@ -134,33 +131,30 @@ pub(super) mod fast {
             return None;
         }
         let room = total - 20;
-        let (l4, payload) = match h[23] {
+        let l4 = match h[23] {
             17 => {
                 let len = usize::from(u16::from_be_bytes([h[38], h[39]]));
                 if len < 8 || len > room {
                     return None;
                 }
-                (L4_UDP, 42)
+                L4_UDP
             }
             6 => {
                 let hl = usize::from(*f.get(46)? >> 4) * 4;
                 if room < 20 || hl < 20 || hl > room {
                     return None;
                 }
-                (L4_TCP, 34 + hl as u16)
+                L4_TCP
             }
             _ => return None,
         };
         Some(Layout {
-            state: ParseState::Ok,
-            link: LINK_ETHERNET,
+            link: LINK_OK | LINK_ETHERNET,
             ip_version: 4,
             protocol: h[23],
             l4,
-            ip_offset: 14,
             ether_type: 0x0800,
             l4_offset: 34,
-            payload_offset: payload,
         })
     }
 
@@ -179,8 +173,7 @@ pub(super) mod fast {
             tags += 1;
         }
         let l = Layout {
-            state: ParseState::Ok,
-            link: LINK_ETHERNET | tags << 1,
+            link: LINK_OK | LINK_ETHERNET | tags << 1,
             ether_type: et,
             ..Layout::default()
         };
@@ -205,7 +198,6 @@ pub(super) mod fast {
             return None;
         }
         l.ip_version = 4;
-        l.ip_offset = u8::try_from(o).ok()?;
         l.protocol = protocol;
         // More fragments or an offset: no transport layer, as etherparse.
         if u16::from_be_bytes([h[6], h[7]]) & 0x3fff != 0 {
@@ -230,7 +222,6 @@ pub(super) mod fast {
             return None;
         }
         l.ip_version = 6;
-        l.ip_offset = u8::try_from(o).ok()?;
         l.protocol = next;
         transport(&f[..o + 40 + payload], o + 40, l)
     }
@@ -240,40 +231,39 @@ pub(super) mod fast {
     #[inline]
     fn transport(ip: &[u8], t: usize, mut l: Layout) -> Option<Layout> {
         let room = ip.len() - t;
-        let (code, header) = match l.protocol {
+        let code = match l.protocol {
             17 => {
                 let len = usize::from(be16(ip, t + 4)?);
                 // 0 (rest of the packet) or < 8 (an error): etherparse.
                 if len < 8 || len > room {
                     return None;
                 }
-                (L4_UDP, 8)
+                L4_UDP
             }
             6 => {
                 let hl = usize::from(*ip.get(t + 12)? >> 4) * 4;
                 if room < 20 || hl < 20 || hl > room {
                     return None;
                 }
-                (L4_TCP, hl)
+                L4_TCP
             }
             1 => {
                 // Timestamp (reply) messages have their own length rules.
                 if room < 8 || matches!(ip[t], 13 | 14) {
                     return None;
                 }
-                (L4_ICMPV4, 8)
+                L4_ICMPV4
             }
             58 => {
                 if room < 8 {
                     return None;
                 }
-                (L4_ICMPV6, 8)
+                L4_ICMPV6
             }
             _ => return Some(l),
         };
         l.l4 = code;
         l.l4_offset = u16::try_from(t).ok()?;
-        l.payload_offset = u16::try_from(t + header).ok()?;
         Some(l)
     }
 }
@@ -293,11 +283,11 @@ pub(super) fn parse_etherparse(frame: &[u8], kind: PacketKind) -> Layout {
         return MALFORMED;
     };
     let mut l = Layout {
-        state: ParseState::Ok,
+        link: LINK_OK,
         ..Layout::default()
     };
     if let Some(etherparse::LinkSlice::Ethernet2(e)) = &sliced.link {
-        l.link = LINK_ETHERNET;
+        l.link |= LINK_ETHERNET;
         l.ether_type = e.ether_type().0;
     }
     match &sliced.vlan {
@@ -315,12 +305,12 @@ pub(super) fn parse_etherparse(frame: &[u8], kind: PacketKind) -> Layout {
         Some(NetSlice::Ipv4(v4)) => {
             l.ip_version = 4;
             l.protocol = v4.payload().ip_number.0;
-            l.ip_offset = u8::try_from(offset_in(frame, v4.header().slice())).unwrap_or(u8::MAX);
+            debug_assert_eq!(offset_in(frame, v4.header().slice()), l.ip_offset());
         }
         Some(NetSlice::Ipv6(v6)) => {
             l.ip_version = 6;
             l.protocol = v6.payload().ip_number.0;
-            l.ip_offset = u8::try_from(offset_in(frame, v6.header().slice())).unwrap_or(u8::MAX);
+            debug_assert_eq!(offset_in(frame, v6.header().slice()), l.ip_offset());
         }
         _ => {}
     }
@@ -334,7 +324,12 @@ pub(super) fn parse_etherparse(frame: &[u8], kind: PacketKind) -> Layout {
     if l4.is_some() {
         l.l4 = L4::code(l4);
         l.l4_offset = off(frame, at);
-        l.payload_offset = off(frame, payload);
+        debug_assert_eq!(off(frame, payload), {
+            let p = super::Parsed { frame, l };
+            p.payload_offset()
+                .and_then(|o| u16::try_from(o).ok())
+                .unwrap_or(0)
+        });
     }
     l
 }

@@ -37,7 +37,7 @@ pub struct FiveTupleV6 {
     pub protocol: u8,
 }
 
-/// A view of a packet's parsed headers: the frame and its 12-byte parse
+/// A view of a packet's parsed headers: the frame and its 8-byte parse
 /// cache, built by [`Packet::parsed`](crate::Packet::parsed) without copying anything. Every
 /// accessor reads its field from the frame at a cached offset; a field the
 /// packet does not have is `None`.
@@ -94,7 +94,7 @@ impl<'p> Parsed<'p> {
     /// EtherType).
     #[inline]
     pub fn vlan_tags(&self) -> u8 {
-        self.l.link >> 1
+        self.l.tags()
     }
 
     /// The VLAN ids (12 bits) of the outer and inner tag, if present.
@@ -125,7 +125,7 @@ impl<'p> Parsed<'p> {
     /// Offset of the IP header in the frame.
     #[inline]
     pub fn ip_offset(&self) -> Option<usize> {
-        (self.l.ip_version != 0).then_some(usize::from(self.l.ip_offset))
+        (self.l.ip_version != 0).then_some(self.l.ip_offset())
     }
 
     /// IPv4 protocol or IPv6 final next header (after extension headers).
@@ -140,7 +140,7 @@ impl<'p> Parsed<'p> {
         if self.l.ip_version != 4 {
             return None;
         }
-        self.bytes(usize::from(self.l.ip_offset) + 12)
+        self.bytes(self.l.ip_offset() + 12)
     }
 
     /// IPv4 destination address, network order.
@@ -149,7 +149,7 @@ impl<'p> Parsed<'p> {
         if self.l.ip_version != 4 {
             return None;
         }
-        self.bytes(usize::from(self.l.ip_offset) + 16)
+        self.bytes(self.l.ip_offset() + 16)
     }
 
     /// IPv6 source address, network order.
@@ -158,7 +158,7 @@ impl<'p> Parsed<'p> {
         if self.l.ip_version != 6 {
             return None;
         }
-        self.bytes(usize::from(self.l.ip_offset) + 8)
+        self.bytes(self.l.ip_offset() + 8)
     }
 
     /// IPv6 destination address, network order.
@@ -167,7 +167,7 @@ impl<'p> Parsed<'p> {
         if self.l.ip_version != 6 {
             return None;
         }
-        self.bytes(usize::from(self.l.ip_offset) + 24)
+        self.bytes(self.l.ip_offset() + 24)
     }
 
     /// Source address, either version.
@@ -206,7 +206,18 @@ impl<'p> Parsed<'p> {
     /// length) says.
     #[inline]
     pub fn payload_offset(&self) -> Option<usize> {
-        (self.l.l4 != 0).then_some(usize::from(self.l.payload_offset))
+        let t = usize::from(self.l.l4_offset);
+        let header = match self.l.l4 {
+            L4_UDP | L4_ICMPV6 => 8,
+            L4_TCP => usize::from(self.frame.get(t + 12)? >> 4) * 4,
+            // Timestamp (reply) messages have a 20-byte header.
+            L4_ICMPV4 => match self.bytes(t)? {
+                [13 | 14, 0] => 20,
+                _ => 8,
+            },
+            _ => return None,
+        };
+        Some(t + header)
     }
 
     /// Source and destination port of a UDP or TCP packet.
@@ -272,7 +283,7 @@ impl<'p> Parsed<'p> {
         if self.l.ip_version != 4 {
             return None;
         }
-        let o = usize::from(self.l.ip_offset);
+        let o = self.l.ip_offset();
         let a: [u8; 8] = self.bytes(o + 12)?;
         let (src_port, dst_port) = self.ports_or_zero();
         Some(FiveTupleV4 {
