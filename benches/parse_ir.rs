@@ -4,7 +4,8 @@
 //! gives each loop's instruction count and that over N is the count per
 //! look-up, exact and unaffected by other load on the machine.
 //!
-//! `benches/callgrind_parse.sh` builds, runs and tabulates it.
+//! `benches/callgrind_parse.sh` runs and tabulates it. Run alone, it
+//! prints each loop's time per look-up too (a cross-check of criterion).
 
 use std::hint::black_box;
 
@@ -121,22 +122,30 @@ fn ir_headers_cached(p: &Packet<'_>, n: u64) {
     }
 }
 
+/// Run `f` and print its time per look-up (meaningless under callgrind,
+/// a cross-check of criterion's numbers outside it).
+fn timed(name: &str, n: u64, f: impl FnOnce()) {
+    let t = std::time::Instant::now();
+    f();
+    let ns = t.elapsed().as_secs_f64() * 1e9 / n as f64;
+    println!("{name:24} {ns:7.2} ns");
+}
+
 fn main() {
     let n = std::env::var("PARSE_IR_N")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000_000);
     let mut f = frame();
-    ir_empty(&mut f, n);
-    ir_fixed_offsets(&mut f, n);
-    ir_first(&mut f, n);
-    ir_udp_dst_port_first(&mut f, n);
-    ir_headers_first(&mut f, n);
-    ir_etherparse(&mut f, n);
+    timed("empty", n, || ir_empty(&mut f, n));
+    timed("fixed_offsets", n, || ir_fixed_offsets(&mut f, n));
+    timed("first", n, || ir_first(&mut f, n));
+    timed("udp_dst_port_first", n, || ir_udp_dst_port_first(&mut f, n));
+    timed("headers_first", n, || ir_headers_first(&mut f, n));
+    timed("etherparse", n, || ir_etherparse(&mut f, n));
     let p = Packet::new(&mut f);
     assert!(p.parsed().is_some());
-    ir_cached(&p, n);
-    ir_udp_dst_port_cached(&p, n);
-    ir_headers_cached(&p, n);
-    println!("{n}");
+    timed("cached", n, || ir_cached(&p, n));
+    timed("udp_dst_port_cached", n, || ir_udp_dst_port_cached(&p, n));
+    timed("headers_cached", n, || ir_headers_cached(&p, n));
 }
