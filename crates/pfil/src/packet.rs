@@ -338,11 +338,47 @@ impl<'a> Packet<'a> {
         })
     }
 
+    /// On the first look at an untagged Ethernet/IPv4 UDP or TCP frame:
+    /// parse it, cache the layout, and hand back its first 42 bytes, from
+    /// which the caller reads its answer without another bounds check.
+    #[inline(always)]
+    fn first_look_plain(&self) -> Option<(Layout, &[u8; 42])> {
+        if self.parsed.get().state() != ParseState::NotYet || self.kind != PacketKind::Ethernet {
+            return None;
+        }
+        let (l, h) = parse::fast::ethernet_ipv4_plain(self.frame)?;
+        self.parsed.set(l);
+        Some((l, h))
+    }
+
     /// The destination port of a UDP packet (`None` for anything else):
     /// what a port filter asks, in one call.
     #[inline(always)]
     pub fn udp_dst_port(&self) -> Option<u16> {
+        if let Some((l, h)) = self.first_look_plain() {
+            return (l.l4 == L4_UDP).then_some(u16::from_be_bytes([h[36], h[37]]));
+        }
         self.parsed()?.udp_dst_port()
+    }
+
+    /// The IPv4 5-tuple, if the packet is IPv4: what
+    /// [`Parsed::five_tuple_v4`] answers, in one call, read from the header
+    /// bytes in hand on a first look.
+    #[inline(always)]
+    pub fn five_tuple_v4(&self) -> Option<FiveTupleV4> {
+        if let Some((_, h)) = self.first_look_plain() {
+            // UDP or TCP: the ports are there.
+            let be16 = |o: usize| u16::from_be_bytes([h[o], h[o + 1]]);
+            let be32 = |o: usize| u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
+            return Some(FiveTupleV4 {
+                src: be32(26),
+                dst: be32(30),
+                src_port: be16(34),
+                dst_port: be16(36),
+                protocol: h[23],
+            });
+        }
+        self.parsed()?.five_tuple_v4()
     }
 
     /// The parsed headers, computed on first call and cached for this packet.

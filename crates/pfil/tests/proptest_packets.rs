@@ -198,6 +198,25 @@ fn check_headers(kind: PacketKind, frame: &[u8]) -> Result<(), TestCaseError> {
         .and_then(|w| w.ports)
         .map(|(_, dp)| dp);
     prop_assert_eq!(p.udp_dst_port(), udp_dst);
+    // The first look through each accessor (they inline the parse apart).
+    let mut fresh = frame.to_vec();
+    prop_assert_eq!(Packet::with_kind(&mut fresh, kind).udp_dst_port(), udp_dst);
+    let v4_cached = p.parsed().and_then(|v| v.five_tuple_v4());
+    let p4 = Packet::with_kind(&mut fresh, kind);
+    prop_assert_eq!(
+        p4.five_tuple_v4(),
+        v4_cached,
+        "Packet::five_tuple_v4, first look"
+    );
+    prop_assert_eq!(
+        p4.five_tuple_v4(),
+        v4_cached,
+        "Packet::five_tuple_v4, cached"
+    );
+    let p4 = Packet::with_kind(&mut fresh, kind);
+    let v4_first = p4.parsed().and_then(|v| v.five_tuple_v4());
+    prop_assert_eq!(v4_first, v4_cached);
+    prop_assert_eq!(Packet::with_kind(&mut fresh, kind).headers(), h);
     let v = p.parsed();
     let tuple = |w: &Answer| {
         let (sp, dp) = w.ports.unwrap_or((0, 0));

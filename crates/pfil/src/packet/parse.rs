@@ -33,7 +33,7 @@ const MALFORMED: Layout = Layout {
 #[inline(always)]
 pub(super) fn parse(frame: &[u8], kind: PacketKind) -> Layout {
     if kind == PacketKind::Ethernet {
-        if let Some(l) = fast::ethernet_ipv4_plain(frame) {
+        if let Some((l, _)) = fast::ethernet_ipv4_plain(frame) {
             return l;
         }
     }
@@ -83,7 +83,9 @@ pub(super) mod fast {
     #[cfg(test)]
     pub(in crate::packet) fn parse(f: &[u8], kind: PacketKind) -> Option<Layout> {
         match kind {
-            PacketKind::Ethernet => ethernet_ipv4_plain(f).or_else(|| general(f, kind)),
+            PacketKind::Ethernet => ethernet_ipv4_plain(f)
+                .map(|(l, _)| l)
+                .or_else(|| general(f, kind)),
             _ => general(f, kind),
         }
     }
@@ -113,7 +115,10 @@ pub(super) mod fast {
     /// The commonest shape of all, untagged Ethernet, IPv4 without options
     /// and not a fragment, UDP or TCP, decoded behind one length check.
     #[inline(always)]
-    pub(super) fn ethernet_ipv4_plain(f: &[u8]) -> Option<Layout> {
+    ///
+    /// Gives the 42 header bytes back with the layout, so a caller can read
+    /// the 5-tuple from them without another bounds check.
+    pub(in crate::packet) fn ethernet_ipv4_plain(f: &[u8]) -> Option<(Layout, &[u8; 42])> {
         let h: &[u8; 42] = f.first_chunk()?;
         // Frames beyond 64 KiB are etherparse's (offsets are 16 bits).
         if f.len() > usize::from(u16::MAX) {
@@ -148,14 +153,15 @@ pub(super) mod fast {
             }
             _ => return None,
         };
-        Some(Layout {
+        let l = Layout {
             link: LINK_OK | LINK_ETHERNET,
             ip_version: 4,
             protocol: h[23],
             l4,
             ether_type: 0x0800,
             l4_offset: 34,
-        })
+        };
+        Some((l, h))
     }
 
     #[inline]
