@@ -76,6 +76,16 @@ impl Layout {
         }
     }
 
+    /// Parsed as untagged Ethernet, IPv4 with a 20-byte header, UDP or
+    /// TCP: the 5-tuple is at fixed offsets (whichever path parsed it).
+    #[inline(always)]
+    fn is_plain_ipv4(&self) -> bool {
+        self.link == LINK_OK | LINK_ETHERNET
+            && self.ip_version == 4
+            && self.l4_offset == 34
+            && (self.l4 == L4_UDP || self.l4 == L4_TCP)
+    }
+
     /// VLAN tags before the EtherType.
     #[inline(always)]
     fn tags(&self) -> u8 {
@@ -366,17 +376,26 @@ impl<'a> Packet<'a> {
     /// bytes in hand on a first look.
     #[inline(always)]
     pub fn five_tuple_v4(&self) -> Option<FiveTupleV4> {
-        if let Some((_, h)) = self.first_look_plain() {
-            // UDP or TCP: the ports are there.
+        // UDP or TCP right after a 20-byte IPv4 header after an untagged
+        // Ethernet header: every field at a fixed offset.
+        let plain = |h: &[u8; 42]| {
             let be16 = |o: usize| u16::from_be_bytes([h[o], h[o + 1]]);
             let be32 = |o: usize| u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
-            return Some(FiveTupleV4 {
+            FiveTupleV4 {
                 src: be32(26),
                 dst: be32(30),
                 src_port: be16(34),
                 dst_port: be16(36),
                 protocol: h[23],
-            });
+            }
+        };
+        if let Some((_, h)) = self.first_look_plain() {
+            return Some(plain(h));
+        }
+        if self.parsed.get().is_plain_ipv4() {
+            if let Some(h) = self.frame.first_chunk::<42>() {
+                return Some(plain(h));
+            }
         }
         self.parsed()?.five_tuple_v4()
     }
