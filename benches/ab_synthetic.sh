@@ -8,7 +8,8 @@
 #   benches/ab_synthetic.sh BASE_PFILD NEW_PFILD [RUNS] [FRAMES]
 #
 # Cases: sink with no hook, with `count`, with four hooks; forward
-# (in head, out head) with `count`. Pinned to CPU 1 when taskset exists.
+# (in head, out head) with `count`; with CASES=parse, sink with `null`,
+# one and two `drop-udp:53` hooks. Pinned to CPU 1 when taskset exists.
 # Needs ministat (scripts/setup.sh).
 set -euo pipefail
 BASE=$1 NEW=$2 RUNS=${3:-7} FRAMES=${4:-20000000}
@@ -21,6 +22,14 @@ declare -A CASE=(
     [sink-4]="sink syn0 --hook null --hook count --hook drop-udp:53 --hook count"
     [forward-count]="forward syn0 syn1 --hook count"
 )
+# CASES=parse: the header-parsing cases of issue 9 instead.
+if [ "${CASES:-}" = parse ]; then
+    CASE=(
+        [sink-null]="sink syn0 --hook null"
+        [sink-drop-udp]="sink syn0 --hook drop-udp:53"
+        [sink-2drop-udp]="sink syn0 --hook drop-udp:53 --hook drop-udp:53"
+    )
+fi
 echo "# ab_synthetic: $RUNS runs of $FRAMES frames, $(date -u +%FT%TZ), $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null)"
 for r in $(seq "$RUNS"); do
     for c in "${!CASE[@]}"; do

@@ -5,7 +5,8 @@
 # Each case runs twice (N and 2N frames); the difference divided by N is
 # the per-frame count, start-up and teardown cancel out.
 #
-#   benches/callgrind_synthetic.sh PFILD... (env N=frames, default 100000)
+#   benches/callgrind_synthetic.sh PFILD... (env N=frames, default 100000;
+#   CASES=parse for null / drop-udp / two drop-udp hooks)
 #
 # Needs valgrind (scripts/setup.sh installs it).
 set -euo pipefail
@@ -16,6 +17,14 @@ cases=(
     "sink syn0 --hook null --hook count --hook drop-udp:53 --hook count"
     "forward syn0 syn1 --hook count"
 )
+# CASES=parse: the header-parsing cases of issue 9 instead.
+if [ "${CASES:-}" = parse ]; then
+    cases=(
+        "sink syn0 --hook null"
+        "sink syn0 --hook drop-udp:53"
+        "sink syn0 --hook drop-udp:53 --hook drop-udp:53"
+    )
+fi
 ir() { # pfild args...: total instructions of the run
     local f
     f=$(mktemp /tmp/cg.XXXXXX)

@@ -1,6 +1,6 @@
 //! Drop UDP packets to one destination port.
 
-use pfil::{Ctx, Filter, Packet, Verdict, L4};
+use pfil::{Ctx, Filter, Packet, Verdict};
 
 /// Drops UDP packets whose destination port is the given one; passes the
 /// rest, including frames that do not parse.
@@ -10,9 +10,12 @@ pub struct DropUdpPort(pub u16);
 impl Filter for DropUdpPort {
     #[inline]
     fn filter(&self, pkt: &mut Packet<'_>, _ctx: &Ctx<'_>) -> Verdict {
-        match pkt.headers().and_then(|h| h.transport) {
-            Some(t) if t.protocol == L4::Udp && t.dst_port == self.0 => Verdict::Dropped,
-            _ => Verdict::Pass,
+        // The parse cache's view: on a 64-byte UDP frame the first call
+        // decodes at fixed offsets, later hooks read one cached offset.
+        if pkt.udp_dst_port() == Some(self.0) {
+            Verdict::Dropped
+        } else {
+            Verdict::Pass
         }
     }
 

@@ -110,7 +110,7 @@ pub use counters::{Counters, Refused};
 pub use error::Error;
 pub use filter::{Ctx, Filter};
 pub use head::{Head, Snapshot, Worker};
-pub use packet::{Headers, IpHeaders, Packet, Transport, L4};
+pub use packet::{FiveTupleV4, FiveTupleV6, Headers, IpHeaders, Packet, Parsed, Transport, L4};
 pub use parse::validate_name;
 pub use registry::{HeadInfo, HookInfo, LinkInfo, Registry, DEFAULT_MAX_WORKERS, DEFAULT_SAMPLING};
 pub use retire::{RetiredLink, Retirement};

@@ -1,21 +1,29 @@
 //! The packet a hook sees: the raw frame (mutable), where it came from, its
-//! verdict so far, and headers parsed lazily with etherparse and cached.
+//! verdict so far, and headers parsed lazily and cached: common shapes
+//! decoded at fixed offsets (`parse.rs`), the rest by etherparse, read in
+//! place through [`Parsed`] (`view.rs`).
 
 use std::cell::Cell;
 use std::fmt;
 use std::net::IpAddr;
 
-use etherparse::{NetSlice, SlicedPacket, TransportSlice};
-
 use crate::{PacketKind, Verdict};
+
+mod parse;
+mod view;
+
+pub use view::{FiveTupleV4, FiveTupleV6, Parsed};
+
+use parse::parse;
 
 /// One frame in a batch.
 ///
 /// The driver builds a `Packet` over the frame bytes it owns (an AF_XDP UMEM
 /// slot, a synthetic buffer), runs a head over a slice of them, then reads
 /// each [`verdict`](Packet::verdict). Hooks read and may rewrite the bytes;
-/// [`headers`](Packet::headers) parses once per packet and only when asked,
-/// so hooks that don't parse don't pay for it.
+/// [`parsed`](Packet::parsed) (and [`headers`](Packet::headers)) parse once
+/// per packet and only when asked, so hooks that don't parse don't pay for
+/// it.
 pub struct Packet<'a> {
     frame: &'a mut [u8],
     kind: PacketKind,
@@ -26,23 +34,77 @@ pub struct Packet<'a> {
     cookie: u64,
 }
 
-/// The parse cache: where the layers start, in 14 bytes, so a `Packet`
-/// stays a few words. Addresses and ports are read from the frame at these
-/// offsets when asked for.
-#[derive(Clone, Copy, Default)]
+/// The parse cache, 8 bytes (one register, one load), so a `Packet`
+/// stays six words: what the layers are and where the transport header
+/// starts. The IP header starts right after the link header (14 bytes and 4
+/// per VLAN tag; 0 on IP heads), the transport payload after the transport
+/// header; addresses, ports, flags and ICMP type/code are read from the
+/// frame at these offsets when asked for (one bounds check each), never
+/// copied or rebuilt.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
 struct Layout {
-    state: ParseState,
+    /// Bit 0: an Ethernet header was parsed (`ether_type` is valid); bits
+    /// 1..=2: VLAN tags (0, 1 or 2); bit 6: malformed; bit 7: parsed. 0:
+    /// not parsed yet.
+    link: u8,
     /// 0: none, 4: IPv4, 6: IPv6.
     ip_version: u8,
+    /// IPv4 protocol or IPv6 final next header (after extension headers).
     protocol: u8,
-    l4: Option<L4>,
-    ether_type: Option<u16>,
-    ip_offset: u16,
+    /// The transport layer, as [`L4::code`].
+    l4: u8,
+    /// The EtherType after the VLAN tags, if `link & 1`.
+    ether_type: u16,
+    /// Where the transport header starts, if `l4 != 0`.
     l4_offset: u16,
-    payload_offset: u16,
 }
 
-#[derive(Clone, Copy, Default, PartialEq, Eq)]
+const LINK_ETHERNET: u8 = 1;
+const LINK_MALFORMED: u8 = 1 << 6;
+const LINK_OK: u8 = 1 << 7;
+
+impl Layout {
+    /// Where the cache stands.
+    #[inline(always)]
+    fn state(&self) -> ParseState {
+        if self.link & LINK_OK != 0 {
+            ParseState::Ok
+        } else if self.link & LINK_MALFORMED != 0 {
+            ParseState::Malformed
+        } else {
+            ParseState::NotYet
+        }
+    }
+
+    /// Parsed as untagged Ethernet, IPv4 with a 20-byte header, UDP or
+    /// TCP: the 5-tuple is at fixed offsets (whichever path parsed it).
+    #[inline(always)]
+    fn is_plain_ipv4(&self) -> bool {
+        self.link == LINK_OK | LINK_ETHERNET
+            && self.ip_version == 4
+            && self.l4_offset == 34
+            && (self.l4 == L4_UDP || self.l4 == L4_TCP)
+    }
+
+    /// VLAN tags before the EtherType.
+    #[inline(always)]
+    fn tags(&self) -> u8 {
+        (self.link >> 1) & 3
+    }
+
+    /// Where the IP header starts (if there is one): right after the
+    /// Ethernet header and its tags, or at 0 on an IP head.
+    #[inline(always)]
+    fn ip_offset(&self) -> usize {
+        if self.link & LINK_ETHERNET != 0 {
+            14 + 4 * usize::from(self.tags())
+        } else {
+            0
+        }
+    }
+}
+
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
 enum ParseState {
     #[default]
     NotYet,
@@ -94,7 +156,41 @@ pub enum L4 {
     Udp,
     /// TCP.
     Tcp,
+    /// ICMP (protocol 1, over IPv4 or, as etherparse allows, IPv6).
+    Icmpv4,
+    /// ICMPv6 (next header 58, over IPv6 or IPv4).
+    Icmpv6,
 }
+
+impl L4 {
+    /// The cache's code for `l4` (0: none).
+    #[inline]
+    const fn code(l4: Option<L4>) -> u8 {
+        match l4 {
+            None => 0,
+            Some(L4::Udp) => 1,
+            Some(L4::Tcp) => 2,
+            Some(L4::Icmpv4) => 3,
+            Some(L4::Icmpv6) => 4,
+        }
+    }
+
+    #[inline]
+    const fn from_code(code: u8) -> Option<L4> {
+        match code {
+            1 => Some(L4::Udp),
+            2 => Some(L4::Tcp),
+            3 => Some(L4::Icmpv4),
+            4 => Some(L4::Icmpv6),
+            _ => None,
+        }
+    }
+}
+
+const L4_UDP: u8 = L4::code(Some(L4::Udp));
+const L4_TCP: u8 = L4::code(Some(L4::Tcp));
+const L4_ICMPV4: u8 = L4::code(Some(L4::Icmpv4));
+const L4_ICMPV6: u8 = L4::code(Some(L4::Icmpv6));
 
 impl<'a> Packet<'a> {
     /// An Ethernet frame received on interface 0, queue 0, verdict `Pass`.
@@ -219,56 +315,119 @@ impl<'a> Packet<'a> {
         self.verdict = Verdict::Pass;
     }
 
-    /// The parsed headers, computed on first call and cached for this packet.
-    /// `None` if the frame does not parse as its kind.
-    pub fn headers(&self) -> Option<Headers> {
-        let mut l = self.parsed.get();
-        if l.state == ParseState::NotYet {
-            l = parse(self.frame, self.kind);
-            self.parsed.set(l);
+    /// The parse cache, filled on first call. Always inlined: a cached
+    /// read is an 8-byte load and a test.
+    #[inline(always)]
+    fn layout(&self) -> Layout {
+        let l = self.parsed.get();
+        if l.state() != ParseState::NotYet {
+            return l;
         }
-        if l.state != ParseState::Ok {
+        self.parse_now()
+    }
+
+    /// Fill the parse cache.
+    #[inline]
+    fn parse_now(&self) -> Layout {
+        let l = parse(self.frame, self.kind);
+        self.parsed.set(l);
+        l
+    }
+
+    /// The parsed headers as a view that reads fields in place: the fast
+    /// accessor for filters. Parses on first call (common shapes directly
+    /// at fixed offsets, anything else through etherparse) and caches the
+    /// layout in the packet; later calls cost a load of 8 bytes. `None` if
+    /// the frame does not parse as its kind.
+    #[inline(always)]
+    pub fn parsed(&self) -> Option<Parsed<'_>> {
+        let l = self.layout();
+        (l.state() == ParseState::Ok).then_some(Parsed {
+            frame: self.frame,
+            l,
+        })
+    }
+
+    /// On the first look at an untagged Ethernet/IPv4 UDP or TCP frame:
+    /// parse it, cache the layout, and hand back its first 42 bytes, from
+    /// which the caller reads its answer without another bounds check.
+    #[inline(always)]
+    fn first_look_plain(&self) -> Option<(Layout, &[u8; 42])> {
+        if self.parsed.get().state() != ParseState::NotYet || self.kind != PacketKind::Ethernet {
             return None;
         }
-        let f = &*self.frame;
-        let at = |o: usize| -> u16 { u16::from_be_bytes([f[o], f[o + 1]]) };
-        let ip = match l.ip_version {
-            4 => {
-                let o = l.ip_offset as usize;
-                let a =
-                    |o: usize| IpAddr::from(<[u8; 4]>::try_from(&f[o..o + 4]).unwrap_or_default());
-                Some(IpHeaders {
-                    src: a(o + 12),
-                    dst: a(o + 16),
-                    protocol: l.protocol,
-                    offset: o,
-                })
+        let (l, h) = parse::fast::ethernet_ipv4_plain(self.frame)?;
+        self.parsed.set(l);
+        Some((l, h))
+    }
+
+    /// The destination port of a UDP packet (`None` for anything else):
+    /// what a port filter asks, in one call.
+    #[inline(always)]
+    pub fn udp_dst_port(&self) -> Option<u16> {
+        if let Some((l, h)) = self.first_look_plain() {
+            return (l.l4 == L4_UDP).then_some(u16::from_be_bytes([h[36], h[37]]));
+        }
+        self.parsed()?.udp_dst_port()
+    }
+
+    /// The IPv4 5-tuple, if the packet is IPv4: what
+    /// [`Parsed::five_tuple_v4`] answers, in one call, read from the header
+    /// bytes in hand on a first look.
+    #[inline(always)]
+    pub fn five_tuple_v4(&self) -> Option<FiveTupleV4> {
+        // UDP or TCP right after a 20-byte IPv4 header after an untagged
+        // Ethernet header: every field at a fixed offset.
+        let plain = |h: &[u8; 42]| {
+            let be16 = |o: usize| u16::from_be_bytes([h[o], h[o + 1]]);
+            let be32 = |o: usize| u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
+            FiveTupleV4 {
+                src: be32(26),
+                dst: be32(30),
+                src_port: be16(34),
+                dst_port: be16(36),
+                protocol: h[23],
             }
-            6 => {
-                let o = l.ip_offset as usize;
-                let a = |o: usize| {
-                    IpAddr::from(<[u8; 16]>::try_from(&f[o..o + 16]).unwrap_or_default())
-                };
-                Some(IpHeaders {
-                    src: a(o + 8),
-                    dst: a(o + 24),
-                    protocol: l.protocol,
-                    offset: o,
-                })
+        };
+        if let Some((_, h)) = self.first_look_plain() {
+            return Some(plain(h));
+        }
+        if self.parsed.get().is_plain_ipv4() {
+            if let Some(h) = self.frame.first_chunk::<42>() {
+                return Some(plain(h));
             }
+        }
+        self.parsed()?.five_tuple_v4()
+    }
+
+    /// The parsed headers, computed on first call and cached for this packet.
+    /// `None` if the frame does not parse as its kind. Builds the structs
+    /// from the cache on every call: filters on the hot path read
+    /// [`parsed`](Packet::parsed) instead. `transport` is `Some` for UDP
+    /// and TCP only (ICMP is in [`Parsed::icmp`]).
+    #[inline]
+    pub fn headers(&self) -> Option<Headers> {
+        let p = self.parsed()?;
+        let ip = match (p.ip_offset(), p.src_ip(), p.dst_ip()) {
+            (Some(offset), Some(src), Some(dst)) => Some(IpHeaders {
+                src,
+                dst,
+                protocol: p.l.protocol,
+                offset,
+            }),
             _ => None,
         };
-        let transport = l.l4.map(|protocol| {
-            let o = l.l4_offset as usize;
-            Transport {
+        let transport = match (p.l4(), p.ports()) {
+            (Some(protocol @ (L4::Udp | L4::Tcp)), Some((src_port, dst_port))) => Some(Transport {
                 protocol,
-                src_port: at(o),
-                dst_port: at(o + 2),
-                payload_offset: l.payload_offset as usize,
-            }
-        });
+                src_port,
+                dst_port,
+                payload_offset: p.payload_offset().unwrap_or(0),
+            }),
+            _ => None,
+        };
         Some(Headers {
-            ether_type: l.ether_type,
+            ether_type: p.ether_type(),
             ip,
             transport,
         })
@@ -288,84 +447,16 @@ impl fmt::Debug for Packet<'_> {
     }
 }
 
-/// Offset of `inner` inside `outer` (both from the same frame).
-fn offset_in(outer: &[u8], inner: &[u8]) -> usize {
-    (inner.as_ptr() as usize).saturating_sub(outer.as_ptr() as usize)
-}
-
-/// Offset as stored in the cache (frames are far below 64 KiB).
-fn off(outer: &[u8], inner: &[u8]) -> u16 {
-    u16::try_from(offset_in(outer, inner)).unwrap_or(u16::MAX)
-}
-
-#[cold]
-fn parse(frame: &[u8], kind: PacketKind) -> Layout {
-    let malformed = Layout {
-        state: ParseState::Malformed,
-        ..Layout::default()
-    };
-    if frame.len() > usize::from(u16::MAX) {
-        return malformed;
-    }
-    let sliced = match kind {
-        PacketKind::Ethernet => SlicedPacket::from_ethernet(frame),
-        PacketKind::Ipv4 | PacketKind::Ipv6 => SlicedPacket::from_ip(frame),
-    };
-    let Ok(sliced) = sliced else { return malformed };
-    let mut l = Layout {
-        state: ParseState::Ok,
-        ..Layout::default()
-    };
-    if kind == PacketKind::Ethernet {
-        l.ether_type = sliced.link.as_ref().and_then(|link| match link {
-            etherparse::LinkSlice::Ethernet2(e) => Some(e.ether_type().0),
-            _ => None,
-        });
-        if let Some(v) = &sliced.vlan {
-            l.ether_type = Some(match v {
-                etherparse::VlanSlice::SingleVlan(s) => s.ether_type().0,
-                etherparse::VlanSlice::DoubleVlan(d) => d.inner().ether_type().0,
-            });
-        }
-    }
-    match &sliced.net {
-        Some(NetSlice::Ipv4(v4)) => {
-            l.ip_version = 4;
-            l.protocol = v4.header().protocol().0;
-            l.ip_offset = off(frame, v4.header().slice());
-        }
-        Some(NetSlice::Ipv6(v6)) => {
-            l.ip_version = 6;
-            l.protocol = v6.payload().ip_number.0;
-            l.ip_offset = off(frame, v6.header().slice());
-        }
-        _ => {}
-    }
-    match &sliced.transport {
-        Some(TransportSlice::Udp(u)) => {
-            l.l4 = Some(L4::Udp);
-            l.l4_offset = off(frame, u.slice());
-            l.payload_offset = off(frame, u.payload());
-        }
-        Some(TransportSlice::Tcp(t)) => {
-            l.l4 = Some(L4::Tcp);
-            l.l4_offset = off(frame, t.slice());
-            l.payload_offset = off(frame, t.payload());
-        }
-        _ => {}
-    }
-    l
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use etherparse::PacketBuilder;
 
     #[test]
-    fn parse_cache_is_14_bytes() {
-        // As the docs of `Layout` say.
-        assert_eq!(std::mem::size_of::<Layout>(), 14);
+    fn parse_cache_is_8_bytes_and_a_packet_six_words() {
+        // As the docs of `Layout` say; a `Packet` is built per frame.
+        assert_eq!(std::mem::size_of::<Layout>(), 8);
+        assert_eq!(std::mem::size_of::<Packet<'_>>(), 48);
     }
 
     fn udp_frame(dst_port: u16, payload: &[u8]) -> Vec<u8> {
@@ -391,7 +482,92 @@ mod tests {
         assert_eq!((t.protocol, t.src_port, t.dst_port), (L4::Udp, 4000, 53));
         assert_eq!(&p.frame()[t.payload_offset..], b"hello");
         assert_eq!((p.ifindex(), p.queue()), (7, 3));
-        assert!(p.parsed.get().state == ParseState::Ok);
+        assert!(p.parsed.get().state() == ParseState::Ok);
+    }
+
+    fn eth(tags: &[(u16, u16)], et: u16, ip: &[u8]) -> Vec<u8> {
+        let mut v = vec![2u8; 12];
+        for (tpid, tci) in tags {
+            v.extend_from_slice(&tpid.to_be_bytes());
+            v.extend_from_slice(&tci.to_be_bytes());
+        }
+        v.extend_from_slice(&et.to_be_bytes());
+        v.extend_from_slice(ip);
+        v.resize(v.len().max(60), 0);
+        v
+    }
+
+    /// The shapes the fast path decodes itself (the benchmark's and the
+    /// sink's among them), each with etherparse's answer; and shapes it
+    /// leaves to etherparse.
+    #[test]
+    fn the_fast_path_takes_the_common_shapes_and_agrees() {
+        let mut v4_udp = Vec::new();
+        PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .udp(1, 53)
+            .write(&mut v4_udp, &[0; 18])
+            .unwrap();
+        let mut v4_tcp = Vec::new();
+        PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .tcp(1, 2, 3, 4)
+            .syn()
+            .write(&mut v4_tcp, &[])
+            .unwrap();
+        let mut v4_icmp = Vec::new();
+        PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .icmpv4_echo_request(1, 2)
+            .write(&mut v4_icmp, &[7; 8])
+            .unwrap();
+        let mut v6_udp = Vec::new();
+        PacketBuilder::ipv6([1; 16], [2; 16], 64)
+            .udp(5, 6)
+            .write(&mut v6_udp, &[1, 2, 3])
+            .unwrap();
+        let mut v6_icmp = Vec::new();
+        PacketBuilder::ipv6([1; 16], [2; 16], 64)
+            .icmpv6_echo_request(1, 2)
+            .write(&mut v6_icmp, &[])
+            .unwrap();
+        let mut v4_frag = v4_udp.clone();
+        v4_frag[6] = 0x20; // more fragments
+        let q = (0x8100, 0x0123);
+        let ad = (0x88a8, 0x0fff);
+        let fast_ones: Vec<(PacketKind, Vec<u8>)> = vec![
+            (PacketKind::Ethernet, eth(&[], 0x0800, &v4_udp)),
+            (PacketKind::Ethernet, eth(&[], 0x0800, &v4_tcp)),
+            (PacketKind::Ethernet, eth(&[q], 0x0800, &v4_tcp)),
+            (PacketKind::Ethernet, eth(&[ad, q], 0x0800, &v4_icmp)),
+            (PacketKind::Ethernet, eth(&[], 0x86dd, &v6_udp)),
+            (PacketKind::Ethernet, eth(&[q], 0x86dd, &v6_icmp)),
+            (PacketKind::Ethernet, eth(&[], 0x0800, &v4_frag)),
+            (PacketKind::Ethernet, eth(&[], 0x0806, &[0; 28])),
+            (PacketKind::Ipv4, v4_udp.clone()),
+            (PacketKind::Ipv6, v6_icmp.clone()),
+        ];
+        for (kind, f) in &fast_ones {
+            let fast = parse::fast::parse(f, *kind);
+            assert!(fast.is_some(), "fast path declined {kind} {f:02x?}");
+            assert_eq!(
+                fast.unwrap(),
+                parse::parse_etherparse(f, *kind),
+                "{kind} {f:02x?}"
+            );
+        }
+        // Hop-by-hop extension header, jumbogram length 0, three VLAN
+        // tags, an IPv4 packet cut short: etherparse's.
+        let mut v6_hop = v6_udp.clone();
+        v6_hop[6] = 0;
+        let mut v6_zero = v6_udp.clone();
+        v6_zero[4..6].copy_from_slice(&[0, 0]);
+        let slow_ones = [
+            (PacketKind::Ipv6, v6_hop),
+            (PacketKind::Ipv6, v6_zero),
+            (PacketKind::Ethernet, eth(&[ad, q, q], 0x0800, &v4_udp)),
+            (PacketKind::Ipv4, v4_udp[..24].to_vec()),
+        ];
+        for (kind, f) in &slow_ones {
+            assert_eq!(parse::fast::parse(f, *kind), None, "{kind} {f:02x?}");
+        }
     }
 
     #[test]

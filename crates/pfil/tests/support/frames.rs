@@ -122,7 +122,7 @@ fn ext_header() -> impl Strategy<Value = (u8, Vec<u8>)> {
 pub fn ip_packet() -> impl Strategy<Value = (PacketKind, Vec<u8>)> {
     let v4 = (
         l4(),
-        prop_oneof![4 => 5u8..16, 1 => 0u8..5],
+        prop_oneof![4 => Just(5u8), 3 => 6u8..16, 1 => 0u8..5],
         prop::collection::vec(any::<u8>(), 40),
         honest(),
         any::<[u8; 4]>(),
@@ -256,4 +256,154 @@ pub fn any_frame() -> impl Strategy<Value = (PacketKind, Vec<u8>)> {
         2 => ip_packet().prop_flat_map(|(k, f)| damage(f).prop_map(move |f| (k, f))),
         1 => (kind, prop::collection::vec(any::<u8>(), 0..128)),
     ]
+}
+
+/// A well-formed transport header and payload: (is ICMP, protocol number
+/// over IPv4, bytes). ICMP takes the number of its IP version.
+fn real_l4() -> impl Strategy<Value = (bool, u8, Vec<u8>)> {
+    let payload = || prop::collection::vec(any::<u8>(), 0..64);
+    let port = || prop_oneof![1 => Just(53u16), 1 => Just(443), 3 => any::<u16>()];
+    let udp = (port(), port(), payload()).prop_map(|(sp, dp, pl)| {
+        let mut v = Vec::new();
+        v.extend_from_slice(&sp.to_be_bytes());
+        v.extend_from_slice(&dp.to_be_bytes());
+        v.extend_from_slice(&(8 + pl.len() as u16).to_be_bytes());
+        v.extend_from_slice(&[0x12, 0x34]);
+        v.extend(pl);
+        (false, 17u8, v)
+    });
+    let tcp = (port(), port(), any::<u8>(), 0usize..=10, payload()).prop_map(
+        |(sp, dp, flags, words, pl)| {
+            let mut v = Vec::new();
+            v.extend_from_slice(&sp.to_be_bytes());
+            v.extend_from_slice(&dp.to_be_bytes());
+            v.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 2]);
+            v.push(((5 + words) as u8) << 4);
+            v.extend_from_slice(&[flags, 0xff, 0xff, 0, 0, 0, 0]);
+            v.extend(std::iter::repeat_n(1u8, words * 4)); // NOP options
+            v.extend(pl);
+            (false, 6u8, v)
+        },
+    );
+    let icmp = (
+        prop_oneof![
+            Just(0u8),
+            Just(3),
+            Just(8),
+            Just(11),
+            Just(13),
+            Just(14),
+            Just(128),
+            Just(129),
+            Just(135),
+            any::<u8>()
+        ],
+        prop_oneof![3 => Just(0u8), 1 => any::<u8>()],
+        payload(),
+    )
+        .prop_map(|(t, c, mut pl)| {
+            if matches!(t, 13 | 14) && c == 0 {
+                pl.resize(12, 0); // timestamps: 20 bytes exactly
+            }
+            let mut v = vec![t, c, 0, 0, 0, 1, 0, 1];
+            v.extend(pl);
+            (true, 1u8, v)
+        });
+    let other = (
+        prop_oneof![Just(47u8), Just(132), Just(4), Just(59)],
+        payload(),
+    )
+        .prop_map(|(p, pl)| (false, p, pl));
+    prop_oneof![4 => udp, 3 => tcp, 2 => icmp, 1 => other]
+}
+
+/// A well-formed IP packet as real traffic has them: IPv4 with or without
+/// options, sometimes a fragment; IPv6 with no or a few extension headers,
+/// sometimes a fragment; every length right.
+pub fn real_ip_packet() -> impl Strategy<Value = (PacketKind, Vec<u8>)> {
+    let v4 = (
+        real_l4(),
+        prop_oneof![6 => Just(5u8), 1 => 6u8..16],
+        prop_oneof![6 => Just([0x40u8, 0]), 1 => Just([0x20, 0]), 1 => any::<[u8; 2]>()],
+        any::<[u8; 8]>(),
+    )
+        .prop_map(|((_, proto, l4), ihl, frag, addrs)| {
+            let hl = usize::from(ihl) * 4;
+            let mut v = vec![0x40 | ihl, 0];
+            v.extend_from_slice(&((hl + l4.len()) as u16).to_be_bytes());
+            v.extend_from_slice(&[0xab, 0xcd]);
+            v.extend_from_slice(&frag);
+            v.extend_from_slice(&[64, proto, 0, 0]);
+            v.extend_from_slice(&addrs);
+            v.resize(hl, 1); // NOP options
+            v.extend(l4);
+            (PacketKind::Ipv4, v)
+        });
+    let ext = prop_oneof![
+        Just((0u8, vec![0u8; 7])),
+        Just((60u8, vec![0u8; 7])),
+        Just((43u8, vec![0u8, 0, 0, 0, 0, 0, 0])),
+        any::<[u8; 2]>().prop_map(|f| (44u8, vec![0, f[0], f[1] & 0xf9, 0, 0, 0, 7])),
+    ];
+    let v6 = (
+        real_l4(),
+        prop_oneof![4 => Just(vec![]), 1 => prop::collection::vec(ext, 1..3)],
+        any::<[u8; 32]>(),
+    )
+        .prop_map(|((icmp, proto, l4), exts, addrs)| {
+            let proto = if icmp { 58 } else { proto };
+            let mut body = Vec::new();
+            let mut first = proto;
+            for (num, bytes) in exts.iter().rev() {
+                let mut h = vec![first];
+                h.extend_from_slice(bytes);
+                h.extend(body);
+                body = h;
+                first = *num;
+            }
+            body.extend(l4);
+            let mut v = vec![0x60, 0, 0, 0];
+            v.extend_from_slice(&(body.len() as u16).to_be_bytes());
+            v.extend_from_slice(&[first, 64]);
+            v.extend_from_slice(&addrs);
+            v.extend(body);
+            (PacketKind::Ipv6, v)
+        });
+    prop_oneof![v4, v6]
+}
+
+/// A well-formed frame: an Ethernet frame with no, one (802.1Q) or two
+/// (802.1ad + 802.1Q) VLAN tags, padded to 60 bytes as on the wire, or the
+/// bare IP packet for an IP head; now and then ARP.
+pub fn real_frame() -> impl Strategy<Value = (PacketKind, Vec<u8>)> {
+    let tags = prop_oneof![
+        4 => Just(vec![]),
+        2 => any::<u16>().prop_map(|t| vec![(0x8100u16, t)]),
+        1 => any::<[u16; 2]>().prop_map(|t| vec![(0x88a8u16, t[0]), (0x8100, t[1])]),
+    ];
+    let ethernet = (any::<[u8; 12]>(), tags, real_ip_packet()).prop_map(|(macs, tags, (k, ip))| {
+        let mut v = macs.to_vec();
+        for (tpid, tci) in tags {
+            v.extend_from_slice(&tpid.to_be_bytes());
+            v.extend_from_slice(&tci.to_be_bytes());
+        }
+        let et: u16 = if k == PacketKind::Ipv4 {
+            0x0800
+        } else {
+            0x86dd
+        };
+        v.extend_from_slice(&et.to_be_bytes());
+        v.extend(ip);
+        if v.len() < 60 {
+            v.resize(60, 0);
+        }
+        (PacketKind::Ethernet, v)
+    });
+    let arp = any::<[u8; 12]>().prop_map(|macs| {
+        let mut v = macs.to_vec();
+        v.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1]);
+        v.resize(60, 0);
+        (PacketKind::Ethernet, v)
+    });
+    prop_oneof![6 => ethernet, 3 => real_ip_packet(), 1 => arp]
 }
