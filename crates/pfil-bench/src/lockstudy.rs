@@ -216,7 +216,17 @@ mod tests {
         let names: Vec<_> = c.modules().map(Module::name).collect();
         assert_eq!(
             names,
-            ["null", "count", "drop-udp", "mutex", "rwlock", "brlock", "epoch"]
+            [
+                "null",
+                "count",
+                "drop-udp",
+                "bpf",
+                "ratelimit",
+                "mutex",
+                "rwlock",
+                "brlock",
+                "epoch"
+            ]
         );
         let ctx = BuildCtx::new(2);
         for n in ["mutex", "rwlock", "brlock", "epoch"] {
