@@ -437,7 +437,12 @@ pub fn run(a: &Args) -> Result<(), String> {
         if now >= next_status {
             next_status += Duration::from_secs(1);
             if !a.quiet {
-                eprintln!("{}", sampler.status(&flows, now.duration_since(t0)));
+                let mut line = sampler.status(&flows, now.duration_since(t0));
+                if let Some(c) = report::costliest(&reg) {
+                    line += "; ";
+                    line += &c;
+                }
+                eprintln!("{line}");
             }
         }
     };

@@ -167,6 +167,30 @@ impl Sampler {
     }
 }
 
+/// The link that has cost the datapath most so far (its ns/packet from
+/// the timed batches, times the packets it saw), for the status line:
+/// `costliest hook syn0 in bpf:1 (71.2 ns/pkt)`.
+pub fn costliest(reg: &pfil::Registry) -> Option<String> {
+    let mut best: Option<(f64, String)> = None;
+    for h in reg.heads() {
+        for d in pfil::Dir::ALL {
+            for l in &h.chains[d.index()] {
+                let Some(ns) = l.counters.ns_per_packet() else {
+                    continue;
+                };
+                let cost = ns * l.counters.packets as f64;
+                if best.as_ref().is_none_or(|(c, _)| cost > *c) {
+                    best = Some((
+                        cost,
+                        format!("costliest hook {} {d} {} ({ns:.1} ns/pkt)", h.name, l.hook),
+                    ));
+                }
+            }
+        }
+    }
+    best.map(|(_, s)| s)
+}
+
 /// `12.34 Mpps` style.
 pub fn rate(pps: f64) -> String {
     if pps >= 1e6 {

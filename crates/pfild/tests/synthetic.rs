@@ -97,6 +97,10 @@ fn synthetic_stops_after_seconds_with_status_line() {
         stderr.contains("[   1s] syn0: out"),
         "status line: {stderr}"
     );
+    assert!(
+        stderr.contains("; costliest hook syn0 out count:1 (") && stderr.contains(" ns/pkt)"),
+        "the status line names the costliest hook: {stderr}"
+    );
     let t = totals(&out.stdout);
     let g = num(&t, "generated");
     // Paced: never more than the rate allows over the time it ran (the
