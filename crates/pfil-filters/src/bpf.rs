@@ -60,6 +60,131 @@ pub enum Link {
 #[derive(Clone, PartialEq, Eq)]
 pub struct Program {
     insns: Box<[Insn]>,
+    /// The same, decoded once: what [`Program::run`] interprets.
+    ops: Box<[Op]>,
+}
+
+/// A validated instruction, decoded: one dense `match` per step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    LdAbsW(u32),
+    LdAbsH(u32),
+    LdAbsB(u32),
+    LdIndW(u32),
+    LdIndH(u32),
+    LdIndB(u32),
+    LdLen,
+    LdImm(u32),
+    LdMem(u8),
+    LdxImm(u32),
+    LdxLen,
+    LdxMem(u8),
+    LdxMsh(u32),
+    St(u8),
+    Stx(u8),
+    Alu(u16, u32),
+    AluX(u16),
+    Neg,
+    Ja(u32),
+    /// Conditional jump: operation, constant (or X), targets.
+    Jk(u16, u32, u8, u8),
+    Jx(u16, u8, u8),
+    RetK(u32),
+    RetA,
+    Tax,
+    Txa,
+}
+
+fn decode(i: &Insn) -> Op {
+    let (c, k) = (i.code, i.k);
+    match class(c) {
+        LD => match (mode(c), size(c)) {
+            (ABS, W) => Op::LdAbsW(k),
+            (ABS, H) => Op::LdAbsH(k),
+            (ABS, _) => Op::LdAbsB(k),
+            (IND, W) => Op::LdIndW(k),
+            (IND, H) => Op::LdIndH(k),
+            (IND, _) => Op::LdIndB(k),
+            (LEN, _) => Op::LdLen,
+            (MEM, _) => Op::LdMem(k as u8),
+            _ => Op::LdImm(k),
+        },
+        LDX => match mode(c) {
+            LEN => Op::LdxLen,
+            MEM => Op::LdxMem(k as u8),
+            MSH => Op::LdxMsh(k),
+            _ => Op::LdxImm(k),
+        },
+        ST => Op::St(k as u8),
+        STX => Op::Stx(k as u8),
+        ALU => match (op(c), src(c)) {
+            (NEG, _) => Op::Neg,
+            (o, X) => Op::AluX(o),
+            (o, _) => Op::Alu(o, k),
+        },
+        JMP => match (op(c), src(c)) {
+            (JA, _) => Op::Ja(k),
+            (o, X) => Op::Jx(o, i.jt, i.jf),
+            (o, _) => Op::Jk(o, k, i.jt, i.jf),
+        },
+        RET => {
+            if c & RVAL_A != 0 {
+                Op::RetA
+            } else {
+                Op::RetK(k)
+            }
+        }
+        _ => {
+            if c & TXA != 0 {
+                Op::Txa
+            } else {
+                Op::Tax
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn alu(o: u16, a: u32, v: u32) -> Option<u32> {
+    Some(match o {
+        ADD => a.wrapping_add(v),
+        SUB => a.wrapping_sub(v),
+        MUL => a.wrapping_mul(v),
+        DIV => a.checked_div(v)?,
+        MOD => a.checked_rem(v)?,
+        OR => a | v,
+        AND => a & v,
+        LSH => a.checked_shl(v).unwrap_or(0),
+        RSH => a.checked_shr(v).unwrap_or(0),
+        _ => a ^ v,
+    })
+}
+
+#[inline(always)]
+fn jump(o: u16, a: u32, v: u32) -> bool {
+    match o {
+        JEQ => a == v,
+        JGT => a > v,
+        JGE => a >= v,
+        _ => a & v != 0,
+    }
+}
+
+#[inline(always)]
+fn be32(p: &[u8], at: usize) -> Option<u32> {
+    let b = p.get(at..at.checked_add(4)?)?;
+    Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+#[inline(always)]
+fn be16(p: &[u8], at: usize) -> Option<u32> {
+    let b = p.get(at..at.checked_add(2)?)?;
+    Some(u32::from(u16::from_be_bytes([b[0], b[1]])))
+}
+
+#[inline(always)]
+fn byte(p: &[u8], at: usize) -> Option<u32> {
+    p.get(at).map(|&b| u32::from(b))
 }
 
 impl fmt::Debug for Program {
@@ -246,6 +371,7 @@ impl Program {
             ));
         }
         Ok(Program {
+            ops: insns.iter().map(decode).collect(),
             insns: insns.into_boxed_slice(),
         })
     }
@@ -261,106 +387,51 @@ impl Program {
     /// beyond the bytes at hand, or a division by zero, returns 0, as in
     /// libpcap.
     pub fn run(&self, pkt: &[u8], wirelen: u32) -> u32 {
+        self.exec(pkt, wirelen).unwrap_or(0)
+    }
+
+    /// The interpreter: `None` where libpcap returns 0 (a load beyond
+    /// the bytes at hand, a division by zero).
+    #[inline]
+    fn exec(&self, pkt: &[u8], wirelen: u32) -> Option<u32> {
         let (mut a, mut x) = (0u32, 0u32);
         let mut m = [0u32; MEMWORDS];
         let mut pc = 0usize;
-        let load = |at: u32, sz: u16| -> Option<u32> {
-            let at = at as usize;
-            let n = match sz {
-                W => 4,
-                H => 2,
-                _ => 1,
-            };
-            let b = pkt.get(at..at.checked_add(n)?)?;
-            Some(match n {
-                4 => u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
-                2 => u32::from(u16::from_be_bytes([b[0], b[1]])),
-                _ => u32::from(b[0]),
-            })
-        };
+        let ind = |x: u32, k: u32| x.checked_add(k).map(|v| v as usize);
         // Validation made every jump land inside the program and every
-        // program end with a return, so `pc` stays in range.
-        while let Some(i) = self.insns.get(pc) {
+        // program end with a return: `get` never misses (and returns 0
+        // if it did).
+        loop {
+            let op = *self.ops.get(pc)?;
             pc += 1;
-            let c = i.code;
-            match class(c) {
-                RET => {
-                    return if c & RVAL_A != 0 { a } else { i.k };
-                }
-                LD => {
-                    a = match mode(c) {
-                        IMM => i.k,
-                        LEN => wirelen,
-                        MEM => m[i.k as usize % MEMWORDS],
-                        ABS => match load(i.k, size(c)) {
-                            Some(v) => v,
-                            None => return 0,
-                        },
-                        _ => match x.checked_add(i.k).and_then(|at| load(at, size(c))) {
-                            Some(v) => v,
-                            None => return 0,
-                        },
-                    }
-                }
-                LDX => {
-                    x = match mode(c) {
-                        IMM => i.k,
-                        LEN => wirelen,
-                        MEM => m[i.k as usize % MEMWORDS],
-                        _ => match load(i.k, B) {
-                            Some(v) => (v & 0xf) << 2,
-                            None => return 0,
-                        },
-                    }
-                }
-                ST => m[i.k as usize % MEMWORDS] = a,
-                STX => m[i.k as usize % MEMWORDS] = x,
-                ALU => {
-                    let v = if src(c) == X { x } else { i.k };
-                    a = match op(c) {
-                        ADD => a.wrapping_add(v),
-                        SUB => a.wrapping_sub(v),
-                        MUL => a.wrapping_mul(v),
-                        DIV => match a.checked_div(v) {
-                            Some(q) => q,
-                            None => return 0,
-                        },
-                        MOD => match a.checked_rem(v) {
-                            Some(r) => r,
-                            None => return 0,
-                        },
-                        OR => a | v,
-                        AND => a & v,
-                        LSH => a.checked_shl(v).unwrap_or(0),
-                        RSH => a.checked_shr(v).unwrap_or(0),
-                        NEG => a.wrapping_neg(),
-                        _ => a ^ v,
-                    }
-                }
-                JMP => {
-                    if op(c) == JA {
-                        pc += i.k as usize;
-                    } else {
-                        let v = if src(c) == X { x } else { i.k };
-                        let t = match op(c) {
-                            JEQ => a == v,
-                            JGT => a > v,
-                            JGE => a >= v,
-                            _ => a & v != 0,
-                        };
-                        pc += usize::from(if t { i.jt } else { i.jf });
-                    }
-                }
-                _ => {
-                    if c & TXA != 0 {
-                        a = x;
-                    } else {
-                        x = a;
-                    }
-                }
+            match op {
+                Op::LdAbsW(k) => a = be32(pkt, k as usize)?,
+                Op::LdAbsH(k) => a = be16(pkt, k as usize)?,
+                Op::LdAbsB(k) => a = byte(pkt, k as usize)?,
+                Op::LdIndW(k) => a = be32(pkt, ind(x, k)?)?,
+                Op::LdIndH(k) => a = be16(pkt, ind(x, k)?)?,
+                Op::LdIndB(k) => a = byte(pkt, ind(x, k)?)?,
+                Op::LdLen => a = wirelen,
+                Op::LdImm(k) => a = k,
+                Op::LdMem(i) => a = m[usize::from(i) % MEMWORDS],
+                Op::LdxImm(k) => x = k,
+                Op::LdxLen => x = wirelen,
+                Op::LdxMem(i) => x = m[usize::from(i) % MEMWORDS],
+                Op::LdxMsh(k) => x = (byte(pkt, k as usize)? & 0xf) << 2,
+                Op::St(i) => m[usize::from(i) % MEMWORDS] = a,
+                Op::Stx(i) => m[usize::from(i) % MEMWORDS] = x,
+                Op::Alu(o, k) => a = alu(o, a, k)?,
+                Op::AluX(o) => a = alu(o, a, x)?,
+                Op::Neg => a = a.wrapping_neg(),
+                Op::Ja(k) => pc += k as usize,
+                Op::Jk(o, k, jt, jf) => pc += usize::from(if jump(o, a, k) { jt } else { jf }),
+                Op::Jx(o, jt, jf) => pc += usize::from(if jump(o, a, x) { jt } else { jf }),
+                Op::RetK(k) => return Some(k),
+                Op::RetA => return Some(a),
+                Op::Tax => x = a,
+                Op::Txa => a = x,
             }
         }
-        0
     }
 
     /// Does the program keep this whole frame?
