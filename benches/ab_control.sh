@@ -9,9 +9,11 @@
 #   benches/ab_control.sh [RUNS] [SECONDS] [RATE]
 #
 # Each run is one sample of frames per second (rx / active seconds from
-# pfild's totals line). The control client (`pfil-bench control`) is
-# pinned to CPU 0 when taskset exists; pfild is not pinned (its worker
-# takes one core, its control thread runs where the scheduler puts it).
+# pfild's totals line). With taskset (and PIN=1, the default), pfild's
+# datapath worker is pinned to CPU 1 and its other threads (status,
+# control server and its connections) and the control client
+# (`pfil-bench control`) to CPU 0: a dataplane core of its own, as in a
+# deployment. PIN=0 leaves pfild to the scheduler (the client on CPU 0).
 # Needs release builds of pfild, pfilctl and pfil-bench, and ministat.
 set -euo pipefail
 RUNS=${1:-7} SECS=${2:-6} RATE=${3:-1000}
@@ -21,6 +23,18 @@ cargo build --release -q -p pfild -p pfil-ctl -p pfil-bench
 OUT=$(mktemp -d /tmp/ab-control.XXXXXX)
 PIN0=()
 command -v taskset >/dev/null && PIN0=(taskset -c 0)
+PIN=${PIN:-1}
+# Pin pfild's threads: the worker (pfil-synthetic-*) to CPU 1, the rest to 0.
+pin_threads() {
+    [ "$PIN" = 1 ] && command -v taskset >/dev/null || return 0
+    local t
+    for t in /proc/"$1"/task/*; do
+        case "$(cat "$t/comm" 2>/dev/null)" in
+            pfil-synthetic*) taskset -cp 1 "${t##*/}" >/dev/null ;;
+            *) taskset -cp 0 "${t##*/}" >/dev/null ;;
+        esac
+    done
+}
 HOOKS=(--hook null --hook count --hook drop-udp:53 --hook count)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
@@ -34,6 +48,7 @@ one() {
     local pid=$!
     pids+=("$pid")
     for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.01; done
+    pin_threads "$pid"
     if [ "$mode" = ctl ]; then
         # Runs for all but the first and last 0.3 s of pfild's run.
         "${PIN0[@]}" "$BIN/pfil-bench" control --socket "$sock" --rate "$RATE" \
@@ -45,7 +60,7 @@ one() {
 }
 
 echo "# ab_control: $RUNS runs of $SECS s, control at $RATE ops/s, $(date -u +%FT%TZ), $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
-echo "# $(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg), PIN=$PIN"
 for r in $(seq "$RUNS"); do
     one "r$r-none" none
     one "r$r-ctl" ctl
@@ -69,13 +84,15 @@ sock="$OUT/ctl-pfilctl/s.sock"
 pid=$!
 pids+=("$pid")
 for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.01; done
+pin_threads "$pid"
 "$BIN/pfilctl" --socket "$sock" add count:lat >/dev/null
 for i in $(seq 200); do
     for verb in link unlink; do
-        t0=$(date +%s%N)
-        "$BIN/pfilctl" --socket "$sock" "$verb" -i count:lat syn0 >/dev/null
-        t1=$(date +%s%N)
-        echo $(((t1 - t0) / 1000)) >>"$OUT/pfilctl.$verb"
+        # bash's clock, no process of its own: only pfilctl's is timed.
+        t0=${EPOCHREALTIME/./}
+        "${PIN0[@]}" "$BIN/pfilctl" --socket "$sock" "$verb" -i count:lat syn0 >/dev/null
+        t1=${EPOCHREALTIME/./}
+        echo $((t1 - t0)) >>"$OUT/pfilctl.$verb"
     done
 done
 kill -INT "$pid"
