@@ -1,0 +1,714 @@
+//! The decision-tree classifier: CutSplit/EffiCuts-style partitioning
+//! into subsets by which address fields are large, one HyperCuts-style
+//! tree per subset (equal-size cuts on one or two fields per node, chosen
+//! by how many distinct ranges each field has), small leaves of compact
+//! 32-byte rule entries, and batched lookups that walk a group of keys one
+//! level at a time with software prefetch.
+//!
+//! # Layout
+//! Everything is in two flat arrays. `mem` holds the nodes: an internal
+//! node at offset `o` is a header word (the cut: field and bit position of
+//! each of up to two cut fields) followed by its child references. A child
+//! reference is a `u64`: bit 63 clear, an offset into `mem`; set, a leaf:
+//! bits 0..32 the first entry in `entries`, bits 32..63 the entry count.
+//! Boxes are aligned powers of two, so a child index is a few bits of the
+//! key fields, taken with a shift and a mask.
+//!
+//! # Pruning and memory
+//! A node keeps only the rules that meet its box, in priority order, and
+//! drops every rule after the first one that covers the whole box
+//! unconditionally. Cuts grow while the sum of the children's rule counts
+//! stays below `spfac` times the node's; leaves with the same rule list
+//! are stored once. When the entry array reaches [`Config::max_entries`],
+//! the remaining nodes become leaves (slower, never wrong).
+//!
+//! Only IPv4 keys take the trees. IPv6 keys and non-IP keys scan the rules
+//! that can match them (lists built once), with the reference semantics.
+
+use std::collections::HashMap;
+
+use crate::rule::{has, Key, Rule, Ruleset, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
+use crate::Classify;
+
+const DIMS: usize = 5;
+const LEAF: u64 = 1 << 63;
+const NONE: u32 = u32::MAX;
+/// Keys per group in [`Classifier::classify_batch`].
+const GROUP: usize = 16;
+/// Deepest node; a subtree this deep becomes a leaf.
+const MAX_DEPTH: usize = 32;
+
+/// Build parameters of a [`Classifier`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Config {
+    /// A node with at most this many rules is a leaf.
+    pub binth: usize,
+    /// Space factor: a cut may grow while the children hold at most
+    /// `spfac` × the node's rules in total.
+    pub spfac: f64,
+    /// Most children of one node, as a power of two.
+    pub max_cut_bits: u8,
+    /// Memory cap, in 32-byte units: leaf entries plus node words / 4,
+    /// over all trees; past it, nodes stop being cut (lookups get slower,
+    /// never wrong).
+    pub max_entries: usize,
+    /// A field is "small" for partitioning when its prefix is at least
+    /// this long.
+    pub small_prefix: u8,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            binth: 8,
+            spfac: 4.0,
+            max_cut_bits: 8,
+            max_entries: 1 << 21,
+            small_prefix: 16,
+        }
+    }
+}
+
+/// What a build produced: sizes, for reports and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Rules in the ruleset.
+    pub rules: usize,
+    /// Trees (non-empty subsets of the IPv4 rules).
+    pub trees: usize,
+    /// Internal nodes.
+    pub nodes: usize,
+    /// Distinct leaves.
+    pub leaves: usize,
+    /// Leaf entries (rule copies) over all leaves.
+    pub entries: usize,
+    /// Largest leaf.
+    pub max_leaf: usize,
+    /// Deepest leaf (root = 0).
+    pub max_depth: usize,
+    /// Bytes of the lookup structure (nodes, entries, lists, rules).
+    pub bytes: usize,
+}
+
+/// One rule in a leaf, compact: ranges as `lo` and `span = hi - lo`, so a
+/// field test is one wrapping subtraction and one comparison.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(32))]
+struct Entry {
+    src_lo: u32,
+    src_span: u32,
+    dst_lo: u32,
+    dst_span: u32,
+    sp_lo: u16,
+    sp_span: u16,
+    dp_lo: u16,
+    dp_span: u16,
+    id: u32,
+    proto_lo: u8,
+    proto_span: u8,
+    /// Bits of [`Key::has`] the rule needs.
+    needs: u8,
+    /// Nonzero: the rule has conditions the entry does not hold (VLAN,
+    /// TCP flags, ICMP): check the full rule.
+    extra: u8,
+}
+
+impl Entry {
+    #[inline(always)]
+    fn hit(&self, k: &K4) -> bool {
+        (k.f[0].wrapping_sub(self.src_lo) <= self.src_span)
+            & (k.f[1].wrapping_sub(self.dst_lo) <= self.dst_span)
+            & ((k.f[2] as u16).wrapping_sub(self.sp_lo) <= self.sp_span)
+            & ((k.f[3] as u16).wrapping_sub(self.dp_lo) <= self.dp_span)
+            & ((k.f[4] as u8).wrapping_sub(self.proto_lo) <= self.proto_span)
+            & (k.has & self.needs == self.needs)
+    }
+}
+
+/// An IPv4 key as the trees see it.
+#[derive(Clone, Copy, Default)]
+struct K4 {
+    f: [u32; DIMS],
+    has: u8,
+}
+
+impl K4 {
+    /// The tree view of `k`, if it takes the IPv4 path.
+    #[inline(always)]
+    fn of(k: &Key) -> Option<K4> {
+        if k.ethertype == ETHERTYPE_IPV4 && k.has & has::IP != 0 && (k.src | k.dst) >> 32 == 0 {
+            Some(K4 {
+                f: [
+                    k.src as u32,
+                    k.dst as u32,
+                    u32::from(k.sport),
+                    u32::from(k.dport),
+                    u32::from(k.proto),
+                ],
+                has: k.has,
+            })
+        } else {
+            None
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Tree {
+    root: u64,
+    /// The smallest rule index in the tree: a lookup that already matched
+    /// a smaller one skips the tree.
+    min_id: u32,
+}
+
+/// The packet classifier: first matching rule of a [`Ruleset`], through
+/// decision trees (see the [module docs](self)).
+#[derive(Clone, Debug)]
+pub struct Classifier {
+    rules: Vec<Rule>,
+    trees: Vec<Tree>,
+    mem: Vec<u64>,
+    entries: Vec<Entry>,
+    /// Rules that can match IPv6 keys.
+    v6: Vec<u32>,
+    /// Rules that can match keys off the IPv4 and IPv6 paths (non-IP).
+    other: Vec<u32>,
+    stats: Stats,
+}
+
+/// The cut of a node: field and shift of up to two fields, and how many
+/// bits of each.
+#[inline(always)]
+fn child_index(h: u64, k: &K4) -> usize {
+    let d0 = (h & 0xff) as usize;
+    let s0 = (h >> 8) & 0xff;
+    let b0 = (h >> 16) & 0xff;
+    let d1 = ((h >> 24) & 0xff) as usize;
+    let s1 = (h >> 32) & 0xff;
+    let b1 = (h >> 40) & 0xff;
+    let v0 = (u64::from(k.f[d0 % DIMS]) >> s0) & ((1 << b0) - 1);
+    let v1 = (u64::from(k.f[d1 % DIMS]) >> s1) & ((1 << b1) - 1);
+    ((v0 << b1) | v1) as usize
+}
+
+fn header(d0: usize, s0: u8, b0: u8, d1: usize, s1: u8, b1: u8) -> u64 {
+    d0 as u64
+        | u64::from(s0) << 8
+        | u64::from(b0) << 16
+        | (d1 as u64) << 24
+        | u64::from(s1) << 32
+        | u64::from(b1) << 40
+}
+
+/// Software prefetch of the cache line holding `p` (a hint: no effect on
+/// results).
+#[inline(always)]
+fn prefetch<T>(p: &T) {
+    #[cfg(target_arch = "x86_64")]
+    #[allow(
+        unused_unsafe,
+        reason = "_mm_prefetch is a safe fn on newer toolchains"
+    )]
+    // SAFETY: a prefetch is a hint that never faults and reads nothing
+    // the program observes; `p` is a valid reference anyway. SSE, which
+    // `_mm_prefetch` needs, is part of the x86_64 baseline.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+            (p as *const T).cast::<i8>(),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+impl Classifier {
+    /// Builds the classifier for `rs` with the default [`Config`].
+    pub fn new(rs: &Ruleset) -> Classifier {
+        Classifier::with_config(rs, &Config::default())
+    }
+
+    /// Builds the classifier for `rs` with `cfg`.
+    pub fn with_config(rs: &Ruleset, cfg: &Config) -> Classifier {
+        let rules = rs.rules.clone();
+        let mut v6 = Vec::new();
+        let mut other = Vec::new();
+        // Partition the IPv4 rules by which addresses are small (long
+        // prefixes): rules with a small field are cut on it, wildcards in
+        // one subset do not replicate the rules of another.
+        let mut subsets: [Vec<u32>; 4] = Default::default();
+        for (i, r) in rules.iter().enumerate() {
+            let i = i as u32;
+            if r.applies_to(ETHERTYPE_IPV6) {
+                v6.push(i);
+            }
+            if r.needs() & has::IP == 0 {
+                other.push(i);
+            }
+            if !r.applies_to(ETHERTYPE_IPV4) {
+                continue;
+            }
+            let small = |a: crate::Addr| match a.v4_range() {
+                Some((lo, hi)) => hi - lo < (1u32 << (32 - u32::from(cfg.small_prefix))),
+                None => false,
+            };
+            let s = usize::from(small(r.src)) | usize::from(small(r.dst)) << 1;
+            subsets[s].push(i);
+        }
+        let brules: Vec<BRule> = rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| BRule::of(i, r))
+            .collect();
+        let mut b = Builder {
+            br: &brules,
+            cfg,
+            mem: Vec::new(),
+            entries: Vec::new(),
+            leaves: HashMap::new(),
+            stats: Stats::default(),
+        };
+        let mut trees = Vec::new();
+        for ids in subsets.into_iter().filter(|s| !s.is_empty()) {
+            let min_id = ids[0];
+            let full = [(0u32, 32u8), (0, 32), (0, 16), (0, 16), (0, 8)];
+            let root = b.build(full, ids, 0);
+            trees.push(Tree { root, min_id });
+        }
+        trees.sort_by_key(|t| t.min_id);
+        let mut stats = b.stats;
+        let (mem, entries) = (b.mem, b.entries);
+        stats.rules = rules.len();
+        stats.trees = trees.len();
+        stats.entries = entries.len();
+        stats.bytes = mem.len() * 8
+            + entries.len() * std::mem::size_of::<Entry>()
+            + (v6.len() + other.len()) * 4
+            + rules.len() * std::mem::size_of::<Rule>();
+        Classifier {
+            rules,
+            trees,
+            mem,
+            entries,
+            v6,
+            other,
+            stats,
+        }
+    }
+
+    /// Sizes of the built structure.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// The rules, in priority order.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    #[inline(always)]
+    fn walk(&self, mut r: u64, k: &K4) -> u64 {
+        while r & LEAF == 0 {
+            let o = r as usize;
+            let h = self.mem[o];
+            r = self.mem[o + 1 + child_index(h, k)];
+        }
+        r
+    }
+
+    /// Best (smallest) matching rule index in leaf `r`, or `best`.
+    #[inline(always)]
+    fn scan(&self, r: u64, k: &K4, key: &Key, best: u32) -> u32 {
+        let start = r as u32 as usize;
+        let len = ((r >> 32) & 0x7fff_ffff) as usize;
+        for e in &self.entries[start..start + len] {
+            if e.id >= best {
+                break;
+            }
+            if e.hit(k) && (e.extra == 0 || self.rules[e.id as usize].matches(key)) {
+                return e.id;
+            }
+        }
+        best
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn classify_slow(&self, k: &Key) -> Option<u32> {
+        let list = if k.ethertype == ETHERTYPE_IPV6 && k.has & has::IP != 0 {
+            &self.v6
+        } else if k.has & has::IP != 0 {
+            // IPv4 with an address beyond 32 bits: not a real key; the
+            // reference semantics decide over every rule.
+            return self
+                .rules
+                .iter()
+                .position(|r| r.matches(k))
+                .map(|i| i as u32);
+        } else {
+            &self.other
+        };
+        list.iter()
+            .copied()
+            .find(|&i| self.rules[i as usize].matches(k))
+    }
+}
+
+impl Classify for Classifier {
+    #[inline]
+    fn classify(&self, key: &Key) -> Option<u32> {
+        let Some(k) = K4::of(key) else {
+            return self.classify_slow(key);
+        };
+        let mut best = NONE;
+        for t in &self.trees {
+            if t.min_id >= best {
+                break;
+            }
+            let leaf = self.walk(t.root, &k);
+            best = self.scan(leaf, &k, key, best);
+        }
+        (best != NONE).then_some(best)
+    }
+
+    /// Classifies `keys` into `out` (same length) in groups of 16: each
+    /// group walks every tree one level at a time for all its keys,
+    /// prefetching the next node, then scans the leaves (prefetched too).
+    /// No allocation.
+    ///
+    /// # Panics
+    /// If `out` is shorter than `keys`.
+    fn classify_batch(&self, keys: &[Key], out: &mut [Option<u32>]) {
+        assert!(out.len() >= keys.len(), "out is shorter than keys");
+        for (ks, os) in keys.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
+            let mut k4 = [K4::default(); GROUP];
+            let mut best = [NONE; GROUP];
+            let mut fast = [false; GROUP];
+            for (i, key) in ks.iter().enumerate() {
+                if let Some(k) = K4::of(key) {
+                    k4[i] = k;
+                    fast[i] = true;
+                }
+            }
+            let n = ks.len();
+            for t in &self.trees {
+                let mut r = [LEAF; GROUP];
+                let mut active = 0;
+                for i in 0..n {
+                    if fast[i] && t.min_id < best[i] {
+                        r[i] = t.root;
+                        active += 1;
+                    }
+                }
+                if active == 0 {
+                    continue;
+                }
+                loop {
+                    let mut inner = false;
+                    for i in 0..n {
+                        if r[i] & LEAF == 0 {
+                            let o = r[i] as usize;
+                            let h = self.mem[o];
+                            let c = self.mem[o + 1 + child_index(h, &k4[i])];
+                            r[i] = c;
+                            if c & LEAF == 0 {
+                                prefetch(&self.mem[c as usize]);
+                                inner = true;
+                            } else if let Some(e) = self.entries.get(c as u32 as usize) {
+                                prefetch(e);
+                            }
+                        }
+                    }
+                    if !inner {
+                        break;
+                    }
+                }
+                for i in 0..n {
+                    if fast[i] && t.min_id < best[i] {
+                        best[i] = self.scan(r[i], &k4[i], &ks[i], best[i]);
+                    }
+                }
+            }
+            for i in 0..n {
+                os[i] = if fast[i] {
+                    (best[i] != NONE).then_some(best[i])
+                } else {
+                    self.classify_slow(&ks[i])
+                };
+            }
+        }
+    }
+}
+
+/// A rule as boxes in the five tree fields.
+#[derive(Clone, Copy, Debug)]
+struct BRule {
+    lo: [u32; DIMS],
+    hi: [u32; DIMS],
+    entry: Entry,
+    /// Matches every IPv4 key in its box (no conditions beyond the box
+    /// and IP): may prune the rules after it.
+    plain: bool,
+}
+
+impl BRule {
+    fn of(i: usize, r: &Rule) -> BRule {
+        let (s, d) = (
+            r.src.v4_range().unwrap_or((0, 0)),
+            r.dst.v4_range().unwrap_or((0, 0)),
+        );
+        let lo = [
+            s.0,
+            d.0,
+            u32::from(r.sport.0),
+            u32::from(r.dport.0),
+            u32::from(r.proto.0),
+        ];
+        let hi = [
+            s.1,
+            d.1,
+            u32::from(r.sport.1),
+            u32::from(r.dport.1),
+            u32::from(r.proto.1),
+        ];
+        let extra = r.vlan.is_some()
+            || r.tcp_flags.1 != 0
+            || r.icmp_type.is_some()
+            || r.icmp_code.is_some();
+        let needs = r.needs();
+        BRule {
+            lo,
+            hi,
+            plain: !extra && needs & !has::IP == 0,
+            entry: Entry {
+                src_lo: s.0,
+                src_span: s.1 - s.0,
+                dst_lo: d.0,
+                dst_span: d.1 - d.0,
+                sp_lo: r.sport.0,
+                sp_span: r.sport.1 - r.sport.0,
+                dp_lo: r.dport.0,
+                dp_span: r.dport.1 - r.dport.0,
+                id: i as u32,
+                proto_lo: r.proto.0,
+                proto_span: r.proto.1 - r.proto.0,
+                needs,
+                extra: u8::from(extra),
+            },
+        }
+    }
+}
+
+/// An aligned box: per field, the low end and log2 of the width.
+type Boxx = [(u32, u8); DIMS];
+
+fn box_hi(b: (u32, u8)) -> u32 {
+    if b.1 >= 32 {
+        u32::MAX
+    } else {
+        b.0 + ((1u32 << b.1) - 1)
+    }
+}
+
+struct Builder<'a> {
+    br: &'a [BRule],
+    cfg: &'a Config,
+    mem: Vec<u64>,
+    entries: Vec<Entry>,
+    leaves: HashMap<Vec<u32>, u64>,
+    stats: Stats,
+}
+
+impl Builder<'_> {
+    /// Builds the subtree for `ids` (sorted, all meeting `bx`), returns its
+    /// child reference.
+    fn build(&mut self, bx: Boxx, mut ids: Vec<u32>, depth: usize) -> u64 {
+        // Prune after the first rule covering the whole box.
+        if let Some(p) = ids.iter().position(|&i| {
+            let r = &self.br[i as usize];
+            r.plain && (0..DIMS).all(|d| r.lo[d] <= bx[d].0 && r.hi[d] >= box_hi(bx[d]))
+        }) {
+            ids.truncate(p + 1);
+        }
+        if ids.len() <= self.cfg.binth || depth >= MAX_DEPTH || self.over_budget() {
+            return self.leaf(ids, depth);
+        }
+        let Some((d0, b0, d1, b1)) = self.choose_cut(&bx, &ids) else {
+            return self.leaf(ids, depth);
+        };
+        let s0 = bx[d0].1 - b0;
+        let s1 = bx[d1].1.saturating_sub(b1);
+        let nchild = 1usize << (b0 + b1);
+        let mut children: Vec<Vec<u32>> = vec![Vec::new(); nchild];
+        for &i in &ids {
+            let r = &self.br[i as usize];
+            let (l0, h0) = span(r, &bx, d0, s0, b0);
+            let (l1, h1) = if b1 == 0 {
+                (0, 0)
+            } else {
+                span(r, &bx, d1, s1, b1)
+            };
+            for c0 in l0..=h0 {
+                for c1 in l1..=h1 {
+                    children[(c0 << b1) | c1].push(i);
+                }
+            }
+        }
+        if children.iter().all(|c| c.len() == ids.len()) {
+            // The cut separated nothing.
+            return self.leaf(ids, depth);
+        }
+        let o = self.mem.len();
+        self.mem.push(header(d0, s0, b0, d1, s1, b1));
+        self.mem.resize(o + 1 + nchild, 0);
+        self.stats.nodes += 1;
+        for (c, ch) in children.into_iter().enumerate() {
+            let mut cb = bx;
+            let c0 = (c >> b1) as u32;
+            cb[d0] = (bx[d0].0 + (c0 << s0), s0);
+            if b1 > 0 {
+                let c1 = (c & ((1 << b1) - 1)) as u32;
+                cb[d1] = (bx[d1].0 + (c1 << s1), s1);
+            }
+            let r = self.build(cb, ch, depth + 1);
+            self.mem[o + 1 + c] = r;
+        }
+        o as u64
+    }
+
+    /// The cut for a node: the field with the most distinct ranges, a
+    /// second one if it is above the mean, and as many bits as the space
+    /// factor allows. `None` if no cut separates anything.
+    fn choose_cut(&self, bx: &Boxx, ids: &[u32]) -> Option<(usize, u8, usize, u8)> {
+        let mut distinct = [0usize; DIMS];
+        let mut proj: Vec<(u32, u32)> = Vec::with_capacity(ids.len());
+        for d in 0..DIMS {
+            if bx[d].1 == 0 {
+                continue;
+            }
+            proj.clear();
+            let (blo, bhi) = (bx[d].0, box_hi(bx[d]));
+            proj.extend(ids.iter().map(|&i| {
+                let r = &self.br[i as usize];
+                (r.lo[d].max(blo), r.hi[d].min(bhi))
+            }));
+            proj.sort_unstable();
+            proj.dedup();
+            distinct[d] = proj.len();
+        }
+        let mut order: Vec<usize> = (0..DIMS).filter(|&d| distinct[d] > 1).collect();
+        if order.is_empty() {
+            return None;
+        }
+        order.sort_by_key(|&d| std::cmp::Reverse(distinct[d]));
+        let mean = order.iter().map(|&d| distinct[d]).sum::<usize>() as f64 / order.len() as f64;
+        let d0 = order[0];
+        let d1 = order
+            .get(1)
+            .copied()
+            .filter(|&d| distinct[d] as f64 >= mean);
+        let n = ids.len() as f64;
+        let limit = self.cfg.spfac * n;
+        let cost = |b0: u8, b1: u8, d1: usize| -> (f64, usize) {
+            let s0 = bx[d0].1 - b0;
+            let s1 = bx[d1].1.saturating_sub(b1);
+            let mut total = 0usize;
+            let mut max = 0usize;
+            let nchild = 1usize << (b0 + b1);
+            // Max child size approximated by counting per child of the
+            // first field only when the cut is one-dimensional.
+            let mut per = vec![0usize; if b1 == 0 { nchild } else { 0 }];
+            for &i in ids {
+                let r = &self.br[i as usize];
+                let (l0, h0) = span(r, bx, d0, s0, b0);
+                let w1 = if b1 == 0 {
+                    1
+                } else {
+                    let (l1, h1) = span(r, bx, d1, s1, b1);
+                    h1 - l1 + 1
+                };
+                total += (h0 - l0 + 1) * w1;
+                if b1 == 0 {
+                    for p in &mut per[l0..=h0] {
+                        *p += 1;
+                    }
+                }
+            }
+            for p in per {
+                max = max.max(p);
+            }
+            (total as f64 + nchild as f64, max)
+        };
+        let (mut b0, mut b1) = (1u8, 0u8);
+        let dd1 = d1.unwrap_or(d0);
+        loop {
+            // Try one more bit on either field; keep the cheaper.
+            let mut best: Option<(f64, u8, u8)> = None;
+            if b0 + b1 < self.cfg.max_cut_bits {
+                if b0 < bx[d0].1 {
+                    let c = cost(b0 + 1, b1, dd1).0;
+                    best = Some((c, b0 + 1, b1));
+                }
+                if d1.is_some() && b1 < bx[dd1].1 {
+                    let c = cost(b0, b1 + 1, dd1).0;
+                    if best.is_none_or(|(bc, _, _)| c < bc) {
+                        best = Some((c, b0, b1 + 1));
+                    }
+                }
+            }
+            match best {
+                Some((c, nb0, nb1)) if c <= limit => {
+                    b0 = nb0;
+                    b1 = nb1;
+                }
+                _ => break,
+            }
+        }
+        if b1 == 0 {
+            // A one-field cut that leaves every rule in every child does
+            // not separate anything.
+            let (total, max) = cost(b0, 0, d0);
+            if max == ids.len() && total >= (ids.len() << b0) as f64 {
+                return None;
+            }
+        }
+        Some((d0, b0, dd1, b1))
+    }
+
+    /// Whether the memory cap is reached: entries are 32 bytes, node
+    /// words 8.
+    fn over_budget(&self) -> bool {
+        self.entries.len() + self.mem.len() / 4 >= self.cfg.max_entries
+    }
+
+    fn leaf(&mut self, ids: Vec<u32>, depth: usize) -> u64 {
+        self.stats.max_depth = self.stats.max_depth.max(depth);
+        if let Some(&r) = self.leaves.get(&ids) {
+            return r;
+        }
+        let start = self.entries.len();
+        self.entries
+            .extend(ids.iter().map(|&i| self.br[i as usize].entry));
+        self.stats.leaves += 1;
+        self.stats.max_leaf = self.stats.max_leaf.max(ids.len());
+        let r = LEAF | (ids.len() as u64) << 32 | start as u64;
+        self.leaves.insert(ids, r);
+        r
+    }
+}
+
+/// The children of a cut of field `d` (shift `s`, `b` bits) that rule `r`
+/// meets, as an inclusive index range.
+#[inline]
+fn span(r: &BRule, bx: &Boxx, d: usize, s: u8, b: u8) -> (usize, usize) {
+    let (blo, bhi) = (bx[d].0, box_hi(bx[d]));
+    let lo = r.lo[d].max(blo) - blo;
+    let hi = r.hi[d].min(bhi) - blo;
+    let m = (1u64 << b) - 1;
+    (
+        ((u64::from(lo) >> s) & m) as usize,
+        ((u64::from(hi) >> s) & m) as usize,
+    )
+}
+
+/// Keeps the compact entry at 32 bytes (two per cache line).
+const _: () = assert!(std::mem::size_of::<Entry>() == 32);
