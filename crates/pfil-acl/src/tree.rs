@@ -6,11 +6,13 @@
 //! level at a time with software prefetch.
 //!
 //! # Layout
-//! Everything is in two flat arrays. `mem` holds the nodes: an internal
-//! node at offset `o` is a header word (the cut: field and bit position of
-//! each of up to two cut fields) followed by its child references. A child
-//! reference is a `u64`: bit 63 clear, an offset into `mem`; set, a leaf:
-//! bits 0..32 the first entry in `entries`, bits 32..63 the entry count.
+//! Everything is in two flat arrays, indexed by `u32` offsets. `mem` holds
+//! the child arrays of internal nodes; `entries` the leaves. A node
+//! reference is a `u64`: bit 63 clear, an internal node: bits 0..32 the
+//! offset of its children in `mem`, bits 32..59 its cut (field, shift and
+//! bit count of up to two cut fields), so each level is a single load;
+//! bit 63 set, a leaf: bits 0..32 its first entry, bits 32..62 its number
+//! of 8-entry blocks, bit 62 whether some rule in it needs its full check.
 //! Boxes are aligned powers of two, so a child index is a few bits of the
 //! key fields, taken with a shift and a mask.
 //!
@@ -32,9 +34,15 @@ use crate::Classify;
 
 const DIMS: usize = 5;
 const LEAF: u64 = 1 << 63;
+/// In a leaf reference: some entry needs its full rule checked.
+const EXTRA: u64 = 1 << 62;
+/// In a leaf reference, after `>> 32`: the number of blocks.
+const BLOCKS_MASK: u64 = (1 << 30) - 1;
+/// Entries per leaf block.
+const BLOCK: usize = 8;
 const NONE: u32 = u32::MAX;
-/// Keys per group in [`Classifier::classify_batch`].
-const GROUP: usize = 16;
+/// How many keys ahead [`Classifier::classify_batch`] prefetches.
+pub const AHEAD: usize = 4;
 /// Deepest node; a subtree this deep becomes a leaf.
 const MAX_DEPTH: usize = 32;
 
@@ -60,7 +68,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Config {
         Config {
-            binth: 8,
+            binth: 16,
             spfac: 4.0,
             max_cut_bits: 8,
             max_entries: 1 << 21,
@@ -114,6 +122,23 @@ struct Entry {
 }
 
 impl Entry {
+    /// Fills a leaf's last block: never hits (no key has this `has` bit).
+    const PAD: Entry = Entry {
+        src_lo: 0,
+        src_span: 0,
+        dst_lo: 0,
+        dst_span: 0,
+        sp_lo: 0,
+        sp_span: 0,
+        dp_lo: 0,
+        dp_span: 0,
+        id: NONE,
+        proto_lo: 0,
+        proto_span: 0,
+        needs: 0x80,
+        extra: 0,
+    };
+
     #[inline(always)]
     fn hit(&self, k: &K4) -> bool {
         (k.f[0].wrapping_sub(self.src_lo) <= self.src_span)
@@ -128,7 +153,9 @@ impl Entry {
 /// An IPv4 key as the trees see it.
 #[derive(Clone, Copy, Default)]
 struct K4 {
-    f: [u32; DIMS],
+    /// src, dst, sport, dport, proto; 8 slots so that a field number
+    /// masked with 7 needs no bounds check.
+    f: [u32; 8],
     has: u8,
 }
 
@@ -144,6 +171,9 @@ impl K4 {
                     u32::from(k.sport),
                     u32::from(k.dport),
                     u32::from(k.proto),
+                    0,
+                    0,
+                    0,
                 ],
                 has: k.has,
             })
@@ -179,25 +209,31 @@ pub struct Classifier {
 /// The cut of a node: field and shift of up to two fields, and how many
 /// bits of each.
 #[inline(always)]
-fn child_index(h: u64, k: &K4) -> usize {
-    let d0 = (h & 0xff) as usize;
-    let s0 = (h >> 8) & 0xff;
-    let b0 = (h >> 16) & 0xff;
-    let d1 = ((h >> 24) & 0xff) as usize;
-    let s1 = (h >> 32) & 0xff;
-    let b1 = (h >> 40) & 0xff;
-    let v0 = (u64::from(k.f[d0 % DIMS]) >> s0) & ((1 << b0) - 1);
-    let v1 = (u64::from(k.f[d1 % DIMS]) >> s1) & ((1 << b1) - 1);
+fn child_index(r: u64, k: &K4) -> usize {
+    let h = r >> 32;
+    let d0 = (h & 7) as usize;
+    let s0 = (h >> 3) & 31;
+    let b0 = (h >> 8) & 31;
+    let d1 = ((h >> 13) & 7) as usize;
+    let s1 = (h >> 16) & 63;
+    let b1 = (h >> 22) & 31;
+    let v0 = (u64::from(k.f[d0]) >> s0) & !(u64::MAX << b0);
+    let v1 = (u64::from(k.f[d1]) >> s1) & !(u64::MAX << b1);
     ((v0 << b1) | v1) as usize
 }
 
-fn header(d0: usize, s0: u8, b0: u8, d1: usize, s1: u8, b1: u8) -> u64 {
-    d0 as u64
-        | u64::from(s0) << 8
-        | u64::from(b0) << 16
-        | (d1 as u64) << 24
-        | u64::from(s1) << 32
-        | u64::from(b1) << 40
+/// The reference to an internal node whose children start at `o`: the
+/// cut is packed into the reference, so a level costs one load.
+fn node_ref(o: usize, d0: usize, s0: u8, b0: u8, d1: usize, s1: u8, b1: u8) -> u64 {
+    debug_assert!(d0 < 8 && d1 < 8 && s0 < 32 && b0 < 32 && s1 < 64 && b1 < 32);
+    debug_assert!(o < 1 << 32);
+    let h = d0 as u64
+        | u64::from(s0) << 3
+        | u64::from(b0) << 8
+        | (d1 as u64) << 13
+        | u64::from(s1) << 16
+        | u64::from(b1) << 22;
+    h << 32 | o as u64
 }
 
 /// Software prefetch of the cache line holding `p` (a hint: no effect on
@@ -267,6 +303,12 @@ impl Classifier {
             leaves: HashMap::new(),
             stats: Stats::default(),
         };
+        let cfg = &Config {
+            max_cut_bits: cfg.max_cut_bits.clamp(1, 24),
+            binth: cfg.binth.max(1),
+            ..*cfg
+        };
+        b.cfg = cfg;
         let mut trees = Vec::new();
         for ids in subsets.into_iter().filter(|s| !s.is_empty()) {
             let min_id = ids[0];
@@ -305,22 +347,76 @@ impl Classifier {
         &self.rules
     }
 
+    /// What a lookup of `key` costs: (trees walked, internal nodes
+    /// visited, leaf entries compared, padding included). For tuning and reports.
+    pub fn lookup_cost(&self, key: &Key) -> (usize, usize, usize) {
+        let Some(k) = K4::of(key) else {
+            return (0, 0, self.rules.len());
+        };
+        let (mut trees, mut nodes, mut entries) = (0, 0, 0);
+        let mut best = NONE;
+        for t in &self.trees {
+            if t.min_id >= best {
+                break;
+            }
+            trees += 1;
+            let mut r = t.root;
+            while r & LEAF == 0 {
+                nodes += 1;
+                r = self.mem[(r as u32 as usize) + child_index(r, &k)];
+            }
+            entries += ((r >> 32) & BLOCKS_MASK) as usize * BLOCK;
+            best = self.scan(r, &k, key, best);
+        }
+        (trees, nodes, entries)
+    }
+
     #[inline(always)]
     fn walk(&self, mut r: u64, k: &K4) -> u64 {
         while r & LEAF == 0 {
-            let o = r as usize;
-            let h = self.mem[o];
-            r = self.mem[o + 1 + child_index(h, k)];
+            r = self.mem[(r as u32 as usize) + child_index(r, k)];
         }
         r
     }
 
     /// Best (smallest) matching rule index in leaf `r`, or `best`.
+    ///
+    /// A leaf is whole blocks of [`BLOCK`] entries (padded with entries
+    /// that never hit), so the common one-block leaf is a fixed-length,
+    /// branch-free test of 8 entries and a conditional move.
     #[inline(always)]
     fn scan(&self, r: u64, k: &K4, key: &Key, best: u32) -> u32 {
+        if r & EXTRA != 0 {
+            return self.scan_extra(r, k, key, best);
+        }
         let start = r as u32 as usize;
-        let len = ((r >> 32) & 0x7fff_ffff) as usize;
-        for e in &self.entries[start..start + len] {
+        let blocks = ((r >> 32) & BLOCKS_MASK) as usize;
+        for b in 0..blocks {
+            let at = start + b * BLOCK;
+            let Some(blk) = self.entries.get(at..at + BLOCK) else {
+                break;
+            };
+            let mut hits = 0u32;
+            for (j, e) in blk.iter().enumerate() {
+                hits |= u32::from(e.hit(k)) << j;
+            }
+            // Entries are in rule order: the first hit is the best.
+            let id = blk[(hits.trailing_zeros() as usize) & (BLOCK - 1)].id;
+            if hits != 0 {
+                return id.min(best);
+            }
+        }
+        best
+    }
+
+    /// [`scan`](Self::scan) for leaves holding rules with conditions the
+    /// entries do not hold (VLAN, TCP flags, ICMP): those are checked on
+    /// the full rule.
+    #[cold]
+    fn scan_extra(&self, r: u64, k: &K4, key: &Key, best: u32) -> u32 {
+        let start = r as u32 as usize;
+        let blocks = ((r >> 32) & BLOCKS_MASK) as usize;
+        for e in &self.entries[start..start + blocks * BLOCK] {
             if e.id >= best {
                 break;
             }
@@ -329,6 +425,25 @@ impl Classifier {
             }
         }
         best
+    }
+
+    /// The first-level node of `k` in every tree: prefetched a few keys
+    /// ahead by the batch lookup.
+    #[inline(always)]
+    fn prefetch_first_level(&self, k: &K4) {
+        for t in &self.trees {
+            let r = t.root;
+            if r & LEAF == 0 {
+                let c = self.mem[(r as u32 as usize) + child_index(r, k)];
+                if c & LEAF == 0 {
+                    if let Some(m) = self.mem.get((c as u32 as usize) + child_index(c, k)) {
+                        prefetch(m);
+                    }
+                } else if let Some(e) = self.entries.get(c as u32 as usize) {
+                    prefetch(e);
+                }
+            }
+        }
     }
 
     #[cold]
@@ -370,71 +485,20 @@ impl Classify for Classifier {
         (best != NONE).then_some(best)
     }
 
-    /// Classifies `keys` into `out` (same length) in groups of 16: each
-    /// group walks every tree one level at a time for all its keys,
-    /// prefetching the next node, then scans the leaves (prefetched too).
-    /// No allocation.
+    /// Classifies `keys` into `out`: each key is looked up as by
+    /// [`classify`](Classify::classify) while the first-level nodes of the
+    /// key [`AHEAD`] positions later are prefetched in every tree, so
+    /// their cache misses overlap the current lookup. No allocation.
     ///
     /// # Panics
     /// If `out` is shorter than `keys`.
     fn classify_batch(&self, keys: &[Key], out: &mut [Option<u32>]) {
         assert!(out.len() >= keys.len(), "out is shorter than keys");
-        for (ks, os) in keys.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
-            let mut k4 = [K4::default(); GROUP];
-            let mut best = [NONE; GROUP];
-            let mut fast = [false; GROUP];
-            for (i, key) in ks.iter().enumerate() {
-                if let Some(k) = K4::of(key) {
-                    k4[i] = k;
-                    fast[i] = true;
-                }
+        for i in 0..keys.len() {
+            if let Some(k) = keys.get(i + AHEAD).and_then(K4::of) {
+                self.prefetch_first_level(&k);
             }
-            let n = ks.len();
-            for t in &self.trees {
-                let mut r = [LEAF; GROUP];
-                let mut active = 0;
-                for i in 0..n {
-                    if fast[i] && t.min_id < best[i] {
-                        r[i] = t.root;
-                        active += 1;
-                    }
-                }
-                if active == 0 {
-                    continue;
-                }
-                loop {
-                    let mut inner = false;
-                    for i in 0..n {
-                        if r[i] & LEAF == 0 {
-                            let o = r[i] as usize;
-                            let h = self.mem[o];
-                            let c = self.mem[o + 1 + child_index(h, &k4[i])];
-                            r[i] = c;
-                            if c & LEAF == 0 {
-                                prefetch(&self.mem[c as usize]);
-                                inner = true;
-                            } else if let Some(e) = self.entries.get(c as u32 as usize) {
-                                prefetch(e);
-                            }
-                        }
-                    }
-                    if !inner {
-                        break;
-                    }
-                }
-                for i in 0..n {
-                    if fast[i] && t.min_id < best[i] {
-                        best[i] = self.scan(r[i], &k4[i], &ks[i], best[i]);
-                    }
-                }
-            }
-            for i in 0..n {
-                os[i] = if fast[i] {
-                    (best[i] != NONE).then_some(best[i])
-                } else {
-                    self.classify_slow(&ks[i])
-                };
-            }
+            out[i] = self.classify(&keys[i]);
         }
     }
 }
@@ -558,8 +622,7 @@ impl Builder<'_> {
             return self.leaf(ids, depth);
         }
         let o = self.mem.len();
-        self.mem.push(header(d0, s0, b0, d1, s1, b1));
-        self.mem.resize(o + 1 + nchild, 0);
+        self.mem.resize(o + nchild, 0);
         self.stats.nodes += 1;
         for (c, ch) in children.into_iter().enumerate() {
             let mut cb = bx;
@@ -570,9 +633,9 @@ impl Builder<'_> {
                 cb[d1] = (bx[d1].0 + (c1 << s1), s1);
             }
             let r = self.build(cb, ch, depth + 1);
-            self.mem[o + 1 + c] = r;
+            self.mem[o + c] = r;
         }
-        o as u64
+        node_ref(o, d0, s0, b0, d1, s1, b1)
     }
 
     /// The cut for a node: the field with the most distinct ranges, a
@@ -688,9 +751,16 @@ impl Builder<'_> {
         let start = self.entries.len();
         self.entries
             .extend(ids.iter().map(|&i| self.br[i as usize].entry));
+        let blocks = ids.len().div_ceil(BLOCK);
+        self.entries.resize(start + blocks * BLOCK, Entry::PAD);
         self.stats.leaves += 1;
         self.stats.max_leaf = self.stats.max_leaf.max(ids.len());
-        let r = LEAF | (ids.len() as u64) << 32 | start as u64;
+        let extra = if ids.iter().any(|&i| self.br[i as usize].entry.extra != 0) {
+            EXTRA
+        } else {
+            0
+        };
+        let r = LEAF | extra | (blocks as u64) << 32 | start as u64;
         self.leaves.insert(ids, r);
         r
     }

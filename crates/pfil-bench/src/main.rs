@@ -6,6 +6,10 @@
 //!   statistics, Student's t comparisons against the first file and an
 //!   ASCII-art plot, with output identical to ministat's.
 //!
+//! * `acl` — ns/packet of the pfil-acl classifier against linear scan and
+//!   DPDK's rte_acl (`dpdk-test-acl`) on the ClassBench sets, after
+//!   checking that all of them pick the same rule for every header.
+//!
 //! * `study` — Max Laier's pfil lock study (seed 001) on the real
 //!   registry: hooks × chain lengths × batch sizes × reader threads, with
 //!   and without a background writer, for every chain-publishing strategy,
@@ -15,6 +19,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod acl;
 mod ministat;
 mod study;
 
@@ -41,6 +46,10 @@ enum Command {
     /// thread count under each chain-publishing strategy, compared with the
     /// unsynchronized limit.
     Study(study::StudyArgs),
+    /// ACL classification: ns/packet of our classifier, linear scan and
+    /// DPDK's rte_acl on the ClassBench sets, same rules and trace, results
+    /// checked header by header.
+    Acl(acl::AclArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +57,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Ministat(args) => ministat::run(&args).map_err(|e| e.to_string()),
         Command::Study(args) => study::run(&args),
+        Command::Acl(args) => acl::run(&args),
     };
     match result {
         Ok(text) => {
