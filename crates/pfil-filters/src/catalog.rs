@@ -194,7 +194,9 @@ impl Catalog {
         Catalog::default()
     }
 
-    /// The real filters of this crate: `null`, `count`, `drop-udp:PORT`.
+    /// The real filters of this crate: `null`, `count`, `drop-udp:PORT`,
+    /// `acl:RULES` (a rules file, or inline rules separated by `;`; see
+    /// [`crate::acl`]).
     pub fn builtin() -> Catalog {
         let mut c = Catalog::new();
         let modules = [
@@ -217,6 +219,16 @@ impl Catalog {
                     cfg.parse::<u16>()
                         .map(|p| Arc::new(DropUdpPort(p)) as Arc<dyn Filter>)
                         .map_err(|_| "PORT a UDP port (0-65535)".to_owned())
+                },
+            ),
+            Module::with_config(
+                "acl",
+                "RULES",
+                "first-match ACL: RULES is a rules file (pf-like text or ClassBench) or rules separated by `;`",
+                "acl:drop proto tcp to any port 22; pass all",
+                |cfg, ctx| {
+                    crate::Acl::from_config(cfg, ctx.max_workers)
+                        .map(|a| Arc::new(a) as Arc<dyn Filter>)
                 },
             ),
         ];
@@ -330,12 +342,20 @@ mod tests {
                 e,
                 CatalogError::UnknownModule {
                     module: "nope".into(),
-                    known: vec!["null".into(), "count".into(), "drop-udp:PORT".into()],
+                    known: vec![
+                        "null".into(),
+                        "count".into(),
+                        "drop-udp:PORT".into(),
+                        "acl:RULES".into()
+                    ],
                 }
             );
             let msg = e.to_string();
             assert!(msg.contains("unknown hook `nope`"), "{msg}");
-            assert!(msg.contains("null, count, drop-udp:PORT"), "{msg}");
+            assert!(
+                msg.contains("null, count, drop-udp:PORT, acl:RULES"),
+                "{msg}"
+            );
         }
     }
 
@@ -352,6 +372,8 @@ mod tests {
             ("drop-udp:", "PORT a UDP port"),
             ("drop-udp", "PORT is missing"),
             ("count:3", "`count` takes no config"),
+            ("acl", "RULES is missing"),
+            ("acl:pass al", "line 1, column 6: expected"),
         ] {
             let e = c.create(spec, &ctx).err().unwrap();
             assert!(matches!(e, CatalogError::BadConfig { .. }), "{spec}: {e:?}");
@@ -366,7 +388,7 @@ mod tests {
         let c = Catalog::builtin();
         let ctx = BuildCtx::new(2);
         let names: Vec<_> = c.modules().map(Module::name).collect();
-        assert_eq!(names, ["null", "count", "drop-udp"]);
+        assert_eq!(names, ["null", "count", "drop-udp", "acl"]);
         for m in c.modules() {
             let f = c.create(m.example(), &ctx).unwrap();
             assert_eq!(verdict(&*f, &mut [0u8; 20]), Verdict::Pass, "{}", m.name());
@@ -375,6 +397,11 @@ mod tests {
         let dns = c.create("drop-udp:53", &ctx).unwrap();
         assert_eq!(verdict(&*dns, &mut udp(53)), Verdict::Dropped);
         assert_eq!(verdict(&*dns, &mut udp(54)), Verdict::Pass);
+        let ssh = c
+            .create("acl:drop proto udp to any port 53; pass all", &ctx)
+            .unwrap();
+        assert_eq!(verdict(&*ssh, &mut udp(53)), Verdict::Dropped);
+        assert_eq!(verdict(&*ssh, &mut udp(54)), Verdict::Pass);
         let null = c.create("null", &ctx).unwrap();
         assert_eq!(verdict(&*null, &mut udp(53)), Verdict::Pass);
     }
@@ -393,6 +420,6 @@ mod tests {
         let table = c.help_table(2);
         assert!(table.contains("  drop-udp:PORT  drop UDP"), "{table}");
         assert!(table.contains("(e.g. drop-udp:53)"), "{table}");
-        assert_eq!(table.lines().count(), 4, "{table}");
+        assert_eq!(table.lines().count(), 5, "{table}");
     }
 }

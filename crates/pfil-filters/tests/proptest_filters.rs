@@ -13,7 +13,7 @@ mod frames;
 use std::cell::RefCell;
 
 use pfil::{Ctx, Dir, Dirs, Filter, Packet, PacketKind, Placement, Registry, Verdict, L4};
-use pfil_filters::{BuildCtx, Catalog, Count, DropUdpPort, Null};
+use pfil_filters::{Acl, BuildCtx, Catalog, Count, DropUdpPort, Null};
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 
@@ -37,6 +37,21 @@ fn filters(port: u16) -> Vec<(&'static str, Box<dyn Filter>, Expected)> {
         ("null", Box::new(Null), pass),
         ("count", Box::new(Count::new(WORKERS)), pass),
         ("drop-udp", Box::new(DropUdpPort(port)), udp_port),
+        // The same policy as an ACL: its key extraction and classifier on
+        // arbitrary frames must agree with drop-udp.
+        (
+            "acl",
+            Box::new(
+                Acl::from_config(
+                    &format!(
+                        "pass proto tcp flags S/SA; drop proto udp to any port {port}; pass all"
+                    ),
+                    WORKERS,
+                )
+                .unwrap(),
+            ),
+            udp_port,
+        ),
     ]
 }
 
