@@ -67,18 +67,17 @@
 //!
 //! # The classifier
 //! See [`tree`] for the algorithm (partitioned HyperCuts-style decision
-//! trees with small leaves and batched, prefetching lookups) and
+//! trees with small leaves scanned branch-free) and
 //! `BENCHMARKS.md` for how it compares with linear scan and DPDK's
 //! rte_acl.
 
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod classbench;
 mod linear;
 mod rule;
 pub mod text;
-#[allow(unsafe_code, reason = "one prefetch hint, see its SAFETY comment")]
 pub mod tree;
 
 pub use linear::Linear;

@@ -41,8 +41,10 @@ const BLOCKS_MASK: u64 = (1 << 30) - 1;
 /// Entries per leaf block.
 const BLOCK: usize = 8;
 const NONE: u32 = u32::MAX;
-/// How many keys ahead [`Classifier::classify_batch`] prefetches.
-pub const AHEAD: usize = 4;
+/// Keys walked in lockstep by [`Classifier::classify_lockstep`].
+pub const GROUP: usize = 8;
+/// An empty leaf: a tree a key skips.
+const EMPTY: u64 = LEAF;
 /// Deepest node; a subtree this deep becomes a leaf.
 const MAX_DEPTH: usize = 32;
 
@@ -63,6 +65,9 @@ pub struct Config {
     /// A field is "small" for partitioning when its prefix is at least
     /// this long.
     pub small_prefix: u8,
+    /// A subset with fewer than 1/`merge_below` of the rules (and fewer
+    /// than 16 in any case) is merged into the general one.
+    pub merge_below: usize,
 }
 
 impl Default for Config {
@@ -73,6 +78,7 @@ impl Default for Config {
             max_cut_bits: 8,
             max_entries: 1 << 21,
             small_prefix: 16,
+            merge_below: 16,
         }
     }
 }
@@ -236,27 +242,6 @@ fn node_ref(o: usize, d0: usize, s0: u8, b0: u8, d1: usize, s1: u8, b1: u8) -> u
     h << 32 | o as u64
 }
 
-/// Software prefetch of the cache line holding `p` (a hint: no effect on
-/// results).
-#[inline(always)]
-fn prefetch<T>(p: &T) {
-    #[cfg(target_arch = "x86_64")]
-    #[allow(
-        unused_unsafe,
-        reason = "_mm_prefetch is a safe fn on newer toolchains"
-    )]
-    // SAFETY: a prefetch is a hint that never faults and reads nothing
-    // the program observes; `p` is a valid reference anyway. SSE, which
-    // `_mm_prefetch` needs, is part of the x86_64 baseline.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-            (p as *const T).cast::<i8>(),
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 impl Classifier {
     /// Builds the classifier for `rs` with the default [`Config`].
     pub fn new(rs: &Ruleset) -> Classifier {
@@ -290,6 +275,18 @@ impl Classifier {
             let s = usize::from(small(r.src)) | usize::from(small(r.dst)) << 1;
             subsets[s].push(i);
         }
+        // Small subsets cost a tree walk per lookup for few rules: they
+        // join the general subset (both addresses large), whose tree cuts
+        // whatever separates them.
+        let total: usize = subsets.iter().map(Vec::len).sum();
+        let floor = (total / cfg.merge_below.max(1)).max(16);
+        for s in 1..4 {
+            if !subsets[s].is_empty() && subsets[s].len() < floor {
+                let moved = std::mem::take(&mut subsets[s]);
+                subsets[0].extend(moved);
+            }
+        }
+        subsets[0].sort_unstable();
         let brules: Vec<BRule> = rules
             .iter()
             .enumerate()
@@ -427,21 +424,75 @@ impl Classifier {
         best
     }
 
-    /// The first-level node of `k` in every tree: prefetched a few keys
-    /// ahead by the batch lookup.
-    #[inline(always)]
-    fn prefetch_first_level(&self, k: &K4) {
-        for t in &self.trees {
-            let r = t.root;
-            if r & LEAF == 0 {
-                let c = self.mem[(r as u32 as usize) + child_index(r, k)];
-                if c & LEAF == 0 {
-                    if let Some(m) = self.mem.get((c as u32 as usize) + child_index(c, k)) {
-                        prefetch(m);
-                    }
-                } else if let Some(e) = self.entries.get(c as u32 as usize) {
-                    prefetch(e);
+    /// Classifies `keys` into `out`, [`GROUP`] keys at a time: in each
+    /// tree the group's walks advance in lockstep, one level per step, with
+    /// no branch per key (a key that reached its leaf re-reads a hot word
+    /// and keeps its leaf), so the group's cache misses overlap. Same
+    /// results as [`Classify::classify_batch`]; measured slower than it on
+    /// the ClassBench sets on our 2-core test machine (BENCHMARKS.md), so
+    /// kept as the alternative `pfil-bench acl --lockstep` measures.
+    ///
+    /// # Panics
+    /// If `out` is shorter than `keys`.
+    pub fn classify_lockstep(&self, keys: &[Key], out: &mut [Option<u32>]) {
+        assert!(out.len() >= keys.len(), "out is shorter than keys");
+        if self.mem.is_empty() {
+            // No internal node anywhere: leaves only.
+            for (k, o) in keys.iter().zip(out.iter_mut()) {
+                *o = self.classify(k);
+            }
+            return;
+        }
+        for (ks, os) in keys.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
+            if ks.len() < GROUP {
+                for (k, o) in ks.iter().zip(os.iter_mut()) {
+                    *o = self.classify(k);
                 }
+                continue;
+            }
+            let mut k4 = [K4::default(); GROUP];
+            let mut fast = [false; GROUP];
+            for i in 0..GROUP {
+                if let Some(k) = K4::of(&ks[i]) {
+                    k4[i] = k;
+                    fast[i] = true;
+                }
+            }
+            let mut best = [NONE; GROUP];
+            for t in &self.trees {
+                let mut r = [EMPTY; GROUP];
+                for i in 0..GROUP {
+                    if fast[i] && t.min_id < best[i] {
+                        r[i] = t.root;
+                    }
+                }
+                loop {
+                    let mut inner = 0u64;
+                    for i in 0..GROUP {
+                        let leaf = r[i] & LEAF != 0;
+                        let at = if leaf {
+                            0
+                        } else {
+                            (r[i] as u32 as usize) + child_index(r[i], &k4[i])
+                        };
+                        let next = self.mem[at];
+                        r[i] = if leaf { r[i] } else { next };
+                        inner |= !next & !r[i] & LEAF;
+                    }
+                    if inner == 0 {
+                        break;
+                    }
+                }
+                for i in 0..GROUP {
+                    best[i] = self.scan(r[i], &k4[i], &ks[i], best[i]);
+                }
+            }
+            for i in 0..GROUP {
+                os[i] = if fast[i] {
+                    (best[i] != NONE).then_some(best[i])
+                } else {
+                    self.classify_slow(&ks[i])
+                };
             }
         }
     }
@@ -485,20 +536,17 @@ impl Classify for Classifier {
         (best != NONE).then_some(best)
     }
 
-    /// Classifies `keys` into `out`: each key is looked up as by
-    /// [`classify`](Classify::classify) while the first-level nodes of the
-    /// key [`AHEAD`] positions later are prefetched in every tree, so
-    /// their cache misses overlap the current lookup. No allocation.
+    /// Classifies `keys` into `out`, one [`classify`](Classify::classify)
+    /// per key, keys in order. No allocation. (Interleaved walks with
+    /// software prefetch were measured slower on the ClassBench sets; see
+    /// [`Classifier::classify_lockstep`].)
     ///
     /// # Panics
     /// If `out` is shorter than `keys`.
     fn classify_batch(&self, keys: &[Key], out: &mut [Option<u32>]) {
         assert!(out.len() >= keys.len(), "out is shorter than keys");
-        for i in 0..keys.len() {
-            if let Some(k) = keys.get(i + AHEAD).and_then(K4::of) {
-                self.prefetch_first_level(&k);
-            }
-            out[i] = self.classify(&keys[i]);
+        for (k, o) in keys.iter().zip(out.iter_mut()) {
+            *o = self.classify(k);
         }
     }
 }
@@ -561,6 +609,10 @@ impl BRule {
         }
     }
 }
+
+/// A cut: field and bits of the first field, field and bits of the
+/// second (0 bits: none).
+type Cut = (usize, u8, usize, u8);
 
 /// An aligned box: per field, the low end and log2 of the width.
 type Boxx = [(u32, u8); DIMS];
@@ -638,103 +690,96 @@ impl Builder<'_> {
         node_ref(o, d0, s0, b0, d1, s1, b1)
     }
 
-    /// The cut for a node: the field with the most distinct ranges, a
-    /// second one if it is above the mean, and as many bits as the space
-    /// factor allows. `None` if no cut separates anything.
-    fn choose_cut(&self, bx: &Boxx, ids: &[u32]) -> Option<(usize, u8, usize, u8)> {
-        let mut distinct = [0usize; DIMS];
-        let mut proj: Vec<(u32, u32)> = Vec::with_capacity(ids.len());
+    /// Children's total and largest rule count for a cut of `b0` bits of
+    /// field `d0` and `b1` bits of `d1`.
+    fn cut_cost(
+        &self,
+        bx: &Boxx,
+        ids: &[u32],
+        (d0, b0, d1, b1): Cut,
+        per: &mut Vec<u32>,
+    ) -> (usize, usize) {
+        let s0 = bx[d0].1 - b0;
+        let s1 = bx[d1].1.saturating_sub(b1);
+        per.clear();
+        per.resize(1 << (b0 + b1), 0);
+        let mut total = 0;
+        for &i in ids {
+            let r = &self.br[i as usize];
+            let (l0, h0) = span(r, bx, d0, s0, b0);
+            let (l1, h1) = if b1 == 0 {
+                (0, 0)
+            } else {
+                span(r, bx, d1, s1, b1)
+            };
+            total += (h0 - l0 + 1) * (h1 - l1 + 1);
+            for c0 in l0..=h0 {
+                for p in &mut per[(c0 << b1) | l1..=(c0 << b1) | h1] {
+                    *p += 1;
+                }
+            }
+        }
+        (total, per.iter().copied().max().unwrap_or(0) as usize)
+    }
+
+    /// The cut for a node: for each field, as many bits as the space
+    /// factor allows (children's rules plus children at most `spfac` × the
+    /// node's rules); the field whose largest child is smallest wins
+    /// (fewer rules in total breaks ties); then bits of a second field are
+    /// added while they shrink the largest child within the same budget.
+    /// `None` if no cut separates anything.
+    fn choose_cut(&self, bx: &Boxx, ids: &[u32]) -> Option<Cut> {
+        let n = ids.len();
+        let limit = (self.cfg.spfac * n as f64) as usize;
+        let maxb = self.cfg.max_cut_bits;
+        let mut per = Vec::new();
+        // (max child, total, field, bits)
+        let mut best: Option<(usize, usize, usize, u8)> = None;
         for d in 0..DIMS {
-            if bx[d].1 == 0 {
-                continue;
+            let mut found = None;
+            for b in 1..=maxb.min(bx[d].1) {
+                let (total, max) = self.cut_cost(bx, ids, (d, b, d, 0), &mut per);
+                if total + (1 << b) > limit && b > 1 {
+                    break;
+                }
+                found = Some((max, total, d, b));
+                if total + (1 << b) > limit || max <= 1 {
+                    break;
+                }
             }
-            proj.clear();
-            let (blo, bhi) = (bx[d].0, box_hi(bx[d]));
-            proj.extend(ids.iter().map(|&i| {
-                let r = &self.br[i as usize];
-                (r.lo[d].max(blo), r.hi[d].min(bhi))
-            }));
-            proj.sort_unstable();
-            proj.dedup();
-            distinct[d] = proj.len();
+            if let Some(f) = found {
+                if best.is_none_or(|bb| (f.0, f.1) < (bb.0, bb.1)) {
+                    best = Some(f);
+                }
+            }
         }
-        let mut order: Vec<usize> = (0..DIMS).filter(|&d| distinct[d] > 1).collect();
-        if order.is_empty() {
-            return None;
-        }
-        order.sort_by_key(|&d| std::cmp::Reverse(distinct[d]));
-        let mean = order.iter().map(|&d| distinct[d]).sum::<usize>() as f64 / order.len() as f64;
-        let d0 = order[0];
-        let d1 = order
-            .get(1)
-            .copied()
-            .filter(|&d| distinct[d] as f64 >= mean);
-        let n = ids.len() as f64;
-        let limit = self.cfg.spfac * n;
-        let cost = |b0: u8, b1: u8, d1: usize| -> (f64, usize) {
-            let s0 = bx[d0].1 - b0;
-            let s1 = bx[d1].1.saturating_sub(b1);
-            let mut total = 0usize;
-            let mut max = 0usize;
-            let nchild = 1usize << (b0 + b1);
-            // Max child size approximated by counting per child of the
-            // first field only when the cut is one-dimensional.
-            let mut per = vec![0usize; if b1 == 0 { nchild } else { 0 }];
-            for &i in ids {
-                let r = &self.br[i as usize];
-                let (l0, h0) = span(r, bx, d0, s0, b0);
-                let w1 = if b1 == 0 {
-                    1
-                } else {
-                    let (l1, h1) = span(r, bx, d1, s1, b1);
-                    h1 - l1 + 1
-                };
-                total += (h0 - l0 + 1) * w1;
-                if b1 == 0 {
-                    for p in &mut per[l0..=h0] {
-                        *p += 1;
+        let (mut max, _, d0, b0) = best?;
+        let (mut d1, mut b1) = (d0, 0u8);
+        if max > self.cfg.binth {
+            // A second field, one bit at a time.
+            let mut best2: Option<(usize, usize, u8)> = None;
+            for d in (0..DIMS).filter(|&d| d != d0) {
+                let mut found = None;
+                for b in 1..=(maxb.saturating_sub(b0)).min(bx[d].1) {
+                    let (total, m) = self.cut_cost(bx, ids, (d0, b0, d, b), &mut per);
+                    if total + (1 << (b0 + b)) > limit || m >= max {
+                        break;
+                    }
+                    found = Some((m, d, b));
+                }
+                if let Some(f) = found {
+                    if best2.is_none_or(|bb| f.0 < bb.0) {
+                        best2 = Some(f);
                     }
                 }
             }
-            for p in per {
-                max = max.max(p);
-            }
-            (total as f64 + nchild as f64, max)
-        };
-        let (mut b0, mut b1) = (1u8, 0u8);
-        let dd1 = d1.unwrap_or(d0);
-        loop {
-            // Try one more bit on either field; keep the cheaper.
-            let mut best: Option<(f64, u8, u8)> = None;
-            if b0 + b1 < self.cfg.max_cut_bits {
-                if b0 < bx[d0].1 {
-                    let c = cost(b0 + 1, b1, dd1).0;
-                    best = Some((c, b0 + 1, b1));
-                }
-                if d1.is_some() && b1 < bx[dd1].1 {
-                    let c = cost(b0, b1 + 1, dd1).0;
-                    if best.is_none_or(|(bc, _, _)| c < bc) {
-                        best = Some((c, b0, b1 + 1));
-                    }
-                }
-            }
-            match best {
-                Some((c, nb0, nb1)) if c <= limit => {
-                    b0 = nb0;
-                    b1 = nb1;
-                }
-                _ => break,
+            if let Some((m, d, b)) = best2 {
+                max = m;
+                d1 = d;
+                b1 = b;
             }
         }
-        if b1 == 0 {
-            // A one-field cut that leaves every rule in every child does
-            // not separate anything.
-            let (total, max) = cost(b0, 0, d0);
-            if max == ids.len() && total >= (ids.len() << b0) as f64 {
-                return None;
-            }
-        }
-        Some((d0, b0, dd1, b1))
+        (max < n).then_some((d0, b0, d1, b1))
     }
 
     /// Whether the memory cap is reached: entries are 32 bytes, node

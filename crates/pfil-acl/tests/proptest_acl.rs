@@ -136,10 +136,13 @@ fn check(rs: &Ruleset, cfg: &Config, keys: &[Key]) {
     let cls = Classifier::with_config(rs, cfg);
     let mut out = vec![None; keys.len()];
     cls.classify_batch(keys, &mut out);
-    for (k, o) in keys.iter().zip(&out) {
+    let mut lock = vec![None; keys.len()];
+    cls.classify_lockstep(keys, &mut lock);
+    for ((k, o), l) in keys.iter().zip(&out).zip(&lock) {
         let want = lin.classify(k);
         assert_eq!(cls.classify(k), want, "single lookup of {k:?}");
         assert_eq!(*o, want, "batch lookup of {k:?}");
+        assert_eq!(*l, want, "lockstep lookup of {k:?}");
     }
 }
 

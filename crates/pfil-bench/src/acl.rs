@@ -81,6 +81,12 @@ pub struct AclArgs {
     /// field counts as small when partitioning.
     #[arg(long)]
     small_prefix: Option<u8>,
+    /// Classifier build parameter: merge subsets below 1/N of the rules.
+    #[arg(long)]
+    merge_below: Option<usize>,
+    /// Also time the lockstep batch lookup (`ours-lockstep`).
+    #[arg(long)]
+    lockstep: bool,
     /// Also time our classifier's one-at-a-time lookups (`ours-single`).
     #[arg(long)]
     single: bool,
@@ -130,6 +136,7 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
     cfg.spfac = a.spfac.unwrap_or(cfg.spfac);
     cfg.max_cut_bits = a.cut_bits.unwrap_or(cfg.max_cut_bits);
     cfg.small_prefix = a.small_prefix.unwrap_or(cfg.small_prefix);
+    cfg.merge_below = a.merge_below.unwrap_or(cfg.merge_below);
     writeln!(out, "classifier config: {cfg:?}").unwrap();
     let mut sets = Vec::new();
     for name in &a.sets {
@@ -179,11 +186,14 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
             .iter()
             .filter(|k| s.ours.classify(k) != s.linear.classify(k))
             .count();
-        let bad = batch.iter().zip(&reference).filter(|(a, b)| a != b).count();
+        let mut lock = vec![None; s.keys.len()];
+        s.ours.classify_lockstep(&s.keys, &mut lock);
+        let bad = batch.iter().zip(&reference).filter(|(a, b)| a != b).count()
+            + lock.iter().zip(&reference).filter(|(a, b)| a != b).count();
         let matched = reference.iter().filter(|r| r.is_some()).count();
         writeln!(
             out,
-            "{}: {} rules, {} headers ({} match a rule): ours (batch) vs linear: {} differ; ours (single) vs linear: {} differ",
+            "{}: {} rules, {} headers ({} match a rule): ours (batch and lockstep) vs linear: {} differ; ours (single) vs linear: {} differ",
             s.name,
             s.rules.rules.len(),
             s.keys.len(),
@@ -240,6 +250,12 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
                 ns: vec![],
             });
         }
+        if a.lockstep {
+            s.cases.push(Case {
+                name: "ours-lockstep".into(),
+                ns: vec![],
+            });
+        }
         for alg in &s.algs {
             s.cases.push(Case {
                 name: format!("rte_acl {alg}"),
@@ -263,6 +279,8 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
                     time_linear(&s.linear, &s.keys[..a.linear_keys.min(s.keys.len())])
                 } else if name == "ours" {
                     time_ours(&s.ours, &s.keys, a.iters)
+                } else if name == "ours-lockstep" {
+                    time_lockstep(&s.ours, &s.keys, a.iters)
                 } else if name == "ours-single" {
                     time_single(&s.ours, &s.keys, a.iters)
                 } else {
@@ -305,7 +323,10 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
         let m = |c: &Case| med(c).map(|x| x.0).unwrap_or(c.ns[0]);
         let lin = &s.cases[0];
         let ours = &s.cases[1];
-        let best = s.cases[2..].iter().min_by(|x, y| m(x).total_cmp(&m(y)));
+        let best = s.cases[2..]
+            .iter()
+            .filter(|c| c.name.starts_with("rte_acl"))
+            .min_by(|x, y| m(x).total_cmp(&m(y)));
         let (best_cell, ratio) = match best {
             Some(b) => (
                 format!("{} ({})", cell(b), b.name.trim_start_matches("rte_acl ")),
@@ -382,6 +403,16 @@ fn time_ours(c: &Classifier, keys: &[Key], iters: usize) -> f64 {
     let t = Instant::now();
     for _ in 0..iters {
         c.classify_batch(std::hint::black_box(keys), &mut res);
+        std::hint::black_box(&res);
+    }
+    ns_per(t.elapsed(), keys.len() * iters)
+}
+
+fn time_lockstep(c: &Classifier, keys: &[Key], iters: usize) -> f64 {
+    let mut res = vec![None; keys.len()];
+    let t = Instant::now();
+    for _ in 0..iters {
+        c.classify_lockstep(std::hint::black_box(keys), &mut res);
         std::hint::black_box(&res);
     }
     ns_per(t.elapsed(), keys.len() * iters)
