@@ -1,9 +1,25 @@
 //! The decision-tree classifier: CutSplit/EffiCuts-style partitioning
 //! into subsets by which address fields are large, one HyperCuts-style
-//! tree per subset (equal-size cuts on one or two fields per node, chosen
-//! by how many distinct ranges each field has), small leaves of compact
-//! 32-byte rule entries, and batched lookups that walk a group of keys one
-//! level at a time with software prefetch.
+//! tree per subset (equal-size cuts on one or two fields per node), and
+//! leaves of compact 32-byte rule entries scanned branch-free.
+//!
+//! # Algorithm
+//! The IPv4 rules are split by whether their source and destination
+//! prefixes are at least [`Config::small_prefix`] long: four subsets (both
+//! small, one small, none), so that a wildcard address in one subset does
+//! not replicate the rules of another when the tree cuts that address.
+//! Subsets with under 1/[`Config::merge_below`] of the rules join the
+//! general one (a tree walk per lookup is not worth a handful of rules).
+//! A lookup walks the trees in order of their smallest rule index and
+//! skips a tree once it has matched a rule before that index.
+//!
+//! A node is cut into `2^b` equal parts of one field, or `2^(b0+b1)`
+//! parts of two: for each field, as many bits as the space factor allows
+//! (children's rules plus children at most [`Config::spfac`] times the
+//! node's rules); the field whose largest child is smallest wins, then
+//! bits of a second field are added while they make the largest child
+//! smaller. A node with at most [`Config::binth`] rules, or that no cut
+//! separates, is a leaf.
 //!
 //! # Layout
 //! Everything is in two flat arrays, indexed by `u32` offsets. `mem` holds
