@@ -224,8 +224,10 @@ impl Catalog {
             Module::with_config(
                 "acl",
                 "RULES",
-                "first-match ACL: RULES is a rules file (pf-like text or ClassBench) or rules separated by `;`",
-                "acl:drop proto tcp to any port 22; pass all",
+                // RULES: a rules file, or rules separated by `;` (see
+                // crate::acl); the help line stays short for pfild --help.
+                "ordered rules, first match wins",
+                "acl:drop proto icmp; pass all",
                 |cfg, ctx| {
                     crate::Acl::from_config(cfg, ctx.max_workers)
                         .map(|a| Arc::new(a) as Arc<dyn Filter>)
