@@ -378,8 +378,18 @@ impl Classifier {
                 nodes += 1;
                 r = self.mem[(r as u32 as usize) + child_index(r, &k)];
             }
-            entries += ((r >> 32) & BLOCKS_MASK) as usize * BLOCK;
+            let (start, blocks) = (r as u32 as usize, ((r >> 32) & BLOCKS_MASK) as usize);
+            let b = best;
             best = self.scan(r, &k, key, best);
+            // Blocks the scan tested: up to the one holding the match, and
+            // none that start at or after the earlier match.
+            entries += (0..blocks)
+                .take_while(|&i| {
+                    let e = &self.entries[start + i * BLOCK..start + (i + 1) * BLOCK];
+                    e[0].id < b && e.first().is_some_and(|f| f.id <= best)
+                })
+                .count()
+                * BLOCK;
         }
         (trees, nodes, entries)
     }
@@ -409,6 +419,10 @@ impl Classifier {
             let Some(blk) = self.entries.get(at..at + BLOCK) else {
                 break;
             };
+            if blk[0].id >= best {
+                // Every rule here and after comes after the one matched.
+                break;
+            }
             let mut hits = 0u32;
             for (j, e) in blk.iter().enumerate() {
                 hits |= u32::from(e.hit(k)) << j;
