@@ -260,7 +260,8 @@ impl Rule {
         }
     }
 
-    /// Whether the rule can match an IPv4 key (family any or IPv4).
+    /// Whether the rule can match a key of this EtherType: its family
+    /// ([`Rule::family`]) is unset or equal.
     pub fn applies_to(&self, ethertype: u16) -> bool {
         self.family().is_none_or(|e| e == ethertype)
     }

@@ -110,7 +110,8 @@ pub struct Stats {
     pub nodes: usize,
     /// Distinct leaves.
     pub leaves: usize,
-    /// Leaf entries (rule copies) over all leaves.
+    /// Leaf entry slots (rule copies and the padding that fills each leaf's
+    /// last 8-entry block) over all leaves.
     pub entries: usize,
     /// Largest leaf.
     pub max_leaf: usize,
