@@ -16,8 +16,10 @@ pub fn catalog() -> Catalog {
 }
 
 /// Build the filter for one `--hook` spec. Returns the module name used in
-/// the hook name (the spec with `:` written `-`, e.g. `drop-udp-53`) and
-/// the filter.
+/// the hook name (the spec with `:` written `-`, e.g. `drop-udp-53`; any
+/// other character a hook name cannot hold written `_`, and cut to 48
+/// bytes, so `acl:/etc/edge.rules` is `acl-_etc_edge.rules`) and the
+/// filter.
 ///
 /// # Errors
 /// A message naming the unknown module and the known ones, or the bad
@@ -30,7 +32,17 @@ pub fn build(
     let f = catalog
         .create(spec, &BuildCtx::new(max_workers))
         .map_err(|e| format!("--hook: {e}"))?;
-    Ok((spec.replace(':', "-"), f))
+    let mut name: String = spec
+        .chars()
+        .map(|c| match c {
+            ':' => '-',
+            c if c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-' => c,
+            _ => '_',
+        })
+        .collect();
+    // All ASCII now: any byte is a char boundary. Room is left for `:N`.
+    name.truncate(48);
+    Ok((name, f))
 }
 
 /// Register every `--hook` (named `<module>:<position>`, e.g. `count:1`)
@@ -90,6 +102,31 @@ mod tests {
             .unwrap();
         let names = link_all(&reg, &specs, &["a"], Dir::Out).unwrap();
         assert_eq!(reg.chain_names("a", Dir::Out).unwrap(), names);
+    }
+
+    #[test]
+    fn specs_with_any_config_make_valid_hook_names() {
+        let reg = Registry::new();
+        reg.register_head("a", PacketKind::Ethernet, Dirs::BOTH)
+            .unwrap();
+        let long = format!(
+            "acl:{}pass all",
+            "drop proto udp to any port 53; ".repeat(4)
+        );
+        let specs = vec![
+            "acl:drop proto tcp from 10.0.0.0/8 to any port 22; pass all".to_string(),
+            long,
+        ];
+        let names = link_all(&reg, &specs, &["a"], Dir::In).unwrap();
+        assert_eq!(
+            names[0],
+            "acl-drop_proto_tcp_from_10.0.0.0_8_to_any_port_2:1"
+        );
+        assert!(
+            names[1].len() <= 64 && names[1].ends_with(":2"),
+            "{}",
+            names[1]
+        );
     }
 
     #[test]
