@@ -222,6 +222,7 @@ mod tests {
                 "drop-udp",
                 "bpf",
                 "ratelimit",
+                "acl",
                 "mutex",
                 "rwlock",
                 "brlock",

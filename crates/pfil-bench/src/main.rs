@@ -9,6 +9,9 @@
 //! * `control` — control-plane load on a running app's control socket:
 //!   link / set / unlink at a fixed rate, with each round trip's latency
 //!   (grace period included).
+//! * `acl` — ns/packet of the pfil-acl classifier against linear scan and
+//!   DPDK's rte_acl (`dpdk-test-acl`) on the ClassBench sets, after
+//!   checking that all of them pick the same rule for every header.
 //!
 //! * `study` — Max Laier's pfil lock study (seed 001) on the real
 //!   registry: hooks × chain lengths × batch sizes × reader threads, with
@@ -19,6 +22,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod acl;
 mod control;
 mod ministat;
 mod study;
@@ -49,6 +53,10 @@ enum Command {
     /// Control-plane load and latency: link / set / unlink of one hook at
     /// a fixed rate on a running app's control socket.
     Control(control::ControlArgs),
+    /// ACL classification: ns/packet of our classifier, linear scan and
+    /// DPDK's rte_acl on the ClassBench sets, same rules and trace, results
+    /// checked header by header.
+    Acl(acl::AclArgs),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +65,7 @@ fn main() -> ExitCode {
         Command::Ministat(args) => ministat::run(&args).map_err(|e| e.to_string()),
         Command::Study(args) => study::run(&args),
         Command::Control(args) => control::run(&args),
+        Command::Acl(args) => acl::run(&args),
     };
     match result {
         Ok(text) => {

@@ -195,7 +195,8 @@ impl Catalog {
     }
 
     /// The real filters of this crate: `null`, `count`, `drop-udp:PORT`,
-    /// `bpf:ACTION EXPR`, `ratelimit:RATE ...`.
+    /// `bpf:ACTION EXPR`, `ratelimit:RATE ...`, `acl:RULES` (a rules file,
+    /// or inline rules separated by `;`; see [`crate::acl`]).
     pub fn builtin() -> Catalog {
         let mut c = Catalog::new();
         let modules = [
@@ -236,6 +237,18 @@ impl Catalog {
                     crate::RateConfig::parse(cfg).map(|c| {
                         Arc::new(crate::RateLimit::new(c, ctx.max_workers)) as Arc<dyn Filter>
                     })
+                },
+            ),
+            Module::with_config(
+                "acl",
+                "RULES",
+                // RULES: a rules file, or rules separated by `;` (see
+                // crate::acl); the help line stays short for pfild --help.
+                "ordered rules, first match wins",
+                "acl:drop proto icmp; pass all",
+                |cfg, ctx| {
+                    crate::Acl::from_config(cfg, ctx.max_workers)
+                        .map(|a| Arc::new(a) as Arc<dyn Filter>)
                 },
             ),
         ];
@@ -375,13 +388,17 @@ mod tests {
                         "count".into(),
                         "drop-udp:PORT".into(),
                         "bpf:ACTION EXPR".into(),
-                        "ratelimit:RATE [burst N] [per src|dst|flow]".into()
+                        "ratelimit:RATE [burst N] [per src|dst|flow]".into(),
+                        "acl:RULES".into()
                     ],
                 }
             );
             let msg = e.to_string();
             assert!(msg.contains("unknown hook `nope`"), "{msg}");
-            assert!(msg.contains("null, count, drop-udp:PORT"), "{msg}");
+            assert!(
+                msg.contains("null, count, drop-udp:PORT, bpf:ACTION EXPR"),
+                "{msg}"
+            );
         }
     }
 
@@ -398,6 +415,8 @@ mod tests {
             ("drop-udp:", "PORT a UDP port"),
             ("drop-udp", "PORT is missing"),
             ("count:3", "`count` takes no config"),
+            ("acl", "RULES is missing"),
+            ("acl:pass al", "line 1, column 6: expected"),
         ] {
             let e = c.create(spec, &ctx).err().unwrap();
             assert!(matches!(e, CatalogError::BadConfig { .. }), "{spec}: {e:?}");
@@ -412,7 +431,10 @@ mod tests {
         let c = Catalog::builtin();
         let ctx = BuildCtx::new(2);
         let names: Vec<_> = c.modules().map(Module::name).collect();
-        assert_eq!(names, ["null", "count", "drop-udp", "bpf", "ratelimit"]);
+        assert_eq!(
+            names,
+            ["null", "count", "drop-udp", "bpf", "ratelimit", "acl"]
+        );
         for m in c.modules() {
             let f = c.create(m.example(), &ctx).unwrap();
             assert_eq!(verdict(&*f, &mut [0u8; 20]), Verdict::Pass, "{}", m.name());
@@ -421,6 +443,11 @@ mod tests {
         let dns = c.create("drop-udp:53", &ctx).unwrap();
         assert_eq!(verdict(&*dns, &mut udp(53)), Verdict::Dropped);
         assert_eq!(verdict(&*dns, &mut udp(54)), Verdict::Pass);
+        let ssh = c
+            .create("acl:drop proto udp to any port 53; pass all", &ctx)
+            .unwrap();
+        assert_eq!(verdict(&*ssh, &mut udp(53)), Verdict::Dropped);
+        assert_eq!(verdict(&*ssh, &mut udp(54)), Verdict::Pass);
         let null = c.create("null", &ctx).unwrap();
         assert_eq!(verdict(&*null, &mut udp(53)), Verdict::Pass);
         let bpf = c.create("bpf:drop udp port 53", &ctx).unwrap();
@@ -449,6 +476,6 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("(e.g. drop-udp:53)"), "{table}");
-        assert_eq!(table.lines().count(), 6, "{table}");
+        assert_eq!(table.lines().count(), 7, "{table}");
     }
 }

@@ -1,6 +1,7 @@
-//! Filters for pfil: the null hook, the counting hook and a UDP port
-//! filter, and the [`Catalog`] that builds them from text specs
-//! (`count`, `drop-udp:53`) for pfild's `--hook` and a control plane.
+//! Filters for pfil: the null hook, the counting hook, a UDP port filter
+//! and the [`Acl`] classifier, and the [`Catalog`] that builds them from
+//! text specs (`count`, `drop-udp:53`, `acl:rules.txt`) for pfild's
+//! `--hook` and a control plane.
 //!
 //! Every filter here follows the [`pfil::Filter`] contract: no blocking, no
 //! allocation, no panic. (The lock-study hooks, which block on purpose,
@@ -9,12 +10,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod acl;
 pub mod bpf;
 mod catalog;
 mod count;
 mod port;
 pub mod ratelimit;
 
+pub use acl::{Acl, RuleHits};
 pub use bpf::{Bpf, BpfAction};
 pub use catalog::{BuildCtx, Catalog, CatalogError, Factory, Module};
 pub use count::{Count, DirCount};

@@ -14,7 +14,7 @@ use std::cell::RefCell;
 
 use pfil::{Ctx, Dir, Dirs, Filter, Packet, PacketKind, Placement, Registry, Verdict, L4};
 use pfil_filters::{
-    Bpf, BpfAction, BuildCtx, Catalog, Count, DropUdpPort, Null, RateConfig, RateLimit,
+    Acl, Bpf, BpfAction, BuildCtx, Catalog, Count, DropUdpPort, Null, RateConfig, RateLimit,
 };
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
@@ -70,6 +70,21 @@ fn filters(port: u16) -> Vec<(&'static str, Box<dyn Filter>, Expected)> {
                 WORKERS,
             )),
             pass,
+        ),
+        // The same policy as an ACL: its key extraction and classifier on
+        // arbitrary frames must agree with drop-udp.
+        (
+            "acl",
+            Box::new(
+                Acl::from_config(
+                    &format!(
+                        "pass proto tcp flags S/SA; drop proto udp to any port {port}; pass all"
+                    ),
+                    WORKERS,
+                )
+                .unwrap(),
+            ),
+            udp_port,
         ),
     ]
 }

@@ -116,6 +116,31 @@ mod tests {
     }
 
     #[test]
+    fn specs_with_any_config_make_valid_hook_names() {
+        let reg = Registry::new();
+        reg.register_head("a", PacketKind::Ethernet, Dirs::BOTH)
+            .unwrap();
+        let long = format!(
+            "acl:{}pass all",
+            "drop proto udp to any port 53; ".repeat(4)
+        );
+        let specs = vec![
+            "acl:drop proto tcp from 10.0.0.0/8 to any port 22; pass all".to_string(),
+            long,
+        ];
+        // Hook names are MODULE:POSITION whatever the config holds (rule
+        // text, paths), so they are always valid and `pfilctl set` can
+        // rebuild them.
+        let names = link_all(&reg, &specs, &["a"], Dir::In).unwrap();
+        assert_eq!(names, ["acl:1", "acl:2"]);
+        assert_eq!(
+            reg.hook("acl:1").unwrap().spec.as_deref(),
+            Some(specs[0].as_str()),
+            "the spec is kept in the filter"
+        );
+    }
+
+    #[test]
     fn unknown_hooks_are_named() {
         let c = catalog();
         let e = build(&c, "nope", 4).err().unwrap();

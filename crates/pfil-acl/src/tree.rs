@@ -1,0 +1,860 @@
+//! The decision-tree classifier: CutSplit/EffiCuts-style partitioning
+//! into subsets by which address fields are large, one HyperCuts-style
+//! tree per subset (equal-size cuts on one or two fields per node), and
+//! leaves of compact 32-byte rule entries scanned branch-free.
+//!
+//! # Algorithm
+//! The IPv4 rules are split by whether their source and destination
+//! prefixes are at least [`Config::small_prefix`] long: four subsets (both
+//! small, one small, none), so that a wildcard address in one subset does
+//! not replicate the rules of another when the tree cuts that address.
+//! Subsets with under 1/[`Config::merge_below`] of the rules join the
+//! general one (a tree walk per lookup is not worth a handful of rules).
+//! A lookup walks the trees in order of their smallest rule index and
+//! skips a tree once it has matched a rule before that index.
+//!
+//! A node is cut into `2^b` equal parts of one field, or `2^(b0+b1)`
+//! parts of two: for each field, as many bits as the space factor allows
+//! (children's rules plus children at most [`Config::spfac`] times the
+//! node's rules); the field whose largest child is smallest wins, then
+//! bits of a second field are added while they make the largest child
+//! smaller. A node with at most [`Config::binth`] rules, or that no cut
+//! separates, is a leaf.
+//!
+//! # Layout
+//! Everything is in two flat arrays, indexed by `u32` offsets. `mem` holds
+//! the child arrays of internal nodes; `entries` the leaves. A node
+//! reference is a `u64`: bit 63 clear, an internal node: bits 0..32 the
+//! offset of its children in `mem`, bits 32..59 its cut (field, shift and
+//! bit count of up to two cut fields), so each level is a single load;
+//! bit 63 set, a leaf: bits 0..32 its first entry, bits 32..62 its number
+//! of 8-entry blocks, bit 62 whether some rule in it needs its full check.
+//! Boxes are aligned powers of two, so a child index is a few bits of the
+//! key fields, taken with a shift and a mask.
+//!
+//! # Pruning and memory
+//! A node keeps only the rules that meet its box, in priority order, and
+//! drops every rule after the first one that covers the whole box
+//! unconditionally. Cuts grow while the sum of the children's rule counts
+//! stays below `spfac` times the node's; leaves with the same rule list
+//! are stored once. When the entry array reaches [`Config::max_entries`],
+//! the remaining nodes become leaves (slower, never wrong).
+//!
+//! Only IPv4 keys take the trees. IPv6 keys and non-IP keys scan the rules
+//! that can match them (lists built once), with the reference semantics.
+
+use std::collections::HashMap;
+
+use crate::rule::{has, Key, Rule, Ruleset, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
+use crate::Classify;
+
+const DIMS: usize = 5;
+const LEAF: u64 = 1 << 63;
+/// In a leaf reference: some entry needs its full rule checked.
+const EXTRA: u64 = 1 << 62;
+/// In a leaf reference, after `>> 32`: the number of blocks.
+const BLOCKS_MASK: u64 = (1 << 30) - 1;
+/// Entries per leaf block.
+const BLOCK: usize = 8;
+const NONE: u32 = u32::MAX;
+/// Keys walked in lockstep by [`Classifier::classify_lockstep`].
+pub const GROUP: usize = 8;
+/// An empty leaf: a tree a key skips.
+const EMPTY: u64 = LEAF;
+/// Deepest node; a subtree this deep becomes a leaf.
+const MAX_DEPTH: usize = 32;
+
+/// Build parameters of a [`Classifier`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Config {
+    /// A node with at most this many rules is a leaf.
+    pub binth: usize,
+    /// Space factor: a cut may grow while the children hold at most
+    /// `spfac` × the node's rules in total.
+    pub spfac: f64,
+    /// Most children of one node, as a power of two.
+    pub max_cut_bits: u8,
+    /// Memory cap, in 32-byte units: leaf entries plus node words / 4,
+    /// over all trees; past it, nodes stop being cut (lookups get slower,
+    /// never wrong).
+    pub max_entries: usize,
+    /// A field is "small" for partitioning when its prefix is at least
+    /// this long.
+    pub small_prefix: u8,
+    /// A subset with fewer than 1/`merge_below` of the rules (and fewer
+    /// than 16 in any case) is merged into the general one.
+    pub merge_below: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            binth: 16,
+            spfac: 4.0,
+            max_cut_bits: 8,
+            max_entries: 1 << 21,
+            small_prefix: 16,
+            merge_below: 16,
+        }
+    }
+}
+
+/// What a build produced: sizes, for reports and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Rules in the ruleset.
+    pub rules: usize,
+    /// Trees (non-empty subsets of the IPv4 rules).
+    pub trees: usize,
+    /// Internal nodes.
+    pub nodes: usize,
+    /// Distinct leaves.
+    pub leaves: usize,
+    /// Leaf entry slots (rule copies and the padding that fills each leaf's
+    /// last 8-entry block) over all leaves.
+    pub entries: usize,
+    /// Largest leaf.
+    pub max_leaf: usize,
+    /// Deepest leaf (root = 0).
+    pub max_depth: usize,
+    /// Bytes of the lookup structure (nodes, entries, lists, rules).
+    pub bytes: usize,
+}
+
+/// One rule in a leaf, compact: ranges as `lo` and `span = hi - lo`, so a
+/// field test is one wrapping subtraction and one comparison.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(32))]
+struct Entry {
+    src_lo: u32,
+    src_span: u32,
+    dst_lo: u32,
+    dst_span: u32,
+    sp_lo: u16,
+    sp_span: u16,
+    dp_lo: u16,
+    dp_span: u16,
+    id: u32,
+    proto_lo: u8,
+    proto_span: u8,
+    /// Bits of [`Key::has`] the rule needs.
+    needs: u8,
+    /// Nonzero: the rule has conditions the entry does not hold (VLAN,
+    /// TCP flags, ICMP): check the full rule.
+    extra: u8,
+}
+
+impl Entry {
+    /// Fills a leaf's last block: never hits (no key has this `has` bit).
+    const PAD: Entry = Entry {
+        src_lo: 0,
+        src_span: 0,
+        dst_lo: 0,
+        dst_span: 0,
+        sp_lo: 0,
+        sp_span: 0,
+        dp_lo: 0,
+        dp_span: 0,
+        id: NONE,
+        proto_lo: 0,
+        proto_span: 0,
+        needs: 0x80,
+        extra: 0,
+    };
+
+    #[inline(always)]
+    fn hit(&self, k: &K4) -> bool {
+        (k.f[0].wrapping_sub(self.src_lo) <= self.src_span)
+            & (k.f[1].wrapping_sub(self.dst_lo) <= self.dst_span)
+            & ((k.f[2] as u16).wrapping_sub(self.sp_lo) <= self.sp_span)
+            & ((k.f[3] as u16).wrapping_sub(self.dp_lo) <= self.dp_span)
+            & ((k.f[4] as u8).wrapping_sub(self.proto_lo) <= self.proto_span)
+            & (k.has & self.needs == self.needs)
+    }
+}
+
+/// An IPv4 key as the trees see it.
+#[derive(Clone, Copy, Default)]
+struct K4 {
+    /// src, dst, sport, dport, proto; 8 slots so that a field number
+    /// masked with 7 needs no bounds check.
+    f: [u32; 8],
+    has: u8,
+}
+
+impl K4 {
+    /// The tree view of `k`, if it takes the IPv4 path.
+    #[inline(always)]
+    fn of(k: &Key) -> Option<K4> {
+        if k.ethertype == ETHERTYPE_IPV4 && k.has & has::IP != 0 && (k.src | k.dst) >> 32 == 0 {
+            Some(K4 {
+                f: [
+                    k.src as u32,
+                    k.dst as u32,
+                    u32::from(k.sport),
+                    u32::from(k.dport),
+                    u32::from(k.proto),
+                    0,
+                    0,
+                    0,
+                ],
+                has: k.has,
+            })
+        } else {
+            None
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Tree {
+    root: u64,
+    /// The smallest rule index in the tree: a lookup that already matched
+    /// a smaller one skips the tree.
+    min_id: u32,
+}
+
+/// The packet classifier: first matching rule of a [`Ruleset`], through
+/// decision trees (see the [module docs](self)).
+#[derive(Clone, Debug)]
+pub struct Classifier {
+    rules: Vec<Rule>,
+    trees: Vec<Tree>,
+    mem: Vec<u64>,
+    entries: Vec<Entry>,
+    /// Rules that can match IPv6 keys.
+    v6: Vec<u32>,
+    /// Rules that can match keys off the IPv4 and IPv6 paths (non-IP).
+    other: Vec<u32>,
+    stats: Stats,
+}
+
+/// The cut of a node: field and shift of up to two fields, and how many
+/// bits of each.
+#[inline(always)]
+fn child_index(r: u64, k: &K4) -> usize {
+    let h = r >> 32;
+    let d0 = (h & 7) as usize;
+    let s0 = (h >> 3) & 31;
+    let b0 = (h >> 8) & 31;
+    let d1 = ((h >> 13) & 7) as usize;
+    let s1 = (h >> 16) & 63;
+    let b1 = (h >> 22) & 31;
+    let v0 = (u64::from(k.f[d0]) >> s0) & !(u64::MAX << b0);
+    let v1 = (u64::from(k.f[d1]) >> s1) & !(u64::MAX << b1);
+    ((v0 << b1) | v1) as usize
+}
+
+/// The reference to an internal node whose children start at `o`: the
+/// cut is packed into the reference, so a level costs one load.
+fn node_ref(o: usize, d0: usize, s0: u8, b0: u8, d1: usize, s1: u8, b1: u8) -> u64 {
+    debug_assert!(d0 < 8 && d1 < 8 && s0 < 32 && b0 < 32 && s1 < 64 && b1 < 32);
+    debug_assert!(o < 1 << 32);
+    let h = d0 as u64
+        | u64::from(s0) << 3
+        | u64::from(b0) << 8
+        | (d1 as u64) << 13
+        | u64::from(s1) << 16
+        | u64::from(b1) << 22;
+    h << 32 | o as u64
+}
+
+impl Classifier {
+    /// Builds the classifier for `rs` with the default [`Config`].
+    pub fn new(rs: &Ruleset) -> Classifier {
+        Classifier::with_config(rs, &Config::default())
+    }
+
+    /// Builds the classifier for `rs` with `cfg`.
+    pub fn with_config(rs: &Ruleset, cfg: &Config) -> Classifier {
+        let rules = rs.rules.clone();
+        let mut v6 = Vec::new();
+        let mut other = Vec::new();
+        // Partition the IPv4 rules by which addresses are small (long
+        // prefixes): rules with a small field are cut on it, wildcards in
+        // one subset do not replicate the rules of another.
+        let mut subsets: [Vec<u32>; 4] = Default::default();
+        for (i, r) in rules.iter().enumerate() {
+            let i = i as u32;
+            if r.applies_to(ETHERTYPE_IPV6) {
+                v6.push(i);
+            }
+            if r.needs() & has::IP == 0 {
+                other.push(i);
+            }
+            if !r.applies_to(ETHERTYPE_IPV4) {
+                continue;
+            }
+            let small = |a: crate::Addr| match a.v4_range() {
+                Some((lo, hi)) => hi - lo < (1u32 << (32 - u32::from(cfg.small_prefix))),
+                None => false,
+            };
+            let s = usize::from(small(r.src)) | usize::from(small(r.dst)) << 1;
+            subsets[s].push(i);
+        }
+        // Small subsets cost a tree walk per lookup for few rules: they
+        // join the general subset (both addresses large), whose tree cuts
+        // whatever separates them.
+        let total: usize = subsets.iter().map(Vec::len).sum();
+        let floor = (total / cfg.merge_below.max(1)).max(16);
+        for s in 1..4 {
+            if !subsets[s].is_empty() && subsets[s].len() < floor {
+                let moved = std::mem::take(&mut subsets[s]);
+                subsets[0].extend(moved);
+            }
+        }
+        subsets[0].sort_unstable();
+        let brules: Vec<BRule> = rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| BRule::of(i, r))
+            .collect();
+        let mut b = Builder {
+            br: &brules,
+            cfg,
+            mem: Vec::new(),
+            entries: Vec::new(),
+            leaves: HashMap::new(),
+            stats: Stats::default(),
+        };
+        let cfg = &Config {
+            max_cut_bits: cfg.max_cut_bits.clamp(1, 24),
+            binth: cfg.binth.max(1),
+            ..*cfg
+        };
+        b.cfg = cfg;
+        let mut trees = Vec::new();
+        for ids in subsets.into_iter().filter(|s| !s.is_empty()) {
+            let min_id = ids[0];
+            let full = [(0u32, 32u8), (0, 32), (0, 16), (0, 16), (0, 8)];
+            let root = b.build(full, ids, 0);
+            trees.push(Tree { root, min_id });
+        }
+        trees.sort_by_key(|t| t.min_id);
+        let mut stats = b.stats;
+        let (mem, entries) = (b.mem, b.entries);
+        stats.rules = rules.len();
+        stats.trees = trees.len();
+        stats.entries = entries.len();
+        stats.bytes = mem.len() * 8
+            + entries.len() * std::mem::size_of::<Entry>()
+            + (v6.len() + other.len()) * 4
+            + rules.len() * std::mem::size_of::<Rule>();
+        Classifier {
+            rules,
+            trees,
+            mem,
+            entries,
+            v6,
+            other,
+            stats,
+        }
+    }
+
+    /// Sizes of the built structure.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// The rules, in priority order.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// What a lookup of `key` costs: (trees walked, internal nodes
+    /// visited, leaf entries compared, padding included). For tuning and reports.
+    pub fn lookup_cost(&self, key: &Key) -> (usize, usize, usize) {
+        let Some(k) = K4::of(key) else {
+            return (0, 0, self.rules.len());
+        };
+        let (mut trees, mut nodes, mut entries) = (0, 0, 0);
+        let mut best = NONE;
+        for t in &self.trees {
+            if t.min_id >= best {
+                break;
+            }
+            trees += 1;
+            let mut r = t.root;
+            while r & LEAF == 0 {
+                nodes += 1;
+                r = self.mem[(r as u32 as usize) + child_index(r, &k)];
+            }
+            let (start, blocks) = (r as u32 as usize, ((r >> 32) & BLOCKS_MASK) as usize);
+            let b = best;
+            best = self.scan(r, &k, key, best);
+            // Blocks the scan tested: up to the one holding the match, and
+            // none that start at or after the earlier match.
+            entries += (0..blocks)
+                .take_while(|&i| {
+                    let e = &self.entries[start + i * BLOCK..start + (i + 1) * BLOCK];
+                    e[0].id < b && e.first().is_some_and(|f| f.id <= best)
+                })
+                .count()
+                * BLOCK;
+        }
+        (trees, nodes, entries)
+    }
+
+    #[inline(always)]
+    fn walk(&self, mut r: u64, k: &K4) -> u64 {
+        while r & LEAF == 0 {
+            r = self.mem[(r as u32 as usize) + child_index(r, k)];
+        }
+        r
+    }
+
+    /// Best (smallest) matching rule index in leaf `r`, or `best`.
+    ///
+    /// A leaf is whole blocks of [`BLOCK`] entries (padded with entries
+    /// that never hit), so the common one-block leaf is a fixed-length,
+    /// branch-free test of 8 entries and a conditional move.
+    #[inline(always)]
+    fn scan(&self, r: u64, k: &K4, key: &Key, best: u32) -> u32 {
+        if r & EXTRA != 0 {
+            return self.scan_extra(r, k, key, best);
+        }
+        let start = r as u32 as usize;
+        let blocks = ((r >> 32) & BLOCKS_MASK) as usize;
+        for b in 0..blocks {
+            let at = start + b * BLOCK;
+            let Some(blk) = self.entries.get(at..at + BLOCK) else {
+                break;
+            };
+            if blk[0].id >= best {
+                // Every rule here and after comes after the one matched.
+                break;
+            }
+            let mut hits = 0u32;
+            for (j, e) in blk.iter().enumerate() {
+                hits |= u32::from(e.hit(k)) << j;
+            }
+            // Entries are in rule order: the first hit is the best.
+            let id = blk[(hits.trailing_zeros() as usize) & (BLOCK - 1)].id;
+            if hits != 0 {
+                return id.min(best);
+            }
+        }
+        best
+    }
+
+    /// [`scan`](Self::scan) for leaves holding rules with conditions the
+    /// entries do not hold (VLAN, TCP flags, ICMP): those are checked on
+    /// the full rule.
+    #[cold]
+    fn scan_extra(&self, r: u64, k: &K4, key: &Key, best: u32) -> u32 {
+        let start = r as u32 as usize;
+        let blocks = ((r >> 32) & BLOCKS_MASK) as usize;
+        for e in &self.entries[start..start + blocks * BLOCK] {
+            if e.id >= best {
+                break;
+            }
+            if e.hit(k) && (e.extra == 0 || self.rules[e.id as usize].matches(key)) {
+                return e.id;
+            }
+        }
+        best
+    }
+
+    /// Classifies `keys` into `out`, [`GROUP`] keys at a time: in each
+    /// tree the group's walks advance in lockstep, one level per step, with
+    /// no branch per key (a key that reached its leaf re-reads a hot word
+    /// and keeps its leaf), so the group's cache misses overlap. Same
+    /// results as [`Classify::classify_batch`]; measured slower than it on
+    /// the ClassBench sets on our 2-core test machine (BENCHMARKS.md), so
+    /// kept as the alternative `pfil-bench acl --lockstep` measures.
+    ///
+    /// # Panics
+    /// If `out` is shorter than `keys`.
+    pub fn classify_lockstep(&self, keys: &[Key], out: &mut [Option<u32>]) {
+        assert!(out.len() >= keys.len(), "out is shorter than keys");
+        if self.mem.is_empty() {
+            // No internal node anywhere: leaves only.
+            for (k, o) in keys.iter().zip(out.iter_mut()) {
+                *o = self.classify(k);
+            }
+            return;
+        }
+        for (ks, os) in keys.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
+            if ks.len() < GROUP {
+                for (k, o) in ks.iter().zip(os.iter_mut()) {
+                    *o = self.classify(k);
+                }
+                continue;
+            }
+            let mut k4 = [K4::default(); GROUP];
+            let mut fast = [false; GROUP];
+            for i in 0..GROUP {
+                if let Some(k) = K4::of(&ks[i]) {
+                    k4[i] = k;
+                    fast[i] = true;
+                }
+            }
+            let mut best = [NONE; GROUP];
+            for t in &self.trees {
+                let mut r = [EMPTY; GROUP];
+                for i in 0..GROUP {
+                    if fast[i] && t.min_id < best[i] {
+                        r[i] = t.root;
+                    }
+                }
+                loop {
+                    let mut inner = 0u64;
+                    for i in 0..GROUP {
+                        let leaf = r[i] & LEAF != 0;
+                        let at = if leaf {
+                            0
+                        } else {
+                            (r[i] as u32 as usize) + child_index(r[i], &k4[i])
+                        };
+                        let next = self.mem[at];
+                        r[i] = if leaf { r[i] } else { next };
+                        inner |= !next & !r[i] & LEAF;
+                    }
+                    if inner == 0 {
+                        break;
+                    }
+                }
+                for i in 0..GROUP {
+                    best[i] = self.scan(r[i], &k4[i], &ks[i], best[i]);
+                }
+            }
+            for i in 0..GROUP {
+                os[i] = if fast[i] {
+                    (best[i] != NONE).then_some(best[i])
+                } else {
+                    self.classify_slow(&ks[i])
+                };
+            }
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn classify_slow(&self, k: &Key) -> Option<u32> {
+        let list = if k.ethertype == ETHERTYPE_IPV6 && k.has & has::IP != 0 {
+            &self.v6
+        } else if k.has & has::IP != 0 {
+            // IPv4 with an address beyond 32 bits: not a real key; the
+            // reference semantics decide over every rule.
+            return self
+                .rules
+                .iter()
+                .position(|r| r.matches(k))
+                .map(|i| i as u32);
+        } else {
+            &self.other
+        };
+        list.iter()
+            .copied()
+            .find(|&i| self.rules[i as usize].matches(k))
+    }
+}
+
+impl Classify for Classifier {
+    #[inline]
+    fn classify(&self, key: &Key) -> Option<u32> {
+        let Some(k) = K4::of(key) else {
+            return self.classify_slow(key);
+        };
+        let mut best = NONE;
+        for t in &self.trees {
+            if t.min_id >= best {
+                break;
+            }
+            let leaf = self.walk(t.root, &k);
+            best = self.scan(leaf, &k, key, best);
+        }
+        (best != NONE).then_some(best)
+    }
+
+    /// Classifies `keys` into `out`, one [`classify`](Classify::classify)
+    /// per key, keys in order. No allocation. (Interleaved walks with
+    /// software prefetch were measured slower on the ClassBench sets; see
+    /// [`Classifier::classify_lockstep`].)
+    ///
+    /// # Panics
+    /// If `out` is shorter than `keys`.
+    fn classify_batch(&self, keys: &[Key], out: &mut [Option<u32>]) {
+        assert!(out.len() >= keys.len(), "out is shorter than keys");
+        for (k, o) in keys.iter().zip(out.iter_mut()) {
+            *o = self.classify(k);
+        }
+    }
+}
+
+/// A rule as boxes in the five tree fields.
+#[derive(Clone, Copy, Debug)]
+struct BRule {
+    lo: [u32; DIMS],
+    hi: [u32; DIMS],
+    entry: Entry,
+    /// Matches every IPv4 key in its box (no conditions beyond the box
+    /// and IP): may prune the rules after it.
+    plain: bool,
+}
+
+impl BRule {
+    fn of(i: usize, r: &Rule) -> BRule {
+        let (s, d) = (
+            r.src.v4_range().unwrap_or((0, 0)),
+            r.dst.v4_range().unwrap_or((0, 0)),
+        );
+        let lo = [
+            s.0,
+            d.0,
+            u32::from(r.sport.0),
+            u32::from(r.dport.0),
+            u32::from(r.proto.0),
+        ];
+        let hi = [
+            s.1,
+            d.1,
+            u32::from(r.sport.1),
+            u32::from(r.dport.1),
+            u32::from(r.proto.1),
+        ];
+        let extra = r.vlan.is_some()
+            || r.tcp_flags.1 != 0
+            || r.icmp_type.is_some()
+            || r.icmp_code.is_some();
+        let needs = r.needs();
+        BRule {
+            lo,
+            hi,
+            plain: !extra && needs & !has::IP == 0,
+            entry: Entry {
+                src_lo: s.0,
+                src_span: s.1 - s.0,
+                dst_lo: d.0,
+                dst_span: d.1 - d.0,
+                sp_lo: r.sport.0,
+                sp_span: r.sport.1 - r.sport.0,
+                dp_lo: r.dport.0,
+                dp_span: r.dport.1 - r.dport.0,
+                id: i as u32,
+                proto_lo: r.proto.0,
+                proto_span: r.proto.1 - r.proto.0,
+                needs,
+                extra: u8::from(extra),
+            },
+        }
+    }
+}
+
+/// A cut: field and bits of the first field, field and bits of the
+/// second (0 bits: none).
+type Cut = (usize, u8, usize, u8);
+
+/// An aligned box: per field, the low end and log2 of the width.
+type Boxx = [(u32, u8); DIMS];
+
+fn box_hi(b: (u32, u8)) -> u32 {
+    if b.1 >= 32 {
+        u32::MAX
+    } else {
+        b.0 + ((1u32 << b.1) - 1)
+    }
+}
+
+struct Builder<'a> {
+    br: &'a [BRule],
+    cfg: &'a Config,
+    mem: Vec<u64>,
+    entries: Vec<Entry>,
+    leaves: HashMap<Vec<u32>, u64>,
+    stats: Stats,
+}
+
+impl Builder<'_> {
+    /// Builds the subtree for `ids` (sorted, all meeting `bx`), returns its
+    /// child reference.
+    fn build(&mut self, bx: Boxx, mut ids: Vec<u32>, depth: usize) -> u64 {
+        // Prune after the first rule covering the whole box.
+        if let Some(p) = ids.iter().position(|&i| {
+            let r = &self.br[i as usize];
+            r.plain && (0..DIMS).all(|d| r.lo[d] <= bx[d].0 && r.hi[d] >= box_hi(bx[d]))
+        }) {
+            ids.truncate(p + 1);
+        }
+        if ids.len() <= self.cfg.binth || depth >= MAX_DEPTH || self.over_budget() {
+            return self.leaf(ids, depth);
+        }
+        let Some((d0, b0, d1, b1)) = self.choose_cut(&bx, &ids) else {
+            return self.leaf(ids, depth);
+        };
+        let s0 = bx[d0].1 - b0;
+        let s1 = bx[d1].1.saturating_sub(b1);
+        let nchild = 1usize << (b0 + b1);
+        let mut children: Vec<Vec<u32>> = vec![Vec::new(); nchild];
+        for &i in &ids {
+            let r = &self.br[i as usize];
+            let (l0, h0) = span(r, &bx, d0, s0, b0);
+            let (l1, h1) = if b1 == 0 {
+                (0, 0)
+            } else {
+                span(r, &bx, d1, s1, b1)
+            };
+            for c0 in l0..=h0 {
+                for c1 in l1..=h1 {
+                    children[(c0 << b1) | c1].push(i);
+                }
+            }
+        }
+        if children.iter().all(|c| c.len() == ids.len()) {
+            // The cut separated nothing.
+            return self.leaf(ids, depth);
+        }
+        let o = self.mem.len();
+        self.mem.resize(o + nchild, 0);
+        self.stats.nodes += 1;
+        for (c, ch) in children.into_iter().enumerate() {
+            let mut cb = bx;
+            let c0 = (c >> b1) as u32;
+            cb[d0] = (bx[d0].0 + (c0 << s0), s0);
+            if b1 > 0 {
+                let c1 = (c & ((1 << b1) - 1)) as u32;
+                cb[d1] = (bx[d1].0 + (c1 << s1), s1);
+            }
+            let r = self.build(cb, ch, depth + 1);
+            self.mem[o + c] = r;
+        }
+        node_ref(o, d0, s0, b0, d1, s1, b1)
+    }
+
+    /// Children's total and largest rule count for a cut of `b0` bits of
+    /// field `d0` and `b1` bits of `d1`.
+    fn cut_cost(
+        &self,
+        bx: &Boxx,
+        ids: &[u32],
+        (d0, b0, d1, b1): Cut,
+        per: &mut Vec<u32>,
+    ) -> (usize, usize) {
+        let s0 = bx[d0].1 - b0;
+        let s1 = bx[d1].1.saturating_sub(b1);
+        per.clear();
+        per.resize(1 << (b0 + b1), 0);
+        let mut total = 0;
+        for &i in ids {
+            let r = &self.br[i as usize];
+            let (l0, h0) = span(r, bx, d0, s0, b0);
+            let (l1, h1) = if b1 == 0 {
+                (0, 0)
+            } else {
+                span(r, bx, d1, s1, b1)
+            };
+            total += (h0 - l0 + 1) * (h1 - l1 + 1);
+            for c0 in l0..=h0 {
+                for p in &mut per[(c0 << b1) | l1..=(c0 << b1) | h1] {
+                    *p += 1;
+                }
+            }
+        }
+        (total, per.iter().copied().max().unwrap_or(0) as usize)
+    }
+
+    /// The cut for a node: for each field, as many bits as the space
+    /// factor allows (children's rules plus children at most `spfac` × the
+    /// node's rules); the field whose largest child is smallest wins
+    /// (fewer rules in total breaks ties); then bits of a second field are
+    /// added while they shrink the largest child within the same budget.
+    /// `None` if no cut separates anything.
+    fn choose_cut(&self, bx: &Boxx, ids: &[u32]) -> Option<Cut> {
+        let n = ids.len();
+        let limit = (self.cfg.spfac * n as f64) as usize;
+        let maxb = self.cfg.max_cut_bits;
+        let mut per = Vec::new();
+        // (max child, total, field, bits)
+        let mut best: Option<(usize, usize, usize, u8)> = None;
+        for d in 0..DIMS {
+            let mut found = None;
+            for b in 1..=maxb.min(bx[d].1) {
+                let (total, max) = self.cut_cost(bx, ids, (d, b, d, 0), &mut per);
+                if total + (1 << b) > limit && b > 1 {
+                    break;
+                }
+                found = Some((max, total, d, b));
+                if total + (1 << b) > limit || max <= 1 {
+                    break;
+                }
+            }
+            if let Some(f) = found {
+                if best.is_none_or(|bb| (f.0, f.1) < (bb.0, bb.1)) {
+                    best = Some(f);
+                }
+            }
+        }
+        let (mut max, _, d0, b0) = best?;
+        let (mut d1, mut b1) = (d0, 0u8);
+        if max > self.cfg.binth {
+            // A second field, one bit at a time.
+            let mut best2: Option<(usize, usize, u8)> = None;
+            for d in (0..DIMS).filter(|&d| d != d0) {
+                let mut found = None;
+                for b in 1..=(maxb.saturating_sub(b0)).min(bx[d].1) {
+                    let (total, m) = self.cut_cost(bx, ids, (d0, b0, d, b), &mut per);
+                    if total + (1 << (b0 + b)) > limit || m >= max {
+                        break;
+                    }
+                    found = Some((m, d, b));
+                }
+                if let Some(f) = found {
+                    if best2.is_none_or(|bb| f.0 < bb.0) {
+                        best2 = Some(f);
+                    }
+                }
+            }
+            if let Some((m, d, b)) = best2 {
+                max = m;
+                d1 = d;
+                b1 = b;
+            }
+        }
+        (max < n).then_some((d0, b0, d1, b1))
+    }
+
+    /// Whether the memory cap is reached: entries are 32 bytes, node
+    /// words 8.
+    fn over_budget(&self) -> bool {
+        self.entries.len() + self.mem.len() / 4 >= self.cfg.max_entries
+    }
+
+    fn leaf(&mut self, ids: Vec<u32>, depth: usize) -> u64 {
+        self.stats.max_depth = self.stats.max_depth.max(depth);
+        if let Some(&r) = self.leaves.get(&ids) {
+            return r;
+        }
+        let start = self.entries.len();
+        self.entries
+            .extend(ids.iter().map(|&i| self.br[i as usize].entry));
+        let blocks = ids.len().div_ceil(BLOCK);
+        self.entries.resize(start + blocks * BLOCK, Entry::PAD);
+        self.stats.leaves += 1;
+        self.stats.max_leaf = self.stats.max_leaf.max(ids.len());
+        let extra = if ids.iter().any(|&i| self.br[i as usize].entry.extra != 0) {
+            EXTRA
+        } else {
+            0
+        };
+        let r = LEAF | extra | (blocks as u64) << 32 | start as u64;
+        self.leaves.insert(ids, r);
+        r
+    }
+}
+
+/// The children of a cut of field `d` (shift `s`, `b` bits) that rule `r`
+/// meets, as an inclusive index range.
+#[inline]
+fn span(r: &BRule, bx: &Boxx, d: usize, s: u8, b: u8) -> (usize, usize) {
+    let (blo, bhi) = (bx[d].0, box_hi(bx[d]));
+    let lo = r.lo[d].max(blo) - blo;
+    let hi = r.hi[d].min(bhi) - blo;
+    let m = (1u64 << b) - 1;
+    (
+        ((u64::from(lo) >> s) & m) as usize,
+        ((u64::from(hi) >> s) & m) as usize,
+    )
+}
+
+/// Keeps the compact entry at 32 bytes (two per cache line).
+const _: () = assert!(std::mem::size_of::<Entry>() == 32);

@@ -1,0 +1,250 @@
+//! The classifier agrees with linear scan: on random rulesets (IPv4,
+//! IPv6, overlapping ranges, wildcard-heavy, empty) and random or in-box
+//! keys, and on the ClassBench sets with a generated trace.
+
+use pfil_acl::classbench::{self, in_box, Rng};
+use pfil_acl::{
+    has, Action, Addr, Classifier, Classify, Config, Key, Linear, Rule, Ruleset, ETHERTYPE_ARP,
+    ETHERTYPE_IPV4, ETHERTYPE_IPV6,
+};
+use proptest::prelude::*;
+
+/// A random rule from a few address pools (so rules overlap), with
+/// wildcard-heavy fields half the time.
+fn rule(rng: &mut Rng, wild: bool) -> Rule {
+    let mut r = Rule::any(if rng.next_u64() % 2 == 0 {
+        Action::Pass
+    } else {
+        Action::Drop
+    });
+    let pick = |rng: &mut Rng, n: u64| rng.range(0, n - 1);
+    let v6 = pick(rng, 5) == 0;
+    let addr = |rng: &mut Rng| -> Addr {
+        if wild && pick(rng, 3) != 0 {
+            return Addr::Any;
+        }
+        // Pools: 10.x, 198.18.x and anything; lengths favour the common ones.
+        let len = [0u8, 8, 12, 16, 24, 28, 32][pick(rng, 7) as usize];
+        if v6 {
+            let base = [0x2001_0db8u128 << 96, 0xfe80u128 << 112][pick(rng, 2) as usize];
+            let len6 = [0u8, 16, 32, 48, 64, 96, 128][pick(rng, 7) as usize];
+            Addr::v6(
+                base | (u128::from(rng.next_u64()) << 32) >> (pick(rng, 64) as u32),
+                len6,
+            )
+        } else {
+            let base = [0x0a00_0000u32, 0xc612_0000, rng.next_u64() as u32][pick(rng, 3) as usize];
+            Addr::v4(
+                base | (rng.next_u64() as u32 & 0x00ff_ffff) >> pick(rng, 24),
+                len,
+            )
+        }
+    };
+    r.src = addr(rng);
+    r.dst = addr(rng);
+    let ports = |rng: &mut Rng| -> (u16, u16) {
+        match pick(rng, if wild { 6 } else { 4 }) {
+            0 => {
+                let p = [22u16, 53, 80, 443, 0, 65535][pick(rng, 6) as usize];
+                (p, p)
+            }
+            1 => {
+                let a = rng.next_u64() as u16;
+                let b = rng.next_u64() as u16;
+                (a.min(b), a.max(b))
+            }
+            2 => (1024, 65535),
+            _ => (0, 65535),
+        }
+    };
+    r.sport = ports(rng);
+    r.dport = ports(rng);
+    r.proto = match pick(rng, 5) {
+        0 => (6, 6),
+        1 => (17, 17),
+        2 => (1, 1),
+        3 => (58, 58),
+        _ => (0, 255),
+    };
+    match pick(rng, 12) {
+        0 => r.tcp_flags = (0x02, 0x12),
+        1 => r.icmp_type = Some(pick(rng, 4) as u8 * 8),
+        2 => r.vlan = Some(pick(rng, 3) as u16),
+        3 if r.src == Addr::Any && r.dst == Addr::Any => {
+            r.ethertype = Some(ETHERTYPE_ARP);
+            r.proto = (0, 255);
+            r.sport = (0, 65535);
+            r.dport = (0, 65535);
+        }
+        4 if !v6 => r.ethertype = Some(ETHERTYPE_IPV4),
+        _ => {}
+    }
+    if pick(rng, 4) == 0 {
+        r.icmp_code = None;
+    }
+    r.count = pick(rng, 2) == 0;
+    assert_eq!(r.validate(), Ok(()), "{r:?}");
+    r
+}
+
+fn random_key(rng: &mut Rng, rules: &[Rule]) -> Key {
+    let mut k = if !rules.is_empty() && rng.next_u64() % 2 == 0 {
+        in_box(&rules[rng.range(0, rules.len() as u64 - 1) as usize], rng)
+    } else if rng.next_u64() % 4 == 0 {
+        Key::ipv6(
+            0x2001_0db8u128 << 96 | u128::from(rng.next_u64()),
+            u128::from(rng.next_u64()) << 64,
+            [6u8, 17, 58, 1][rng.range(0, 3) as usize],
+            rng.next_u64() as u16,
+            rng.next_u64() as u16,
+        )
+    } else {
+        let v = rng.next_u64();
+        let pool = [0x0a00_0000u32, 0xc612_0000, 0][rng.range(0, 2) as usize];
+        Key::ipv4(
+            pool | (v as u32 >> 8),
+            pool | ((v >> 32) as u32 >> 8),
+            [6u8, 17, 1, rng.next_u64() as u8][rng.range(0, 3) as usize],
+            [22u16, 53, 1024, rng.next_u64() as u16][rng.range(0, 3) as usize],
+            rng.next_u64() as u16,
+        )
+    };
+    // Perturb the fields the trace does not model.
+    match rng.range(0, 7) {
+        0 => k.vlan = Some(rng.range(0, 3) as u16),
+        1 => k.tcp_flags = rng.next_u64() as u8,
+        2 => {
+            k.has = (k.has & !has::PORTS & !has::TCP) | has::ICMP;
+            k.icmp_type = rng.range(0, 3) as u8 * 8;
+            k.sport = 0;
+            k.dport = 0;
+        }
+        3 => {
+            k = Key {
+                ethertype: [ETHERTYPE_ARP, 0x88cc, ETHERTYPE_IPV4][rng.range(0, 2) as usize],
+                has: 0,
+                ..Key::default()
+            }
+        }
+        _ => {}
+    }
+    k
+}
+
+fn check(rs: &Ruleset, cfg: &Config, keys: &[Key]) {
+    let lin = Linear::new(rs);
+    let cls = Classifier::with_config(rs, cfg);
+    let mut out = vec![None; keys.len()];
+    cls.classify_batch(keys, &mut out);
+    let mut lock = vec![None; keys.len()];
+    cls.classify_lockstep(keys, &mut lock);
+    for ((k, o), l) in keys.iter().zip(&out).zip(&lock) {
+        let want = lin.classify(k);
+        assert_eq!(cls.classify(k), want, "single lookup of {k:?}");
+        assert_eq!(*o, want, "batch lookup of {k:?}");
+        assert_eq!(*l, want, "lockstep lookup of {k:?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// 256 rulesets × 64 keys = 16k lookups per run, each in one and in batch mode.
+    #[test]
+    fn agrees_with_linear_on_random_rulesets(
+        seed in any::<u64>(),
+        n in 0usize..300,
+        wild in any::<bool>(),
+        binth in 1usize..16,
+    ) {
+        let mut rng = Rng::new(seed);
+        let rules: Vec<Rule> = (0..n).map(|_| rule(&mut rng, wild)).collect();
+        let rs = Ruleset { rules, default: Action::Drop };
+        let keys: Vec<Key> = (0..64).map(|_| random_key(&mut rng, &rs.rules)).collect();
+        let cfg = Config { binth, ..Config::default() };
+        check(&rs, &cfg, &keys);
+    }
+
+    /// A tiny memory budget forces big leaves: still correct.
+    #[test]
+    fn agrees_with_linear_under_a_tiny_memory_cap(seed in any::<u64>(), n in 50usize..400) {
+        let mut rng = Rng::new(seed);
+        let rules: Vec<Rule> = (0..n).map(|_| rule(&mut rng, seed % 2 == 0)).collect();
+        let rs = Ruleset::new(rules);
+        let keys: Vec<Key> = (0..64).map(|_| random_key(&mut rng, &rs.rules)).collect();
+        check(&rs, &Config { max_entries: 64, ..Config::default() }, &keys);
+    }
+}
+
+#[test]
+fn wildcard_heavy_large_ruleset_agrees() {
+    // 3000 rules, two thirds of the address fields wildcards.
+    let mut rng = Rng::new(99);
+    let rules: Vec<Rule> = (0..3000).map(|_| rule(&mut rng, true)).collect();
+    let rs = Ruleset::new(rules);
+    let keys: Vec<Key> = (0..20_000)
+        .map(|_| random_key(&mut rng, &rs.rules))
+        .collect();
+    check(&rs, &Config::default(), &keys);
+}
+
+#[test]
+fn empty_ruleset_matches_nothing() {
+    let rs = Ruleset::new(vec![]);
+    let c = Classifier::new(&rs);
+    assert_eq!(c.classify(&Key::ipv4(1, 2, 6, 3, 4)), None);
+    assert_eq!(c.classify(&Key::default()), None);
+    let mut out = [Some(1); 3];
+    c.classify_batch(&[Key::default(); 3], &mut out);
+    assert_eq!(out, [None; 3]);
+}
+
+#[test]
+fn ipv6_and_non_ip_keys_take_their_paths() {
+    let rs = pfil_acl::text::parse(
+        "drop proto tcp from 2001:db8::/32 to any port 22\n\
+         pass arp all\n\
+         drop from 10.0.0.0/8\n\
+         pass count all\n",
+    )
+    .unwrap();
+    let c = Classifier::new(&rs);
+    let ssh6 = Key::ipv6(0x2001_0db8u128 << 96 | 5, 1, 6, 999, 22);
+    assert_eq!(c.classify(&ssh6), Some(0));
+    assert_eq!(c.classify(&Key { dport: 23, ..ssh6 }), Some(3));
+    let arp = Key {
+        ethertype: ETHERTYPE_ARP,
+        ..Key::default()
+    };
+    assert_eq!(c.classify(&arp), Some(1));
+    assert_eq!(c.classify(&Key::ipv4(0x0a01_0101, 7, 17, 1, 2)), Some(2));
+    assert_eq!(c.classify(&Key::ipv4(0x0b01_0101, 7, 17, 1, 2)), Some(3));
+    assert_eq!(ETHERTYPE_IPV6, 0x86dd);
+}
+
+fn shared(name: &str) -> Ruleset {
+    let path = classbench::shared_dir()
+        .expect("shared/classbench")
+        .join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    classbench::parse(&text, Action::Drop).unwrap()
+}
+
+#[test]
+fn agrees_with_linear_on_the_classbench_sets() {
+    for name in ["acl1_1k", "fw1_1k", "acl1_10k", "fw1_10k"] {
+        let rs = shared(name);
+        let n = if name.ends_with("10k") {
+            20_000
+        } else {
+            50_000
+        };
+        let keys = classbench::trace(&rs.rules, n, 42);
+        check(&rs, &Config::default(), &keys);
+        let matched = keys
+            .iter()
+            .filter(|k| Linear::new(&rs).classify(k).is_some())
+            .count();
+        assert!(matched >= n / 2, "{name}: {matched} of {n} matched");
+    }
+}

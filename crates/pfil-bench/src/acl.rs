@@ -1,0 +1,556 @@
+//! `pfil-bench acl`: ns/packet of the pfil-acl classifier against linear
+//! scan and DPDK's rte_acl (through `dpdk-test-acl`) on the ClassBench
+//! sets, with the same rules and the same trace, in one run.
+//!
+//! Per set: parse the rules, build our classifier (timed, median of the
+//! runs), generate the trace (half in a random rule's box, half uniform;
+//! seeded), write it in dpdk-test-acl's `SRC DST SPORT DPORT PROTO` format,
+//! then check that our batch and single lookups, linear scan and every
+//! rte_acl algorithm this CPU runs give the same rule for every header.
+//! Timing runs are interleaved: run 1 of every case of every set, then
+//! run 2, and so on; the table shows medians and the spread (min-max).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use pfil_acl::{classbench, Action, Classifier, Classify, Config, Key, Linear, Ruleset};
+use pfil_stats::Sample;
+
+/// Flags of `pfil-bench acl`.
+#[derive(Debug, Args)]
+pub struct AclArgs {
+    /// Directory of the ClassBench sets (default: `$PFIL_CLASSBENCH` or the
+    /// first `shared/classbench` above the current directory).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Rule sets to measure, comma-separated file names in the directory.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "acl1_1k,acl1_10k,fw1_1k,fw1_10k"
+    )]
+    sets: Vec<String>,
+    /// Headers in each trace.
+    #[arg(long, default_value_t = 100_000)]
+    trace: usize,
+    /// Timed runs per case (medians are over these).
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Seed of the traces.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Passes over the trace per timed run of our classifier and of rte_acl.
+    #[arg(long, default_value_t = 20)]
+    iters: usize,
+    /// Headers of the trace linear scan is timed on (its first N), as it
+    /// is slow on 10k rules; its correctness check uses the whole trace.
+    #[arg(long, default_value_t = 20_000)]
+    linear_keys: usize,
+    /// The dpdk-test-acl binary.
+    #[arg(long, default_value = "/usr/bin/dpdk-test-acl")]
+    dpdk: PathBuf,
+    /// rte_acl algorithms to try (those the CPU cannot run are reported and skipped).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "scalar,sse,avx2,avx512x16,avx512x32"
+    )]
+    algs: Vec<String>,
+    /// EAL arguments for dpdk-test-acl.
+    #[arg(
+        long,
+        default_value = "--no-huge --no-pci -m 512 -l 0 --log-level=lib.eal:error"
+    )]
+    eal: String,
+    /// Skip rte_acl (compare with linear scan only).
+    #[arg(long)]
+    no_dpdk: bool,
+    /// Classifier build parameter: largest leaf (default: the library's).
+    #[arg(long)]
+    binth: Option<usize>,
+    /// Classifier build parameter: space factor.
+    #[arg(long)]
+    spfac: Option<f64>,
+    /// Classifier build parameter: most cut bits per node.
+    #[arg(long)]
+    cut_bits: Option<u8>,
+    /// Classifier build parameter: prefix length from which an address
+    /// field counts as small when partitioning.
+    #[arg(long)]
+    small_prefix: Option<u8>,
+    /// Classifier build parameter: merge subsets below 1/N of the rules.
+    #[arg(long)]
+    merge_below: Option<usize>,
+    /// Also time the lockstep batch lookup (`ours-lockstep`).
+    #[arg(long)]
+    lockstep: bool,
+    /// Also time our classifier's one-at-a-time lookups (`ours-single`).
+    #[arg(long)]
+    single: bool,
+    /// Keep the traces and every raw measurement in this directory.
+    #[arg(long)]
+    raw: Option<PathBuf>,
+}
+
+/// One measured case of one set.
+struct Case {
+    name: String,
+    ns: Vec<f64>,
+}
+
+struct Set {
+    name: String,
+    rules: Ruleset,
+    ours: Classifier,
+    linear: Linear,
+    keys: Vec<Key>,
+    trace_path: PathBuf,
+    build_ms: Vec<f64>,
+    /// rte_acl algorithms that ran and agreed.
+    algs: Vec<String>,
+    cases: Vec<Case>,
+}
+
+/// Runs the benchmark; returns the report.
+pub fn run(a: &AclArgs) -> Result<String, String> {
+    if a.runs < 1 || a.trace < 2 || a.iters < 1 {
+        return Err("--runs, --iters must be >= 1 and --trace >= 2".into());
+    }
+    let dir = a
+        .dir
+        .clone()
+        .or_else(classbench::shared_dir)
+        .ok_or("no ClassBench directory: pass --dir or set PFIL_CLASSBENCH")?;
+    let work = match &a.raw {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!("pfil-bench-acl-{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
+    let mut out = String::new();
+    let mut log = String::new();
+    let mut cfg = Config::default();
+    cfg.binth = a.binth.unwrap_or(cfg.binth);
+    cfg.spfac = a.spfac.unwrap_or(cfg.spfac);
+    cfg.max_cut_bits = a.cut_bits.unwrap_or(cfg.max_cut_bits);
+    cfg.small_prefix = a.small_prefix.unwrap_or(cfg.small_prefix);
+    cfg.merge_below = a.merge_below.unwrap_or(cfg.merge_below);
+    writeln!(out, "classifier config: {cfg:?}").unwrap();
+    let mut sets = Vec::new();
+    for name in &a.sets {
+        let path = dir.join(name);
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let rules = classbench::parse(&text, Action::Drop).map_err(|e| format!("{name}: {e}"))?;
+        let mut build_ms = Vec::new();
+        let mut ours = None;
+        for _ in 0..a.runs.max(3) {
+            let t = Instant::now();
+            let c = Classifier::with_config(&rules, &cfg);
+            build_ms.push(t.elapsed().as_secs_f64() * 1e3);
+            ours = Some(c);
+        }
+        let ours = ours.expect("built at least once");
+        let linear = Linear::new(&rules);
+        let keys = classbench::trace(&rules.rules, a.trace, a.seed);
+        let trace_path = work.join(format!("{name}.trace"));
+        let mut t = String::with_capacity(keys.len() * 32);
+        for k in &keys {
+            t.push_str(&classbench::dpdk_trace_line(k));
+            t.push('\n');
+        }
+        std::fs::write(&trace_path, t).map_err(|e| format!("{}: {e}", trace_path.display()))?;
+        sets.push(Set {
+            name: name.clone(),
+            rules,
+            ours,
+            linear,
+            keys,
+            trace_path,
+            build_ms,
+            algs: Vec::new(),
+            cases: Vec::new(),
+        });
+    }
+
+    // Correctness: every header, every implementation.
+    writeln!(out, "## Same rule for every header").unwrap();
+    for s in &mut sets {
+        let mut batch = vec![None; s.keys.len()];
+        s.ours.classify_batch(&s.keys, &mut batch);
+        let reference: Vec<Option<u32>> = s.keys.iter().map(|k| s.linear.classify(k)).collect();
+        let single = s
+            .keys
+            .iter()
+            .filter(|k| s.ours.classify(k) != s.linear.classify(k))
+            .count();
+        let mut lock = vec![None; s.keys.len()];
+        s.ours.classify_lockstep(&s.keys, &mut lock);
+        let bad = batch.iter().zip(&reference).filter(|(a, b)| a != b).count()
+            + lock.iter().zip(&reference).filter(|(a, b)| a != b).count();
+        let matched = reference.iter().filter(|r| r.is_some()).count();
+        writeln!(
+            out,
+            "{}: {} rules, {} headers ({} match a rule): ours (batch and lockstep) vs linear: {} differ; ours (single) vs linear: {} differ",
+            s.name,
+            s.rules.rules.len(),
+            s.keys.len(),
+            matched,
+            bad,
+            single
+        )
+        .unwrap();
+        if bad + single > 0 {
+            return Err(format!(
+                "{out}\n{}: our classifier disagrees with linear scan",
+                s.name
+            ));
+        }
+        if a.no_dpdk {
+            continue;
+        }
+        for alg in &a.algs {
+            match dpdk_results(a, s, alg) {
+                Ok(res) => {
+                    let differ =
+                        res.len() != batch.len() || res.iter().zip(&batch).any(|(r, b)| *r != *b);
+                    let n = res.iter().zip(&batch).filter(|(r, b)| r != b).count();
+                    writeln!(
+                        out,
+                        "{}: rte_acl {alg} vs ours: {} results, {n} differ",
+                        s.name,
+                        res.len()
+                    )
+                    .unwrap();
+                    if differ {
+                        return Err(format!("{out}\n{}: rte_acl {alg} disagrees", s.name));
+                    }
+                    s.algs.push(alg.clone());
+                }
+                Err(e) => writeln!(out, "{}: rte_acl {alg}: not run ({e})", s.name).unwrap(),
+            }
+        }
+    }
+
+    // Timing, interleaved.
+    for s in &mut sets {
+        s.cases.push(Case {
+            name: "linear".into(),
+            ns: vec![],
+        });
+        s.cases.push(Case {
+            name: "ours".into(),
+            ns: vec![],
+        });
+        if a.single {
+            s.cases.push(Case {
+                name: "ours-single".into(),
+                ns: vec![],
+            });
+        }
+        if a.lockstep {
+            s.cases.push(Case {
+                name: "ours-lockstep".into(),
+                ns: vec![],
+            });
+        }
+        for alg in &s.algs {
+            s.cases.push(Case {
+                name: format!("rte_acl {alg}"),
+                ns: vec![],
+            });
+        }
+    }
+    writeln!(log, "# set case run ns_per_packet").unwrap();
+    // One untimed warm-up pass per set so page faults and first-touch
+    // costs are out of run 1.
+    for s in &sets {
+        let mut res = vec![None; s.keys.len()];
+        s.ours.classify_batch(&s.keys, &mut res);
+        std::hint::black_box(&res);
+    }
+    for run in 0..a.runs {
+        for s in &mut sets {
+            for ci in 0..s.cases.len() {
+                let name = s.cases[ci].name.clone();
+                let ns = if name == "linear" {
+                    time_linear(&s.linear, &s.keys[..a.linear_keys.min(s.keys.len())])
+                } else if name == "ours" {
+                    time_ours(&s.ours, &s.keys, a.iters)
+                } else if name == "ours-lockstep" {
+                    time_lockstep(&s.ours, &s.keys, a.iters)
+                } else if name == "ours-single" {
+                    time_single(&s.ours, &s.keys, a.iters)
+                } else {
+                    let alg = name.trim_start_matches("rte_acl ");
+                    dpdk_ns(a, s, alg)?
+                };
+                writeln!(
+                    log,
+                    "{} {} {} {ns:.2}",
+                    s.name,
+                    name.replace(' ', "_"),
+                    run + 1
+                )
+                .unwrap();
+                s.cases[ci].ns.push(ns);
+            }
+        }
+    }
+
+    writeln!(
+        out,
+        "\n## ns per packet (median of {} runs, min-max)",
+        a.runs
+    )
+    .unwrap();
+    writeln!(
+        out,
+        "| set | rules | linear | ours (batch) | rte_acl best (alg) | ours / rte_acl | build ms (median) | memory |"
+    )
+    .unwrap();
+    writeln!(out, "|---|---|---|---|---|---|---|---|").unwrap();
+    for s in &sets {
+        let med = |c: &Case| {
+            Sample::from_values(c.ns.iter().copied()).map(|x| (x.median(), x.min(), x.max()))
+        };
+        let cell = |c: &Case| match med(c) {
+            Ok((m, lo, hi)) => format!("{m:.1} ({lo:.1}-{hi:.1})"),
+            Err(_) => format!("{:.1}", c.ns[0]),
+        };
+        let m = |c: &Case| med(c).map(|x| x.0).unwrap_or(c.ns[0]);
+        let lin = &s.cases[0];
+        let ours = &s.cases[1];
+        let best = s.cases[2..]
+            .iter()
+            .filter(|c| c.name.starts_with("rte_acl"))
+            .min_by(|x, y| m(x).total_cmp(&m(y)));
+        let (best_cell, ratio) = match best {
+            Some(b) => (
+                format!("{} ({})", cell(b), b.name.trim_start_matches("rte_acl ")),
+                format!("{:.2}", m(ours) / m(b)),
+            ),
+            None => ("-".into(), "-".into()),
+        };
+        let mut bm = s.build_ms.clone();
+        bm.sort_by(f64::total_cmp);
+        let st = s.ours.stats();
+        writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {:.1} | {:.2} MiB |",
+            s.name,
+            s.rules.rules.len(),
+            cell(lin),
+            cell(ours),
+            best_cell,
+            ratio,
+            bm[bm.len() / 2],
+            st.bytes as f64 / (1 << 20) as f64
+        )
+        .unwrap();
+    }
+    writeln!(out, "\n## Every case").unwrap();
+    for s in &sets {
+        let st = s.ours.stats();
+        writeln!(
+            out,
+            "{}: trees {} nodes {} leaves {} entries {} max leaf {} max depth {} bytes {}",
+            s.name, st.trees, st.nodes, st.leaves, st.entries, st.max_leaf, st.max_depth, st.bytes
+        )
+        .unwrap();
+        let (mut t, mut n, mut e) = (0, 0, 0);
+        for k in &s.keys {
+            let c = s.ours.lookup_cost(k);
+            t += c.0;
+            n += c.1;
+            e += c.2;
+        }
+        let per = |x: usize| x as f64 / s.keys.len() as f64;
+        writeln!(
+            out,
+            "  per lookup: {:.2} trees, {:.2} nodes, {:.2} entries compared",
+            per(t),
+            per(n),
+            per(e)
+        )
+        .unwrap();
+        for c in &s.cases {
+            let v: Vec<String> = c.ns.iter().map(|x| format!("{x:.1}")).collect();
+            writeln!(out, "  {:18} {}", c.name, v.join(" ")).unwrap();
+        }
+    }
+    writeln!(
+        out,
+        "\nlinear is timed on the first {} headers of each trace; ours and rte_acl on {} passes over all {}.",
+        a.linear_keys.min(a.trace),
+        a.iters,
+        a.trace
+    )
+    .unwrap();
+    if let Some(d) = &a.raw {
+        let p = d.join("runs.txt");
+        std::fs::write(&p, &log).map_err(|e| format!("{}: {e}", p.display()))?;
+    } else {
+        let _ = std::fs::remove_dir_all(&work);
+    }
+    Ok(out)
+}
+
+fn time_ours(c: &Classifier, keys: &[Key], iters: usize) -> f64 {
+    let mut res = vec![None; keys.len()];
+    let t = Instant::now();
+    for _ in 0..iters {
+        c.classify_batch(std::hint::black_box(keys), &mut res);
+        std::hint::black_box(&res);
+    }
+    ns_per(t.elapsed(), keys.len() * iters)
+}
+
+fn time_lockstep(c: &Classifier, keys: &[Key], iters: usize) -> f64 {
+    let mut res = vec![None; keys.len()];
+    let t = Instant::now();
+    for _ in 0..iters {
+        c.classify_lockstep(std::hint::black_box(keys), &mut res);
+        std::hint::black_box(&res);
+    }
+    ns_per(t.elapsed(), keys.len() * iters)
+}
+
+fn time_single(c: &Classifier, keys: &[Key], iters: usize) -> f64 {
+    let t = Instant::now();
+    let mut hits = 0usize;
+    for _ in 0..iters {
+        for k in std::hint::black_box(keys) {
+            hits += usize::from(c.classify(k).is_some());
+        }
+    }
+    std::hint::black_box(hits);
+    ns_per(t.elapsed(), keys.len() * iters)
+}
+
+fn time_linear(l: &Linear, keys: &[Key]) -> f64 {
+    let t = Instant::now();
+    let mut hits = 0usize;
+    for k in std::hint::black_box(keys) {
+        hits += usize::from(l.classify(k).is_some());
+    }
+    std::hint::black_box(hits);
+    ns_per(t.elapsed(), keys.len())
+}
+
+fn ns_per(d: Duration, n: usize) -> f64 {
+    d.as_secs_f64() * 1e9 / n as f64
+}
+
+fn dpdk(a: &AclArgs, s: &Set, alg: &str, iters: usize, verbose: u32) -> Result<String, String> {
+    let mut cmd = Command::new(&a.dpdk);
+    cmd.args(a.eal.split_whitespace())
+        .arg("--")
+        .arg(format!("--rulesf={}", rules_path(a, &s.name)?.display()))
+        .arg(format!("--tracef={}", s.trace_path.display()))
+        .arg(format!("--tracenum={}", s.keys.len()))
+        .arg(format!("--iter={iters}"))
+        .arg(format!("--alg={alg}"))
+        .arg(format!("--verbose={verbose}"));
+    let o = cmd
+        .output()
+        .map_err(|e| format!("{}: {e}", a.dpdk.display()))?;
+    if !o.status.success() {
+        let err = String::from_utf8_lossy(&o.stderr);
+        let last = err
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        return Err(format!("exit {}: {last}", o.status));
+    }
+    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+fn rules_path(a: &AclArgs, name: &str) -> Result<PathBuf, String> {
+    a.dir
+        .clone()
+        .or_else(classbench::shared_dir)
+        .map(|d| d.join(name))
+        .ok_or_else(|| "no ClassBench directory".into())
+}
+
+/// rte_acl's rule for every header, from `--verbose=2` output
+/// (`ipv4_5tuple: N, category: 0, result: R`, `R` = rule index or
+/// 4294967295 for no match).
+fn dpdk_results(a: &AclArgs, s: &Set, alg: &str) -> Result<Vec<Option<u32>>, String> {
+    let text = dpdk(a, s, alg, 1, 2)?;
+    if let Some(raw) = &a.raw {
+        let keep: String = text
+            .lines()
+            .filter(|l| !l.starts_with("ipv4_5tuple:"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let _ = std::fs::write(raw.join(format!("{}.{alg}.dpdk-check.txt", s.name)), keep);
+    }
+    let mut res = vec![None; s.keys.len()];
+    let mut seen = 0;
+    for l in text.lines() {
+        let Some(rest) = l.strip_prefix("ipv4_5tuple: ") else {
+            continue;
+        };
+        let mut f = rest.split(", ");
+        let n: usize = f
+            .next()
+            .and_then(|x| x.parse().ok())
+            .ok_or_else(|| format!("bad line `{l}`"))?;
+        let r: u32 = f
+            .nth(1)
+            .and_then(|x| x.strip_prefix("result: "))
+            .and_then(|x| x.parse().ok())
+            .ok_or_else(|| format!("bad line `{l}`"))?;
+        if n == 0 || n > res.len() {
+            return Err(format!("header number {n} out of range"));
+        }
+        res[n - 1] = (r != u32::MAX).then_some(r);
+        seen += 1;
+    }
+    if seen != s.keys.len() {
+        return Err(format!("{seen} results for {} headers", s.keys.len()));
+    }
+    Ok(res)
+}
+
+/// ns/packet of one timed dpdk-test-acl run (`... pkt/sec` line).
+fn dpdk_ns(a: &AclArgs, s: &Set, alg: &str) -> Result<f64, String> {
+    let text = dpdk(a, s, alg, a.iters, 0)?;
+    if let Some(raw) = &a.raw {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(raw.join(format!("{}.{alg}.dpdk-runs.txt", s.name)))
+        {
+            let _ = f.write_all(text.as_bytes());
+        }
+    }
+    parse_pps(&text)
+        .map(|pps| 1e9 / pps)
+        .ok_or_else(|| format!("{} {alg}: no `pkt/sec` in dpdk-test-acl output", s.name))
+}
+
+fn parse_pps(text: &str) -> Option<f64> {
+    let l = text.lines().find(|l| l.starts_with("search_ip5tuples"))?;
+    let v = l.trim_end().strip_suffix(" pkt/sec")?;
+    v.rsplit(' ').next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_rate_line() {
+        let t = "x\nsearch_ip5tuples  @lcore 0: 10 iterations, 1000000 pkts, 1 categories, \
+                 117348679 cycles (0.05 sec), 117.35 cycles/pkt, 20877951.25 pkt/sec\n";
+        assert_eq!(parse_pps(t), Some(20877951.25));
+        assert_eq!(parse_pps("nothing"), None);
+    }
+}
