@@ -18,13 +18,12 @@
 //! frame that does not parse has only its EtherType: rules that need IP
 //! fields do not match it.
 
-use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use crossbeam_utils::CachePadded;
-use pfil::{Ctx, Filter, Packet, PacketKind, Verdict, L4};
+use pfil::{Ctx, Filter, Packet, PacketKind, Verdict};
 use pfil_acl::{
     classbench, has, text, Action, Classifier, Classify, Key, Rule, Ruleset, ETHERTYPE_IPV4,
     ETHERTYPE_IPV6,
@@ -254,91 +253,73 @@ fn parse_config(config: &str) -> Result<Ruleset, String> {
 
 /// The lookup key of a packet (see the [module docs](self)).
 pub fn key_of(p: &Packet<'_>) -> Key {
-    let f = p.frame();
     let mut k = Key::default();
     let kind = p.kind();
-    if kind == PacketKind::Ethernet && f.len() >= 14 {
-        let tpid = u16::from_be_bytes([f[12], f[13]]);
-        if (tpid == 0x8100 || tpid == 0x88a8) && f.len() >= 16 {
-            k.vlan = Some(u16::from_be_bytes([f[14], f[15]]) & 0x0fff);
-        }
-        k.ethertype = tpid;
-    }
-    let Some(h) = p.headers() else {
-        if kind != PacketKind::Ethernet {
-            k.ethertype = match kind {
-                PacketKind::Ipv6 => ETHERTYPE_IPV6,
-                _ => ETHERTYPE_IPV4,
-            };
+    // The parse cache's view: fixed offsets for the common shapes, read
+    // field by field, nothing rebuilt.
+    let Some(v) = p.parsed() else {
+        let f = p.frame();
+        match kind {
+            PacketKind::Ethernet if f.len() >= 14 => {
+                let tpid = u16::from_be_bytes([f[12], f[13]]);
+                if (tpid == 0x8100 || tpid == 0x88a8) && f.len() >= 16 {
+                    k.vlan = Some(u16::from_be_bytes([f[14], f[15]]) & 0x0fff);
+                }
+                k.ethertype = tpid;
+            }
+            PacketKind::Ethernet => {}
+            PacketKind::Ipv6 => k.ethertype = ETHERTYPE_IPV6,
+            PacketKind::Ipv4 => k.ethertype = ETHERTYPE_IPV4,
         }
         return k;
     };
-    if let Some(e) = h.ether_type {
+    k.vlan = v.vlan_id();
+    if let Some(e) = v.ether_type() {
         k.ethertype = e;
     }
-    let Some(ip) = h.ip else {
-        return k;
-    };
-    k.has = has::IP;
-    k.proto = ip.protocol;
-    let l4 = match (ip.src, ip.dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
+    match v.ip_version() {
+        Some(4) => {
+            let (Some(s), Some(d)) = (v.src_v4(), v.dst_v4()) else {
+                return k;
+            };
             k.ethertype = ETHERTYPE_IPV4;
-            k.src = u128::from(u32::from(s));
-            k.dst = u128::from(u32::from(d));
-            f.get(ip.offset)
-                .map(|b| ip.offset + usize::from(b & 0x0f) * 4)
+            k.src = u128::from(u32::from_be_bytes(s));
+            k.dst = u128::from(u32::from_be_bytes(d));
         }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
+        Some(6) => {
+            let (Some(s), Some(d)) = (v.src_v6(), v.dst_v6()) else {
+                return k;
+            };
             k.ethertype = ETHERTYPE_IPV6;
-            k.src = u128::from(s);
-            k.dst = u128::from(d);
-            ipv6_l4(f, ip.offset, ip.protocol)
+            k.src = u128::from_be_bytes(s);
+            k.dst = u128::from_be_bytes(d);
         }
-        _ => None,
-    };
-    if let Some(t) = h.transport {
+        _ => {
+            if kind != PacketKind::Ethernet {
+                k.ethertype = match kind {
+                    PacketKind::Ipv6 => ETHERTYPE_IPV6,
+                    _ => ETHERTYPE_IPV4,
+                };
+            }
+            return k;
+        }
+    }
+    k.has = has::IP;
+    k.proto = v.protocol().unwrap_or(0);
+    if let Some((sp, dp)) = v.ports() {
         k.has |= has::PORTS;
-        k.sport = t.src_port;
-        k.dport = t.dst_port;
-        if t.protocol == L4::Tcp {
-            if let Some(&fl) = l4.and_then(|o| f.get(o + 13)) {
-                k.tcp_flags = fl;
-                k.has |= has::TCP;
-            }
+        k.sport = sp;
+        k.dport = dp;
+        if let Some(fl) = v.tcp_flags() {
+            k.tcp_flags = fl;
+            k.has |= has::TCP;
         }
-    } else if ip.protocol == 1 || ip.protocol == 58 {
-        if let Some(o) = l4 {
-            if let (Some(&t), Some(&c)) = (f.get(o), f.get(o + 1)) {
-                k.icmp_type = t;
-                k.icmp_code = c;
-                k.has |= has::ICMP;
-            }
-        }
+    } else if let Some((t, c)) = v.icmp() {
+        k.icmp_type = t;
+        k.icmp_code = c;
+        k.has |= has::ICMP;
     }
     k
-}
-
-/// Where the upper-layer header `proto` starts after the IPv6 header at
-/// `o`, skipping hop-by-hop, routing, fragment, destination-options and AH
-/// headers (at most 8).
-fn ipv6_l4(f: &[u8], o: usize, proto: u8) -> Option<usize> {
-    let mut next = *f.get(o + 6)?;
-    let mut at = o + 40;
-    for _ in 0..8 {
-        if next == proto {
-            return Some(at);
-        }
-        let len = match next {
-            0 | 43 | 60 => (usize::from(*f.get(at + 1)?) + 1) * 8,
-            44 => 8,
-            51 => (usize::from(*f.get(at + 1)?) + 2) * 4,
-            _ => return None,
-        };
-        next = *f.get(at)?;
-        at += len;
-    }
-    None
 }
 
 impl Filter for Acl {
