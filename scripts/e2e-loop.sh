@@ -10,7 +10,7 @@ log=$(mktemp /tmp/e2e-loop.XXXXXX)
 start=$(date +%s)
 for i in $(seq "$N"); do
     if ! { cargo test "$@" -q -p pfil-afxdp --test e2e --test faults --test loader \
-            && cargo test "$@" -q -p pfild --test afxdp; } >"$log" 2>&1; then
+            && cargo test "$@" -q -p pfild --test afxdp --test xdplive; } >"$log" 2>&1; then
         echo "e2e-loop: run $i of $N FAILED after $(( $(date +%s) - start )) s; output: $log" >&2
         grep -E 'panicked|left|right|FAILED' "$log" | head -20 >&2
         exit 1
