@@ -2,7 +2,10 @@
 # Control plane under load (issue 8): the datapath rate of
 # `pfild sink syn0 --synthetic` with four hooks, with and without a
 # control client doing link / set / unlink at RATE operations per second
-# on its socket, cases interleaved RUNS times in one run; then the round
+# on its socket, cases interleaved RUNS times in one run (DIR=out, the
+# default, cycles the hook on the `out` chain, which a sink's traffic does
+# not walk: the cost of the operations, not of a fifth hook; DIR=in
+# cycles it on the traffic's chain); then the round
 # trip of the pfilctl command itself (`pfilctl link` and `unlink`, a
 # process each, grace period included) while traffic flows.
 #
@@ -16,7 +19,7 @@
 # deployment. PIN=0 leaves pfild to the scheduler (the client on CPU 0).
 # Needs release builds of pfild, pfilctl and pfil-bench, and ministat.
 set -euo pipefail
-RUNS=${1:-7} SECS=${2:-6} RATE=${3:-1000}
+RUNS=${1:-7} SECS=${2:-6} RATE=${3:-1000} DIR=${DIR:-out}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release
 cargo build --release -q -p pfild -p pfil-ctl -p pfil-bench
@@ -51,7 +54,7 @@ one() {
     pin_threads "$pid"
     if [ "$mode" = ctl ]; then
         # Runs for all but the first and last 0.3 s of pfild's run.
-        "${PIN0[@]}" "$BIN/pfil-bench" control --socket "$sock" --rate "$RATE" \
+        "${PIN0[@]}" "$BIN/pfil-bench" control --socket "$sock" --rate "$RATE" --dir "$DIR" \
             --seconds "$(awk -v s="$SECS" 'BEGIN { print s - 0.6 }')" --json >>"$OUT/control.json"
     fi
     wait "$pid"
@@ -60,7 +63,7 @@ one() {
 }
 
 echo "# ab_control: $RUNS runs of $SECS s, control at $RATE ops/s, $(date -u +%FT%TZ), $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
-echo "# $(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg), PIN=$PIN"
+echo "# $(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg), PIN=$PIN, DIR=$DIR"
 for r in $(seq "$RUNS"); do
     one "r$r-none" none
     one "r$r-ctl" ctl

@@ -16,9 +16,14 @@ pub struct ControlArgs {
     /// The control socket
     #[arg(long, value_name = "PATH")]
     socket: PathBuf,
-    /// The head to link on (in direction)
+    /// The head to link on
     #[arg(long, default_value = "syn0")]
     head: String,
+    /// The direction to link in: `out` on a sink (whose traffic runs the
+    /// `in` chain) measures what the operations cost the datapath apart
+    /// from the cost of the hook they link
+    #[arg(long, default_value = "in", value_parser = ["in", "out"])]
+    dir: String,
     /// The hook to add, link, reconfigure and unlink (a `count` or
     /// `null` instance: MODULE:INSTANCE of a module without config)
     #[arg(long, default_value = "count:bench")]
@@ -78,8 +83,8 @@ pub fn run(a: &ControlArgs) -> Result<String, String> {
     }
     let mut c = Client::connect(&a.socket).map_err(|e| e.to_string())?;
     call(&mut c, "add", json!({"hook": a.hook}))?;
-    let link = json!({"head": a.head, "dir": "in", "hook": a.hook, "placement": "prepend"});
-    let unlink = json!({"head": a.head, "dir": "in", "hook": a.hook});
+    let link = json!({"head": a.head, "dir": a.dir, "hook": a.hook, "placement": "prepend"});
+    let unlink = json!({"head": a.head, "dir": a.dir, "hook": a.hook});
     let set = json!({"hook": a.hook});
     let mut lat: [Lat; 3] = Default::default();
     let period = (a.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / a.rate));
