@@ -237,46 +237,57 @@ impl Filter for Tap {
                 w.store(true, Relaxed);
             }
         }
-        let mut seen = 0;
-        let mut matched = 0;
-        let mut dropped = 0;
+        let (mut seen, mut matched, mut dropped) = (0, 0, 0);
         let mut ts = None;
-        for p in pkts.iter().filter(|p| p.verdict().is_pass()) {
-            seen += 1;
-            let hit = match (&self.program, p.kind()) {
-                (None, _) => true,
-                (Some(prog), PacketKind::Ethernet) => prog.matches(p.frame()),
-                (Some(_), _) => false,
-            };
-            if !hit {
-                continue;
+        // Chunks of up to CHUNK frames: the matching ones first, then the
+        // frame budget taken for all of them at once (one compare-and-swap
+        // per chunk on the tap's shared count, not one per frame).
+        const CHUNK: usize = 64;
+        for chunk in pkts.chunks(CHUNK) {
+            let mut hits = [0u8; CHUNK];
+            let mut n = 0;
+            for (i, p) in chunk.iter().enumerate() {
+                if !p.verdict().is_pass() {
+                    continue;
+                }
+                seen += 1;
+                let hit = match (&self.program, p.kind()) {
+                    (None, _) => true,
+                    (Some(prog), PacketKind::Ethernet) => prog.matches(p.frame()),
+                    (Some(_), _) => false,
+                };
+                if hit {
+                    hits[n] = i as u8;
+                    n += 1;
+                }
             }
-            matched += 1;
-            if self.take(1) == 0 {
-                continue;
-            }
-            let Some(mut rec) = ring.and_then(|r| r.free.pop()) else {
-                dropped += 1;
-                continue;
-            };
-            let ts = *ts.get_or_insert_with(|| {
-                SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| d.as_nanos() as u64)
-            });
-            let f = p.frame();
-            let n = f.len().min(self.snaplen);
-            rec.data[..n].copy_from_slice(&f[..n]);
-            rec.len = n as u32;
-            rec.orig_len = f.len() as u32;
-            rec.queue = p.queue();
-            rec.ts_ns = ts;
-            if let Some(ring) = ring {
-                if let Err(rec) = ring.full.push(rec) {
-                    // Cannot happen (as many full slots as records); keep
-                    // the record in the pool all the same.
-                    let _ = ring.free.push(rec);
+            matched += n as u64;
+            let granted = self.take(n as u64) as usize;
+            for &i in &hits[..granted] {
+                let p = &chunk[usize::from(i)];
+                let Some(mut rec) = ring.and_then(|r| r.free.pop()) else {
                     dropped += 1;
+                    continue;
+                };
+                let ts = *ts.get_or_insert_with(|| {
+                    SystemTime::now()
+                        .duration_since(UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos() as u64)
+                });
+                let f = p.frame();
+                let len = f.len().min(self.snaplen);
+                rec.data[..len].copy_from_slice(&f[..len]);
+                rec.len = len as u32;
+                rec.orig_len = f.len() as u32;
+                rec.queue = p.queue();
+                rec.ts_ns = ts;
+                if let Some(ring) = ring {
+                    if let Err(rec) = ring.full.push(rec) {
+                        // Cannot happen (as many full slots as records);
+                        // keep the record in the pool all the same.
+                        let _ = ring.free.push(rec);
+                        dropped += 1;
+                    }
                 }
             }
         }
@@ -291,10 +302,6 @@ impl Filter for Tap {
         true
     }
 }
-
-/// A shared handle on a tap, as linked (the registry holds one `Arc`, the
-/// writer another).
-pub type SharedTap = Arc<Tap>;
 
 // ---- pcapng ----
 
