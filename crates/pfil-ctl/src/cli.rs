@@ -286,23 +286,10 @@ fn watch(
     json: bool,
     out: &mut dyn Write,
 ) -> Result<(), String> {
-    if !(secs.is_finite() && secs > 0.0) {
-        return Err(format!(
-            "--watch {secs}: the period must be a positive number of seconds"
-        ));
-    }
-    let period = std::time::Duration::from_secs_f64(secs);
     let mut prev: std::collections::HashMap<(String, String, String), (u64, u64)> =
         Default::default();
-    let mut last: Option<std::time::Instant> = None;
-    let mut n = 0u64;
-    loop {
-        let r = client
-            .call("stats", params.clone())
-            .map_err(|e| e.to_string())?;
-        let now = std::time::Instant::now();
-        let dt = last.map(|t| now.duration_since(t).as_secs_f64());
-        let shown = if json {
+    every(client, params, ("--watch", secs), count, out, |r, dt| {
+        if json {
             format!("{r}\n")
         } else {
             let mut rows = vec![[
@@ -312,7 +299,7 @@ fn watch(
             .map(|s| s.to_string())
             .collect::<Vec<_>>()];
             let mut seen = std::collections::HashMap::new();
-            for h in arr(&r, "heads") {
+            for h in arr(r, "heads") {
                 for d in ["in", "out"] {
                     for l in arr(&h, d) {
                         let key = (text(&h["name"]), d.to_owned(), text(&l["hook"]));
@@ -340,17 +327,8 @@ fn watch(
             }
             prev = seen;
             format!("{}generation {}\n\n", table(&rows), text(&r["generation"]))
-        };
-        out.write_all(shown.as_bytes())
-            .and_then(|()| out.flush())
-            .map_err(|e| format!("writing the output: {e}"))?;
-        last = Some(now);
-        n += 1;
-        if count.is_some_and(|c| n >= c) {
-            return Ok(());
         }
-        std::thread::sleep(period);
-    }
+    })
 }
 
 /// A file's text (`-`: stdin).
@@ -490,25 +468,13 @@ fn top(
     json: bool,
     out: &mut dyn Write,
 ) -> Result<(), String> {
-    if !(secs.is_finite() && secs > 0.0) {
-        return Err(format!(
-            "--delay {secs}: the period must be a positive number of seconds"
-        ));
-    }
     let tty = std::io::IsTerminal::is_terminal(&std::io::stdout()) && !json;
     type Key = (String, &'static str, String);
     let mut prev: std::collections::HashMap<Key, [u64; 4]> = Default::default();
-    let mut last: Option<std::time::Instant> = None;
-    let mut n = 0u64;
-    loop {
-        let r = client
-            .call("stats", params.clone())
-            .map_err(|e| e.to_string())?;
-        let now = std::time::Instant::now();
-        let dt = last.map(|t| now.duration_since(t).as_secs_f64());
+    every(client, params, ("--delay", secs), count, out, |r, dt| {
         let mut rows = Vec::new();
         let mut seen = std::collections::HashMap::new();
-        for h in arr(&r, "heads") {
+        for h in arr(r, "heads") {
             for d in ["in", "out"] {
                 for l in arr(&h, d) {
                     let k: Key = (text(&h["name"]), d, text(&l["hook"]));
@@ -545,14 +511,14 @@ fn top(
         }
         prev = seen;
         rows.sort_by(|a, b| b.cpu.total_cmp(&a.cpu).then(b.pps.total_cmp(&a.pps)));
-        let shown = if json {
+        if json {
             let rows: Vec<Value> = rows
-                .iter()
-                .map(|t| {
-                    json!({"head": t.head, "dir": t.dir, "hook": t.hook, "packets_per_s": t.pps,
-                           "drops_per_s": t.drops, "ns_per_packet": t.ns_per_packet, "cpu_percent": t.cpu})
-                })
-                .collect();
+                    .iter()
+                    .map(|t| {
+                        json!({"head": t.head, "dir": t.dir, "hook": t.hook, "packets_per_s": t.pps,
+                               "drops_per_s": t.drops, "ns_per_packet": t.ns_per_packet, "cpu_percent": t.cpu})
+                    })
+                    .collect();
             format!(
                 "{}\n",
                 json!({"generation": r["generation"], "sampling": r["sampling"], "links": rows})
@@ -575,14 +541,43 @@ fn top(
                 ]);
             }
             format!(
-                "{}pfilctl top: generation {}, 1 batch in {} timed, hooks take {total:.1}% of a CPU{}\n{}\n",
-                if tty { "\x1b[H\x1b[2J" } else { "" },
-                text(&r["generation"]),
-                text(&r["sampling"]),
-                if dt.is_none() { " (rates from the next table on)" } else { "" },
-                table(&rows_text),
-            )
-        };
+                    "{}pfilctl top: generation {}, 1 batch in {} timed, hooks take {total:.1}% of a CPU{}\n{}\n",
+                    if tty { "\x1b[H\x1b[2J" } else { "" },
+                    text(&r["generation"]),
+                    text(&r["sampling"]),
+                    if dt.is_none() { " (rates from the next table on)" } else { "" },
+                    table(&rows_text),
+                )
+        }
+    })
+}
+
+/// Call `stats` every `secs` (`flag` names the option in errors) until
+/// `count` calls or an error, writing what `render` makes of each result
+/// and the seconds since the previous one (`None` the first time).
+fn every(
+    client: &mut Client,
+    params: Value,
+    (flag, secs): (&str, f64),
+    count: Option<u64>,
+    out: &mut dyn Write,
+    mut render: impl FnMut(&Value, Option<f64>) -> String,
+) -> Result<(), String> {
+    if !(secs.is_finite() && secs > 0.0) {
+        return Err(format!(
+            "{flag} {secs}: the period must be a positive number of seconds"
+        ));
+    }
+    let period = std::time::Duration::from_secs_f64(secs);
+    let mut last: Option<std::time::Instant> = None;
+    let mut n = 0u64;
+    loop {
+        let r = client
+            .call("stats", params.clone())
+            .map_err(|e| e.to_string())?;
+        let now = std::time::Instant::now();
+        let dt = last.map(|t| now.duration_since(t).as_secs_f64());
+        let shown = render(&r, dt);
         out.write_all(shown.as_bytes())
             .and_then(|()| out.flush())
             .map_err(|e| format!("writing the output: {e}"))?;
@@ -591,7 +586,7 @@ fn top(
         if count.is_some_and(|c| n >= c) {
             return Ok(());
         }
-        std::thread::sleep(std::time::Duration::from_secs_f64(secs));
+        std::thread::sleep(period);
     }
 }
 
