@@ -22,7 +22,7 @@ use pfil_port::{FrameCounts, PortId};
 
 use crate::config::{BoundMode, PortConfig, UmemConfig};
 use crate::error::{Error, Result};
-use crate::sys::XdpStats;
+use crate::sys::{self, XdpStats};
 use crate::umem::{SharedUmem, Umem};
 use crate::xdp::{enter_netns, queue_count, XdpMode, XdpProgram};
 
@@ -76,6 +76,10 @@ pub struct WorkerSetup {
     /// Port template (ring sizes, bind mode); interface and queue are set
     /// by the spawner.
     pub port: Option<PortConfig>,
+    /// CPUs to pin the workers to: worker `i` (queue order) to
+    /// `cpus[i % cpus.len()]`, before it opens its ports (so its rings and
+    /// frames are first touched there). `None`: not pinned.
+    pub cpus: Option<Vec<usize>>,
 }
 
 /// What a worker hands back when it ends.
@@ -219,11 +223,17 @@ fn openers(
     let open = open_parts(setup, what, workers)?;
     // Every worker thread enters the namespace first, then opens its
     // ports (or takes its part of the shared area).
+    let cpus = setup.cpus.clone().filter(|c| !c.is_empty());
     Ok(open
         .into_iter()
-        .map(|o| {
+        .enumerate()
+        .map(|(i, o)| {
             let ns = setup.netns.clone();
+            let cpu = cpus.as_ref().map(|c| c[i % c.len()]);
             Box::new(move || {
+                if let Some(c) = cpu {
+                    sys::pin_to_cpu(c).map_err(|e| Error::io("sched_setaffinity", e))?;
+                }
                 if let Some(ns) = ns {
                     enter_netns(&ns)?;
                 }

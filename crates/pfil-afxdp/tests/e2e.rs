@@ -307,6 +307,21 @@ fn two_queues_exact(tag: &str, mode: UmemMode) {
     };
     let sink = run::spawn_sink(&reg, "s0", &sink_setup, LoopConfig::new()).expect("sink");
     assert_eq!(sink.stats.len(), 2);
+    // The workers write their own counters once per batch: the two
+    // counter blocks must not share a 128-byte line (false sharing between
+    // queues is what a second queue must not cost).
+    let line = |i: usize| {
+        let a = Arc::as_ptr(&sink.stats[i]) as usize;
+        (
+            a / 128,
+            (a + std::mem::size_of::<pfil_port::Stats>() - 1) / 128,
+        )
+    };
+    let ((a0, a1), (b0, b1)) = (line(0), line(1));
+    assert!(
+        a1 < b0 || b1 < a0,
+        "workers' counters share a line: {a0}..={a1} / {b0}..={b1}"
+    );
     let count = 50_000;
     // One generator per queue, each paced by its own sink queue: veth
     // delivers TX queue q to the peer's RX queue q.

@@ -239,6 +239,7 @@ pub fn run(a: &Args) -> Result<(), String> {
         umem_mode: a.umem_mode,
         xdp_mode: a.xdp_mode,
         port: Some(port),
+        cpus: a.cpus.clone(),
     };
 
     // One registry worker slot per worker: NICs may have more queues than

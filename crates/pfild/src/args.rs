@@ -107,6 +107,8 @@ pub struct Args {
     pub umem_frames: Option<u32>,
     /// One UMEM area for every queue or one per worker.
     pub umem_mode: UmemMode,
+    /// `--cpus LIST`: pin AF_XDP worker `i` to the `i`-th CPU of the list.
+    pub cpus: Option<Vec<usize>>,
     /// Busy-poll time after the last frame, in microseconds.
     pub spin_us: u32,
     /// No live status.
@@ -276,6 +278,28 @@ fn mac(v: &str) -> Result<[u8; 6], String> {
 #[derive(Clone, Debug)]
 struct Ports(Vec<u16>);
 
+/// `--cpus`' value: CPU numbers and ranges (`1`, `0,2`, `2-5`).
+#[derive(Clone, Debug)]
+struct Cpus(Vec<usize>);
+
+fn cpus(v: &str) -> Result<Cpus, String> {
+    let bad =
+        || format!("expected CPU numbers or ranges separated by commas (e.g. 1,3-5), found `{v}`");
+    let mut out = Vec::new();
+    for part in v.split(',') {
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (a.parse::<usize>(), b.parse::<usize>()),
+            None => (part.parse::<usize>(), part.parse::<usize>()),
+        };
+        let (lo, hi) = (lo.map_err(|_| bad())?, hi.map_err(|_| bad())?);
+        if lo > hi || hi >= 1024 {
+            return Err(bad());
+        }
+        out.extend(lo..=hi);
+    }
+    Ok(Cpus(out))
+}
+
 fn ports(v: &str) -> Result<Ports, String> {
     v.split(',')
         .map(|p| p.parse::<u16>())
@@ -410,6 +434,9 @@ struct Common {
     /// shared|per-queue [default: shared: the workers of all queues share one UMEM area, each owning its frames]
     #[arg(long = "umem", value_name = "MODE", global = true, value_parser = umem_mode)]
     umem_mode: Option<UmemMode>,
+    /// Pin the AF_XDP workers: worker i (queue order) to the i-th CPU of LIST (e.g. 1,3-5), wrapping around [default: not pinned]
+    #[arg(long, value_name = "LIST", global = true, value_parser = cpus)]
+    cpus: Option<Cpus>,
     /// Busy-poll the RX rings for N us after the last frame before sleeping in poll(2) (0: sleep at once, saves CPU, loses frames at high rates)
     #[arg(long, value_name = "N", global = true, default_value_t = 1000)]
     spin_us: u32,
@@ -609,6 +636,7 @@ impl Args {
             ring: c.ring,
             umem_frames: c.umem_frames,
             umem_mode: c.umem_mode.unwrap_or(UmemMode::Shared),
+            cpus: c.cpus.map(|c| c.0),
             spin_us: c.spin_us,
             quiet: c.quiet,
             // A capture replayed by sink or forward runs on the in-memory
@@ -651,6 +679,13 @@ impl Args {
             if a.queues.is_some() {
                 return usage("--engine xdp-live has no queues: give --threads N instead");
             }
+        }
+        if a.cpus.is_some() && (a.synthetic || a.engine == Engine::XdpLive) {
+            return usage(if a.synthetic {
+                "--cpus pins AF_XDP workers; the in-memory port runs one worker: use taskset"
+            } else {
+                "--cpus pins AF_XDP workers; the xdp-live generator's threads take the CPUs of the process's affinity: use taskset"
+            });
         }
         if a.synthetic && a.netns.is_some() {
             return usage(if a.pcap.is_some() && !mode_is_gen {
@@ -724,6 +759,8 @@ mod tests {
         assert_eq!(a.xdp_mode, XdpMode::Generic);
         assert_eq!(a.netns.as_deref(), Some("n1"));
         assert_eq!(a.umem_mode, UmemMode::Shared);
+        let a = p("sink v0 --queues 4 --cpus 0,2-3").unwrap();
+        assert_eq!(a.cpus, Some(vec![0, 2, 3]));
         let a = p("sink v0 --queues 2 --umem per-queue").unwrap();
         assert_eq!(a.umem_mode, UmemMode::PerQueue);
         let a = p(
@@ -801,6 +838,9 @@ mod tests {
             ("forward a a", "two different interfaces"),
             ("bogus x", "unknown mode `bogus`"),
             ("sink x --queues 0", "--queues"),
+            ("sink x --cpus 1,a", "--cpus"),
+            ("sink x --cpus 3-1", "--cpus"),
+            ("sink x --synthetic --cpus 1", "--cpus"),
             ("sink x --queues zero", "expected a queue count or `all`"),
             ("sink x --xdp-mode fast", "--xdp-mode"),
             ("sink x --bind fast", "--bind"),

@@ -293,6 +293,27 @@ pub fn totals(title: &str, run: &Summary<'_>) -> bool {
             0.0
         }),
     );
+    // Per flow (a worker's direction; in queue order), when there are
+    // several: how the queues shared the traffic.
+    if flows.len() > 1 {
+        for (i, (f, s)) in flows.iter().zip(&snaps).enumerate() {
+            let path = match (&f.input, &f.output) {
+                (Some(a), Some(b)) => format!("{a} in -> {b} out"),
+                (Some(a), None) => format!("{a} in"),
+                (None, Some(b)) => format!("-> {b} out"),
+                (None, None) => String::new(),
+            };
+            let _ = writeln!(
+                o,
+                "  flow {i} ({path}): {} {}, passed {}, dropped by filters {}, sent {}",
+                if f.generator { "generated" } else { "received" },
+                Flow::frames(s, f.generator),
+                s.passed,
+                s.in_dropped + s.out_dropped,
+                s.tx
+            );
+        }
+    }
     // Consumed frames and what hooks did with them (the outbox), and the
     // packets the runner refused: shown only when something happened.
     if t.in_consumed + t.out_consumed + t.held_evicted + t.stale + t.refused > 0 {

@@ -56,6 +56,11 @@ impl Pair {
 
     /// A sink on `s0` that stops by itself after `count` frames (or 30 s).
     fn sink(&self, count: Option<u64>, hooks: &[&str]) -> Proc {
+        self.sink_with(count, hooks, &[])
+    }
+
+    /// [`Pair::sink`] with more options.
+    fn sink_with(&self, count: Option<u64>, hooks: &[&str], extra: &[&str]) -> Proc {
         let c = count.map(|c| c.to_string());
         let q = self.queues.to_string();
         let mut args = vec![
@@ -80,6 +85,7 @@ impl Pair {
         for h in hooks {
             args.extend_from_slice(&["--hook", h]);
         }
+        args.extend_from_slice(extra);
         let mut p = spawn(&args);
         assert!(
             p.wait_stderr(READY, Duration::from_secs(20)),
@@ -212,6 +218,69 @@ fn xl_live_gen_to_sink_exact_sizes_and_ports() {
         !p.g.has_xdp("g0"),
         "the generator's program left on g0\n{ctx}"
     );
+}
+
+/// The CPUs the threads of process `pid` named `name` may run on
+/// (`Cpus_allowed_list` of /proc/PID/task/TID/status).
+fn thread_cpus(pid: u32, name: &str) -> Option<String> {
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if comm.trim() == name {
+            let st = std::fs::read_to_string(t.path().join("status")).ok()?;
+            return st
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .map(|v| v.trim().to_owned());
+        }
+    }
+    None
+}
+
+/// Two queues, one sink worker each, pinned by `--cpus 1,0` (worker 0 on
+/// CPU 1, worker 1 on CPU 0); two generator threads on CPUs 0 and 1, so
+/// veth puts thread i's frames on queue i: each worker receives exactly
+/// its generator thread's frames, and the totals add up.
+#[test]
+fn xl_two_queues_pinned_workers_account_per_queue() {
+    if !require_root("xl_two_queues_pinned_workers_account_per_queue") {
+        return;
+    }
+    let _t = traffic();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus < 2 {
+        eprintln!("xl_two_queues_pinned_workers_account_per_queue: needs 2 CPUs, skipped");
+        return;
+    }
+    let p = Pair::new("q", 2);
+    let n = 40_000u64;
+    let sink = p.sink_with(Some(n), &["count"], &["--cpus", "1,0"]);
+    let pid = sink.pid() as u32;
+    assert_eq!(thread_cpus(pid, "pfil-sink-0").as_deref(), Some("1"));
+    assert_eq!(thread_cpus(pid, "pfil-sink-1").as_deref(), Some("0"));
+    let g = p.gen(&[
+        "--count",
+        &n.to_string(),
+        "--rate",
+        "100000",
+        "--threads",
+        "2",
+    ]);
+    assert!(g.status.success(), "gen: {}", text(&g));
+    let sink = sink.wait_output(Duration::from_secs(40));
+    let ctx = format!("gen {}\nsink {}", text(&g), text(&sink));
+    assert!(sink.status.success(), "{ctx}");
+    let (t, s) = (totals(&g.stdout), totals(&sink.stdout));
+    assert_eq!(num(&t, "xdp_xmit"), n, "{ctx}");
+    assert_eq!(num(&s, "rx"), n, "{ctx}");
+    assert_eq!(num(&s, "kernel_rx_dropped"), 0, "{ctx}");
+    let so = String::from_utf8_lossy(&sink.stdout);
+    for q in 0..2 {
+        let want = format!("flow {q} (s0 in): received {}, passed {}", n / 2, n / 2);
+        assert!(so.contains(&want), "queue {q}: `{want}`\n{ctx}");
+    }
 }
 
 /// Unpaced for a second: the generator stops on time, and every frame it
