@@ -15,10 +15,12 @@
 #   tcpdump           - the reference the `bpf` filter's tests compare with
 #   python3-prometheus-client - a strict OpenMetrics parser the metrics
 #                       tests check pfilctl's output with
+#   ethtool           - the veth driver's XDP counters (xdp_redirect,
+#                       xdp_drops) that benches/afxdp.sh reports per case
 # The main job (`pfild ... --synthetic`) needs a Rust toolchain and
 # libpcap-dev (to link the `bpf` filter) only.
 set -euo pipefail
-packages=(build-essential iproute2 procps util-linux ministat dpdk-dev librte-net-af-xdp23 librsvg2-bin valgrind libpcap-dev tcpdump python3-prometheus-client)
+packages=(build-essential iproute2 procps util-linux ministat dpdk-dev librte-net-af-xdp23 librsvg2-bin valgrind libpcap-dev tcpdump python3-prometheus-client ethtool)
 
 for tool in cargo rustfmt cargo-clippy; do
     command -v "$tool" >/dev/null || {
