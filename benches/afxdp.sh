@@ -18,8 +18,9 @@
 # Per measurement: pps = frames received (sink) or sent (forward) /
 # generator active time; the CPU split of both cores over the generator's
 # run (/proc/stat: usr, sys, softirq, idle); the veth driver's XDP counters
-# on f0 (ethtool -S: xdp_redirect, xdp_drops: frames the AF_XDP socket did
-# not take, for pfild and testpmd alike); for pfild, the socket's own
+# on f0 (ethtool -S: xdp_redirect; the generator's xdp_xmit minus it = the
+# frames lost before the app, no fill buffer or RX ring full, measured the
+# same way for pfild and testpmd); for pfild, the socket's own
 # rx_ring_full and fill_ring_empty (XDP_STATISTICS, from its report).
 # Frames per app-CPU-second = frames / busy seconds of CPU 1: the efficiency
 # figure when the kernel side (CPU 0) is the bottleneck.
@@ -205,9 +206,12 @@ measure() { # kind(sink|forward) case(0|null|count|4|testpmd)
         kstat=$(awk '/port f0\// { for (i = 1; i < NF; i++) { if ($i == "rx_ring_full") r += $(i + 1)
             if ($i == "fill_ring_empty") e += $(i + 1) } } END { printf "rx_ring_full=%d fill_ring_empty=%d", r, e }' "$OUT.rx")
     fi
-    local split
+    local split lost=-
     split=$(cpusplit "$c0" "$c1")
-    echo "$kind $case engine=$GEN_ENGINE window_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }') gen_frames=$frames gen_secs=$secs xdp_xmit=$xmit xdp_xmit_errors=$xerr got=${got:-0} veth_xdp_redirect=$((vr1 - vr0)) veth_xdp_drops=$((vd1 - vd0)) $kstat $split load=$(cut -d" " -f1 /proc/loadavg)" >>"$OUT"
+    # Frames on f0's ring that XDP could not redirect into the socket (no
+    # fill buffer, RX ring full), the same measure for every app.
+    [[ $xmit =~ ^[0-9]+$ ]] && lost=$((xmit - (vr1 - vr0)))
+    echo "$kind $case engine=$GEN_ENGINE window_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }') gen_frames=$frames gen_secs=$secs xdp_xmit=$xmit xdp_xmit_errors=$xerr got=${got:-0} veth_xdp_redirect=$((vr1 - vr0)) veth_xdp_drops=$((vd1 - vd0)) lost=$lost $kstat $split load=$(cut -d" " -f1 /proc/loadavg)" >>"$OUT"
     awk -v g="${got:-0}" -v s="$secs" 'BEGIN { printf "%.0f\n", (s > 0 ? g / s : 0) }'
 }
 
@@ -257,7 +261,7 @@ label() { # kind case
     esac
 }
 echo
-echo "| case | median Mpps | min-max | vs best testpmd | app CPU busy | Mpps per app-CPU-s | veth xdp_drops | rx_ring_full | fill_ring_empty |"
+echo "| case | median Mpps | min-max | vs best testpmd | app CPU busy | Mpps per app-CPU-s | lost before the app | rx_ring_full | fill_ring_empty |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for kind in sink forward; do
     cases=$SINK_CASES; [ "$kind" = forward ] && cases=$FWD_CASES
@@ -276,7 +280,9 @@ for kind in sink forward; do
             awk '{ printf "%.4f %.0f\n", ($2 > 0 ? $1 / $2 : 0), ($1 > 0 ? $3 / $1 : 0) }')
         read -r bmed _ _ < <(echo "$busy" | cut -d" " -f1 | median)
         read -r emed _ _ < <(echo "$busy" | cut -d" " -f2 | median)
-        read -r dmed _ _ < <(values $kind $c veth_xdp_drops | median)
+        read -r dmed _ _ < <(paste <(values $kind $c lost) <(values $kind $c xdp_xmit) |
+            awk '$1 ~ /^[0-9]+$/ && $2 > 0 { printf "%.1f%%\n", 100 * $1 / $2 }' | tr -d % | median)
+        [ -n "$dmed" ] && dmed="$dmed %"
         read -r rf _ _ < <(values $kind $c rx_ring_full | median)
         read -r fe _ _ < <(values $kind $c fill_ring_empty | median)
         printf '| %s | %.3f | %.3f-%.3f | %s | %.0f %% | %.3f | %s | %s | %s |\n' "$(label $kind $c)" \
@@ -307,7 +313,7 @@ for kind in sink forward; do
 done
 echo
 ms() { # label-a file-a label-b file-b
-    [ -s "$2" ] && [ -s "$4" ] || return 0
+    [ -s "$2" ] && [ -s "$4" ] && [ "$(wc -l <"$2")" -ge 3 ] && [ "$(wc -l <"$4")" -ge 3 ] || return 0
     echo "x $1"; echo "+ $3"
     ministat -A -c 95 "$2" "$4" | sed 1,2d
     echo
