@@ -38,7 +38,8 @@
 #      xdp-live: the in-kernel generator, so the app and not the generator
 #      is the bottleneck; afxdp: the AF_XDP TX generator of the earlier
 #      tables), GEN_ARGS="..." extra generator options, APP_ARGS="..."
-#      extra pfild options (e.g. "--ring 4096").
+#      extra pfild options (e.g. "--ring 4096"), KINDS="sink" (or
+#      "forward") to run one mode only.
 # Run it on a quiet machine: a busy-polling app that shares its CPU with
 # any other runnable task (even at nice 19) loses the CPU for a scheduler
 # slice (about a millisecond), and at 2 Mpps that overflows a 2048-entry
@@ -230,8 +231,9 @@ declare -A R
 D=$OUT.d
 mkdir -p "$D"
 echo "# afxdp.sh: $RUNS runs x $SECS s, generator --engine $GEN_ENGINE $GEN_ARGS, app ${APP_RUN[*]} $APP_ARGS, $(date -u +%FT%TZ), kernel $(uname -r)" | tee "$OUT"
+KINDS=${KINDS:-sink forward}
 for r in $(seq "$RUNS"); do
-    for kind in sink forward; do
+    for kind in $KINDS; do
         cases=$SINK_CASES; [ "$kind" = forward ] && cases=$FWD_CASES
         for c in $cases; do
             pps=$(measure $kind $c)
@@ -263,7 +265,7 @@ label() { # kind case
 echo
 echo "| case | median Mpps | min-max | vs best testpmd | app CPU busy | Mpps per app-CPU-s | lost before the app | rx_ring_full | fill_ring_empty |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
-for kind in sink forward; do
+for kind in $KINDS; do
     cases=$SINK_CASES; [ "$kind" = forward ] && cases=$FWD_CASES
     best=0
     for c in $cases; do
@@ -296,7 +298,7 @@ for kind in sink forward; do
 done
 echo
 echo "CPU split per case, medians over runs (usr/sys/softirq/idle %; CPU 0: generator + veth NAPI, CPU 1: app):"
-for kind in sink forward; do
+for kind in $KINDS; do
     cases=$SINK_CASES; [ "$kind" = forward ] && cases=$FWD_CASES
     for c in $cases; do
         line="  $(label $kind $c):"
