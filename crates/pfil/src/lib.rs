@@ -79,7 +79,8 @@
 //!   that check is on the cold batch-hook path.)
 //! - `serde`: `Serialize` and `Deserialize` for what a control plane
 //!   reports and reads: [`HeadInfo`], [`HookInfo`], [`LinkInfo`],
-//!   [`RetiredLink`], [`Counters`], [`Refused`], and the value types
+//!   [`RetiredLink`], [`Counters`], [`Refused`], [`FilterStat`] (with
+//!   [`StatSample`], [`StatKind`]), and the value types
 //!   [`Dir`], [`Dirs`], [`PacketKind`], [`FailMode`], [`Verdict`],
 //!   [`Placement`], [`LinkOptions`]. Names are lowercase (`"in"`,
 //!   `"ethernet"`, `"closed"`); a [`Dirs`] is its text form (`"in"`,
@@ -108,7 +109,7 @@ pub mod witness;
 
 pub use counters::{Counters, Refused};
 pub use error::Error;
-pub use filter::{Ctx, Filter};
+pub use filter::{Ctx, Filter, FilterStat, StatKind, StatSample};
 pub use head::{Head, Snapshot, Worker};
 pub use packet::{FiveTupleV4, FiveTupleV6, Headers, IpHeaders, Packet, Parsed, Transport, L4};
 pub use parse::validate_name;
