@@ -114,7 +114,9 @@ fn name(v: &str) -> String {
 /// (labels text, value), over every hook of a `filter_stats` result.
 /// A stat whose kind differs from the first hook's with that name is
 /// left out (two families cannot share a name).
-fn filter_families(filters: &Value) -> std::collections::BTreeMap<String, (String, String, Vec<(String, u64)>)> {
+fn filter_families(
+    filters: &Value,
+) -> std::collections::BTreeMap<String, (String, String, Vec<(String, u64)>)> {
     let mut fams: std::collections::BTreeMap<String, (String, String, Vec<(String, u64)>)> =
         Default::default();
     for h in filters["hooks"].as_array().into_iter().flatten() {
@@ -125,7 +127,10 @@ fn filter_families(filters: &Value) -> std::collections::BTreeMap<String, (Strin
                 _ => continue,
             };
             let fam = fams
-                .entry(format!("pfil_filter_{}", name(st["name"].as_str().unwrap_or(""))))
+                .entry(format!(
+                    "pfil_filter_{}",
+                    name(st["name"].as_str().unwrap_or(""))
+                ))
                 .or_insert_with(|| {
                     (
                         kind.to_owned(),

@@ -229,7 +229,10 @@ fn filter_stats_are_exported_as_families_per_stat() {
             samples.join("\n")
         );
     }
-    let filter_samples = samples.iter().filter(|s| s.contains("pfil_filter_")).count();
+    let filter_samples = samples
+        .iter()
+        .filter(|s| s.contains("pfil_filter_"))
+        .count();
     assert_eq!(filter_samples, 6, "{}", samples.join("\n"));
     // The HTTP endpoint serves them too.
     let server = MetricsServer::start(reg.clone(), "127.0.0.1:0").unwrap();
