@@ -110,15 +110,19 @@ fn name(v: &str) -> String {
     n
 }
 
-/// The filters' families: per stat name, its kind, help and samples
-/// (labels text, value), over every hook of a `filter_stats` result.
-/// A stat whose kind differs from the first hook's with that name is
-/// left out (two families cannot share a name).
-fn filter_families(
-    filters: &Value,
-) -> std::collections::BTreeMap<String, (String, String, Vec<(String, u64)>)> {
-    let mut fams: std::collections::BTreeMap<String, (String, String, Vec<(String, u64)>)> =
-        Default::default();
+/// One exposition family of filter stats: its kind, help and samples
+/// (labels text, value).
+struct Family {
+    kind: String,
+    help: String,
+    samples: Vec<(String, u64)>,
+}
+
+/// The filters' families by name, over every hook of a `filter_stats`
+/// result. A stat whose kind differs from the first hook's with that
+/// name is left out (two families cannot share a name).
+fn filter_families(filters: &Value) -> std::collections::BTreeMap<String, Family> {
+    let mut fams = std::collections::BTreeMap::<String, Family>::new();
     for h in filters["hooks"].as_array().into_iter().flatten() {
         let hook = h["hook"].as_str().unwrap_or("");
         for st in h["stats"].as_array().into_iter().flatten() {
@@ -131,14 +135,12 @@ fn filter_families(
                     "pfil_filter_{}",
                     name(st["name"].as_str().unwrap_or(""))
                 ))
-                .or_insert_with(|| {
-                    (
-                        kind.to_owned(),
-                        st["help"].as_str().unwrap_or("").to_owned(),
-                        Vec::new(),
-                    )
+                .or_insert_with(|| Family {
+                    kind: kind.to_owned(),
+                    help: st["help"].as_str().unwrap_or("").to_owned(),
+                    samples: Vec::new(),
                 });
-            if fam.0 != kind {
+            if fam.kind != kind {
                 continue;
             }
             for x in st["samples"].as_array().into_iter().flatten() {
@@ -150,7 +152,7 @@ fn filter_families(
                     };
                     let _ = write!(labels, ",{k}=\"{}\"", label(v.as_str().unwrap_or("")));
                 }
-                fam.2.push((labels, x["value"].as_u64().unwrap_or(0)));
+                fam.samples.push((labels, x["value"].as_u64().unwrap_or(0)));
             }
         }
     }
@@ -218,10 +220,15 @@ pub fn render_with_filters(stats: &Value, filters: &Value) -> String {
         "# TYPE pfil_sampling_batches gauge\n# HELP pfil_sampling_batches One batch in how many is timed per worker (0: off).\npfil_sampling_batches {}",
         u(&stats["sampling"])
     );
-    for (fam, (kind, help, samples)) in filter_families(filters) {
-        let _ = writeln!(s, "# TYPE {fam} {kind}\n# HELP {fam} {}", label(&help));
-        let suffix = if kind == "counter" { "_total" } else { "" };
-        for (labels, v) in samples {
+    for (fam, f) in filter_families(filters) {
+        let _ = writeln!(
+            s,
+            "# TYPE {fam} {}\n# HELP {fam} {}",
+            f.kind,
+            label(&f.help)
+        );
+        let suffix = if f.kind == "counter" { "_total" } else { "" };
+        for (labels, v) in f.samples {
             let _ = writeln!(s, "{fam}{suffix}{{{labels}}} {v}");
         }
     }
@@ -342,6 +349,37 @@ fn answer(reg: &pfil::Registry, mut conn: std::net::TcpStream) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn filter_families_sanitize_names_and_keep_one_kind_per_name() {
+        let f = serde_json::json!({"hooks": [
+            {"hook": "a:1", "stats": [
+                {"name": "rule-hits", "kind": "counter", "help": "h\"q", "samples": [
+                    {"labels": {"hook": "x", "9z": "v"}, "value": 1}]},
+            ]},
+            {"hook": "b:1", "stats": [
+                {"name": "rule-hits", "kind": "gauge", "help": "other", "samples": [
+                    {"labels": {}, "value": 2}]},
+                {"name": "depth", "kind": "gauge", "help": "d", "samples": [
+                    {"labels": {}, "value": 3}]},
+            ]},
+        ]});
+        let text = render_with_filters(&serde_json::json!({}), &f);
+        for want in [
+            "# TYPE pfil_filter_rule_hits counter\n# HELP pfil_filter_rule_hits h\\\"q\n",
+            "pfil_filter_rule_hits_total{hook=\"a:1\",_9z=\"v\",filter_hook=\"x\"} 1\n",
+        ] {
+            assert!(text.contains(want), "{want} not in {text}");
+        }
+        assert!(
+            !text.contains("} 2\n"),
+            "b:1's gauge of the counter's name is left out: {text}"
+        );
+        assert!(
+            text.contains("pfil_filter_depth{hook=\"b:1\"} 3\n"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn label_values_are_escaped() {

@@ -613,15 +613,14 @@ impl Registry {
     /// statistics, in hook name order, with the generation the hooks were
     /// read at.
     pub fn filter_stats(&self) -> (u64, Vec<(String, Vec<FilterStat>)>) {
-        let (generation, filters): (u64, Vec<(String, Arc<dyn Filter>)>) = {
+        let (generation, filters) = {
             let w = self.shared.writer.lock();
-            (
-                w.number,
-                w.hooks
-                    .values()
-                    .map(|h| (h.name.clone(), h.filter.clone()))
-                    .collect(),
-            )
+            let filters: Vec<(String, Arc<dyn Filter>)> = w
+                .hooks
+                .values()
+                .map(|h| (h.name.clone(), h.filter.clone()))
+                .collect();
+            (w.number, filters)
         };
         let stats = filters
             .into_iter()
