@@ -56,7 +56,7 @@ struct Version {
     default_counter: u32,
     /// The slab's segments when this version was built (every id above
     /// lives in one of them).
-    segments: Box<[Arc<Segment>]>,
+    segments: Box<[Segment]>,
     /// What keeps this version's counters allocated, per rule (`None`:
     /// not counted): a counter shared with another version (an unchanged
     /// rule) has one lease, held by both, so it is freed only when
@@ -66,26 +66,26 @@ struct Version {
     default_lease: Arc<Lease>,
 }
 
-/// `SEG` counters for each worker, each worker's row on cache lines of
-/// its own, so workers never write a shared line.
-struct Segment {
-    rows: Box<[CachePadded<[AtomicU64; SEG]>]>,
+/// `SEG` counters of one worker, on cache lines of its own, so workers
+/// never write a shared line.
+type Row = CachePadded<[AtomicU64; SEG]>;
+
+/// One row per worker. A slice behind the `Arc` itself: a version's
+/// table of segments holds the rows' address, one load from a counter.
+type Segment = Arc<[Row]>;
+
+#[inline]
+fn bump(seg: &[Row], worker: usize, off: usize) {
+    if let Some(row) = seg.get(worker) {
+        let a = &row[off];
+        // One writer per row (a worker runs one batch at a time, on
+        // whichever version): a load and a store, no read-modify-write.
+        a.store(a.load(Relaxed) + 1, Relaxed);
+    }
 }
 
-impl Segment {
-    #[inline]
-    fn bump(&self, worker: usize, off: usize) {
-        if let Some(row) = self.rows.get(worker) {
-            let a = &row[off];
-            // One writer per row (a worker runs one batch at a time, on
-            // whichever version): a load and a store, no read-modify-write.
-            a.store(a.load(Relaxed) + 1, Relaxed);
-        }
-    }
-
-    fn total(&self, off: usize) -> u64 {
-        self.rows.iter().map(|r| r[off].load(Relaxed)).sum()
-    }
+fn total(seg: &[Row], off: usize) -> u64 {
+    seg.iter().map(|r| r[off].load(Relaxed)).sum()
 }
 
 /// The counter storage of one filter, shared by all its versions: a
@@ -102,7 +102,7 @@ struct Slab {
 
 #[derive(Default)]
 struct SlabInner {
-    segments: Vec<Arc<Segment>>,
+    segments: Vec<Segment>,
     free: Vec<u32>,
 }
 
@@ -139,18 +139,18 @@ impl Slab {
                 // writes it, and a version that will is published after
                 // this store (the ArcSwap store orders it).
                 let seg = &s.segments[id as usize / SEG];
-                for r in seg.rows.iter() {
+                for r in seg.iter() {
                     r[id as usize % SEG].store(0, Relaxed);
                 }
                 id
             }
             None => {
                 let base = (s.segments.len() * SEG) as u32;
-                s.segments.push(Arc::new(Segment {
-                    rows: (0..self.workers)
+                s.segments.push(
+                    (0..self.workers)
                         .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
                         .collect(),
-                }));
+                );
                 // Hand out the lowest first.
                 s.free.extend((base + 1..base + SEG as u32).rev());
                 base
@@ -162,7 +162,7 @@ impl Slab {
         })
     }
 
-    fn segments(&self) -> Box<[Arc<Segment>]> {
+    fn segments(&self) -> Box<[Segment]> {
         let s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         s.segments.iter().cloned().collect()
     }
@@ -216,7 +216,7 @@ impl Version {
         };
         if c != NO_COUNTER {
             if let Some(seg) = self.segments.get(c as usize / SEG) {
-                seg.bump(worker, c as usize % SEG);
+                bump(seg, worker, c as usize % SEG);
             }
         }
         match action {
@@ -228,7 +228,7 @@ impl Version {
     fn total(&self, c: u32) -> u64 {
         self.segments
             .get(c as usize / SEG)
-            .map_or(0, |s| s.total(c as usize % SEG))
+            .map_or(0, |s| total(s, c as usize % SEG))
     }
 }
 
