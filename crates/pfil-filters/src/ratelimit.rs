@@ -212,19 +212,25 @@ impl RateLimit {
 
     /// Buckets evicted from the per-worker tables so far.
     pub fn evictions(&self) -> u64 {
-        self.tables
-            .iter()
-            .map(|t| t.lock().map_or(0, |t| t.evictions))
-            .sum()
+        self.table_counts().0
     }
 
     /// Buckets in use and slots, summed over the per-worker tables (0
     /// and 0 without `per`).
     pub fn occupancy(&self) -> (u64, u64) {
-        self.tables.iter().fold((0, 0), |(u, n), t| match t.lock() {
-            Ok(t) => (u + t.used as u64, n + t.slots.len() as u64),
-            Err(_) => (u, n),
-        })
+        let (_, used, slots) = self.table_counts();
+        (used, slots)
+    }
+
+    /// Evictions, buckets in use and slots over the tables, each table
+    /// locked once (briefly: its worker takes the lock once per batch).
+    fn table_counts(&self) -> (u64, u64, u64) {
+        self.tables
+            .iter()
+            .fold((0, 0, 0), |(e, u, n), t| match t.lock() {
+                Ok(t) => (e + t.evictions, u + t.used as u64, n + t.slots.len() as u64),
+                Err(_) => (e, u, n),
+            })
     }
 
     /// How many of `n` frames arriving at `now` a bucket at `tat` admits,
@@ -358,13 +364,13 @@ impl Filter for RateLimit {
     /// with `per`, `table_used` and `table_slots` (gauges,
     /// [`RateLimit::occupancy`]).
     fn stats(&self) -> Vec<FilterStat> {
+        let (evictions, used, slots) = self.table_counts();
         let mut s = vec![FilterStat::counter(
             "evictions",
             "Keyed buckets evicted from the per-worker tables to make room for a new key.",
-            self.evictions(),
+            evictions,
         )];
         if self.cfg.per != Per::Hook {
-            let (used, slots) = self.occupancy();
             s.push(FilterStat::gauge(
                 "table_used",
                 "Keyed buckets in use, over the per-worker tables.",

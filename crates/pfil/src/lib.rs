@@ -41,6 +41,10 @@
 //!   it stays registered and can be linked again; a hook removed with
 //!   [`Registry::remove_hook`] is dropped by the registry after the grace
 //!   period.
+//! - **Counters**: the registry counts every link's packets, bytes and
+//!   verdicts per worker ([`LinkInfo::counters`]); a filter may keep
+//!   statistics of its own (an ACL's per-rule hits), which it sums when
+//!   asked ([`Filter::stats`], [`Registry::hook_stats`]), off the datapath.
 //!
 //! ## Example
 //! ```
