@@ -23,7 +23,7 @@ use crate::{default_socket_path, Client};
     disable_help_subcommand = true,
     max_term_width = 100,
     after_help = "`stats --watch [SECS]` refreshes with rates until Ctrl-C (or --count N).\n\
-Subcommands may be abbreviated to a unique prefix: he(ads), ho(oks), st(ats), se(t), sh(ow), sa(mpling), t(op), ad(d), ap(ply), l(ink), u(nlink).\n\
+Subcommands may be abbreviated to a unique prefix: he(ads), ho(oks), st(ats), r(ules), se(t), sh(ow), sa(mpling), t(op), ad(d), ap(ply), l(ink), u(nlink).\n\
                   Exit codes: 0 ok, 1 error (the server's message), 2 usage.\n\
                   The default socket is pfild's: /run/pfil/pfild.sock as root, $XDG_RUNTIME_DIR/pfil/pfild.sock otherwise."
 )]
@@ -80,6 +80,14 @@ enum Cmd {
         /// (what Prometheus scrapes)
         #[arg(long, conflicts_with = "watch")]
         openmetrics: bool,
+    },
+    /// A filter's own counters, like `pfctl -vsr`: an acl's rules with
+    /// their hits (rules marked `count`, then the default action), a
+    /// ratelimit's evictions and table occupancy
+    Rules {
+        /// Only this hook (an error if it keeps none) [default: every
+        /// hook that keeps some]
+        hook: Option<String>,
     },
     /// Live per-link cost, like top(1): packets/s, drops/s, ns/packet
     /// (from the timed batches) and the share of a CPU each link takes,
@@ -267,7 +275,16 @@ fn execute(cli: &Cli, out: &mut dyn Write) -> Result<(), String> {
     let text = match &cli.cmd {
         Cmd::Stats {
             openmetrics: true, ..
-        } => crate::metrics::render(&result),
+        } => {
+            // The filters' own counters too; a server older than
+            // `filter_stats` has none to give.
+            let filters = match client.call("filter_stats", Value::Null) {
+                Ok(f) => f,
+                Err(crate::ClientError::Rpc(e)) if e.kind == "method_not_found" => Value::Null,
+                Err(e) => return Err(e.to_string()),
+            };
+            crate::metrics::render_with_filters(&result, &filters)
+        }
         _ if cli.json => format!("{result}\n"),
         _ => human(&cli.cmd, &result),
     };
@@ -599,6 +616,10 @@ fn request(cmd: &Cmd) -> Result<(&'static str, Value), String> {
             "stats",
             head.as_ref().map_or(Value::Null, |h| json!({"head": h})),
         ),
+        Cmd::Rules { hook } => (
+            "filter_stats",
+            hook.as_ref().map_or(Value::Null, |h| json!({"hook": h})),
+        ),
         Cmd::Sampling { every } => ("sampling", json!({"every": every})),
         Cmd::Capture {
             head,
@@ -814,6 +835,7 @@ fn human(cmd: &Cmd, r: &Value) -> String {
             }
             format!("{}generation {generation}\n", table(&rows))
         }
+        Cmd::Rules { .. } => rules(r),
         Cmd::Version => format!(
             "pfilctl {}, protocol {}; server: {} protocol {}, methods {}\n",
             env!("CARGO_PKG_VERSION"),
@@ -875,6 +897,71 @@ fn human(cmd: &Cmd, r: &Value) -> String {
 
 /// The end of a write's line: the final counters of the links it removed
 /// (one per line), or that the grace period had not passed yet.
+/// `rules`: the `rule_hits` of every hook as one table (HOOK, RULE,
+/// HITS, TEXT, in rule order), then every other stat (HOOK, STAT,
+/// LABELS, VALUE).
+fn rules(r: &Value) -> String {
+    let mut hits = vec![vec![
+        "HOOK".to_owned(),
+        "RULE".into(),
+        "HITS".into(),
+        "TEXT".into(),
+    ]];
+    let mut other = vec![vec![
+        "HOOK".to_owned(),
+        "STAT".into(),
+        "LABELS".into(),
+        "VALUE".into(),
+    ]];
+    for h in arr(r, "hooks") {
+        for st in arr(&h, "stats") {
+            let is_hits = st["name"] == "rule_hits";
+            for x in arr(&st, "samples") {
+                if is_hits {
+                    hits.push(vec![
+                        text(&h["hook"]),
+                        text(&x["labels"]["rule"]),
+                        text(&x["value"]),
+                        text(&x["labels"]["text"]),
+                    ]);
+                    continue;
+                }
+                let labels: Vec<String> = x["labels"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| format!("{k}={}", text(v)))
+                    .collect();
+                other.push(vec![
+                    text(&h["hook"]),
+                    text(&st["name"]),
+                    if labels.is_empty() {
+                        "-".into()
+                    } else {
+                        labels.join(",")
+                    },
+                    text(&x["value"]),
+                ]);
+            }
+        }
+    }
+    let mut s = String::new();
+    if hits.len() > 1 {
+        s += &table(&hits);
+    }
+    if other.len() > 1 {
+        if !s.is_empty() {
+            s.push('\n');
+        }
+        s += &table(&other);
+    }
+    if s.is_empty() {
+        s = "no hook keeps filter statistics\n".into();
+    }
+    let generation = r.get("generation").map(text).unwrap_or_default();
+    format!("{s}generation {generation}\n")
+}
+
 fn retired(r: &Value) -> String {
     let mut s = String::from("\n");
     for l in arr(r, "retired") {

@@ -39,7 +39,7 @@ pub mod rpc;
 mod server;
 
 pub use client::{Client, ClientError};
-pub use methods::{stats, READ_METHODS, WRITE_METHODS};
+pub use methods::{filter_stats, stats, READ_METHODS, WRITE_METHODS};
 pub use rpc::RpcError;
 pub use server::{
     default_socket_path, ControlConfig, Error, Server, DEFAULT_GRACE_TIMEOUT,

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use pfil::{Dir, Dirs, LinkInfo, Op, PacketKind, Placement, Registry};
+use pfil::{Dir, Dirs, FilterStat, LinkInfo, Op, PacketKind, Placement, Registry};
 use pfil_filters::{BuildCtx, Catalog};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -22,7 +22,7 @@ pub enum Access {
 }
 
 /// The methods that only read.
-pub const READ_METHODS: &[&str] = &["version", "heads", "hooks", "stats", "show"];
+pub const READ_METHODS: &[&str] = &["version", "heads", "hooks", "stats", "filter_stats", "show"];
 /// The methods that change the configuration (`apply` even as a dry run:
 /// planning builds filters).
 pub const WRITE_METHODS: &[&str] = &[
@@ -52,6 +52,12 @@ struct NoParams {}
 #[serde(deny_unknown_fields)]
 struct StatsParams {
     head: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilterStatsParams {
+    hook: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -204,6 +210,59 @@ pub fn stats(reg: &Registry, head: Option<&str>) -> Result<Value, pfil::Error> {
     Ok(json!({"generation": generation, "sampling": reg.sampling(), "heads": heads}))
 }
 
+fn filter_stat_json(s: &FilterStat) -> Value {
+    let samples: Vec<Value> = s
+        .samples
+        .iter()
+        .map(|x| {
+            let labels: Map<String, Value> = x
+                .labels
+                .iter()
+                .map(|(k, v)| (k.clone(), json!(v)))
+                .collect();
+            json!({"labels": labels, "value": x.value})
+        })
+        .collect();
+    json!({"name": s.name, "kind": s.kind.to_string(), "help": s.help, "samples": samples})
+}
+
+fn filter_stats_json(hook: &str, stats: &[FilterStat]) -> Value {
+    json!({"hook": hook, "stats": stats.iter().map(filter_stat_json).collect::<Vec<_>>()})
+}
+
+/// The `filter_stats` result: the filters' own statistics
+/// ([`pfil::Filter::stats`]: an `acl`'s per-rule hits, a `ratelimit`'s
+/// evictions) of one hook, or of every hook whose filter keeps some,
+/// with the generation (PROTOCOL.md).
+///
+/// # Errors
+/// `no_such_hook` for an unknown `hook`; `no_filter_stats` for a hook
+/// whose filter keeps none.
+pub fn filter_stats(reg: &Registry, hook: Option<&str>) -> Result<Value, RpcError> {
+    let (generation, hooks) = match hook {
+        Some(h) => {
+            let generation = reg.generation();
+            let stats = reg.hook_stats(h).map_err(|e| registry_error(&e))?;
+            if stats.is_empty() {
+                return Err(RpcError::new(
+                    code::REGISTRY,
+                    "no_filter_stats",
+                    format!(
+                        "hook `{h}` has no filter statistics: its filter keeps none beyond the link counters of `stats`"
+                    ),
+                ));
+            }
+            (generation, vec![filter_stats_json(h, &stats)])
+        }
+        None => {
+            let (generation, all) = reg.filter_stats();
+            let hooks = all.iter().map(|(h, s)| filter_stats_json(h, s)).collect();
+            (generation, hooks)
+        }
+    };
+    Ok(json!({"generation": generation, "hooks": hooks}))
+}
+
 impl Target {
     /// The result of a write: the generation it published, whether its
     /// grace period passed within the timeout (the previous configuration
@@ -308,6 +367,10 @@ impl Target {
             "stats" => {
                 let sp = params::<StatsParams>(method, p)?;
                 stats(reg, sp.head.as_deref()).map_err(|e| registry_error(&e))
+            }
+            "filter_stats" => {
+                let fp = params::<FilterStatsParams>(method, p)?;
+                filter_stats(reg, fp.hook.as_deref())
             }
             "sampling" => {
                 let sp = params::<SamplingParams>(method, p)?;

@@ -21,6 +21,22 @@
 //! | `pfil_generation` | gauge | the configuration's generation |
 //! | `pfil_sampling_batches` | gauge | one batch in how many is timed (0: off) |
 //!
+//! Filters' own statistics ([`pfil::Filter::stats`], the
+//! `filter_stats` result, see [`render_with_filters`]) follow, one family
+//! per stat name, `pfil_filter_NAME` (`_total` for counters), with the
+//! label `hook` and the stat's own labels:
+//!
+//! | metric | type | labels | what |
+//! |---|---|---|---|
+//! | `pfil_filter_rule_hits_total` | counter | `hook`, `rule` (index or `default`), `text` | packets an `acl` rule marked `count` (or the default action) decided |
+//! | `pfil_filter_evictions_total` | counter | `hook` | `ratelimit` buckets evicted for a new key |
+//! | `pfil_filter_table_used` | gauge | `hook` | `ratelimit` (`per`) buckets in use |
+//! | `pfil_filter_table_slots` | gauge | `hook` | `ratelimit` (`per`) bucket slots |
+//!
+//! A filter's counters live as long as the filter: `pfilctl set` (a new
+//! filter) starts them at 0, which Prometheus reads as a counter reset;
+//! an acl rule's count carries over an in-place ruleset swap.
+//!
 //! A link's cost in Prometheus:
 //! `rate(pfil_link_sampled_seconds_total[1m]) / rate(pfil_link_sampled_packets_total[1m])`.
 //! Counters of a link start at 0 when it is linked and go when it is
@@ -78,6 +94,75 @@ fn label(v: &str) -> String {
 
 /// Render a `stats` result (see [`crate::stats`]).
 pub fn render(stats: &Value) -> String {
+    render_with_filters(stats, &Value::Null)
+}
+
+/// A metric or label name as the format allows: `[a-zA-Z0-9_]`, other
+/// characters replaced by `_`, and not starting with a digit.
+fn name(v: &str) -> String {
+    let mut n: String = v
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    if n.is_empty() || n.starts_with(|c: char| c.is_ascii_digit()) {
+        n.insert(0, '_');
+    }
+    n
+}
+
+/// One exposition family of filter stats: its kind, help and samples
+/// (labels text, value).
+struct Family {
+    kind: String,
+    help: String,
+    samples: Vec<(String, u64)>,
+}
+
+/// The filters' families by name, over every hook of a `filter_stats`
+/// result. A stat whose kind differs from the first hook's with that
+/// name is left out (two families cannot share a name).
+fn filter_families(filters: &Value) -> std::collections::BTreeMap<String, Family> {
+    let mut fams = std::collections::BTreeMap::<String, Family>::new();
+    for h in filters["hooks"].as_array().into_iter().flatten() {
+        let hook = h["hook"].as_str().unwrap_or("");
+        for st in h["stats"].as_array().into_iter().flatten() {
+            let kind = match st["kind"].as_str() {
+                Some(k @ ("counter" | "gauge")) => k,
+                _ => continue,
+            };
+            let fam = fams
+                .entry(format!(
+                    "pfil_filter_{}",
+                    name(st["name"].as_str().unwrap_or(""))
+                ))
+                .or_insert_with(|| Family {
+                    kind: kind.to_owned(),
+                    help: st["help"].as_str().unwrap_or("").to_owned(),
+                    samples: Vec::new(),
+                });
+            if fam.kind != kind {
+                continue;
+            }
+            for x in st["samples"].as_array().into_iter().flatten() {
+                let mut labels = format!("hook=\"{}\"", label(hook));
+                for (k, v) in x["labels"].as_object().into_iter().flatten() {
+                    let k = match name(k) {
+                        k if k == "hook" => "filter_hook".to_owned(),
+                        k => k,
+                    };
+                    let _ = write!(labels, ",{k}=\"{}\"", label(v.as_str().unwrap_or("")));
+                }
+                fam.samples.push((labels, x["value"].as_u64().unwrap_or(0)));
+            }
+        }
+    }
+    fams
+}
+
+/// Render a `stats` result (see [`crate::stats`]) and the filters' own
+/// statistics of a `filter_stats` result (see [`crate::filter_stats`];
+/// `Value::Null`: none), as one exposition.
+pub fn render_with_filters(stats: &Value, filters: &Value) -> String {
     let mut links = Vec::new();
     for h in stats["heads"].as_array().into_iter().flatten() {
         let head = h["name"].as_str().unwrap_or("");
@@ -135,12 +220,25 @@ pub fn render(stats: &Value) -> String {
         "# TYPE pfil_sampling_batches gauge\n# HELP pfil_sampling_batches One batch in how many is timed per worker (0: off).\npfil_sampling_batches {}",
         u(&stats["sampling"])
     );
+    for (fam, f) in filter_families(filters) {
+        let _ = writeln!(
+            s,
+            "# TYPE {fam} {}\n# HELP {fam} {}",
+            f.kind,
+            label(&f.help)
+        );
+        let suffix = if f.kind == "counter" { "_total" } else { "" };
+        for (labels, v) in f.samples {
+            let _ = writeln!(s, "{fam}{suffix}{{{labels}}} {v}");
+        }
+    }
     s.push_str("# EOF\n");
     s
 }
 
-/// A plain HTTP endpoint answering `GET /metrics` with [`render`] of the
-/// registry's `stats` (for Prometheus to scrape), on its own thread. One
+/// A plain HTTP endpoint answering `GET /metrics` with
+/// [`render_with_filters`] of the registry's `stats` and `filter_stats`
+/// (for Prometheus to scrape), on its own thread. One
 /// request per connection, handled one after another, each bounded in
 /// time and size; anything else gets 404 or 405. Bind it to a loopback
 /// address unless the network it listens on is trusted: it has no
@@ -225,9 +323,14 @@ fn answer(reg: &pfil::Registry, mut conn: std::net::TcpStream) {
     let mut words = line.lines().next().unwrap_or("").split_whitespace();
     let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
     let (status, ctype, body) = match (method, path.split('?').next().unwrap_or("")) {
-        ("GET", "/metrics") => match crate::stats(reg, None) {
-            Ok(v) => ("200 OK", CONTENT_TYPE, render(&v)),
-            Err(e) => ("500 Internal Server Error", "text/plain", format!("{e}\n")),
+        ("GET", "/metrics") => match (crate::stats(reg, None), crate::filter_stats(reg, None)) {
+            (Ok(v), Ok(f)) => ("200 OK", CONTENT_TYPE, render_with_filters(&v, &f)),
+            (_, Err(e)) => (
+                "500 Internal Server Error",
+                "text/plain",
+                format!("{}\n", e.message),
+            ),
+            (Err(e), _) => ("500 Internal Server Error", "text/plain", format!("{e}\n")),
         },
         ("GET", _) => ("404 Not Found", "text/plain", "GET /metrics\n".to_owned()),
         _ => (
@@ -246,6 +349,37 @@ fn answer(reg: &pfil::Registry, mut conn: std::net::TcpStream) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn filter_families_sanitize_names_and_keep_one_kind_per_name() {
+        let f = serde_json::json!({"hooks": [
+            {"hook": "a:1", "stats": [
+                {"name": "rule-hits", "kind": "counter", "help": "h\"q", "samples": [
+                    {"labels": {"hook": "x", "9z": "v"}, "value": 1}]},
+            ]},
+            {"hook": "b:1", "stats": [
+                {"name": "rule-hits", "kind": "gauge", "help": "other", "samples": [
+                    {"labels": {}, "value": 2}]},
+                {"name": "depth", "kind": "gauge", "help": "d", "samples": [
+                    {"labels": {}, "value": 3}]},
+            ]},
+        ]});
+        let text = render_with_filters(&serde_json::json!({}), &f);
+        for want in [
+            "# TYPE pfil_filter_rule_hits counter\n# HELP pfil_filter_rule_hits h\\\"q\n",
+            "pfil_filter_rule_hits_total{hook=\"a:1\",_9z=\"v\",filter_hook=\"x\"} 1\n",
+        ] {
+            assert!(text.contains(want), "{want} not in {text}");
+        }
+        assert!(
+            !text.contains("} 2\n"),
+            "b:1's gauge of the counter's name is left out: {text}"
+        );
+        assert!(
+            text.contains("pfil_filter_depth{hook=\"b:1\"} 3\n"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn label_values_are_escaped() {

@@ -151,3 +151,94 @@ fn the_http_endpoint_serves_the_same_text() {
         .unwrap();
     assert!(e.contains(&server.addr().to_string()), "{e}");
 }
+
+fn udp(src: u8, dport: u16) -> Vec<u8> {
+    let mut v = Vec::new();
+    etherparse::PacketBuilder::ethernet2([2; 6], [4; 6])
+        .ipv4([10, 0, 0, src], [198, 18, 0, 1], 64)
+        .udp(1000, dport)
+        .write(&mut v, &[0; 8])
+        .unwrap();
+    v
+}
+
+fn tcp(dport: u16) -> Vec<u8> {
+    let mut v = Vec::new();
+    etherparse::PacketBuilder::ethernet2([2; 6], [4; 6])
+        .ipv4([10, 0, 1, 1], [198, 18, 0, 1], 64)
+        .tcp(1000, dport, 1, 1000)
+        .write(&mut v, &[])
+        .unwrap();
+    v
+}
+
+/// Head `syn0` with `acl:edge` then `ratelimit:src` on `in`, built by
+/// the catalog: 3 UDP frames to port 53 (acl rule 0 drops them), 6 to
+/// port 80 from 6 sources (rule 1 passes them; the limiter's one 4-way
+/// set per worker takes 4 sources and evicts for 2), 2 TCP frames (the
+/// default drops them).
+pub fn filter_registry() -> Registry {
+    let reg = Registry::with_max_workers(2);
+    let head = reg
+        .register_head("syn0", PacketKind::Ethernet, Dirs::BOTH)
+        .unwrap();
+    let cat = pfil_filters::Catalog::builtin();
+    let ctx = pfil_filters::BuildCtx::new(reg.max_workers());
+    for (name, spec) in [
+        (
+            "acl:edge",
+            "acl:drop count proto udp to any port 53; pass count proto udp; default drop",
+        ),
+        ("ratelimit:src", "ratelimit:0.001 burst 1 per src table 4"),
+    ] {
+        let f = cat.create(spec, &ctx).unwrap();
+        reg.add_hook_shared(name, PacketKind::Ethernet, Dirs::BOTH, f)
+            .unwrap();
+        reg.link("syn0", Dir::In, name, Placement::Append).unwrap();
+    }
+    let mut frames: Vec<Vec<u8>> = (0..3).map(|i| udp(i, 53)).collect();
+    frames.extend((0..6).map(|i| udp(i, 80)));
+    frames.extend((0..2).map(|_| tcp(22)));
+    let mut w = reg.worker().unwrap();
+    let mut pkts: Vec<Packet<'_>> = frames.iter_mut().map(|f| Packet::new(f)).collect();
+    head.run(Dir::In, &mut w, &mut pkts);
+    reg
+}
+
+#[test]
+fn filter_stats_are_exported_as_families_per_stat() {
+    let reg = filter_registry();
+    let text = pfil_ctl::metrics::render_with_filters(
+        &pfil_ctl::stats(&reg, None).unwrap(),
+        &pfil_ctl::filter_stats(&reg, None).unwrap(),
+    );
+    let Some(parsed) = parse(&text) else { return };
+    let samples = parsed.unwrap_or_else(|e| panic!("the parser refused it: {e}\n{text}"));
+    for want in [
+        "counter pfil_filter_rule_hits_total{hook=acl:edge,rule=0,text=drop count proto 17 from any to any port 53:53} 3",
+        "counter pfil_filter_rule_hits_total{hook=acl:edge,rule=1,text=pass count proto 17 from any to any} 6",
+        "counter pfil_filter_rule_hits_total{hook=acl:edge,rule=default,text=default drop} 2",
+        "counter pfil_filter_evictions_total{hook=ratelimit:src} 2",
+        "gauge pfil_filter_table_used{hook=ratelimit:src} 4",
+        "gauge pfil_filter_table_slots{hook=ratelimit:src} 8",
+        "counter pfil_link_packets_total{dir=in,head=syn0,hook=ratelimit:src} 6",
+    ] {
+        assert!(
+            samples.iter().any(|s| s == want),
+            "{want} not in\n{}",
+            samples.join("\n")
+        );
+    }
+    let filter_samples = samples
+        .iter()
+        .filter(|s| s.contains("pfil_filter_"))
+        .count();
+    assert_eq!(filter_samples, 6, "{}", samples.join("\n"));
+    // The HTTP endpoint serves them too.
+    let server = MetricsServer::start(reg.clone(), "127.0.0.1:0").unwrap();
+    let mut c = std::net::TcpStream::connect(server.addr()).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+    let mut r = String::new();
+    c.read_to_string(&mut r).unwrap();
+    assert!(r.ends_with(&text), "{r}");
+}

@@ -2,6 +2,15 @@
 //! [`pfil_acl::Classifier`], per-rule hit counters in per-worker slots,
 //! and a ruleset that can be swapped in place.
 //!
+//! # Counters
+//! Rules marked `count` and the default action count the packets they
+//! decide, per worker; [`Acl::hits`] sums them, and so do the filter's
+//! stats ([`Filter::stats`]: `rule_hits`, one sample per counted rule
+//! labelled `rule` and `text`, the default action's as `rule` =
+//! `default`), which the registry, `pfilctl rules HOOK`, the OpenMetrics
+//! export and pfild's final report read. [`Acl::replace`] keeps the
+//! counters of the rules both rulesets have, exactly (see there).
+//!
 //! # Config (`acl:CONFIG`)
 //! `CONFIG` is the path of a rules file if such a file exists, else the
 //! rules themselves with `;` between lines:
@@ -23,7 +32,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use crossbeam_utils::CachePadded;
-use pfil::{Ctx, Filter, Packet, PacketKind, Verdict};
+use pfil::{Ctx, Filter, FilterStat, Packet, PacketKind, StatKind, Verdict};
 use pfil_acl::{
     classbench, has, text, Action, Classifier, Classify, Key, Rule, Ruleset, ETHERTYPE_IPV4,
     ETHERTYPE_IPV6,
@@ -32,73 +41,166 @@ use pfil_acl::{
 /// Keys classified per call of the batch lookup (a stack buffer).
 const CHUNK: usize = 64;
 const NO_COUNTER: u32 = u32::MAX;
+/// Counters per [`Segment`] row.
+const SEG: usize = 64;
 
-/// One ruleset version: the rules, their classifier and their counters.
+/// One ruleset version: the rules, their classifier, and which counter
+/// of the filter's [`Slab`] each counted rule bumps.
 struct Version {
     rules: Ruleset,
     classifier: Classifier,
-    /// Per rule: its counter index, or [`NO_COUNTER`] (rule without
-    /// `count`). The default action has the last counter.
+    /// Per rule: its counter id in the slab, or [`NO_COUNTER`] (rule
+    /// without `count`).
     counter_of: Vec<u32>,
-    counters: Counters,
+    /// The default action's counter id.
+    default_counter: u32,
+    /// The slab's segments when this version was built (every id above
+    /// lives in one of them).
+    segments: Box<[Segment]>,
+    /// What keeps this version's counters allocated, per rule (`None`:
+    /// not counted): a counter shared with another version (an unchanged
+    /// rule) has one lease, held by both, so it is freed only when
+    /// neither can run any more.
+    leases: Vec<Option<Arc<Lease>>>,
+    /// The default action's.
+    default_lease: Arc<Lease>,
 }
 
-/// Counters of one version: `workers` rows of `n` counters; each row
-/// starts on its own cache line, so workers never write a shared line.
-struct Counters {
-    lines: Box<[CachePadded<[AtomicU64; 8]>]>,
-    /// Cache lines per worker row.
-    stride: usize,
-    n: usize,
+/// `SEG` counters of one worker, on cache lines of its own, so workers
+/// never write a shared line.
+type Row = CachePadded<[AtomicU64; SEG]>;
+
+/// One row per worker. A slice behind the `Arc` itself: a version's
+/// table of segments holds the rows' address, one load from a counter.
+type Segment = Arc<[Row]>;
+
+#[inline]
+fn bump(seg: &[Row], worker: usize, off: usize) {
+    if let Some(row) = seg.get(worker) {
+        let a = &row[off];
+        // One writer per row (a worker runs one batch at a time, on
+        // whichever version): a load and a store, no read-modify-write.
+        a.store(a.load(Relaxed) + 1, Relaxed);
+    }
 }
 
-impl Counters {
-    fn new(workers: usize, n: usize) -> Counters {
-        let stride = n.div_ceil(8).max(1);
-        Counters {
-            lines: (0..workers.max(1) * stride)
-                .map(|_| CachePadded::new(Default::default()))
-                .collect(),
-            stride,
-            n,
-        }
+fn total(seg: &[Row], off: usize) -> u64 {
+    seg.iter().map(|r| r[off].load(Relaxed)).sum()
+}
+
+/// The counter storage of one filter, shared by all its versions: a
+/// counter is an id into segments that never move; an unchanged rule
+/// keeps its id across [`Acl::replace`], so batches still running on the
+/// old version and those on the new one bump the same counter: no hit is
+/// lost or counted twice. Ids of rules that went are reused once no
+/// version that counted into them is left (their [`Lease`] dropped),
+/// zeroed first.
+struct Slab {
+    workers: usize,
+    inner: std::sync::Mutex<SlabInner>,
+}
+
+#[derive(Default)]
+struct SlabInner {
+    segments: Vec<Segment>,
+    free: Vec<u32>,
+}
+
+/// An allocated counter id; freed when the last version holding it goes.
+struct Lease {
+    slab: Arc<Slab>,
+    id: u32,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        // Runs where the last version using it is dropped, possibly a
+        // datapath thread finishing a batch on a replaced version: a
+        // push under a lock only writers of the control path share.
+        let mut s = self.slab.inner.lock().unwrap_or_else(|e| e.into_inner());
+        s.free.push(self.id);
+    }
+}
+
+impl Slab {
+    fn new(workers: usize) -> Arc<Slab> {
+        Arc::new(Slab {
+            workers: workers.max(1),
+            inner: Default::default(),
+        })
     }
 
-    #[inline]
-    fn bump(&self, worker: usize, c: usize) {
-        if let Some(line) = self.lines.get(worker * self.stride + c / 8) {
-            let a = &line[c % 8];
-            // One writer per row: a load and a store, no read-modify-write.
-            a.store(a.load(Relaxed) + 1, Relaxed);
-        }
+    /// A zeroed counter.
+    fn lease(self: &Arc<Slab>) -> Arc<Lease> {
+        let mut s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let id = match s.free.pop() {
+            Some(id) => {
+                // No live version uses it (its lease is gone): no worker
+                // writes it, and a version that will is published after
+                // this store (the ArcSwap store orders it).
+                let seg = &s.segments[id as usize / SEG];
+                for r in seg.iter() {
+                    r[id as usize % SEG].store(0, Relaxed);
+                }
+                id
+            }
+            None => {
+                let base = (s.segments.len() * SEG) as u32;
+                s.segments.push(
+                    (0..self.workers)
+                        .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
+                        .collect(),
+                );
+                // Hand out the lowest first.
+                s.free.extend((base + 1..base + SEG as u32).rev());
+                base
+            }
+        };
+        Arc::new(Lease {
+            slab: self.clone(),
+            id,
+        })
     }
 
-    fn total(&self, c: usize) -> u64 {
-        (0..self.lines.len() / self.stride)
-            .map(|w| self.lines[w * self.stride + c / 8][c % 8].load(Relaxed))
-            .sum()
+    fn segments(&self) -> Box<[Segment]> {
+        let s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        s.segments.iter().cloned().collect()
     }
 }
 
 impl Version {
-    fn new(rules: Ruleset, workers: usize) -> Version {
+    /// A version of `rules` counting into `slab`; `carried` gives, per
+    /// rule, a lease to reuse (an unchanged rule's counter), and then the
+    /// default action's.
+    fn new(
+        rules: Ruleset,
+        slab: &Arc<Slab>,
+        carried: Vec<Option<Arc<Lease>>>,
+        default: Option<Arc<Lease>>,
+    ) -> Version {
         let classifier = Classifier::new(&rules);
-        let mut counter_of = Vec::with_capacity(rules.rules.len());
-        let mut n = 0u32;
-        for r in &rules.rules {
-            if r.count {
-                counter_of.push(n);
-                n += 1;
-            } else {
-                counter_of.push(NO_COUNTER);
-            }
-        }
-        let counters = Counters::new(workers, n as usize + 1);
+        let mut carried = carried.into_iter();
+        let leases: Vec<Option<Arc<Lease>>> = rules
+            .rules
+            .iter()
+            .map(|r| {
+                let c = carried.next().flatten();
+                r.count.then(|| c.unwrap_or_else(|| slab.lease()))
+            })
+            .collect();
+        let counter_of = leases
+            .iter()
+            .map(|l| l.as_ref().map_or(NO_COUNTER, |l| l.id))
+            .collect();
+        let default_lease = default.unwrap_or_else(|| slab.lease());
         Version {
             rules,
             classifier,
             counter_of,
-            counters,
+            default_counter: default_lease.id,
+            segments: slab.segments(),
+            leases,
+            default_lease,
         }
     }
 
@@ -110,15 +212,23 @@ impl Version {
                 self.rules.rules[i as usize].action,
                 self.counter_of[i as usize],
             ),
-            None => (self.rules.default, (self.counters.n - 1) as u32),
+            None => (self.rules.default, self.default_counter),
         };
         if c != NO_COUNTER {
-            self.counters.bump(worker, c as usize);
+            if let Some(seg) = self.segments.get(c as usize / SEG) {
+                bump(seg, worker, c as usize % SEG);
+            }
         }
         match action {
             Action::Pass => Verdict::Pass,
             Action::Drop => Verdict::Dropped,
         }
+    }
+
+    fn total(&self, c: u32) -> u64 {
+        self.segments
+            .get(c as usize / SEG)
+            .map_or(0, |s| total(s, c as usize % SEG))
     }
 }
 
@@ -138,7 +248,10 @@ pub struct RuleHits {
 #[derive(Clone)]
 pub struct Acl {
     current: Arc<ArcSwap<Version>>,
-    workers: usize,
+    slab: Arc<Slab>,
+    /// Serializes [`Acl::replace`]s (two racing would both carry from
+    /// the same old version).
+    replacing: Arc<std::sync::Mutex<()>>,
     /// The `acl:` config it was built from ([`Filter::spec`]); `None`
     /// once [`Acl::replace`] swapped in rules given as a value.
     config: Arc<std::sync::Mutex<Option<String>>>,
@@ -147,9 +260,12 @@ pub struct Acl {
 impl Acl {
     /// A filter for `rules`, with counter slots for `max_workers` workers.
     pub fn new(rules: Ruleset, max_workers: usize) -> Acl {
+        let slab = Slab::new(max_workers);
+        let v = Version::new(rules, &slab, Vec::new(), None);
         Acl {
-            current: Arc::new(ArcSwap::from_pointee(Version::new(rules, max_workers))),
-            workers: max_workers.max(1),
+            current: Arc::new(ArcSwap::from_pointee(v)),
+            slab,
+            replacing: Arc::default(),
             config: Arc::new(std::sync::Mutex::new(None)),
         }
     }
@@ -167,36 +283,39 @@ impl Acl {
     }
 
     /// Swaps in a new ruleset. Batches already running finish on the old
-    /// one; later ones use the new one. Hit counts of counted rules that
-    /// are in both rulesets (same rule, matched in order) and of the
-    /// default action carry over; hits counted on the old version after
-    /// the carry-over read (by batches still running on it) are not
-    /// carried.
+    /// one; later ones use the new one.
+    ///
+    /// Counted rules that are in both rulesets (the same rule, matched in
+    /// order: the first equal counted rule of the old ruleset not matched
+    /// yet) keep their hit counter, and so does the default action: not
+    /// a copy but the same counter, which batches still running on the
+    /// old version and those on the new one both bump, so no hit is lost
+    /// or counted twice across the swap. New rules start at 0; the
+    /// counts of rules that went are dropped with the last version that
+    /// had them.
     pub fn replace(&self, rules: Ruleset) {
+        let _one = self.replacing.lock().unwrap_or_else(|e| e.into_inner());
         *self.config.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        let new = Version::new(rules, self.workers);
         let old = self.current.load_full();
         let mut used = vec![false; old.rules.rules.len()];
-        for (i, r) in new.rules.rules.iter().enumerate() {
-            let c = new.counter_of[i];
-            if c == NO_COUNTER {
-                continue;
-            }
-            let same = old
-                .rules
+        let carried =
+            rules
                 .rules
                 .iter()
-                .enumerate()
-                .position(|(j, o)| !used[j] && o == r && old.counter_of[j] != NO_COUNTER);
-            if let Some(j) = same {
-                used[j] = true;
-                let v = old.counters.total(old.counter_of[j] as usize);
-                new.counters.lines[c as usize / 8][c as usize % 8].store(v, Relaxed);
-            }
-        }
-        let d_old = old.counters.n - 1;
-        let d_new = new.counters.n - 1;
-        new.counters.lines[d_new / 8][d_new % 8].store(old.counters.total(d_old), Relaxed);
+                .map(|r| {
+                    if !r.count {
+                        return None;
+                    }
+                    let j =
+                        old.rules.rules.iter().enumerate().position(|(j, o)| {
+                            !used[j] && o == r && old.counter_of[j] != NO_COUNTER
+                        })?;
+                    used[j] = true;
+                    old.leases[j].clone()
+                })
+                .collect();
+        let default = Some(old.default_lease.clone());
+        let new = Version::new(rules, &self.slab, carried, default);
         self.current.store(Arc::new(new));
     }
 
@@ -215,14 +334,14 @@ impl Acl {
                 out.push(RuleHits {
                     rule: Some(i),
                     text: rule_text(r),
-                    hits: v.counters.total(c as usize),
+                    hits: v.total(c),
                 });
             }
         }
         out.push(RuleHits {
             rule: None,
             text: format!("default {}", v.rules.default),
-            hits: v.counters.total(v.counters.n - 1),
+            hits: v.total(v.default_counter),
         });
         out
     }
@@ -364,6 +483,24 @@ impl Filter for Acl {
     fn spec(&self) -> Option<String> {
         let c = self.config.lock().unwrap_or_else(|e| e.into_inner());
         c.as_ref().map(|c| format!("acl:{c}"))
+    }
+
+    /// `rule_hits` (counter): one sample per rule marked `count`, labelled
+    /// `rule` (its index in the ruleset) and `text`, then the default
+    /// action's (`rule` = `default`): [`Acl::hits`].
+    fn stats(&self) -> Vec<FilterStat> {
+        let mut s = FilterStat::new(
+            "rule_hits",
+            StatKind::Counter,
+            "Packets each counted rule (and the default action) decided.",
+        );
+        for h in self.hits() {
+            let rule = h
+                .rule
+                .map_or_else(|| "default".to_owned(), |i| i.to_string());
+            s = s.sample(&[("rule", &rule), ("text", &h.text)], h.hits);
+        }
+        vec![s]
     }
 }
 
@@ -600,6 +737,153 @@ mod tests {
         assert_eq!(
             verdict(&acl, &mut udp4([1; 4], [2; 4], 1, 53)),
             Verdict::Dropped
+        );
+    }
+
+    /// Threads classify batches on their own workers while the ruleset is
+    /// swapped back and forth between two versions that order and extend
+    /// the rules differently but send every packet to a counted rule both
+    /// have: every hit must survive the swaps, exactly.
+    #[test]
+    fn swaps_under_concurrent_traffic_lose_and_double_no_hit() {
+        const THREADS: usize = 3;
+        let a = text::parse(
+            "pass count proto udp to any port 53\n\
+             drop count proto udp\n\
+             default pass",
+        )
+        .unwrap();
+        // A rule no packet matches first (indices shift), the same two
+        // rules, a new counted rule behind them.
+        let b = text::parse(
+            "drop count proto tcp\n\
+             pass count proto udp to any port 53\n\
+             drop count proto udp\n\
+             pass count all\n\
+             default pass",
+        )
+        .unwrap();
+        let acl = Acl::new(a.clone(), THREADS);
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let batches = std::sync::atomic::AtomicU64::new(0);
+        let (sent, swaps) = std::thread::scope(|t| {
+            let workers: Vec<_> = (0..THREADS)
+                .map(|w| {
+                    let (acl, stop, batches) = (&acl, &stop, &batches);
+                    t.spawn(move || {
+                        let mut frames: Vec<Vec<u8>> = (0..64)
+                            .map(|i| {
+                                udp4(
+                                    [10, 0, 0, w as u8],
+                                    [10, 0, 0, 9],
+                                    1000 + i,
+                                    if i % 4 == 0 { 53 } else { 80 },
+                                )
+                            })
+                            .collect();
+                        let (mut dns, mut other) = (0u64, 0u64);
+                        while !stop.load(Relaxed) {
+                            let mut pkts: Vec<Packet<'_>> =
+                                frames.iter_mut().map(|f| Packet::new(f)).collect();
+                            acl.filter_batch(&mut pkts, &ctx(w));
+                            let passed = pkts.iter().filter(|p| p.verdict().is_pass()).count();
+                            assert_eq!(
+                                passed, 16,
+                                "port 53 passes, port 80 drops, in both versions"
+                            );
+                            dns += 16;
+                            other += 48;
+                            batches.fetch_add(1, Relaxed);
+                        }
+                        (dns, other)
+                    })
+                })
+                .collect();
+            let mut swaps = 0u64;
+            // Swap while traffic runs, for at least 2000 swaps and until the
+            // workers ran 2000 batches between them.
+            while swaps < 2000 || batches.load(Relaxed) < 2000 {
+                acl.replace(if swaps % 2 == 0 { b.clone() } else { a.clone() });
+                swaps += 1;
+                if swaps % 64 == 0 {
+                    std::thread::yield_now();
+                }
+            }
+            stop.store(true, Relaxed);
+            let sent = workers
+                .into_iter()
+                .map(|w| w.join().unwrap())
+                .fold((0, 0), |s, x| (s.0 + x.0, s.1 + x.1));
+            (sent, swaps)
+        });
+        assert_eq!(swaps % 2, 0, "the last swap put `a` back");
+        let hits: Vec<(Option<usize>, u64)> = acl.hits().iter().map(|h| (h.rule, h.hits)).collect();
+        assert_eq!(
+            hits,
+            [(Some(0), sent.0), (Some(1), sent.1), (None, 0)],
+            "after {swaps} swaps, {} batches",
+            batches.load(Relaxed)
+        );
+        let total: u64 = hits.iter().map(|h| h.1).sum();
+        assert_eq!(total, sent.0 + sent.1);
+        assert_eq!(total, batches.load(Relaxed) * 64);
+    }
+
+    #[test]
+    fn a_rule_that_comes_back_starts_at_zero_and_counters_are_reused() {
+        let acl = Acl::from_config("drop count proto udp; pass count all", 2).unwrap();
+        let mut dns = udp4([1; 4], [2; 4], 1, 53);
+        for _ in 0..3 {
+            verdict(&acl, &mut dns);
+        }
+        acl.replace(text::parse("pass count all").unwrap());
+        acl.replace(text::parse("drop count proto udp\npass count all").unwrap());
+        verdict(&acl, &mut dns);
+        let hits: Vec<u64> = acl.hits().iter().map(|h| h.hits).collect();
+        assert_eq!(hits, [1, 0, 0], "the udp rule came back as a new rule");
+        // Counters of rules that went are reused: 1000 swaps of a changing
+        // rule keep the slab at one segment.
+        for i in 0..1000u16 {
+            acl.replace(
+                text::parse(&format!(
+                    "drop count proto udp to any port {i}\npass count all"
+                ))
+                .unwrap(),
+            );
+        }
+        assert_eq!(acl.slab.inner.lock().unwrap().segments.len(), 1);
+    }
+
+    #[test]
+    fn stats_list_every_counted_rule_and_the_default() {
+        let acl = Acl::from_config(
+            "drop count proto udp to any port 53; pass proto udp; pass count proto tcp; default drop",
+            1,
+        )
+        .unwrap();
+        for port in [53, 53, 80] {
+            verdict(&acl, &mut udp4([1; 4], [2; 4], 1, port));
+        }
+        verdict(&acl, &mut tcp4([2; 4], 22, true, false));
+        verdict(&acl, &mut [0u8; 5]);
+        let s = acl.stats();
+        assert_eq!(s.len(), 1);
+        assert_eq!(
+            (s[0].name.as_str(), s[0].kind),
+            ("rule_hits", StatKind::Counter)
+        );
+        let rows: Vec<(&str, &str, u64)> = s[0]
+            .samples
+            .iter()
+            .map(|x| (x.label("rule").unwrap(), x.label("text").unwrap(), x.value))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("0", "drop count proto 17 from any to any port 53:53", 2),
+                ("2", "pass count proto 6 from any to any", 1),
+                ("default", "default drop", 1),
+            ]
         );
     }
 

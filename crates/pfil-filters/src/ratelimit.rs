@@ -30,7 +30,11 @@
 //! bucket has been idle longest (its theoretical arrival time is the
 //! oldest: forgetting a full bucket loses nothing, forgetting an active
 //! one gives that key a fresh burst). Evictions are counted
-//! ([`RateLimit::evictions`]).
+//! ([`RateLimit::evictions`]), and so are the slots in use
+//! ([`RateLimit::occupancy`]); both are the filter's stats
+//! ([`Filter::stats`]: `evictions`, `table_used`, `table_slots`), which
+//! `pfilctl rules HOOK`, the OpenMetrics export and pfild's final report
+//! show.
 
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
@@ -40,7 +44,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
-use pfil::{Ctx, Filter, Packet, Verdict};
+use pfil::{Ctx, Filter, FilterStat, Packet, Verdict};
 
 /// What the buckets are kept per.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,6 +164,8 @@ struct Slot {
 struct Table {
     slots: Box<[Slot]>,
     evictions: u64,
+    /// Slots holding a key (keys are never removed, only replaced).
+    used: usize,
 }
 
 /// The `ratelimit` filter.
@@ -184,6 +190,7 @@ impl RateLimit {
                 CachePadded::new(Mutex::new(Table {
                     slots: vec![Slot::default(); cfg.table].into_boxed_slice(),
                     evictions: 0,
+                    used: 0,
                 }))
             })
             .collect();
@@ -205,10 +212,25 @@ impl RateLimit {
 
     /// Buckets evicted from the per-worker tables so far.
     pub fn evictions(&self) -> u64 {
+        self.table_counts().0
+    }
+
+    /// Buckets in use and slots, summed over the per-worker tables (0
+    /// and 0 without `per`).
+    pub fn occupancy(&self) -> (u64, u64) {
+        let (_, used, slots) = self.table_counts();
+        (used, slots)
+    }
+
+    /// Evictions, buckets in use and slots over the tables, each table
+    /// locked once (briefly: its worker takes the lock once per batch).
+    fn table_counts(&self) -> (u64, u64, u64) {
         self.tables
             .iter()
-            .map(|t| t.lock().map_or(0, |t| t.evictions))
-            .sum()
+            .fold((0, 0, 0), |(e, u, n), t| match t.lock() {
+                Ok(t) => (e + t.evictions, u + t.used as u64, n + t.slots.len() as u64),
+                Err(_) => (e, u, n),
+            })
     }
 
     /// How many of `n` frames arriving at `now` a bucket at `tat` admits,
@@ -320,6 +342,7 @@ impl Filter for RateLimit {
                     let evict = s.tag != 0;
                     ways[i] = Slot { tag: key, tat: 0 };
                     t.evictions += u64::from(evict);
+                    t.used += usize::from(!evict);
                     i
                 }
             };
@@ -335,6 +358,31 @@ impl Filter for RateLimit {
 
     fn batched(&self) -> bool {
         true
+    }
+
+    /// `evictions` (counter, [`RateLimit::evictions`]; 0 without `per`);
+    /// with `per`, `table_used` and `table_slots` (gauges,
+    /// [`RateLimit::occupancy`]).
+    fn stats(&self) -> Vec<FilterStat> {
+        let (evictions, used, slots) = self.table_counts();
+        let mut s = vec![FilterStat::counter(
+            "evictions",
+            "Keyed buckets evicted from the per-worker tables to make room for a new key.",
+            evictions,
+        )];
+        if self.cfg.per != Per::Hook {
+            s.push(FilterStat::gauge(
+                "table_used",
+                "Keyed buckets in use, over the per-worker tables.",
+                used,
+            ));
+            s.push(FilterStat::gauge(
+                "table_slots",
+                "Bucket slots of the per-worker tables.",
+                slots,
+            ));
+        }
+        s
     }
 
     fn spec(&self) -> Option<String> {
@@ -482,6 +530,22 @@ mod tests {
         let more: Vec<Vec<u8>> = (3..5).map(|i| udp([198, 18, 2, i], 1)).collect();
         assert_eq!(rig.run(&mut w, &more), 2);
         assert_eq!(rig.limiter.evictions(), 1, "the 5th key found no free way");
+        // Worker 0's table is full (4 of 4), worker 1's empty (0 of 4).
+        assert_eq!(rig.limiter.occupancy(), (4, 8));
+        let stats = rig.reg.hook_stats("ratelimit:t").unwrap();
+        let v: Vec<(&str, pfil::StatKind, Option<u64>)> = stats
+            .iter()
+            .map(|s| (s.name.as_str(), s.kind, s.value()))
+            .collect();
+        use pfil::StatKind::{Counter, Gauge};
+        assert_eq!(
+            v,
+            [
+                ("evictions", Counter, Some(1)),
+                ("table_used", Gauge, Some(4)),
+                ("table_slots", Gauge, Some(8))
+            ]
+        );
         // Another worker has its own table: the same source passes its
         // burst there too (per src limits apply per queue).
         let mut w2 = rig.reg.worker().unwrap();
@@ -497,6 +561,15 @@ mod tests {
             .flat_map(|p| [udp([198, 18, 3, 1], p), udp([198, 18, 3, 1], p)])
             .collect();
         assert_eq!(rig.run(&mut w, &flows), 4);
+    }
+
+    #[test]
+    fn a_hook_bucket_has_only_evictions_in_its_stats() {
+        let rig = Rig::new("0.001 burst 1", 1);
+        let s = rig.limiter.stats();
+        assert_eq!(s.len(), 1);
+        assert_eq!((s[0].name.as_str(), s[0].value()), ("evictions", Some(0)));
+        assert_eq!(rig.limiter.occupancy(), (0, 0));
     }
 
     #[test]

@@ -77,6 +77,142 @@ pub trait Filter: Send + Sync + 'static {
     fn spec(&self) -> Option<String> {
         None
     }
+
+    /// The filter's own statistics: named counters and gauges beyond the
+    /// per-link verdict counters the registry keeps (an ACL's per-rule
+    /// hits, a rate limiter's evictions), empty by default.
+    ///
+    /// Read by [`Registry::hook_stats`](crate::Registry::hook_stats) and
+    /// [`Registry::filter_stats`](crate::Registry::filter_stats) on the
+    /// caller's thread, only when listed, never on the datapath and never
+    /// under a registry lock: a filter keeps the counts however suits its
+    /// datapath (per-worker slots) and sums them here.
+    fn stats(&self) -> Vec<FilterStat> {
+        Vec::new()
+    }
+}
+
+/// Whether a [`FilterStat`] only goes up or may go both ways.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
+pub enum StatKind {
+    /// Counts up from 0 while the filter lives (hits, evictions).
+    Counter,
+    /// A current level (table occupancy, sizes).
+    Gauge,
+}
+
+impl std::fmt::Display for StatKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StatKind::Counter => "counter",
+            StatKind::Gauge => "gauge",
+        })
+    }
+}
+
+/// One value of a [`FilterStat`], told apart from the stat's other
+/// values by its labels (an ACL's `rule` = `3`), or the only value, with
+/// no labels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub struct StatSample {
+    /// Label names and values, in the filter's order.
+    pub labels: Vec<(String, String)>,
+    /// The value.
+    pub value: u64,
+}
+
+/// One of a filter's own statistics ([`Filter::stats`]): a named counter
+/// or gauge with one value, or a table of values told apart by labels
+/// (what OpenMetrics calls a metric family).
+///
+/// Names are lowercase words joined by `_` (`rule_hits`, `evictions`,
+/// `table_used`), without a unit or `_total` suffix: exporters add their
+/// own prefix and suffix (`pfil_filter_rule_hits_total`). Label names
+/// follow the same rule; `hook` is taken by exporters for the hook name.
+///
+/// # Examples
+/// ```
+/// use pfil::{FilterStat, StatKind};
+///
+/// let evictions = FilterStat::counter("evictions", "Buckets evicted.", 3);
+/// assert_eq!((evictions.kind, evictions.value()), (StatKind::Counter, Some(3)));
+/// let hits = FilterStat::new("rule_hits", StatKind::Counter, "Packets each rule decided.")
+///     .sample(&[("rule", "0"), ("text", "drop proto udp")], 7)
+///     .sample(&[("rule", "default"), ("text", "default pass")], 2);
+/// assert_eq!(hits.samples.len(), 2);
+/// assert_eq!(hits.samples[0].label("rule"), Some("0"));
+/// assert_eq!(hits.value(), None); // a table, not one value
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub struct FilterStat {
+    /// Name (`rule_hits`).
+    pub name: String,
+    /// Counter or gauge.
+    pub kind: StatKind,
+    /// One line saying what it counts.
+    pub help: String,
+    /// Its values: one without labels, or one per row.
+    pub samples: Vec<StatSample>,
+}
+
+impl FilterStat {
+    /// A stat with no values yet; add them with [`sample`](Self::sample).
+    pub fn new(name: &str, kind: StatKind, help: &str) -> FilterStat {
+        FilterStat {
+            name: name.to_owned(),
+            kind,
+            help: help.to_owned(),
+            samples: Vec::new(),
+        }
+    }
+
+    /// A counter with one value.
+    pub fn counter(name: &str, help: &str, value: u64) -> FilterStat {
+        FilterStat::new(name, StatKind::Counter, help).sample(&[], value)
+    }
+
+    /// A gauge with one value.
+    pub fn gauge(name: &str, help: &str, value: u64) -> FilterStat {
+        FilterStat::new(name, StatKind::Gauge, help).sample(&[], value)
+    }
+
+    /// This stat with one more value, labelled `labels`.
+    #[must_use]
+    pub fn sample(mut self, labels: &[(&str, &str)], value: u64) -> FilterStat {
+        self.samples.push(StatSample {
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            value,
+        });
+        self
+    }
+
+    /// The value of a stat with exactly one sample and no labels, else
+    /// `None`.
+    pub fn value(&self) -> Option<u64> {
+        match self.samples.as_slice() {
+            [s] if s.labels.is_empty() => Some(s.value),
+            _ => None,
+        }
+    }
+}
+
+impl StatSample {
+    /// The value of label `name`, if it has one.
+    pub fn label(&self, name: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 /// Closures are filters, which keeps tests and small programs short.

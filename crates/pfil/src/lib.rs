@@ -41,6 +41,10 @@
 //!   it stays registered and can be linked again; a hook removed with
 //!   [`Registry::remove_hook`] is dropped by the registry after the grace
 //!   period.
+//! - **Counters**: the registry counts every link's packets, bytes and
+//!   verdicts per worker ([`LinkInfo::counters`]); a filter may keep
+//!   statistics of its own (an ACL's per-rule hits), which it sums when
+//!   asked ([`Filter::stats`], [`Registry::hook_stats`]), off the datapath.
 //!
 //! ## Example
 //! ```
@@ -79,7 +83,8 @@
 //!   that check is on the cold batch-hook path.)
 //! - `serde`: `Serialize` and `Deserialize` for what a control plane
 //!   reports and reads: [`HeadInfo`], [`HookInfo`], [`LinkInfo`],
-//!   [`RetiredLink`], [`Counters`], [`Refused`], and the value types
+//!   [`RetiredLink`], [`Counters`], [`Refused`], [`FilterStat`] (with
+//!   [`StatSample`], [`StatKind`]), and the value types
 //!   [`Dir`], [`Dirs`], [`PacketKind`], [`FailMode`], [`Verdict`],
 //!   [`Placement`], [`LinkOptions`]. Names are lowercase (`"in"`,
 //!   `"ethernet"`, `"closed"`); a [`Dirs`] is its text form (`"in"`,
@@ -108,7 +113,7 @@ pub mod witness;
 
 pub use counters::{Counters, Refused};
 pub use error::Error;
-pub use filter::{Ctx, Filter};
+pub use filter::{Ctx, Filter, FilterStat, StatKind, StatSample};
 pub use head::{Head, Snapshot, Worker};
 pub use packet::{FiveTupleV4, FiveTupleV6, Headers, IpHeaders, Packet, Parsed, Transport, L4};
 pub use parse::validate_name;

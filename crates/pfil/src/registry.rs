@@ -17,7 +17,10 @@ use crate::retire::{Retirement, Signal};
 use crate::shared::Shared;
 use crate::state::{build_generation, reap, removed, HeadInner, HeadRec, Op, Reaped, State};
 use crate::sync::{AtomicBool, AtomicU64, Condvar, Mutex};
-use crate::{validate_name, witness, Dir, Dirs, Error, FailMode, Filter, Head, PacketKind, Worker};
+use crate::{
+    validate_name, witness, Dir, Dirs, Error, FailMode, Filter, FilterStat, Head, PacketKind,
+    Worker,
+};
 
 /// Worker slots a registry has unless told otherwise.
 pub const DEFAULT_MAX_WORKERS: usize = 64;
@@ -564,6 +567,67 @@ impl Registry {
             .get(name)
             .map(|h| hook_info(&w, h))
             .ok_or_else(|| Error::NoSuchHook(name.to_owned()))
+    }
+
+    /// The filter's own statistics of hook `name` ([`Filter::stats`]):
+    /// an ACL's per-rule hits, a rate limiter's evictions. Empty for a
+    /// filter that keeps none. The filter is asked on this thread after
+    /// the registry's lock is released; the datapath is not involved.
+    ///
+    /// # Examples
+    /// ```
+    /// use pfil::{Ctx, Dirs, Filter, FilterStat, Packet, PacketKind, Registry, Verdict};
+    ///
+    /// struct Seen(std::sync::atomic::AtomicU64);
+    /// impl Filter for Seen {
+    ///     fn filter(&self, _: &mut Packet<'_>, _: &Ctx<'_>) -> Verdict {
+    ///         self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    ///         Verdict::Pass
+    ///     }
+    ///     fn stats(&self) -> Vec<FilterStat> {
+    ///         let n = self.0.load(std::sync::atomic::Ordering::Relaxed);
+    ///         vec![FilterStat::counter("seen", "Packets seen.", n)]
+    ///     }
+    /// }
+    /// let reg = Registry::new();
+    /// reg.add_hook("seen:x", PacketKind::Ethernet, Dirs::IN, Seen(Default::default()))?;
+    /// assert_eq!(reg.hook_stats("seen:x")?[0].value(), Some(0));
+    /// assert!(matches!(reg.hook_stats("nope:x"), Err(pfil::Error::NoSuchHook(h)) if h == "nope:x"));
+    /// # Ok::<(), pfil::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::NoSuchHook`].
+    pub fn hook_stats(&self, name: &str) -> Result<Vec<FilterStat>, Error> {
+        let filter = {
+            let w = self.shared.writer.lock();
+            w.hooks
+                .get(name)
+                .map(|h| h.filter.clone())
+                .ok_or_else(|| Error::NoSuchHook(name.to_owned()))?
+        };
+        Ok(filter.stats())
+    }
+
+    /// [`hook_stats`](Self::hook_stats) of every hook whose filter keeps
+    /// statistics, in hook name order, with the generation the hooks were
+    /// read at.
+    pub fn filter_stats(&self) -> (u64, Vec<(String, Vec<FilterStat>)>) {
+        let (generation, filters) = {
+            let w = self.shared.writer.lock();
+            let filters: Vec<(String, Arc<dyn Filter>)> = w
+                .hooks
+                .values()
+                .map(|h| (h.name.clone(), h.filter.clone()))
+                .collect();
+            (w.number, filters)
+        };
+        let stats = filters
+            .into_iter()
+            .map(|(name, f)| (name, f.stats()))
+            .filter(|(_, s)| !s.is_empty())
+            .collect();
+        (generation, stats)
     }
 
     /// The chain of one head in one direction, in walk order.

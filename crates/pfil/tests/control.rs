@@ -724,3 +724,89 @@ fn one_batch_in_n_is_timed_per_link() {
     assert_eq!((c.sampled_batches, c.packets), (5, 264));
     assert_eq!(pfil::Counters::default().ns_per_packet(), None);
 }
+
+/// A filter that counts the packets it saw, per length parity, and says
+/// so in its stats; calling the registry from `stats` must not deadlock.
+struct Tally {
+    reg: Registry,
+    even: std::sync::atomic::AtomicU64,
+    odd: std::sync::atomic::AtomicU64,
+}
+
+impl Filter for Tally {
+    fn filter(&self, p: &mut Packet<'_>, _: &Ctx<'_>) -> Verdict {
+        let c = if p.len() % 2 == 0 {
+            &self.even
+        } else {
+            &self.odd
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+        Verdict::Pass
+    }
+
+    fn stats(&self) -> Vec<pfil::FilterStat> {
+        // Not under a registry lock: reading the registry here works.
+        let hooks = self.reg.hooks().len() as u64;
+        vec![
+            pfil::FilterStat::new("seen", pfil::StatKind::Counter, "Packets seen.")
+                .sample(&[("parity", "even")], self.even.load(Ordering::Relaxed))
+                .sample(&[("parity", "odd")], self.odd.load(Ordering::Relaxed)),
+            pfil::FilterStat::gauge("hooks", "Hooks registered.", hooks),
+        ]
+    }
+}
+
+#[test]
+fn filter_stats_are_read_by_hook_name_and_follow_a_replaced_filter() {
+    let (reg, head) = setup();
+    let tally = |reg: &Registry| Tally {
+        reg: reg.clone(),
+        even: Default::default(),
+        odd: Default::default(),
+    };
+    reg.add_hook("tally:x", PacketKind::Ethernet, Dirs::BOTH, tally(&reg))
+        .unwrap();
+    reg.link("h0", Dir::In, "tally:x", Placement::Prepend)
+        .unwrap();
+    run(&reg, &head, Dir::In, 5, 60);
+    run(&reg, &head, Dir::In, 3, 61);
+    let s = reg.hook_stats("tally:x").unwrap();
+    assert_eq!(s.len(), 2);
+    assert_eq!(
+        (s[0].name.as_str(), s[0].kind),
+        ("seen", pfil::StatKind::Counter)
+    );
+    let seen: Vec<(Option<&str>, u64)> = s[0]
+        .samples
+        .iter()
+        .map(|x| (x.label("parity"), x.value))
+        .collect();
+    assert_eq!(seen, [(Some("even"), 5), (Some("odd"), 3)]);
+    assert_eq!(s[0].value(), None, "two samples: not a single value");
+    assert_eq!(s[1].value(), Some(4), "a:1, b:1, c:1 and tally:x");
+    // A hook whose filter keeps no stats: empty, and not listed.
+    assert_eq!(reg.hook_stats("a:1").unwrap(), []);
+    let (generation, all) = reg.filter_stats();
+    assert_eq!(generation, reg.generation());
+    assert_eq!(
+        all.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        ["tally:x"]
+    );
+    assert_eq!(all[0].1, s);
+    // Unknown hook: the error names it.
+    match reg.hook_stats("tally:y") {
+        Err(Error::NoSuchHook(h)) => assert_eq!(h, "tally:y"),
+        other => panic!("{other:?}"),
+    }
+    // The stats are the current filter's: a replacement starts at 0.
+    reg.replace_filter("tally:x", tally(&reg))
+        .unwrap()
+        .retirement
+        .wait();
+    run(&reg, &head, Dir::In, 1, 61);
+    let s = reg.hook_stats("tally:x").unwrap();
+    assert_eq!(
+        s[0].samples.iter().map(|x| x.value).collect::<Vec<_>>(),
+        [0, 1]
+    );
+}

@@ -336,7 +336,8 @@ no interface needed), e.g.
     pfild sink syn0 --synthetic --hook count --seconds 3
 
 Stops on SIGINT/SIGTERM (a second one exits at once), after --seconds or
---count; then drains the workers, prints totals and detaches XDP.
+--count; then drains the workers, prints totals (with each acl hook's
+per-rule hits) and detaches XDP.
 Logs: RUST_LOG=pfil_afxdp=debug for more detail.";
 
 /// The command line, as clap sees it (options are global: they may come

@@ -17,8 +17,9 @@
 //! Output: a live status line per second on stderr; on exit (SIGINT,
 //! SIGTERM, `--seconds`, `--count`) the workers are drained and the
 //! totals are printed on stdout: per head and hook from the registry,
-//! per port the UMEM frame accounting and the kernel's AF_XDP counters,
-//! and one machine-readable `totals:` line.
+//! the filters' own counters (each acl hook's per-rule hits, a
+//! ratelimit's evictions), per port the UMEM frame accounting and the
+//! kernel's AF_XDP counters, and one machine-readable `totals:` line.
 
 mod app;
 mod args;

@@ -217,6 +217,56 @@ fn counts_line(c: &FrameCounts) -> String {
     )
 }
 
+/// The filters' own counters ([`pfil::Filter::stats`]) of every hook
+/// that keeps some, for the totals: an acl's counted rules with their
+/// hits, the default action last (what replaying a capture through a
+/// ruleset is for), and one line of a hook's single values (a
+/// ratelimit's evictions):
+///
+/// ```text
+///   hook acl:1 rules:
+///     rule 0: 30 hits: drop count proto 17 from any to any port 53:53
+///     default: 90 hits: default pass
+///   hook ratelimit:2: evictions 2, table_used 4, table_slots 8
+/// ```
+pub fn filter_stats(reg: &Registry) -> String {
+    let mut o = String::new();
+    for (hook, stats) in reg.filter_stats().1 {
+        let mut single = Vec::new();
+        for st in &stats {
+            if let Some(v) = st.value() {
+                single.push(format!("{} {v}", st.name));
+                continue;
+            }
+            let title = if st.name == "rule_hits" {
+                "rules".to_owned()
+            } else {
+                st.name.clone()
+            };
+            let _ = writeln!(o, "  hook {hook} {title}:");
+            for x in &st.samples {
+                match (x.label("rule"), x.label("text")) {
+                    (Some("default"), Some(t)) => {
+                        let _ = writeln!(o, "    default: {} hits: {t}", x.value);
+                    }
+                    (Some(r), Some(t)) => {
+                        let _ = writeln!(o, "    rule {r}: {} hits: {t}", x.value);
+                    }
+                    _ => {
+                        let labels: Vec<String> =
+                            x.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                        let _ = writeln!(o, "    {}: {}", labels.join(" "), x.value);
+                    }
+                }
+            }
+        }
+        if !single.is_empty() {
+            let _ = writeln!(o, "  hook {hook}: {}", single.join(", "));
+        }
+    }
+    o
+}
+
 /// What a finished run prints its totals from.
 pub struct Summary<'a> {
     /// The registry (heads, chains, counters).
@@ -361,6 +411,7 @@ pub fn totals(title: &str, run: &Summary<'_>) -> bool {
             }
         }
     }
+    o.push_str(&filter_stats(reg));
     let mut ok = true;
     if xdp {
         for r in reports {

@@ -175,3 +175,71 @@ fn bad_captures_and_options_are_explained() {
     assert!(e.contains("--pcap"), "--loop needs --pcap: {e}");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// An operator testing a ruleset offline: the final report has every
+/// counted rule's hits, the default action's, and a rate limiter's
+/// evictions, exactly.
+#[test]
+fn a_replay_reports_per_rule_hits_and_evictions() {
+    let d = dir("rules");
+    let file = d.join("mixed.pcap");
+    pfil_testnet::write_pcap(&file, 1, &mixed());
+    // Per play: 30 UDP to 53 from 10.0.0.1 (rule 0), 30 UDP to 53 from
+    // 198.18.1.1 (rule 1), 30 TCP SYNs (rule 2, not counted), 30 UDP to
+    // port 80 (the default).
+    let rules = "drop count proto udp from 10.0.0.0/8; pass count proto udp to any port 53; \
+                 pass proto tcp; default drop";
+    let out = pfild(&[
+        "sink",
+        "cap0",
+        "--pcap",
+        file.to_str().unwrap(),
+        "--loop",
+        "3",
+        "--hook",
+        &format!("acl:{rules}"),
+        "--hook",
+        "count",
+        "--no-control",
+        "--quiet",
+    ]);
+    let (so, se) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{so}\n{se}");
+    assert!(
+        so.contains(
+            "  hook acl:1 rules:\n\
+             \x20   rule 0: 90 hits: drop count proto 17 from 10.0.0.0/8 to any\n\
+             \x20   rule 1: 90 hits: pass count proto 17 from any to any port 53:53\n\
+             \x20   default: 90 hits: default drop\n"
+        ),
+        "{so}"
+    );
+    assert_eq!(num(&totals(&out.stdout), "filtered"), 180, "{so}");
+    assert!(so.contains("hook count:2: packets 180 "), "{so}");
+
+    // Six sources into a limiter whose table has one set of 4 ways: the
+    // 5th and the 6th evict.
+    let six: Vec<Vec<u8>> = (1..=6).map(|i| udp(53, [198, 18, 2, i], 18)).collect();
+    let file = d.join("six.pcap");
+    pfil_testnet::write_pcap(&file, 1, &six);
+    let out = pfild(&[
+        "sink",
+        "cap0",
+        "--pcap",
+        file.to_str().unwrap(),
+        "--hook",
+        "ratelimit:0.001 burst 1 per src table 4",
+        "--no-control",
+        "--quiet",
+    ]);
+    let so = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{so}");
+    assert!(
+        so.contains("  hook ratelimit:1: evictions 2, table_used 4, table_slots "),
+        "{so}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
