@@ -153,8 +153,10 @@ enum Cmd {
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
-    /// Reconfigure a hook in place: a new filter of its module with this
-    /// config under the same links (counters kept)
+    /// Reconfigure a hook: the filter takes the new config in place if it
+    /// can (acl: rule counters of rules that stay are kept), else a new
+    /// filter of its module with this config goes under the same links
+    /// (link counters kept)
     Set {
         /// Hook name (MODULE:INSTANCE)
         #[arg(value_name = "HOOK")]
@@ -849,6 +851,9 @@ fn human(cmd: &Cmd, r: &Value) -> String {
                 .join(", ")
         ),
         Cmd::Add { spec, .. } => format!("added {spec} (generation {generation})\n"),
+        Cmd::Set { hook, .. } if r["in_place"] == json!(true) => {
+            format!("reconfigured {hook} in place, its counters kept (generation {generation})\n")
+        }
         Cmd::Set { hook, .. } => format!("reconfigured {hook} (generation {generation})\n"),
         Cmd::Del { hook } => format!("removed {hook} (generation {generation}){}", retired(r)),
         Cmd::Link {

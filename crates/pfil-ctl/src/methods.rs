@@ -460,6 +460,36 @@ impl Target {
                 let sp = params::<SetParams>(method, p)?;
                 let (module, _) = split_hook(&sp.hook)?;
                 reg.hook(&sp.hook).map_err(|e| registry_error(&e))?;
+                // A filter that takes a new config in place (acl: the hit
+                // counters of rules in both rulesets carry over) does; no
+                // new generation. The others are rebuilt below.
+                if let Some(c) = &sp.config {
+                    match reg.reconfigure_hook(&sp.hook, c) {
+                        Ok(true) => {
+                            tracing::info!(target: "pfil_ctl", hook = %sp.hook, config = %c, "control: hook reconfigured in place");
+                            return Ok(json!({
+                                "generation": reg.generation(),
+                                "complete": true,
+                                "retired": [],
+                                "in_place": true,
+                            }));
+                        }
+                        Ok(false) => {}
+                        Err(pfil::Error::FilterConfig { reason, .. }) => {
+                            // The same error as the catalog's for this spec.
+                            let usage = self
+                                .catalog
+                                .get(module)
+                                .map_or_else(|| module.to_owned(), |m| m.usage());
+                            return Err(catalog_error(&pfil_filters::CatalogError::BadConfig {
+                                spec: format!("{module}:{c}"),
+                                usage,
+                                expected: reason,
+                            }));
+                        }
+                        Err(e) => return Err(registry_error(&e)),
+                    }
+                }
                 let spec = match &sp.config {
                     Some(c) => format!("{module}:{c}"),
                     None => module.to_owned(),

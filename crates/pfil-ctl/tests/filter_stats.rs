@@ -143,6 +143,56 @@ generation 7
     assert_eq!(v["hooks"][0]["stats"][0]["samples"][0]["value"], 2);
 }
 
+/// `pfilctl set` on an acl swaps its ruleset in place: no new generation,
+/// the counted rules that stay keep their hits (whatever their new
+/// position), a new rule starts at 0; a bad ruleset is refused with the
+/// catalog's error and changes nothing.
+#[test]
+fn set_of_an_acl_swaps_its_rules_in_place_and_keeps_their_hits() {
+    let f = Fixture::new("set");
+    let rules = "pass count proto tcp; pass count proto udp; drop count proto udp to any port 53; default drop";
+    let (code, out, err) = f.pfilctl(&["set", "acl:edge", "--set", rules]);
+    assert_eq!((code, err.as_str()), (0, ""), "{out}");
+    assert_eq!(
+        out,
+        "reconfigured acl:edge in place, its counters kept (generation 7)\n"
+    );
+    let (code, out, _) = f.pfilctl(&["rules", "acl:edge"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        out,
+        "\
+HOOK      RULE     HITS  TEXT
+acl:edge  0        0     pass count proto 6 from any to any
+acl:edge  1        6     pass count proto 17 from any to any
+acl:edge  2        3     drop count proto 17 from any to any port 53:53
+acl:edge  default  4     default drop
+generation 7
+"
+    );
+    // `show` lists the new rules as the hook's config.
+    let (_, show, _) = f.pfilctl(&["show"]);
+    assert!(show.contains("pass count proto tcp"), "{show}");
+    // A bad ruleset: the catalog's error, the rules and hits unchanged.
+    let (code, out, err) = f.pfilctl(&["set", "acl:edge", "--set", "pass proto tcp from nowhere"]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert!(
+        err.starts_with(
+            "pfilctl: error: bad config in `acl:pass proto tcp from nowhere`: expected acl:"
+        ),
+        "{err}"
+    );
+    let (_, after, _) = f.pfilctl(&["rules", "acl:edge"]);
+    assert!(
+        after.contains("acl:edge  1        6     pass count proto 17"),
+        "{after}"
+    );
+    // A filter that cannot reconfigure in place is rebuilt: a new generation.
+    let (code, out, _) = f.pfilctl(&["set", "ratelimit:src", "--set", "1000"]);
+    assert_eq!(code, 0);
+    assert_eq!(out, "reconfigured ratelimit:src (generation 8)\n");
+}
+
 #[test]
 fn rules_of_an_unknown_hook_or_one_without_stats_say_which() {
     let f = Fixture::new("errors");

@@ -9,7 +9,8 @@
 //! labelled `rule` and `text`, the default action's as `rule` =
 //! `default`), which the registry, `pfilctl rules HOOK`, the OpenMetrics
 //! export and pfild's final report read. [`Acl::replace`] keeps the
-//! counters of the rules both rulesets have, exactly (see there).
+//! counters of the rules both rulesets have, exactly (see there); a
+//! control plane's `set` goes through it ([`Filter::reconfigure`]).
 //!
 //! # Config (`acl:CONFIG`)
 //! `CONFIG` is the path of a rules file if such a file exists, else the
@@ -243,6 +244,10 @@ pub struct RuleHits {
     pub hits: u64,
 }
 
+/// How long [`Acl::replace`] waits for batches still on the old ruleset
+/// before it returns (and leaves the last of them to free it).
+const RETIRE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The ACL filter. Clones share the ruleset and the counters: keep one to
 /// read counters and to [`replace`](Acl::replace) the rules.
 #[derive(Clone)]
@@ -283,7 +288,9 @@ impl Acl {
     }
 
     /// Swaps in a new ruleset. Batches already running finish on the old
-    /// one; later ones use the new one.
+    /// one; later ones use the new one. Returns once no batch runs on the
+    /// old one (at most [`RETIRE_WAIT`]), which it then frees: call it
+    /// from a control thread, not from a hook.
     ///
     /// Counted rules that are in both rulesets (the same rule, matched in
     /// order: the first equal counted rule of the old ruleset not matched
@@ -317,6 +324,14 @@ impl Acl {
         let default = Some(old.default_lease.clone());
         let new = Version::new(rules, &self.slab, carried, default);
         self.current.store(Arc::new(new));
+        // Wait (bounded) until no batch holds the old version, so that it
+        // and its classifier are freed here and not by the last datapath
+        // thread to let go of it (arc-swap turned every reader's borrow
+        // into a strong count when the store replaced the pointer).
+        let deadline = std::time::Instant::now() + RETIRE_WAIT;
+        while Arc::strong_count(&old) > 1 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
     }
 
     /// The current ruleset.
@@ -483,6 +498,18 @@ impl Filter for Acl {
     fn spec(&self) -> Option<String> {
         let c = self.config.lock().unwrap_or_else(|e| e.into_inner());
         c.as_ref().map(|c| format!("acl:{c}"))
+    }
+
+    /// A new `acl:` config through [`Acl::replace`]: the hit counters of
+    /// counted rules in both rulesets carry over.
+    fn reconfigure(&self, config: &str) -> Option<Result<(), String>> {
+        let rules = match parse_config(config) {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e)),
+        };
+        self.replace(rules);
+        *self.config.lock().unwrap_or_else(|e| e.into_inner()) = Some(config.to_owned());
+        Some(Ok(()))
     }
 
     /// `rule_hits` (counter): one sample per rule marked `count`, labelled

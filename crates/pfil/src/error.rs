@@ -75,6 +75,16 @@ pub enum Error {
         /// The hook.
         hook: String,
     },
+    /// The hook's filter refused a new configuration
+    /// ([`Filter::reconfigure`](crate::Filter::reconfigure)); it keeps the
+    /// old one.
+    #[error("hook `{hook}`: {reason}")]
+    FilterConfig {
+        /// The hook.
+        hook: String,
+        /// The filter's reason.
+        reason: String,
+    },
     /// The configuration changed since the generation the caller expected.
     #[error("generation conflict: expected generation {expected}, current is {current}")]
     GenerationConflict {

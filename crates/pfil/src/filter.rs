@@ -78,6 +78,25 @@ pub trait Filter: Send + Sync + 'static {
         None
     }
 
+    /// Take a new configuration (what follows `module:` in its spec) in
+    /// place, keeping what the filter keeps across it (an ACL: the hit
+    /// counters of rules in both rulesets). `None`: this filter cannot,
+    /// and a control plane rebuilds it from its catalog instead
+    /// ([`Op::ReplaceFilter`](crate::Op::ReplaceFilter)). `Some(Err)`:
+    /// the configuration is bad and nothing changed.
+    ///
+    /// Called on a control thread through
+    /// [`Registry::reconfigure_hook`](crate::Registry::reconfigure_hook),
+    /// never on the datapath, without the registry's writer lock. On
+    /// `Some(Ok)`, batches that started before the call may finish on the
+    /// old configuration; the call returns once none does, so what the old
+    /// configuration owned is freed here, not on a datapath thread, and
+    /// [`spec`](Filter::spec) reports the new configuration.
+    fn reconfigure(&self, config: &str) -> Option<Result<(), String>> {
+        let _ = config;
+        None
+    }
+
     /// The filter's own statistics: named counters and gauges beyond the
     /// per-link verdict counters the registry keeps (an ACL's per-rule
     /// hits, a rate limiter's evictions), empty by default.

@@ -609,6 +609,38 @@ impl Registry {
         Ok(filter.stats())
     }
 
+    /// Give the filter of hook `name` a new configuration in place
+    /// ([`Filter::reconfigure`]): no new generation, links, counters and
+    /// what the filter keeps across it (an ACL's rule hits) stay. Returns
+    /// `Ok(false)` if the filter cannot (rebuild it and
+    /// [`replace_filter`](Self::replace_filter) instead), `Ok(true)` once
+    /// the new configuration is in force and no batch runs on the old one.
+    ///
+    /// The filter is called without the writer lock (it may take as long
+    /// as building its new state takes); a filter replaced or removed
+    /// meanwhile by another writer wins over this call.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchHook`]; [`Error::FilterConfig`] with the filter's
+    /// reason when it refuses the configuration (nothing changed).
+    pub fn reconfigure_hook(&self, name: &str, config: &str) -> Result<bool, Error> {
+        let filter = {
+            let w = self.shared.writer.lock();
+            w.hooks
+                .get(name)
+                .map(|h| h.filter.clone())
+                .ok_or_else(|| Error::NoSuchHook(name.to_owned()))?
+        };
+        match filter.reconfigure(config) {
+            None => Ok(false),
+            Some(Ok(())) => Ok(true),
+            Some(Err(reason)) => Err(Error::FilterConfig {
+                hook: name.to_owned(),
+                reason,
+            }),
+        }
+    }
+
     /// [`hook_stats`](Self::hook_stats) of every hook whose filter keeps
     /// statistics, in hook name order, with the generation the hooks were
     /// read at.

@@ -810,3 +810,58 @@ fn filter_stats_are_read_by_hook_name_and_follow_a_replaced_filter() {
         [0, 1]
     );
 }
+
+/// A filter whose verdict is its config (`pass` or `drop`), changed in
+/// place.
+struct Switch(std::sync::Mutex<Verdict>);
+
+impl Filter for Switch {
+    fn filter(&self, _: &mut Packet<'_>, _: &Ctx<'_>) -> Verdict {
+        *self.0.lock().unwrap()
+    }
+
+    fn reconfigure(&self, config: &str) -> Option<Result<(), String>> {
+        let v = match config {
+            "pass" => Verdict::Pass,
+            "drop" => Verdict::Dropped,
+            other => return Some(Err(format!("expected pass or drop, found `{other}`"))),
+        };
+        *self.0.lock().unwrap() = v;
+        Some(Ok(()))
+    }
+}
+
+#[test]
+fn reconfigure_hook_changes_a_filter_in_place_or_says_it_cannot() {
+    let (reg, head) = setup();
+    reg.add_hook(
+        "sw:1",
+        PacketKind::Ethernet,
+        Dirs::BOTH,
+        Switch(std::sync::Mutex::new(Verdict::Pass)),
+    )
+    .unwrap();
+    reg.link("h0", Dir::In, "sw:1", Placement::Append).unwrap();
+    let g = reg.generation();
+    assert_eq!(run(&reg, &head, Dir::In, 2, 60), [Verdict::Pass; 2]);
+    assert_eq!(reg.reconfigure_hook("sw:1", "drop"), Ok(true));
+    assert_eq!(reg.generation(), g, "in place: no new generation");
+    assert_eq!(run(&reg, &head, Dir::In, 2, 60), [Verdict::Dropped; 2]);
+    // The link's counters went on across it.
+    let l = &reg.chain("h0", Dir::In).unwrap()[0];
+    assert_eq!((l.counters.packets, l.counters.dropped), (4, 2));
+    // A refused config names the hook and the reason, and changes nothing.
+    assert_eq!(
+        reg.reconfigure_hook("sw:1", "maybe")
+            .unwrap_err()
+            .to_string(),
+        "hook `sw:1`: expected pass or drop, found `maybe`"
+    );
+    assert_eq!(run(&reg, &head, Dir::In, 1, 60), [Verdict::Dropped]);
+    // A filter without `reconfigure` cannot; an unknown hook is an error.
+    assert_eq!(reg.reconfigure_hook("a:1", "x"), Ok(false));
+    assert_eq!(
+        reg.reconfigure_hook("zz:1", "x"),
+        Err(Error::NoSuchHook("zz:1".into()))
+    );
+}
