@@ -35,6 +35,19 @@
 //! fill ring then can never take the frames a busy fill ring needs
 //! ([`Umem::frames_needed`]).
 //!
+//! ## Queues and CPUs
+//! Workers share nothing they write: each has its own [`Umem`] (or part of
+//! a [`SharedUmem`]: disjoint frames, its own fill and completion rings),
+//! its own sockets and rings, its own loop counters
+//! ([`run::Stats`], aligned to 128 bytes so two workers' counters never
+//! share a line) and its own slot in every per-worker counter of the
+//! registry and the filters (padded the same way). What they share is
+//! read-mostly: the registry's current generation and the filters. So
+//! queues scale with CPUs as long as each worker has a CPU of its own
+//! ([`run::WorkerSetup::cpus`] pins worker `i` to the `i`-th CPU of a
+//! list before it opens its ports, so its rings and frames are first
+//! touched there); `benches/scaling.sh` measures it.
+//!
 //! ## Network namespaces
 //! Interfaces are looked up in the calling thread's network namespace;
 //! [`enter_netns`] moves one thread, so a process can drive interfaces of
