@@ -121,55 +121,144 @@ pub struct Stats {
     pub bytes: usize,
 }
 
-/// One rule in a leaf, compact: ranges as `lo` and `span = hi - lo`, so a
-/// field test is one wrapping subtraction and one comparison.
-#[derive(Clone, Copy, Debug, Default)]
-#[repr(C, align(32))]
-struct Entry {
-    src_lo: u32,
-    src_span: u32,
-    dst_lo: u32,
-    dst_span: u32,
-    sp_lo: u16,
-    sp_span: u16,
-    dp_lo: u16,
-    dp_span: u16,
-    id: u32,
-    proto_lo: u8,
-    proto_span: u8,
-    /// Bits of [`Key::has`] the rule needs.
-    needs: u8,
-    /// Nonzero: the rule has conditions the entry does not hold (VLAN,
-    /// TCP flags, ICMP): check the full rule.
-    extra: u8,
+/// Bias that maps unsigned order to signed order (`x ^ BIAS32 as i32`):
+/// SSE2 has signed lane compares only.
+const BIAS32: u32 = 1 << 31;
+/// [`BIAS32`] for 16-bit lanes.
+const BIAS16: u16 = 1 << 15;
+/// In [`Block::id`]: the rule has conditions the block does not hold
+/// (VLAN, TCP flags, ICMP, a protocol range with ports): a lane hit is
+/// confirmed on the full rule.
+const EXTRA_ID: u32 = 1 << 31;
+
+/// Eight leaf rules, structure of arrays: each field test is a plain
+/// array operation over the 8 lanes, which the compiler turns into SSE2
+/// lane compares (two 4-lane vectors for the addresses, one 8-lane vector
+/// for each 16-bit field).
+///
+/// A range `[lo, hi]` is stored as `lo` and `span = hi - lo`, both biased
+/// (`lo - 2^(w-1)`, `span ^ 2^(w-1)` as signed), so that the test
+/// `lo <= x <= hi` is one wrapping subtraction and one *signed* compare:
+/// `(x - lo') as signed <= span'`. The protocol lane holds
+/// `proto << 1 | has_ports`, so a rule that needs ports (a port range other
+/// than the whole space) and names one protocol is the range
+/// `[p << 1 | 1, p << 1 | 1]`, and one that does not need them
+/// `[lo << 1, hi << 1 | 1]`.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+struct Block {
+    src_lo: [u32; BLOCK],
+    src_span: [i32; BLOCK],
+    dst_lo: [u32; BLOCK],
+    dst_span: [i32; BLOCK],
+    sp_lo: [u16; BLOCK],
+    sp_span: [i16; BLOCK],
+    dp_lo: [u16; BLOCK],
+    dp_span: [i16; BLOCK],
+    pr_lo: [u16; BLOCK],
+    pr_span: [i16; BLOCK],
+    /// Rule index, [`EXTRA_ID`] set if the full rule must confirm a hit;
+    /// [`NONE`] in padding lanes.
+    id: [u32; BLOCK],
 }
 
-impl Entry {
-    /// Fills a leaf's last block: never hits (no key has this `has` bit).
-    const PAD: Entry = Entry {
-        src_lo: 0,
-        src_span: 0,
-        dst_lo: 0,
-        dst_span: 0,
-        sp_lo: 0,
-        sp_span: 0,
-        dp_lo: 0,
-        dp_span: 0,
-        id: NONE,
-        proto_lo: 0,
-        proto_span: 0,
-        needs: 0x80,
-        extra: 0,
+/// One leaf rule, before it goes into a lane of a [`Block`] (unbiased).
+#[derive(Clone, Copy, Debug, Default)]
+struct Lane {
+    src: (u32, u32),
+    dst: (u32, u32),
+    sp: (u16, u16),
+    dp: (u16, u16),
+    /// Range of the protocol lane (`proto << 1 | has_ports`).
+    pr: (u16, u16),
+    id: u32,
+}
+
+impl Block {
+    /// A block of padding: no lane ever hits (the protocol lane of a key
+    /// is at most 511).
+    const PAD: Block = Block {
+        src_lo: [0; BLOCK],
+        src_span: [0; BLOCK],
+        dst_lo: [0; BLOCK],
+        dst_span: [0; BLOCK],
+        sp_lo: [0; BLOCK],
+        sp_span: [0; BLOCK],
+        dp_lo: [0; BLOCK],
+        dp_span: [0; BLOCK],
+        pr_lo: [u16::MAX ^ BIAS16; BLOCK],
+        pr_span: [i16::MIN; BLOCK],
+        id: [NONE; BLOCK],
     };
 
+    fn set(&mut self, j: usize, l: &Lane) {
+        self.src_lo[j] = l.src.0 ^ BIAS32;
+        self.src_span[j] = ((l.src.1 - l.src.0) ^ BIAS32) as i32;
+        self.dst_lo[j] = l.dst.0 ^ BIAS32;
+        self.dst_span[j] = ((l.dst.1 - l.dst.0) ^ BIAS32) as i32;
+        self.sp_lo[j] = l.sp.0 ^ BIAS16;
+        self.sp_span[j] = ((l.sp.1 - l.sp.0) ^ BIAS16) as i16;
+        self.dp_lo[j] = l.dp.0 ^ BIAS16;
+        self.dp_span[j] = ((l.dp.1 - l.dp.0) ^ BIAS16) as i16;
+        self.pr_lo[j] = l.pr.0 ^ BIAS16;
+        self.pr_span[j] = ((l.pr.1 - l.pr.0) ^ BIAS16) as i16;
+        self.id[j] = l.id;
+    }
+
+    /// The lanes `k` misses, all-ones per lane. Branch-free; the compiler
+    /// vectorises it (SSE2 `psubd`/`pcmpgtd` on the addresses, `packssdw`,
+    /// then `psubw`/`pcmpgtw` on the 16-bit fields).
     #[inline(always)]
-    fn hit(&self, k: &K4) -> bool {
-        (k.f[0].wrapping_sub(self.src_lo) <= self.src_span)
-            & (k.f[1].wrapping_sub(self.dst_lo) <= self.dst_span)
-            & ((k.f[2] as u16).wrapping_sub(self.sp_lo) <= self.sp_span)
-            & ((k.f[3] as u16).wrapping_sub(self.dp_lo) <= self.dp_span)
-            & ((k.f[4] as u8).wrapping_sub(self.proto_lo) <= self.proto_span)
-            & (k.has & self.needs == self.needs)
+    fn misses(&self, k: &K4) -> [i16; BLOCK] {
+        // Misses as all-ones lanes, one field at a time, so that each loop
+        // is one vector operation.
+        let mut m32 = [0i32; BLOCK];
+        for (j, m) in m32.iter_mut().enumerate() {
+            *m = -i32::from(k.f[0].wrapping_sub(self.src_lo[j]) as i32 > self.src_span[j]);
+        }
+        for (j, m) in m32.iter_mut().enumerate() {
+            *m |= -i32::from(k.f[1].wrapping_sub(self.dst_lo[j]) as i32 > self.dst_span[j]);
+        }
+        let mut m16 = [0i16; BLOCK];
+        for (j, m) in m16.iter_mut().enumerate() {
+            *m = m32[j] as i16
+                | -i16::from(k.sp.wrapping_sub(self.sp_lo[j]) as i16 > self.sp_span[j])
+                | -i16::from(k.dp.wrapping_sub(self.dp_lo[j]) as i16 > self.dp_span[j])
+                | -i16::from(k.pr.wrapping_sub(self.pr_lo[j]) as i16 > self.pr_span[j]);
+        }
+        m16
+    }
+
+    /// The first lane `k` hits, or [`BLOCK`] or more if none.
+    #[inline(always)]
+    fn first_hit(&self, k: &K4) -> usize {
+        // The miss vector goes through memory as two words (without the
+        // barrier, LLVM fuses the lane tests with the search and
+        // scalarises both); the first hit is the first zero 16-bit group.
+        let m = std::hint::black_box(self.misses(k));
+        let w = |i: usize| {
+            u64::from(m[i] as u16)
+                | u64::from(m[i + 1] as u16) << 16
+                | u64::from(m[i + 2] as u16) << 32
+                | u64::from(m[i + 3] as u16) << 48
+        };
+        let (lo, hi) = (!w(0), !w(4));
+        if lo != 0 {
+            lo.trailing_zeros() as usize / 16
+        } else {
+            4 + hi.trailing_zeros() as usize / 16
+        }
+    }
+
+    /// The lanes `k` hits, as bits (lane 0 = bit 0).
+    #[inline(always)]
+    fn hit_mask(&self, k: &K4) -> u32 {
+        let m16 = self.misses(k);
+        let mut h = 0;
+        for (j, &m) in m16.iter().enumerate() {
+            h |= u32::from(m == 0) << j;
+        }
+        h
     }
 }
 
@@ -179,7 +268,10 @@ struct K4 {
     /// src, dst, sport, dport, proto; 8 slots so that a field number
     /// masked with 7 needs no bounds check.
     f: [u32; 8],
-    has: u8,
+    sp: u16,
+    dp: u16,
+    /// The protocol lane: `proto << 1 | has_ports`.
+    pr: u16,
 }
 
 impl K4 {
@@ -198,7 +290,9 @@ impl K4 {
                     0,
                     0,
                 ],
-                has: k.has,
+                sp: k.sport,
+                dp: k.dport,
+                pr: u16::from(k.proto) << 1 | u16::from(k.has & has::PORTS != 0),
             })
         } else {
             None
@@ -221,7 +315,7 @@ pub struct Classifier {
     rules: Vec<Rule>,
     trees: Vec<Tree>,
     mem: Vec<u64>,
-    entries: Vec<Entry>,
+    blocks: Vec<Block>,
     /// Rules that can match IPv6 keys.
     v6: Vec<u32>,
     /// Rules that can match keys off the IPv4 and IPv6 paths (non-IP).
@@ -313,7 +407,7 @@ impl Classifier {
             br: &brules,
             cfg,
             mem: Vec::new(),
-            entries: Vec::new(),
+            blocks: Vec::new(),
             leaves: HashMap::new(),
             stats: Stats::default(),
         };
@@ -332,19 +426,19 @@ impl Classifier {
         }
         trees.sort_by_key(|t| t.min_id);
         let mut stats = b.stats;
-        let (mem, entries) = (b.mem, b.entries);
+        let (mem, blocks) = (b.mem, b.blocks);
         stats.rules = rules.len();
         stats.trees = trees.len();
-        stats.entries = entries.len();
+        stats.entries = blocks.len() * BLOCK;
         stats.bytes = mem.len() * 8
-            + entries.len() * std::mem::size_of::<Entry>()
+            + blocks.len() * std::mem::size_of::<Block>()
             + (v6.len() + other.len()) * 4
             + rules.len() * std::mem::size_of::<Rule>();
         Classifier {
             rules,
             trees,
             mem,
-            entries,
+            blocks,
             v6,
             other,
             stats,
@@ -384,10 +478,11 @@ impl Classifier {
             best = self.scan(r, &k, key, best);
             // Blocks the scan tested: up to the one holding the match, and
             // none that start at or after the earlier match.
-            entries += (0..blocks)
-                .take_while(|&i| {
-                    let e = &self.entries[start + i * BLOCK..start + (i + 1) * BLOCK];
-                    e[0].id < b && e.first().is_some_and(|f| f.id <= best)
+            entries += self.blocks[start..start + blocks]
+                .iter()
+                .take_while(|blk| {
+                    let first = blk.id[0] & !EXTRA_ID;
+                    first < b && first <= best
                 })
                 .count()
                 * BLOCK;
@@ -405,9 +500,9 @@ impl Classifier {
 
     /// Best (smallest) matching rule index in leaf `r`, or `best`.
     ///
-    /// A leaf is whole blocks of [`BLOCK`] entries (padded with entries
-    /// that never hit), so the common one-block leaf is a fixed-length,
-    /// branch-free test of 8 entries and a conditional move.
+    /// A leaf is whole [`Block`]s of 8 rules (padded with lanes that never
+    /// hit), so the common one-block leaf is a fixed-length, branch-free
+    /// test of 8 lanes and a bit scan.
     #[inline(always)]
     fn scan(&self, r: u64, k: &K4, key: &Key, best: u32) -> u32 {
         if r & EXTRA != 0 {
@@ -415,22 +510,18 @@ impl Classifier {
         }
         let start = r as u32 as usize;
         let blocks = ((r >> 32) & BLOCKS_MASK) as usize;
-        for b in 0..blocks {
-            let at = start + b * BLOCK;
-            let Some(blk) = self.entries.get(at..at + BLOCK) else {
-                break;
-            };
-            if blk[0].id >= best {
+        let Some(leaf) = self.blocks.get(start..start + blocks) else {
+            return best;
+        };
+        for blk in leaf {
+            if blk.id[0] >= best {
                 // Every rule here and after comes after the one matched.
                 break;
             }
-            let mut hits = 0u32;
-            for (j, e) in blk.iter().enumerate() {
-                hits |= u32::from(e.hit(k)) << j;
-            }
-            // Entries are in rule order: the first hit is the best.
-            let id = blk[(hits.trailing_zeros() as usize) & (BLOCK - 1)].id;
-            if hits != 0 {
+            let j = blk.first_hit(k);
+            // Lanes are in rule order: the first hit is the best.
+            let id = blk.id[j & (BLOCK - 1)];
+            if j < BLOCK {
                 return id.min(best);
             }
         }
@@ -438,18 +529,28 @@ impl Classifier {
     }
 
     /// [`scan`](Self::scan) for leaves holding rules with conditions the
-    /// entries do not hold (VLAN, TCP flags, ICMP): those are checked on
-    /// the full rule.
+    /// blocks do not hold (VLAN, TCP flags, ICMP): a hit on one of those
+    /// is confirmed on the full rule.
     #[cold]
     fn scan_extra(&self, r: u64, k: &K4, key: &Key, best: u32) -> u32 {
         let start = r as u32 as usize;
         let blocks = ((r >> 32) & BLOCKS_MASK) as usize;
-        for e in &self.entries[start..start + blocks * BLOCK] {
-            if e.id >= best {
+        for blk in &self.blocks[start..start + blocks] {
+            if blk.id[0] & !EXTRA_ID >= best {
                 break;
             }
-            if e.hit(k) && (e.extra == 0 || self.rules[e.id as usize].matches(key)) {
-                return e.id;
+            let mut hits = blk.hit_mask(k);
+            while hits != 0 {
+                let j = hits.trailing_zeros() as usize;
+                hits &= hits - 1;
+                let e = blk.id[j];
+                let id = e & !EXTRA_ID;
+                if id >= best {
+                    return best;
+                }
+                if e & EXTRA_ID == 0 || self.rules[id as usize].matches(key) {
+                    return id;
+                }
             }
         }
         best
@@ -587,7 +688,7 @@ impl Classify for Classifier {
 struct BRule {
     lo: [u32; DIMS],
     hi: [u32; DIMS],
-    entry: Entry,
+    lane: Lane,
     /// Matches every IPv4 key in its box (no conditions beyond the box
     /// and IP): may prune the rules after it.
     plain: bool,
@@ -613,29 +714,28 @@ impl BRule {
             u32::from(r.dport.1),
             u32::from(r.proto.1),
         ];
+        let needs_ports = r.needs() & has::PORTS != 0;
+        let (p0, p1) = (u16::from(r.proto.0) << 1, u16::from(r.proto.1) << 1 | 1);
+        // The protocol lane holds `proto << 1 | has_ports`: a rule that
+        // needs ports and names one protocol is exact; one with a range of
+        // protocols that needs ports is a superset, confirmed on the rule.
+        let pr = if needs_ports { (p0 | 1, p1) } else { (p0, p1) };
         let extra = r.vlan.is_some()
             || r.tcp_flags.1 != 0
             || r.icmp_type.is_some()
-            || r.icmp_code.is_some();
-        let needs = r.needs();
+            || r.icmp_code.is_some()
+            || (needs_ports && r.proto.0 != r.proto.1);
         BRule {
             lo,
             hi,
-            plain: !extra && needs & !has::IP == 0,
-            entry: Entry {
-                src_lo: s.0,
-                src_span: s.1 - s.0,
-                dst_lo: d.0,
-                dst_span: d.1 - d.0,
-                sp_lo: r.sport.0,
-                sp_span: r.sport.1 - r.sport.0,
-                dp_lo: r.dport.0,
-                dp_span: r.dport.1 - r.dport.0,
-                id: i as u32,
-                proto_lo: r.proto.0,
-                proto_span: r.proto.1 - r.proto.0,
-                needs,
-                extra: u8::from(extra),
+            plain: !extra && !needs_ports,
+            lane: Lane {
+                src: s,
+                dst: d,
+                sp: r.sport,
+                dp: r.dport,
+                pr,
+                id: i as u32 | if extra { EXTRA_ID } else { 0 },
             },
         }
     }
@@ -660,7 +760,7 @@ struct Builder<'a> {
     br: &'a [BRule],
     cfg: &'a Config,
     mem: Vec<u64>,
-    entries: Vec<Entry>,
+    blocks: Vec<Block>,
     leaves: HashMap<Vec<u32>, u64>,
     stats: Stats,
 }
@@ -813,10 +913,10 @@ impl Builder<'_> {
         (max < n).then_some((d0, b0, d1, b1))
     }
 
-    /// Whether the memory cap is reached: entries are 32 bytes, node
-    /// words 8.
+    /// Whether the memory cap is reached: a block lane is 32 bytes, a
+    /// node word 8.
     fn over_budget(&self) -> bool {
-        self.entries.len() + self.mem.len() / 4 >= self.cfg.max_entries
+        self.blocks.len() * BLOCK + self.mem.len() / 4 >= self.cfg.max_entries
     }
 
     fn leaf(&mut self, ids: Vec<u32>, depth: usize) -> u64 {
@@ -824,14 +924,21 @@ impl Builder<'_> {
         if let Some(&r) = self.leaves.get(&ids) {
             return r;
         }
-        let start = self.entries.len();
-        self.entries
-            .extend(ids.iter().map(|&i| self.br[i as usize].entry));
-        let blocks = ids.len().div_ceil(BLOCK);
-        self.entries.resize(start + blocks * BLOCK, Entry::PAD);
+        let start = self.blocks.len();
+        for chunk in ids.chunks(BLOCK) {
+            let mut blk = Block::PAD;
+            for (j, &i) in chunk.iter().enumerate() {
+                blk.set(j, &self.br[i as usize].lane);
+            }
+            self.blocks.push(blk);
+        }
+        let blocks = self.blocks.len() - start;
         self.stats.leaves += 1;
         self.stats.max_leaf = self.stats.max_leaf.max(ids.len());
-        let extra = if ids.iter().any(|&i| self.br[i as usize].entry.extra != 0) {
+        let extra = if ids
+            .iter()
+            .any(|&i| self.br[i as usize].lane.id & EXTRA_ID != 0)
+        {
             EXTRA
         } else {
             0
@@ -856,5 +963,5 @@ fn span(r: &BRule, bx: &Boxx, d: usize, s: u8, b: u8) -> (usize, usize) {
     )
 }
 
-/// Keeps the compact entry at 32 bytes (two per cache line).
-const _: () = assert!(std::mem::size_of::<Entry>() == 32);
+/// Keeps a block at four cache lines (32 bytes a rule).
+const _: () = assert!(std::mem::size_of::<Block>() == 256);
