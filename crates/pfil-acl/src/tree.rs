@@ -49,7 +49,10 @@ use crate::rule::{has, Key, Rule, Ruleset, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 use crate::Classify;
 
 const DIMS: usize = 5;
-const LEAF: u64 = 1 << 63;
+/// In a node reference: a leaf (bit 31, so the test is on the low word).
+const LEAF: u64 = 1 << 31;
+/// In a leaf reference: its first block.
+const START_MASK: u64 = LEAF - 1;
 /// In a leaf reference: some entry needs its full rule checked.
 const EXTRA: u64 = 1 << 62;
 /// In a leaf reference, after `>> 32`: the number of blocks.
@@ -72,7 +75,8 @@ pub struct Config {
     /// Space factor: a cut may grow while the children hold at most
     /// `spfac` × the node's rules in total.
     pub spfac: f64,
-    /// Most children of one node, as a power of two.
+    /// Most children of one node, as a power of two (at most 8: the cut
+    /// masks are a byte each in the node reference).
     pub max_cut_bits: u8,
     /// Memory cap, in 32-byte units: leaf entries plus node words / 4,
     /// over all trees; past it, nodes stop being cut (lookups get slower,
@@ -323,34 +327,34 @@ pub struct Classifier {
     stats: Stats,
 }
 
-/// The cut of a node: field and shift of up to two fields, and how many
-/// bits of each.
+/// The child of internal node `r` that `k` falls in. The cut is packed
+/// in bits 32..64 of the reference, a byte each: field and rotation of the
+/// first cut field, the same for the second, then the two masks; a field's
+/// index bits are `rotate_right(field, rot) & mask`, already in place
+/// (the first field's above the second's), so a level is two rotations,
+/// two masks and one load.
 #[inline(always)]
 fn child_index(r: u64, k: &K4) -> usize {
-    let h = r >> 32;
-    let d0 = (h & 7) as usize;
-    let s0 = (h >> 3) & 31;
-    let b0 = (h >> 8) & 31;
-    let d1 = ((h >> 13) & 7) as usize;
-    let s1 = (h >> 16) & 63;
-    let b1 = (h >> 22) & 31;
-    let v0 = (u64::from(k.f[d0]) >> s0) & !(u64::MAX << b0);
-    let v1 = (u64::from(k.f[d1]) >> s1) & !(u64::MAX << b1);
-    ((v0 << b1) | v1) as usize
+    let h = (r >> 32) as u32;
+    let (a, b) = (h as u8, (h >> 8) as u8);
+    let v0 = k.f[usize::from(a & 7)].rotate_right(u32::from(a >> 3)) & (h >> 16) & 0xff;
+    let v1 = k.f[usize::from(b & 7)].rotate_right(u32::from(b >> 3)) & (h >> 24);
+    (v0 | v1) as usize
 }
 
 /// The reference to an internal node whose children start at `o`: the
-/// cut is packed into the reference, so a level costs one load.
+/// cut is packed into the reference, so a level costs one load. The
+/// child index is `(bits s0..s0+b0 of d0) << b1 | (bits s1..s1+b1 of
+/// d1)`, `b0 + b1 <= 8`.
 fn node_ref(o: usize, d0: usize, s0: u8, b0: u8, d1: usize, s1: u8, b1: u8) -> u64 {
-    debug_assert!(d0 < 8 && d1 < 8 && s0 < 32 && b0 < 32 && s1 < 64 && b1 < 32);
-    debug_assert!(o < 1 << 32);
-    let h = d0 as u64
-        | u64::from(s0) << 3
-        | u64::from(b0) << 8
-        | (d1 as u64) << 13
-        | u64::from(s1) << 16
-        | u64::from(b1) << 22;
-    h << 32 | o as u64
+    debug_assert!(d0 < 8 && d1 < 8 && s0 < 32 && s1 <= 32 && b0 >= 1 && b0 + b1 <= 8);
+    debug_assert!((o as u64) < LEAF);
+    let rot0 = u32::from(s0).wrapping_sub(u32::from(b1)) & 31;
+    let rot1 = u32::from(s1) & 31;
+    let m0 = ((1u32 << b0) - 1) << b1;
+    let m1 = (1u32 << b1) - 1;
+    let h = (d0 as u32 | rot0 << 3) | (d1 as u32 | rot1 << 3) << 8 | m0 << 16 | m1 << 24;
+    u64::from(h) << 32 | o as u64
 }
 
 impl Classifier {
@@ -412,7 +416,7 @@ impl Classifier {
             stats: Stats::default(),
         };
         let cfg = &Config {
-            max_cut_bits: cfg.max_cut_bits.clamp(1, 24),
+            max_cut_bits: cfg.max_cut_bits.clamp(1, 8),
             binth: cfg.binth.max(1),
             ..*cfg
         };
@@ -473,7 +477,7 @@ impl Classifier {
                 nodes += 1;
                 r = self.mem[(r as u32 as usize) + child_index(r, &k)];
             }
-            let (start, blocks) = (r as u32 as usize, ((r >> 32) & BLOCKS_MASK) as usize);
+            let (start, blocks) = ((r & START_MASK) as usize, ((r >> 32) & BLOCKS_MASK) as usize);
             let b = best;
             best = self.scan(r, &k, key, best);
             // Blocks the scan tested: up to the one holding the match, and
@@ -508,7 +512,7 @@ impl Classifier {
         if r & EXTRA != 0 {
             return self.scan_extra(r, k, key, best);
         }
-        let start = r as u32 as usize;
+        let start = (r & START_MASK) as usize;
         let blocks = ((r >> 32) & BLOCKS_MASK) as usize;
         let Some(leaf) = self.blocks.get(start..start + blocks) else {
             return best;
@@ -533,7 +537,7 @@ impl Classifier {
     /// is confirmed on the full rule.
     #[cold]
     fn scan_extra(&self, r: u64, k: &K4, key: &Key, best: u32) -> u32 {
-        let start = r as u32 as usize;
+        let start = (r & START_MASK) as usize;
         let blocks = ((r >> 32) & BLOCKS_MASK) as usize;
         for blk in &self.blocks[start..start + blocks] {
             if blk.id[0] & !EXTRA_ID >= best {
