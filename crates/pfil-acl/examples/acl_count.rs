@@ -12,7 +12,7 @@
 //! instructions of `lookups` divided by passes × 100 000 are the
 //! instructions per lookup.
 
-use pfil_acl::{classbench, text, Action, Classifier, Classify, Key};
+use pfil_acl::{classbench, text, Action, Classifier, Classify, Config, Key};
 
 #[inline(never)]
 fn lookups(c: &Classifier, keys: &[Key], out: &mut [Option<u32>], passes: usize, single: bool) {
@@ -49,7 +49,20 @@ fn main() {
     } else {
         classbench::trace(&rules.rules, 100_000, 1)
     };
-    let c = Classifier::new(&rules);
+    // Build parameters from the environment, for sweeps: ACL_BINTH,
+    // ACL_SPFAC, ACL_MERGE_BELOW.
+    let mut cfg = Config::default();
+    let env = |n: &str| std::env::var(n).ok().and_then(|v| v.parse::<f64>().ok());
+    if let Some(b) = env("ACL_BINTH") {
+        cfg.binth = b as usize;
+    }
+    if let Some(s) = env("ACL_SPFAC") {
+        cfg.spfac = s;
+    }
+    if let Some(m) = env("ACL_MERGE_BELOW") {
+        cfg.merge_below = m as usize;
+    }
+    let c = Classifier::with_config(&rules, &cfg);
     let mut out = vec![None; keys.len()];
     lookups(&c, &keys, &mut out, passes, single);
     let hits = out.iter().filter(|o| o.is_some()).count();

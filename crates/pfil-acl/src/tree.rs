@@ -633,6 +633,23 @@ impl Classifier {
         }
     }
 
+    /// One lookup: the trees for IPv4 keys, the lists otherwise.
+    #[inline(always)]
+    fn lookup(&self, key: &Key) -> Option<u32> {
+        let Some(k) = K4::of(key) else {
+            return self.classify_slow(key);
+        };
+        let mut best = NONE;
+        for t in &self.trees {
+            if t.min_id >= best {
+                break;
+            }
+            let leaf = self.walk(t.root, &k);
+            best = self.scan(leaf, &k, key, best);
+        }
+        (best != NONE).then_some(best)
+    }
+
     #[cold]
     #[inline(never)]
     fn classify_slow(&self, k: &Key) -> Option<u32> {
@@ -658,18 +675,7 @@ impl Classifier {
 impl Classify for Classifier {
     #[inline]
     fn classify(&self, key: &Key) -> Option<u32> {
-        let Some(k) = K4::of(key) else {
-            return self.classify_slow(key);
-        };
-        let mut best = NONE;
-        for t in &self.trees {
-            if t.min_id >= best {
-                break;
-            }
-            let leaf = self.walk(t.root, &k);
-            best = self.scan(leaf, &k, key, best);
-        }
-        (best != NONE).then_some(best)
+        self.lookup(key)
     }
 
     /// Classifies `keys` into `out`, one [`classify`](Classify::classify)
@@ -682,7 +688,7 @@ impl Classify for Classifier {
     fn classify_batch(&self, keys: &[Key], out: &mut [Option<u32>]) {
         assert!(out.len() >= keys.len(), "out is shorter than keys");
         for (k, o) in keys.iter().zip(out.iter_mut()) {
-            *o = self.classify(k);
+            *o = self.lookup(k);
         }
     }
 }
