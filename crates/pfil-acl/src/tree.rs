@@ -246,12 +246,9 @@ impl Block {
                 | u64::from(m[i + 2] as u16) << 32
                 | u64::from(m[i + 3] as u16) << 48
         };
-        let (lo, hi) = (!w(0), !w(4));
-        if lo != 0 {
-            lo.trailing_zeros() as usize / 16
-        } else {
-            4 + hi.trailing_zeros() as usize / 16
-        }
+        // Branch-free: a 128-bit bit scan is two scans and a select.
+        let hits = !(u128::from(w(0)) | u128::from(w(4)) << 64);
+        hits.trailing_zeros() as usize / 16
     }
 
     /// The lanes `k` hits, as bits (lane 0 = bit 0).
