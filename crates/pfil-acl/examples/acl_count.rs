@@ -30,7 +30,9 @@ fn lookups(c: &Classifier, keys: &[Key], out: &mut [Option<u32>], passes: usize,
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let set = args.get(1).map_or("/work/shared/classbench/acl1_1k", String::as_str);
+    let set = args
+        .get(1)
+        .map_or("/work/shared/classbench/acl1_1k", String::as_str);
     let passes: usize = args.get(2).and_then(|p| p.parse().ok()).unwrap_or(1);
     let single = args.get(3).is_some_and(|m| m == "single");
     let rules = if set == "two" {

@@ -64,6 +64,10 @@ const NONE: u32 = u32::MAX;
 pub const GROUP: usize = 8;
 /// An empty leaf: a tree a key skips.
 const EMPTY: u64 = LEAF;
+/// Most IPv4 rules for which a build first tries a single tree
+/// ([`Config::single_tree_budget`]): past it the trial would cost more
+/// build time than it saves lookup time.
+pub const SINGLE_TREE_MAX_RULES: usize = 4096;
 /// Deepest node; a subtree this deep becomes a leaf.
 const MAX_DEPTH: usize = 32;
 
@@ -88,6 +92,11 @@ pub struct Config {
     /// A subset with fewer than 1/`merge_below` of the rules (and fewer
     /// than 16 in any case) is merged into the general one.
     pub merge_below: usize,
+    /// With at most [`SINGLE_TREE_MAX_RULES`] IPv4 rules, first try one
+    /// tree over all of them (one walk per lookup), kept if it needs at
+    /// most this many 32-byte units (block lanes plus node words / 4) per
+    /// rule; otherwise (or with 0) the rules are partitioned.
+    pub single_tree_budget: usize,
 }
 
 impl Default for Config {
@@ -99,6 +108,7 @@ impl Default for Config {
             max_entries: 1 << 21,
             small_prefix: 16,
             merge_below: 16,
+            single_tree_budget: 16,
         }
     }
 }
@@ -404,27 +414,44 @@ impl Classifier {
             .enumerate()
             .map(|(i, r)| BRule::of(i, r))
             .collect();
-        let mut b = Builder {
-            br: &brules,
-            cfg,
-            mem: Vec::new(),
-            blocks: Vec::new(),
-            leaves: HashMap::new(),
-            stats: Stats::default(),
-        };
         let cfg = &Config {
             max_cut_bits: cfg.max_cut_bits.clamp(1, 8),
             binth: cfg.binth.max(1),
             ..*cfg
         };
-        b.cfg = cfg;
+        let full = [(0u32, 32u8), (0, 32), (0, 16), (0, 16), (0, 8)];
+        let v4: usize = subsets.iter().map(Vec::len).sum();
         let mut trees = Vec::new();
-        for ids in subsets.into_iter().filter(|s| !s.is_empty()) {
+        let mut built = None;
+        if cfg.single_tree_budget > 0
+            && v4 <= SINGLE_TREE_MAX_RULES
+            && subsets.iter().filter(|s| !s.is_empty()).count() > 1
+        {
+            // One tree if it is small enough: the cap stops the build
+            // early when it is not.
+            let cap = (v4 * cfg.single_tree_budget).min(cfg.max_entries);
+            let mut b = Builder::new(&brules, cfg, cap);
+            let mut ids: Vec<u32> = subsets.iter().flatten().copied().collect();
+            ids.sort_unstable();
             let min_id = ids[0];
-            let full = [(0u32, 32u8), (0, 32), (0, 16), (0, 16), (0, 8)];
             let root = b.build(full, ids, 0);
-            trees.push(Tree { root, min_id });
+            if !b.capped {
+                trees.push(Tree { root, min_id });
+                built = Some(b);
+            }
         }
+        let b = match built {
+            Some(b) => b,
+            None => {
+                let mut b = Builder::new(&brules, cfg, cfg.max_entries);
+                for ids in subsets.into_iter().filter(|s| !s.is_empty()) {
+                    let min_id = ids[0];
+                    let root = b.build(full, ids, 0);
+                    trees.push(Tree { root, min_id });
+                }
+                b
+            }
+        };
         trees.sort_by_key(|t| t.min_id);
         let mut stats = b.stats;
         let (mem, blocks) = (b.mem, b.blocks);
@@ -474,7 +501,10 @@ impl Classifier {
                 nodes += 1;
                 r = self.mem[(r as u32 as usize) + child_index(r, &k)];
             }
-            let (start, blocks) = ((r & START_MASK) as usize, ((r >> 32) & BLOCKS_MASK) as usize);
+            let (start, blocks) = (
+                (r & START_MASK) as usize,
+                ((r >> 32) & BLOCKS_MASK) as usize,
+            );
             let b = best;
             best = self.scan(r, &k, key, best);
             // Blocks the scan tested: up to the one holding the match, and
@@ -770,12 +800,33 @@ struct Builder<'a> {
     blocks: Vec<Block>,
     leaves: HashMap<Vec<u32>, u64>,
     stats: Stats,
+    /// Memory cap in 32-byte units (block lanes plus node words / 4).
+    cap: usize,
+    /// The cap was reached: some nodes became leaves early.
+    capped: bool,
 }
 
-impl Builder<'_> {
+impl<'a> Builder<'a> {
+    fn new(br: &'a [BRule], cfg: &'a Config, cap: usize) -> Builder<'a> {
+        Builder {
+            br,
+            cfg,
+            mem: Vec::new(),
+            blocks: Vec::new(),
+            leaves: HashMap::new(),
+            stats: Stats::default(),
+            cap,
+            capped: false,
+        }
+    }
+
     /// Builds the subtree for `ids` (sorted, all meeting `bx`), returns its
     /// child reference.
     fn build(&mut self, bx: Boxx, mut ids: Vec<u32>, depth: usize) -> u64 {
+        if self.capped && self.cap < self.cfg.max_entries {
+            // A trial past its cap: it will be thrown away.
+            return EMPTY;
+        }
         // Prune after the first rule covering the whole box.
         if let Some(p) = ids.iter().position(|&i| {
             let r = &self.br[i as usize];
@@ -922,8 +973,10 @@ impl Builder<'_> {
 
     /// Whether the memory cap is reached: a block lane is 32 bytes, a
     /// node word 8.
-    fn over_budget(&self) -> bool {
-        self.blocks.len() * BLOCK + self.mem.len() / 4 >= self.cfg.max_entries
+    fn over_budget(&mut self) -> bool {
+        let over = self.blocks.len() * BLOCK + self.mem.len() / 4 >= self.cap;
+        self.capped |= over;
+        over
     }
 
     fn leaf(&mut self, ids: Vec<u32>, depth: usize) -> u64 {

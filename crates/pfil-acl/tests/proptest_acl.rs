@@ -305,7 +305,13 @@ fn port_rules_against_keys_with_and_without_ports() {
         ..Key::ipv4(1, 2, 10, 7, 53)
     };
     assert_eq!(c.classify(&no_ports), None);
-    assert_eq!(c.classify(&Key { proto: 3, ..no_ports }), Some(2));
+    assert_eq!(
+        c.classify(&Key {
+            proto: 3,
+            ..no_ports
+        }),
+        Some(2)
+    );
 }
 
 /// A 2-rule ACL is one leaf: no tree level, one 8-rule block per lookup.
