@@ -1,44 +1,61 @@
-//! The decision-tree classifier: CutSplit/EffiCuts-style partitioning
-//! into subsets by which address fields are large, one HyperCuts-style
-//! tree per subset (equal-size cuts on one or two fields per node), and
-//! leaves of compact 32-byte rule entries scanned branch-free.
+//! The decision-tree classifier: one HyperCuts-style tree (equal-size
+//! cuts on one or two fields per node) over the IPv4 rules when it is
+//! small enough, else CutSplit/EffiCuts-style partitioning into subsets by
+//! which address fields are large, one tree per subset; leaves are
+//! structure-of-arrays blocks of 8 rules tested with SSE2 lane compares.
 //!
 //! # Algorithm
-//! The IPv4 rules are split by whether their source and destination
-//! prefixes are at least [`Config::small_prefix`] long: four subsets (both
-//! small, one small, none), so that a wildcard address in one subset does
-//! not replicate the rules of another when the tree cuts that address.
-//! Subsets with under 1/[`Config::merge_below`] of the rules join the
-//! general one (a tree walk per lookup is not worth a handful of rules).
-//! A lookup walks the trees in order of their smallest rule index and
-//! skips a tree once it has matched a rule before that index.
+//! With at most [`SINGLE_TREE_MAX_RULES`] IPv4 rules, the build first
+//! tries one tree over all of them, and keeps it if it fits in
+//! [`Config::single_tree_budget`] 32-byte units per rule (the trial stops
+//! at that cap). Otherwise the IPv4 rules are split by whether their
+//! source and destination prefixes are at least [`Config::small_prefix`]
+//! long: four subsets (both small, one small, none), so that a wildcard
+//! address in one subset does not replicate the rules of another when the
+//! tree cuts that address. Subsets with under 1/[`Config::merge_below`]
+//! of the rules join the general one. A lookup walks the trees in order of
+//! their smallest rule index and skips a tree once it has matched a rule
+//! before that index.
 //!
 //! A node is cut into `2^b` equal parts of one field, or `2^(b0+b1)`
-//! parts of two: for each field, as many bits as the space factor allows
-//! (children's rules plus children at most [`Config::spfac`] times the
-//! node's rules); the field whose largest child is smallest wins, then
-//! bits of a second field are added while they make the largest child
-//! smaller. A node with at most [`Config::binth`] rules, or that no cut
-//! separates, is a leaf.
+//! parts of two (`b0 + b1 <= 8`): for each field, as many bits as the space
+//! factor allows (children's rules plus children at most [`Config::spfac`]
+//! times the node's rules); the field whose largest child is smallest
+//! wins, then bits of a second field are added while they make the largest
+//! child smaller. A node with at most [`Config::binth`] rules, or that no
+//! cut separates, is a leaf. A set that small (a 2-rule ACL) is a single
+//! leaf: a lookup is one block test, no tree level.
 //!
 //! # Layout
-//! Everything is in two flat arrays, indexed by `u32` offsets. `mem` holds
-//! the child arrays of internal nodes; `entries` the leaves. A node
-//! reference is a `u64`: bit 63 clear, an internal node: bits 0..32 the
-//! offset of its children in `mem`, bits 32..59 its cut (field, shift and
-//! bit count of up to two cut fields), so each level is a single load;
-//! bit 63 set, a leaf: bits 0..32 its first entry, bits 32..62 its number
-//! of 8-entry blocks, bit 62 whether some rule in it needs its full check.
-//! Boxes are aligned powers of two, so a child index is a few bits of the
-//! key fields, taken with a shift and a mask.
+//! Everything is in two flat arrays. `mem` holds the child arrays of
+//! internal nodes, as `u64` node references; `blocks` the leaves. A
+//! reference with bit 31 clear is an internal node: bits 0..31 the offset
+//! of its children in `mem`, bits 32..64 its cut as four bytes (field and
+//! right rotation of the first cut field, the same for the second, then
+//! the two index masks), so a level is one load, two rotations, two masks
+//! and an add. Bit 31 set, a leaf: bits 0..31 its first block, bits
+//! 32..62 its number of blocks, bit 62 whether some rule in it needs its
+//! full check.
+//!
+//! A `Block` is 8 rules in rule order, one array per field (256 bytes):
+//! source and destination as biased `lo`/`span` pairs of `u32` lanes, the
+//! ports and the protocol lane (`proto << 1 | has_ports`) as 16-bit lanes.
+//! With the bias a range test is a wrapping subtraction and a signed
+//! compare (SSE2 has no unsigned one): `psubd`/`pcmpgtd` on two 4-lane
+//! vectors per address, `packssdw`, `psubw`/`pcmpgtw` for the rest, all
+//! emitted by the compiler from plain loops over the lanes (no `unsafe`,
+//! no target features beyond baseline x86-64). The miss vector goes
+//! through memory as a 128-bit word whose first zero 16-bit group is the
+//! first matching rule (a branch-free bit scan). Rules with conditions the
+//! block does not hold (VLAN, TCP flags, ICMP, a range of protocols with
+//! ports) carry a flag on their index and are confirmed on the full rule.
 //!
 //! # Pruning and memory
 //! A node keeps only the rules that meet its box, in priority order, and
 //! drops every rule after the first one that covers the whole box
-//! unconditionally. Cuts grow while the sum of the children's rule counts
-//! stays below `spfac` times the node's; leaves with the same rule list
-//! are stored once. When the entry array reaches [`Config::max_entries`],
-//! the remaining nodes become leaves (slower, never wrong).
+//! unconditionally. Leaves with the same rule list are stored once. When
+//! the structure reaches [`Config::max_entries`] units, the remaining
+//! nodes become leaves (slower, never wrong).
 //!
 //! Only IPv4 keys take the trees. IPv6 keys and non-IP keys scan the rules
 //! that can match them (lists built once), with the reference semantics.
