@@ -66,8 +66,9 @@
 //! ```
 //!
 //! # The classifier
-//! See [`tree`] for the algorithm (partitioned HyperCuts-style decision
-//! trees with small leaves scanned branch-free) and
+//! See [`tree`] for the algorithm (HyperCuts-style decision trees, one or
+//! one per address-size partition, with leaves of 8-rule
+//! structure-of-arrays blocks tested with SSE2 lane compares) and
 //! `BENCHMARKS.md` for how it compares with linear scan and DPDK's
 //! rte_acl.
 

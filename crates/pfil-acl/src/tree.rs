@@ -1,44 +1,61 @@
-//! The decision-tree classifier: CutSplit/EffiCuts-style partitioning
-//! into subsets by which address fields are large, one HyperCuts-style
-//! tree per subset (equal-size cuts on one or two fields per node), and
-//! leaves of compact 32-byte rule entries scanned branch-free.
+//! The decision-tree classifier: one HyperCuts-style tree (equal-size
+//! cuts on one or two fields per node) over the IPv4 rules when it is
+//! small enough, else CutSplit/EffiCuts-style partitioning into subsets by
+//! which address fields are large, one tree per subset; leaves are
+//! structure-of-arrays blocks of 8 rules tested with SSE2 lane compares.
 //!
 //! # Algorithm
-//! The IPv4 rules are split by whether their source and destination
-//! prefixes are at least [`Config::small_prefix`] long: four subsets (both
-//! small, one small, none), so that a wildcard address in one subset does
-//! not replicate the rules of another when the tree cuts that address.
-//! Subsets with under 1/[`Config::merge_below`] of the rules join the
-//! general one (a tree walk per lookup is not worth a handful of rules).
-//! A lookup walks the trees in order of their smallest rule index and
-//! skips a tree once it has matched a rule before that index.
+//! With at most [`SINGLE_TREE_MAX_RULES`] IPv4 rules, the build first
+//! tries one tree over all of them, and keeps it if it fits in
+//! [`Config::single_tree_budget`] 32-byte units per rule (the trial stops
+//! at that cap). Otherwise the IPv4 rules are split by whether their
+//! source and destination prefixes are at least [`Config::small_prefix`]
+//! long: four subsets (both small, one small, none), so that a wildcard
+//! address in one subset does not replicate the rules of another when the
+//! tree cuts that address. Subsets with under 1/[`Config::merge_below`]
+//! of the rules join the general one. A lookup walks the trees in order of
+//! their smallest rule index and skips a tree once it has matched a rule
+//! before that index.
 //!
 //! A node is cut into `2^b` equal parts of one field, or `2^(b0+b1)`
-//! parts of two: for each field, as many bits as the space factor allows
-//! (children's rules plus children at most [`Config::spfac`] times the
-//! node's rules); the field whose largest child is smallest wins, then
-//! bits of a second field are added while they make the largest child
-//! smaller. A node with at most [`Config::binth`] rules, or that no cut
-//! separates, is a leaf.
+//! parts of two (`b0 + b1 <= 8`): for each field, as many bits as the space
+//! factor allows (children's rules plus children at most [`Config::spfac`]
+//! times the node's rules); the field whose largest child is smallest
+//! wins, then bits of a second field are added while they make the largest
+//! child smaller. A node with at most [`Config::binth`] rules, or that no
+//! cut separates, is a leaf. A set that small (a 2-rule ACL) is a single
+//! leaf: a lookup is one block test, no tree level.
 //!
 //! # Layout
-//! Everything is in two flat arrays, indexed by `u32` offsets. `mem` holds
-//! the child arrays of internal nodes; `entries` the leaves. A node
-//! reference is a `u64`: bit 63 clear, an internal node: bits 0..32 the
-//! offset of its children in `mem`, bits 32..59 its cut (field, shift and
-//! bit count of up to two cut fields), so each level is a single load;
-//! bit 63 set, a leaf: bits 0..32 its first entry, bits 32..62 its number
-//! of 8-entry blocks, bit 62 whether some rule in it needs its full check.
-//! Boxes are aligned powers of two, so a child index is a few bits of the
-//! key fields, taken with a shift and a mask.
+//! Everything is in two flat arrays. `mem` holds the child arrays of
+//! internal nodes, as `u64` node references; `blocks` the leaves. A
+//! reference with bit 31 clear is an internal node: bits 0..31 the offset
+//! of its children in `mem`, bits 32..64 its cut as four bytes (field and
+//! right rotation of the first cut field, the same for the second, then
+//! the two index masks), so a level is one load, two rotations, two masks
+//! and an add. Bit 31 set, a leaf: bits 0..31 its first block, bits
+//! 32..62 its number of blocks, bit 62 whether some rule in it needs its
+//! full check.
+//!
+//! A `Block` is 8 rules in rule order, one array per field (256 bytes):
+//! source and destination as biased `lo`/`span` pairs of `u32` lanes, the
+//! ports and the protocol lane (`proto << 1 | has_ports`) as 16-bit lanes.
+//! With the bias a range test is a wrapping subtraction and a signed
+//! compare (SSE2 has no unsigned one): `psubd`/`pcmpgtd` on two 4-lane
+//! vectors per address, `packssdw`, `psubw`/`pcmpgtw` for the rest, all
+//! emitted by the compiler from plain loops over the lanes (no `unsafe`,
+//! no target features beyond baseline x86-64). The miss vector goes
+//! through memory as a 128-bit word whose first zero 16-bit group is the
+//! first matching rule (a branch-free bit scan). Rules with conditions the
+//! block does not hold (VLAN, TCP flags, ICMP, a range of protocols with
+//! ports) carry a flag on their index and are confirmed on the full rule.
 //!
 //! # Pruning and memory
 //! A node keeps only the rules that meet its box, in priority order, and
 //! drops every rule after the first one that covers the whole box
-//! unconditionally. Cuts grow while the sum of the children's rule counts
-//! stays below `spfac` times the node's; leaves with the same rule list
-//! are stored once. When the entry array reaches [`Config::max_entries`],
-//! the remaining nodes become leaves (slower, never wrong).
+//! unconditionally. Leaves with the same rule list are stored once. When
+//! the structure reaches [`Config::max_entries`] units, the remaining
+//! nodes become leaves (slower, never wrong).
 //!
 //! Only IPv4 keys take the trees. IPv6 keys and non-IP keys scan the rules
 //! that can match them (lists built once), with the reference semantics.
@@ -49,7 +66,10 @@ use crate::rule::{has, Key, Rule, Ruleset, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 use crate::Classify;
 
 const DIMS: usize = 5;
-const LEAF: u64 = 1 << 63;
+/// In a node reference: a leaf (bit 31, so the test is on the low word).
+const LEAF: u64 = 1 << 31;
+/// In a leaf reference: its first block.
+const START_MASK: u64 = LEAF - 1;
 /// In a leaf reference: some entry needs its full rule checked.
 const EXTRA: u64 = 1 << 62;
 /// In a leaf reference, after `>> 32`: the number of blocks.
@@ -61,6 +81,10 @@ const NONE: u32 = u32::MAX;
 pub const GROUP: usize = 8;
 /// An empty leaf: a tree a key skips.
 const EMPTY: u64 = LEAF;
+/// Most IPv4 rules for which a build first tries a single tree
+/// ([`Config::single_tree_budget`]): past it the trial would cost more
+/// build time than it saves lookup time.
+pub const SINGLE_TREE_MAX_RULES: usize = 4096;
 /// Deepest node; a subtree this deep becomes a leaf.
 const MAX_DEPTH: usize = 32;
 
@@ -72,7 +96,8 @@ pub struct Config {
     /// Space factor: a cut may grow while the children hold at most
     /// `spfac` × the node's rules in total.
     pub spfac: f64,
-    /// Most children of one node, as a power of two.
+    /// Most children of one node, as a power of two (at most 8: the cut
+    /// masks are a byte each in the node reference).
     pub max_cut_bits: u8,
     /// Memory cap, in 32-byte units: leaf entries plus node words / 4,
     /// over all trees; past it, nodes stop being cut (lookups get slower,
@@ -84,6 +109,11 @@ pub struct Config {
     /// A subset with fewer than 1/`merge_below` of the rules (and fewer
     /// than 16 in any case) is merged into the general one.
     pub merge_below: usize,
+    /// With at most [`SINGLE_TREE_MAX_RULES`] IPv4 rules, first try one
+    /// tree over all of them (one walk per lookup), kept if it needs at
+    /// most this many 32-byte units (block lanes plus node words / 4) per
+    /// rule; otherwise (or with 0) the rules are partitioned.
+    pub single_tree_budget: usize,
 }
 
 impl Default for Config {
@@ -95,6 +125,7 @@ impl Default for Config {
             max_entries: 1 << 21,
             small_prefix: 16,
             merge_below: 16,
+            single_tree_budget: 16,
         }
     }
 }
@@ -121,55 +152,141 @@ pub struct Stats {
     pub bytes: usize,
 }
 
-/// One rule in a leaf, compact: ranges as `lo` and `span = hi - lo`, so a
-/// field test is one wrapping subtraction and one comparison.
-#[derive(Clone, Copy, Debug, Default)]
-#[repr(C, align(32))]
-struct Entry {
-    src_lo: u32,
-    src_span: u32,
-    dst_lo: u32,
-    dst_span: u32,
-    sp_lo: u16,
-    sp_span: u16,
-    dp_lo: u16,
-    dp_span: u16,
-    id: u32,
-    proto_lo: u8,
-    proto_span: u8,
-    /// Bits of [`Key::has`] the rule needs.
-    needs: u8,
-    /// Nonzero: the rule has conditions the entry does not hold (VLAN,
-    /// TCP flags, ICMP): check the full rule.
-    extra: u8,
+/// Bias that maps unsigned order to signed order (`x ^ BIAS32 as i32`):
+/// SSE2 has signed lane compares only.
+const BIAS32: u32 = 1 << 31;
+/// [`BIAS32`] for 16-bit lanes.
+const BIAS16: u16 = 1 << 15;
+/// In [`Block::id`]: the rule has conditions the block does not hold
+/// (VLAN, TCP flags, ICMP, a protocol range with ports): a lane hit is
+/// confirmed on the full rule.
+const EXTRA_ID: u32 = 1 << 31;
+
+/// Eight leaf rules, structure of arrays: each field test is a plain
+/// array operation over the 8 lanes, which the compiler turns into SSE2
+/// lane compares (two 4-lane vectors for the addresses, one 8-lane vector
+/// for each 16-bit field).
+///
+/// A range `[lo, hi]` is stored as `lo` and `span = hi - lo`, both biased
+/// (`lo - 2^(w-1)`, `span ^ 2^(w-1)` as signed), so that the test
+/// `lo <= x <= hi` is one wrapping subtraction and one *signed* compare:
+/// `(x - lo') as signed <= span'`. The protocol lane holds
+/// `proto << 1 | has_ports`, so a rule that needs ports (a port range other
+/// than the whole space) and names one protocol is the range
+/// `[p << 1 | 1, p << 1 | 1]`, and one that does not need them
+/// `[lo << 1, hi << 1 | 1]`.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+struct Block {
+    src_lo: [u32; BLOCK],
+    src_span: [i32; BLOCK],
+    dst_lo: [u32; BLOCK],
+    dst_span: [i32; BLOCK],
+    sp_lo: [u16; BLOCK],
+    sp_span: [i16; BLOCK],
+    dp_lo: [u16; BLOCK],
+    dp_span: [i16; BLOCK],
+    pr_lo: [u16; BLOCK],
+    pr_span: [i16; BLOCK],
+    /// Rule index, [`EXTRA_ID`] set if the full rule must confirm a hit;
+    /// [`NONE`] in padding lanes.
+    id: [u32; BLOCK],
 }
 
-impl Entry {
-    /// Fills a leaf's last block: never hits (no key has this `has` bit).
-    const PAD: Entry = Entry {
-        src_lo: 0,
-        src_span: 0,
-        dst_lo: 0,
-        dst_span: 0,
-        sp_lo: 0,
-        sp_span: 0,
-        dp_lo: 0,
-        dp_span: 0,
-        id: NONE,
-        proto_lo: 0,
-        proto_span: 0,
-        needs: 0x80,
-        extra: 0,
+/// One leaf rule, before it goes into a lane of a [`Block`] (unbiased).
+#[derive(Clone, Copy, Debug, Default)]
+struct Lane {
+    src: (u32, u32),
+    dst: (u32, u32),
+    sp: (u16, u16),
+    dp: (u16, u16),
+    /// Range of the protocol lane (`proto << 1 | has_ports`).
+    pr: (u16, u16),
+    id: u32,
+}
+
+impl Block {
+    /// A block of padding: no lane ever hits (the protocol lane of a key
+    /// is at most 511).
+    const PAD: Block = Block {
+        src_lo: [0; BLOCK],
+        src_span: [0; BLOCK],
+        dst_lo: [0; BLOCK],
+        dst_span: [0; BLOCK],
+        sp_lo: [0; BLOCK],
+        sp_span: [0; BLOCK],
+        dp_lo: [0; BLOCK],
+        dp_span: [0; BLOCK],
+        pr_lo: [u16::MAX ^ BIAS16; BLOCK],
+        pr_span: [i16::MIN; BLOCK],
+        id: [NONE; BLOCK],
     };
 
+    fn set(&mut self, j: usize, l: &Lane) {
+        self.src_lo[j] = l.src.0 ^ BIAS32;
+        self.src_span[j] = ((l.src.1 - l.src.0) ^ BIAS32) as i32;
+        self.dst_lo[j] = l.dst.0 ^ BIAS32;
+        self.dst_span[j] = ((l.dst.1 - l.dst.0) ^ BIAS32) as i32;
+        self.sp_lo[j] = l.sp.0 ^ BIAS16;
+        self.sp_span[j] = ((l.sp.1 - l.sp.0) ^ BIAS16) as i16;
+        self.dp_lo[j] = l.dp.0 ^ BIAS16;
+        self.dp_span[j] = ((l.dp.1 - l.dp.0) ^ BIAS16) as i16;
+        self.pr_lo[j] = l.pr.0 ^ BIAS16;
+        self.pr_span[j] = ((l.pr.1 - l.pr.0) ^ BIAS16) as i16;
+        self.id[j] = l.id;
+    }
+
+    /// The lanes `k` misses, all-ones per lane. Branch-free; the compiler
+    /// vectorises it (SSE2 `psubd`/`pcmpgtd` on the addresses, `packssdw`,
+    /// then `psubw`/`pcmpgtw` on the 16-bit fields).
     #[inline(always)]
-    fn hit(&self, k: &K4) -> bool {
-        (k.f[0].wrapping_sub(self.src_lo) <= self.src_span)
-            & (k.f[1].wrapping_sub(self.dst_lo) <= self.dst_span)
-            & ((k.f[2] as u16).wrapping_sub(self.sp_lo) <= self.sp_span)
-            & ((k.f[3] as u16).wrapping_sub(self.dp_lo) <= self.dp_span)
-            & ((k.f[4] as u8).wrapping_sub(self.proto_lo) <= self.proto_span)
-            & (k.has & self.needs == self.needs)
+    fn misses(&self, k: &K4) -> [i16; BLOCK] {
+        // Misses as all-ones lanes, one field at a time, so that each loop
+        // is one vector operation.
+        let mut m32 = [0i32; BLOCK];
+        for (j, m) in m32.iter_mut().enumerate() {
+            *m = -i32::from(k.f[0].wrapping_sub(self.src_lo[j]) as i32 > self.src_span[j]);
+        }
+        for (j, m) in m32.iter_mut().enumerate() {
+            *m |= -i32::from(k.f[1].wrapping_sub(self.dst_lo[j]) as i32 > self.dst_span[j]);
+        }
+        let mut m16 = [0i16; BLOCK];
+        for (j, m) in m16.iter_mut().enumerate() {
+            *m = m32[j] as i16
+                | -i16::from(k.sp.wrapping_sub(self.sp_lo[j]) as i16 > self.sp_span[j])
+                | -i16::from(k.dp.wrapping_sub(self.dp_lo[j]) as i16 > self.dp_span[j])
+                | -i16::from(k.pr.wrapping_sub(self.pr_lo[j]) as i16 > self.pr_span[j]);
+        }
+        m16
+    }
+
+    /// The first lane `k` hits, or [`BLOCK`] or more if none.
+    #[inline(always)]
+    fn first_hit(&self, k: &K4) -> usize {
+        // The miss vector goes through memory as two words (without the
+        // barrier, LLVM fuses the lane tests with the search and
+        // scalarises both); the first hit is the first zero 16-bit group.
+        let m = std::hint::black_box(self.misses(k));
+        let w = |i: usize| {
+            u64::from(m[i] as u16)
+                | u64::from(m[i + 1] as u16) << 16
+                | u64::from(m[i + 2] as u16) << 32
+                | u64::from(m[i + 3] as u16) << 48
+        };
+        // Branch-free: a 128-bit bit scan is two scans and a select.
+        let hits = !(u128::from(w(0)) | u128::from(w(4)) << 64);
+        hits.trailing_zeros() as usize / 16
+    }
+
+    /// The lanes `k` hits, as bits (lane 0 = bit 0).
+    #[inline(always)]
+    fn hit_mask(&self, k: &K4) -> u32 {
+        let m16 = self.misses(k);
+        let mut h = 0;
+        for (j, &m) in m16.iter().enumerate() {
+            h |= u32::from(m == 0) << j;
+        }
+        h
     }
 }
 
@@ -179,7 +296,10 @@ struct K4 {
     /// src, dst, sport, dport, proto; 8 slots so that a field number
     /// masked with 7 needs no bounds check.
     f: [u32; 8],
-    has: u8,
+    sp: u16,
+    dp: u16,
+    /// The protocol lane: `proto << 1 | has_ports`.
+    pr: u16,
 }
 
 impl K4 {
@@ -198,7 +318,9 @@ impl K4 {
                     0,
                     0,
                 ],
-                has: k.has,
+                sp: k.sport,
+                dp: k.dport,
+                pr: u16::from(k.proto) << 1 | u16::from(k.has & has::PORTS != 0),
             })
         } else {
             None
@@ -221,7 +343,7 @@ pub struct Classifier {
     rules: Vec<Rule>,
     trees: Vec<Tree>,
     mem: Vec<u64>,
-    entries: Vec<Entry>,
+    blocks: Vec<Block>,
     /// Rules that can match IPv6 keys.
     v6: Vec<u32>,
     /// Rules that can match keys off the IPv4 and IPv6 paths (non-IP).
@@ -229,34 +351,34 @@ pub struct Classifier {
     stats: Stats,
 }
 
-/// The cut of a node: field and shift of up to two fields, and how many
-/// bits of each.
+/// The child of internal node `r` that `k` falls in. The cut is packed
+/// in bits 32..64 of the reference, a byte each: field and rotation of the
+/// first cut field, the same for the second, then the two masks; a field's
+/// index bits are `rotate_right(field, rot) & mask`, already in place
+/// (the first field's above the second's), so a level is two rotations,
+/// two masks and one load.
 #[inline(always)]
 fn child_index(r: u64, k: &K4) -> usize {
-    let h = r >> 32;
-    let d0 = (h & 7) as usize;
-    let s0 = (h >> 3) & 31;
-    let b0 = (h >> 8) & 31;
-    let d1 = ((h >> 13) & 7) as usize;
-    let s1 = (h >> 16) & 63;
-    let b1 = (h >> 22) & 31;
-    let v0 = (u64::from(k.f[d0]) >> s0) & !(u64::MAX << b0);
-    let v1 = (u64::from(k.f[d1]) >> s1) & !(u64::MAX << b1);
-    ((v0 << b1) | v1) as usize
+    let h = (r >> 32) as u32;
+    let (a, b) = (h as u8, (h >> 8) as u8);
+    let v0 = k.f[usize::from(a & 7)].rotate_right(u32::from(a >> 3)) & (h >> 16) & 0xff;
+    let v1 = k.f[usize::from(b & 7)].rotate_right(u32::from(b >> 3)) & (h >> 24);
+    (v0 | v1) as usize
 }
 
 /// The reference to an internal node whose children start at `o`: the
-/// cut is packed into the reference, so a level costs one load.
+/// cut is packed into the reference, so a level costs one load. The
+/// child index is `(bits s0..s0+b0 of d0) << b1 | (bits s1..s1+b1 of
+/// d1)`, `b0 + b1 <= 8`.
 fn node_ref(o: usize, d0: usize, s0: u8, b0: u8, d1: usize, s1: u8, b1: u8) -> u64 {
-    debug_assert!(d0 < 8 && d1 < 8 && s0 < 32 && b0 < 32 && s1 < 64 && b1 < 32);
-    debug_assert!(o < 1 << 32);
-    let h = d0 as u64
-        | u64::from(s0) << 3
-        | u64::from(b0) << 8
-        | (d1 as u64) << 13
-        | u64::from(s1) << 16
-        | u64::from(b1) << 22;
-    h << 32 | o as u64
+    debug_assert!(d0 < 8 && d1 < 8 && s0 < 32 && s1 <= 32 && b0 >= 1 && b0 + b1 <= 8);
+    debug_assert!((o as u64) < LEAF);
+    let rot0 = u32::from(s0).wrapping_sub(u32::from(b1)) & 31;
+    let rot1 = u32::from(s1) & 31;
+    let m0 = ((1u32 << b0) - 1) << b1;
+    let m1 = (1u32 << b1) - 1;
+    let h = (d0 as u32 | rot0 << 3) | (d1 as u32 | rot1 << 3) << 8 | m0 << 16 | m1 << 24;
+    u64::from(h) << 32 | o as u64
 }
 
 impl Classifier {
@@ -309,42 +431,59 @@ impl Classifier {
             .enumerate()
             .map(|(i, r)| BRule::of(i, r))
             .collect();
-        let mut b = Builder {
-            br: &brules,
-            cfg,
-            mem: Vec::new(),
-            entries: Vec::new(),
-            leaves: HashMap::new(),
-            stats: Stats::default(),
-        };
         let cfg = &Config {
-            max_cut_bits: cfg.max_cut_bits.clamp(1, 24),
+            max_cut_bits: cfg.max_cut_bits.clamp(1, 8),
             binth: cfg.binth.max(1),
             ..*cfg
         };
-        b.cfg = cfg;
+        let full = [(0u32, 32u8), (0, 32), (0, 16), (0, 16), (0, 8)];
+        let v4: usize = subsets.iter().map(Vec::len).sum();
         let mut trees = Vec::new();
-        for ids in subsets.into_iter().filter(|s| !s.is_empty()) {
+        let mut built = None;
+        if cfg.single_tree_budget > 0
+            && v4 <= SINGLE_TREE_MAX_RULES
+            && subsets.iter().filter(|s| !s.is_empty()).count() > 1
+        {
+            // One tree if it is small enough: the cap stops the build
+            // early when it is not.
+            let cap = (v4 * cfg.single_tree_budget).min(cfg.max_entries);
+            let mut b = Builder::new(&brules, cfg, cap);
+            let mut ids: Vec<u32> = subsets.iter().flatten().copied().collect();
+            ids.sort_unstable();
             let min_id = ids[0];
-            let full = [(0u32, 32u8), (0, 32), (0, 16), (0, 16), (0, 8)];
             let root = b.build(full, ids, 0);
-            trees.push(Tree { root, min_id });
+            if !b.capped {
+                trees.push(Tree { root, min_id });
+                built = Some(b);
+            }
         }
+        let b = match built {
+            Some(b) => b,
+            None => {
+                let mut b = Builder::new(&brules, cfg, cfg.max_entries);
+                for ids in subsets.into_iter().filter(|s| !s.is_empty()) {
+                    let min_id = ids[0];
+                    let root = b.build(full, ids, 0);
+                    trees.push(Tree { root, min_id });
+                }
+                b
+            }
+        };
         trees.sort_by_key(|t| t.min_id);
         let mut stats = b.stats;
-        let (mem, entries) = (b.mem, b.entries);
+        let (mem, blocks) = (b.mem, b.blocks);
         stats.rules = rules.len();
         stats.trees = trees.len();
-        stats.entries = entries.len();
+        stats.entries = blocks.len() * BLOCK;
         stats.bytes = mem.len() * 8
-            + entries.len() * std::mem::size_of::<Entry>()
+            + blocks.len() * std::mem::size_of::<Block>()
             + (v6.len() + other.len()) * 4
             + rules.len() * std::mem::size_of::<Rule>();
         Classifier {
             rules,
             trees,
             mem,
-            entries,
+            blocks,
             v6,
             other,
             stats,
@@ -379,15 +518,19 @@ impl Classifier {
                 nodes += 1;
                 r = self.mem[(r as u32 as usize) + child_index(r, &k)];
             }
-            let (start, blocks) = (r as u32 as usize, ((r >> 32) & BLOCKS_MASK) as usize);
+            let (start, blocks) = (
+                (r & START_MASK) as usize,
+                ((r >> 32) & BLOCKS_MASK) as usize,
+            );
             let b = best;
             best = self.scan(r, &k, key, best);
             // Blocks the scan tested: up to the one holding the match, and
             // none that start at or after the earlier match.
-            entries += (0..blocks)
-                .take_while(|&i| {
-                    let e = &self.entries[start + i * BLOCK..start + (i + 1) * BLOCK];
-                    e[0].id < b && e.first().is_some_and(|f| f.id <= best)
+            entries += self.blocks[start..start + blocks]
+                .iter()
+                .take_while(|blk| {
+                    let first = blk.id[0] & !EXTRA_ID;
+                    first < b && first <= best
                 })
                 .count()
                 * BLOCK;
@@ -405,32 +548,28 @@ impl Classifier {
 
     /// Best (smallest) matching rule index in leaf `r`, or `best`.
     ///
-    /// A leaf is whole blocks of [`BLOCK`] entries (padded with entries
-    /// that never hit), so the common one-block leaf is a fixed-length,
-    /// branch-free test of 8 entries and a conditional move.
+    /// A leaf is whole [`Block`]s of 8 rules (padded with lanes that never
+    /// hit), so the common one-block leaf is a fixed-length, branch-free
+    /// test of 8 lanes and a bit scan.
     #[inline(always)]
     fn scan(&self, r: u64, k: &K4, key: &Key, best: u32) -> u32 {
         if r & EXTRA != 0 {
             return self.scan_extra(r, k, key, best);
         }
-        let start = r as u32 as usize;
+        let start = (r & START_MASK) as usize;
         let blocks = ((r >> 32) & BLOCKS_MASK) as usize;
-        for b in 0..blocks {
-            let at = start + b * BLOCK;
-            let Some(blk) = self.entries.get(at..at + BLOCK) else {
-                break;
-            };
-            if blk[0].id >= best {
+        let Some(leaf) = self.blocks.get(start..start + blocks) else {
+            return best;
+        };
+        for blk in leaf {
+            if blk.id[0] >= best {
                 // Every rule here and after comes after the one matched.
                 break;
             }
-            let mut hits = 0u32;
-            for (j, e) in blk.iter().enumerate() {
-                hits |= u32::from(e.hit(k)) << j;
-            }
-            // Entries are in rule order: the first hit is the best.
-            let id = blk[(hits.trailing_zeros() as usize) & (BLOCK - 1)].id;
-            if hits != 0 {
+            let j = blk.first_hit(k);
+            // Lanes are in rule order: the first hit is the best.
+            let id = blk.id[j & (BLOCK - 1)];
+            if j < BLOCK {
                 return id.min(best);
             }
         }
@@ -438,18 +577,28 @@ impl Classifier {
     }
 
     /// [`scan`](Self::scan) for leaves holding rules with conditions the
-    /// entries do not hold (VLAN, TCP flags, ICMP): those are checked on
-    /// the full rule.
+    /// blocks do not hold (VLAN, TCP flags, ICMP): a hit on one of those
+    /// is confirmed on the full rule.
     #[cold]
     fn scan_extra(&self, r: u64, k: &K4, key: &Key, best: u32) -> u32 {
-        let start = r as u32 as usize;
+        let start = (r & START_MASK) as usize;
         let blocks = ((r >> 32) & BLOCKS_MASK) as usize;
-        for e in &self.entries[start..start + blocks * BLOCK] {
-            if e.id >= best {
+        for blk in &self.blocks[start..start + blocks] {
+            if blk.id[0] & !EXTRA_ID >= best {
                 break;
             }
-            if e.hit(k) && (e.extra == 0 || self.rules[e.id as usize].matches(key)) {
-                return e.id;
+            let mut hits = blk.hit_mask(k);
+            while hits != 0 {
+                let j = hits.trailing_zeros() as usize;
+                hits &= hits - 1;
+                let e = blk.id[j];
+                let id = e & !EXTRA_ID;
+                if id >= best {
+                    return best;
+                }
+                if e & EXTRA_ID == 0 || self.rules[id as usize].matches(key) {
+                    return id;
+                }
             }
         }
         best
@@ -528,6 +677,23 @@ impl Classifier {
         }
     }
 
+    /// One lookup: the trees for IPv4 keys, the lists otherwise.
+    #[inline(always)]
+    fn lookup(&self, key: &Key) -> Option<u32> {
+        let Some(k) = K4::of(key) else {
+            return self.classify_slow(key);
+        };
+        let mut best = NONE;
+        for t in &self.trees {
+            if t.min_id >= best {
+                break;
+            }
+            let leaf = self.walk(t.root, &k);
+            best = self.scan(leaf, &k, key, best);
+        }
+        (best != NONE).then_some(best)
+    }
+
     #[cold]
     #[inline(never)]
     fn classify_slow(&self, k: &Key) -> Option<u32> {
@@ -553,18 +719,7 @@ impl Classifier {
 impl Classify for Classifier {
     #[inline]
     fn classify(&self, key: &Key) -> Option<u32> {
-        let Some(k) = K4::of(key) else {
-            return self.classify_slow(key);
-        };
-        let mut best = NONE;
-        for t in &self.trees {
-            if t.min_id >= best {
-                break;
-            }
-            let leaf = self.walk(t.root, &k);
-            best = self.scan(leaf, &k, key, best);
-        }
-        (best != NONE).then_some(best)
+        self.lookup(key)
     }
 
     /// Classifies `keys` into `out`, one [`classify`](Classify::classify)
@@ -577,7 +732,7 @@ impl Classify for Classifier {
     fn classify_batch(&self, keys: &[Key], out: &mut [Option<u32>]) {
         assert!(out.len() >= keys.len(), "out is shorter than keys");
         for (k, o) in keys.iter().zip(out.iter_mut()) {
-            *o = self.classify(k);
+            *o = self.lookup(k);
         }
     }
 }
@@ -587,7 +742,7 @@ impl Classify for Classifier {
 struct BRule {
     lo: [u32; DIMS],
     hi: [u32; DIMS],
-    entry: Entry,
+    lane: Lane,
     /// Matches every IPv4 key in its box (no conditions beyond the box
     /// and IP): may prune the rules after it.
     plain: bool,
@@ -613,29 +768,28 @@ impl BRule {
             u32::from(r.dport.1),
             u32::from(r.proto.1),
         ];
+        let needs_ports = r.needs() & has::PORTS != 0;
+        let (p0, p1) = (u16::from(r.proto.0) << 1, u16::from(r.proto.1) << 1 | 1);
+        // The protocol lane holds `proto << 1 | has_ports`: a rule that
+        // needs ports and names one protocol is exact; one with a range of
+        // protocols that needs ports is a superset, confirmed on the rule.
+        let pr = if needs_ports { (p0 | 1, p1) } else { (p0, p1) };
         let extra = r.vlan.is_some()
             || r.tcp_flags.1 != 0
             || r.icmp_type.is_some()
-            || r.icmp_code.is_some();
-        let needs = r.needs();
+            || r.icmp_code.is_some()
+            || (needs_ports && r.proto.0 != r.proto.1);
         BRule {
             lo,
             hi,
-            plain: !extra && needs & !has::IP == 0,
-            entry: Entry {
-                src_lo: s.0,
-                src_span: s.1 - s.0,
-                dst_lo: d.0,
-                dst_span: d.1 - d.0,
-                sp_lo: r.sport.0,
-                sp_span: r.sport.1 - r.sport.0,
-                dp_lo: r.dport.0,
-                dp_span: r.dport.1 - r.dport.0,
-                id: i as u32,
-                proto_lo: r.proto.0,
-                proto_span: r.proto.1 - r.proto.0,
-                needs,
-                extra: u8::from(extra),
+            plain: !extra && !needs_ports,
+            lane: Lane {
+                src: s,
+                dst: d,
+                sp: r.sport,
+                dp: r.dport,
+                pr,
+                id: i as u32 | if extra { EXTRA_ID } else { 0 },
             },
         }
     }
@@ -660,15 +814,36 @@ struct Builder<'a> {
     br: &'a [BRule],
     cfg: &'a Config,
     mem: Vec<u64>,
-    entries: Vec<Entry>,
+    blocks: Vec<Block>,
     leaves: HashMap<Vec<u32>, u64>,
     stats: Stats,
+    /// Memory cap in 32-byte units (block lanes plus node words / 4).
+    cap: usize,
+    /// The cap was reached: some nodes became leaves early.
+    capped: bool,
 }
 
-impl Builder<'_> {
+impl<'a> Builder<'a> {
+    fn new(br: &'a [BRule], cfg: &'a Config, cap: usize) -> Builder<'a> {
+        Builder {
+            br,
+            cfg,
+            mem: Vec::new(),
+            blocks: Vec::new(),
+            leaves: HashMap::new(),
+            stats: Stats::default(),
+            cap,
+            capped: false,
+        }
+    }
+
     /// Builds the subtree for `ids` (sorted, all meeting `bx`), returns its
     /// child reference.
     fn build(&mut self, bx: Boxx, mut ids: Vec<u32>, depth: usize) -> u64 {
+        if self.capped && self.cap < self.cfg.max_entries {
+            // A trial past its cap: it will be thrown away.
+            return EMPTY;
+        }
         // Prune after the first rule covering the whole box.
         if let Some(p) = ids.iter().position(|&i| {
             let r = &self.br[i as usize];
@@ -813,10 +988,12 @@ impl Builder<'_> {
         (max < n).then_some((d0, b0, d1, b1))
     }
 
-    /// Whether the memory cap is reached: entries are 32 bytes, node
-    /// words 8.
-    fn over_budget(&self) -> bool {
-        self.entries.len() + self.mem.len() / 4 >= self.cfg.max_entries
+    /// Whether the memory cap is reached: a block lane is 32 bytes, a
+    /// node word 8.
+    fn over_budget(&mut self) -> bool {
+        let over = self.blocks.len() * BLOCK + self.mem.len() / 4 >= self.cap;
+        self.capped |= over;
+        over
     }
 
     fn leaf(&mut self, ids: Vec<u32>, depth: usize) -> u64 {
@@ -824,14 +1001,21 @@ impl Builder<'_> {
         if let Some(&r) = self.leaves.get(&ids) {
             return r;
         }
-        let start = self.entries.len();
-        self.entries
-            .extend(ids.iter().map(|&i| self.br[i as usize].entry));
-        let blocks = ids.len().div_ceil(BLOCK);
-        self.entries.resize(start + blocks * BLOCK, Entry::PAD);
+        let start = self.blocks.len();
+        for chunk in ids.chunks(BLOCK) {
+            let mut blk = Block::PAD;
+            for (j, &i) in chunk.iter().enumerate() {
+                blk.set(j, &self.br[i as usize].lane);
+            }
+            self.blocks.push(blk);
+        }
+        let blocks = self.blocks.len() - start;
         self.stats.leaves += 1;
         self.stats.max_leaf = self.stats.max_leaf.max(ids.len());
-        let extra = if ids.iter().any(|&i| self.br[i as usize].entry.extra != 0) {
+        let extra = if ids
+            .iter()
+            .any(|&i| self.br[i as usize].lane.id & EXTRA_ID != 0)
+        {
             EXTRA
         } else {
             0
@@ -856,5 +1040,5 @@ fn span(r: &BRule, bx: &Boxx, d: usize, s: u8, b: u8) -> (usize, usize) {
     )
 }
 
-/// Keeps the compact entry at 32 bytes (two per cache line).
-const _: () = assert!(std::mem::size_of::<Entry>() == 32);
+/// Keeps a block at four cache lines (32 bytes a rule).
+const _: () = assert!(std::mem::size_of::<Block>() == 256);

@@ -248,3 +248,81 @@ fn agrees_with_linear_on_the_classbench_sets() {
         assert!(matched >= n / 2, "{name}: {matched} of {n} matched");
     }
 }
+
+/// Small rulesets, at and around the 8-rule block and the 16-rule leaf
+/// (`binth`) sizes, where the root is a single leaf or a shallow tree;
+/// IPv6, non-IP, VLAN, ICMP and portless keys mixed in.
+#[test]
+fn small_rulesets_around_the_block_and_leaf_sizes_agree() {
+    for n in (0..=40).chain([47, 48, 49, 63, 64, 65]) {
+        for seed in 0..12u64 {
+            let mut rng = Rng::new(seed * 1000 + n as u64);
+            let rules: Vec<Rule> = (0..n).map(|_| rule(&mut rng, seed % 2 == 0)).collect();
+            let rs = Ruleset::new(rules);
+            let keys: Vec<Key> = (0..200).map(|_| random_key(&mut rng, &rs.rules)).collect();
+            check(&rs, &Config::default(), &keys);
+        }
+    }
+}
+
+/// The protocol lane (`proto << 1 | has_ports`): rules that need ports
+/// with one protocol or a range of them, against keys with and without
+/// ports, every protocol.
+#[test]
+fn port_rules_against_keys_with_and_without_ports() {
+    let mut rules = vec![Rule::any(Action::Drop); 5];
+    rules[0].proto = (6, 17);
+    rules[0].dport = (53, 53);
+    rules[1].proto = (17, 17);
+    rules[1].sport = (1000, 2000);
+    rules[2].proto = (0, 5);
+    rules[3].dst = Addr::v4(0x0a00_0000, 8);
+    rules[3].dport = (0, 1023);
+    rules[4].proto = (200, 255);
+    let rs = Ruleset::new(rules);
+    let mut keys = Vec::new();
+    for proto in 0..=255u8 {
+        for (sport, dport) in [(1500, 53), (1500, 80), (5, 2000), (0, 0)] {
+            for dst in [0x0a01_0203u32, 0xc612_0001] {
+                let k = Key::ipv4(1, dst, proto, sport, dport);
+                keys.push(k);
+                keys.push(Key {
+                    has: k.has & !has::PORTS & !has::TCP,
+                    ..k
+                });
+                keys.push(Key {
+                    has: (k.has & !has::PORTS & !has::TCP) | has::ICMP,
+                    ..k
+                });
+            }
+        }
+    }
+    check(&rs, &Config::default(), &keys);
+    let c = Classifier::new(&rs);
+    assert_eq!(c.classify(&Key::ipv4(1, 2, 10, 7, 53)), Some(0));
+    let no_ports = Key {
+        has: has::IP,
+        ..Key::ipv4(1, 2, 10, 7, 53)
+    };
+    assert_eq!(c.classify(&no_ports), None);
+    assert_eq!(
+        c.classify(&Key {
+            proto: 3,
+            ..no_ports
+        }),
+        Some(2)
+    );
+}
+
+/// A 2-rule ACL is one leaf: no tree level, one 8-rule block per lookup.
+#[test]
+fn a_tiny_acl_is_one_block() {
+    let rs = pfil_acl::text::parse("drop proto udp to any port 53\npass all\n").unwrap();
+    let c = Classifier::new(&rs);
+    let st = c.stats();
+    assert_eq!((st.trees, st.nodes, st.leaves, st.entries), (1, 0, 1, 8));
+    let dns = Key::ipv4(1, 2, 17, 999, 53);
+    assert_eq!(c.lookup_cost(&dns), (1, 0, 8));
+    assert_eq!(c.classify(&dns), Some(0));
+    assert_eq!(c.classify(&Key { dport: 54, ..dns }), Some(1));
+}
