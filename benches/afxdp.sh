@@ -24,7 +24,8 @@
 # rx_ring_full and fill_ring_empty (XDP_STATISTICS, from its report).
 # Frames per app-CPU-second = frames / busy seconds of CPU 1: the efficiency
 # figure when the kernel side (CPU 0) is the bottleneck.
-# Cases (SINK_CASES, FWD_CASES): 0 count 4 acl null countnospin for pfild
+# Cases (SINK_CASES, FWD_CASES): 0 count 4 acl null countnospin count2k
+# count4k count8k (count with --ring 2048/4096/8192) for pfild
 # (acl: ACL_RULES, default the ClassBench acl1_1k set); testpmd =
 # busy_budget=0 (rxonly / macswap), testpmddef = testpmd's defaults,
 # testpmdio = io forwarding with busy_budget=0.
@@ -150,6 +151,9 @@ HOOKS_count="--hook count"
 HOOKS_4="--hook count --hook drop-udp:53 --hook null --hook count"
 HOOKS_countnospin="--hook count --spin-us 0" # A/B: sleep in poll(2) at once
 HOOKS_acl="--hook acl:$ACL_RULES"
+HOOKS_count2k="--hook count --ring 2048" # ring sizes, A/B
+HOOKS_count4k="--hook count --ring 4096"
+HOOKS_count8k="--hook count --ring 8192"
 
 # One measurement: prints pps.
 measure() { # kind(sink|forward) case(0|null|count|4|testpmd)
@@ -258,6 +262,7 @@ label() { # kind case
         4) echo "pfild $1, 4 hooks (count, drop-udp:53, null, count)" ;;
         acl) echo "pfild $1, acl $(basename "$ACL_RULES")" ;;
         countnospin) echo "pfild $1, count, --spin-us 0" ;;
+        count[0-9]k) echo "pfild $1, count, --ring $((${2:5:1} * 1024))" ;;
         base*) echo "pfild $1 (baseline build), ${2#base}" ;;
         *) echo "pfild $1, $2" ;;
     esac

@@ -426,7 +426,7 @@ struct Common {
     /// Stop after N frames (received; for gen: sent)
     #[arg(long, value_name = "N", global = true, value_parser = frame_count)]
     count: Option<u64>,
-    /// RX/TX/fill/completion ring entries [default: 2048]
+    /// RX/TX/fill/completion ring entries [default: 4096 for sink, 2048 for forward and gen]
     #[arg(long, value_name = "N", global = true, value_parser = ring)]
     ring: Option<u32>,
     /// UMEM frames per worker [default: what the rings need, at least 8192]
