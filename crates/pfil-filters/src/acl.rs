@@ -289,7 +289,7 @@ impl Acl {
 
     /// Swaps in a new ruleset. Batches already running finish on the old
     /// one; later ones use the new one. Returns once no batch runs on the
-    /// old one (at most [`RETIRE_WAIT`]), which it then frees: call it
+    /// old one (at most 2 s), which it then frees: call it
     /// from a control thread, not from a hook.
     ///
     /// Counted rules that are in both rulesets (the same rule, matched in

@@ -569,6 +569,16 @@ impl Registry {
             .ok_or_else(|| Error::NoSuchHook(name.to_owned()))
     }
 
+    /// The filter of hook `name` (the writer lock is held only to look it
+    /// up: the caller calls the filter without it).
+    fn hook_filter(&self, name: &str) -> Result<Arc<dyn Filter>, Error> {
+        let w = self.shared.writer.lock();
+        w.hooks
+            .get(name)
+            .map(|h| h.filter.clone())
+            .ok_or_else(|| Error::NoSuchHook(name.to_owned()))
+    }
+
     /// The filter's own statistics of hook `name` ([`Filter::stats`]):
     /// an ACL's per-rule hits, a rate limiter's evictions. Empty for a
     /// filter that keeps none. The filter is asked on this thread after
@@ -599,13 +609,7 @@ impl Registry {
     /// # Errors
     /// [`Error::NoSuchHook`].
     pub fn hook_stats(&self, name: &str) -> Result<Vec<FilterStat>, Error> {
-        let filter = {
-            let w = self.shared.writer.lock();
-            w.hooks
-                .get(name)
-                .map(|h| h.filter.clone())
-                .ok_or_else(|| Error::NoSuchHook(name.to_owned()))?
-        };
+        let filter = self.hook_filter(name)?;
         Ok(filter.stats())
     }
 
@@ -624,13 +628,7 @@ impl Registry {
     /// [`Error::NoSuchHook`]; [`Error::FilterConfig`] with the filter's
     /// reason when it refuses the configuration (nothing changed).
     pub fn reconfigure_hook(&self, name: &str, config: &str) -> Result<bool, Error> {
-        let filter = {
-            let w = self.shared.writer.lock();
-            w.hooks
-                .get(name)
-                .map(|h| h.filter.clone())
-                .ok_or_else(|| Error::NoSuchHook(name.to_owned()))?
-        };
+        let filter = self.hook_filter(name)?;
         match filter.reconfigure(config) {
             None => Ok(false),
             Some(Ok(())) => Ok(true),
