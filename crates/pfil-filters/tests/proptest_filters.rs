@@ -230,3 +230,23 @@ fn every_filter_through_a_registry_on_every_kind_of_head() {
         }
     }
 }
+
+/// The acl filter's key, fast path and reference, on every kind of frame
+/// (each on a fresh packet: the fast path also covers the first look).
+#[test]
+fn the_acl_key_fast_path_agrees_with_the_reference() {
+    let mut runner = TestRunner::new(frames::config());
+    runner
+        .run(&frames::any_frame(), |(kind, frame)| {
+            let (mut a, mut b) = (frame.clone(), frame.clone());
+            let fast = pfil_filters::acl::key_of(&Packet::with_kind(&mut a, kind));
+            let slow = pfil_filters::acl::key_of_reference(&Packet::with_kind(&mut b, kind));
+            prop_assert_eq!(fast, slow);
+            // And on a packet whose headers were read before.
+            let p = Packet::with_kind(&mut a, kind);
+            let _ = p.parsed();
+            prop_assert_eq!(pfil_filters::acl::key_of(&p), slow);
+            Ok(())
+        })
+        .unwrap();
+}
