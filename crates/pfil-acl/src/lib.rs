@@ -85,7 +85,7 @@ pub use linear::Linear;
 pub use rule::{
     has, Action, Addr, Key, Rule, Ruleset, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6,
 };
-pub use tree::{Classifier, Config, Stats};
+pub use tree::{Classifier, Config, KeyV4, Stats};
 
 /// A first-match classifier over a [`Ruleset`].
 pub trait Classify {

@@ -302,7 +302,113 @@ struct K4 {
     pr: u16,
 }
 
+/// What a leaf's rules with conditions beyond the block's lanes (VLAN, TCP
+/// flags, ICMP) are checked against: the whole key, built only then.
+trait FullKey {
+    fn full(&self) -> Key;
+}
+
+impl FullKey for Key {
+    #[inline]
+    fn full(&self) -> Key {
+        *self
+    }
+}
+
+impl FullKey for KeyV4 {
+    #[inline]
+    fn full(&self) -> Key {
+        self.key()
+    }
+}
+
+/// The fields of an IPv4 packet a [`Key`] holds, in plain integers: what
+/// [`Classifier::classify_batch_v4`] classifies. Addresses are host order
+/// (`u32::from(Ipv4Addr)`); `has` holds the [`has`] bits other than
+/// [`has::IP`] (which an IPv4 key always has).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct KeyV4 {
+    /// Source address.
+    pub src: u32,
+    /// Destination address.
+    pub dst: u32,
+    /// Source port.
+    pub sport: u16,
+    /// Destination port.
+    pub dport: u16,
+    /// The (outer) VLAN id, if the frame is tagged.
+    pub vlan: Option<u16>,
+    /// IP protocol.
+    pub proto: u8,
+    /// TCP flags byte.
+    pub tcp_flags: u8,
+    /// ICMP type.
+    pub icmp_type: u8,
+    /// ICMP code.
+    pub icmp_code: u8,
+    /// Which of ports, TCP flags and ICMP are valid: bits of [`has`].
+    pub has: u8,
+}
+
+impl KeyV4 {
+    /// The same key as a [`Key`] (EtherType IPv4, [`has::IP`] set).
+    pub fn key(&self) -> Key {
+        Key {
+            src: u128::from(self.src),
+            dst: u128::from(self.dst),
+            ethertype: ETHERTYPE_IPV4,
+            vlan: self.vlan,
+            sport: self.sport,
+            dport: self.dport,
+            proto: self.proto,
+            tcp_flags: self.tcp_flags,
+            icmp_type: self.icmp_type,
+            icmp_code: self.icmp_code,
+            has: self.has | has::IP,
+        }
+    }
+
+    /// `k` as an IPv4 key, if it is one (EtherType IPv4, [`has::IP`],
+    /// addresses within 32 bits).
+    pub fn of(k: &Key) -> Option<KeyV4> {
+        let ipv4 =
+            k.ethertype == ETHERTYPE_IPV4 && k.has & has::IP != 0 && (k.src | k.dst) >> 32 == 0;
+        ipv4.then_some(KeyV4 {
+            src: k.src as u32,
+            dst: k.dst as u32,
+            sport: k.sport,
+            dport: k.dport,
+            vlan: k.vlan,
+            proto: k.proto,
+            tcp_flags: k.tcp_flags,
+            icmp_type: k.icmp_type,
+            icmp_code: k.icmp_code,
+            has: k.has & !has::IP,
+        })
+    }
+}
+
 impl K4 {
+    /// The tree view of an IPv4 key.
+    #[inline(always)]
+    fn of_v4(k: &KeyV4) -> K4 {
+        K4 {
+            f: [
+                k.src,
+                k.dst,
+                u32::from(k.sport),
+                u32::from(k.dport),
+                u32::from(k.proto),
+                0,
+                0,
+                0,
+            ],
+            sp: k.sport,
+            dp: k.dport,
+            pr: u16::from(k.proto) << 1 | u16::from(k.has & has::PORTS != 0),
+        }
+    }
+
     /// The tree view of `k`, if it takes the IPv4 path.
     #[inline(always)]
     fn of(k: &Key) -> Option<K4> {
@@ -552,7 +658,7 @@ impl Classifier {
     /// hit), so the common one-block leaf is a fixed-length, branch-free
     /// test of 8 lanes and a bit scan.
     #[inline(always)]
-    fn scan(&self, r: u64, k: &K4, key: &Key, best: u32) -> u32 {
+    fn scan<F: FullKey>(&self, r: u64, k: &K4, key: &F, best: u32) -> u32 {
         if r & EXTRA != 0 {
             return self.scan_extra(r, k, key, best);
         }
@@ -580,7 +686,8 @@ impl Classifier {
     /// blocks do not hold (VLAN, TCP flags, ICMP): a hit on one of those
     /// is confirmed on the full rule.
     #[cold]
-    fn scan_extra(&self, r: u64, k: &K4, key: &Key, best: u32) -> u32 {
+    fn scan_extra<F: FullKey>(&self, r: u64, k: &K4, key: &F, best: u32) -> u32 {
+        let key = key.full();
         let start = (r & START_MASK) as usize;
         let blocks = ((r >> 32) & BLOCKS_MASK) as usize;
         for blk in &self.blocks[start..start + blocks] {
@@ -596,7 +703,7 @@ impl Classifier {
                 if id >= best {
                     return best;
                 }
-                if e & EXTRA_ID == 0 || self.rules[id as usize].matches(key) {
+                if e & EXTRA_ID == 0 || self.rules[id as usize].matches(&key) {
                     return id;
                 }
             }
@@ -683,15 +790,37 @@ impl Classifier {
         let Some(k) = K4::of(key) else {
             return self.classify_slow(key);
         };
+        self.lookup_k4(&k, key)
+    }
+
+    /// The trees' walk and leaf scans for one IPv4 key; `key` gives the
+    /// full key for the rules a leaf block cannot decide alone.
+    #[inline(always)]
+    fn lookup_k4<F: FullKey>(&self, k: &K4, key: &F) -> Option<u32> {
         let mut best = NONE;
         for t in &self.trees {
             if t.min_id >= best {
                 break;
             }
-            let leaf = self.walk(t.root, &k);
-            best = self.scan(leaf, &k, key, best);
+            let leaf = self.walk(t.root, k);
+            best = self.scan(leaf, k, key, best);
         }
         (best != NONE).then_some(best)
+    }
+
+    /// Classifies IPv4 keys ([`KeyV4`]) into `out`: the same results as
+    /// [`Classify::classify_batch`] on the same keys as [`Key`]s
+    /// ([`KeyV4::key`]), without the conversion from 128-bit addresses a
+    /// [`Key`] takes (about 40 instructions of a 250-instruction lookup).
+    /// No allocation.
+    ///
+    /// # Panics
+    /// If `out` is shorter than `keys`.
+    pub fn classify_batch_v4(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
+        assert!(out.len() >= keys.len(), "out is shorter than keys");
+        for (k, o) in keys.iter().zip(out.iter_mut()) {
+            *o = self.lookup_k4(&K4::of_v4(k), k);
+        }
     }
 
     #[cold]

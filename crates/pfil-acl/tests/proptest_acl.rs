@@ -4,8 +4,8 @@
 
 use pfil_acl::classbench::{self, in_box, Rng};
 use pfil_acl::{
-    has, Action, Addr, Classifier, Classify, Config, Key, Linear, Rule, Ruleset, ETHERTYPE_ARP,
-    ETHERTYPE_IPV4, ETHERTYPE_IPV6,
+    has, Action, Addr, Classifier, Classify, Config, Key, KeyV4, Linear, Rule, Ruleset,
+    ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6,
 };
 use proptest::prelude::*;
 
@@ -143,6 +143,21 @@ fn check(rs: &Ruleset, cfg: &Config, keys: &[Key]) {
         assert_eq!(cls.classify(k), want, "single lookup of {k:?}");
         assert_eq!(*o, want, "batch lookup of {k:?}");
         assert_eq!(*l, want, "lockstep lookup of {k:?}");
+    }
+    // The IPv4 keys again through the IPv4 batch API.
+    let (v4, want): (Vec<KeyV4>, Vec<Option<u32>>) = keys
+        .iter()
+        .filter_map(|k| KeyV4::of(k).map(|v| (v, lin.classify(k))))
+        .unzip();
+    let mut out4 = vec![None; v4.len()];
+    cls.classify_batch_v4(&v4, &mut out4);
+    for ((k, o), w) in v4.iter().zip(&out4).zip(&want) {
+        assert_eq!(
+            k.key(),
+            KeyV4::of(&k.key()).unwrap().key(),
+            "round trip of {k:?}"
+        );
+        assert_eq!(o, w, "IPv4 batch lookup of {k:?}");
     }
 }
 

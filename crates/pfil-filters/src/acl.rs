@@ -35,7 +35,7 @@ use arc_swap::ArcSwap;
 use crossbeam_utils::CachePadded;
 use pfil::{Ctx, Filter, FilterStat, Packet, PacketKind, StatKind, Verdict, L4};
 use pfil_acl::{
-    classbench, has, text, Action, Classifier, Classify, Key, Rule, Ruleset, ETHERTYPE_IPV4,
+    classbench, has, text, Action, Classifier, Classify, Key, KeyV4, Rule, Ruleset, ETHERTYPE_IPV4,
     ETHERTYPE_IPV6,
 };
 
@@ -387,43 +387,49 @@ fn parse_config(config: &str) -> Result<Ruleset, String> {
 
 /// The lookup key of a packet (see the [module docs](self)).
 pub fn key_of(p: &Packet<'_>) -> Key {
-    let mut k = Key::default();
-    // IPv4 first: the 5-tuple in one call (fixed offsets for an untagged
-    // Ethernet/IPv4 UDP or TCP frame, also on the first look), then only
-    // what the shape adds (a VLAN id, TCP flags, ICMP type and code).
-    if let (Some(t), Some(v)) = (p.five_tuple_v4(), p.parsed()) {
-        k.ethertype = ETHERTYPE_IPV4;
-        if v.vlan_tags() > 0 {
-            k.vlan = v.vlan_id();
-        }
-        k.src = u128::from(t.src);
-        k.dst = u128::from(t.dst);
-        k.proto = t.protocol;
-        k.has = has::IP;
-        match v.l4() {
-            Some(L4::Udp) => {
-                (k.sport, k.dport) = (t.src_port, t.dst_port);
-                k.has |= has::PORTS;
-            }
-            Some(L4::Tcp) => {
-                (k.sport, k.dport) = (t.src_port, t.dst_port);
-                k.has |= has::PORTS;
-                if let Some(fl) = v.tcp_flags() {
-                    k.tcp_flags = fl;
-                    k.has |= has::TCP;
-                }
-            }
-            _ => {
-                if let Some((ty, c)) = v.icmp() {
-                    k.icmp_type = ty;
-                    k.icmp_code = c;
-                    k.has |= has::ICMP;
-                }
-            }
-        }
-        return k;
+    key_v4_of(p).map_or_else(|| key_of_reference(p), |k| k.key())
+}
+
+/// The IPv4 key of an IPv4 packet (`None` for anything else): the
+/// 5-tuple in one call (fixed offsets for an untagged Ethernet/IPv4 UDP or
+/// TCP frame, also on the first look), then only what the shape adds (a
+/// VLAN id, TCP flags, ICMP type and code).
+#[inline]
+pub fn key_v4_of(p: &Packet<'_>) -> Option<KeyV4> {
+    let (Some(t), Some(v)) = (p.five_tuple_v4(), p.parsed()) else {
+        return None;
+    };
+    let mut k = KeyV4 {
+        src: t.src,
+        dst: t.dst,
+        proto: t.protocol,
+        ..KeyV4::default()
+    };
+    if v.vlan_tags() > 0 {
+        k.vlan = v.vlan_id();
     }
-    key_of_reference(p)
+    match v.l4() {
+        Some(L4::Udp) => {
+            (k.sport, k.dport) = (t.src_port, t.dst_port);
+            k.has = has::PORTS;
+        }
+        Some(L4::Tcp) => {
+            (k.sport, k.dport) = (t.src_port, t.dst_port);
+            k.has = has::PORTS;
+            if let Some(fl) = v.tcp_flags() {
+                k.tcp_flags = fl;
+                k.has |= has::TCP;
+            }
+        }
+        _ => {
+            if let Some((ty, c)) = v.icmp() {
+                k.icmp_type = ty;
+                k.icmp_code = c;
+                k.has = has::ICMP;
+            }
+        }
+    }
+    Some(k)
 }
 
 /// [`key_of`] through the parse cache's accessors only, field by field,
@@ -512,7 +518,9 @@ impl Filter for Acl {
     /// (64 at a time, on the stack) and sets the verdicts.
     fn filter_batch(&self, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
         let v = self.current.load();
-        let mut keys = [Key::default(); CHUNK];
+        // IPv4 packets are classified a chunk at a time through the IPv4
+        // batch API; anything else (IPv6, ARP, non-IP) one by one.
+        let mut keys = [KeyV4::default(); CHUNK];
         let mut idx = [0usize; CHUNK];
         let mut res = [None; CHUNK];
         let mut i = 0;
@@ -520,13 +528,19 @@ impl Filter for Acl {
             let mut n = 0;
             while i < pkts.len() && n < CHUNK {
                 if pkts[i].verdict().is_pass() {
-                    keys[n] = key_of(&pkts[i]);
-                    idx[n] = i;
-                    n += 1;
+                    if let Some(k) = key_v4_of(&pkts[i]) {
+                        keys[n] = k;
+                        idx[n] = i;
+                        n += 1;
+                    } else {
+                        let m = v.classifier.classify(&key_of_reference(&pkts[i]));
+                        let verdict = v.decide(m, ctx.worker);
+                        pkts[i].set_verdict(verdict);
+                    }
                 }
                 i += 1;
             }
-            v.classifier.classify_batch(&keys[..n], &mut res[..n]);
+            v.classifier.classify_batch_v4(&keys[..n], &mut res[..n]);
             for j in 0..n {
                 let verdict = v.decide(res[j], ctx.worker);
                 pkts[idx[j]].set_verdict(verdict);
