@@ -389,54 +389,30 @@ impl KeyV4 {
 }
 
 impl K4 {
-    /// The tree view of an IPv4 5-tuple.
+    /// The tree view of an IPv4 key.
     #[inline(always)]
-    fn new(src: u32, dst: u32, sport: u16, dport: u16, proto: u8, has_ports: bool) -> K4 {
+    fn of_v4(k: &KeyV4) -> K4 {
         K4 {
             f: [
-                src,
-                dst,
-                u32::from(sport),
-                u32::from(dport),
-                u32::from(proto),
+                k.src,
+                k.dst,
+                u32::from(k.sport),
+                u32::from(k.dport),
+                u32::from(k.proto),
                 0,
                 0,
                 0,
             ],
-            sp: sport,
-            dp: dport,
-            pr: u16::from(proto) << 1 | u16::from(has_ports),
+            sp: k.sport,
+            dp: k.dport,
+            pr: u16::from(k.proto) << 1 | u16::from(k.has & has::PORTS != 0),
         }
-    }
-
-    /// The tree view of an IPv4 key.
-    #[inline(always)]
-    fn of_v4(k: &KeyV4) -> K4 {
-        K4::new(
-            k.src,
-            k.dst,
-            k.sport,
-            k.dport,
-            k.proto,
-            k.has & has::PORTS != 0,
-        )
     }
 
     /// The tree view of `k`, if it takes the IPv4 path.
     #[inline(always)]
     fn of(k: &Key) -> Option<K4> {
-        let ipv4 =
-            k.ethertype == ETHERTYPE_IPV4 && k.has & has::IP != 0 && (k.src | k.dst) >> 32 == 0;
-        ipv4.then(|| {
-            K4::new(
-                k.src as u32,
-                k.dst as u32,
-                k.sport,
-                k.dport,
-                k.proto,
-                k.has & has::PORTS != 0,
-            )
-        })
+        KeyV4::of(k).map(|v| K4::of_v4(&v))
     }
 }
 
