@@ -139,10 +139,9 @@ cpusplit() { # before... -- after...
         }
     }' <<<"$1 $2"
 }
-# f0's veth XDP counters, summed over queues: "redirect drops".
+# f0's veth XDP redirects into the app's socket, summed over queues.
 vethxdp() {
-    ip netns exec $F ethtool -S f0 | awk '/rx_queue_[0-9]+_xdp_redirect:/ { r += $2 }
-        /rx_queue_[0-9]+_xdp_drops:/ { d += $2 } END { print r + 0, d + 0 }'
+    ip netns exec $F ethtool -S f0 | awk '/rx_queue_[0-9]+_xdp_redirect:/ { r += $2 } END { print r + 0 }'
 }
 
 HOOKS_0=""
@@ -192,11 +191,11 @@ measure() { # kind(sink|forward) case(0|null|count|4|testpmd)
         done
         sleep 0.2
     fi
-    local xmit xerr c0 c1 vr0 vd0 vr1 vd1
+    local xmit xerr c0 c1 vr0 vr1
     local t0 t1
-    c0=$(cpustat); read -r vr0 vd0 < <(vethxdp); t0=$(date +%s.%N)
+    c0=$(cpustat); vr0=$(vethxdp); t0=$(date +%s.%N)
     read -r frames secs xmit xerr < <(gen)
-    c1=$(cpustat); read -r vr1 vd1 < <(vethxdp); t1=$(date +%s.%N)
+    c1=$(cpustat); vr1=$(vethxdp); t1=$(date +%s.%N)
     sleep 0.3
     kill -INT $pid; wait $pid || true
     wait_xdp $F f0 0
@@ -216,7 +215,7 @@ measure() { # kind(sink|forward) case(0|null|count|4|testpmd)
     # Frames on f0's ring that XDP could not redirect into the socket (no
     # fill buffer, RX ring full), the same measure for every app.
     [[ $xmit =~ ^[0-9]+$ ]] && lost=$((xmit - (vr1 - vr0)))
-    echo "$kind $case engine=$GEN_ENGINE window_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }') gen_frames=$frames gen_secs=$secs xdp_xmit=$xmit xdp_xmit_errors=$xerr got=${got:-0} veth_xdp_redirect=$((vr1 - vr0)) veth_xdp_drops=$((vd1 - vd0)) lost=$lost $kstat $split load=$(cut -d" " -f1 /proc/loadavg)" >>"$OUT"
+    echo "$kind $case engine=$GEN_ENGINE window_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }') gen_frames=$frames gen_secs=$secs xdp_xmit=$xmit xdp_xmit_errors=$xerr got=${got:-0} veth_xdp_redirect=$((vr1 - vr0)) lost=$lost $kstat $split load=$(cut -d" " -f1 /proc/loadavg)" >>"$OUT"
     awk -v g="${got:-0}" -v s="$secs" 'BEGIN { printf "%.0f\n", (s > 0 ? g / s : 0) }'
 }
 

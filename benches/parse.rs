@@ -25,59 +25,11 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
-use pfil::{FiveTupleV4, Packet};
+use pfil::Packet;
 
-/// The frame pfild's synthetic port sends by default, at 64 bytes.
-fn frame() -> Vec<u8> {
-    let b = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
-        .ipv4([198, 18, 0, 1], [198, 18, 0, 2], 64)
-        .udp(4000, 53);
-    let payload = [0xa5u8; 64 - 42];
-    let mut v = Vec::with_capacity(b.size(payload.len()));
-    b.write(&mut v, &payload).expect("a frame");
-    assert_eq!(v.len(), 64);
-    v
-}
-
-/// The 5-tuple at fixed offsets, as a hand-written dataplane reads it.
-#[inline]
-fn fixed_offsets(f: &[u8]) -> Option<FiveTupleV4> {
-    let h: &[u8; 42] = f.first_chunk()?;
-    if h[12..14] != [0x08, 0x00] || h[14] != 0x45 || h[23] != 17 {
-        return None;
-    }
-    let be16 = |o: usize| u16::from_be_bytes([h[o], h[o + 1]]);
-    let be32 = |o: usize| u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
-    Some(FiveTupleV4 {
-        src: be32(26),
-        dst: be32(30),
-        src_port: be16(34),
-        dst_port: be16(36),
-        protocol: 17,
-    })
-}
-
-/// The 5-tuple through etherparse's slices.
-#[inline]
-fn etherparse_tuple(f: &[u8]) -> Option<FiveTupleV4> {
-    let s = SlicedPacket::from_ethernet(f).ok()?;
-    let Some(NetSlice::Ipv4(ip)) = &s.net else {
-        return None;
-    };
-    let (src_port, dst_port) = match &s.transport {
-        Some(TransportSlice::Udp(u)) => (u.source_port(), u.destination_port()),
-        Some(TransportSlice::Tcp(t)) => (t.source_port(), t.destination_port()),
-        _ => (0, 0),
-    };
-    Some(FiveTupleV4 {
-        src: u32::from(ip.header().source_addr()),
-        dst: u32::from(ip.header().destination_addr()),
-        src_port,
-        dst_port,
-        protocol: ip.payload().ip_number.0,
-    })
-}
+#[path = "parse_cases.rs"]
+mod cases;
+use cases::{etherparse_tuple, fixed_offsets, frame};
 
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("parse");
