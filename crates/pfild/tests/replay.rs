@@ -101,56 +101,32 @@ fn a_capture_replayed_through_filters_agrees_with_tcpdump() {
 #[test]
 fn bad_captures_and_options_are_explained() {
     let d = dir("bad");
+    // Bad captures: each refused with what is wrong with it.
     let missing = d.join("nope.pcap");
-    let out = pfild(&[
-        "sink",
-        "cap0",
-        "--pcap",
-        missing.to_str().unwrap(),
-        "--no-control",
-    ]);
-    let e = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{e}");
-    assert!(e.contains(&format!("--pcap {}", missing.display())), "{e}");
-
-    let raw = d.join("raw.pcap");
+    let (raw, empty, big) = (d.join("raw.pcap"), d.join("empty.pcap"), d.join("big.pcap"));
     pfil_testnet::write_pcap(&raw, 101, &[vec![0x45; 20]]);
-    let out = pfild(&[
-        "sink",
-        "cap0",
-        "--pcap",
-        raw.to_str().unwrap(),
-        "--no-control",
-    ]);
-    let e = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        e.contains("link type") && e.contains("replays Ethernet captures"),
-        "{e}"
-    );
-
-    let empty = d.join("empty.pcap");
     pfil_testnet::write_pcap(&empty, 1, &[]);
-    let out = pfild(&[
-        "sink",
-        "cap0",
-        "--pcap",
-        empty.to_str().unwrap(),
-        "--no-control",
-    ]);
-    let e = String::from_utf8_lossy(&out.stderr);
-    assert!(e.contains("the capture has no frame"), "{e}");
-
-    let big = d.join("big.pcap");
     pfil_testnet::write_pcap(&big, 1, &[udp(53, [198, 18, 0, 1], 18), vec![0; 3000]]);
-    let out = pfild(&[
-        "sink",
-        "cap0",
-        "--pcap",
-        big.to_str().unwrap(),
-        "--no-control",
-    ]);
-    let e = String::from_utf8_lossy(&out.stderr);
-    assert!(e.contains("frame 2 of the capture has 3000 bytes"), "{e}");
+    let missing_msg = format!("--pcap {}", missing.display());
+    for (file, want) in [
+        (&missing, vec![missing_msg.as_str()]),
+        (&raw, vec!["link type", "replays Ethernet captures"]),
+        (&empty, vec!["the capture has no frame"]),
+        (&big, vec!["frame 2 of the capture has 3000 bytes"]),
+    ] {
+        let out = pfild(&[
+            "sink",
+            "cap0",
+            "--pcap",
+            file.to_str().unwrap(),
+            "--no-control",
+        ]);
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{}: {e}", file.display());
+        for w in want {
+            assert!(e.contains(w), "{}: `{w}` in {e}", file.display());
+        }
+    }
 
     let ok = d.join("ok.pcap");
     pfil_testnet::write_pcap(&ok, 1, &[udp(53, [198, 18, 0, 1], 18)]);
