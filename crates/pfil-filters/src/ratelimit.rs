@@ -320,7 +320,8 @@ impl Filter for RateLimit {
         }
         let Some(table) = self.tables.get(ctx.worker) else {
             // A worker slot beyond the registry's: cannot happen with the
-            // registry this filter was built for; limit as one bucket.
+            // registry this filter was built for; the batch passes
+            // unlimited rather than take another worker's table.
             return;
         };
         let Ok(mut t) = table.lock() else {
