@@ -13,7 +13,9 @@
 # crates/pfild/tests/xdplive.rs::xl_two_queues_pinned_workers_account_per_queue.
 # Prints per N: median Mpps (min-max) over RUNS and the efficiency
 # pps(N) / (N x pps(1)). Env: PFILD (binary, default target/release/pfild),
-# HOOKS (default "--hook count"), GEN_CPUS / APP_CPUS (comma lists).
+# HOOKS (default "--hook count"), GEN_CPUS / APP_CPUS (comma lists; the
+# generator's CPUs must be N consecutive ones, so that c % N sends each
+# thread to its own queue).
 set -euo pipefail
 
 MAXQ=${1:?usage: scaling.sh MAXQ [RUNS] [SECONDS]}
