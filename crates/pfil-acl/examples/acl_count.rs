@@ -8,11 +8,28 @@
 //!
 //! Arguments: the set (or `two` for a 2-rule ACL), passes over the
 //! 100 000-header trace (seed 1, as `pfil-bench acl`), and `batch`
-//! (`classify_batch`, the default) or `single` (`classify` per key). The
+//! (`classify_batch`, the default), `single` (`classify` per key) or `v4`
+//! (`classify_batch_v4` over the same keys as [`KeyV4`]s). The
 //! instructions of `lookups` divided by passes × 100 000 are the
 //! instructions per lookup.
 
-use pfil_acl::{classbench, text, Action, Classifier, Classify, Config, Key};
+use pfil_acl::{classbench, text, Action, Classifier, Classify, Config, Key, KeyV4};
+
+#[inline(never)]
+fn lookups_v4(c: &Classifier, keys: &[KeyV4], out: &mut [Option<u32>], passes: usize) {
+    for _ in 0..passes {
+        c.classify_batch_v4(std::hint::black_box(keys), out);
+        std::hint::black_box(&mut *out);
+    }
+}
+
+#[inline(never)]
+fn lookups_v4_seq(c: &Classifier, keys: &[KeyV4], out: &mut [Option<u32>], passes: usize) {
+    for _ in 0..passes {
+        c.classify_batch_v4_seq(std::hint::black_box(keys), out);
+        std::hint::black_box(&mut *out);
+    }
+}
 
 #[inline(never)]
 fn lookups(c: &Classifier, keys: &[Key], out: &mut [Option<u32>], passes: usize, single: bool) {
@@ -34,7 +51,8 @@ fn main() {
         .get(1)
         .map_or("/work/shared/classbench/acl1_1k", String::as_str);
     let passes: usize = args.get(2).and_then(|p| p.parse().ok()).unwrap_or(1);
-    let single = args.get(3).is_some_and(|m| m == "single");
+    let mode = args.get(3).map_or("batch", String::as_str);
+    let single = mode == "single";
     let rules = if set == "two" {
         text::parse("drop proto udp to any port 53\npass all\n").expect("parses")
     } else {
@@ -61,12 +79,84 @@ fn main() {
     if let Some(s) = env("ACL_SPFAC") {
         cfg.spfac = s;
     }
+    if let Some(b) = env("ACL_ROOT_BITS") {
+        cfg.root_cut_bits = b as u8;
+    }
+    if let Some(s) = env("ACL_ROOT_SPFAC") {
+        cfg.root_spfac = s;
+    }
     if let Some(m) = env("ACL_MERGE_BELOW") {
         cfg.merge_below = m as usize;
     }
     let c = Classifier::with_config(&rules, &cfg);
     let mut out = vec![None; keys.len()];
-    lookups(&c, &keys, &mut out, passes, single);
+    if mode == "ab" {
+        // In-process A/B timing: sequential vs interleaved IPv4 batches,
+        // alternated; min and median ns per lookup of each.
+        let k4: Vec<KeyV4> = keys
+            .iter()
+            .map(|k| KeyV4::of(k).expect("an IPv4 trace"))
+            .collect();
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for _ in 0..passes {
+            for (v, seq) in [(&mut a, true), (&mut b, false)] {
+                let t = std::time::Instant::now();
+                for _ in 0..5 {
+                    if seq {
+                        c.classify_batch_v4_seq(std::hint::black_box(&k4), &mut out);
+                    } else {
+                        c.classify_batch_v4(std::hint::black_box(&k4), &mut out);
+                    }
+                    std::hint::black_box(&mut out);
+                }
+                v.push(t.elapsed().as_nanos() as f64 / (5 * k4.len()) as f64);
+            }
+        }
+        for (n, v) in [("seq", &mut a), ("interleaved", &mut b)] {
+            v.sort_by(f64::total_cmp);
+            eprintln!("{n}: min {:.1} median {:.1} ns", v[0], v[v.len() / 2]);
+        }
+    } else if mode == "v4seq" {
+        let k4: Vec<KeyV4> = keys
+            .iter()
+            .map(|k| KeyV4::of(k).expect("an IPv4 trace"))
+            .collect();
+        lookups_v4_seq(&c, &k4, &mut out, passes);
+    } else if mode == "v4" {
+        let k4: Vec<KeyV4> = keys
+            .iter()
+            .map(|k| KeyV4::of(k).expect("an IPv4 trace"))
+            .collect();
+        lookups_v4(&c, &k4, &mut out, passes);
+    } else {
+        lookups(&c, &keys, &mut out, passes, single);
+    }
     let hits = out.iter().filter(|o| o.is_some()).count();
     eprintln!("{set}: {:?}; {hits} hits", c.stats());
+    if std::env::var_os("ACL_COST").is_some() {
+        // Mean lookup cost over the trace, and the share of keys per
+        // (nodes, entries) pair: where a lookup's work goes.
+        let mut hist = std::collections::BTreeMap::new();
+        let (mut t, mut n, mut e) = (0, 0, 0);
+        for k in &keys {
+            let (trees, nodes, entries) = c.lookup_cost(k);
+            t += trees;
+            n += nodes;
+            e += entries;
+            *hist.entry((nodes, entries)).or_insert(0usize) += 1;
+        }
+        let len = keys.len() as f64;
+        eprintln!(
+            "mean trees {:.2}, nodes {:.2}, entries {:.2}",
+            t as f64 / len,
+            n as f64 / len,
+            e as f64 / len
+        );
+        for ((nodes, entries), c) in hist {
+            eprintln!(
+                "  nodes {nodes} entries {entries}: {:.1} %",
+                100.0 * c as f64 / len
+            );
+        }
+    }
 }

@@ -151,6 +151,10 @@ fn check(rs: &Ruleset, cfg: &Config, keys: &[Key]) {
         .unzip();
     let mut out4 = vec![None; v4.len()];
     cls.classify_batch_v4(&v4, &mut out4);
+    // And one key after the other, whichever way the batch went.
+    let mut seq4 = vec![None; v4.len()];
+    cls.classify_batch_v4_seq(&v4, &mut seq4);
+    assert_eq!(seq4, want, "sequential IPv4 batch");
     for ((k, o), w) in v4.iter().zip(&out4).zip(&want) {
         assert_eq!(
             k.key(),
@@ -171,12 +175,14 @@ proptest! {
         n in 0usize..300,
         wild in any::<bool>(),
         binth in 1usize..16,
+        root_bits in 1u8..=16,
+        root_spfac in 1.0f64..128.0,
     ) {
         let mut rng = Rng::new(seed);
         let rules: Vec<Rule> = (0..n).map(|_| rule(&mut rng, wild)).collect();
         let rs = Ruleset { rules, default: Action::Drop };
         let keys: Vec<Key> = (0..64).map(|_| random_key(&mut rng, &rs.rules)).collect();
-        let cfg = Config { binth, ..Config::default() };
+        let cfg = Config { binth, root_cut_bits: root_bits, root_spfac, ..Config::default() };
         check(&rs, &cfg, &keys);
     }
 

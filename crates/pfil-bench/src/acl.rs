@@ -5,7 +5,8 @@
 //! Per set: parse the rules, build our classifier (timed, median of the
 //! runs), generate the trace (half in a random rule's box, half uniform;
 //! seeded), write it in dpdk-test-acl's `SRC DST SPORT DPORT PROTO` format,
-//! then check that our batch and single lookups, linear scan and every
+//! then check that our batch (over `Key`s and over `KeyV4`s), lockstep and
+//! single lookups, linear scan and every
 //! rte_acl algorithm this CPU runs give the same rule for every header.
 //! Timing runs are interleaved: run 1 of every case of every set, then
 //! run 2, and so on; the table shows medians and the spread (min-max).
@@ -16,7 +17,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use pfil_acl::{classbench, Action, Classifier, Classify, Config, Key, Linear, Ruleset};
+use pfil_acl::{classbench, Action, Classifier, Classify, Config, Key, KeyV4, Linear, Ruleset};
 use pfil_stats::Sample;
 
 /// Flags of `pfil-bench acl`.
@@ -77,6 +78,12 @@ pub struct AclArgs {
     /// Classifier build parameter: most cut bits per node.
     #[arg(long)]
     cut_bits: Option<u8>,
+    /// Classifier build parameter: most cut bits of a tree's root.
+    #[arg(long)]
+    root_bits: Option<u8>,
+    /// Classifier build parameter: space factor of a tree's root.
+    #[arg(long)]
+    root_spfac: Option<f64>,
     /// Classifier build parameter: prefix length from which an address
     /// field counts as small when partitioning.
     #[arg(long)]
@@ -107,6 +114,9 @@ struct Set {
     ours: Classifier,
     linear: Linear,
     keys: Vec<Key>,
+    /// The same trace as [`KeyV4`]s (the IPv4 batch API the acl filter
+    /// uses), if every header is IPv4.
+    keys_v4: Option<Vec<KeyV4>>,
     trace_path: PathBuf,
     build_ms: Vec<f64>,
     /// rte_acl algorithms that ran and agreed.
@@ -135,6 +145,8 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
     cfg.binth = a.binth.unwrap_or(cfg.binth);
     cfg.spfac = a.spfac.unwrap_or(cfg.spfac);
     cfg.max_cut_bits = a.cut_bits.unwrap_or(cfg.max_cut_bits);
+    cfg.root_cut_bits = a.root_bits.unwrap_or(cfg.root_cut_bits);
+    cfg.root_spfac = a.root_spfac.unwrap_or(cfg.root_spfac);
     cfg.small_prefix = a.small_prefix.unwrap_or(cfg.small_prefix);
     cfg.merge_below = a.merge_below.unwrap_or(cfg.merge_below);
     writeln!(out, "classifier config: {cfg:?}").unwrap();
@@ -162,12 +174,14 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
             t.push('\n');
         }
         std::fs::write(&trace_path, t).map_err(|e| format!("{}: {e}", trace_path.display()))?;
+        let keys_v4 = keys.iter().map(KeyV4::of).collect();
         sets.push(Set {
             name: name.clone(),
             rules,
             ours,
             linear,
             keys,
+            keys_v4,
             trace_path,
             build_ms,
             algs: Vec::new(),
@@ -188,12 +202,18 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
             .count();
         let mut lock = vec![None; s.keys.len()];
         s.ours.classify_lockstep(&s.keys, &mut lock);
-        let bad = batch.iter().zip(&reference).filter(|(a, b)| a != b).count()
-            + lock.iter().zip(&reference).filter(|(a, b)| a != b).count();
+        let mut v4 = reference.clone();
+        if let Some(k4) = &s.keys_v4 {
+            s.ours.classify_batch_v4(k4, &mut v4);
+        }
+        let bad = [&batch, &lock, &v4]
+            .iter()
+            .map(|r| r.iter().zip(&reference).filter(|(a, b)| a != b).count())
+            .sum::<usize>();
         let matched = reference.iter().filter(|r| r.is_some()).count();
         writeln!(
             out,
-            "{}: {} rules, {} headers ({} match a rule): ours (batch and lockstep) vs linear: {} differ; ours (single) vs linear: {} differ",
+            "{}: {} rules, {} headers ({} match a rule): ours (batch, IPv4 batch and lockstep) vs linear: {} differ; ours (single) vs linear: {} differ",
             s.name,
             s.rules.rules.len(),
             s.keys.len(),
@@ -244,6 +264,12 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
             name: "ours".into(),
             ns: vec![],
         });
+        if s.keys_v4.is_some() {
+            s.cases.push(Case {
+                name: "ours-key".into(),
+                ns: vec![],
+            });
+        }
         if a.single {
             s.cases.push(Case {
                 name: "ours-single".into(),
@@ -278,6 +304,11 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
                 let ns = if name == "linear" {
                     time_linear(&s.linear, &s.keys[..a.linear_keys.min(s.keys.len())])
                 } else if name == "ours" {
+                    match &s.keys_v4 {
+                        Some(k4) => time_ours_v4(&s.ours, k4, a.iters),
+                        None => time_ours(&s.ours, &s.keys, a.iters),
+                    }
+                } else if name == "ours-key" {
                     time_ours(&s.ours, &s.keys, a.iters)
                 } else if name == "ours-lockstep" {
                     time_lockstep(&s.ours, &s.keys, a.iters)
@@ -383,7 +414,7 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
     }
     writeln!(
         out,
-        "\nlinear is timed on the first {} headers of each trace; ours and rte_acl on {} passes over all {}.",
+        "\nlinear is timed on the first {} headers of each trace; ours and rte_acl on {} passes over all {}. ours is `classify_batch_v4` (IPv4 keys, the acl filter's path) when every header is IPv4, else `classify_batch`; ours-key is `classify_batch` on the same headers as `Key`s.",
         a.linear_keys.min(a.trace),
         a.iters,
         a.trace
@@ -403,6 +434,16 @@ fn time_ours(c: &Classifier, keys: &[Key], iters: usize) -> f64 {
     let t = Instant::now();
     for _ in 0..iters {
         c.classify_batch(std::hint::black_box(keys), &mut res);
+        std::hint::black_box(&res);
+    }
+    ns_per(t.elapsed(), keys.len() * iters)
+}
+
+fn time_ours_v4(c: &Classifier, keys: &[KeyV4], iters: usize) -> f64 {
+    let mut res = vec![None; keys.len()];
+    let t = Instant::now();
+    for _ in 0..iters {
+        c.classify_batch_v4(std::hint::black_box(keys), &mut res);
         std::hint::black_box(&res);
     }
     ns_per(t.elapsed(), keys.len() * iters)
