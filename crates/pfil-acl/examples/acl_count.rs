@@ -8,10 +8,15 @@
 //!
 //! Arguments: the set (or `two` for a 2-rule ACL), passes over the
 //! 100 000-header trace (seed 1, as `pfil-bench acl`), and `batch`
-//! (`classify_batch`, the default), `single` (`classify` per key) or `v4`
-//! (`classify_batch_v4` over the same keys as [`KeyV4`]s). The
-//! instructions of `lookups` divided by passes × 100 000 are the
-//! instructions per lookup.
+//! (`classify_batch`, the default), `single` (`classify` per key), `v4`
+//! (`classify_batch_v4` over the same keys as [`KeyV4`]s; collect
+//! `acl_count::lookups_v4`), `v4seq` (the same one key after the other;
+//! `acl_count::lookups_v4_seq`) or `ab` (times `v4seq` against `v4`, both
+//! alternated in one process, passes × 5 each). The instructions of the
+//! collected function divided by passes × 100 000 are the instructions per
+//! lookup. `ACL_COST=1` prints the mean trees, nodes and entries per
+//! lookup and their histogram; `ACL_BINTH`, `ACL_SPFAC`, `ACL_ROOT_BITS`,
+//! `ACL_ROOT_SPFAC`, `ACL_MERGE_BELOW` set build parameters.
 
 use pfil_acl::{classbench, text, Action, Classifier, Classify, Config, Key, KeyV4};
 
@@ -69,8 +74,7 @@ fn main() {
     } else {
         classbench::trace(&rules.rules, 100_000, 1)
     };
-    // Build parameters from the environment, for sweeps: ACL_BINTH,
-    // ACL_SPFAC, ACL_MERGE_BELOW.
+    // Build parameters from the environment, for sweeps.
     let mut cfg = Config::default();
     let env = |n: &str| std::env::var(n).ok().and_then(|v| v.parse::<f64>().ok());
     if let Some(b) = env("ACL_BINTH") {
@@ -91,28 +95,30 @@ fn main() {
     let c = Classifier::with_config(&rules, &cfg);
     let mut out = vec![None; keys.len()];
     if mode == "ab" {
-        // In-process A/B timing: sequential vs interleaved IPv4 batches,
+        // In-process A/B timing: the IPv4 batch one key after the other
+        // vs `classify_batch_v4` (interleaved with at most two trees),
         // alternated; min and median ns per lookup of each.
         let k4: Vec<KeyV4> = keys
             .iter()
             .map(|k| KeyV4::of(k).expect("an IPv4 trace"))
             .collect();
-        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let mut r: Vec<Vec<f64>> = vec![Vec::new(); 2];
         for _ in 0..passes {
-            for (v, seq) in [(&mut a, true), (&mut b, false)] {
+            for (m, v) in r.iter_mut().enumerate() {
                 let t = std::time::Instant::now();
                 for _ in 0..5 {
-                    if seq {
-                        c.classify_batch_v4_seq(std::hint::black_box(&k4), &mut out);
+                    let k = std::hint::black_box(&k4);
+                    if m == 0 {
+                        c.classify_batch_v4_seq(k, &mut out);
                     } else {
-                        c.classify_batch_v4(std::hint::black_box(&k4), &mut out);
+                        c.classify_batch_v4(k, &mut out);
                     }
                     std::hint::black_box(&mut out);
                 }
                 v.push(t.elapsed().as_nanos() as f64 / (5 * k4.len()) as f64);
             }
         }
-        for (n, v) in [("seq", &mut a), ("interleaved", &mut b)] {
+        for (n, v) in ["one after the other", "batch"].iter().zip(r.iter_mut()) {
             v.sort_by(f64::total_cmp);
             eprintln!("{n}: min {:.1} median {:.1} ns", v[0], v[v.len() / 2]);
         }

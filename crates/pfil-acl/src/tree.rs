@@ -464,12 +464,12 @@ impl K4 {
 /// the key's index ([`NONE`]: idle), the tree walked, the best rule so
 /// far, the node reference reached and the key's tree view; and the next
 /// key to start.
-struct Flight {
-    idx: [u32; INFLIGHT],
-    tree: [usize; INFLIGHT],
-    best: [u32; INFLIGHT],
-    node: [u64; INFLIGHT],
-    view: [K4; INFLIGHT],
+struct Flight<const G: usize> {
+    idx: [u32; G],
+    tree: [usize; G],
+    best: [u32; G],
+    node: [u64; G],
+    view: [K4; G],
     next: usize,
 }
 
@@ -912,7 +912,7 @@ impl Classifier {
     pub fn classify_batch_v4(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
         assert!(out.len() >= keys.len(), "out is shorter than keys");
         if self.trees.len() <= INTERLEAVE_MAX_TREES {
-            self.interleaved(keys, out, |k| Some(K4::of_v4(k)));
+            self.interleaved::<INFLIGHT, _>(keys, out, |k| Some(K4::of_v4(k)));
         } else {
             self.classify_batch_v4_seq(keys, out);
         }
@@ -946,7 +946,7 @@ impl Classifier {
     /// other (the way rte_acl runs several flows at once). Keys `k4` does
     /// not take (not IPv4) are classified alone, in place.
     #[inline(always)]
-    fn interleaved<F: FullKey>(
+    fn interleaved<const G: usize, F: FullKey>(
         &self,
         keys: &[F],
         out: &mut [Option<u32>],
@@ -962,19 +962,19 @@ impl Classifier {
             return;
         };
         let mut f = Flight {
-            idx: [NONE; INFLIGHT],
-            tree: [0; INFLIGHT],
-            best: [NONE; INFLIGHT],
-            node: [EMPTY; INFLIGHT],
-            view: [K4::default(); INFLIGHT],
+            idx: [NONE; G],
+            tree: [0; G],
+            best: [NONE; G],
+            node: [EMPTY; G],
+            view: [K4::default(); G],
             next: 0,
         };
         let mut live = 0;
-        for i in 0..INFLIGHT {
+        for i in 0..G {
             live += usize::from(self.refill(&mut f, i, first, keys, out, &k4));
         }
         while live > 0 {
-            for i in 0..INFLIGHT {
+            for i in 0..G {
                 let r = f.node[i];
                 if r & LEAF == 0 {
                     f.node[i] = self.mem[(r as u32 as usize) + child_index(r, &f.view[i])];
@@ -1004,9 +1004,9 @@ impl Classifier {
     /// classifying the keys before it that do not (alone); false, and the
     /// slot idle, if no key is left.
     #[inline(always)]
-    fn refill<F: FullKey>(
+    fn refill<const G: usize, F: FullKey>(
         &self,
-        f: &mut Flight,
+        f: &mut Flight<G>,
         i: usize,
         first: &Tree,
         keys: &[F],
@@ -1071,7 +1071,7 @@ impl Classify for Classifier {
     fn classify_batch(&self, keys: &[Key], out: &mut [Option<u32>]) {
         assert!(out.len() >= keys.len(), "out is shorter than keys");
         if self.trees.len() <= INTERLEAVE_MAX_TREES {
-            self.interleaved(keys, out, K4::of);
+            self.interleaved::<INFLIGHT, _>(keys, out, K4::of);
             return;
         }
         for (k, o) in keys.iter().zip(out.iter_mut()) {
