@@ -911,8 +911,11 @@ impl Classifier {
     /// If `out` is shorter than `keys`.
     pub fn classify_batch_v4(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
         assert!(out.len() >= keys.len(), "out is shorter than keys");
-        if self.trees.len() <= INTERLEAVE_MAX_TREES {
-            self.interleaved::<INFLIGHT, _>(keys, out, |k| Some(K4::of_v4(k)));
+        if self.interleaves() {
+            self.interleaved::<INFLIGHT, _>(keys, out, |k, v| {
+                *v = K4::of_v4(k);
+                true
+            });
         } else {
             self.classify_batch_v4_seq(keys, out);
         }
@@ -926,6 +929,13 @@ impl Classifier {
         for (k, o) in keys.iter().zip(out.iter_mut()) {
             *o = self.lookup_k4(&K4::of_v4(k), k);
         }
+    }
+
+    /// Whether batches interleave their lookups: with at most
+    /// [`INTERLEAVE_MAX_TREES`] trees, and some internal node (with leaves
+    /// only, a lookup is one block test and there is nothing to overlap).
+    fn interleaves(&self) -> bool {
+        !self.mem.is_empty() && self.trees.len() <= INTERLEAVE_MAX_TREES
     }
 
     /// The reference after tree `t`'s root for `k`: the root's leaf, or
@@ -950,13 +960,13 @@ impl Classifier {
         &self,
         keys: &[F],
         out: &mut [Option<u32>],
-        k4: impl Fn(&F) -> Option<K4>,
+        k4: impl Fn(&F, &mut K4) -> bool,
     ) {
         let Some(first) = self.trees.first() else {
             for (k, o) in keys.iter().zip(out.iter_mut()) {
-                *o = match k4(k) {
-                    Some(_) => None,
-                    None => self.classify_slow(&k.full()),
+                *o = match k4(k, &mut K4::default()) {
+                    true => None,
+                    false => self.classify_slow(&k.full()),
                 };
             }
             return;
@@ -1011,22 +1021,19 @@ impl Classifier {
         first: &Tree,
         keys: &[F],
         out: &mut [Option<u32>],
-        k4: &impl Fn(&F) -> Option<K4>,
+        k4: &impl Fn(&F, &mut K4) -> bool,
     ) -> bool {
         while let Some(k) = keys.get(f.next) {
             let j = f.next;
             f.next += 1;
-            match k4(k) {
-                Some(v) => {
-                    f.idx[i] = j as u32;
-                    f.tree[i] = 0;
-                    f.best[i] = NONE;
-                    f.node[i] = self.after_root(first, &v);
-                    f.view[i] = v;
-                    return true;
-                }
-                None => out[j] = self.classify_slow(&k.full()),
+            if k4(k, &mut f.view[i]) {
+                f.idx[i] = j as u32;
+                f.tree[i] = 0;
+                f.best[i] = NONE;
+                f.node[i] = self.after_root(first, &f.view[i]);
+                return true;
             }
+            out[j] = self.classify_slow(&k.full());
         }
         f.idx[i] = NONE;
         f.node[i] = EMPTY;
@@ -1070,8 +1077,14 @@ impl Classify for Classifier {
     /// If `out` is shorter than `keys`.
     fn classify_batch(&self, keys: &[Key], out: &mut [Option<u32>]) {
         assert!(out.len() >= keys.len(), "out is shorter than keys");
-        if self.trees.len() <= INTERLEAVE_MAX_TREES {
-            self.interleaved::<INFLIGHT, _>(keys, out, K4::of);
+        if self.interleaves() {
+            self.interleaved::<INFLIGHT, _>(keys, out, |k, v| match K4::of(k) {
+                Some(x) => {
+                    *v = x;
+                    true
+                }
+                None => false,
+            });
             return;
         }
         for (k, o) in keys.iter().zip(out.iter_mut()) {
