@@ -246,6 +246,58 @@ pub fn in_box(r: &Rule, rng: &mut Rng) -> Key {
     k
 }
 
+/// Where [`to_ipv6`] puts an IPv4 address: under 2001:db8::/32, in the
+/// second 32-bit word.
+fn v6_of(a: u32) -> u128 {
+    0x2001_0db8u128 << 96 | u128::from(a) << 64
+}
+
+/// The ruleset moved into IPv6, to measure the IPv6 path on a set's
+/// structure: each IPv4 prefix `a/l` becomes `2001:db8:a::/(32 + l)` (`a`
+/// in the second 32-bit word), an IPv4-only EtherType becomes IPv6, the
+/// rest is unchanged. An IPv4 key moved with [`key_to_ipv6`] matches the
+/// moved rules the original matched.
+pub fn to_ipv6(rs: &Ruleset) -> Ruleset {
+    let addr = |a: Addr| match a {
+        Addr::V4(p, l) => Addr::v6(v6_of(p), 32 + l),
+        other => other,
+    };
+    let rules = rs
+        .rules
+        .iter()
+        .map(|r| Rule {
+            src: addr(r.src),
+            dst: addr(r.dst),
+            ethertype: r.ethertype.map(|e| {
+                if e == ETHERTYPE_IPV4 {
+                    ETHERTYPE_IPV6
+                } else {
+                    e
+                }
+            }),
+            ..*r
+        })
+        .collect();
+    Ruleset {
+        rules,
+        default: rs.default,
+    }
+}
+
+/// IPv4 key `k` moved into IPv6 the way [`to_ipv6`] moves rules; any
+/// other key unchanged.
+pub fn key_to_ipv6(k: &Key) -> Key {
+    if k.ethertype != ETHERTYPE_IPV4 {
+        return *k;
+    }
+    Key {
+        src: v6_of(k.src as u32),
+        dst: v6_of(k.dst as u32),
+        ethertype: ETHERTYPE_IPV6,
+        ..*k
+    }
+}
+
 /// The directory of the shared ClassBench sets: `$PFIL_CLASSBENCH` if
 /// set, else the first `shared/classbench` above the current directory or
 /// above this crate's source.

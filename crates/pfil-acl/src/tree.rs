@@ -70,8 +70,14 @@
 //! trees, a lookup is several short walks and the batch goes one key after
 //! the other.
 //!
-//! Only IPv4 keys take the trees. IPv6 keys and non-IP keys scan the rules
-//! that can match them (lists built once), with the reference semantics.
+//! # IPv6
+//! The rules that can match IPv6 keys get a tree of their own, built the
+//! same way over a projection: one 32-bit word of each address (per
+//! address, the word where the rules' prefixes differ most; `/48`s under
+//! one `/32` differ in the second), ports and protocol. A projection is a
+//! superset of its rule, so every lane hit in an IPv6 leaf is confirmed on
+//! the full rule, in rule order. Non-IP keys scan the rules that can match
+//! them (a list built once), with the reference semantics.
 
 use std::collections::HashMap;
 
@@ -473,6 +479,80 @@ struct Flight<const G: usize> {
     next: usize,
 }
 
+/// Which 32-bit word of the source and of the destination address (0:
+/// the top one) the IPv6 tree cuts and its blocks test: for each, the word
+/// where the IPv6 rules' prefixes differ most.
+#[derive(Clone, Copy, Debug, Default)]
+struct V6Words {
+    src: u8,
+    dst: u8,
+}
+
+impl V6Words {
+    /// The words that tell the rules `ids` apart best: per address, the
+    /// word with the most distinct projections (the lowest on a tie).
+    fn choose(rules: &[Rule], ids: &[u32]) -> V6Words {
+        let best = |addr: fn(&Rule) -> crate::Addr| {
+            (0..4u8)
+                .map(|w| {
+                    let mut seen: Vec<(u32, u32)> = ids
+                        .iter()
+                        .map(|&i| v6_word_range(addr(&rules[i as usize]), w))
+                        .collect();
+                    seen.sort_unstable();
+                    seen.dedup();
+                    (seen.len(), std::cmp::Reverse(w))
+                })
+                .max()
+                .map_or(0, |(_, std::cmp::Reverse(w))| w)
+        };
+        V6Words {
+            src: best(|r| r.src),
+            dst: best(|r| r.dst),
+        }
+    }
+
+    /// The tree view of an IPv6 key: the chosen words of its addresses,
+    /// then ports and protocol as for IPv4.
+    #[inline]
+    fn view(&self, k: &Key) -> K4 {
+        let word = |a: u128, w: u8| (a >> (96 - 32 * u32::from(w))) as u32;
+        K4 {
+            f: [
+                word(k.src, self.src),
+                word(k.dst, self.dst),
+                u32::from(k.sport),
+                u32::from(k.dport),
+                u32::from(k.proto),
+                u32::from(k.proto) << 1 | u32::from(k.has & has::PORTS != 0),
+                0,
+                0,
+            ],
+        }
+    }
+}
+
+/// The range of 32-bit word `w` (0: the top one) of the IPv6 addresses
+/// `a` matches: a superset of `a` on that word (everything for an address
+/// that is not an IPv6 prefix, which an IPv6 key's rule can only be
+/// `Any`).
+fn v6_word_range(a: crate::Addr, w: u8) -> (u32, u32) {
+    match a {
+        crate::Addr::V6(p, len) => {
+            let start = 32 * u32::from(w);
+            let bits = u32::from(len).saturating_sub(start).min(32);
+            let v = (p >> (96 - start)) as u32;
+            let m = if bits == 0 {
+                0
+            } else {
+                u32::MAX << (32 - bits)
+            };
+            (v & m, v | !m)
+        }
+        _ => (0, u32::MAX),
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Tree {
     /// The root's reference: a leaf, or (bit 31 clear) the offset of the
@@ -526,8 +606,10 @@ pub struct Classifier {
     trees: Vec<Tree>,
     mem: Vec<u64>,
     blocks: Vec<Block>,
-    /// Rules that can match IPv6 keys.
-    v6: Vec<u32>,
+    /// The trees over the rules that can match IPv6 keys, on one 32-bit
+    /// word of each address (`v6_words`).
+    v6: Vec<Tree>,
+    v6_words: V6Words,
     /// Rules that can match keys off the IPv4 and IPv6 paths (non-IP).
     other: Vec<u32>,
     stats: Stats,
@@ -572,94 +654,51 @@ impl Classifier {
     /// Builds the classifier for `rs` with `cfg`.
     pub fn with_config(rs: &Ruleset, cfg: &Config) -> Classifier {
         let rules = rs.rules.clone();
-        let mut v6 = Vec::new();
-        let mut other = Vec::new();
-        // Partition the IPv4 rules by which addresses are small (long
-        // prefixes): rules with a small field are cut on it, wildcards in
-        // one subset do not replicate the rules of another.
-        let mut subsets: [Vec<u32>; 4] = Default::default();
+        let (mut v4, mut v6, mut other) = (Vec::new(), Vec::new(), Vec::new());
         for (i, r) in rules.iter().enumerate() {
             let i = i as u32;
+            if r.applies_to(ETHERTYPE_IPV4) {
+                v4.push(i);
+            }
             if r.applies_to(ETHERTYPE_IPV6) {
                 v6.push(i);
             }
             if r.needs() & has::IP == 0 {
                 other.push(i);
             }
-            if !r.applies_to(ETHERTYPE_IPV4) {
-                continue;
-            }
-            let small = |a: crate::Addr| match a.v4_range() {
-                Some((lo, hi)) => hi - lo < (1u32 << (32 - u32::from(cfg.small_prefix))),
-                None => false,
-            };
-            let s = usize::from(small(r.src)) | usize::from(small(r.dst)) << 1;
-            subsets[s].push(i);
         }
-        // Small subsets cost a tree walk per lookup for few rules: they
-        // join the general subset (both addresses large), whose tree cuts
-        // whatever separates them.
-        let total: usize = subsets.iter().map(Vec::len).sum();
-        let floor = (total / cfg.merge_below.max(1)).max(16);
-        for s in 1..4 {
-            if !subsets[s].is_empty() && subsets[s].len() < floor {
-                let moved = std::mem::take(&mut subsets[s]);
-                subsets[0].extend(moved);
-            }
-        }
-        subsets[0].sort_unstable();
-        let brules: Vec<BRule> = rules
-            .iter()
-            .enumerate()
-            .map(|(i, r)| BRule::of(i, r))
-            .collect();
         let cfg = &Config {
             max_cut_bits: cfg.max_cut_bits.clamp(1, 8),
             binth: cfg.binth.max(1),
             ..*cfg
         };
-        let full = [(0u32, 32u8), (0, 32), (0, 16), (0, 16), (0, 8)];
-        let v4: usize = subsets.iter().map(Vec::len).sum();
-        let mut trees = Vec::new();
-        let mut built = None;
-        if cfg.single_tree_budget > 0
-            && v4 <= SINGLE_TREE_MAX_RULES
-            && subsets.iter().filter(|s| !s.is_empty()).count() > 1
-        {
-            // One tree if it is small enough: the cap stops the build
-            // early when it is not.
-            let cap = (v4 * cfg.single_tree_budget).min(cfg.max_entries);
-            let mut b = Builder::new(&brules, cfg, cap);
-            let mut ids: Vec<u32> = subsets.iter().flatten().copied().collect();
-            ids.sort_unstable();
-            let min_id = ids[0];
-            let (root, cut) = b.build_root(full, ids);
-            if !b.capped {
-                trees.push(Tree { root, cut, min_id });
-                built = Some(b);
-            }
-        }
-        let b = match built {
-            Some(b) => b,
-            None => {
-                let mut b = Builder::new(&brules, cfg, cfg.max_entries);
-                for ids in subsets.into_iter().filter(|s| !s.is_empty()) {
-                    let min_id = ids[0];
-                    let (root, cut) = b.build_root(full, ids);
-                    trees.push(Tree { root, cut, min_id });
-                }
-                b
-            }
-        };
-        trees.sort_by_key(|t| t.min_id);
+        let brules: Vec<BRule> = rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| BRule::of(i, r))
+            .collect();
+        // The IPv6 rules: trees over a 32-bit word of each address, in the
+        // same arrays. The projection of a rule on the words is a superset
+        // of it, so every hit is confirmed on the full rule.
+        let words = V6Words::choose(&rules, &v6);
+        let brules6: Vec<BRule> = rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| BRule::of_v6(i, r, words))
+            .collect();
+        let mut b = Builder::new(&brules, cfg, cfg.max_entries);
+        let trees = b.family(&v4);
+        b.br = &brules6;
+        b.leaves.clear();
+        let v6 = b.family(&v6);
         let mut stats = b.stats;
         let (mem, blocks) = (b.mem, b.blocks);
         stats.rules = rules.len();
-        stats.trees = trees.len();
+        stats.trees = trees.len() + v6.len();
         stats.entries = blocks.len() * BLOCK;
         stats.bytes = mem.len() * 8
             + blocks.len() * std::mem::size_of::<Block>()
-            + (v6.len() + other.len()) * 4
+            + other.len() * 4
             + rules.len() * std::mem::size_of::<Rule>();
         Classifier {
             rules,
@@ -667,6 +706,7 @@ impl Classifier {
             mem,
             blocks,
             v6,
+            v6_words: words,
             other,
             stats,
         }
@@ -685,12 +725,16 @@ impl Classifier {
     /// What a lookup of `key` costs: (trees walked, internal nodes
     /// visited, leaf entries compared, padding included). For tuning and reports.
     pub fn lookup_cost(&self, key: &Key) -> (usize, usize, usize) {
-        let Some(k) = K4::of(key) else {
-            return (0, 0, self.rules.len());
+        let (k, trees_of): (K4, &[Tree]) = match K4::of(key) {
+            Some(k) => (k, &self.trees),
+            None if key.ethertype == ETHERTYPE_IPV6 && key.has & has::IP != 0 => {
+                (self.v6_words.view(key), &self.v6)
+            }
+            None => return (0, 0, self.other.len()),
         };
         let (mut trees, mut nodes, mut entries) = (0, 0, 0);
         let mut best = NONE;
-        for t in &self.trees {
+        for t in trees_of {
             if t.min_id >= best {
                 break;
             }
@@ -890,8 +934,15 @@ impl Classifier {
     /// full key for the rules a leaf block cannot decide alone.
     #[inline(always)]
     fn lookup_k4<F: FullKey>(&self, k: &K4, key: &F) -> Option<u32> {
+        self.lookup_in(&self.trees, k, key)
+    }
+
+    /// The walks and leaf scans of `trees` (in order of their first rule)
+    /// for the tree view `k` of `key`.
+    #[inline(always)]
+    fn lookup_in<F: FullKey>(&self, trees: &[Tree], k: &K4, key: &F) -> Option<u32> {
         let mut best = NONE;
-        for t in &self.trees {
+        for t in trees {
             if t.min_id >= best {
                 break;
             }
@@ -1040,11 +1091,21 @@ impl Classifier {
         false
     }
 
+    /// An IPv6 key: the IPv6 tree's walk on the chosen address words, and
+    /// its leaf's candidates confirmed on their rules.
+    #[inline(never)]
+    fn lookup_v6(&self, k: &Key) -> Option<u32> {
+        self.lookup_in(&self.v6, &self.v6_words.view(k), k)
+    }
+
+    /// Keys off the IPv4 path: IPv6 ([`lookup_v6`](Self::lookup_v6)),
+    /// non-IP keys (the rules that can match them, in order), and IPv4
+    /// keys with an address beyond 32 bits (every rule).
     #[cold]
     #[inline(never)]
     fn classify_slow(&self, k: &Key) -> Option<u32> {
         let list = if k.ethertype == ETHERTYPE_IPV6 && k.has & has::IP != 0 {
-            &self.v6
+            return self.lookup_v6(k);
         } else if k.has & has::IP != 0 {
             // IPv4 with an address beyond 32 bits: not a real key; the
             // reference semantics decide over every rule.
@@ -1110,6 +1171,20 @@ impl BRule {
             r.src.v4_range().unwrap_or((0, 0)),
             r.dst.v4_range().unwrap_or((0, 0)),
         );
+        BRule::with_addrs(i, r, s, d, false)
+    }
+
+    /// Rule `r` in the IPv6 tree: its addresses projected on the words
+    /// `w`, and always confirmed on the full rule (a projection is a
+    /// superset).
+    fn of_v6(i: usize, r: &Rule, w: V6Words) -> BRule {
+        let (s, d) = (v6_word_range(r.src, w.src), v6_word_range(r.dst, w.dst));
+        BRule::with_addrs(i, r, s, d, true)
+    }
+
+    /// Rule `r` with source and destination ranges `s` and `d` in the
+    /// address fields; `confirm`: every lane hit is checked on the rule.
+    fn with_addrs(i: usize, r: &Rule, s: (u32, u32), d: (u32, u32), confirm: bool) -> BRule {
         let lo = [
             s.0,
             d.0,
@@ -1130,7 +1205,8 @@ impl BRule {
         // needs ports and names one protocol is exact; one with a range of
         // protocols that needs ports is a superset, confirmed on the rule.
         let pr = if needs_ports { (p0 | 1, p1) } else { (p0, p1) };
-        let extra = r.vlan.is_some()
+        let extra = confirm
+            || r.vlan.is_some()
             || r.tcp_flags.1 != 0
             || r.icmp_type.is_some()
             || r.icmp_code.is_some()
@@ -1191,6 +1267,71 @@ impl<'a> Builder<'a> {
             cap,
             capped: false,
         }
+    }
+
+    /// The trees over one family's rules `ids` (sorted), in order of their
+    /// first rule. With at most [`SINGLE_TREE_MAX_RULES`] rules, first one
+    /// tree over all of them, kept if it fits in
+    /// [`Config::single_tree_budget`] units per rule (the trial stops at
+    /// that cap and is rolled back); otherwise one tree per subset: the
+    /// rules split by which of their address fields are small (at least
+    /// [`Config::small_prefix`] long), so that wildcard addresses in one
+    /// subset do not replicate the rules of another; subsets under
+    /// 1/[`Config::merge_below`] of the rules join the general one.
+    fn family(&mut self, ids: &[u32]) -> Vec<Tree> {
+        let full = [(0u32, 32u8), (0, 32), (0, 16), (0, 16), (0, 8)];
+        let width = 1u64 << (32 - u32::from(self.cfg.small_prefix.min(32)));
+        let mut subsets: [Vec<u32>; 4] = Default::default();
+        for &i in ids {
+            let r = &self.br[i as usize];
+            let small = |d: usize| u64::from(r.hi[d] - r.lo[d]) < width;
+            subsets[usize::from(small(0)) | usize::from(small(1)) << 1].push(i);
+        }
+        let floor = (ids.len() / self.cfg.merge_below.max(1)).max(16);
+        for s in 1..4 {
+            if !subsets[s].is_empty() && subsets[s].len() < floor {
+                let moved = std::mem::take(&mut subsets[s]);
+                subsets[0].extend(moved);
+            }
+        }
+        subsets[0].sort_unstable();
+        if self.cfg.single_tree_budget > 0
+            && ids.len() <= SINGLE_TREE_MAX_RULES
+            && subsets.iter().filter(|s| !s.is_empty()).count() > 1
+        {
+            // One tree if it is small enough: the cap stops the build
+            // early when it is not, and what it built is dropped.
+            let (mem, blocks, stats) = (self.mem.len(), self.blocks.len(), self.stats);
+            self.cap =
+                (self.used() + ids.len() * self.cfg.single_tree_budget).min(self.cfg.max_entries);
+            let (root, cut) = self.build_root(full, ids.to_vec());
+            let fits = !self.capped;
+            self.cap = self.cfg.max_entries;
+            self.capped = false;
+            if fits {
+                return vec![Tree {
+                    root,
+                    cut,
+                    min_id: ids[0],
+                }];
+            }
+            self.mem.truncate(mem);
+            self.blocks.truncate(blocks);
+            self.stats = stats;
+            self.leaves
+                .retain(|_, r| ((*r & START_MASK) as usize) < blocks || *r == EMPTY);
+        }
+        let mut trees: Vec<Tree> = subsets
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .map(|ids| {
+                let min_id = ids[0];
+                let (root, cut) = self.build_root(full, ids);
+                Tree { root, cut, min_id }
+            })
+            .collect();
+        trees.sort_by_key(|t| t.min_id);
+        trees
     }
 
     /// Builds a tree's root for `ids` (sorted): a leaf, or the offset of
@@ -1400,10 +1541,15 @@ impl<'a> Builder<'a> {
         (max < n).then_some((d0, b0, d1, b1))
     }
 
+    /// Units used so far: a block lane is 32 bytes, a node word 8.
+    fn used(&self) -> usize {
+        self.blocks.len() * BLOCK + self.mem.len() / 4
+    }
+
     /// Whether the memory cap is reached: a block lane is 32 bytes, a
     /// node word 8.
     fn over_budget(&mut self) -> bool {
-        let over = self.blocks.len() * BLOCK + self.mem.len() / 4 >= self.cap;
+        let over = self.used() >= self.cap;
         self.capped |= over;
         over
     }

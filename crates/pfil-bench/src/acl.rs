@@ -69,6 +69,11 @@ pub struct AclArgs {
     /// Skip rte_acl (compare with linear scan only).
     #[arg(long)]
     no_dpdk: bool,
+    /// Move every set and its trace into IPv6 (`classbench::to_ipv6`: each
+    /// IPv4 prefix a/l becomes 2001:db8:a::/(32+l)) and measure the IPv6
+    /// path against linear scan (rte_acl is not run).
+    #[arg(long)]
+    ipv6: bool,
     /// Classifier build parameter: largest leaf (default: the library's).
     #[arg(long)]
     binth: Option<usize>,
@@ -150,12 +155,24 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
     cfg.small_prefix = a.small_prefix.unwrap_or(cfg.small_prefix);
     cfg.merge_below = a.merge_below.unwrap_or(cfg.merge_below);
     writeln!(out, "classifier config: {cfg:?}").unwrap();
+    if a.ipv6 {
+        writeln!(
+            out,
+            "sets and traces moved into IPv6 (2001:db8:a::/(32+l) for each IPv4 prefix a/l); rte_acl not run"
+        )
+        .unwrap();
+    }
     let mut sets = Vec::new();
     for name in &a.sets {
         let path = dir.join(name);
         let text =
             std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let rules = classbench::parse(&text, Action::Drop).map_err(|e| format!("{name}: {e}"))?;
+        let v4 = classbench::parse(&text, Action::Drop).map_err(|e| format!("{name}: {e}"))?;
+        let rules = if a.ipv6 {
+            classbench::to_ipv6(&v4)
+        } else {
+            v4.clone()
+        };
         let mut build_ms = Vec::new();
         let mut ours = None;
         for _ in 0..a.runs.max(3) {
@@ -166,14 +183,18 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
         }
         let ours = ours.expect("built at least once");
         let linear = Linear::new(&rules);
-        let keys = classbench::trace(&rules.rules, a.trace, a.seed);
+        let mut keys = classbench::trace(&v4.rules, a.trace, a.seed);
         let trace_path = work.join(format!("{name}.trace"));
-        let mut t = String::with_capacity(keys.len() * 32);
-        for k in &keys {
-            t.push_str(&classbench::dpdk_trace_line(k));
-            t.push('\n');
+        if a.ipv6 {
+            keys = keys.iter().map(classbench::key_to_ipv6).collect();
+        } else {
+            let mut t = String::with_capacity(keys.len() * 32);
+            for k in &keys {
+                t.push_str(&classbench::dpdk_trace_line(k));
+                t.push('\n');
+            }
+            std::fs::write(&trace_path, t).map_err(|e| format!("{}: {e}", trace_path.display()))?;
         }
-        std::fs::write(&trace_path, t).map_err(|e| format!("{}: {e}", trace_path.display()))?;
         let keys_v4 = keys.iter().map(KeyV4::of).collect();
         sets.push(Set {
             name: name.clone(),
@@ -228,7 +249,7 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
                 s.name
             ));
         }
-        if a.no_dpdk {
+        if a.no_dpdk || a.ipv6 {
             continue;
         }
         for alg in &a.algs {
