@@ -79,16 +79,10 @@ impl Layout {
         }
     }
 
-    /// Parsed as untagged Ethernet, IPv4 with a 20-byte header, UDP or
-    /// TCP: the 5-tuple is at fixed offsets (whichever path parsed it).
-    /// Two compares of the whole layout as one word.
-    #[inline(always)]
-    fn is_plain_ipv4(&self) -> bool {
-        Layout::is_plain_ipv4_word(self.word())
-    }
-
-    /// [`is_plain_ipv4`](Self::is_plain_ipv4) of the layout whose word is
-    /// `w`.
+    /// Whether the layout whose [`word`](Self::word) is `w` was parsed as
+    /// untagged Ethernet, IPv4 with a 20-byte header, UDP or TCP: the
+    /// 5-tuple is at fixed offsets (whichever path parsed it). Two
+    /// compares.
     #[inline(always)]
     fn is_plain_ipv4_word(w: u64) -> bool {
         w == PLAIN_UDP || w == PLAIN_TCP
@@ -611,7 +605,11 @@ mod tests {
             assert!(fast.is_some(), "fast path declined {kind} {f:02x?}");
             // The one-word test of the 5-tuple's fixed offsets: the
             // untagged IPv4 UDP and TCP frames (the first two) only.
-            assert_eq!(fast.unwrap().is_plain_ipv4(), i < 2, "{kind} {f:02x?}");
+            assert_eq!(
+                Layout::is_plain_ipv4_word(fast.unwrap().word()),
+                i < 2,
+                "{kind} {f:02x?}"
+            );
             assert_eq!(
                 fast.unwrap(),
                 parse::parse_etherparse(f, *kind),
