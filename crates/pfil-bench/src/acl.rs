@@ -360,10 +360,10 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
     .unwrap();
     writeln!(
         out,
-        "| set | rules | linear | ours (batch) | rte_acl best (alg) | ours / rte_acl | build ms (median) | memory |"
+        "| set | rules | linear | ours (batch) | rte_acl best (alg) | ours / rte_acl | ours vs rte_acl, Student's t at 95 % | build ms (median) | memory |"
     )
     .unwrap();
-    writeln!(out, "|---|---|---|---|---|---|---|---|").unwrap();
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|").unwrap();
     for s in &sets {
         let med = |c: &Case| {
             Sample::from_values(c.ns.iter().copied()).map(|x| (x.median(), x.min(), x.max()))
@@ -386,18 +386,47 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
             ),
             None => ("-".into(), "-".into()),
         };
+        // ministat's test of the means: is ours different from rte_acl's
+        // best, and by how much (with the 95 % half-width)?
+        let t = best
+            .and_then(|b| {
+                let (x, y) = (
+                    Sample::from_values(b.ns.iter().copied()).ok()?,
+                    Sample::from_values(ours.ns.iter().copied()).ok()?,
+                );
+                let c = pfil_stats::compare(&x, &y, pfil_stats::Confidence::P95);
+                Some(if c.significant {
+                    format!(
+                        "ours {} by {:.1} % ± {:.1} %",
+                        if c.difference < 0.0 {
+                            "faster"
+                        } else {
+                            "slower"
+                        },
+                        c.relative_difference.abs(),
+                        c.relative_half_width
+                    )
+                } else {
+                    format!(
+                        "no difference ({:.1} % ± {:.1} %)",
+                        c.relative_difference, c.relative_half_width
+                    )
+                })
+            })
+            .unwrap_or_else(|| "-".into());
         let mut bm = s.build_ms.clone();
         bm.sort_by(f64::total_cmp);
         let st = s.ours.stats();
         writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {:.1} | {:.2} MiB |",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.2} MiB |",
             s.name,
             s.rules.rules.len(),
             cell(lin),
             cell(ours),
             best_cell,
             ratio,
+            t,
             bm[bm.len() / 2],
             st.bytes as f64 / (1 << 20) as f64
         )
