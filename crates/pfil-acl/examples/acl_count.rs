@@ -102,23 +102,41 @@ fn main() {
             .iter()
             .map(|k| KeyV4::of(k).expect("an IPv4 trace"))
             .collect();
+        // ACL_AB_BINTH=N: the other side is a classifier built with binth
+        // N (batch), not the one-by-one batch.
+        let other = env("ACL_AB_BINTH").map(|b| {
+            Classifier::with_config(
+                &rules,
+                &Config {
+                    binth: b as usize,
+                    ..cfg
+                },
+            )
+        });
         let mut r: Vec<Vec<f64>> = vec![Vec::new(); 2];
         for _ in 0..passes {
             for (m, v) in r.iter_mut().enumerate() {
                 let t = std::time::Instant::now();
                 for _ in 0..5 {
                     let k = std::hint::black_box(&k4);
-                    if m == 0 {
-                        c.classify_batch_v4_seq(k, &mut out);
-                    } else {
+                    if m == 1 {
                         c.classify_batch_v4(k, &mut out);
+                    } else if let Some(b) = &other {
+                        b.classify_batch_v4(k, &mut out);
+                    } else {
+                        c.classify_batch_v4_seq(k, &mut out);
                     }
                     std::hint::black_box(&mut out);
                 }
                 v.push(t.elapsed().as_nanos() as f64 / (5 * k4.len()) as f64);
             }
         }
-        for (n, v) in ["one after the other", "batch"].iter().zip(r.iter_mut()) {
+        let first = if other.is_some() {
+            "other config, batch"
+        } else {
+            "one after the other"
+        };
+        for (n, v) in [first, "batch"].iter().zip(r.iter_mut()) {
             v.sort_by(f64::total_cmp);
             eprintln!("{n}: min {:.1} median {:.1} ns", v[0], v[v.len() / 2]);
         }

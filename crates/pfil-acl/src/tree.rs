@@ -154,7 +154,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Config {
         Config {
-            binth: 16,
+            binth: 32,
             spfac: 4.0,
             max_cut_bits: 8,
             max_entries: 1 << 21,
