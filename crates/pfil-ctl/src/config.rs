@@ -25,7 +25,10 @@
 //! [`spec`](pfil::Filter::spec)): those are never declared, never removed,
 //! and chains may name them. Links kept from the running chains keep their
 //! counters: the plan unlinks and links only what differs (the longest
-//! common subsequence of each chain stays).
+//! common subsequence of each chain stays). A hook whose config changed
+//! gets a new filter under its links, in the same transaction; an acl's
+//! is derived from the running one ([`pfil::Filter::derive`]) and keeps
+//! the hit counters of the rules both rulesets have.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -41,6 +44,10 @@ use toml::Spanned;
 /// The `version` a configuration file has (optional in a file; `show`
 /// writes it).
 pub const CONFIG_VERSION: i64 = 1;
+
+/// How long [`Plan::commit`] waits for the registry to let go of the
+/// filters it replaced with derived ones, to free them itself.
+const RETIRE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A configuration: hooks by name and chains by head, as declared.
 #[derive(Clone, Debug, Default)]
@@ -607,7 +614,10 @@ pub enum Change {
         /// The catalog spec it is built from.
         spec: String,
     },
-    /// A hook's filter is rebuilt with a new config, under its links.
+    /// A hook's filter is replaced by one with a new config, under its
+    /// links: derived from the running filter when that can carry over
+    /// what it keeps (an acl: the hit counters of the rules both rulesets
+    /// have), else built from the catalog.
     SetHook {
         /// Its name.
         hook: String,
@@ -677,6 +687,12 @@ pub struct Plan {
     changes: Vec<Change>,
     /// For each op, where in the file it comes from.
     at: Vec<ConfigError>,
+    /// The running filters the plan's derived ones replace
+    /// ([`pfil::Derived::from`]): held until the commit's grace period has
+    /// passed, then dropped by [`Plan::commit`], so that an old acl's
+    /// classifier is freed on the control thread and not by a datapath
+    /// thread reclaiming the last generation that ran it.
+    retiring: Vec<Arc<dyn pfil::Filter>>,
 }
 
 impl fmt::Debug for Plan {
@@ -727,9 +743,12 @@ fn fail_text(f: FailMode) -> String {
 }
 
 impl Config {
-    /// Plan making `reg` equal to this configuration, building new and
-    /// changed hooks from `catalog`. Read-only: nothing changes until
-    /// [`Plan::commit`].
+    /// Plan making `reg` equal to this configuration, building new hooks
+    /// from `catalog`, and hooks whose config changed too unless their
+    /// running filter derives its successor ([`Registry::derive_filter`]:
+    /// an acl's keeps the hit counters of the rules both rulesets have).
+    /// Read-only: nothing changes until [`Plan::commit`] (a derived filter
+    /// shares counters with the running one but leaves it alone).
     ///
     /// `expect` is the generation the caller based the file on (e.g. that
     /// of a `show`); `None` plans from the current one.
@@ -763,6 +782,7 @@ impl Config {
         let mut removed: BTreeSet<String> = BTreeSet::new();
         let mut adds = Vec::new();
         let mut sets = Vec::new();
+        let mut retiring = Vec::new();
         for (name, d) in &self.hooks {
             let (module, _) = check_hook_name(name).map_err(|m| sp.error(sp.hooks.get(name), m))?;
             let spec = match &d.config {
@@ -801,7 +821,27 @@ impl Config {
                     }
                     Some(cfg) if cfg != d.config => {
                         let from = h.spec.clone().unwrap_or_default();
-                        sets.push((name.clone(), from, spec.clone(), build()?, at));
+                        let filter = match derive(reg, name, d.config.as_deref()) {
+                            Ok(Some(derived)) => {
+                                retiring.push(derived.from);
+                                derived.filter
+                            }
+                            Ok(None) => build()?,
+                            Err(reason) => {
+                                let e = pfil_filters::CatalogError::BadConfig {
+                                    spec: spec.clone(),
+                                    usage: catalog
+                                        .get(module)
+                                        .map_or_else(|| module.to_owned(), |m| m.usage()),
+                                    expected: reason,
+                                };
+                                return Err(ApplyError::Config(sp.error(
+                                    sp.configs.get(name).or(sp.hooks.get(name)),
+                                    format!("hooks.\"{name}\": {e}"),
+                                )));
+                            }
+                        };
+                        sets.push((name.clone(), from, spec.clone(), filter, at));
                     }
                     Some(_) => {}
                 },
@@ -911,7 +951,29 @@ impl Config {
         }
         plan.append(unlinks);
         plan.append(links);
+        plan.retiring = retiring;
         Ok(plan)
+    }
+}
+
+/// The successor of hook `name`'s running filter with `config`
+/// ([`Registry::derive_filter`]), carrying over what it keeps (an acl:
+/// the hit counters of the rules both rulesets have); `Ok(None)` when it
+/// cannot (or has no config to derive with, or was removed since the
+/// plan's snapshot, which the commit's generation check refuses), for the
+/// catalog to build it. `Err`: the filter's reason for refusing `config`.
+fn derive(
+    reg: &Registry,
+    name: &str,
+    config: Option<&str>,
+) -> Result<Option<pfil::Derived>, String> {
+    let Some(config) = config else {
+        return Ok(None);
+    };
+    match reg.derive_filter(name, config) {
+        Ok(d) => Ok(d),
+        Err(pfil::Error::FilterConfig { reason, .. }) => Err(reason),
+        Err(_) => Ok(None),
     }
 }
 
@@ -1010,6 +1072,7 @@ impl Plan {
             ops: Vec::new(),
             changes: Vec::new(),
             at: Vec::new(),
+            retiring: Vec::new(),
         }
     }
 
@@ -1017,6 +1080,7 @@ impl Plan {
         self.ops.extend(other.ops);
         self.changes.extend(other.changes);
         self.at.extend(other.at);
+        self.retiring.extend(other.retiring);
     }
 
     fn push(&mut self, op: Op, change: Change, at: ConfigError) {
@@ -1041,6 +1105,14 @@ impl Plan {
     /// the generation published (the base when there was nothing to do or
     /// for a dry run) and the commit, if one was made.
     ///
+    /// A plan that replaces filters with ones derived from them (an acl
+    /// whose rules changed) returns once the registry has let go of the
+    /// old filters (the commit's grace period, at most 2 s), which it then
+    /// drops: what they do not share with their successors (an old
+    /// ruleset's classifier) is freed on this thread, not on the datapath.
+    /// After 2 s they are left to the registry, which drops them with the
+    /// last generation that ran them.
+    ///
     /// # Errors
     /// [`ApplyError::Conflict`] if the registry changed since the plan;
     /// [`ApplyError::Registry`] naming where in the file the refused
@@ -1056,15 +1128,33 @@ impl Plan {
             }
             return Ok(None);
         }
-        let mut t = reg.transaction().expect_generation(self.base);
+        let Plan {
+            base,
+            ops,
+            at,
+            retiring,
+            ..
+        } = self;
+        let mut t = reg.transaction().expect_generation(base);
         if dry_run {
             t = t.dry_run();
         }
-        for op in self.ops {
+        for op in ops {
             t = t.op(op);
         }
-        let at = self.at;
-        t.commit().map(Some).map_err(|e| match e {
+        let committed = t.commit();
+        if let Ok(c) = &committed {
+            if !dry_run && !retiring.is_empty() {
+                // Bounded, like `Acl::replace`: a datapath thread stuck in
+                // a batch must not hold the apply forever.
+                c.wait_timeout(RETIRE_WAIT);
+            }
+        }
+        // Dropped here in every case: after a commit, as the old filters'
+        // last owner once the grace period is over (unless the wait timed
+        // out); after a failure, one reference of filters that still run.
+        drop(retiring);
+        committed.map(Some).map_err(|e| match e {
             pfil::Error::GenerationConflict { expected, current } => {
                 ApplyError::Conflict { expected, current }
             }

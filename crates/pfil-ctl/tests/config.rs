@@ -3,9 +3,15 @@
 //! plans that keep what they can (counters of kept links), one
 //! transaction, conflicts that change nothing.
 
-use pfil::{Ctx, Dir, Dirs, FailMode, Head, Packet, PacketKind, Placement, Registry, Verdict};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
+
+use pfil::{
+    Ctx, Dir, Dirs, FailMode, Filter, Head, Packet, PacketKind, Placement, Registry, Verdict,
+};
 use pfil_ctl::config::{ApplyError, Change, Config, ConfigError, Running};
-use pfil_filters::Catalog;
+use pfil_filters::{Catalog, Module};
 
 fn pass(_: &mut Packet<'_>, _: &Ctx<'_>) -> Verdict {
     Verdict::Pass
@@ -351,4 +357,114 @@ fn dry_runs_and_conflicts_change_nothing() {
         plan.commit(&reg, false),
         Err(ApplyError::Conflict { .. })
     ));
+}
+
+/// Where each [`Marked`] filter was dropped: its config and the thread.
+type Drops = Arc<Mutex<Vec<(String, ThreadId)>>>;
+
+/// A filter that passes everything, derives its successor (so `apply`
+/// goes the way it goes for an acl) and records where it is dropped.
+struct Marked {
+    config: String,
+    drops: Drops,
+}
+
+impl Filter for Marked {
+    fn filter(&self, _: &mut Packet<'_>, _: &Ctx<'_>) -> Verdict {
+        Verdict::Pass
+    }
+
+    fn spec(&self) -> Option<String> {
+        Some(format!("mark:{}", self.config))
+    }
+
+    fn derive(&self, config: &str) -> Option<Result<Arc<dyn Filter>, String>> {
+        Some(Ok(Arc::new(Marked {
+            config: config.to_owned(),
+            drops: self.drops.clone(),
+        })))
+    }
+}
+
+impl Drop for Marked {
+    fn drop(&mut self) {
+        let mut d = self.drops.lock().unwrap_or_else(|e| e.into_inner());
+        d.push((self.config.clone(), std::thread::current().id()));
+    }
+}
+
+/// A filter `apply` replaced with one derived from it is freed by the
+/// apply, on its thread, once the grace period is over: not left to the
+/// epoch's reclamation, which a datapath worker pinning for every batch
+/// runs as often as anyone.
+#[test]
+fn apply_frees_a_filter_it_derived_from_on_its_own_thread() {
+    let drops: Drops = Arc::default();
+    let mut catalog = Catalog::builtin();
+    let d = drops.clone();
+    catalog
+        .register(Module::with_config(
+            "mark",
+            "TAG",
+            "pass, derive, record drops",
+            "mark:a",
+            move |cfg, _| {
+                Ok(Arc::new(Marked {
+                    config: cfg.to_owned(),
+                    drops: d.clone(),
+                }) as Arc<dyn Filter>)
+            },
+        ))
+        .unwrap();
+    let (reg, syn0, _ip0) = setup();
+    let file = |tag: &str| {
+        format!("[hooks.\"mark:x\"]\nconfig = \"{tag}\"\n[heads.syn0]\nin = [\"mark:x\"]\n")
+    };
+    let apply = |tag: &str| {
+        let plan = Config::parse(&file(tag))
+            .unwrap()
+            .plan(&reg, &catalog, None)
+            .unwrap();
+        let changes = plan.changes().to_vec();
+        plan.commit(&reg, false).unwrap().unwrap();
+        changes
+    };
+    apply("a");
+    let stop = AtomicBool::new(false);
+    let batches = AtomicU64::new(0);
+    /// Stops the worker when dropped, also when an assertion fails (the
+    /// scope would wait for it forever).
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    std::thread::scope(|t| {
+        let _stop = Stop(&stop);
+        t.spawn(|| {
+            let mut w = reg.worker().unwrap();
+            let mut f = udp(9);
+            while !stop.load(Ordering::Relaxed) {
+                syn0.run(Dir::In, &mut w, &mut [Packet::new(&mut f)]);
+                batches.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        while batches.load(Ordering::Relaxed) < 1000 {
+            std::thread::yield_now();
+        }
+        for (i, tag) in ["b", "c", "d"].into_iter().enumerate() {
+            let changes = apply(tag);
+            assert!(
+                matches!(&changes[..], [Change::SetHook { hook, .. }] if hook == "mark:x"),
+                "{changes:?}"
+            );
+            // Dropped by the time the apply returned, here.
+            let d = drops.lock().unwrap().clone();
+            assert_eq!(d.len(), i + 1, "{d:?}");
+            let old = ["a", "b", "c"][i];
+            assert_eq!(d[i], (old.to_owned(), std::thread::current().id()));
+        }
+    });
+    assert_eq!(reg.hook("mark:x").unwrap().spec.as_deref(), Some("mark:d"));
 }

@@ -56,6 +56,8 @@ fn registry() -> Registry {
 struct Fixture {
     dir: std::path::PathBuf,
     server: Option<Server>,
+    /// The registry the server serves, for more traffic.
+    reg: Registry,
 }
 
 impl Fixture {
@@ -63,8 +65,9 @@ impl Fixture {
         let dir =
             std::env::temp_dir().join(format!("pfil-ctl-fstats-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
+        let reg = registry();
         let server = Server::start(
-            registry(),
+            reg.clone(),
             Arc::new(Catalog::builtin()),
             ControlConfig::new("t").path(dir.join("ctl").join("t.sock")),
         )
@@ -72,7 +75,23 @@ impl Fixture {
         Fixture {
             dir,
             server: Some(server),
+            reg,
         }
+    }
+
+    /// One batch in through `syn0`.
+    fn send(&self, mut frames: Vec<Vec<u8>>) {
+        let head = self.reg.head("syn0").unwrap();
+        let mut w = self.reg.worker().unwrap();
+        let mut pkts: Vec<Packet<'_>> = frames.iter_mut().map(|f| Packet::new(f)).collect();
+        head.run(Dir::In, &mut w, &mut pkts);
+    }
+
+    /// `pfilctl apply` of a file with `toml` in it.
+    fn apply(&self, toml: &str) -> (u8, String, String) {
+        let file = self.dir.join("apply.toml");
+        std::fs::write(&file, toml).unwrap();
+        self.pfilctl(&["apply", file.to_str().unwrap()])
     }
 
     fn sock(&self) -> std::path::PathBuf {
@@ -191,6 +210,192 @@ generation 7
     let (code, out, _) = f.pfilctl(&["set", "ratelimit:src", "--set", "1000"]);
     assert_eq!(code, 0);
     assert_eq!(out, "reconfigured ratelimit:src (generation 8)\n");
+}
+
+/// The acl's rules as `registry` sets them up, and a change of them: the
+/// port 53 rule stays (now rule 1), `pass count proto udp` goes, a tcp
+/// rule comes first.
+const ACL_RULES: &str =
+    "drop count proto udp to any port 53; pass count proto udp; pass proto icmp; default drop";
+const ACL_NEW_RULES: &str =
+    "pass count proto tcp; drop count proto udp to any port 53; pass proto icmp; default drop";
+
+/// `pfilctl show` with the acl's rules changed to [`ACL_NEW_RULES`].
+fn new_rules_file(f: &Fixture) -> String {
+    let (code, show, _) = f.pfilctl(&["show"]);
+    assert_eq!(code, 0);
+    let file = show.replace(
+        &format!("config = \"{ACL_RULES}\""),
+        &format!("config = \"{ACL_NEW_RULES}\""),
+    );
+    assert_ne!(file, show, "the acl's config is in\n{show}");
+    file
+}
+
+/// `pfilctl apply` of a file that changes an acl's rules replaces its
+/// filter in the apply's one generation, and the counted rules that stay
+/// keep their hits exactly, whatever their new position: the new rule
+/// starts at 0, the removed one is gone, the default keeps its count,
+/// and traffic after it counts on from there. `show` then prints the new
+/// rules, and applying it again changes nothing.
+#[test]
+fn apply_of_an_acl_keeps_the_hits_of_the_rules_that_stay() {
+    let f = Fixture::new("apply");
+    let (code, out, err) = f.apply(&new_rules_file(&f));
+    assert_eq!((code, err.as_str()), (0, ""), "{out}");
+    assert_eq!(
+        out,
+        format!(
+            "~ hook acl:edge: acl:{ACL_RULES} -> acl:{ACL_NEW_RULES}\n\
+             applied 1 change(s) in one transaction: generation 7 -> 8\n"
+        )
+    );
+    let (code, out, _) = f.pfilctl(&["rules", "acl:edge"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        out,
+        "\
+HOOK      RULE     HITS  TEXT
+acl:edge  0        0     pass count proto 6 from any to any
+acl:edge  1        3     drop count proto 17 from any to any port 53:53
+acl:edge  default  4     default drop
+generation 8
+"
+    );
+    // The new rules decide: port 53 by rule 1, port 80 (no longer passed
+    // by a udp rule) by the default.
+    f.send(vec![udp(7, 53), udp(7, 53), udp(7, 80)]);
+    let mut c = Client::connect(&f.sock()).unwrap();
+    let r = c.call("filter_stats", json!({"hook": "acl:edge"})).unwrap();
+    assert_eq!(r["generation"], 8);
+    let rows: Vec<(String, u64)> = r["hooks"][0]["stats"][0]["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["labels"]["rule"].as_str().unwrap().to_owned(),
+                s["value"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [("0".into(), 0), ("1".into(), 5), ("default".into(), 5)]
+    );
+    // `show` prints the new rules (the new filter's spec); applying them
+    // again is a no-op.
+    let (_, show, _) = f.pfilctl(&["show"]);
+    assert!(
+        show.contains(&format!("config = \"{ACL_NEW_RULES}\"")),
+        "{show}"
+    );
+    let (code, out, _) = f.apply(&show);
+    assert_eq!(code, 0);
+    assert_eq!(
+        out,
+        "no changes: the running configuration equals the file (generation 8)\n"
+    );
+}
+
+/// An apply that changes the acl's rules but fails after that change, in
+/// the plan (a head the app does not have) or in the registry (a link of
+/// a hook of another packet kind, an operation after the filter swap),
+/// changes nothing: same generation, the old ruleset deciding, its hits
+/// as they were. The same change without the bad part then carries over
+/// the hits counted before and after the failures.
+#[test]
+fn an_apply_that_fails_after_the_acl_change_changes_nothing() {
+    let f = Fixture::new("apply-fails");
+    let good = new_rules_file(&f);
+    let (_, before, _) = f.pfilctl(&["rules", "acl:edge"]);
+    assert!(before.ends_with("generation 7\n"), "{before}");
+
+    let (code, out, err) = f.apply(&format!("{good}\n[heads.nope]\nin = []\n"));
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert!(
+        err.contains("heads.nope: no such head in this app"),
+        "{err}"
+    );
+    let (_, after, _) = f.pfilctl(&["rules", "acl:edge"]);
+    assert_eq!(after, before);
+
+    let in_chain = "in = [\"count:1\", ";
+    assert!(good.contains(in_chain), "{good}");
+    let bad_link = good.replace(in_chain, "in = [\"count:1\", \"count:v4\", ")
+        + "\n[hooks.\"count:v4\"]\nkind = \"ipv4\"\ndirs = \"in\"\n";
+    let (code, out, err) = f.apply(&bad_link);
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert!(err.contains("heads.syn0.in[1] (`count:v4`)"), "{err}");
+    assert!(
+        err.contains("kind mismatch: hook `count:v4` filters"),
+        "{err}"
+    );
+    let (_, after, _) = f.pfilctl(&["rules", "acl:edge"]);
+    assert_eq!(after, before);
+    assert_eq!(f.reg.generation(), 7);
+    let (_, show, _) = f.pfilctl(&["show"]);
+    assert!(
+        show.contains(&format!("config = \"{ACL_RULES}\"")),
+        "{show}"
+    );
+    assert!(!show.contains("count:v4"), "{show}");
+
+    // The old rules still decide and count: port 80 by `pass count proto
+    // udp` (rule 1), port 53 by rule 0.
+    f.send(vec![udp(8, 80), udp(8, 53)]);
+    let (_, out, _) = f.pfilctl(&["rules", "acl:edge"]);
+    assert_eq!(
+        out,
+        "\
+HOOK      RULE     HITS  TEXT
+acl:edge  0        4     drop count proto 17 from any to any port 53:53
+acl:edge  1        7     pass count proto 17 from any to any
+acl:edge  default  4     default drop
+generation 7
+"
+    );
+    let (code, _, err) = f.apply(&good);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let (_, out, _) = f.pfilctl(&["rules", "acl:edge"]);
+    assert_eq!(
+        out,
+        "\
+HOOK      RULE     HITS  TEXT
+acl:edge  0        0     pass count proto 6 from any to any
+acl:edge  1        4     drop count proto 17 from any to any port 53:53
+acl:edge  default  4     default drop
+generation 8
+"
+    );
+}
+
+/// A bad acl config in an applied file: the error the catalog gives for
+/// it, with the line and column of the config in the file; nothing
+/// changes.
+#[test]
+fn apply_of_a_bad_acl_config_says_where() {
+    let f = Fixture::new("apply-bad");
+    let (_, show, _) = f.pfilctl(&["show"]);
+    let (_, before, _) = f.pfilctl(&["rules", "acl:edge"]);
+    let bad = show.replace(
+        &format!("config = \"{ACL_RULES}\""),
+        "config = \"pass proto tcp from nowhere\"",
+    );
+    let line = bad
+        .lines()
+        .position(|l| l.starts_with("config = \"pass proto tcp from nowhere"))
+        .unwrap()
+        + 1;
+    let (code, out, err) = f.apply(&bad);
+    assert_eq!((code, out.as_str()), (1, ""));
+    let want = format!(
+        "line {line}, column 10: hooks.\"acl:edge\": bad config in \
+         `acl:pass proto tcp from nowhere`: expected acl:RULES, RULES a rules file"
+    );
+    assert!(err.contains(&want), "{want}\nnot in\n{err}");
+    let (_, after, _) = f.pfilctl(&["rules", "acl:edge"]);
+    assert_eq!(after, before);
 }
 
 #[test]

@@ -11,6 +11,10 @@
 //! export and pfild's final report read. [`Acl::replace`] keeps the
 //! counters of the rules both rulesets have, exactly (see there); a
 //! control plane's `set` goes through it ([`Filter::reconfigure`]).
+//! [`Acl::with_rules`] keeps them the same way in a new filter that shares
+//! them with the running one, which it leaves unchanged, for a
+//! transaction to publish in its place ([`Filter::derive`]: a control
+//! plane's `apply`).
 //!
 //! # Config (`acl:CONFIG`)
 //! `CONFIG` is the path of a rules file if such a file exists, else the
@@ -80,7 +84,8 @@ fn bump(seg: &[Row], worker: usize, off: usize) {
     if let Some(row) = seg.get(worker) {
         let a = &row[off];
         // One writer per row (a worker runs one batch at a time, on
-        // whichever version): a load and a store, no read-modify-write.
+        // whichever version of whichever filter sharing the slab): a load
+        // and a store, no read-modify-write.
         a.store(a.load(Relaxed) + 1, Relaxed);
     }
 }
@@ -89,13 +94,14 @@ fn total(seg: &[Row], off: usize) -> u64 {
     seg.iter().map(|r| r[off].load(Relaxed)).sum()
 }
 
-/// The counter storage of one filter, shared by all its versions: a
-/// counter is an id into segments that never move; an unchanged rule
-/// keeps its id across [`Acl::replace`], so batches still running on the
-/// old version and those on the new one bump the same counter: no hit is
-/// lost or counted twice. Ids of rules that went are reused once no
-/// version that counted into them is left (their [`Lease`] dropped),
-/// zeroed first.
+/// The counter storage of one filter, shared by all its versions and by
+/// the filters made from it with [`Acl::with_rules`]: a counter is an id
+/// into segments that never move; an unchanged rule keeps its id across
+/// [`Acl::replace`] and into [`Acl::with_rules`], so batches still running
+/// on the old version (or old filter) and those on the new one bump the
+/// same counter: no hit is lost or counted twice. Ids of rules that went
+/// are reused once no version that counted into them is left (their
+/// [`Lease`] dropped), zeroed first.
 struct Slab {
     workers: usize,
     inner: std::sync::Mutex<SlabInner>,
@@ -205,6 +211,31 @@ impl Version {
         }
     }
 
+    /// The counters a version of `rules` takes over from this one: per
+    /// rule of `rules` marked `count`, the lease of the first equal
+    /// counted rule here not taken yet (`None`: a new rule, or not
+    /// counted), then the default action's lease (always kept, whatever
+    /// the new default action is).
+    fn carry(&self, rules: &Ruleset) -> (Vec<Option<Arc<Lease>>>, Option<Arc<Lease>>) {
+        let mut used = vec![false; self.rules.rules.len()];
+        let carried = rules
+            .rules
+            .iter()
+            .map(|r| {
+                if !r.count {
+                    return None;
+                }
+                let j =
+                    self.rules.rules.iter().enumerate().position(|(j, o)| {
+                        !used[j] && o == r && self.counter_of[j] != NO_COUNTER
+                    })?;
+                used[j] = true;
+                self.leases[j].clone()
+            })
+            .collect();
+        (carried, Some(self.default_lease.clone()))
+    }
+
     /// The verdict for a classification result, counting the hit.
     #[inline]
     fn decide(&self, m: Option<u32>, worker: usize) -> Verdict {
@@ -250,6 +281,8 @@ const RETIRE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The ACL filter. Clones share the ruleset and the counters: keep one to
 /// read counters and to [`replace`](Acl::replace) the rules.
+/// [`with_rules`](Acl::with_rules) makes a new filter that shares only
+/// the counters of the rules both have.
 #[derive(Clone)]
 pub struct Acl {
     current: Arc<ArcSwap<Version>>,
@@ -304,24 +337,7 @@ impl Acl {
         let _one = self.replacing.lock().unwrap_or_else(|e| e.into_inner());
         *self.config.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let old = self.current.load_full();
-        let mut used = vec![false; old.rules.rules.len()];
-        let carried =
-            rules
-                .rules
-                .iter()
-                .map(|r| {
-                    if !r.count {
-                        return None;
-                    }
-                    let j =
-                        old.rules.rules.iter().enumerate().position(|(j, o)| {
-                            !used[j] && o == r && old.counter_of[j] != NO_COUNTER
-                        })?;
-                    used[j] = true;
-                    old.leases[j].clone()
-                })
-                .collect();
-        let default = Some(old.default_lease.clone());
+        let (carried, default) = old.carry(&rules);
         let new = Version::new(rules, &self.slab, carried, default);
         self.current.store(Arc::new(new));
         // Wait (bounded) until no batch holds the old version, so that it
@@ -331,6 +347,31 @@ impl Acl {
         let deadline = std::time::Instant::now() + RETIRE_WAIT;
         while Arc::strong_count(&old) > 1 && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+    }
+
+    /// A new filter for `rules` that keeps this one's counters of the
+    /// rules both rulesets have, matched as [`Acl::replace`] matches them,
+    /// and of the default action: not copies but the same counters, which
+    /// both filters then bump, so while this one still runs (batches that
+    /// started before the new one was published in its place) no hit is
+    /// lost or counted twice. New rules start at 0.
+    ///
+    /// This filter is not changed: it keeps its ruleset and goes on
+    /// counting. Dropping the new filter unpublished frees only the
+    /// counters of its new rules; the shared ones live while either
+    /// filter has them. When the new filter has replaced this one, drop
+    /// this one (its last clone) off the datapath: it frees this ruleset's
+    /// classifier and the counters of the rules that went.
+    pub fn with_rules(&self, rules: Ruleset) -> Acl {
+        let old = self.current.load_full();
+        let (carried, default) = old.carry(&rules);
+        let v = Version::new(rules, &self.slab, carried, default);
+        Acl {
+            current: Arc::new(ArcSwap::from_pointee(v)),
+            slab: self.slab.clone(),
+            replacing: Arc::default(),
+            config: Arc::new(std::sync::Mutex::new(None)),
         }
     }
 
@@ -567,6 +608,17 @@ impl Filter for Acl {
         self.replace(rules);
         *self.config.lock().unwrap_or_else(|e| e.into_inner()) = Some(config.to_owned());
         Some(Ok(()))
+    }
+
+    /// A new acl with this `acl:` config through [`Acl::with_rules`]: it
+    /// shares the hit counters of the counted rules both rulesets have
+    /// (and the default action's) with this one, which is not changed.
+    fn derive(&self, config: &str) -> Option<Result<Arc<dyn Filter>, String>> {
+        Some(parse_config(config).map(|rules| {
+            let next = self.with_rules(rules);
+            *next.config.lock().unwrap_or_else(|e| e.into_inner()) = Some(config.to_owned());
+            Arc::new(next) as Arc<dyn Filter>
+        }))
     }
 
     /// `rule_hits` (counter): one sample per rule marked `count`, labelled
@@ -936,6 +988,216 @@ mod tests {
             );
         }
         assert_eq!(acl.slab.inner.lock().unwrap().segments.len(), 1);
+    }
+
+    /// `rule_hits` of a filter as (rule, hits).
+    fn rule_hits(f: &dyn Filter) -> Vec<(String, u64)> {
+        f.stats()[0]
+            .samples
+            .iter()
+            .map(|x| (x.label("rule").unwrap().to_owned(), x.value))
+            .collect()
+    }
+
+    fn rows(r: &[(&str, u64)]) -> Vec<(String, u64)> {
+        r.iter().map(|(a, b)| ((*a).to_owned(), *b)).collect()
+    }
+
+    /// `derive` changes nothing in the running acl: it decides and counts
+    /// as before until its successor is published, and the two count the
+    /// rules they both have (and the default action) into the same
+    /// counters: hits on the old one after the derive, and after the
+    /// swap (a batch that started before it), show in the new one's
+    /// counters, each once. The new rule starts at 0, the removed one is
+    /// not in the new filter.
+    #[test]
+    fn derive_leaves_the_running_acl_alone_and_shares_the_kept_counters() {
+        let reg = Registry::with_max_workers(2);
+        let head = reg
+            .register_head("h", PacketKind::Ethernet, Dirs::IN)
+            .unwrap();
+        let old_cfg = "drop count proto udp to any port 53; pass count proto udp; default pass";
+        let acl = Acl::from_config(old_cfg, reg.max_workers()).unwrap();
+        let old_rules = acl.rules();
+        reg.add_hook("acl:edge", PacketKind::Ethernet, Dirs::IN, acl.clone())
+            .unwrap();
+        reg.link("h", Dir::In, "acl:edge", Placement::Prepend)
+            .unwrap();
+        let mut w = reg.worker().unwrap();
+        let mut send = |port: u16| {
+            let mut f = udp4([1; 4], [2; 4], 1000, port);
+            head.run_one(Dir::In, &mut w, &mut Packet::new(&mut f))
+        };
+        for port in [53, 53, 80] {
+            send(port);
+        }
+        let new_cfg = "pass count proto tcp; drop count proto udp to any port 53; default drop";
+        let g = reg.generation();
+        let d = reg.derive_filter("acl:edge", new_cfg).unwrap().unwrap();
+        assert!(d.filter.batched());
+        assert_eq!(d.filter.spec(), Some(format!("acl:{new_cfg}")));
+        // The running acl: same rules, spec, generation, verdicts (UDP to
+        // port 80 passes by rule 1, which the new ruleset does not have).
+        assert_eq!(reg.generation(), g);
+        assert_eq!(acl.rules(), old_rules);
+        assert_eq!(acl.spec(), Some(format!("acl:{old_cfg}")));
+        assert_eq!(reg.hook("acl:edge").unwrap().spec, acl.spec());
+        assert_eq!((send(80), send(53)), (Verdict::Pass, Verdict::Dropped));
+        assert_eq!(rule_hits(&acl), rows(&[("0", 3), ("1", 2), ("default", 0)]));
+        // Shared: the port 53 rule (now rule 1) and the default.
+        assert_eq!(
+            rule_hits(&*d.filter),
+            rows(&[("0", 0), ("1", 3), ("default", 0)])
+        );
+        let c = reg
+            .replace_filter_shared("acl:edge", d.filter.clone())
+            .unwrap();
+        assert_eq!((send(80), send(53)), (Verdict::Dropped, Verdict::Dropped));
+        // A batch that started on the old filter before the swap, on the
+        // other worker.
+        let mut late = udp4([1; 4], [2; 4], 1000, 53);
+        assert_eq!(
+            acl.filter(&mut Packet::new(&mut late), &ctx(1)),
+            Verdict::Dropped
+        );
+        // 3 + 1 + 1 hits on the port 53 rule, seen alike by both; the
+        // default's one hit (port 80 on the new filter) too.
+        assert_eq!(
+            rule_hits(&*d.filter),
+            rows(&[("0", 0), ("1", 5), ("default", 1)])
+        );
+        assert_eq!(rule_hits(&acl), rows(&[("0", 5), ("1", 2), ("default", 1)]));
+        assert!(c.wait_timeout(std::time::Duration::from_secs(10)));
+        // The registry let go of the old filter: `from` (and our clone of
+        // the acl) hold it, and dropping them frees it here, not on the
+        // datapath.
+        assert_eq!(Arc::strong_count(&d.from), 1);
+        drop((d.from, acl));
+        assert_eq!(
+            reg.hook_stats("acl:edge").unwrap()[0].samples[1].value,
+            5,
+            "the kept counter outlives the old filter"
+        );
+    }
+
+    /// Workers run traffic through a registry while the hook's acl is
+    /// replaced again and again by one derived from it (the way `apply`
+    /// does), alternating two rulesets that send every packet to a
+    /// counted rule both have: during each grace period the old and the
+    /// new filter run at once, and every hit must survive, exactly.
+    #[test]
+    fn derived_replacements_under_traffic_lose_and_double_no_hit() {
+        const THREADS: usize = 2;
+        let a = "pass count proto udp to any port 53; drop count proto udp; default pass";
+        let b = "drop count proto tcp; pass count proto udp to any port 53; \
+                 drop count proto udp; pass count all; default pass";
+        let reg = Registry::with_max_workers(THREADS);
+        let head = reg
+            .register_head("h", PacketKind::Ethernet, Dirs::IN)
+            .unwrap();
+        let acl = Acl::from_config(a, THREADS).unwrap();
+        reg.add_hook("acl:edge", PacketKind::Ethernet, Dirs::IN, acl)
+            .unwrap();
+        reg.link("h", Dir::In, "acl:edge", Placement::Prepend)
+            .unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let batches = std::sync::atomic::AtomicU64::new(0);
+        let (sent, swaps) = std::thread::scope(|t| {
+            let workers: Vec<_> = (0..THREADS)
+                .map(|i| {
+                    let (reg, head, stop, batches) = (&reg, &head, &stop, &batches);
+                    t.spawn(move || {
+                        let mut w = reg.worker().unwrap();
+                        let mut frames: Vec<Vec<u8>> = (0..64)
+                            .map(|j| {
+                                udp4(
+                                    [10, 0, 0, i as u8],
+                                    [10, 0, 0, 9],
+                                    1000 + j,
+                                    if j % 4 == 0 { 53 } else { 80 },
+                                )
+                            })
+                            .collect();
+                        let (mut dns, mut other) = (0u64, 0u64);
+                        while !stop.load(Relaxed) {
+                            let mut pkts: Vec<Packet<'_>> =
+                                frames.iter_mut().map(|f| Packet::new(f)).collect();
+                            head.run(Dir::In, &mut w, &mut pkts);
+                            let passed = pkts.iter().filter(|p| p.verdict().is_pass()).count();
+                            assert_eq!(passed, 16, "port 53 passes, 80 drops, in both");
+                            dns += 16;
+                            other += 48;
+                            batches.fetch_add(1, Relaxed);
+                        }
+                        (dns, other)
+                    })
+                })
+                .collect();
+            let mut swaps = 0u64;
+            while swaps < 200 || batches.load(Relaxed) < 200 {
+                let cfg = if swaps % 2 == 0 { b } else { a };
+                let d = reg.derive_filter("acl:edge", cfg).unwrap().unwrap();
+                let c = reg.replace_filter_shared("acl:edge", d.filter).unwrap();
+                assert!(c.wait_timeout(std::time::Duration::from_secs(10)));
+                drop(d.from);
+                swaps += 1;
+            }
+            stop.store(true, Relaxed);
+            let sent = workers
+                .into_iter()
+                .map(|w| w.join().unwrap())
+                .fold((0, 0), |s, x| (s.0 + x.0, s.1 + x.1));
+            (sent, swaps)
+        });
+        assert_eq!(swaps % 2, 0, "the last swap put `a` back");
+        assert_eq!(reg.hook("acl:edge").unwrap().spec, Some(format!("acl:{a}")));
+        let hits: Vec<u64> = reg.hook_stats("acl:edge").unwrap()[0]
+            .samples
+            .iter()
+            .map(|x| x.value)
+            .collect();
+        assert_eq!(
+            hits,
+            [sent.0, sent.1, 0],
+            "after {swaps} swaps, {} batches",
+            batches.load(Relaxed)
+        );
+        assert_eq!(sent.0 + sent.1, batches.load(Relaxed) * 64);
+    }
+
+    /// A derived acl that is never published (its transaction failed) is
+    /// dropped and leaves the running one as it was: its counters, also
+    /// those it shared, are not freed nor zeroed; only its new rules'
+    /// counters go back to the slab (and start at 0 when reused). A bad
+    /// config is refused with where it is wrong.
+    #[test]
+    fn a_derived_acl_never_published_leaves_the_running_one_as_it_was() {
+        let acl =
+            Acl::from_config("drop count proto udp to any port 53; pass count all", 1).unwrap();
+        let mut dns = udp4([1; 4], [2; 4], 1, 53);
+        for _ in 0..3 {
+            verdict(&acl, &mut dns);
+        }
+        let cfg = "pass count proto tcp; drop count proto udp to any port 53; pass count all";
+        for _ in 0..100 {
+            let d = acl.derive(cfg).unwrap().unwrap();
+            // As if it had run: the new rule and a shared one count.
+            let mut syn = tcp4([2; 4], 22, true, false);
+            d.filter(&mut Packet::new(&mut syn), &ctx(0));
+            // A reused counter is zeroed: 1, not one more each time.
+            assert_eq!(rule_hits(&*d)[0], ("0".to_owned(), 1));
+            drop(d);
+        }
+        // The tcp packets of the derived filters went to its new rule, not
+        // to `pass count all`, which the running acl shares.
+        assert_eq!(rule_hits(&acl), rows(&[("0", 3), ("1", 0), ("default", 0)]));
+        assert_eq!(acl.slab.inner.lock().unwrap().segments.len(), 1);
+        let Some(Err(e)) = acl.derive("pass all; pass frm any") else {
+            panic!("a bad config derives nothing");
+        };
+        assert!(e.contains("line 2, column 7: expected"), "{e}");
+        assert_eq!(verdict(&acl, &mut dns), Verdict::Dropped);
+        assert_eq!(acl.hits()[0].hits, 4);
     }
 
     #[test]

@@ -76,8 +76,8 @@ pub enum Error {
         hook: String,
     },
     /// The hook's filter refused a new configuration
-    /// ([`Filter::reconfigure`](crate::Filter::reconfigure)); it keeps the
-    /// old one.
+    /// ([`Filter::reconfigure`](crate::Filter::reconfigure),
+    /// [`Filter::derive`](crate::Filter::derive)); it keeps the old one.
     #[error("hook `{hook}`: {reason}")]
     FilterConfig {
         /// The hook.

@@ -1,5 +1,7 @@
 //! The hook contract: what a filter implements and what it may do.
 
+use std::sync::Arc;
+
 use crate::{Dir, Packet, Verdict};
 
 /// Where a hook is being run: the head, the direction and the worker.
@@ -93,6 +95,35 @@ pub trait Filter: Send + Sync + 'static {
     /// configuration owned is freed here, not on a datapath thread, and
     /// [`spec`](Filter::spec) reports the new configuration.
     fn reconfigure(&self, config: &str) -> Option<Result<(), String>> {
+        let _ = config;
+        None
+    }
+
+    /// A new filter with configuration `config` (what follows `module:`
+    /// in its spec) that carries over what this one keeps across a
+    /// change of configuration (an ACL: the hit counters of the rules in
+    /// both rulesets, which the two filters then share), for a control
+    /// plane to publish in this filter's place with
+    /// [`Op::ReplaceFilter`](crate::Op::ReplaceFilter), possibly in a
+    /// transaction with other operations: unlike
+    /// [`reconfigure`](Filter::reconfigure), the change is all or nothing
+    /// with the rest of the transaction. `None`: this filter cannot, and
+    /// a control plane builds the new filter from its catalog instead.
+    /// `Some(Err)`: the configuration is bad.
+    ///
+    /// This filter is not changed: it runs as before until the new one is
+    /// published, and if that never happens (the transaction failed),
+    /// dropping the new one leaves it as it was. Once published, batches
+    /// that started before may still run this one during the grace
+    /// period, at the same time as the new one runs later batches: what
+    /// the two share must stay right under that (an ACL's shared
+    /// counters: a hit on either is counted once). The new filter's
+    /// [`spec`](Filter::spec) reports `config`.
+    ///
+    /// Called on a control thread through
+    /// [`Registry::derive_filter`](crate::Registry::derive_filter), never
+    /// on the datapath, without the registry's writer lock.
+    fn derive(&self, config: &str) -> Option<Result<Arc<dyn Filter>, String>> {
         let _ = config;
         None
     }

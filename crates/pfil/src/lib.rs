@@ -117,7 +117,9 @@ pub use filter::{Ctx, Filter, FilterStat, StatKind, StatSample};
 pub use head::{Head, Snapshot, Worker};
 pub use packet::{FiveTupleV4, FiveTupleV6, Headers, IpHeaders, Packet, Parsed, Transport, L4};
 pub use parse::validate_name;
-pub use registry::{HeadInfo, HookInfo, LinkInfo, Registry, DEFAULT_MAX_WORKERS, DEFAULT_SAMPLING};
+pub use registry::{
+    Derived, HeadInfo, HookInfo, LinkInfo, Registry, DEFAULT_MAX_WORKERS, DEFAULT_SAMPLING,
+};
 pub use retire::{RetiredLink, Retirement};
 pub use state::{LinkOptions, Op, Placement, Reaped};
 pub use transaction::{Commit, LinkHandle, Transaction};

@@ -639,6 +639,50 @@ impl Registry {
         }
     }
 
+    /// A new filter for hook `name` with configuration `config`, derived
+    /// from its running filter ([`Filter::derive`]: an ACL's keeps the hit
+    /// counters of the rules both rulesets have, shared with the running
+    /// one), to publish with [`Op::ReplaceFilter`] in a transaction.
+    /// Nothing changes here: the hook runs its filter until that
+    /// transaction commits. `Ok(None)` if the filter cannot derive (build
+    /// the new one from a catalog instead).
+    ///
+    /// The filter is called without the writer lock. If another writer
+    /// replaces or removes the hook's filter before the transaction that
+    /// publishes the result, the result carries over from a filter that no
+    /// longer runs; a transaction based on the generation read before the
+    /// call ([`Transaction::expect_generation`](crate::Transaction::expect_generation))
+    /// is refused then. A [`reconfigure_hook`](Self::reconfigure_hook) in
+    /// between publishes no generation and is not detected: the result
+    /// carries over from the configuration the filter had when it was
+    /// derived.
+    ///
+    /// # Examples
+    /// ```
+    /// use pfil::{Ctx, Dirs, Packet, PacketKind, Registry, Verdict};
+    ///
+    /// let reg = Registry::new();
+    /// reg.add_hook("a:x", PacketKind::Ethernet, Dirs::IN, |_: &mut Packet<'_>, _: &Ctx<'_>| Verdict::Pass)?;
+    /// // A closure keeps nothing across a change: it cannot derive.
+    /// assert!(reg.derive_filter("a:x", "anything")?.is_none());
+    /// # Ok::<(), pfil::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::NoSuchHook`]; [`Error::FilterConfig`] with the filter's
+    /// reason when it refuses the configuration.
+    pub fn derive_filter(&self, name: &str, config: &str) -> Result<Option<Derived>, Error> {
+        let from = self.hook_filter(name)?;
+        match from.derive(config) {
+            None => Ok(None),
+            Some(Ok(filter)) => Ok(Some(Derived { filter, from })),
+            Some(Err(reason)) => Err(Error::FilterConfig {
+                hook: name.to_owned(),
+                reason,
+            }),
+        }
+    }
+
     /// [`hook_stats`](Self::hook_stats) of every hook whose filter keeps
     /// statistics, in hook name order, with the generation the hooks were
     /// read at.
@@ -717,6 +761,31 @@ fn link_infos(links: &[Arc<Link>]) -> Vec<LinkInfo> {
             counters: l.counters.sum(),
         })
         .collect()
+}
+
+/// A filter [derived](Filter::derive) from a hook's running filter, and
+/// that running filter ([`Registry::derive_filter`]).
+#[non_exhaustive]
+pub struct Derived {
+    /// The new filter, to publish with [`Op::ReplaceFilter`].
+    pub filter: Arc<dyn Filter>,
+    /// The filter it was derived from, the one the hook ran when it was
+    /// derived. Once the replacement is published, the registry drops its
+    /// reference with the last generation that ran it, in the epoch's
+    /// deferred reclamation, which may run on a datapath thread (a worker
+    /// collects every so many pins); whoever holds this until the
+    /// replacement's [`Retirement`] completes frees the old filter on
+    /// its own thread instead when dropping it.
+    pub from: Arc<dyn Filter>,
+}
+
+impl std::fmt::Debug for Derived {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Derived")
+            .field("filter", &self.filter.spec())
+            .field("from", &self.from.spec())
+            .finish()
+    }
 }
 
 /// A head as listed by [`Registry::heads`] and [`Registry::head_info`].

@@ -829,6 +829,55 @@ impl Filter for Switch {
         *self.0.lock().unwrap() = v;
         Some(Ok(()))
     }
+
+    fn derive(&self, config: &str) -> Option<Result<Arc<dyn Filter>, String>> {
+        let next = Switch(std::sync::Mutex::new(*self.0.lock().unwrap()));
+        Some(
+            next.reconfigure(config)?
+                .map(|()| Arc::new(next) as Arc<dyn Filter>),
+        )
+    }
+}
+
+#[test]
+fn derive_filter_builds_a_successor_and_changes_nothing_until_it_is_published() {
+    let (reg, head) = setup();
+    reg.add_hook(
+        "sw:1",
+        PacketKind::Ethernet,
+        Dirs::BOTH,
+        Switch(std::sync::Mutex::new(Verdict::Pass)),
+    )
+    .unwrap();
+    reg.link("h0", Dir::In, "sw:1", Placement::Append).unwrap();
+    let g = reg.generation();
+    let d = reg.derive_filter("sw:1", "drop").unwrap().unwrap();
+    assert_eq!(reg.generation(), g);
+    assert_eq!(run(&reg, &head, Dir::In, 1, 60), [Verdict::Pass], "not yet");
+    let mut f = [0u8; 60];
+    let ctx = Ctx {
+        head: "h0",
+        dir: Dir::In,
+        worker: 0,
+    };
+    assert_eq!(d.from.filter(&mut Packet::new(&mut f), &ctx), Verdict::Pass);
+    let c = reg.replace_filter_shared("sw:1", d.filter).unwrap();
+    assert_eq!(c.generation, g + 1);
+    assert_eq!(run(&reg, &head, Dir::In, 1, 60), [Verdict::Dropped]);
+    assert!(c.wait_timeout(Duration::from_secs(10)));
+    // The registry let go of the old filter: `from` is its last owner.
+    assert_eq!(Arc::strong_count(&d.from), 1);
+    // A refused config names the hook and the reason.
+    assert_eq!(
+        reg.derive_filter("sw:1", "maybe").unwrap_err().to_string(),
+        "hook `sw:1`: expected pass or drop, found `maybe`"
+    );
+    // A filter without `derive` cannot; an unknown hook is an error.
+    assert!(reg.derive_filter("a:1", "x").unwrap().is_none());
+    assert!(matches!(
+        reg.derive_filter("zz:1", "x"),
+        Err(Error::NoSuchHook(h)) if h == "zz:1"
+    ));
 }
 
 #[test]

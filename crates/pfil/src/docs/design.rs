@@ -36,4 +36,8 @@
 //!   ([`Registry::replace_filter`](crate::Registry::replace_filter),
 //!   [`Op::ReplaceFilter`](crate::Op::ReplaceFilter)): links keep their
 //!   places, fail modes and counters; the old filter is dropped after the
-//!   grace period.
+//!   grace period. A filter may make its successor itself
+//!   ([`Filter::derive`](crate::Filter::derive),
+//!   [`Registry::derive_filter`](crate::Registry::derive_filter)),
+//!   carrying over what it keeps (an ACL's rule hits) without changing the
+//!   running one until the swap is published.
