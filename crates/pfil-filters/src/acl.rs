@@ -437,9 +437,20 @@ pub fn key_of(p: &Packet<'_>) -> Key {
 /// VLAN id, TCP flags, ICMP type and code).
 #[inline]
 pub fn key_v4_of(p: &Packet<'_>) -> Option<KeyV4> {
-    let (Some(t), Some(v)) = (p.five_tuple_v4(), p.parsed()) else {
-        return None;
-    };
+    let t = p.five_tuple_v4()?;
+    if t.protocol == 17 && p.is_plain_ipv4() {
+        // Plain UDP: the 5-tuple is the whole key.
+        return Some(KeyV4 {
+            src: t.src,
+            dst: t.dst,
+            sport: t.src_port,
+            dport: t.dst_port,
+            proto: 17,
+            has: has::PORTS,
+            ..KeyV4::default()
+        });
+    }
+    let v = p.parsed()?;
     let mut k = KeyV4 {
         src: t.src,
         dst: t.dst,

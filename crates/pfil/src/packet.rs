@@ -427,6 +427,16 @@ impl<'a> Packet<'a> {
         self.parsed()?.udp_dst_port()
     }
 
+    /// Whether the packet, as parsed so far, is an untagged Ethernet frame
+    /// with a 20-byte IPv4 header and UDP or TCP: the 5-tuple at fixed
+    /// offsets, no VLAN tag, no IP options. One compare of the parse cache;
+    /// false before the first parse (call it after, e.g.,
+    /// [`five_tuple_v4`](Self::five_tuple_v4)).
+    #[inline(always)]
+    pub fn is_plain_ipv4(&self) -> bool {
+        Layout::is_plain_ipv4_word(self.parsed.get())
+    }
+
     /// The IPv4 5-tuple, if the packet is IPv4: what
     /// [`Parsed::five_tuple_v4`] answers, in one call, read from the header
     /// bytes in hand on a first look.
