@@ -445,14 +445,21 @@ impl K4 {
     /// The tree view of an IPv4 key.
     #[inline(always)]
     fn of_v4(k: &KeyV4) -> K4 {
+        K4::new(k.src, k.dst, k.sport, k.dport, k.proto, k.has)
+    }
+
+    /// The view of the address fields `src` and `dst` (32 bits of each)
+    /// and the rest of a key, `has` its [`has`] bits.
+    #[inline(always)]
+    fn new(src: u32, dst: u32, sport: u16, dport: u16, proto: u8, has: u8) -> K4 {
         K4 {
             f: [
-                k.src,
-                k.dst,
-                u32::from(k.sport),
-                u32::from(k.dport),
-                u32::from(k.proto),
-                u32::from(k.proto) << 1 | u32::from(k.has & has::PORTS != 0),
+                src,
+                dst,
+                u32::from(sport),
+                u32::from(dport),
+                u32::from(proto),
+                u32::from(proto) << 1 | u32::from(has & has::PORTS != 0),
                 0,
                 0,
             ],
@@ -517,18 +524,14 @@ impl V6Words {
     #[inline]
     fn view(&self, k: &Key) -> K4 {
         let word = |a: u128, w: u8| (a >> (96 - 32 * u32::from(w))) as u32;
-        K4 {
-            f: [
-                word(k.src, self.src),
-                word(k.dst, self.dst),
-                u32::from(k.sport),
-                u32::from(k.dport),
-                u32::from(k.proto),
-                u32::from(k.proto) << 1 | u32::from(k.has & has::PORTS != 0),
-                0,
-                0,
-            ],
-        }
+        K4::new(
+            word(k.src, self.src),
+            word(k.dst, self.dst),
+            k.sport,
+            k.dport,
+            k.proto,
+            k.has,
+        )
     }
 }
 
@@ -850,8 +853,10 @@ impl Classifier {
     /// no branch per key (a key that reached its leaf re-reads a hot word
     /// and keeps its leaf), so the group's cache misses overlap. Same
     /// results as [`Classify::classify_batch`]; measured slower than it on
-    /// the ClassBench sets on our 2-core test machine (BENCHMARKS.md), so
-    /// kept as the alternative `pfil-bench acl --lockstep` measures.
+    /// the ClassBench sets on our 2-core test machine (BENCHMARKS.md: a
+    /// group waits for its deepest walk, where the interleaved batch
+    /// starts the next key), so kept as the alternative
+    /// `pfil-bench acl --lockstep` measures.
     ///
     /// # Panics
     /// If `out` is shorter than `keys`.
@@ -1129,10 +1134,11 @@ impl Classify for Classifier {
         self.lookup(key)
     }
 
-    /// Classifies `keys` into `out`, one [`classify`](Classify::classify)
-    /// per key, keys in order. No allocation. (Interleaved walks with
-    /// software prefetch were measured slower on the ClassBench sets; see
-    /// [`Classifier::classify_lockstep`].)
+    /// Classifies `keys` into `out`: IPv4 keys with four lookups in flight
+    /// when the classifier interleaves (at most two trees, some internal
+    /// node; see [`Classifier::classify_batch_v4`]), one
+    /// [`classify`](Classify::classify) per key otherwise; other keys one
+    /// by one in place. No allocation.
     ///
     /// # Panics
     /// If `out` is shorter than `keys`.
