@@ -326,13 +326,13 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
                     time_linear(&s.linear, &s.keys[..a.linear_keys.min(s.keys.len())])
                 } else if name == "ours" {
                     match &s.keys_v4 {
-                        Some(k4) => time_ours_v4(&s.ours, k4, a.iters),
-                        None => time_ours(&s.ours, &s.keys, a.iters),
+                        Some(k4) => time_batch(k4, a.iters, |k, o| s.ours.classify_batch_v4(k, o)),
+                        None => time_batch(&s.keys, a.iters, |k, o| s.ours.classify_batch(k, o)),
                     }
                 } else if name == "ours-key" {
-                    time_ours(&s.ours, &s.keys, a.iters)
+                    time_batch(&s.keys, a.iters, |k, o| s.ours.classify_batch(k, o))
                 } else if name == "ours-lockstep" {
-                    time_lockstep(&s.ours, &s.keys, a.iters)
+                    time_batch(&s.keys, a.iters, |k, o| s.ours.classify_lockstep(k, o))
                 } else if name == "ours-single" {
                     time_single(&s.ours, &s.keys, a.iters)
                 } else {
@@ -479,31 +479,12 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
     Ok(out)
 }
 
-fn time_ours(c: &Classifier, keys: &[Key], iters: usize) -> f64 {
+/// ns per key of `iters` passes of the batch call `batch` over `keys`.
+fn time_batch<K>(keys: &[K], iters: usize, batch: impl Fn(&[K], &mut [Option<u32>])) -> f64 {
     let mut res = vec![None; keys.len()];
     let t = Instant::now();
     for _ in 0..iters {
-        c.classify_batch(std::hint::black_box(keys), &mut res);
-        std::hint::black_box(&res);
-    }
-    ns_per(t.elapsed(), keys.len() * iters)
-}
-
-fn time_ours_v4(c: &Classifier, keys: &[KeyV4], iters: usize) -> f64 {
-    let mut res = vec![None; keys.len()];
-    let t = Instant::now();
-    for _ in 0..iters {
-        c.classify_batch_v4(std::hint::black_box(keys), &mut res);
-        std::hint::black_box(&res);
-    }
-    ns_per(t.elapsed(), keys.len() * iters)
-}
-
-fn time_lockstep(c: &Classifier, keys: &[Key], iters: usize) -> f64 {
-    let mut res = vec![None; keys.len()];
-    let t = Instant::now();
-    for _ in 0..iters {
-        c.classify_lockstep(std::hint::black_box(keys), &mut res);
+        batch(std::hint::black_box(keys), &mut res);
         std::hint::black_box(&res);
     }
     ns_per(t.elapsed(), keys.len() * iters)
