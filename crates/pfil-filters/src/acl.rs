@@ -701,6 +701,73 @@ mod tests {
         v
     }
 
+    /// Runs `threads` workers, each sending batches of its own 64 UDP
+    /// frames (a quarter to port 53, the rest to 80) through `run` (with
+    /// its per-worker state from `init`) and checking that 16 of each 64
+    /// pass, while the calling thread calls `swap(n)` at least `min` times
+    /// and until the workers ran `min` batches. Returns the port-53 and
+    /// other frames sent, the swaps and the batches.
+    fn swaps_under_traffic<W>(
+        threads: usize,
+        min: u64,
+        init: impl Fn(usize) -> W + Sync,
+        run: impl Fn(&mut W, usize, &mut [Packet<'_>]) + Sync,
+        mut swap: impl FnMut(u64),
+    ) -> ((u64, u64), u64, u64) {
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let batches = std::sync::atomic::AtomicU64::new(0);
+        let (sent, swaps) = std::thread::scope(|t| {
+            let workers: Vec<_> = (0..threads)
+                .map(|w| {
+                    let (stop, batches, init, run) = (&stop, &batches, &init, &run);
+                    t.spawn(move || {
+                        let mut state = init(w);
+                        let mut frames: Vec<Vec<u8>> = (0..64)
+                            .map(|i| {
+                                udp4(
+                                    [10, 0, 0, w as u8],
+                                    [10, 0, 0, 9],
+                                    1000 + i,
+                                    if i % 4 == 0 { 53 } else { 80 },
+                                )
+                            })
+                            .collect();
+                        let (mut dns, mut other) = (0u64, 0u64);
+                        while !stop.load(Relaxed) {
+                            let mut pkts: Vec<Packet<'_>> =
+                                frames.iter_mut().map(|f| Packet::new(f)).collect();
+                            run(&mut state, w, &mut pkts);
+                            let passed = pkts.iter().filter(|p| p.verdict().is_pass()).count();
+                            assert_eq!(
+                                passed, 16,
+                                "port 53 passes, port 80 drops, in both versions"
+                            );
+                            dns += 16;
+                            other += 48;
+                            batches.fetch_add(1, Relaxed);
+                        }
+                        (dns, other)
+                    })
+                })
+                .collect();
+            let mut swaps = 0u64;
+            while swaps < min || batches.load(Relaxed) < min {
+                swap(swaps);
+                swaps += 1;
+                if swaps % 64 == 0 {
+                    std::thread::yield_now();
+                }
+            }
+            stop.store(true, Relaxed);
+            let sent = workers
+                .into_iter()
+                .map(|w| w.join().unwrap())
+                .fold((0, 0), |s, x| (s.0 + x.0, s.1 + x.1));
+            (sent, swaps)
+        });
+        (sent, swaps, batches.load(Relaxed))
+    }
+
     fn verdict(f: &Acl, frame: &mut [u8]) -> Verdict {
         f.filter(&mut Packet::new(frame), &ctx(0))
     }
@@ -911,69 +978,25 @@ mod tests {
         )
         .unwrap();
         let acl = Acl::new(a.clone(), THREADS);
-        let stop = std::sync::atomic::AtomicBool::new(false);
-        let batches = std::sync::atomic::AtomicU64::new(0);
-        let (sent, swaps) = std::thread::scope(|t| {
-            let workers: Vec<_> = (0..THREADS)
-                .map(|w| {
-                    let (acl, stop, batches) = (&acl, &stop, &batches);
-                    t.spawn(move || {
-                        let mut frames: Vec<Vec<u8>> = (0..64)
-                            .map(|i| {
-                                udp4(
-                                    [10, 0, 0, w as u8],
-                                    [10, 0, 0, 9],
-                                    1000 + i,
-                                    if i % 4 == 0 { 53 } else { 80 },
-                                )
-                            })
-                            .collect();
-                        let (mut dns, mut other) = (0u64, 0u64);
-                        while !stop.load(Relaxed) {
-                            let mut pkts: Vec<Packet<'_>> =
-                                frames.iter_mut().map(|f| Packet::new(f)).collect();
-                            acl.filter_batch(&mut pkts, &ctx(w));
-                            let passed = pkts.iter().filter(|p| p.verdict().is_pass()).count();
-                            assert_eq!(
-                                passed, 16,
-                                "port 53 passes, port 80 drops, in both versions"
-                            );
-                            dns += 16;
-                            other += 48;
-                            batches.fetch_add(1, Relaxed);
-                        }
-                        (dns, other)
-                    })
-                })
-                .collect();
-            let mut swaps = 0u64;
-            // Swap while traffic runs, for at least 2000 swaps and until the
-            // workers ran 2000 batches between them.
-            while swaps < 2000 || batches.load(Relaxed) < 2000 {
-                acl.replace(if swaps % 2 == 0 { b.clone() } else { a.clone() });
-                swaps += 1;
-                if swaps % 64 == 0 {
-                    std::thread::yield_now();
-                }
-            }
-            stop.store(true, Relaxed);
-            let sent = workers
-                .into_iter()
-                .map(|w| w.join().unwrap())
-                .fold((0, 0), |s, x| (s.0 + x.0, s.1 + x.1));
-            (sent, swaps)
-        });
+        // Swap while traffic runs, for at least 2000 swaps and until the
+        // workers ran 2000 batches between them.
+        let (sent, swaps, batches) = swaps_under_traffic(
+            THREADS,
+            2000,
+            |_| (),
+            |_, w, pkts| acl.filter_batch(pkts, &ctx(w)),
+            |n| acl.replace(if n % 2 == 0 { b.clone() } else { a.clone() }),
+        );
         assert_eq!(swaps % 2, 0, "the last swap put `a` back");
         let hits: Vec<(Option<usize>, u64)> = acl.hits().iter().map(|h| (h.rule, h.hits)).collect();
         assert_eq!(
             hits,
             [(Some(0), sent.0), (Some(1), sent.1), (None, 0)],
-            "after {swaps} swaps, {} batches",
-            batches.load(Relaxed)
+            "after {swaps} swaps, {batches} batches"
         );
         let total: u64 = hits.iter().map(|h| h.1).sum();
         assert_eq!(total, sent.0 + sent.1);
-        assert_eq!(total, batches.load(Relaxed) * 64);
+        assert_eq!(total, batches * 64);
     }
 
     #[test]
@@ -1111,55 +1134,19 @@ mod tests {
             .unwrap();
         reg.link("h", Dir::In, "acl:edge", Placement::Prepend)
             .unwrap();
-        let stop = std::sync::atomic::AtomicBool::new(false);
-        let batches = std::sync::atomic::AtomicU64::new(0);
-        let (sent, swaps) = std::thread::scope(|t| {
-            let workers: Vec<_> = (0..THREADS)
-                .map(|i| {
-                    let (reg, head, stop, batches) = (&reg, &head, &stop, &batches);
-                    t.spawn(move || {
-                        let mut w = reg.worker().unwrap();
-                        let mut frames: Vec<Vec<u8>> = (0..64)
-                            .map(|j| {
-                                udp4(
-                                    [10, 0, 0, i as u8],
-                                    [10, 0, 0, 9],
-                                    1000 + j,
-                                    if j % 4 == 0 { 53 } else { 80 },
-                                )
-                            })
-                            .collect();
-                        let (mut dns, mut other) = (0u64, 0u64);
-                        while !stop.load(Relaxed) {
-                            let mut pkts: Vec<Packet<'_>> =
-                                frames.iter_mut().map(|f| Packet::new(f)).collect();
-                            head.run(Dir::In, &mut w, &mut pkts);
-                            let passed = pkts.iter().filter(|p| p.verdict().is_pass()).count();
-                            assert_eq!(passed, 16, "port 53 passes, 80 drops, in both");
-                            dns += 16;
-                            other += 48;
-                            batches.fetch_add(1, Relaxed);
-                        }
-                        (dns, other)
-                    })
-                })
-                .collect();
-            let mut swaps = 0u64;
-            while swaps < 200 || batches.load(Relaxed) < 200 {
-                let cfg = if swaps % 2 == 0 { b } else { a };
+        let (sent, swaps, batches) = swaps_under_traffic(
+            THREADS,
+            200,
+            |_| reg.worker().unwrap(),
+            |w, _, pkts| head.run(Dir::In, w, pkts),
+            |n| {
+                let cfg = if n % 2 == 0 { b } else { a };
                 let d = reg.derive_filter("acl:edge", cfg).unwrap().unwrap();
                 let c = reg.replace_filter_shared("acl:edge", d.filter).unwrap();
                 assert!(c.wait_timeout(std::time::Duration::from_secs(10)));
                 drop(d.from);
-                swaps += 1;
-            }
-            stop.store(true, Relaxed);
-            let sent = workers
-                .into_iter()
-                .map(|w| w.join().unwrap())
-                .fold((0, 0), |s, x| (s.0 + x.0, s.1 + x.1));
-            (sent, swaps)
-        });
+            },
+        );
         assert_eq!(swaps % 2, 0, "the last swap put `a` back");
         assert_eq!(reg.hook("acl:edge").unwrap().spec, Some(format!("acl:{a}")));
         let hits: Vec<u64> = reg.hook_stats("acl:edge").unwrap()[0]
@@ -1170,10 +1157,9 @@ mod tests {
         assert_eq!(
             hits,
             [sent.0, sent.1, 0],
-            "after {swaps} swaps, {} batches",
-            batches.load(Relaxed)
+            "after {swaps} swaps, {batches} batches"
         );
-        assert_eq!(sent.0 + sent.1, batches.load(Relaxed) * 64);
+        assert_eq!(sent.0 + sent.1, batches * 64);
     }
 
     /// A derived acl that is never published (its transaction failed) is
