@@ -839,8 +839,8 @@ impl Filter for Switch {
     }
 }
 
-#[test]
-fn derive_filter_builds_a_successor_and_changes_nothing_until_it_is_published() {
+/// [`setup`] with a `Switch` hook `sw:1`, passing, linked on `h0` in.
+fn setup_switch() -> (Registry, Head) {
     let (reg, head) = setup();
     reg.add_hook(
         "sw:1",
@@ -850,6 +850,12 @@ fn derive_filter_builds_a_successor_and_changes_nothing_until_it_is_published() 
     )
     .unwrap();
     reg.link("h0", Dir::In, "sw:1", Placement::Append).unwrap();
+    (reg, head)
+}
+
+#[test]
+fn derive_filter_builds_a_successor_and_changes_nothing_until_it_is_published() {
+    let (reg, head) = setup_switch();
     let g = reg.generation();
     let d = reg.derive_filter("sw:1", "drop").unwrap().unwrap();
     assert_eq!(reg.generation(), g);
@@ -882,15 +888,7 @@ fn derive_filter_builds_a_successor_and_changes_nothing_until_it_is_published() 
 
 #[test]
 fn reconfigure_hook_changes_a_filter_in_place_or_says_it_cannot() {
-    let (reg, head) = setup();
-    reg.add_hook(
-        "sw:1",
-        PacketKind::Ethernet,
-        Dirs::BOTH,
-        Switch(std::sync::Mutex::new(Verdict::Pass)),
-    )
-    .unwrap();
-    reg.link("h0", Dir::In, "sw:1", Placement::Append).unwrap();
+    let (reg, head) = setup_switch();
     let g = reg.generation();
     assert_eq!(run(&reg, &head, Dir::In, 2, 60), [Verdict::Pass; 2]);
     assert_eq!(reg.reconfigure_hook("sw:1", "drop"), Ok(true));
