@@ -431,25 +431,34 @@ pub fn key_of(p: &Packet<'_>) -> Key {
     key_v4_of(p).map_or_else(|| key_of_reference(p), |k| k.key())
 }
 
-/// The IPv4 key of an IPv4 packet (`None` for anything else): the
-/// 5-tuple in one call (fixed offsets for an untagged Ethernet/IPv4 UDP or
-/// TCP frame, also on the first look), then only what the shape adds (a
-/// VLAN id, TCP flags, ICMP type and code).
-#[inline]
+/// The IPv4 key of an IPv4 packet (`None` for anything else): a plain
+/// UDP frame's (untagged, 20-byte IPv4 header) straight from its 5-tuple,
+/// read at fixed offsets on the first look and from the packet after;
+/// every other shape through [`key_v4_general`].
+#[inline(always)]
 pub fn key_v4_of(p: &Packet<'_>) -> Option<KeyV4> {
-    let t = p.five_tuple_v4()?;
-    if t.protocol == 17 && p.is_plain_ipv4() {
-        // Plain UDP: the 5-tuple is the whole key.
-        return Some(KeyV4 {
-            src: t.src,
-            dst: t.dst,
-            sport: t.src_port,
-            dport: t.dst_port,
-            proto: 17,
-            has: has::PORTS,
-            ..KeyV4::default()
-        });
+    if let Some(t) = p.plain_five_tuple_v4() {
+        if t.protocol == 17 {
+            // Plain UDP: the 5-tuple is the whole key.
+            return Some(KeyV4 {
+                src: t.src,
+                dst: t.dst,
+                sport: t.src_port,
+                dport: t.dst_port,
+                proto: 17,
+                has: has::PORTS,
+                ..KeyV4::default()
+            });
+        }
     }
+    key_v4_general(p)
+}
+
+/// [`key_v4_of`] for every shape: the 5-tuple in one call, then what the
+/// shape adds (a VLAN id, TCP flags, ICMP type and code).
+#[inline(never)]
+pub fn key_v4_general(p: &Packet<'_>) -> Option<KeyV4> {
+    let t = p.five_tuple_v4()?;
     let v = p.parsed()?;
     let mut k = KeyV4 {
         src: t.src,

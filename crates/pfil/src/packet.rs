@@ -5,6 +5,7 @@
 
 use std::cell::Cell;
 use std::fmt;
+use std::mem::MaybeUninit;
 use std::net::IpAddr;
 
 use crate::{PacketKind, Verdict};
@@ -13,8 +14,6 @@ mod parse;
 mod view;
 
 pub use view::{FiveTupleV4, FiveTupleV6, Parsed};
-
-use parse::parse;
 
 /// One frame in a batch.
 ///
@@ -32,13 +31,20 @@ pub struct Packet<'a> {
     verdict: Verdict,
     /// The parse cache: a [`Layout`] as its [`word`](Layout::word).
     parsed: Cell<u64>,
+    /// The 5-tuple of a plain frame, valid while `parsed` has
+    /// [`LINK_TUPLE`]: every parse that yields a plain layout stores it
+    /// ([`Packet::set_plain`]), so a cached [`five_tuple_v4`](Packet::five_tuple_v4)
+    /// is one bit test and two loads. Packed as [`FiveTupleV4::pack`] has
+    /// it; left uninitialised until then, so that a packet nobody parses
+    /// costs nothing more to build.
+    tuple: Cell<MaybeUninit<[u64; 2]>>,
     cookie: u64,
 }
 
 /// The parse cache, 8 bytes (one register, one load; the packet holds it as
-/// one word, [`Layout::word`]), so a `Packet`
-/// stays six words: what the layers are and where the transport header
-/// starts. The IP header starts right after the link header (14 bytes and 4
+/// one word, [`Layout::word`]): what the layers are and where the transport
+/// header starts. (With the 16-byte 5-tuple of plain frames beside it, a
+/// `Packet` is 64 bytes, one cache line.) The IP header starts right after the link header (14 bytes and 4
 /// per VLAN tag; 0 on IP heads), the transport payload after the transport
 /// header; addresses, ports, flags and ICMP type/code are read from the
 /// frame at these offsets when asked for (one bounds check each), never
@@ -63,6 +69,10 @@ struct Layout {
 }
 
 const LINK_ETHERNET: u8 = 1;
+/// In a packet's cached word only (never in a parsed [`Layout`]): the
+/// layout is plain ([`Layout::is_plain_ipv4_word`]) and the packet holds
+/// its 5-tuple.
+const LINK_TUPLE: u8 = 1 << 5;
 const LINK_MALFORMED: u8 = 1 << 6;
 const LINK_OK: u8 = 1 << 7;
 
@@ -79,10 +89,9 @@ impl Layout {
         }
     }
 
-    /// Whether the layout whose [`word`](Self::word) is `w` was parsed as
-    /// untagged Ethernet, IPv4 with a 20-byte header, UDP or TCP: the
-    /// 5-tuple is at fixed offsets (whichever path parsed it). Two
-    /// compares.
+    /// Whether the layout whose [`word`](Self::word) is `w` is untagged
+    /// Ethernet, IPv4 with a 20-byte header, UDP or TCP: the 5-tuple at
+    /// fixed offsets (whichever path parsed it).
     #[inline(always)]
     fn is_plain_ipv4_word(w: u64) -> bool {
         w == PLAIN_UDP || w == PLAIN_TCP
@@ -240,7 +249,25 @@ const L4_TCP: u8 = L4::code(Some(L4::Tcp));
 /// frame.
 const PLAIN_UDP: u64 = Layout::plain_ipv4(17, L4_UDP).word();
 const PLAIN_TCP: u64 = Layout::plain_ipv4(6, L4_TCP).word();
+/// [`LINK_TUPLE`] as a bit of the cached word.
+const TUPLE: u64 = LINK_TUPLE as u64;
 const L4_ICMPV4: u8 = L4::code(Some(L4::Icmpv4));
+
+/// The 5-tuple of a plain frame (UDP or TCP right after a 20-byte IPv4
+/// header after an untagged Ethernet header) from its first 42 bytes:
+/// every field at a fixed offset.
+#[inline(always)]
+fn plain_tuple(h: &[u8; 42]) -> FiveTupleV4 {
+    let be16 = |o: usize| u16::from_be_bytes([h[o], h[o + 1]]);
+    let be32 = |o: usize| u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
+    FiveTupleV4 {
+        src: be32(26),
+        dst: be32(30),
+        src_port: be16(34),
+        dst_port: be16(36),
+        protocol: h[23],
+    }
+}
 const L4_ICMPV6: u8 = L4::code(Some(L4::Icmpv6));
 
 impl<'a> Packet<'a> {
@@ -263,6 +290,7 @@ impl<'a> Packet<'a> {
             queue: 0,
             verdict: Verdict::Pass,
             parsed: Cell::new(0),
+            tuple: Cell::new(MaybeUninit::uninit()),
             cookie: 0,
         }
     }
@@ -377,12 +405,69 @@ impl<'a> Packet<'a> {
         self.parse_now()
     }
 
-    /// Fill the parse cache.
+    /// Fill the parse cache (and, for a plain frame, the 5-tuple).
     #[inline]
     fn parse_now(&self) -> Layout {
-        let l = parse(self.frame, self.kind);
-        self.parsed.set(l.word());
+        if self.kind == PacketKind::Ethernet {
+            if let Some((l, h)) = parse::fast::ethernet_ipv4_plain(self.frame) {
+                self.set_plain(l, h);
+                return l;
+            }
+        }
+        let l = parse::parse_general(self.frame, self.kind);
+        debug_assert_eq!(l.link & LINK_TUPLE, 0, "a parsed layout with LINK_TUPLE");
+        match self.frame.first_chunk::<42>() {
+            // Not a shape the plain decoder takes, yet a plain layout (it
+            // declines nothing the other paths call plain; kept so that
+            // the tuple's invariant never rests on that).
+            Some(h) if Layout::is_plain_ipv4_word(l.word()) => self.set_plain(l, h),
+            _ => self.parsed.set(l.word()),
+        }
         l
+    }
+
+    /// Cache the plain layout `l` and the 5-tuple at its fixed offsets in
+    /// `h`, the frame's first 42 bytes.
+    #[inline(always)]
+    fn set_plain(&self, l: Layout, h: &[u8; 42]) {
+        self.tuple.set(MaybeUninit::new(plain_tuple(h).pack()));
+        self.parsed.set(l.word() | TUPLE);
+    }
+
+    /// Whether the packet holds the 5-tuple of a plain frame (the cache
+    /// says so): one bit test.
+    #[inline(always)]
+    fn has_tuple(&self) -> bool {
+        self.parsed.get() & TUPLE != 0
+    }
+
+    /// The 5-tuple [`set_plain`](Self::set_plain) stored, if
+    /// [`has_tuple`](Self::has_tuple).
+    #[inline(always)]
+    fn stored_tuple(&self) -> Option<FiveTupleV4> {
+        if !self.has_tuple() {
+            return None;
+        }
+        // SAFETY: `TUPLE` is set in the cached word only by `set_plain`,
+        // right after it wrote `tuple` (parsed layouts never carry the bit:
+        // `LINK_TUPLE`), and every other write of the word clears it; so
+        // with the bit set, `tuple` is initialised.
+        Some(FiveTupleV4::unpack(unsafe {
+            self.tuple.get().assume_init()
+        }))
+    }
+
+    /// The 5-tuple of a plain frame (untagged Ethernet, a 20-byte IPv4
+    /// header, UDP or TCP: every field at a fixed offset), `None` for any
+    /// other shape: the fast half of [`five_tuple_v4`](Self::five_tuple_v4),
+    /// for callers that handle the other shapes themselves. Parses a
+    /// packet not parsed yet.
+    #[inline(always)]
+    pub fn plain_five_tuple_v4(&self) -> Option<FiveTupleV4> {
+        if let Some(t) = self.stored_tuple() {
+            return Some(t);
+        }
+        self.first_look_plain().map(|(_, h)| plain_tuple(h))
     }
 
     /// The parsed headers as a view that reads fields in place: the fast
@@ -400,15 +485,16 @@ impl<'a> Packet<'a> {
     }
 
     /// On the first look at an untagged Ethernet/IPv4 UDP or TCP frame:
-    /// parse it, cache the layout, and hand back its first 42 bytes, from
-    /// which the caller reads its answer without another bounds check.
+    /// parse it, cache the layout and the 5-tuple, and hand back its first
+    /// 42 bytes, from which the caller reads its answer without another
+    /// bounds check.
     #[inline(always)]
     fn first_look_plain(&self) -> Option<(Layout, &[u8; 42])> {
         if self.parsed.get() != 0 || self.kind != PacketKind::Ethernet {
             return None;
         }
         let (l, h) = parse::fast::ethernet_ipv4_plain(self.frame)?;
-        self.parsed.set(l.word());
+        self.set_plain(l, h);
         Some((l, h))
     }
 
@@ -419,10 +505,8 @@ impl<'a> Packet<'a> {
         if let Some((l, h)) = self.first_look_plain() {
             return (l.l4 == L4_UDP).then_some(u16::from_be_bytes([h[36], h[37]]));
         }
-        if self.parsed.get() == PLAIN_UDP {
-            if let Some(h) = self.frame.first_chunk::<38>() {
-                return Some(u16::from_be_bytes([h[36], h[37]]));
-            }
+        if self.parsed.get() == PLAIN_UDP | TUPLE {
+            return self.stored_tuple().map(|t| t.dst_port);
         }
         self.parsed()?.udp_dst_port()
     }
@@ -434,34 +518,17 @@ impl<'a> Packet<'a> {
     /// [`five_tuple_v4`](Self::five_tuple_v4)).
     #[inline(always)]
     pub fn is_plain_ipv4(&self) -> bool {
-        Layout::is_plain_ipv4_word(self.parsed.get())
+        self.has_tuple()
     }
 
     /// The IPv4 5-tuple, if the packet is IPv4: what
-    /// [`Parsed::five_tuple_v4`] answers, in one call, read from the header
-    /// bytes in hand on a first look.
+    /// [`Parsed::five_tuple_v4`] answers, in one call. A plain frame's
+    /// (untagged, 20-byte IPv4 header, UDP or TCP) is read from the header
+    /// bytes in hand on the first look and from the packet's copy after.
     #[inline(always)]
     pub fn five_tuple_v4(&self) -> Option<FiveTupleV4> {
-        // UDP or TCP right after a 20-byte IPv4 header after an untagged
-        // Ethernet header: every field at a fixed offset.
-        let plain = |h: &[u8; 42]| {
-            let be16 = |o: usize| u16::from_be_bytes([h[o], h[o + 1]]);
-            let be32 = |o: usize| u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
-            FiveTupleV4 {
-                src: be32(26),
-                dst: be32(30),
-                src_port: be16(34),
-                dst_port: be16(36),
-                protocol: h[23],
-            }
-        };
-        if let Some((_, h)) = self.first_look_plain() {
-            return Some(plain(h));
-        }
-        if Layout::is_plain_ipv4_word(self.parsed.get()) {
-            if let Some(h) = self.frame.first_chunk::<42>() {
-                return Some(plain(h));
-            }
+        if let Some(t) = self.plain_five_tuple_v4() {
+            return Some(t);
         }
         self.parsed()?.five_tuple_v4()
     }
@@ -519,10 +586,10 @@ mod tests {
     use etherparse::PacketBuilder;
 
     #[test]
-    fn parse_cache_is_8_bytes_and_a_packet_six_words() {
+    fn parse_cache_is_8_bytes_and_a_packet_one_cache_line() {
         // As the docs of `Layout` say; a `Packet` is built per frame.
         assert_eq!(std::mem::size_of::<Layout>(), 8);
-        assert_eq!(std::mem::size_of::<Packet<'_>>(), 48);
+        assert_eq!(std::mem::size_of::<Packet<'_>>(), 64);
     }
 
     fn udp_frame(dst_port: u16, payload: &[u8]) -> Vec<u8> {
@@ -651,6 +718,17 @@ mod tests {
         // UDP destination port lives at 14 + 20 + 2.
         p.frame_mut()[36..38].copy_from_slice(&80u16.to_be_bytes());
         assert_eq!(p.headers().unwrap().transport.unwrap().dst_port, 80);
+        // The 5-tuple the packet keeps of a plain frame goes with it.
+        assert_eq!(p.five_tuple_v4().unwrap().dst_port, 80);
+        assert!(p.is_plain_ipv4());
+        p.frame_mut()[26..30].copy_from_slice(&[198, 18, 7, 7]);
+        assert_eq!(p.udp_dst_port(), Some(80));
+        assert_eq!(p.five_tuple_v4().unwrap().src, 0xc612_0707);
+        assert_eq!(p.plain_five_tuple_v4().unwrap().src, 0xc612_0707);
+        // An IPv4 header with options is not plain: no stored tuple.
+        p.frame_mut()[14] = 0x46;
+        assert_eq!(p.plain_five_tuple_v4(), None);
+        assert!(!p.is_plain_ipv4());
     }
 
     #[test]

@@ -216,6 +216,30 @@ fn check_headers(kind: PacketKind, frame: &[u8]) -> Result<(), TestCaseError> {
     let p4 = Packet::with_kind(&mut fresh, kind);
     let v4_first = p4.parsed().and_then(|v| v.five_tuple_v4());
     prop_assert_eq!(v4_first, v4_cached);
+    // The 5-tuple a plain frame's parse stores in the packet (here through
+    // parsed(), before any 5-tuple read), and the fast half alone.
+    prop_assert_eq!(
+        p4.five_tuple_v4(),
+        v4_cached,
+        "Packet::five_tuple_v4 after parsed()"
+    );
+    let plain = kind == PacketKind::Ethernet
+        && want.as_ref().is_some_and(|w| {
+            w.ip_version == Some(4)
+                && w.ip_offset == Some(14)
+                && frame[14] == 0x45
+                && matches!(w.l4, Some(L4::Udp | L4::Tcp))
+        });
+    prop_assert_eq!(
+        p4.plain_five_tuple_v4(),
+        v4_cached.filter(|_| plain),
+        "Packet::plain_five_tuple_v4, cached"
+    );
+    prop_assert_eq!(
+        Packet::with_kind(&mut fresh, kind).plain_five_tuple_v4(),
+        v4_cached.filter(|_| plain),
+        "Packet::plain_five_tuple_v4, first look"
+    );
     prop_assert_eq!(Packet::with_kind(&mut fresh, kind).headers(), h);
     let v = p.parsed();
     let tuple = |w: &Answer| {

@@ -25,24 +25,11 @@ const MALFORMED: Layout = Layout {
     l4_offset: 0,
 };
 
-/// Parse `frame` as `kind`: the fast path for the common shapes, etherparse
-/// for the rest.
-///
-/// The commonest shape (untagged IPv4 UDP/TCP) is decoded inline in the
-/// caller; the other fast shapes are one call away, etherparse two.
-#[inline(always)]
-pub(super) fn parse(frame: &[u8], kind: PacketKind) -> Layout {
-    if kind == PacketKind::Ethernet {
-        if let Some((l, _)) = fast::ethernet_ipv4_plain(frame) {
-            return l;
-        }
-    }
-    parse_general(frame, kind)
-}
-
-/// Every other shape: the rest of the fast path, then etherparse.
+/// Parse `frame` as `kind`, for every shape but the commonest (untagged
+/// IPv4 UDP/TCP, [`fast::ethernet_ipv4_plain`], which the packet decodes
+/// inline first): the rest of the fast path, then etherparse.
 #[inline(never)]
-fn parse_general(frame: &[u8], kind: PacketKind) -> Layout {
+pub(super) fn parse_general(frame: &[u8], kind: PacketKind) -> Layout {
     match fast::general(frame, kind) {
         Some(l) => l,
         None => parse_etherparse(frame, kind),
@@ -114,29 +101,38 @@ pub(super) mod fast {
 
     /// The commonest shape of all, untagged Ethernet, IPv4 without options
     /// and not a fragment, UDP or TCP, decoded behind one length check.
-    #[inline(always)]
     ///
     /// Gives the 42 header bytes back with the layout, so a caller can read
     /// the 5-tuple from them without another bounds check.
+    #[inline(always)]
     pub(in crate::packet) fn ethernet_ipv4_plain(f: &[u8]) -> Option<(Layout, &[u8; 42])> {
         let h: &[u8; 42] = f.first_chunk()?;
         // Frames beyond 64 KiB are etherparse's (offsets are 16 bits).
         if f.len() > usize::from(u16::MAX) {
             return None;
         }
-        let total = usize::from(u16::from_be_bytes([h[16], h[17]]));
-        // IPv4, version 4 and IHL 5, a total length that covers the header
-        // and fits in the frame, no more-fragments flag, offset 0.
-        if h[12..15] != [0x08, 0x00, 0x45]
-            || total < 20
-            || f.len() - 14 < total
-            || h[20] & 0x3f != 0
-            || h[21] != 0
-        {
+        // Bytes 12..20 and 20..24 as two little-endian words, so that each
+        // test below is one or two instructions.
+        let [a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, ..] = *h[12..].first_chunk::<12>()?;
+        let eth_ip = u64::from_le_bytes([a0, a1, a2, a3, a4, a5, a6, a7]);
+        let frag_proto = u32::from_le_bytes([b0, b1, b2, b3]);
+        // EtherType IPv4, version 4 and IHL 5 (bytes 12, 13 and 14).
+        if eth_ip & 0x00ff_ffff != 0x0045_0008 {
+            return None;
+        }
+        // A total length that covers the header and fits in the frame:
+        // 20 <= total <= len - 14 as one unsigned compare (len >= 42).
+        let total = usize::from(u16::from_be_bytes([a4, a5]));
+        if total.wrapping_sub(20) > f.len() - 34 {
+            return None;
+        }
+        // No more-fragments flag, fragment offset 0 (bytes 20 and 21).
+        if frag_proto & 0xff3f != 0 {
             return None;
         }
         let room = total - 20;
-        let l4 = match h[23] {
+        let protocol = b3;
+        let l4 = match protocol {
             17 => {
                 let len = usize::from(u16::from_be_bytes([h[38], h[39]]));
                 if len < 8 || len > room {
@@ -156,7 +152,7 @@ pub(super) mod fast {
         let l = Layout {
             link: LINK_OK | LINK_ETHERNET,
             ip_version: 4,
-            protocol: h[23],
+            protocol,
             l4,
             ether_type: 0x0800,
             l4_offset: 34,

@@ -22,6 +22,32 @@ pub struct FiveTupleV4 {
     pub protocol: u8,
 }
 
+impl FiveTupleV4 {
+    /// The tuple as two words (addresses; ports and protocol): what a
+    /// [`Packet`](crate::Packet) keeps of a plain frame, two loads to read
+    /// back where a copy of the struct is a load per field and padding
+    /// piece.
+    #[inline(always)]
+    pub(crate) const fn pack(self) -> [u64; 2] {
+        [
+            self.src as u64 | (self.dst as u64) << 32,
+            self.src_port as u64 | (self.dst_port as u64) << 16 | (self.protocol as u64) << 32,
+        ]
+    }
+
+    /// The tuple [`pack`](Self::pack) made `w`.
+    #[inline(always)]
+    pub(crate) const fn unpack(w: [u64; 2]) -> FiveTupleV4 {
+        FiveTupleV4 {
+            src: w[0] as u32,
+            dst: (w[0] >> 32) as u32,
+            src_port: w[1] as u16,
+            dst_port: (w[1] >> 16) as u16,
+            protocol: (w[1] >> 32) as u8,
+        }
+    }
+}
+
 /// The IPv6 5-tuple of a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FiveTupleV6 {
