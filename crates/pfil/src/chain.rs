@@ -189,10 +189,11 @@ fn run_link_body<const FIRST: bool>(
     }
     let hook = &*link.hook;
     if hook.batched {
+        let refused = run_batched::<FIRST>(link, pkts, ctx, env);
         if FIRST {
-            count_refused(env, ctx, refuse_kind(pkts, env.kind));
+            count_refused(env, ctx, refused);
         }
-        return run_batched(link, pkts, ctx, q);
+        return;
     }
     let filter = &*hook.filter;
     // What the fault path needs across the (possibly unwinding) hook call:
@@ -377,7 +378,7 @@ fn fault(
     }
 }
 
-/// Packets per call of a batch hook: the verdict snapshot is a bitmask on
+/// Packets per call of a batch hook: the verdict snapshot is an array on
 /// the stack.
 const CHUNK: usize = 256;
 
@@ -386,56 +387,74 @@ const CHUNK: usize = 256;
 /// verdict the hook changed is put back (and counted by
 /// [`witness::violations`]), so a driver never recycles a frame a hook
 /// consumed. Counts are exact per packet.
-#[cold]
 #[inline(never)]
-fn run_batched(
+fn run_batched<const FIRST: bool>(
     link: &Arc<Link>,
     pkts: &mut [Packet<'_>],
     ctx: &Ctx<'_>,
-    q: &Mutex<Vec<Quarantined>>,
-) {
+    env: &Env<'_>,
+) -> u64 {
+    let mut refused = 0;
     for chunk in pkts.chunks_mut(CHUNK) {
         if link.quarantined.load(Relaxed) {
+            if FIRST {
+                refused += refuse_kind(chunk, env.kind);
+            }
             quarantined(link, chunk, ctx);
             continue;
         }
-        // Bit i set: packet i was Pass before the call (shown to the hook).
-        let mut shown = [0u64; CHUNK / 64];
-        for (i, p) in chunk.iter().enumerate() {
-            if p.verdict().is_pass() {
-                shown[i / 64] |= 1 << (i % 64);
+        // One pass before the call: the first link refuses packets of
+        // another kind; every verdict is kept (a `Pass` one is shown to the
+        // hook), and what is shown is counted and sized here (a hook
+        // changes verdicts, never lengths).
+        let mut before = [Verdict::Pass; CHUNK];
+        let mut t = Tally::default();
+        for (b, p) in before.iter_mut().zip(chunk.iter_mut()) {
+            if FIRST && p.kind() != env.kind && p.verdict().is_pass() {
+                p.set_verdict(Verdict::Dropped);
+                refused += 1;
+            }
+            *b = p.verdict();
+            if b.is_pass() {
+                t.packets += 1;
+                t.bytes += p.len() as u64;
             }
         }
-        let final_before: [Verdict; CHUNK] =
-            std::array::from_fn(|i| chunk.get(i).map_or(Verdict::Pass, |p| p.verdict()));
         let scope = witness::HookScope::enter();
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             link.hook.filter.filter_batch(chunk, ctx)
         }));
         scope.exit(&link.hook.name);
-        let mut t = Tally::default();
-        for (i, p) in chunk.iter_mut().enumerate() {
-            if shown[i / 64] & (1 << (i % 64)) == 0 {
-                if p.verdict() != final_before[i] {
-                    witness::broken_contract(&link.hook.name, i, final_before[i], p.verdict());
-                    p.set_verdict(final_before[i]);
+        if outcome.is_err() && link.fail == FailMode::Closed {
+            // We cannot tell which packet the hook died on: drop all it was
+            // shown.
+            for (b, p) in before.iter().zip(chunk.iter_mut()) {
+                if b.is_pass() && p.verdict().is_pass() {
+                    p.set_verdict(Verdict::Dropped);
                 }
-                continue;
             }
-            if outcome.is_err() && link.fail == FailMode::Closed && p.verdict().is_pass() {
-                // We cannot tell which packet the hook died on: drop all it was shown.
-                p.set_verdict(Verdict::Dropped);
+        }
+        // One pass after: count the verdicts of what was shown, put back
+        // any other verdict the hook changed.
+        for (i, (&b, p)) in before.iter().zip(chunk.iter_mut()).enumerate() {
+            let v = p.verdict();
+            if b.is_pass() {
+                t.verdicts[1] += u64::from(v == Verdict::Dropped);
+                t.verdicts[2] += u64::from(v == Verdict::Consumed);
+            } else if v != b {
+                witness::broken_contract(&link.hook.name, i, b, v);
+                p.set_verdict(b);
             }
-            t.record(p.verdict(), p.len());
         }
         t.shown = t.packets;
         t.faults = u64::from(outcome.is_err());
         link.counters.flush(ctx.worker, &t);
         if let Err(payload) = outcome {
-            quarantine(link, ctx, q);
+            quarantine(link, ctx, env.quarantine);
             drop_payload(payload);
         }
     }
+    refused
 }
 
 /// Skip the link from now on and ask a writer to unlink it. Cold: runs once

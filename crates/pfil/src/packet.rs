@@ -467,7 +467,16 @@ impl<'a> Packet<'a> {
         if let Some(t) = self.stored_tuple() {
             return Some(t);
         }
-        self.first_look_plain().map(|(_, h)| plain_tuple(h))
+        if let Some((_, h)) = self.first_look_plain() {
+            return Some(plain_tuple(h));
+        }
+        if self.parsed.get() != 0 {
+            return None;
+        }
+        // Declined by the plain decoder (say, a UDP length of 0, which
+        // etherparse takes), yet maybe plain: the whole parse decides.
+        self.parse_now();
+        self.stored_tuple()
     }
 
     /// The parsed headers as a view that reads fields in place: the fast
