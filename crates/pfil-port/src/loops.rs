@@ -72,15 +72,16 @@ fn run_heads<P: Port>(
     }
     out.epoch = port.held().next_epoch();
     let port = &*port;
-    let mut pkts: ArrayVec<Packet<'_>, BATCH> = frames
-        .iter_mut()
-        .map(|f| {
-            let cookie = out.epoch | f.addr();
-            Packet::new(port.bytes(f))
-                .with_origin(origin.ifindex, origin.queue)
-                .with_cookie(cookie)
-        })
-        .collect();
+    // Built in place: `collect` builds the array in its own frame and
+    // copies it out (a 4 KiB `memcpy` per batch, measured at over half the
+    // time of a batch with the null hook).
+    let mut pkts: ArrayVec<Packet<'_>, BATCH> = ArrayVec::new();
+    pkts.extend(frames.iter_mut().map(|f| {
+        let cookie = out.epoch | f.addr();
+        Packet::new(port.bytes(f))
+            .with_origin(origin.ifindex, origin.queue)
+            .with_cookie(cookie)
+    }));
     // Verdicts are tallied in one pass over the batch: after the in head
     // only when an out head follows (to tell the two apart), and once at
     // the end, copying them out.
