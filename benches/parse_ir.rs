@@ -37,6 +37,15 @@ fn ir_first(f: &mut [u8], n: u64) {
 }
 
 #[inline(never)]
+fn ir_first_reused(p: &mut Packet<'_>, n: u64) {
+    for _ in 0..n {
+        let p = black_box(&mut *p);
+        let _ = p.frame_mut();
+        black_box(p.five_tuple_v4());
+    }
+}
+
+#[inline(never)]
 fn ir_udp_dst_port_first(f: &mut [u8], n: u64) {
     for _ in 0..n {
         black_box(Packet::new(black_box(&mut *f)).udp_dst_port());
@@ -96,6 +105,10 @@ fn main() {
     timed("empty", n, || ir_empty(&mut f, n));
     timed("fixed_offsets", n, || ir_fixed_offsets(&mut f, n));
     timed("first", n, || ir_first(&mut f, n));
+    {
+        let mut p = Packet::new(&mut f);
+        timed("first_reused", n, || ir_first_reused(&mut p, n));
+    }
     timed("udp_dst_port_first", n, || ir_udp_dst_port_first(&mut f, n));
     timed("headers_first", n, || ir_headers_first(&mut f, n));
     timed("etherparse", n, || ir_etherparse(&mut f, n));

@@ -435,12 +435,23 @@ pub fn key_of(p: &Packet<'_>) -> Key {
 /// UDP frame's (untagged, 20-byte IPv4 header) straight from its 5-tuple,
 /// read at fixed offsets on the first look and from the packet after;
 /// every other shape through [`key_v4_general`].
-#[inline(always)]
+#[inline]
 pub fn key_v4_of(p: &Packet<'_>) -> Option<KeyV4> {
+    let mut k = KeyV4::default();
+    key_v4_into(p, &mut k).then_some(k)
+}
+
+/// [`key_v4_of`] written into `k` (false, `k` unchanged, for anything
+/// but IPv4): the batch path, which writes each key where the classifier
+/// reads it. (Returning the key went through a temporary on the stack,
+/// written field by field and copied with wide loads, which stalled on
+/// store forwarding once per packet.)
+#[inline(always)]
+pub fn key_v4_into(p: &Packet<'_>, k: &mut KeyV4) -> bool {
     if let Some(t) = p.plain_five_tuple_v4() {
         if t.protocol == 17 {
             // Plain UDP: the 5-tuple is the whole key.
-            return Some(KeyV4 {
+            *k = KeyV4 {
                 src: t.src,
                 dst: t.dst,
                 sport: t.src_port,
@@ -448,10 +459,17 @@ pub fn key_v4_of(p: &Packet<'_>) -> Option<KeyV4> {
                 proto: 17,
                 has: has::PORTS,
                 ..KeyV4::default()
-            });
+            };
+            return true;
         }
     }
-    key_v4_general(p)
+    match key_v4_general(p) {
+        Some(g) => {
+            *k = g;
+            true
+        }
+        None => false,
+    }
 }
 
 /// [`key_v4_of`] for every shape: the 5-tuple in one call, then what the
@@ -589,8 +607,7 @@ impl Filter for Acl {
             let mut n = 0;
             while i < pkts.len() && n < CHUNK {
                 if pkts[i].verdict().is_pass() {
-                    if let Some(k) = key_v4_of(&pkts[i]) {
-                        keys[n] = k;
+                    if key_v4_into(&pkts[i], &mut keys[n]) {
                         idx[n] = i;
                         n += 1;
                     } else {

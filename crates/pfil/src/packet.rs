@@ -33,7 +33,8 @@ pub struct Packet<'a> {
     parsed: Cell<u64>,
     /// The 5-tuple of a plain frame, valid while `parsed` has
     /// [`LINK_TUPLE`]: every parse that yields a plain layout stores it
-    /// ([`Packet::set_plain`]), so a cached [`five_tuple_v4`](Packet::five_tuple_v4)
+    /// ([`Packet::set_plain`]; [`Packet::udp_dst_port`]'s first look
+    /// leaves it to the first 5-tuple read), so a cached [`five_tuple_v4`](Packet::five_tuple_v4)
     /// is one bit test and two loads. Packed as [`FiveTupleV4::pack`] has
     /// it; left uninitialised until then, so that a packet nobody parses
     /// costs nothing more to build.
@@ -254,19 +255,17 @@ const TUPLE: u64 = LINK_TUPLE as u64;
 const L4_ICMPV4: u8 = L4::code(Some(L4::Icmpv4));
 
 /// The 5-tuple of a plain frame (UDP or TCP right after a 20-byte IPv4
-/// header after an untagged Ethernet header) from its first 42 bytes:
-/// every field at a fixed offset.
+/// header after an untagged Ethernet header) from its first 42 bytes, as
+/// [`FiveTupleV4::pack`] packs it: both addresses in one big-endian 8-byte
+/// read, both ports in one 4-byte read, and the protocol byte.
 #[inline(always)]
-fn plain_tuple(h: &[u8; 42]) -> FiveTupleV4 {
-    let be16 = |o: usize| u16::from_be_bytes([h[o], h[o + 1]]);
-    let be32 = |o: usize| u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
-    FiveTupleV4 {
-        src: be32(26),
-        dst: be32(30),
-        src_port: be16(34),
-        dst_port: be16(36),
-        protocol: h[23],
-    }
+fn plain_words(h: &[u8; 42]) -> [u64; 2] {
+    let [a0, a1, a2, a3, a4, a5, a6, a7, p0, p1, p2, p3] =
+        *h[26..].first_chunk::<12>().unwrap_or(&[0; 12]);
+    [
+        u64::from_be_bytes([a0, a1, a2, a3, a4, a5, a6, a7]),
+        u64::from(u32::from_be_bytes([p0, p1, p2, p3])) | u64::from(h[23]) << 32,
+    ]
 }
 const L4_ICMPV6: u8 = L4::code(Some(L4::Icmpv6));
 
@@ -420,18 +419,22 @@ impl<'a> Packet<'a> {
             // Not a shape the plain decoder takes, yet a plain layout (it
             // declines nothing the other paths call plain; kept so that
             // the tuple's invariant never rests on that).
-            Some(h) if Layout::is_plain_ipv4_word(l.word()) => self.set_plain(l, h),
+            Some(h) if Layout::is_plain_ipv4_word(l.word()) => {
+                self.set_plain(l, h);
+            }
             _ => self.parsed.set(l.word()),
         }
         l
     }
 
     /// Cache the plain layout `l` and the 5-tuple at its fixed offsets in
-    /// `h`, the frame's first 42 bytes.
+    /// `h`, the frame's first 42 bytes; the tuple's words.
     #[inline(always)]
-    fn set_plain(&self, l: Layout, h: &[u8; 42]) {
-        self.tuple.set(MaybeUninit::new(plain_tuple(h).pack()));
+    fn set_plain(&self, l: Layout, h: &[u8; 42]) -> [u64; 2] {
+        let w = plain_words(h);
+        self.tuple.set(MaybeUninit::new(w));
         self.parsed.set(l.word() | TUPLE);
+        w
     }
 
     /// Whether the packet holds the 5-tuple of a plain frame (the cache
@@ -467,15 +470,30 @@ impl<'a> Packet<'a> {
         if let Some(t) = self.stored_tuple() {
             return Some(t);
         }
-        if let Some((_, h)) = self.first_look_plain() {
-            return Some(plain_tuple(h));
+        if let Some(w) = self.first_look_words() {
+            return Some(FiveTupleV4::unpack(w));
         }
-        if self.parsed.get() != 0 {
+        self.plain_five_tuple_v4_slow()
+    }
+
+    /// [`plain_five_tuple_v4`](Self::plain_five_tuple_v4) for a packet
+    /// parsed without its 5-tuple stored, or that the plain decoder
+    /// declined.
+    #[cold]
+    fn plain_five_tuple_v4_slow(&self) -> Option<FiveTupleV4> {
+        let w = self.parsed.get();
+        if w == 0 {
+            // Declined by the plain decoder (say, a UDP length of 0, which
+            // etherparse takes), yet maybe plain: the whole parse decides.
+            self.parse_now();
+            return self.stored_tuple();
+        }
+        // Plain, first looked at through `udp_dst_port`: store it now.
+        if !Layout::is_plain_ipv4_word(w) {
             return None;
         }
-        // Declined by the plain decoder (say, a UDP length of 0, which
-        // etherparse takes), yet maybe plain: the whole parse decides.
-        self.parse_now();
+        let h = self.frame.first_chunk::<42>()?;
+        self.set_plain(Layout::from_word(w), h);
         self.stored_tuple()
     }
 
@@ -494,28 +512,45 @@ impl<'a> Packet<'a> {
     }
 
     /// On the first look at an untagged Ethernet/IPv4 UDP or TCP frame:
-    /// parse it, cache the layout and the 5-tuple, and hand back its first
-    /// 42 bytes, from which the caller reads its answer without another
-    /// bounds check.
+    /// parse it, cache the layout, and hand back its first 42 bytes, from
+    /// which the caller reads its answer without another bounds check.
     #[inline(always)]
     fn first_look_plain(&self) -> Option<(Layout, &[u8; 42])> {
         if self.parsed.get() != 0 || self.kind != PacketKind::Ethernet {
             return None;
         }
         let (l, h) = parse::fast::ethernet_ipv4_plain(self.frame)?;
-        self.set_plain(l, h);
+        self.parsed.set(l.word());
         Some((l, h))
     }
 
+    /// [`first_look_plain`](Self::first_look_plain) that caches the
+    /// 5-tuple too, and hands it back as [`FiveTupleV4::pack`]'s words.
+    #[inline(always)]
+    fn first_look_words(&self) -> Option<[u64; 2]> {
+        if self.parsed.get() != 0 || self.kind != PacketKind::Ethernet {
+            return None;
+        }
+        let (l, h) = parse::fast::ethernet_ipv4_plain(self.frame)?;
+        Some(self.set_plain(l, h))
+    }
+
     /// The destination port of a UDP packet (`None` for anything else):
-    /// what a port filter asks, in one call.
+    /// what a port filter asks, in one call. A first look caches the
+    /// layout only (a later 5-tuple read stores the tuple then).
     #[inline(always)]
     pub fn udp_dst_port(&self) -> Option<u16> {
         if let Some((l, h)) = self.first_look_plain() {
             return (l.l4 == L4_UDP).then_some(u16::from_be_bytes([h[36], h[37]]));
         }
-        if self.parsed.get() == PLAIN_UDP | TUPLE {
+        let w = self.parsed.get();
+        if w == PLAIN_UDP | TUPLE {
             return self.stored_tuple().map(|t| t.dst_port);
+        }
+        if w == PLAIN_UDP {
+            if let Some(h) = self.frame.first_chunk::<38>() {
+                return Some(u16::from_be_bytes([h[36], h[37]]));
+            }
         }
         self.parsed()?.udp_dst_port()
     }
@@ -527,7 +562,7 @@ impl<'a> Packet<'a> {
     /// [`five_tuple_v4`](Self::five_tuple_v4)).
     #[inline(always)]
     pub fn is_plain_ipv4(&self) -> bool {
-        self.has_tuple()
+        Layout::is_plain_ipv4_word(self.parsed.get() & !TUPLE)
     }
 
     /// The IPv4 5-tuple, if the packet is IPv4: what
@@ -608,6 +643,20 @@ mod tests {
         let mut v = Vec::with_capacity(b.size(payload.len()));
         b.write(&mut v, payload).unwrap();
         v
+    }
+
+    #[test]
+    fn a_plain_frames_words_are_its_tuple_packed() {
+        let f = udp_frame(53, b"x");
+        let t = FiveTupleV4 {
+            src: 0xc612_0001,
+            dst: 0xc612_0002,
+            src_port: 4000,
+            dst_port: 53,
+            protocol: 17,
+        };
+        assert_eq!(plain_words(f.first_chunk().unwrap()), t.pack());
+        assert_eq!(FiveTupleV4::unpack(t.pack()), t);
     }
 
     #[test]

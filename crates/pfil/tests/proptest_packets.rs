@@ -240,6 +240,18 @@ fn check_headers(kind: PacketKind, frame: &[u8]) -> Result<(), TestCaseError> {
         v4_cached.filter(|_| plain),
         "Packet::plain_five_tuple_v4, first look"
     );
+    // A first look through udp_dst_port caches the layout alone; the
+    // 5-tuple reads after it store the tuple then.
+    let p5 = Packet::with_kind(&mut fresh, kind);
+    prop_assert_eq!(p5.udp_dst_port(), udp_dst);
+    prop_assert_eq!(
+        p5.plain_five_tuple_v4(),
+        v4_cached.filter(|_| plain),
+        "Packet::plain_five_tuple_v4 after udp_dst_port"
+    );
+    prop_assert_eq!(p5.five_tuple_v4(), v4_cached);
+    prop_assert_eq!(p5.udp_dst_port(), udp_dst, "udp_dst_port, cached");
+    prop_assert_eq!(p5.is_plain_ipv4(), plain);
     prop_assert_eq!(Packet::with_kind(&mut fresh, kind).headers(), h);
     let v = p.parsed();
     let tuple = |w: &Answer| {

@@ -23,15 +23,16 @@ pub struct FiveTupleV4 {
 }
 
 impl FiveTupleV4 {
-    /// The tuple as two words (addresses; ports and protocol): what a
-    /// [`Packet`](crate::Packet) keeps of a plain frame, two loads to read
-    /// back where a copy of the struct is a load per field and padding
-    /// piece.
-    #[inline(always)]
+    /// The tuple as two words, what a [`Packet`](crate::Packet) keeps of
+    /// a plain frame: `src << 32 | dst`, and `protocol << 32 | src_port
+    /// << 16 | dst_port`, the order the header holds them in, so that a
+    /// frame's words are two reads and byte swaps (and reading them back is
+    /// two loads).
+    #[cfg(test)]
     pub(crate) const fn pack(self) -> [u64; 2] {
         [
-            self.src as u64 | (self.dst as u64) << 32,
-            self.src_port as u64 | (self.dst_port as u64) << 16 | (self.protocol as u64) << 32,
+            (self.src as u64) << 32 | self.dst as u64,
+            (self.protocol as u64) << 32 | (self.src_port as u64) << 16 | self.dst_port as u64,
         ]
     }
 
@@ -39,10 +40,10 @@ impl FiveTupleV4 {
     #[inline(always)]
     pub(crate) const fn unpack(w: [u64; 2]) -> FiveTupleV4 {
         FiveTupleV4 {
-            src: w[0] as u32,
-            dst: (w[0] >> 32) as u32,
-            src_port: w[1] as u16,
-            dst_port: (w[1] >> 16) as u16,
+            src: (w[0] >> 32) as u32,
+            dst: w[0] as u32,
+            src_port: (w[1] >> 16) as u16,
+            dst_port: w[1] as u16,
             protocol: (w[1] >> 32) as u8,
         }
     }
