@@ -12,7 +12,8 @@
 //! (`classify_batch_v4` over the same keys as [`KeyV4`]s; collect
 //! `acl_count::lookups_v4`), `v4seq` (the same one key after the other;
 //! `acl_count::lookups_v4_seq`) or `ab` (times `v4seq` against `v4`, both
-//! alternated in one process, passes × 5 each). The instructions of the
+//! alternated in one process, passes × 5 each; `ACL_AB_PORTABLE=1`: the
+//! batch compiled for the baseline CPU against the one the CPU runs). The instructions of the
 //! collected function divided by passes × 100 000 are the instructions per
 //! lookup. `ACL_COST=1` prints the mean trees, nodes and entries per
 //! lookup and their histogram; `ACL_BINTH`, `ACL_SPFAC`, `ACL_ROOT_BITS`,
@@ -113,6 +114,9 @@ fn main() {
                 },
             )
         });
+        // ACL_AB_PORTABLE=1: the other side is the same batch compiled for
+        // the baseline CPU (no AVX2).
+        let portable = std::env::var_os("ACL_AB_PORTABLE").is_some();
         let mut r: Vec<Vec<f64>> = vec![Vec::new(); 2];
         for _ in 0..passes {
             for (m, v) in r.iter_mut().enumerate() {
@@ -121,6 +125,8 @@ fn main() {
                     let k = std::hint::black_box(&k4);
                     if m == 1 {
                         c.classify_batch_v4(k, &mut out);
+                    } else if portable {
+                        c.classify_batch_v4_portable(k, &mut out);
                     } else if let Some(b) = &other {
                         b.classify_batch_v4(k, &mut out);
                     } else {
@@ -131,7 +137,9 @@ fn main() {
                 v.push(t.elapsed().as_nanos() as f64 / (5 * k4.len()) as f64);
             }
         }
-        let first = if other.is_some() {
+        let first = if portable {
+            "batch, baseline CPU"
+        } else if other.is_some() {
             "other config, batch"
         } else {
             "one after the other"

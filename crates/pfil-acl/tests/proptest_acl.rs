@@ -155,6 +155,11 @@ fn check(rs: &Ruleset, cfg: &Config, keys: &[Key]) {
     let mut seq4 = vec![None; v4.len()];
     cls.classify_batch_v4_seq(&v4, &mut seq4);
     assert_eq!(seq4, want, "sequential IPv4 batch");
+    // The batch compiled for the baseline CPU (the call above runs the
+    // AVX2 build where the CPU has AVX2).
+    let mut portable4 = vec![None; v4.len()];
+    cls.classify_batch_v4_portable(&v4, &mut portable4);
+    assert_eq!(portable4, want, "IPv4 batch, baseline CPU build");
     for ((k, o), w) in v4.iter().zip(&out4).zip(&want) {
         assert_eq!(
             k.key(),
