@@ -2,7 +2,8 @@
 //! cuts on one or two fields per node) over the IPv4 rules when it is
 //! small enough, else CutSplit/EffiCuts-style partitioning into subsets by
 //! which address fields are large, one tree per subset; leaves are
-//! structure-of-arrays blocks of 8 rules tested with SSE2 lane compares.
+//! structure-of-arrays blocks of 8 rules tested with SSE2 lane compares
+//! (AVX2 in the IPv4 batch lookup, where the CPU has it).
 //!
 //! # Algorithm
 //! With at most [`SINGLE_TREE_MAX_RULES`] IPv4 rules, the build first
@@ -47,8 +48,11 @@
 //! With the bias a range test is a wrapping subtraction and a signed
 //! compare (SSE2 has no unsigned one): `psubd`/`pcmpgtd` on two 4-lane
 //! vectors per address, `packssdw`, `psubw`/`pcmpgtw` for the rest, all
-//! emitted by the compiler from plain loops over the lanes (no `unsafe`,
-//! no target features beyond baseline x86-64). The miss vector goes
+//! emitted by the compiler from plain loops over the lanes (no
+//! intrinsics). [`Classifier::classify_batch_v4`] also has the same code
+//! compiled with AVX2 (one 8-lane vector per address), which it runs when
+//! the CPU has AVX2 (checked once, when the classifier is built): 201
+//! instead of 232 instructions per lookup on acl1_1k. The miss vector goes
 //! through memory as a 128-bit word whose first zero 16-bit group is the
 //! first matching rule (a branch-free bit scan). Rules with conditions the
 //! block does not hold (VLAN, TCP flags, ICMP, a range of protocols with
