@@ -111,31 +111,32 @@ pub(super) mod fast {
         if f.len() > usize::from(u16::MAX) {
             return None;
         }
-        // Bytes 12..20 and 20..24 as two little-endian words, so that each
-        // test below is one or two instructions.
-        let [a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, ..] = *h[12..].first_chunk::<12>()?;
-        let eth_ip = u64::from_le_bytes([a0, a1, a2, a3, a4, a5, a6, a7]);
-        let frag_proto = u32::from_le_bytes([b0, b1, b2, b3]);
-        // EtherType IPv4, version 4 and IHL 5 (bytes 12, 13 and 14).
-        if eth_ip & 0x00ff_ffff != 0x0045_0008 {
+        // Each test below is written the way the compiler makes it one or
+        // two instructions (a compare or test of memory with a constant);
+        // a wider word with a mask was narrowed back into byte loads,
+        // shifts and ors.
+        // EtherType IPv4, version 4 and IHL 5.
+        if h[12..14] != [0x08, 0x00] || h[14] != 0x45 {
             return None;
         }
-        // A total length that covers the header and fits in the frame:
-        // 20 <= total <= len - 14 as one unsigned compare (len >= 42).
-        let total = usize::from(u16::from_be_bytes([a4, a5]));
-        if total.wrapping_sub(20) > f.len() - 34 {
+        // No more-fragments flag, fragment offset 0.
+        if u16::from_le_bytes([h[20], h[21]]) & 0xff3f != 0 {
             return None;
         }
-        // No more-fragments flag, fragment offset 0 (bytes 20 and 21).
-        if frag_proto & 0xff3f != 0 {
+        // A total length that covers the header and at least a UDP header
+        // (UDP and TCP both need that much) and fits in the frame:
+        // 28 <= total <= len - 14, one unsigned compare (len >= 42).
+        let total = usize::from(u16::from_be_bytes([h[16], h[17]]));
+        if total.wrapping_sub(28) > f.len() - 42 {
             return None;
         }
         let room = total - 20;
-        let protocol = b3;
+        let protocol = h[23];
         let l4 = match protocol {
             17 => {
+                // A UDP length in 8..=room, one unsigned compare (room >= 8).
                 let len = usize::from(u16::from_be_bytes([h[38], h[39]]));
-                if len < 8 || len > room {
+                if len.wrapping_sub(8) > room - 8 {
                     return None;
                 }
                 L4_UDP
