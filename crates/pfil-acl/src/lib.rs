@@ -73,8 +73,9 @@
 //! `BENCHMARKS.md` for how it compares with linear scan and DPDK's
 //! rte_acl.
 
-// One `unsafe` block, allowed where it is: the call of the AVX2 build of
-// the batch lookup once the CPU is known to have AVX2.
+// `unsafe` in one place, allowed there: the AVX2 build of the batch lookup
+// (an `unsafe fn` with a target feature) and its call once the CPU is
+// known to have AVX2.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 

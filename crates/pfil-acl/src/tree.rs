@@ -634,6 +634,7 @@ pub struct Classifier {
     stats: Stats,
     /// The CPU has AVX2: [`Classifier::classify_batch_v4`] runs its AVX2
     /// build.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     avx2: bool,
 }
 
@@ -1023,9 +1024,14 @@ impl Classifier {
 
     /// [`batch_v4`](Self::batch_v4) compiled with AVX2 (everything below it
     /// is inlined, so all of it is).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2. (An `unsafe fn`, not a safe function with a
+    /// target feature: those need Rust 1.86, the workspace supports 1.85.)
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    fn batch_v4_avx2(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
+    #[allow(unsafe_code)]
+    unsafe fn batch_v4_avx2(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
         self.batch_v4(keys, out);
     }
 

@@ -54,8 +54,9 @@ pub struct Packet<'a> {
 #[repr(C, align(8))]
 struct Layout {
     /// Bit 0: an Ethernet header was parsed (`ether_type` is valid); bits
-    /// 1..=2: VLAN tags (0, 1 or 2); bit 6: malformed; bit 7: parsed. 0:
-    /// not parsed yet.
+    /// 1..=2: VLAN tags (0, 1 or 2); bit 5: in a packet's cached word only,
+    /// the packet holds the 5-tuple ([`LINK_TUPLE`]); bit 6: malformed;
+    /// bit 7: parsed. 0: not parsed yet.
     link: u8,
     /// 0: none, 4: IPv4, 6: IPv6.
     ip_version: u8,
@@ -415,10 +416,15 @@ impl<'a> Packet<'a> {
         }
         let l = parse::parse_general(self.frame, self.kind);
         debug_assert_eq!(l.link & LINK_TUPLE, 0, "a parsed layout with LINK_TUPLE");
+        // Masked too in release builds: the bit is the tuple's validity,
+        // which only `set_plain` may claim.
+        let l = Layout {
+            link: l.link & !LINK_TUPLE,
+            ..l
+        };
         match self.frame.first_chunk::<42>() {
-            // Not a shape the plain decoder takes, yet a plain layout (it
-            // declines nothing the other paths call plain; kept so that
-            // the tuple's invariant never rests on that).
+            // Declined by the plain decoder, yet a plain layout (a UDP
+            // length of 0, which etherparse takes): store the tuple too.
             Some(h) if Layout::is_plain_ipv4_word(l.word()) => {
                 self.set_plain(l, h);
             }
@@ -452,9 +458,10 @@ impl<'a> Packet<'a> {
             return None;
         }
         // SAFETY: `TUPLE` is set in the cached word only by `set_plain`,
-        // right after it wrote `tuple` (parsed layouts never carry the bit:
-        // `LINK_TUPLE`), and every other write of the word clears it; so
-        // with the bit set, `tuple` is initialised.
+        // right after it wrote `tuple` (the plain decoder's layouts never
+        // carry the bit, `parse_now` clears it from the others), and every
+        // other write of the word clears it; so with the bit set, `tuple`
+        // is initialised.
         Some(FiveTupleV4::unpack(unsafe {
             self.tuple.get().assume_init()
         }))
