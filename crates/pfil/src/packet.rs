@@ -546,10 +546,7 @@ impl<'a> Packet<'a> {
     /// 5-tuple too, and hands it back as [`FiveTupleV4::pack`]'s words.
     #[inline(always)]
     fn first_look_words(&self) -> Option<[u64; 2]> {
-        if self.parsed.get() != 0 || self.kind != PacketKind::Ethernet {
-            return None;
-        }
-        let (l, h) = parse::fast::ethernet_ipv4_plain(self.frame)?;
+        let (l, h) = self.first_look_plain()?;
         Some(self.set_plain(l, h))
     }
 

@@ -150,15 +150,7 @@ pub(super) mod fast {
             }
             _ => return None,
         };
-        let l = Layout {
-            link: LINK_OK | LINK_ETHERNET,
-            ip_version: 4,
-            protocol,
-            l4,
-            ether_type: 0x0800,
-            l4_offset: 34,
-        };
-        Some((l, h))
+        Some((Layout::plain_ipv4(protocol, l4), h))
     }
 
     #[inline]
