@@ -32,9 +32,10 @@ pub struct Packet<'a> {
     /// The parse cache: a [`Layout`] as its [`word`](Layout::word).
     parsed: Cell<u64>,
     /// The 5-tuple of a plain frame, valid while `parsed` has
-    /// [`LINK_TUPLE`]: every parse that yields a plain layout stores it
-    /// ([`Packet::set_plain`]; [`Packet::udp_dst_port`]'s first look
-    /// leaves it to the first 5-tuple read), so a cached [`five_tuple_v4`](Packet::five_tuple_v4)
+    /// [`LINK_TUPLE`]: the plain decoder's parse stores it
+    /// ([`Packet::set_plain`]; a plain layout from another path, or from
+    /// [`Packet::udp_dst_port`]'s first look, gets it on the first 5-tuple
+    /// read), so a cached [`five_tuple_v4`](Packet::five_tuple_v4)
     /// is one bit test and two loads. Packed as [`FiveTupleV4::pack`] has
     /// it; left uninitialised until then, so that a packet nobody parses
     /// costs nothing more to build.
@@ -422,14 +423,10 @@ impl<'a> Packet<'a> {
             link: l.link & !LINK_TUPLE,
             ..l
         };
-        match self.frame.first_chunk::<42>() {
-            // Declined by the plain decoder, yet a plain layout (a UDP
-            // length of 0, which etherparse takes): store the tuple too.
-            Some(h) if Layout::is_plain_ipv4_word(l.word()) => {
-                self.set_plain(l, h);
-            }
-            _ => self.parsed.set(l.word()),
-        }
+        // A plain layout from here (a UDP length of 0, which the plain
+        // decoder declines and etherparse takes) gets its tuple stored by
+        // the first 5-tuple read (`store_plain_tuple`).
+        self.parsed.set(l.word());
         l
     }
 
@@ -498,14 +495,17 @@ impl<'a> Packet<'a> {
     #[cold]
     #[inline(never)]
     fn store_plain_tuple(&self) -> bool {
-        let w = self.parsed.get();
-        if w == 0 {
+        if self.parsed.get() == 0 {
             // Declined by the plain decoder (say, a UDP length of 0, which
             // etherparse takes), yet maybe plain: the whole parse decides.
             self.parse_now();
-            return self.has_tuple();
+            if self.has_tuple() {
+                return true;
+            }
         }
-        // Plain, first looked at through `udp_dst_port`: store it now.
+        // Plain, parsed by another path than the plain decoder or first
+        // looked at through `udp_dst_port`: store the tuple now.
+        let w = self.parsed.get();
         match self.frame.first_chunk::<42>() {
             Some(h) if Layout::is_plain_ipv4_word(w) => {
                 self.set_plain(Layout::from_word(w), h);
