@@ -6,6 +6,15 @@
 //!
 //! `benches/callgrind_parse.sh` runs and tabulates it. Run alone, it
 //! prints each loop's time per look-up too (a cross-check of criterion).
+//!
+//! With `PARSE_IR_ROUNDS=R` it runs the cases the issue-9 targets name
+//! (fixed offsets, first look fresh and reused, cached read) in turn, round
+//! after round, and prints each one's median time and its ratio to the
+//! fixed-offset extraction of the same round (median and range over the
+//! rounds): on a machine whose speed drifts, a ratio within a round is what
+//! a sequential run of criterion's cases cannot give.
+//!
+//! `PARSE_IR_ROUNDS=31 PARSE_IR_N=2000000 taskset -c 1 target/release/deps/parse_ir-*`
 
 use std::hint::black_box;
 
@@ -74,6 +83,13 @@ fn ir_cached(p: &Packet<'_>, n: u64) {
 }
 
 #[inline(never)]
+fn ir_cached_lent(p: &Packet<'_>, n: u64) {
+    for _ in 0..n {
+        black_box(black_box(p).plain_five_tuple_v4());
+    }
+}
+
+#[inline(never)]
 fn ir_udp_dst_port_cached(p: &Packet<'_>, n: u64) {
     for _ in 0..n {
         black_box(black_box(p).udp_dst_port());
@@ -96,12 +112,61 @@ fn timed(name: &str, n: u64, f: impl FnOnce()) {
     println!("{name:24} {ns:7.2} ns");
 }
 
+/// Nanoseconds per look-up of `f` run `n` times.
+fn ns_per(n: u64, f: impl FnOnce()) -> f64 {
+    let t = std::time::Instant::now();
+    f();
+    t.elapsed().as_secs_f64() * 1e9 / n as f64
+}
+
+/// The rounds mode (see the top of the file).
+fn rounds(f: &mut [u8], n: u64, rounds: usize) {
+    const CASES: [&str; 5] = [
+        "fixed_offsets",
+        "first",
+        "first_reused",
+        "cached",
+        "cached_lent",
+    ];
+    let mut ns: [Vec<f64>; 5] = Default::default();
+    for _ in 0..rounds {
+        ns[0].push(ns_per(n, || ir_fixed_offsets(f, n)));
+        ns[1].push(ns_per(n, || ir_first(f, n)));
+        let mut p = Packet::new(f);
+        ns[2].push(ns_per(n, || ir_first_reused(&mut p, n)));
+        assert!(p.parsed().is_some());
+        ns[3].push(ns_per(n, || ir_cached(&p, n)));
+        ns[4].push(ns_per(n, || ir_cached_lent(&p, n)));
+    }
+    let sample = |v: &[f64]| pfil_stats::Sample::from_values(v.iter().copied()).expect("a sample");
+    println!("{rounds} rounds of {n} look-ups each, the cases in turn; ratio: to fixed_offsets in the same round");
+    println!(
+        "{:14} {:>9} {:>9} {:>9}   {:>6} {:>6} {:>6}",
+        "case", "median", "min", "max", "ratio", "min", "max"
+    );
+    for (name, v) in CASES.iter().zip(&ns) {
+        let t = sample(v).summary();
+        let r = sample(&v.iter().zip(&ns[0]).map(|(a, b)| a / b).collect::<Vec<_>>()).summary();
+        println!(
+            "{name:14} {:7.2}ns {:7.2}ns {:7.2}ns   {:6.2} {:6.2} {:6.2}",
+            t.median, t.min, t.max, r.median, r.min, r.max
+        );
+    }
+}
+
 fn main() {
     let n = std::env::var("PARSE_IR_N")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000_000);
     let mut f = frame();
+    if let Some(r) = std::env::var("PARSE_IR_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        rounds(&mut f, n, r);
+        return;
+    }
     timed("empty", n, || ir_empty(&mut f, n));
     timed("fixed_offsets", n, || ir_fixed_offsets(&mut f, n));
     timed("first", n, || ir_first(&mut f, n));
@@ -115,6 +180,7 @@ fn main() {
     let p = Packet::new(&mut f);
     assert!(p.parsed().is_some());
     timed("cached", n, || ir_cached(&p, n));
+    timed("cached_lent", n, || ir_cached_lent(&p, n));
     timed("udp_dst_port_cached", n, || ir_udp_dst_port_cached(&p, n));
     timed("headers_cached", n, || ir_headers_cached(&p, n));
 }

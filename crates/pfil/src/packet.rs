@@ -3,7 +3,7 @@
 //! decoded at fixed offsets (`parse.rs`), the rest by etherparse, read in
 //! place through [`Parsed`] (`view.rs`).
 
-use std::cell::Cell;
+use std::cell::{Cell, UnsafeCell};
 use std::fmt;
 use std::mem::MaybeUninit;
 use std::net::IpAddr;
@@ -36,10 +36,16 @@ pub struct Packet<'a> {
     /// ([`Packet::set_plain`]; a plain layout from another path, or from
     /// [`Packet::udp_dst_port`]'s first look, gets it on the first 5-tuple
     /// read), so a cached [`five_tuple_v4`](Packet::five_tuple_v4)
-    /// is one bit test and two loads. Packed as [`FiveTupleV4::pack`] has
-    /// it; left uninitialised until then, so that a packet nobody parses
-    /// costs nothing more to build.
-    tuple: Cell<MaybeUninit<[u64; 2]>>,
+    /// is one bit test, and [`plain_five_tuple_v4`](Packet::plain_five_tuple_v4)
+    /// lends it in place. The bytes of a [`FiveTupleV4`], as
+    /// [`FiveTupleV4::words`] makes them; left uninitialised until then, so
+    /// that a packet nobody parses costs nothing more to build.
+    ///
+    /// Written only while the bit is clear (through `&self`, by
+    /// [`Packet::set_plain`]), and the bit is cleared only through
+    /// `&mut self`: so a `&FiveTupleV4` lent while the bit is set, which
+    /// borrows the packet, never sees a write.
+    tuple: UnsafeCell<MaybeUninit<[u64; 2]>>,
     cookie: u64,
 }
 
@@ -258,16 +264,31 @@ const L4_ICMPV4: u8 = L4::code(Some(L4::Icmpv4));
 
 /// The 5-tuple of a plain frame (UDP or TCP right after a 20-byte IPv4
 /// header after an untagged Ethernet header) from its first 42 bytes, as
-/// [`FiveTupleV4::pack`] packs it: both addresses in one big-endian 8-byte
-/// read, both ports in one 4-byte read, and the protocol byte.
+/// [`FiveTupleV4::words`] makes them: both addresses in one big-endian
+/// 8-byte read, both ports in one 4-byte read, and the protocol byte. On a
+/// little-endian CPU, a byte swap and a rotate each (the addresses swap
+/// halves, the ports too, each ending up in host order where
+/// `FiveTupleV4` has it).
 #[inline(always)]
 fn plain_words(h: &[u8; 42]) -> [u64; 2] {
     let [a0, a1, a2, a3, a4, a5, a6, a7, p0, p1, p2, p3] =
         *h[26..].first_chunk::<12>().unwrap_or(&[0; 12]);
-    [
-        u64::from_be_bytes([a0, a1, a2, a3, a4, a5, a6, a7]),
-        u64::from(u32::from_be_bytes([p0, p1, p2, p3])) | u64::from(h[23]) << 32,
-    ]
+    let addrs = u64::from_be_bytes([a0, a1, a2, a3, a4, a5, a6, a7]);
+    let ports = u32::from_be_bytes([p0, p1, p2, p3]);
+    #[cfg(target_endian = "little")]
+    let w = [
+        addrs.rotate_left(32),
+        u64::from(ports.rotate_left(16)) | u64::from(h[23]) << 32,
+    ];
+    #[cfg(not(target_endian = "little"))]
+    let w = FiveTupleV4::words(
+        (addrs >> 32) as u32,
+        addrs as u32,
+        (ports >> 16) as u16,
+        ports as u16,
+        h[23],
+    );
+    w
 }
 const L4_ICMPV6: u8 = L4::code(Some(L4::Icmpv6));
 
@@ -291,7 +312,7 @@ impl<'a> Packet<'a> {
             queue: 0,
             verdict: Verdict::Pass,
             parsed: Cell::new(0),
-            tuple: Cell::new(MaybeUninit::uninit()),
+            tuple: UnsafeCell::new(MaybeUninit::uninit()),
             cookie: 0,
         }
     }
@@ -434,8 +455,16 @@ impl<'a> Packet<'a> {
     /// `h`, the frame's first 42 bytes; the tuple's words.
     #[inline(always)]
     fn set_plain(&self, l: Layout, h: &[u8; 42]) -> [u64; 2] {
+        // Every caller found the word without the bit: a parse not made
+        // yet, or a plain layout cached without its tuple.
+        debug_assert!(!self.has_tuple(), "a stored tuple written again");
         let w = plain_words(h);
-        self.tuple.set(MaybeUninit::new(w));
+        // SAFETY: `has_tuple` is false (every caller found the cached word
+        // 0 or a plain layout without the bit, asserted above), so no
+        // `&FiveTupleV4` into `tuple` is alive (`stored_tuple` lends one
+        // only while the bit is set, and only `&mut self` clears it); the
+        // packet is not `Sync`, so no other thread reads it either.
+        unsafe { self.tuple.get().write(MaybeUninit::new(w)) };
         self.parsed.set(l.word() | TUPLE);
         w
     }
@@ -447,10 +476,22 @@ impl<'a> Packet<'a> {
         self.parsed.get() & TUPLE != 0
     }
 
-    /// The 5-tuple [`set_plain`](Self::set_plain) stored, if
+    /// The words of the 5-tuple [`set_plain`](Self::set_plain) stored, if
     /// [`has_tuple`](Self::has_tuple).
     #[inline(always)]
-    fn stored_tuple(&self) -> Option<FiveTupleV4> {
+    fn stored_words(&self) -> Option<[u64; 2]> {
+        if !self.has_tuple() {
+            return None;
+        }
+        // SAFETY: with the bit set, `tuple` is initialised (see
+        // `stored_tuple`); reading a copy of it writes nothing.
+        Some(unsafe { self.tuple.get().read().assume_init() })
+    }
+
+    /// The 5-tuple [`set_plain`](Self::set_plain) stored, in place, if
+    /// [`has_tuple`](Self::has_tuple).
+    #[inline(always)]
+    fn stored_tuple(&self) -> Option<&FiveTupleV4> {
         if !self.has_tuple() {
             return None;
         }
@@ -458,10 +499,12 @@ impl<'a> Packet<'a> {
         // right after it wrote `tuple` (the plain decoder's layouts never
         // carry the bit, `parse_now` clears it from the others), and every
         // other write of the word clears it; so with the bit set, `tuple`
-        // is initialised.
-        Some(FiveTupleV4::unpack(unsafe {
-            self.tuple.get().assume_init()
-        }))
+        // holds the bytes `FiveTupleV4::words` made, which are a
+        // `FiveTupleV4` (`repr(C)`, 16 bytes, align 4 <= 8: see
+        // `FiveTupleV4::from_words`). `set_plain` writes `tuple` only while
+        // the bit is clear and only `&mut self` clears it, so nothing
+        // writes it while the returned borrow of `self` lives.
+        Some(unsafe { &*self.tuple.get().cast::<FiveTupleV4>() })
     }
 
     /// The 5-tuple of a plain frame (untagged Ethernet, a 20-byte IPv4
@@ -469,24 +512,18 @@ impl<'a> Packet<'a> {
     /// other shape: the fast half of [`five_tuple_v4`](Self::five_tuple_v4),
     /// for callers that handle the other shapes themselves. Parses a
     /// packet not parsed yet.
+    ///
+    /// Lent in place, from the packet's copy: a cached read is a bit test,
+    /// and the caller loads the fields it wants.
     #[inline(always)]
-    pub fn plain_five_tuple_v4(&self) -> Option<FiveTupleV4> {
-        if let Some(t) = self.stored_tuple() {
-            return Some(t);
+    pub fn plain_five_tuple_v4(&self) -> Option<&FiveTupleV4> {
+        if self.stored_tuple().is_none()
+            && self.first_look_words().is_none()
+            && !self.store_plain_tuple()
+        {
+            return None;
         }
-        if let Some(w) = self.first_look_words() {
-            return Some(FiveTupleV4::unpack(w));
-        }
-        // The slow path answers whether it stored a tuple, not the tuple:
-        // an `Option<FiveTupleV4>` (20 bytes) comes back through memory,
-        // and merging it with the fast paths' made the compiler build
-        // every answer on the stack field by field and copy it with wide
-        // loads, a store-forwarding stall per call (10 ns for a cached
-        // read).
-        if self.store_plain_tuple() {
-            return self.stored_tuple();
-        }
-        None
+        self.stored_tuple()
     }
 
     /// For a packet parsed without its 5-tuple stored, or that the plain
@@ -530,16 +567,16 @@ impl<'a> Packet<'a> {
     }
 
     /// On the first look at an untagged Ethernet/IPv4 UDP or TCP frame:
-    /// parse it, cache the layout, and hand back its first 42 bytes, from
-    /// which the caller reads its answer without another bounds check.
+    /// parse it and hand back its layout and first 42 bytes, from which
+    /// the caller reads its answer without another bounds check. The
+    /// caller caches the layout (one store of the word, with or without
+    /// the tuple's bit).
     #[inline(always)]
     fn first_look_plain(&self) -> Option<(Layout, &[u8; 42])> {
         if self.parsed.get() != 0 || self.kind != PacketKind::Ethernet {
             return None;
         }
-        let (l, h) = parse::fast::ethernet_ipv4_plain(self.frame)?;
-        self.parsed.set(l.word());
-        Some((l, h))
+        parse::fast::ethernet_ipv4_plain(self.frame)
     }
 
     /// [`first_look_plain`](Self::first_look_plain) that caches the
@@ -556,6 +593,7 @@ impl<'a> Packet<'a> {
     #[inline(always)]
     pub fn udp_dst_port(&self) -> Option<u16> {
         if let Some((l, h)) = self.first_look_plain() {
+            self.parsed.set(l.word());
             return (l.l4 == L4_UDP).then_some(u16::from_be_bytes([h[36], h[37]]));
         }
         let w = self.parsed.get();
@@ -586,10 +624,28 @@ impl<'a> Packet<'a> {
     /// bytes in hand on the first look and from the packet's copy after.
     #[inline(always)]
     pub fn five_tuple_v4(&self) -> Option<FiveTupleV4> {
-        if let Some(t) = self.plain_five_tuple_v4() {
-            return Some(t);
-        }
-        self.parsed()?.five_tuple_v4()
+        // Every path gives the tuple's words, joined as words and stored
+        // into the answer as two words. The first look's come from
+        // registers, not read back from the two stores just made (a 16-byte
+        // load of two 8-byte stores does not forward). The slow path answers
+        // whether it stored a tuple, not the tuple: an
+        // `Option<FiveTupleV4>` (20 bytes) from a call comes back through
+        // memory, and merging it with the fast paths' made the compiler
+        // build every answer on the stack field by field and copy it with
+        // wide loads, a store-forwarding stall per call (10 ns for a cached
+        // read). Fields joined with words split the words into halves and
+        // put them back together (six instructions on every path).
+        let w = if let Some(w) = self.stored_words() {
+            w
+        } else if let Some(w) = self.first_look_words() {
+            w
+        } else if self.store_plain_tuple() {
+            self.stored_words()?
+        } else {
+            let t = self.parsed()?.five_tuple_v4()?;
+            FiveTupleV4::words(t.src, t.dst, t.src_port, t.dst_port, t.protocol)
+        };
+        Some(FiveTupleV4::from_words(w))
     }
 
     /// The parsed headers, computed on first call and cached for this packet.
@@ -661,7 +717,7 @@ mod tests {
     }
 
     #[test]
-    fn a_plain_frames_words_are_its_tuple_packed() {
+    fn a_plain_frames_words_are_its_tuples_bytes() {
         let f = udp_frame(53, b"x");
         let t = FiveTupleV4 {
             src: 0xc612_0001,
@@ -670,8 +726,24 @@ mod tests {
             dst_port: 53,
             protocol: 17,
         };
-        assert_eq!(plain_words(f.first_chunk().unwrap()), t.pack());
-        assert_eq!(FiveTupleV4::unpack(t.pack()), t);
+        let w = plain_words(f.first_chunk().unwrap());
+        assert_eq!(
+            w,
+            FiveTupleV4::words(t.src, t.dst, t.src_port, t.dst_port, t.protocol)
+        );
+        assert_eq!(FiveTupleV4::from_words(w), t);
+        // The words are the tuple's bytes: the fields at their offsets,
+        // the padding zero.
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&w[0].to_ne_bytes());
+        bytes[8..].copy_from_slice(&w[1].to_ne_bytes());
+        let mut want = [0u8; 16];
+        want[0..4].copy_from_slice(&t.src.to_ne_bytes());
+        want[4..8].copy_from_slice(&t.dst.to_ne_bytes());
+        want[8..10].copy_from_slice(&t.src_port.to_ne_bytes());
+        want[10..12].copy_from_slice(&t.dst_port.to_ne_bytes());
+        want[12] = t.protocol;
+        assert_eq!(bytes, want);
     }
 
     #[test]

@@ -231,12 +231,14 @@ fn check_headers(kind: PacketKind, frame: &[u8]) -> Result<(), TestCaseError> {
                 && matches!(w.l4, Some(L4::Udp | L4::Tcp))
         });
     prop_assert_eq!(
-        p4.plain_five_tuple_v4(),
+        p4.plain_five_tuple_v4().copied(),
         v4_cached.filter(|_| plain),
         "Packet::plain_five_tuple_v4, cached"
     );
     prop_assert_eq!(
-        Packet::with_kind(&mut fresh, kind).plain_five_tuple_v4(),
+        Packet::with_kind(&mut fresh, kind)
+            .plain_five_tuple_v4()
+            .copied(),
         v4_cached.filter(|_| plain),
         "Packet::plain_five_tuple_v4, first look"
     );
@@ -245,7 +247,7 @@ fn check_headers(kind: PacketKind, frame: &[u8]) -> Result<(), TestCaseError> {
     let p5 = Packet::with_kind(&mut fresh, kind);
     prop_assert_eq!(p5.udp_dst_port(), udp_dst);
     prop_assert_eq!(
-        p5.plain_five_tuple_v4(),
+        p5.plain_five_tuple_v4().copied(),
         v4_cached.filter(|_| plain),
         "Packet::plain_five_tuple_v4 after udp_dst_port"
     );

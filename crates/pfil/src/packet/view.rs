@@ -8,7 +8,13 @@ use super::{Layout, L4, L4_ICMPV4, L4_ICMPV6, L4_TCP, L4_UDP, LINK_ETHERNET};
 
 /// The IPv4 5-tuple of a packet, as an ACL classifier keys on it: plain
 /// integers, read from the frame at the cached offsets.
+///
+/// `repr(C)`: 16 bytes, the fields in this order and then 3 bytes of
+/// padding. A [`Packet`](crate::Packet) keeps a plain frame's tuple in
+/// exactly these bytes, so that [`Packet::plain_five_tuple_v4`](crate::Packet::plain_five_tuple_v4)
+/// lends it in place and a copy of it is one 16-byte move.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(C)]
 pub struct FiveTupleV4 {
     /// Source address, host order (`u32::from(Ipv4Addr)`).
     pub src: u32,
@@ -22,30 +28,43 @@ pub struct FiveTupleV4 {
     pub protocol: u8,
 }
 
+// `words` and `from_words` rest on this.
+const _: () =
+    assert!(std::mem::size_of::<FiveTupleV4>() == 16 && std::mem::align_of::<FiveTupleV4>() <= 8);
+
 impl FiveTupleV4 {
-    /// The tuple as two words, what a [`Packet`](crate::Packet) keeps of
-    /// a plain frame: `src << 32 | dst`, and `protocol << 32 | src_port
-    /// << 16 | dst_port`, the order the header holds them in, so that a
-    /// frame's words are two reads and byte swaps (and reading them back is
-    /// two loads).
-    #[cfg(test)]
-    pub(crate) const fn pack(self) -> [u64; 2] {
-        [
-            (self.src as u64) << 32 | self.dst as u64,
-            (self.protocol as u64) << 32 | (self.src_port as u64) << 16 | self.dst_port as u64,
-        ]
+    /// The tuple's 16 bytes as two native-endian words (padding zero):
+    /// what a [`Packet`](crate::Packet) stores of a plain frame, two
+    /// stores.
+    #[inline(always)]
+    pub(crate) const fn words(
+        src: u32,
+        dst: u32,
+        src_port: u16,
+        dst_port: u16,
+        protocol: u8,
+    ) -> [u64; 2] {
+        #[cfg(target_endian = "little")]
+        let w = [
+            (dst as u64) << 32 | src as u64,
+            (protocol as u64) << 32 | (dst_port as u64) << 16 | src_port as u64,
+        ];
+        #[cfg(target_endian = "big")]
+        let w = [
+            (src as u64) << 32 | dst as u64,
+            (src_port as u64) << 48 | (dst_port as u64) << 32 | (protocol as u64) << 24,
+        ];
+        w
     }
 
-    /// The tuple [`pack`](Self::pack) made `w`.
+    /// The tuple whose bytes [`words`](Self::words) made `w`.
     #[inline(always)]
-    pub(crate) const fn unpack(w: [u64; 2]) -> FiveTupleV4 {
-        FiveTupleV4 {
-            src: (w[0] >> 32) as u32,
-            dst: w[0] as u32,
-            src_port: (w[1] >> 16) as u16,
-            dst_port: w[1] as u16,
-            protocol: (w[1] >> 32) as u8,
-        }
+    pub(crate) const fn from_words(w: [u64; 2]) -> FiveTupleV4 {
+        // SAFETY: `FiveTupleV4` is `repr(C)` and 16 bytes (asserted above),
+        // every field an integer (any bit pattern is one); `words` put each
+        // field's bytes at its `repr(C)` offset, and the 3 padding bytes
+        // may hold anything.
+        unsafe { std::mem::transmute::<[u64; 2], FiveTupleV4>(w) }
     }
 }
 
