@@ -83,6 +83,15 @@ fn ir_cached(p: &Packet<'_>, n: u64) {
 }
 
 #[inline(never)]
+fn ir_first_lent(p: &mut Packet<'_>, n: u64) {
+    for _ in 0..n {
+        let p = black_box(&mut *p);
+        let _ = p.frame_mut();
+        black_box(p.plain_five_tuple_v4());
+    }
+}
+
+#[inline(never)]
 fn ir_cached_lent(p: &Packet<'_>, n: u64) {
     for _ in 0..n {
         black_box(black_box(p).plain_five_tuple_v4());
@@ -121,22 +130,24 @@ fn ns_per(n: u64, f: impl FnOnce()) -> f64 {
 
 /// The rounds mode (see the top of the file).
 fn rounds(f: &mut [u8], n: u64, rounds: usize) {
-    const CASES: [&str; 5] = [
+    const CASES: [&str; 6] = [
         "fixed_offsets",
         "first",
         "first_reused",
+        "first_lent",
         "cached",
         "cached_lent",
     ];
-    let mut ns: [Vec<f64>; 5] = Default::default();
+    let mut ns: [Vec<f64>; 6] = Default::default();
     for _ in 0..rounds {
         ns[0].push(ns_per(n, || ir_fixed_offsets(f, n)));
         ns[1].push(ns_per(n, || ir_first(f, n)));
         let mut p = Packet::new(f);
         ns[2].push(ns_per(n, || ir_first_reused(&mut p, n)));
+        ns[3].push(ns_per(n, || ir_first_lent(&mut p, n)));
         assert!(p.parsed().is_some());
-        ns[3].push(ns_per(n, || ir_cached(&p, n)));
-        ns[4].push(ns_per(n, || ir_cached_lent(&p, n)));
+        ns[4].push(ns_per(n, || ir_cached(&p, n)));
+        ns[5].push(ns_per(n, || ir_cached_lent(&p, n)));
     }
     let sample = |v: &[f64]| pfil_stats::Sample::from_values(v.iter().copied()).expect("a sample");
     println!("{rounds} rounds of {n} look-ups each, the cases in turn; ratio: to fixed_offsets in the same round");
@@ -173,6 +184,7 @@ fn main() {
     {
         let mut p = Packet::new(&mut f);
         timed("first_reused", n, || ir_first_reused(&mut p, n));
+        timed("first_lent", n, || ir_first_lent(&mut p, n));
     }
     timed("udp_dst_port_first", n, || ir_udp_dst_port_first(&mut f, n));
     timed("headers_first", n, || ir_headers_first(&mut f, n));
