@@ -155,7 +155,8 @@ impl<'r> Snapshot<'r> {
     fn generation_ref(&self) -> &Generation {
         // SAFETY: `gen` was loaded from `current`, which is never null, while
         // `_guard` was pinned; writers retire generations only through
-        // `defer_destroy`, which cannot run while our pin is alive. The
+        // a deferred function (it buries them in the graveyard, which frees
+        // them later), which cannot run while our pin is alive. The
         // reference cannot outlive `self`, which owns the pin.
         unsafe { &*self.gen }
     }

@@ -15,7 +15,9 @@ use crate::counters::{Counters, Refused, RefusedCounters};
 use crate::head::Snapshot;
 use crate::retire::{Retirement, Signal};
 use crate::shared::Shared;
-use crate::state::{build_generation, reap, removed, HeadInner, HeadRec, Op, Reaped, State};
+use crate::state::{
+    build_generation, reap, removed, Graveyard, HeadInner, HeadRec, Op, Reaped, State,
+};
 use crate::sync::{AtomicBool, AtomicU64, Condvar, Mutex};
 use crate::{
     validate_name, witness, Dir, Dirs, Error, FailMode, Filter, FilterStat, Head, PacketKind,
@@ -78,6 +80,7 @@ impl Registry {
         Registry {
             shared: Arc::new(Shared {
                 current: Atomic::new(gen),
+                graveyard: Arc::new(Graveyard::new()),
                 writer: Mutex::new(state),
                 quarantine: Mutex::new(Vec::new()),
                 free_workers: Mutex::new((0..max_workers).rev().collect()),
@@ -487,13 +490,20 @@ impl Registry {
                     .store(!rec.links[d.index()].is_empty(), Ordering::Relaxed);
             }
         }
+        // After the grace period the epoch buries the generation rather
+        // than dropping it: it may do so on a datapath thread, and dropping
+        // a generation may drop filters (see `Graveyard`). This writer, the
+        // next ones and the tickets drop it.
+        let grave = Arc::clone(&self.shared.graveyard);
         // SAFETY: `old` was the current generation and came from
         // `Owned::new`; it is unreachable from `current` now, so only readers
-        // pinned before the swap can hold it, and `defer_destroy` waits for
-        // them. It is not null: `current` is never null.
+        // pinned before the swap can hold it, and the deferred function runs
+        // after all of them unpinned; it takes `old` back as the `Owned` it
+        // was, once (the epoch runs a deferred function once). It is not
+        // null: `current` is never null.
         unsafe {
             old.deref().on_retire.lock().push(signal.clone());
-            guard.defer_destroy(old);
+            guard.defer_unchecked(move || grave.bury(old.into_owned().into_box()));
         }
         let old_state = std::mem::replace(&mut *w, next);
         drop(w);
@@ -514,17 +524,25 @@ impl Registry {
                     hook: q.hook.clone(),
                     fail: link.fail,
                     generation: number,
-                    retirement: Retirement::pending(signal.clone())
+                    retirement: Retirement::pending(signal.clone(), &self.shared.graveyard)
                         .with_removed(vec![removed(&q.head, q.dir, link)]),
                 });
             }
             self.shared.reaped.lock().extend(out);
         }
-        // Outside the lock: hooks dropped here (or by the flush) may call
+        // Outside the lock: hooks dropped here (or by the drain) may call
         // the registry from their `Drop`.
         drop(old_state);
+        // The flush buries what is due; the drain drops it, unpinned (a
+        // filter's `Drop` may wait for a retirement).
         guard.flush();
-        Ok((r, number, Retirement::pending(signal)))
+        drop(guard);
+        self.shared.graveyard.drain();
+        Ok((
+            r,
+            number,
+            Retirement::pending(signal, &self.shared.graveyard),
+        ))
     }
 
     /// Pin the current generation for a batch that runs several heads.

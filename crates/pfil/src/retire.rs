@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::counters::{Counters, LinkCounters};
+use crate::state::Graveyard;
 use crate::sync::{AtomicBool, Condvar, Mutex};
 use crate::{Dir, FailMode};
 
@@ -76,19 +77,28 @@ pub struct RetiredLink {
 /// `Arc` to it (from [`add_hook_shared`](crate::Registry::add_hook_shared)).
 /// Either way no reader runs it any more. Dropping the ticket does not
 /// cancel anything; the retirement happens anyway.
+///
+/// What the change retired is dropped on the control plane's threads,
+/// never on a datapath worker's: by this ticket's [`wait`](Self::wait),
+/// [`wait_timeout`](Self::wait_timeout) or [`is_complete`](Self::is_complete),
+/// or by the next write to the registry, whichever comes first.
 #[must_use = "a retirement ticket tells when the old configuration is gone; drop it if you don't care"]
 pub struct Retirement {
     /// All must fire for the ticket to complete.
     signals: Vec<Arc<Signal>>,
     /// The links this change removed.
     removed: Vec<Removed>,
+    /// Where the epoch buries the retired generation: the ticket drops
+    /// what is there while it waits (`None`: nothing retired).
+    graveyard: Option<Arc<Graveyard>>,
 }
 
 impl Retirement {
-    pub(crate) fn pending(signal: Arc<Signal>) -> Self {
+    pub(crate) fn pending(signal: Arc<Signal>, graveyard: &Arc<Graveyard>) -> Self {
         Retirement {
             signals: vec![signal],
             removed: Vec::new(),
+            graveyard: Some(Arc::clone(graveyard)),
         }
     }
 
@@ -97,6 +107,22 @@ impl Retirement {
         Retirement {
             signals: Vec::new(),
             removed: Vec::new(),
+            graveyard: None,
+        }
+    }
+
+    /// Drop the generations whose grace period is over (their drop
+    /// completes tickets), here, on the control plane's thread: see
+    /// [`Graveyard`].
+    /// Not on a pinned thread (a hook asking, a snapshot held): that is a
+    /// reader, which never does this work, and a filter's `Drop` may wait
+    /// for a retirement.
+    fn bury_the_dead(&self) {
+        if crossbeam_epoch::is_pinned() {
+            return;
+        }
+        if let Some(g) = &self.graveyard {
+            g.drain();
         }
     }
 
@@ -156,7 +182,16 @@ impl Retirement {
     }
 
     /// Has the grace period passed?
+    ///
+    /// Asked of a ticket not complete yet, it drops what the registry
+    /// retired and no reader can see any more (removed filters included)
+    /// on the calling thread, as [`wait`](Self::wait) does; a datapath
+    /// worker never does that work.
     pub fn is_complete(&self) -> bool {
+        if self.signals.iter().all(|s| s.is_done()) {
+            return true;
+        }
+        self.bury_the_dead();
         self.signals.iter().all(|s| s.is_done())
     }
 
@@ -192,34 +227,36 @@ impl Retirement {
         // A timeout too large for an `Instant` is no timeout.
         let deadline = Instant::now().checked_add(timeout);
         for s in &self.signals {
-            if !wait_signal(s, deadline) {
+            if !self.wait_signal(s, deadline) {
                 return false;
             }
         }
         true
     }
-}
 
-/// Wait for one signal until `deadline` (`None`: no deadline).
-fn wait_signal(s: &Signal, deadline: Option<Instant>) -> bool {
-    loop {
-        if s.is_done() {
-            return true;
-        }
-        // Pinning and flushing moves the global epoch on and runs
-        // deferred destructors that are due.
-        crossbeam_epoch::pin().flush();
-        if s.is_done() {
-            return true;
-        }
-        let now = Instant::now();
-        let left = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(now));
-        if left.is_zero() {
-            return false;
-        }
-        let mut g = s.lock.lock();
-        if !s.is_done() {
-            s.cv.wait_for(&mut g, left.min(Duration::from_millis(1)));
+    /// Wait for one signal until `deadline` (`None`: no deadline).
+    fn wait_signal(&self, s: &Signal, deadline: Option<Instant>) -> bool {
+        loop {
+            if s.is_done() {
+                return true;
+            }
+            // Pinning and flushing moves the global epoch on and runs the
+            // deferred functions that are due (they bury generations); the
+            // drain drops what they and other threads' collections buried.
+            crossbeam_epoch::pin().flush();
+            self.bury_the_dead();
+            if s.is_done() {
+                return true;
+            }
+            let now = Instant::now();
+            let left = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(now));
+            if left.is_zero() {
+                return false;
+            }
+            let mut g = s.lock.lock();
+            if !s.is_done() {
+                s.cv.wait_for(&mut g, left.min(Duration::from_millis(1)));
+            }
         }
     }
 }

@@ -2,18 +2,23 @@
 //! `Worker` handles share.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use crossbeam_epoch::{self as epoch, Atomic};
 
 use crate::chain::Quarantined;
 use crate::counters::RefusedCounters;
-use crate::state::{Generation, Reaped, State};
+use crate::state::{Generation, Graveyard, Reaped, State};
 use crate::sync::{AtomicU64, Condvar, Mutex};
 
 /// What a registry is made of; `Registry`, `Head` and `Worker` share it.
 pub(crate) struct Shared {
     /// The current generation. Never null.
     pub(crate) current: Atomic<Generation>,
+    /// Retired generations past their grace period, for the control plane
+    /// to drop (shared with the epoch's deferred functions, which bury
+    /// them there).
+    pub(crate) graveyard: Arc<Graveyard>,
     pub(crate) writer: Mutex<State>,
     pub(crate) quarantine: Mutex<Vec<Quarantined>>,
     pub(crate) free_workers: Mutex<Vec<usize>>,
@@ -37,6 +42,9 @@ pub(crate) struct Shared {
 
 impl Drop for Shared {
     fn drop(&mut self) {
+        // The buried ones go with the registry (those still deferred go
+        // when the epoch runs them: their graveyard is theirs too).
+        self.graveyard.drain();
         // SAFETY: `Shared` is dropped when the last `Registry`, `Head` or
         // `Worker` goes, and readers (snapshots) borrow one of those, so no
         // thread can hold a pointer to the current generation any more.

@@ -5,12 +5,13 @@
 //! `Registry::change` (registry.rs) does that.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::chain::{Chain, HookEntry, Link, Quarantined};
 use crate::counters::LinkCounters;
 use crate::retire::{Removed, Retirement, Signal};
-use crate::sync::{AtomicBool, AtomicU64, Mutex};
+use crate::sync::{AtomicBool, AtomicPtr, AtomicU64, Mutex};
 use crate::{validate_name, Dir, Dirs, Error, FailMode, Filter, PacketKind};
 
 /// The datapath side of a head, shared by its `Head` handles.
@@ -32,6 +33,82 @@ pub(crate) struct Generation {
     /// Tickets to complete when this generation is reclaimed. Only writers
     /// touch it, before retiring the generation.
     pub(crate) on_retire: Mutex<Vec<Arc<Signal>>>,
+    /// The next generation down in the [`Graveyard`], once buried.
+    buried_next: AtomicPtr<Generation>,
+}
+
+// Generations are dropped on whichever thread drains the graveyard.
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<Generation>();
+};
+
+/// Generations past their grace period, waiting to be dropped.
+///
+/// Dropping a generation drops its chains, and with them possibly the last
+/// reference to a removed or replaced filter: a whole ACL's tables, say,
+/// and any `Drop` a filter has. The epoch runs a retired generation's
+/// deferred function on whichever thread collects garbage, and a datapath
+/// worker's pin may be that thread; so the deferred function only buries
+/// the generation here (a lock-free push, no allocation, nothing dropped),
+/// and the control plane drops it: the next writer after its change
+/// (`Registry::change`), and a [`Retirement`] waited for or asked whether
+/// it is complete. Readers never pay for a removal.
+pub(crate) struct Graveyard {
+    /// A stack, linked through `Generation::buried_next`.
+    top: AtomicPtr<Generation>,
+}
+
+impl Graveyard {
+    pub(crate) fn new() -> Graveyard {
+        Graveyard {
+            top: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// Push `g`, whose grace period is over. Lock-free (a CAS loop: the
+    /// only other writers push too, and `drain` takes the whole stack at
+    /// once, so there is no ABA), allocates and drops nothing.
+    pub(crate) fn bury(&self, g: Box<Generation>) {
+        let g = Box::into_raw(g);
+        let mut top = self.top.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: `g` came from `Box::into_raw` above and is not
+            // reachable by anyone else until the exchange below publishes
+            // it.
+            unsafe { (*g).buried_next.store(top, Ordering::Relaxed) };
+            // Release: the drainer's Acquire swap sees `buried_next` and
+            // the whole generation.
+            match self
+                .top
+                .compare_exchange_weak(top, g, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(t) => top = t,
+            }
+        }
+    }
+
+    /// Drop every buried generation, on the calling thread (which completes
+    /// their tickets). Call it outside the registry's locks and unpinned: a
+    /// filter's `Drop` may use the registry, or wait for a retirement.
+    pub(crate) fn drain(&self) {
+        let mut p = self.top.swap(std::ptr::null_mut(), Ordering::Acquire);
+        while !p.is_null() {
+            // SAFETY: every pointer on the stack came from `Box::into_raw`
+            // in `bury`, and the swap above took the whole stack: nobody
+            // else can reach these generations now.
+            let g = unsafe { Box::from_raw(p) };
+            p = g.buried_next.load(Ordering::Relaxed);
+            drop(g);
+        }
+    }
+}
+
+impl Drop for Graveyard {
+    fn drop(&mut self) {
+        self.drain();
+    }
 }
 
 impl Drop for Generation {
@@ -478,6 +555,7 @@ pub(crate) fn build_generation(s: &State) -> Generation {
         number: s.number,
         chains: chains.into_boxed_slice(),
         on_retire: Mutex::new(Vec::new()),
+        buried_next: AtomicPtr::new(std::ptr::null_mut()),
     }
 }
 

@@ -27,10 +27,10 @@ compile_error!(
 use std::time::Duration;
 
 #[cfg(not(pfil_loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64};
 
 #[cfg(pfil_loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64};
 
 #[cfg(not(pfil_loom))]
 type Inner<T> = parking_lot::Mutex<T>;

@@ -1,9 +1,10 @@
 //! # Locking: the one invariant
 //!
-//! > A generation is freed only through `Guard::defer_destroy`, after it was
-//! > made unreachable from `Shared::current` by the swap that published its
-//! > successor; a reader dereferences a generation only while the pin it
-//! > loaded it under is alive.
+//! > A generation is freed only after the epoch's deferred function for it
+//! > ran, which it was handed after it was made unreachable from
+//! > `Shared::current` by the swap that published its successor; a reader
+//! > dereferences a generation only while the pin it loaded it under is
+//! > alive.
 //!
 //! Everything else follows:
 //! - **Readers** ([`Snapshot`](crate::Snapshot)) pin, `load(Acquire)` the
@@ -14,18 +15,28 @@
 //!   parks), clone the configuration, apply their operations, build the next
 //!   generation, swap it in, and hand the old one to the epoch. Nothing is
 //!   ever modified in place, so a reader never sees half a change.
-//! - **No pin, flush or drop of a filter under a lock.** A pin may run
-//!   crossbeam's `collect()`, which runs the drops of retired generations
-//!   and so filters' `Drop`s, which may call the registry. Writers pin
-//!   *before* taking the writer lock, flush after releasing it, and drop
-//!   the old configuration after releasing it; the quarantine lock is only
-//!   ever held for a push or a take (`tests/drop_reentry.rs` makes crossbeam
-//!   collect at exactly a writer's pin).
+//! - **Readers never free anything.** A pin may run crossbeam's
+//!   `collect()`, on any thread, a datapath worker's included; the
+//!   deferred function it runs for a retired generation only pushes it onto
+//!   the registry's graveyard (`state::Graveyard`: a lock-free stack, no
+//!   allocation, nothing dropped). Dropping a generation may drop the last
+//!   reference to a filter (a 10 000-rule ACL's tables, a filter's own
+//!   `Drop`), so only the control plane drains the graveyard: every writer
+//!   after its change, and a [`Retirement`](crate::Retirement) that is
+//!   waited for or asked [`is_complete`](crate::Retirement::is_complete)
+//!   (never on a pinned thread). A ticket nobody asks about completes
+//!   with the next write.
+//! - **No pin, flush or drop of a filter under a lock.** A filter's `Drop`
+//!   may call the registry. Writers pin *before* taking the writer lock,
+//!   flush after releasing it, drop the old configuration after releasing
+//!   it and drain the graveyard after unpinning; the quarantine lock is
+//!   only ever held for a push or a take (`tests/drop_reentry.rs` makes
+//!   crossbeam collect at exactly a writer's pin).
 //! - **Links** are `Arc`s shared by consecutive generations, so their
 //!   counters survive republishing; the filter object behind a hook is an
 //!   `Arc` too, held by the writer's state while the hook is registered and
 //!   by every generation that links it; after `remove_hook` it is dropped
-//!   when the last generation that held it is reclaimed.
+//!   when the last generation that held it is drained from the graveyard.
 //! - **Counters** have a single writer per slot (the `&mut Worker` of the
 //!   run), so a relaxed load and store replace a read-modify-write; readers
 //!   sum relaxed loads and may see a batch's fields a moment apart.

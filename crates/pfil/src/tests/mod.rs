@@ -396,6 +396,86 @@ fn remove_hook_unlinks_everywhere_and_drops_after_grace() {
     assert!(reg.hooks().iter().all(|h| h.name != "can:ary"));
 }
 
+/// Records the thread its `Drop` ran on.
+struct DropWitness(Arc<std::sync::Mutex<Option<std::thread::ThreadId>>>);
+impl Filter for DropWitness {
+    fn filter(&self, _: &mut Packet<'_>, _: &Ctx<'_>) -> Verdict {
+        Verdict::Pass
+    }
+}
+impl Drop for DropWitness {
+    fn drop(&mut self) {
+        *self.0.lock().unwrap() = Some(std::thread::current().id());
+    }
+}
+
+#[test]
+fn a_removed_filter_is_dropped_by_the_control_plane_never_by_a_worker() {
+    let (reg, head) = setup();
+    let dropped_on = Arc::new(std::sync::Mutex::new(None));
+    reg.add_hook(
+        "big:acl",
+        PacketKind::Ethernet,
+        Dirs::IN,
+        DropWitness(dropped_on.clone()),
+    )
+    .unwrap();
+    reg.link("h0", Dir::In, "big:acl", Placement::Prepend)
+        .unwrap();
+    let t = reg.remove_hook("big:acl").unwrap();
+    // A worker runs many batches after the removal: its pins advance the
+    // epoch and collect the retired generation (crossbeam collects every
+    // 128 pins). That must not drop the filter on the worker's thread.
+    let worker = {
+        let (reg, head) = (reg.clone(), head.clone());
+        std::thread::spawn(move || {
+            let mut w = reg.worker().unwrap();
+            let mut f = [0u8; 60];
+            for _ in 0..100_000 {
+                head.run_one(Dir::In, &mut w, &mut Packet::new(&mut f));
+            }
+            crossbeam_epoch::pin().flush();
+        })
+    };
+    worker.join().unwrap();
+    assert_eq!(
+        *dropped_on.lock().unwrap(),
+        None,
+        "the filter was dropped on the worker's thread"
+    );
+    assert!(t.wait_timeout(Duration::from_secs(10)));
+    assert_eq!(
+        *dropped_on.lock().unwrap(),
+        Some(std::thread::current().id()),
+        "the ticket's thread drops it"
+    );
+}
+
+#[test]
+fn the_next_writer_drops_what_the_epoch_buried() {
+    let (reg, _) = setup();
+    let dropped = Arc::new(AtomicUsize::new(0));
+    reg.add_hook(
+        "can:ary",
+        PacketKind::Ethernet,
+        Dirs::IN,
+        Canary(dropped.clone()),
+    )
+    .unwrap();
+    // The ticket is dropped unasked: the writers after it drop the filter.
+    drop(reg.remove_hook("can:ary").unwrap());
+    for i in 0..1000 {
+        if dropped.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        let name = format!("n:{i}");
+        reg.add_hook(&name, PacketKind::Ethernet, Dirs::IN, pass)
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(dropped.load(Ordering::SeqCst), 1);
+}
+
 #[test]
 fn unregister_head_takes_its_links_and_old_handles_run_empty() {
     let (reg, head) = setup();
