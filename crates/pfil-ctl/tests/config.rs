@@ -359,6 +359,36 @@ fn dry_runs_and_conflicts_change_nothing() {
     ));
 }
 
+/// An acl reconfigured in place between an apply's plan and its commit
+/// (`pfilctl set` while the apply derives the acl's successor from its
+/// old rules): the commit is refused and the set's rules stay, rather
+/// than the apply undoing them without a word.
+#[test]
+fn a_set_between_plan_and_commit_makes_the_commit_conflict() {
+    let (reg, _syn0, _ip0) = setup();
+    apply(
+        &reg,
+        "version = 1\n[hooks.\"acl:edge\"]\nconfig = \"drop proto udp; default pass\"\n[heads.syn0]\nin = [\"acl:edge\"]\n",
+    )
+    .unwrap();
+    let cfg = Config::parse(
+        "version = 1\n[hooks.\"acl:edge\"]\nconfig = \"drop proto tcp; default pass\"\n[heads.syn0]\nin = [\"acl:edge\"]\n",
+    )
+    .unwrap();
+    let plan = cfg.plan(&reg, &Catalog::builtin(), None).unwrap();
+    assert_eq!(
+        reg.reconfigure_hook("acl:edge", "drop proto icmp; default pass"),
+        Ok(true)
+    );
+    let e = plan.commit(&reg, false).unwrap_err();
+    assert!(matches!(e, ApplyError::Conflict { .. }), "{e:?}");
+    let running = Running::read(&reg).to_toml("t");
+    assert!(
+        running.contains("config = \"drop proto icmp; default pass\""),
+        "{running}"
+    );
+}
+
 /// Where each [`Marked`] filter was dropped: its config and the thread.
 type Drops = Arc<Mutex<Vec<(String, ThreadId)>>>;
 

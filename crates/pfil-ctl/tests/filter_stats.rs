@@ -162,7 +162,8 @@ generation 7
     assert_eq!(v["hooks"][0]["stats"][0]["samples"][0]["value"], 2);
 }
 
-/// `pfilctl set` on an acl swaps its ruleset in place: no new generation,
+/// `pfilctl set` on an acl swaps its ruleset in place (one generation with
+/// the same chains),
 /// the counted rules that stay keep their hits (whatever their new
 /// position), a new rule starts at 0; a bad ruleset is refused with the
 /// catalog's error and changes nothing.
@@ -174,7 +175,7 @@ fn set_of_an_acl_swaps_its_rules_in_place_and_keeps_their_hits() {
     assert_eq!((code, err.as_str()), (0, ""), "{out}");
     assert_eq!(
         out,
-        "reconfigured acl:edge in place, its counters kept (generation 7)\n"
+        "reconfigured acl:edge in place, its counters kept (generation 8)\n"
     );
     let (code, out, _) = f.pfilctl(&["rules", "acl:edge"]);
     assert_eq!(code, 0);
@@ -186,7 +187,7 @@ acl:edge  0        0     pass count proto 6 from any to any
 acl:edge  1        6     pass count proto 17 from any to any
 acl:edge  2        3     drop count proto 17 from any to any port 53:53
 acl:edge  default  4     default drop
-generation 7
+generation 8
 "
     );
     // `show` lists the new rules as the hook's config.
@@ -209,7 +210,7 @@ generation 7
     // A filter that cannot reconfigure in place is rebuilt: a new generation.
     let (code, out, _) = f.pfilctl(&["set", "ratelimit:src", "--set", "1000"]);
     assert_eq!(code, 0);
-    assert_eq!(out, "reconfigured ratelimit:src (generation 8)\n");
+    assert_eq!(out, "reconfigured ratelimit:src (generation 9)\n");
 }
 
 /// The acl's rules as `registry` sets them up, and a change of them: the

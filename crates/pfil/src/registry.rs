@@ -632,24 +632,52 @@ impl Registry {
     }
 
     /// Give the filter of hook `name` a new configuration in place
-    /// ([`Filter::reconfigure`]): no new generation, links, counters and
-    /// what the filter keeps across it (an ACL's rule hits) stay. Returns
-    /// `Ok(false)` if the filter cannot (rebuild it and
-    /// [`replace_filter`](Self::replace_filter) instead), `Ok(true)` once
-    /// the new configuration is in force and no batch runs on the old one.
+    /// ([`Filter::reconfigure`]): links, counters and what the filter keeps
+    /// across it (an ACL's rule hits) stay. Returns `Ok(false)` if the
+    /// filter cannot (rebuild it and [`replace_filter`](Self::replace_filter)
+    /// instead), `Ok(true)` once the new configuration is in force and no
+    /// batch runs on the old one.
+    ///
+    /// Then it publishes one generation with the same chains: the
+    /// configuration changed (a hook's config, as a `show` lists it), so
+    /// its number does too, and a transaction based on the generation
+    /// before ([`Transaction::expect_generation`](crate::Transaction::expect_generation),
+    /// e.g. a plan derived from the old configuration) is refused rather
+    /// than undoing this change.
     ///
     /// The filter is called without the writer lock (it may take as long
     /// as building its new state takes); a filter replaced or removed
-    /// meanwhile by another writer wins over this call.
+    /// meanwhile by another writer wins over this call, which then says so.
     ///
     /// # Errors
     /// [`Error::NoSuchHook`]; [`Error::FilterConfig`] with the filter's
-    /// reason when it refuses the configuration (nothing changed).
+    /// reason when it refuses the configuration (nothing changed);
+    /// [`Error::GenerationConflict`] if another writer replaced or removed
+    /// the hook's filter meanwhile (the new configuration went to the
+    /// filter that no longer runs).
     pub fn reconfigure_hook(&self, name: &str, config: &str) -> Result<bool, Error> {
-        let filter = self.hook_filter(name)?;
+        let (filter, base) = {
+            let w = self.shared.writer.lock();
+            let h = w
+                .hooks
+                .get(name)
+                .ok_or_else(|| Error::NoSuchHook(name.to_owned()))?;
+            (h.filter.clone(), w.number)
+        };
         match filter.reconfigure(config) {
             None => Ok(false),
-            Some(Ok(())) => Ok(true),
+            Some(Ok(())) => {
+                // Nothing is retired: the chains are the same.
+                let (_, _, nothing) = self.change(|s| match s.hooks.get(name) {
+                    Some(h) if Arc::ptr_eq(&h.filter, &filter) => Ok(()),
+                    _ => Err(Error::GenerationConflict {
+                        expected: base,
+                        current: s.number,
+                    }),
+                })?;
+                drop(nothing);
+                Ok(true)
+            }
             Some(Err(reason)) => Err(Error::FilterConfig {
                 hook: name.to_owned(),
                 reason,
@@ -670,10 +698,10 @@ impl Registry {
     /// publishes the result, the result carries over from a filter that no
     /// longer runs; a transaction based on the generation read before the
     /// call ([`Transaction::expect_generation`](crate::Transaction::expect_generation))
-    /// is refused then. A [`reconfigure_hook`](Self::reconfigure_hook) in
-    /// between publishes no generation and is not detected: the result
-    /// carries over from the configuration the filter had when it was
-    /// derived.
+    /// is refused then, and so it is after a
+    /// [`reconfigure_hook`](Self::reconfigure_hook) in between (which
+    /// publishes a generation for that): the result would carry over from
+    /// the configuration the filter had when it was derived.
     ///
     /// # Examples
     /// ```

@@ -892,7 +892,20 @@ fn reconfigure_hook_changes_a_filter_in_place_or_says_it_cannot() {
     let g = reg.generation();
     assert_eq!(run(&reg, &head, Dir::In, 2, 60), [Verdict::Pass; 2]);
     assert_eq!(reg.reconfigure_hook("sw:1", "drop"), Ok(true));
-    assert_eq!(reg.generation(), g, "in place: no new generation");
+    assert_eq!(
+        reg.generation(),
+        g + 1,
+        "in place, and one generation with the same chains"
+    );
+    // A transaction based on the generation before is refused: it would
+    // undo the change.
+    assert!(matches!(
+        reg.transaction()
+            .expect_generation(g)
+            .unlink("h0", Dir::In, "sw:1")
+            .commit(),
+        Err(Error::GenerationConflict { expected, current }) if expected == g && current == g + 1
+    ));
     assert_eq!(run(&reg, &head, Dir::In, 2, 60), [Verdict::Dropped; 2]);
     // The link's counters went on across it.
     let l = &reg.chain("h0", Dir::In).unwrap()[0];
