@@ -33,12 +33,17 @@ fn main() -> Result<(), pfil::Error> {
             Verdict::Pass => { /* forward */ }
             Verdict::Dropped => { /* recycle the frame */ }
             // The hook owns the frame now: keep it (by p.cookie()) until the
-            // hook gives it back; pfil-afxdp does this with its Outbox.
+            // hook gives it back; pfil-port's loops do this with its Outbox.
             Verdict::Consumed => { /* hold */ }
         }
     }
     let t = reg.unlink("veth0", Dir::In, "runt:drop")?; // traffic keeps flowing
     t.wait(); // grace period over: no reader can still run the hook
+
+    // On the control thread, now and then (pfild: every second): drop what
+    // removed filters left once no reader can see them. Datapath threads
+    // never free a filter; writers and tickets do this too.
+    reg.reclaim();
 
     Ok(())
 }

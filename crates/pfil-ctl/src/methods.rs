@@ -461,8 +461,10 @@ impl Target {
                 let (module, _) = split_hook(&sp.hook)?;
                 reg.hook(&sp.hook).map_err(|e| registry_error(&e))?;
                 // A filter that takes a new config in place (acl: the hit
-                // counters of rules in both rulesets carry over) does; no
-                // new generation. The others are rebuilt below.
+                // counters of rules in both rulesets carry over) does, and
+                // the registry publishes a generation with the same chains
+                // (an apply planned before then conflicts). The others are
+                // rebuilt below.
                 if let Some(c) = &sp.config {
                     match reg.reconfigure_hook(&sp.hook, c) {
                         Ok(true) => {

@@ -580,7 +580,7 @@ impl<'a> Packet<'a> {
     }
 
     /// [`first_look_plain`](Self::first_look_plain) that caches the
-    /// 5-tuple too, and hands it back as [`FiveTupleV4::pack`]'s words.
+    /// 5-tuple too, and hands it back as [`FiveTupleV4::words`]' words.
     #[inline(always)]
     fn first_look_words(&self) -> Option<[u64; 2]> {
         let (l, h) = self.first_look_plain()?;

@@ -387,6 +387,23 @@ impl Registry {
             .commit()
     }
 
+    /// Drop, on this thread, what retired generations left once their grace
+    /// period is over: removed and replaced filters, and the tickets that
+    /// wait for them complete. Writers and tickets
+    /// ([`Retirement::wait`], [`Retirement::is_complete`]) do it as they go;
+    /// a dataplane calls this from its housekeeping loop, so that what a
+    /// ticket that timed out (a batch held open) left is not kept until the
+    /// next change. A datapath worker never does it. On a pinned thread (a
+    /// [`Snapshot`] held, inside a hook) it does nothing.
+    pub fn reclaim(&self) {
+        if epoch::is_pinned() {
+            return;
+        }
+        // Runs the deferred functions that are due (they bury), then drops.
+        epoch::pin().flush();
+        self.shared.bury_the_dead();
+    }
+
     /// Unlink every link that was quarantined after its hook panicked, and
     /// hand out every quarantined link unlinked since the last call.
     ///
@@ -433,9 +450,9 @@ impl Registry {
     ///
     /// If `op` fails nothing is published and the quarantine is put back.
     /// The epoch is pinned before the writer lock is taken (a pin may
-    /// collect garbage, i.e. run filters' `Drop`s), and old state and
-    /// retired generations are dropped after it is released, so a filter's
-    /// `Drop` may use the registry.
+    /// collect garbage, which buries retired generations), and old state
+    /// and retired generations are dropped after it is released (and the
+    /// pin), so a filter's `Drop` may use the registry.
     pub(crate) fn change<R>(
         &self,
         op: impl FnOnce(&mut State) -> Result<R, Error>,
@@ -450,10 +467,10 @@ impl Registry {
     ) -> Result<(R, u64, Retirement), Error> {
         witness::check_writer()?;
         // Pin before taking the writer lock, never under it: a pin may run
-        // crossbeam's `collect()`, which drops retired generations and with
-        // them filters, whose `Drop` may call the registry (and so take the
-        // writer lock). Collection happens here, outside every lock of ours;
-        // the pin is kept for the swap and `defer_destroy` below.
+        // crossbeam's `collect()`, which runs deferred functions (they only
+        // bury generations, but the epoch's own bookkeeping should not
+        // run under our lock either); the pin is kept for the swap and the
+        // deferral below.
         let guard = epoch::pin();
         let mut w = self.shared.writer.lock();
         let mut next = w.clone();
@@ -537,7 +554,7 @@ impl Registry {
         // filter's `Drop` may wait for a retirement).
         guard.flush();
         drop(guard);
-        self.shared.graveyard.drain();
+        self.shared.bury_the_dead();
         Ok((
             r,
             number,
@@ -667,7 +684,8 @@ impl Registry {
         match filter.reconfigure(config) {
             None => Ok(false),
             Some(Ok(())) => {
-                // Nothing is retired: the chains are the same.
+                // The generation before is retired like any other; nothing
+                // is unlinked or removed, so there is nothing to wait for.
                 let (_, _, nothing) = self.change(|s| match s.hooks.get(name) {
                     Some(h) if Arc::ptr_eq(&h.filter, &filter) => Ok(()),
                     _ => Err(Error::GenerationConflict {

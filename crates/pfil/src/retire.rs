@@ -81,7 +81,9 @@ pub struct RetiredLink {
 /// What the change retired is dropped on the control plane's threads,
 /// never on a datapath worker's: by this ticket's [`wait`](Self::wait),
 /// [`wait_timeout`](Self::wait_timeout) or [`is_complete`](Self::is_complete),
-/// or by the next write to the registry, whichever comes first.
+/// by a write to the registry or by
+/// [`Registry::reclaim`](crate::Registry::reclaim), whichever comes first
+/// once the grace period is over.
 #[must_use = "a retirement ticket tells when the old configuration is gone; drop it if you don't care"]
 pub struct Retirement {
     /// All must fire for the ticket to complete.
@@ -124,6 +126,11 @@ impl Retirement {
         if let Some(g) = &self.graveyard {
             g.drain();
         }
+    }
+
+    /// Have all signals fired? No side effect (unlike `is_complete`).
+    fn fired(&self) -> bool {
+        self.signals.iter().all(|s| s.is_done())
     }
 
     pub(crate) fn with_removed(mut self, removed: Vec<Removed>) -> Self {
@@ -188,11 +195,11 @@ impl Retirement {
     /// on the calling thread, as [`wait`](Self::wait) does; a datapath
     /// worker never does that work.
     pub fn is_complete(&self) -> bool {
-        if self.signals.iter().all(|s| s.is_done()) {
+        if self.fired() {
             return true;
         }
         self.bury_the_dead();
-        self.signals.iter().all(|s| s.is_done())
+        self.fired()
     }
 
     /// Wait for the grace period, helping the epoch advance meanwhile.
@@ -264,7 +271,7 @@ impl Retirement {
 impl std::fmt::Debug for Retirement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Retirement")
-            .field("complete", &self.is_complete())
+            .field("complete", &self.fired())
             .field("links", &self.removed.len())
             .finish()
     }

@@ -42,8 +42,10 @@ pub(crate) struct Shared {
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        // The buried ones go with the registry (those still deferred go
-        // when the epoch runs them: their graveyard is theirs too).
+        // The buried ones go with the registry. Those still deferred hold
+        // the graveyard too, and the last of them to run drops what they
+        // buried on the thread that runs it: at teardown, and only for the
+        // generations retired last, that may be any thread that pins.
         self.graveyard.drain();
         // SAFETY: `Shared` is dropped when the last `Registry`, `Head` or
         // `Worker` goes, and readers (snapshots) borrow one of those, so no
@@ -58,6 +60,18 @@ impl Drop for Shared {
 }
 
 impl Shared {
+    /// Drop the retired generations whose grace period is over (with them
+    /// removed and replaced filters), on this thread: what writers,
+    /// tickets and [`Registry::reclaim`](crate::Registry::reclaim) do. Not
+    /// on a pinned thread (a reader, or a writer that holds a snapshot):
+    /// readers never do that work, and a filter's `Drop` may wait for a
+    /// retirement, which a pin would block.
+    pub(crate) fn bury_the_dead(&self) {
+        if !epoch::is_pinned() {
+            self.graveyard.drain();
+        }
+    }
+
     /// Give a worker slot back (a `Worker` is dropped).
     pub(crate) fn release_worker(&self, index: usize) {
         self.free_workers.lock().push(index);

@@ -90,17 +90,59 @@ impl Graveyard {
     }
 
     /// Drop every buried generation, on the calling thread (which completes
-    /// their tickets). Call it outside the registry's locks and unpinned: a
+    /// their tickets). Call it outside the registry's locks and unpinned
+    /// ([`Shared::bury_the_dead`](crate::shared::Shared::bury_the_dead)): a
     /// filter's `Drop` may use the registry, or wait for a retirement.
+    ///
+    /// One generation at a time: it takes the stack, puts back all but the
+    /// top one and drops that. So a `Drop` that waits for a retirement
+    /// finds the generation it waits for on the stack (its own drain, or
+    /// another thread's, drops it), and a `Drop` that panics leaves the rest
+    /// buried, not leaked.
     pub(crate) fn drain(&self) {
-        let mut p = self.top.swap(std::ptr::null_mut(), Ordering::Acquire);
-        while !p.is_null() {
+        loop {
+            let p = self.top.swap(std::ptr::null_mut(), Ordering::Acquire);
+            if p.is_null() {
+                return;
+            }
             // SAFETY: every pointer on the stack came from `Box::into_raw`
-            // in `bury`, and the swap above took the whole stack: nobody
-            // else can reach these generations now.
+            // in `bury` (or was put back by `rebury`), and the swap above
+            // took the whole stack: nobody else can reach these
+            // generations now.
             let g = unsafe { Box::from_raw(p) };
-            p = g.buried_next.load(Ordering::Relaxed);
+            let rest = g.buried_next.load(Ordering::Relaxed);
+            if !rest.is_null() {
+                self.rebury(rest);
+            }
             drop(g);
+        }
+    }
+
+    /// Push back `chain`, a list of generations `drain` took (linked
+    /// through `buried_next`, ending in null), as it is: a walk to its
+    /// tail, then the same exchange as `bury`'s.
+    fn rebury(&self, chain: *mut Generation) {
+        let mut tail = chain;
+        loop {
+            // SAFETY: the chain is `drain`'s alone (it took it with its
+            // swap): no one else reads or frees it until it is published.
+            let next = unsafe { (*tail).buried_next.load(Ordering::Relaxed) };
+            if next.is_null() {
+                break;
+            }
+            tail = next;
+        }
+        let mut top = self.top.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: as above; `tail` is the chain's last generation.
+            unsafe { (*tail).buried_next.store(top, Ordering::Relaxed) };
+            match self
+                .top
+                .compare_exchange_weak(top, chain, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(t) => top = t,
+            }
         }
     }
 }

@@ -1,11 +1,13 @@
 //! A filter whose `Drop` calls the registry must never deadlock a writer.
 //!
-//! crossbeam-epoch runs deferred destructors (our retired generations, and
-//! with them the last reference to a removed hook's filter) inside `pin()`
-//! on every 128th outermost pin of a thread (the first pin of a thread is
-//! such a pin), and inside `flush()`. A writer that pins while it holds the
-//! writer lock can so run a filter's `Drop` under that lock; a `Drop` that
-//! links or unlinks then waits for the lock its own thread holds.
+//! crossbeam-epoch runs deferred functions inside `pin()` on every 128th
+//! outermost pin of a thread (the first pin of a thread is such a pin), and
+//! inside `flush()`. Ours bury retired generations (with them the last
+//! reference to a removed hook's filter) in the registry's graveyard, which
+//! the writer then drains at the end of its call. A writer that dropped
+//! them while it held the writer lock would run a filter's `Drop` under
+//! that lock; a `Drop` that links or unlinks would then wait for the lock
+//! its own thread holds.
 //!
 //! The test makes crossbeam collect at exactly a writer's pin:
 //! - a helper thread holds a pin, so the global epoch cannot advance far
@@ -13,8 +15,9 @@
 //! - a fresh writer thread pins exactly 128 times (pin counts 0..=127)
 //!   while the helper holds on, so its next outermost pin collects;
 //! - the helper lets go; the writer's next call (`unlink`) pins, that pin
-//!   advances the epoch and finds the generation expired, and drops the
-//!   filter, whose `Drop` calls [`Registry::link`].
+//!   advances the epoch and finds the generation expired and buries it,
+//!   and the call drops it at its end, and with it the filter, whose `Drop`
+//!   calls [`Registry::link`].
 //!
 //! The drop is asserted to happen inside that call, on that thread (a
 //! `Drop` elsewhere would prove nothing).

@@ -449,6 +449,11 @@ pub fn run(a: &Args) -> Result<(), String> {
         }
         if now >= next_status {
             next_status += Duration::from_secs(1);
+            // Housekeeping: unlink hooks quarantined after a panic (the
+            // registry logs each), and drop what retired filters left
+            // behind a ticket that timed out.
+            drop(reg.reap_quarantine());
+            reg.reclaim();
             if !a.quiet {
                 let mut line = sampler.status(&flows, now.duration_since(t0));
                 if let Some(c) = report::costliest(&reg) {

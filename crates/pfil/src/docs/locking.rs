@@ -23,9 +23,14 @@
 //!   reference to a filter (a 10 000-rule ACL's tables, a filter's own
 //!   `Drop`), so only the control plane drains the graveyard: every writer
 //!   after its change, and a [`Retirement`](crate::Retirement) that is
-//!   waited for or asked [`is_complete`](crate::Retirement::is_complete)
-//!   (never on a pinned thread). A ticket nobody asks about completes
-//!   with the next write.
+//!   waited for or asked [`is_complete`](crate::Retirement::is_complete),
+//!   and [`Registry::reclaim`](crate::Registry::reclaim), which a
+//!   dataplane's housekeeping calls (pfild: every second); never on a
+//!   pinned thread. The drain drops one generation at a time and puts the
+//!   rest back first, so a filter's `Drop` that waits for a retirement
+//!   finds the generation it waits for. One exception, at teardown: the
+//!   generations whose deferred functions run after the registry is gone
+//!   are dropped by the thread that runs the last of them.
 //! - **No pin, flush or drop of a filter under a lock.** A filter's `Drop`
 //!   may call the registry. Writers pin *before* taking the writer lock,
 //!   flush after releasing it, drop the old configuration after releasing

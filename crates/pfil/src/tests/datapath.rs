@@ -354,14 +354,7 @@ fn reap_quarantine_hands_out_each_reaped_link_once_with_its_final_counters() {
 #[test]
 fn unlink_keeps_the_filter_only_remove_hook_drops_it() {
     let (reg, head) = setup();
-    let dropped = Arc::new(AtomicUsize::new(0));
-    reg.add_hook(
-        "can:ary",
-        PacketKind::Ethernet,
-        Dirs::IN,
-        Canary(dropped.clone()),
-    )
-    .unwrap();
+    let dropped = add_canary(&reg, Dirs::IN);
     reg.link("h0", Dir::In, "can:ary", Placement::Prepend)
         .unwrap();
     let t = reg.unlink("h0", Dir::In, "can:ary").unwrap();

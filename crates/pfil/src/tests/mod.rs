@@ -349,17 +349,24 @@ impl Drop for Canary {
     }
 }
 
-#[test]
-fn remove_hook_unlinks_everywhere_and_drops_after_grace() {
-    let (reg, _) = setup();
+/// Register hook `can:ary` (Ethernet, `dirs`) with a [`Canary`]; the count
+/// of its drops.
+fn add_canary(reg: &Registry, dirs: Dirs) -> Arc<AtomicUsize> {
     let dropped = Arc::new(AtomicUsize::new(0));
     reg.add_hook(
         "can:ary",
         PacketKind::Ethernet,
-        Dirs::BOTH,
+        dirs,
         Canary(dropped.clone()),
     )
     .unwrap();
+    dropped
+}
+
+#[test]
+fn remove_hook_unlinks_everywhere_and_drops_after_grace() {
+    let (reg, _) = setup();
+    let dropped = add_canary(&reg, Dirs::BOTH);
     reg.link("h0", Dir::In, "can:ary", Placement::Prepend)
         .unwrap();
     reg.link("h0", Dir::Out, "can:ary", Placement::Prepend)
@@ -451,17 +458,113 @@ fn a_removed_filter_is_dropped_by_the_control_plane_never_by_a_worker() {
     );
 }
 
+/// A filter whose `Drop` removes another hook and waits for that.
+struct RemovesOnDrop {
+    reg: Registry,
+    hook: &'static str,
+    waited: Arc<std::sync::Mutex<Option<bool>>>,
+}
+impl Filter for RemovesOnDrop {
+    fn filter(&self, _: &mut Packet<'_>, _: &Ctx<'_>) -> Verdict {
+        Verdict::Pass
+    }
+}
+impl Drop for RemovesOnDrop {
+    fn drop(&mut self) {
+        let done = self
+            .reg
+            .remove_hook(self.hook)
+            .is_ok_and(|t| t.wait_timeout(Duration::from_secs(5)));
+        *self.waited.lock().unwrap() = Some(done);
+    }
+}
+
+/// A drop that waits for a retirement whose generation is buried beneath
+/// its own: the drain must leave that one where the wait can find it.
+#[test]
+fn a_filter_dropped_by_a_drain_can_wait_for_a_generation_buried_under_it() {
+    let (reg, _) = setup();
+    let waited = Arc::new(std::sync::Mutex::new(None));
+    // A reader pinned all along: every generation below waits for it.
+    let (pinned_tx, pinned_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let r2 = reg.clone();
+    let reader = std::thread::spawn(move || {
+        let snap = r2.snapshot();
+        pinned_tx.send(()).unwrap();
+        release_rx.recv().unwrap();
+        drop(snap);
+    });
+    pinned_rx.recv().unwrap();
+    reg.add_hook("b:1x", PacketKind::Ethernet, Dirs::IN, pass)
+        .unwrap();
+    reg.link("h0", Dir::In, "b:1x", Placement::Prepend).unwrap();
+    // The generation that still links b:1x is retired first...
+    drop(reg.unlink("h0", Dir::In, "b:1x").unwrap());
+    let f = RemovesOnDrop {
+        reg: reg.clone(),
+        hook: "b:1x",
+        waited: waited.clone(),
+    };
+    reg.add_hook("a:1x", PacketKind::Ethernet, Dirs::IN, f)
+        .unwrap();
+    reg.link("h0", Dir::In, "a:1x", Placement::Prepend).unwrap();
+    // ...and the one that links a:1x after it, so it is buried on top.
+    let t = reg.remove_hook("a:1x").unwrap();
+    release_tx.send(()).unwrap();
+    reader.join().unwrap();
+    assert!(t.wait_timeout(Duration::from_secs(20)));
+    assert_eq!(
+        *waited.lock().unwrap(),
+        Some(true),
+        "the drop's own wait found the generation that held b:1x"
+    );
+}
+
+/// A ticket that timed out under a reader leaves its filter to the
+/// housekeeping: `reclaim` drops it once the reader is gone, with no write
+/// and no question to the ticket.
+#[test]
+fn reclaim_drops_what_a_timed_out_ticket_left() {
+    let (reg, _) = setup();
+    let dropped = add_canary(&reg, Dirs::IN);
+    reg.link("h0", Dir::In, "can:ary", Placement::Prepend)
+        .unwrap();
+    let (pinned_tx, pinned_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let r2 = reg.clone();
+    let reader = std::thread::spawn(move || {
+        let snap = r2.snapshot();
+        pinned_tx.send(()).unwrap();
+        release_rx.recv().unwrap();
+        drop(snap);
+    });
+    pinned_rx.recv().unwrap();
+    let t = reg.remove_hook("can:ary").unwrap();
+    assert!(!t.wait_timeout(Duration::from_millis(20)));
+    release_tx.send(()).unwrap();
+    reader.join().unwrap();
+    // Inside a snapshot it does nothing: a reader never frees.
+    {
+        let _snap = reg.snapshot();
+        reg.reclaim();
+        assert_eq!(dropped.load(Ordering::SeqCst), 0);
+    }
+    for _ in 0..100 {
+        reg.reclaim();
+        if dropped.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(dropped.load(Ordering::SeqCst), 1);
+    assert!(t.is_complete());
+}
+
 #[test]
 fn the_next_writer_drops_what_the_epoch_buried() {
     let (reg, _) = setup();
-    let dropped = Arc::new(AtomicUsize::new(0));
-    reg.add_hook(
-        "can:ary",
-        PacketKind::Ethernet,
-        Dirs::IN,
-        Canary(dropped.clone()),
-    )
-    .unwrap();
+    let dropped = add_canary(&reg, Dirs::IN);
     // The ticket is dropped unasked: the writers after it drop the filter.
     drop(reg.remove_hook("can:ary").unwrap());
     for i in 0..1000 {
