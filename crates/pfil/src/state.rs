@@ -4,7 +4,7 @@
 //! datapath walks. No lock is taken and nothing is published here:
 //! `Registry::change` (registry.rs) does that.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -52,22 +52,28 @@ const _: fn() = || {
 /// worker's pin may be that thread; so the deferred function only buries
 /// the generation here (a lock-free push, no allocation, nothing dropped),
 /// and the control plane drops it: the next writer after its change
-/// (`Registry::change`), and a [`Retirement`] waited for or asked whether
-/// it is complete. Readers never pay for a removal.
+/// (`Registry::change`), a [`Retirement`] waited for or asked whether it
+/// is complete, and `Registry::reclaim`. Readers never pay for a removal.
 pub(crate) struct Graveyard {
-    /// A stack, linked through `Generation::buried_next`.
+    /// Where the epoch buries: a stack linked through
+    /// `Generation::buried_next`, pushed by any thread, taken whole by a
+    /// drain.
     top: AtomicPtr<Generation>,
+    /// What drains took from `top` and did not drop yet, oldest last. Only
+    /// the control plane's drains take this lock, never for a drop.
+    dead: Mutex<VecDeque<Box<Generation>>>,
 }
 
 impl Graveyard {
     pub(crate) fn new() -> Graveyard {
         Graveyard {
             top: AtomicPtr::new(std::ptr::null_mut()),
+            dead: Mutex::new(VecDeque::new()),
         }
     }
 
     /// Push `g`, whose grace period is over. Lock-free (a CAS loop: the
-    /// only other writers push too, and `drain` takes the whole stack at
+    /// only other writers push too, and a drain takes the whole stack at
     /// once, so there is no ABA), allocates and drops nothing.
     pub(crate) fn bury(&self, g: Box<Generation>) {
         let g = Box::into_raw(g);
@@ -94,54 +100,31 @@ impl Graveyard {
     /// ([`Shared::bury_the_dead`](crate::shared::Shared::bury_the_dead)): a
     /// filter's `Drop` may use the registry, or wait for a retirement.
     ///
-    /// One generation at a time: it takes the stack, puts back all but the
-    /// top one and drops that. So a `Drop` that waits for a retirement
-    /// finds the generation it waits for on the stack (its own drain, or
-    /// another thread's, drops it), and a `Drop` that panics leaves the rest
-    /// buried, not leaked.
+    /// One generation at a time, each dropped outside the lock: so a
+    /// `Drop` that waits for a retirement finds the generation it waits for
+    /// still here (its own nested drain, or another thread's, drops it), and
+    /// a `Drop` that panics leaves the rest here, not leaked. Linear in the
+    /// number of generations.
     pub(crate) fn drain(&self) {
         loop {
-            let p = self.top.swap(std::ptr::null_mut(), Ordering::Acquire);
-            if p.is_null() {
-                return;
-            }
-            // SAFETY: every pointer on the stack came from `Box::into_raw`
-            // in `bury` (or was put back by `rebury`), and the swap above
-            // took the whole stack: nobody else can reach these
-            // generations now.
-            let g = unsafe { Box::from_raw(p) };
-            let rest = g.buried_next.load(Ordering::Relaxed);
-            if !rest.is_null() {
-                self.rebury(rest);
-            }
-            drop(g);
-        }
-    }
-
-    /// Push back `chain`, a list of generations `drain` took (linked
-    /// through `buried_next`, ending in null), as it is: a walk to its
-    /// tail, then the same exchange as `bury`'s.
-    fn rebury(&self, chain: *mut Generation) {
-        let mut tail = chain;
-        loop {
-            // SAFETY: the chain is `drain`'s alone (it took it with its
-            // swap): no one else reads or frees it until it is published.
-            let next = unsafe { (*tail).buried_next.load(Ordering::Relaxed) };
-            if next.is_null() {
-                break;
-            }
-            tail = next;
-        }
-        let mut top = self.top.load(Ordering::Relaxed);
-        loop {
-            // SAFETY: as above; `tail` is the chain's last generation.
-            unsafe { (*tail).buried_next.store(top, Ordering::Relaxed) };
-            match self
-                .top
-                .compare_exchange_weak(top, chain, Ordering::Release, Ordering::Relaxed)
-            {
-                Ok(_) => return,
-                Err(t) => top = t,
+            let next = {
+                let mut dead = self.dead.lock();
+                let mut p = self.top.swap(std::ptr::null_mut(), Ordering::Acquire);
+                while !p.is_null() {
+                    // SAFETY: every pointer on the stack came from
+                    // `Box::into_raw` in `bury`, and the swap above took
+                    // the whole stack: nobody else can reach these
+                    // generations now.
+                    let g = unsafe { Box::from_raw(p) };
+                    p = g.buried_next.load(Ordering::Relaxed);
+                    // Newest first (the stack's order), dropped first.
+                    dead.push_back(g);
+                }
+                dead.pop_front()
+            };
+            match next {
+                Some(g) => drop(g),
+                None => return,
             }
         }
     }

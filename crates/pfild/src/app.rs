@@ -449,10 +449,10 @@ pub fn run(a: &Args) -> Result<(), String> {
         }
         if now >= next_status {
             next_status += Duration::from_secs(1);
-            // Housekeeping: unlink hooks quarantined after a panic (the
-            // registry logs each), and drop what retired filters left
-            // behind a ticket that timed out.
-            drop(reg.reap_quarantine());
+            // Housekeeping: drop what retired filters left behind a ticket
+            // that timed out. (Quarantined links are left to the operator:
+            // reaping one would unlink a fail-closed link, which drops
+            // everything until someone decides.)
             reg.reclaim();
             if !a.quiet {
                 let mut line = sampler.status(&flows, now.duration_since(t0));

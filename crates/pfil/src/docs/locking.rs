@@ -26,9 +26,9 @@
 //!   waited for or asked [`is_complete`](crate::Retirement::is_complete),
 //!   and [`Registry::reclaim`](crate::Registry::reclaim), which a
 //!   dataplane's housekeeping calls (pfild: every second); never on a
-//!   pinned thread. The drain drops one generation at a time and puts the
-//!   rest back first, so a filter's `Drop` that waits for a retirement
-//!   finds the generation it waits for. One exception, at teardown: the
+//!   pinned thread. The drain moves what is buried under a control-plane
+//!   mutex and drops one generation at a time outside it, so a filter's
+//!   `Drop` that waits for a retirement finds the generation it waits for. One exception, at teardown: the
 //!   generations whose deferred functions run after the registry is gone
 //!   are dropped by the thread that runs the last of them.
 //! - **No pin, flush or drop of a filter under a lock.** A filter's `Drop`
