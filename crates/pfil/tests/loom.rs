@@ -2,7 +2,7 @@
 //! generation while a writer unlinks or removes the hook it is running; and
 //! (with `--cfg pfil_loom`, where the registry's own locks and atomics are
 //! loom's too) two readers faulting a hook while a writer reaps the
-//! quarantine.
+//! quarantine, and two control threads draining the graveyard at once.
 //!
 //! `RUSTFLAGS="--cfg crossbeam_loom --cfg pfil_loom" LOOM_MAX_PREEMPTIONS=2 \
 //!  cargo test -p pfil --test loom --release`
@@ -160,6 +160,33 @@ fn nothing_runs_a_link_after_its_ticket_completed() {
             );
             assert_eq!(counters.packets, n as u64);
         }
+    });
+}
+
+/// Two control threads drain the graveyard at once (a ticket's wait and the
+/// housekeeping's `reclaim`) while the epoch buries the removed hook's
+/// generation: the filter is dropped, once, and the ticket completes.
+/// Needs `pfil_loom`: the drains contend on the graveyard's mutex, which
+/// must be loom's for loom to schedule around it.
+#[cfg(pfil_loom)]
+#[test]
+fn two_drains_race_and_free_a_removed_filter_once() {
+    loom::model(|| {
+        let (reg, dropped, _runs, bad) = setup();
+        let ticket = reg.remove_hook("can:ary").unwrap();
+        let r2 = reg.clone();
+        let housekeeping = thread::spawn(move || {
+            r2.reclaim();
+            r2.reclaim();
+        });
+        let early = drive(|| ticket.is_complete());
+        housekeeping.join().unwrap();
+        assert!(
+            early || drive(|| ticket.is_complete()),
+            "no reader is pinned, yet the removal never completed"
+        );
+        assert!(dropped.load(SeqCst), "ticket completed before the drop");
+        assert_eq!(bad.load(SeqCst), 0);
     });
 }
 
