@@ -349,6 +349,38 @@ impl Drop for Canary {
     }
 }
 
+/// A reader mid-batch on another thread: it holds a snapshot (an epoch
+/// pin) from `start` until `release`, so nothing retired meanwhile can pass
+/// its grace period. (On the test's own thread, waits would refuse to
+/// wait at all.)
+struct PinnedReader {
+    release: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl PinnedReader {
+    /// Once it returns, the reader is pinned.
+    fn start(reg: &Registry) -> PinnedReader {
+        let (pinned_tx, pinned_rx) = std::sync::mpsc::channel();
+        let (release, release_rx) = std::sync::mpsc::channel::<()>();
+        let reg = reg.clone();
+        let thread = std::thread::spawn(move || {
+            let snap = reg.snapshot();
+            pinned_tx.send(()).unwrap();
+            release_rx.recv().unwrap();
+            drop(snap);
+        });
+        pinned_rx.recv().unwrap();
+        PinnedReader { release, thread }
+    }
+
+    /// Unpin it and wait for its thread.
+    fn release(self) {
+        self.release.send(()).unwrap();
+        self.thread.join().unwrap();
+    }
+}
+
 /// Register hook `can:ary` (Ethernet, `dirs`) with a [`Canary`]; the count
 /// of its drops.
 fn add_canary(reg: &Registry, dirs: Dirs) -> Arc<AtomicUsize> {
@@ -374,16 +406,7 @@ fn remove_hook_unlinks_everywhere_and_drops_after_grace() {
     // A snapshot pinned by another thread (a reader mid-batch) keeps the
     // hook alive past its removal. (On this thread, wait_timeout would
     // refuse to wait at all.)
-    let (pinned_tx, pinned_rx) = std::sync::mpsc::channel();
-    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
-    let r2 = reg.clone();
-    let reader = std::thread::spawn(move || {
-        let snap = r2.snapshot();
-        pinned_tx.send(()).unwrap();
-        release_rx.recv().unwrap();
-        drop(snap);
-    });
-    pinned_rx.recv().unwrap();
+    let reader = PinnedReader::start(&reg);
     let t = reg.remove_hook("can:ary").unwrap();
     assert!(names(&reg, Dir::In).is_empty() && names(&reg, Dir::Out).is_empty());
     assert!(!crossbeam_epoch::is_pinned());
@@ -396,8 +419,7 @@ fn remove_hook_unlinks_everywhere_and_drops_after_grace() {
         0,
         "dropped while a reader could see it"
     );
-    release_tx.send(()).unwrap();
-    reader.join().unwrap();
+    reader.release();
     assert!(t.wait_timeout(Duration::from_secs(10)));
     assert_eq!(dropped.load(Ordering::SeqCst), 1);
     assert!(reg.hooks().iter().all(|h| h.name != "can:ary"));
@@ -486,16 +508,7 @@ fn a_filter_dropped_by_a_drain_can_wait_for_a_generation_buried_under_it() {
     let (reg, _) = setup();
     let waited = Arc::new(std::sync::Mutex::new(None));
     // A reader pinned all along: every generation below waits for it.
-    let (pinned_tx, pinned_rx) = std::sync::mpsc::channel();
-    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
-    let r2 = reg.clone();
-    let reader = std::thread::spawn(move || {
-        let snap = r2.snapshot();
-        pinned_tx.send(()).unwrap();
-        release_rx.recv().unwrap();
-        drop(snap);
-    });
-    pinned_rx.recv().unwrap();
+    let reader = PinnedReader::start(&reg);
     reg.add_hook("b:1x", PacketKind::Ethernet, Dirs::IN, pass)
         .unwrap();
     reg.link("h0", Dir::In, "b:1x", Placement::Prepend).unwrap();
@@ -511,8 +524,7 @@ fn a_filter_dropped_by_a_drain_can_wait_for_a_generation_buried_under_it() {
     reg.link("h0", Dir::In, "a:1x", Placement::Prepend).unwrap();
     // ...and the one that links a:1x after it, so it is buried on top.
     let t = reg.remove_hook("a:1x").unwrap();
-    release_tx.send(()).unwrap();
-    reader.join().unwrap();
+    reader.release();
     assert!(t.wait_timeout(Duration::from_secs(20)));
     assert_eq!(
         *waited.lock().unwrap(),
@@ -530,20 +542,10 @@ fn reclaim_drops_what_a_timed_out_ticket_left() {
     let dropped = add_canary(&reg, Dirs::IN);
     reg.link("h0", Dir::In, "can:ary", Placement::Prepend)
         .unwrap();
-    let (pinned_tx, pinned_rx) = std::sync::mpsc::channel();
-    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
-    let r2 = reg.clone();
-    let reader = std::thread::spawn(move || {
-        let snap = r2.snapshot();
-        pinned_tx.send(()).unwrap();
-        release_rx.recv().unwrap();
-        drop(snap);
-    });
-    pinned_rx.recv().unwrap();
+    let reader = PinnedReader::start(&reg);
     let t = reg.remove_hook("can:ary").unwrap();
     assert!(!t.wait_timeout(Duration::from_millis(20)));
-    release_tx.send(()).unwrap();
-    reader.join().unwrap();
+    reader.release();
     // Inside a snapshot it does nothing: a reader never frees.
     {
         let _snap = reg.snapshot();
