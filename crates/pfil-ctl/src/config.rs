@@ -690,8 +690,9 @@ pub struct Plan {
     /// The running filters the plan's derived ones replace
     /// ([`pfil::Derived::from`]): held until the commit's grace period has
     /// passed, then dropped by [`Plan::commit`], so that an old acl's
-    /// classifier is freed on the control thread and not by a datapath
-    /// thread reclaiming the last generation that ran it.
+    /// classifier is freed by the apply itself, on its thread, before it
+    /// answers. (The registry would free it on the control plane too, never
+    /// on a datapath thread, but at its next drain.)
     retiring: Vec<Arc<dyn pfil::Filter>>,
 }
 

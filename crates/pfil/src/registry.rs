@@ -835,11 +835,10 @@ pub struct Derived {
     pub filter: Arc<dyn Filter>,
     /// The filter it was derived from, the one the hook ran when it was
     /// derived. Once the replacement is published, the registry drops its
-    /// reference with the last generation that ran it, in the epoch's
-    /// deferred reclamation, which may run on a datapath thread (a worker
-    /// collects every so many pins); whoever holds this until the
-    /// replacement's [`Retirement`] completes frees the old filter on
-    /// its own thread instead when dropping it.
+    /// reference with the last generation that ran it, on the control
+    /// plane (see [`Registry::reclaim`]), never on a datapath thread;
+    /// whoever holds this until the replacement's [`Retirement`] completes
+    /// frees the old filter on its own thread, at a moment of its choosing.
     pub from: Arc<dyn Filter>,
 }
 
