@@ -401,7 +401,7 @@ impl Registry {
         }
         // Runs the deferred functions that are due (they bury), then drops.
         epoch::pin().flush();
-        self.shared.bury_the_dead();
+        self.shared.graveyard.drain_unpinned();
     }
 
     /// Unlink every link that was quarantined after its hook panicked, and
@@ -554,7 +554,7 @@ impl Registry {
         // filter's `Drop` may wait for a retirement).
         guard.flush();
         drop(guard);
-        self.shared.bury_the_dead();
+        self.shared.graveyard.drain_unpinned();
         Ok((
             r,
             number,
@@ -607,10 +607,15 @@ impl Registry {
     /// The filter of hook `name` (the writer lock is held only to look it
     /// up: the caller calls the filter without it).
     fn hook_filter(&self, name: &str) -> Result<Arc<dyn Filter>, Error> {
+        self.hook_filter_at(name).map(|(f, _)| f)
+    }
+
+    /// [`hook_filter`](Self::hook_filter) and the generation it was read at.
+    fn hook_filter_at(&self, name: &str) -> Result<(Arc<dyn Filter>, u64), Error> {
         let w = self.shared.writer.lock();
         w.hooks
             .get(name)
-            .map(|h| h.filter.clone())
+            .map(|h| (h.filter.clone(), w.number))
             .ok_or_else(|| Error::NoSuchHook(name.to_owned()))
     }
 
@@ -673,14 +678,7 @@ impl Registry {
     /// the hook's filter meanwhile (the new configuration went to the
     /// filter that no longer runs).
     pub fn reconfigure_hook(&self, name: &str, config: &str) -> Result<bool, Error> {
-        let (filter, base) = {
-            let w = self.shared.writer.lock();
-            let h = w
-                .hooks
-                .get(name)
-                .ok_or_else(|| Error::NoSuchHook(name.to_owned()))?;
-            (h.filter.clone(), w.number)
-        };
+        let (filter, base) = self.hook_filter_at(name)?;
         match filter.reconfigure(config) {
             None => Ok(false),
             Some(Ok(())) => {

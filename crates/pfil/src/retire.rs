@@ -114,17 +114,11 @@ impl Retirement {
     }
 
     /// Drop the generations whose grace period is over (their drop
-    /// completes tickets), here, on the control plane's thread: see
-    /// [`Graveyard`].
-    /// Not on a pinned thread (a hook asking, a snapshot held): that is a
-    /// reader, which never does this work, and a filter's `Drop` may wait
-    /// for a retirement.
+    /// completes tickets), here, on the control plane's thread, never on
+    /// a pinned one: see [`Graveyard::drain_unpinned`].
     fn bury_the_dead(&self) {
-        if crossbeam_epoch::is_pinned() {
-            return;
-        }
         if let Some(g) = &self.graveyard {
-            g.drain();
+            g.drain_unpinned();
         }
     }
 

@@ -60,18 +60,6 @@ impl Drop for Shared {
 }
 
 impl Shared {
-    /// Drop the retired generations whose grace period is over (with them
-    /// removed and replaced filters), on this thread: what writers,
-    /// tickets and [`Registry::reclaim`](crate::Registry::reclaim) do. Not
-    /// on a pinned thread (a reader, or a writer that holds a snapshot):
-    /// readers never do that work, and a filter's `Drop` may wait for a
-    /// retirement, which a pin would block.
-    pub(crate) fn bury_the_dead(&self) {
-        if !epoch::is_pinned() {
-            self.graveyard.drain();
-        }
-    }
-
     /// Give a worker slot back (a `Worker` is dropped).
     pub(crate) fn release_worker(&self, index: usize) {
         self.free_workers.lock().push(index);

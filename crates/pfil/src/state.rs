@@ -97,8 +97,8 @@ impl Graveyard {
 
     /// Drop every buried generation, on the calling thread (which completes
     /// their tickets). Call it outside the registry's locks and unpinned
-    /// ([`Shared::bury_the_dead`](crate::shared::Shared::bury_the_dead)): a
-    /// filter's `Drop` may use the registry, or wait for a retirement.
+    /// ([`drain_unpinned`](Self::drain_unpinned)): a filter's `Drop` may use
+    /// the registry, or wait for a retirement.
     ///
     /// One generation at a time, each dropped outside the lock: so a
     /// `Drop` that waits for a retirement finds the generation it waits for
@@ -126,6 +126,18 @@ impl Graveyard {
                 Some(g) => drop(g),
                 None => return,
             }
+        }
+    }
+}
+
+impl Graveyard {
+    /// [`drain`](Self::drain), unless this thread is pinned: a pinned thread
+    /// is a reader (a hook asking, a snapshot held), which never does this
+    /// work, and a filter's `Drop` may wait for a retirement, which the pin
+    /// would block. What writers, tickets and `Registry::reclaim` call.
+    pub(crate) fn drain_unpinned(&self) {
+        if !crossbeam_epoch::is_pinned() {
+            self.drain();
         }
     }
 }

@@ -12,7 +12,7 @@ use super::{Layout, L4, L4_ICMPV4, L4_ICMPV6, L4_TCP, L4_UDP, LINK_ETHERNET};
 /// `repr(C)`: 16 bytes, the fields in this order and then 3 bytes of
 /// padding. A [`Packet`](crate::Packet) keeps a plain frame's tuple in
 /// exactly these bytes, so that [`Packet::plain_five_tuple_v4`](crate::Packet::plain_five_tuple_v4)
-/// lends it in place and a copy of it is one 16-byte move.
+/// lends it in place and a copy of it is two 8-byte words.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(C)]
 pub struct FiveTupleV4 {
