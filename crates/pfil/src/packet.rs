@@ -716,6 +716,83 @@ mod tests {
         v
     }
 
+    /// The plain decoder's exact-length path (IP packet and datagram fill
+    /// the frame) and the range checks behind it give the same answers;
+    /// a frame beyond 64 KiB whose lengths match modulo 2^16 is not plain
+    /// (etherparse's path calls it malformed), and lengths that are off by
+    /// one either way are refused or taken by the range checks; another
+    /// protocol than UDP or TCP is not plain.
+    #[test]
+    fn the_plain_decoders_length_paths_agree() {
+        let exact = udp_frame(53, &[0xa5; 22]);
+        assert_eq!(exact.len(), 64);
+        let mut padded = udp_frame(53, &[0xa5; 2]);
+        padded.resize(60, 0);
+        let mut short_udp = udp_frame(53, &[0xa5; 22]);
+        short_udp[38..40].copy_from_slice(&20u16.to_be_bytes());
+        let mut long_udp = exact.clone();
+        long_udp[38..40].copy_from_slice(&31u16.to_be_bytes());
+        let mut long_total = exact.clone();
+        long_total[16..18].copy_from_slice(&51u16.to_be_bytes());
+        let mut huge = exact.clone();
+        huge.resize(65536 + 64, 0);
+        // Plain but for the protocol (GRE): neither UDP nor TCP.
+        let mut gre = exact.clone();
+        gre[23] = 47;
+        let cases: [(&[u8], bool); 7] = [
+            (&exact, true),
+            (&padded, true),
+            (&short_udp, true),
+            (&long_udp, false),
+            (&long_total, false),
+            (&huge, false),
+            (&gre, false),
+        ];
+        for (i, (f, plain)) in cases.into_iter().enumerate() {
+            let reference = parse::parse_etherparse(f, PacketKind::Ethernet);
+            let fast = parse::fast::ethernet_ipv4_plain(f).map(|(l, _)| l);
+            assert_eq!(fast.is_some(), plain, "case {i}");
+            if let Some(l) = fast {
+                assert_eq!(l, reference, "case {i}");
+            }
+            let mut buf = f.to_vec();
+            let p = Packet::new(&mut buf);
+            let t = p.five_tuple_v4();
+            assert_eq!(p.plain_five_tuple_v4().is_some(), plain, "case {i}");
+            let want = (reference.state() == ParseState::Ok).then(|| {
+                Parsed {
+                    frame: f,
+                    l: reference,
+                }
+                .five_tuple_v4()
+            });
+            assert_eq!(t, want.flatten(), "case {i}");
+        }
+    }
+
+    /// The SSE2 test of the plain frame's fixed fields and the portable
+    /// one agree, on frames that are plain but for one bit anywhere in
+    /// bytes 0..42 and on a plain frame.
+    #[test]
+    fn the_fixed_fields_test_is_the_portable_one() {
+        let f = udp_frame(53, &[0xa5; 22]);
+        let h: [u8; 42] = *f.first_chunk().unwrap();
+        assert!(parse::fast::fixed_fields_plain(&h));
+        let mut differing = 0;
+        for bit in 0..42 * 8 {
+            let mut x = h;
+            x[bit / 8] ^= 1 << (bit % 8);
+            let (fast, portable) = (
+                parse::fast::fixed_fields_plain(&x),
+                parse::fast::fixed_fields_plain_portable(&x),
+            );
+            assert_eq!(fast, portable, "bit {bit}");
+            differing += usize::from(!fast);
+        }
+        // EtherType 16 bits, version/IHL 8, fragment bits 14.
+        assert_eq!(differing, 16 + 8 + 14);
+    }
+
     #[test]
     fn a_plain_frames_words_are_its_tuples_bytes() {
         let f = udp_frame(53, b"x");
