@@ -23,6 +23,12 @@ pub use view::{FiveTupleV4, FiveTupleV6, Parsed};
 /// [`parsed`](Packet::parsed) (and [`headers`](Packet::headers)) parse once
 /// per packet and only when asked, so hooks that don't parse don't pay for
 /// it.
+///
+/// 64 bytes and aligned to 64: one cache line, never two. (Aligned to 8,
+/// where a packet sat on the stack decided how fast a first look was, by
+/// the stores that straddled two lines: 1.39-1.61x the fixed-offset
+/// extraction with the stack moved 16 bytes at a time, 1.34-1.40x aligned.)
+#[repr(align(64))]
 pub struct Packet<'a> {
     frame: &'a mut [u8],
     kind: PacketKind,
@@ -705,6 +711,7 @@ mod tests {
         // As the docs of `Layout` say; a `Packet` is built per frame.
         assert_eq!(std::mem::size_of::<Layout>(), 8);
         assert_eq!(std::mem::size_of::<Packet<'_>>(), 64);
+        assert_eq!(std::mem::align_of::<Packet<'_>>(), 64);
     }
 
     fn udp_frame(dst_port: u16, payload: &[u8]) -> Vec<u8> {
