@@ -598,33 +598,47 @@ fn sixty_four_concurrent_clients_and_the_connection_limit() {
         t.join().unwrap();
     }
     // 64 held open at once: 32 served, the rest get the documented error.
-    let held: Vec<UnixStream> = (0..64)
-        .map(|_| UnixStream::connect(&path).unwrap())
-        .collect();
-    std::thread::sleep(Duration::from_millis(300));
-    let mut refused = 0;
-    let mut served = 0;
-    for mut s in held.iter() {
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        if s.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"version\"}\n")
-            .is_err()
-        {
-            refused += 1;
-            continue;
+    // A connection of the clients above may still hold its slot for a
+    // moment after its client went (its thread has yet to read the end of
+    // the stream), which refuses one more: so the count is taken again,
+    // all 64 closed in between, until it comes out exact or 30 s pass.
+    let hold = || {
+        let held: Vec<UnixStream> = (0..64)
+            .map(|_| UnixStream::connect(&path).unwrap())
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let (mut served, mut refused) = (0, 0);
+        for mut s in held.iter() {
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            if s.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"version\"}\n")
+                .is_err()
+            {
+                refused += 1;
+                continue;
+            }
+            let mut line = String::new();
+            let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(s), &mut line);
+            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            if v["error"]["data"]["kind"] == "too_many_connections" {
+                assert_eq!(v["error"]["code"], code::TOO_MANY_CONNECTIONS);
+                refused += 1;
+            } else {
+                assert_eq!(v["result"]["protocol"], 1, "{line}");
+                served += 1;
+            }
         }
-        let mut line = String::new();
-        let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(s), &mut line);
-        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-        if v["error"]["data"]["kind"] == "too_many_connections" {
-            assert_eq!(v["error"]["code"], code::TOO_MANY_CONNECTIONS);
-            refused += 1;
-        } else {
-            assert_eq!(v["result"]["protocol"], 1, "{line}");
-            served += 1;
-        }
+        (served, refused)
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut counts = hold();
+    while counts != (32, 32) && Instant::now() < deadline {
+        // Never more served than the limit, whatever is left over.
+        assert!(counts.0 <= 32, "{counts:?}");
+        eprintln!("held: {counts:?} (served, refused); counting again");
+        std::thread::sleep(Duration::from_millis(100));
+        counts = hold();
     }
-    assert_eq!((served, refused), (32, 32));
-    drop(held);
+    assert_eq!(counts, (32, 32));
     // Afterwards everyone is served again.
     std::thread::sleep(Duration::from_millis(300));
     Client::connect(&path)

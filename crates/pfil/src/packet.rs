@@ -726,46 +726,71 @@ mod tests {
     /// The plain decoder's exact-length path (IP packet and datagram fill
     /// the frame) and the range checks behind it give the same answers;
     /// a frame beyond 64 KiB whose lengths match modulo 2^16 is not plain
-    /// (etherparse's path calls it malformed), and lengths that are off by
-    /// one either way are refused or taken by the range checks; another
-    /// protocol than UDP or TCP is not plain.
+    /// (etherparse's path calls it malformed), lengths off by one either
+    /// way are refused or taken by the range checks, and another protocol
+    /// than UDP or TCP is not plain, nor is TCP because bytes 38..40 happen
+    /// to hold what a UDP length filling the frame would.
     #[test]
     fn the_plain_decoders_length_paths_agree() {
         let exact = udp_frame(53, &[0xa5; 22]);
         assert_eq!(exact.len(), 64);
+        let smallest = udp_frame(53, &[]);
+        assert_eq!(smallest.len(), 42);
         let mut padded = udp_frame(53, &[0xa5; 2]);
         padded.resize(60, 0);
-        let mut short_udp = udp_frame(53, &[0xa5; 22]);
-        short_udp[38..40].copy_from_slice(&20u16.to_be_bytes());
-        let mut long_udp = exact.clone();
-        long_udp[38..40].copy_from_slice(&31u16.to_be_bytes());
-        let mut long_total = exact.clone();
-        long_total[16..18].copy_from_slice(&51u16.to_be_bytes());
+        let with = |f: &[u8], at: usize, v: u16| {
+            let mut f = f.to_vec();
+            f[at..at + 2].copy_from_slice(&v.to_be_bytes());
+            f
+        };
+        let short_udp = with(&exact, 38, 20);
+        let udp_minus_one = with(&exact, 38, 29);
+        let udp_plus_one = with(&exact, 38, 31);
+        let total_minus_one = with(&exact, 16, 49);
+        let total_plus_one = with(&exact, 16, 51);
         let mut huge = exact.clone();
         huge.resize(65536 + 64, 0);
+        let mut largest = exact.clone();
+        largest.resize(65535, 0);
+        let largest = with(&with(&largest, 16, 65535 - 14), 38, 65535 - 34);
         // Plain but for the protocol (GRE): neither UDP nor TCP.
         let mut gre = exact.clone();
         gre[23] = 47;
-        let cases: [(&[u8], bool); 7] = [
-            (&exact, true),
-            (&padded, true),
-            (&short_udp, true),
-            (&long_udp, false),
-            (&long_total, false),
-            (&huge, false),
-            (&gre, false),
+        // TCP whose IP packet fills the frame and whose bytes 38..40 (its
+        // acknowledgement number) read as a UDP length filling it.
+        let mut tcp = Vec::new();
+        PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4([198, 18, 0, 1], [198, 18, 0, 2], 64)
+            .tcp(4000, 80, 1, 1024)
+            .write(&mut tcp, &[0x5a; 10])
+            .unwrap();
+        let tcp = with(&tcp, 38, (tcp.len() - 34) as u16);
+        let cases: [(&str, &[u8], bool); 13] = [
+            ("exact", &exact, true),
+            ("smallest", &smallest, true),
+            ("padded", &padded, true),
+            ("short datagram", &short_udp, true),
+            ("datagram one short", &udp_minus_one, true),
+            ("datagram one long", &udp_plus_one, false),
+            ("total one short", &total_minus_one, false),
+            ("total one long", &total_plus_one, false),
+            ("beyond 64 KiB", &huge, false),
+            ("64 KiB - 1", &largest, true),
+            ("gre", &gre, false),
+            ("tcp", &tcp, true),
+            ("tcp, total one long", &with(&tcp, 16, 51), false),
         ];
-        for (i, (f, plain)) in cases.into_iter().enumerate() {
+        for (name, f, plain) in cases {
             let reference = parse::parse_etherparse(f, PacketKind::Ethernet);
             let fast = parse::fast::ethernet_ipv4_plain(f).map(|(l, _)| l);
-            assert_eq!(fast.is_some(), plain, "case {i}");
+            assert_eq!(fast.is_some(), plain, "{name}");
             if let Some(l) = fast {
-                assert_eq!(l, reference, "case {i}");
+                assert_eq!(l, reference, "{name}");
             }
             let mut buf = f.to_vec();
             let p = Packet::new(&mut buf);
             let t = p.five_tuple_v4();
-            assert_eq!(p.plain_five_tuple_v4().is_some(), plain, "case {i}");
+            assert_eq!(p.plain_five_tuple_v4().is_some(), plain, "{name}");
             let want = (reference.state() == ParseState::Ok).then(|| {
                 Parsed {
                     frame: f,
@@ -773,19 +798,21 @@ mod tests {
                 }
                 .five_tuple_v4()
             });
-            assert_eq!(t, want.flatten(), "case {i}");
+            assert_eq!(t, want.flatten(), "{name}");
         }
     }
 
     /// The SSE2 test of the plain frame's fixed fields and the portable
     /// one agree, on frames that are plain but for one bit anywhere in
-    /// bytes 0..42 and on a plain frame.
+    /// bytes 0..42 and on a plain frame; and the bits that make a frame
+    /// not plain are exactly the EtherType's, version and IHL's, and the
+    /// more-fragments flag's and fragment offset's.
     #[test]
     fn the_fixed_fields_test_is_the_portable_one() {
         let f = udp_frame(53, &[0xa5; 22]);
         let h: [u8; 42] = *f.first_chunk().unwrap();
         assert!(parse::fast::fixed_fields_plain(&h));
-        let mut differing = 0;
+        let mut differing = Vec::new();
         for bit in 0..42 * 8 {
             let mut x = h;
             x[bit / 8] ^= 1 << (bit % 8);
@@ -794,10 +821,15 @@ mod tests {
                 parse::fast::fixed_fields_plain_portable(&x),
             );
             assert_eq!(fast, portable, "bit {bit}");
-            differing += usize::from(!fast);
+            if !fast {
+                differing.push(bit);
+            }
         }
-        // EtherType 16 bits, version/IHL 8, fragment bits 14.
-        assert_eq!(differing, 16 + 8 + 14);
+        let want: Vec<usize> = (12 * 8..15 * 8)
+            .chain(20 * 8..20 * 8 + 6)
+            .chain(21 * 8..22 * 8)
+            .collect();
+        assert_eq!(differing, want);
     }
 
     #[test]

@@ -148,10 +148,11 @@ pub(super) mod fast {
     }
 
     #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-    use fixed_fields_plain_portable as fixed_fields_plain;
+    pub(in crate::packet) use fixed_fields_plain_portable as fixed_fields_plain;
 
     /// The commonest shape of all, untagged Ethernet, IPv4 without options
-    /// and not a fragment, UDP or TCP, decoded behind one length check.
+    /// and not a fragment, UDP or TCP, decoded from the first 42 bytes
+    /// (one bounds check; TCP's data offset at byte 46 is one more).
     ///
     /// Gives the 42 header bytes back with the layout, so a caller can read
     /// the 5-tuple from them without another bounds check.
@@ -189,12 +190,12 @@ pub(super) mod fast {
             return None;
         }
         let room = total - 20;
-        // Each arm's layout is a constant (building it from the protocol
-        // byte was four more instructions).
+        // Each branch's layout is a constant (building it from the
+        // protocol byte was four more instructions).
         let l = if protocol == 17 {
             // A UDP length in 8..=room, one unsigned compare (room >= 8).
-            let len = usize::from(u16::from_be_bytes([h[38], h[39]]));
-            if len.wrapping_sub(8) > room - 8 {
+            let udp_len = usize::from(u16::from_be_bytes([h[38], h[39]]));
+            if udp_len.wrapping_sub(8) > room - 8 {
                 return None;
             }
             const { Layout::plain_ipv4(17, L4_UDP) }
