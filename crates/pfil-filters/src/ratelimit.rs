@@ -249,23 +249,32 @@ impl RateLimit {
 
     fn key(&self, p: &Packet<'_>) -> u64 {
         let mut h = self.hasher.build_hasher();
-        let hd = p.headers();
-        let ip = hd.and_then(|h| h.ip);
+        // Read in place from the parse cache: `Packet::headers` built
+        // every header struct per packet (pfild `--synthetic`, callgrind:
+        // 674 instructions a frame with `per flow`, 647 this way; most of
+        // the rest is SipHash, kept because keys are the sender's to choose
+        // and a weak hash would let them evict chosen buckets).
+        let v = p.parsed();
         let mut addr = |a: IpAddr| match a {
             IpAddr::V4(a) => h.write(&a.octets()),
             IpAddr::V6(a) => h.write(&a.octets()),
         };
-        match (self.cfg.per, ip) {
+        match (
+            self.cfg.per,
+            v.and_then(|v| Some((v.src_ip()?, v.dst_ip()?))),
+        ) {
             (_, None) => {}
-            (Per::Src, Some(i)) => addr(i.src),
-            (Per::Dst, Some(i)) => addr(i.dst),
-            (_, Some(i)) => {
-                addr(i.src);
-                addr(i.dst);
-                h.write_u8(i.protocol);
-                if let Some(t) = hd.and_then(|h| h.transport) {
-                    h.write_u16(t.src_port);
-                    h.write_u16(t.dst_port);
+            (Per::Src, Some((src, _))) => addr(src),
+            (Per::Dst, Some((_, dst))) => addr(dst),
+            (_, Some((src, dst))) => {
+                addr(src);
+                addr(dst);
+                if let Some(v) = v {
+                    h.write_u8(v.protocol().unwrap_or(0));
+                    if let Some((sp, dp)) = v.ports() {
+                        h.write_u16(sp);
+                        h.write_u16(dp);
+                    }
                 }
             }
         }
