@@ -399,9 +399,10 @@ impl Registry {
         if epoch::is_pinned() {
             return;
         }
-        // Runs the deferred functions that are due (they bury), then drops.
+        // Runs the deferred functions that are due (they bury), then drops
+        // (unpinned: checked above, and the pin is gone).
         epoch::pin().flush();
-        self.shared.graveyard.drain_unpinned();
+        self.shared.graveyard.drain();
     }
 
     /// Unlink every link that was quarantined after its hook panicked, and

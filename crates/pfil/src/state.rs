@@ -128,9 +128,7 @@ impl Graveyard {
             }
         }
     }
-}
 
-impl Graveyard {
     /// [`drain`](Self::drain), unless this thread is pinned: a pinned thread
     /// is a reader (a hook asking, a snapshot held), which never does this
     /// work, and a filter's `Drop` may wait for a retirement, which the pin

@@ -28,9 +28,10 @@
 //!   dataplane's housekeeping calls (pfild: every second); never on a
 //!   pinned thread. The drain moves what is buried under a control-plane
 //!   mutex and drops one generation at a time outside it, so a filter's
-//!   `Drop` that waits for a retirement finds the generation it waits for. One exception, at teardown: the
-//!   generations whose deferred functions run after the registry is gone
-//!   are dropped by the thread that runs the last of them.
+//!   `Drop` that waits for a retirement finds the generation it waits for.
+//!   One exception, at teardown: the generations whose deferred functions
+//!   run after the registry is gone are dropped by the thread that runs
+//!   the last of them.
 //! - **No pin, flush or drop of a filter under a lock.** A filter's `Drop`
 //!   may call the registry. Writers pin *before* taking the writer lock,
 //!   flush after releasing it, drop the old configuration after releasing
