@@ -11,7 +11,8 @@
 //! (`classify_batch`, the default), `single` (`classify` per key), `v4`
 //! (`classify_batch_v4` over the same keys as [`KeyV4`]s; collect
 //! `acl_count::lookups_v4`), `v4seq` (the same one key after the other;
-//! `acl_count::lookups_v4_seq`) or `ab` (times `v4seq` against `v4`, both
+//! `acl_count::lookups_v4_seq`), `v4time` (prints the min and median ns
+//! per lookup of `classify_batch_v4` over passes runs) or `ab` (times `v4seq` against `v4`, both
 //! alternated in one process, passes × 5 each; `ACL_AB_PORTABLE=1`: the
 //! batch compiled for the baseline CPU against the one the CPU runs). The instructions of the
 //! collected function divided by passes × 100 000 are the instructions per
@@ -75,6 +76,23 @@ fn main() {
     } else {
         classbench::trace(&rules.rules, 100_000, 1)
     };
+    let keys = match std::env::var("ACL_POOL")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        Some(n) => {
+            let mut x = 12345u64;
+            (0..keys.len())
+                .map(|_| {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    keys[((x >> 33) as usize) % n]
+                })
+                .collect()
+        }
+        None => keys,
+    };
     // Build parameters from the environment, for sweeps.
     let mut cfg = Config::default();
     let env = |n: &str| std::env::var(n).ok().and_then(|v| v.parse::<f64>().ok());
@@ -90,10 +108,34 @@ fn main() {
     if let Some(s) = env("ACL_ROOT_SPFAC") {
         cfg.root_spfac = s;
     }
+    if let Some(b) = env("ACL_CUT_BITS") {
+        cfg.max_cut_bits = b as u8;
+    }
+    if let Some(b) = env("ACL_SINGLE") {
+        cfg.single_tree_budget = b as usize;
+    }
     if let Some(m) = env("ACL_MERGE_BELOW") {
         cfg.merge_below = m as usize;
     }
+    let t = std::time::Instant::now();
     let c = Classifier::with_config(&rules, &cfg);
+    let build = t.elapsed();
+    if std::env::var_os("ACL_BUILD").is_some() {
+        // ACL_BUILD=1: the median build time of 5 more builds.
+        let mut v: Vec<f64> = (0..5)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                std::hint::black_box(Classifier::with_config(&rules, &cfg));
+                t.elapsed().as_secs_f64() * 1e3
+            })
+            .collect();
+        v.sort_by(f64::total_cmp);
+        eprintln!(
+            "build: first {:.1} ms, median of 5 more {:.1} ms",
+            build.as_secs_f64() * 1e3,
+            v[2]
+        );
+    }
     let mut out = vec![None; keys.len()];
     if mode == "ab" {
         // In-process A/B timing: the IPv4 batch one key after the other
@@ -117,6 +159,10 @@ fn main() {
         // ACL_AB_PORTABLE=1: the other side is the same batch compiled for
         // the baseline CPU (no AVX2).
         let portable = std::env::var_os("ACL_AB_PORTABLE").is_some();
+        // ACL_AB_LOCKSTEP=1: the other side is `classify_lockstep`.
+        let lockstep = std::env::var_os("ACL_AB_LOCKSTEP").is_some();
+        // ACL_AB_OLD=1: the other side is the interleaved batch.
+        let old = std::env::var_os("ACL_AB_OLD").is_some();
         let mut r: Vec<Vec<f64>> = vec![Vec::new(); 2];
         for _ in 0..passes {
             for (m, v) in r.iter_mut().enumerate() {
@@ -125,6 +171,10 @@ fn main() {
                     let k = std::hint::black_box(&k4);
                     if m == 1 {
                         c.classify_batch_v4(k, &mut out);
+                    } else if old {
+                        c.classify_batch_v4_interleaved(k, &mut out);
+                    } else if lockstep {
+                        c.classify_lockstep(std::hint::black_box(&keys), &mut out);
                     } else if portable {
                         c.classify_batch_v4_portable(k, &mut out);
                     } else if let Some(b) = &other {
@@ -144,10 +194,37 @@ fn main() {
         } else {
             "one after the other"
         };
+        let mut q: Vec<f64> = r[1].iter().zip(&r[0]).map(|(b, a)| b / a).collect();
+        q.sort_by(f64::total_cmp);
+        eprintln!(
+            "batch / other, paired: median {:.3} (quartiles {:.3}-{:.3})",
+            q[q.len() / 2],
+            q[q.len() / 4],
+            q[3 * q.len() / 4]
+        );
         for (n, v) in [first, "batch"].iter().zip(r.iter_mut()) {
             v.sort_by(f64::total_cmp);
             eprintln!("{n}: min {:.1} median {:.1} ns", v[0], v[v.len() / 2]);
         }
+    } else if mode == "v4time" {
+        // Times `classify_batch_v4` alone: passes runs of 5 passes over
+        // the trace; min and median ns per lookup (for A/B runs of two
+        // builds, alternated by a script).
+        let k4: Vec<KeyV4> = keys
+            .iter()
+            .map(|k| KeyV4::of(k).expect("an IPv4 trace"))
+            .collect();
+        let mut v = Vec::new();
+        for _ in 0..passes {
+            let t = std::time::Instant::now();
+            for _ in 0..5 {
+                c.classify_batch_v4(std::hint::black_box(&k4), &mut out);
+                std::hint::black_box(&mut out);
+            }
+            v.push(t.elapsed().as_nanos() as f64 / (5 * k4.len()) as f64);
+        }
+        v.sort_by(f64::total_cmp);
+        println!("min {:.2} median {:.2}", v[0], v[v.len() / 2]);
     } else if mode == "v4seq" {
         let k4: Vec<KeyV4> = keys
             .iter()

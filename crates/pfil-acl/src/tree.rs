@@ -108,6 +108,8 @@ const INFLIGHT: usize = 4;
 /// 1.3x slower interleaved; acl1_1k and acl1_10k, 1 and 2 trees:
 /// 10-25 % faster).
 const INTERLEAVE_MAX_TREES: usize = 2;
+/// Keys per chunk of the breadth-first batch ([`Classifier::breadth`]).
+const CHUNK: usize = 64;
 /// Keys walked in lockstep by [`Classifier::classify_lockstep`].
 pub const GROUP: usize = 8;
 /// An empty leaf: a tree a key skips.
@@ -115,7 +117,7 @@ const EMPTY: u64 = LEAF;
 /// Most IPv4 rules for which a build first tries a single tree
 /// ([`Config::single_tree_budget`]): past it the trial would cost more
 /// build time than it saves lookup time.
-pub const SINGLE_TREE_MAX_RULES: usize = 4096;
+pub const SINGLE_TREE_MAX_RULES: usize = 16384;
 /// Most bits of a root cut ([`Config::root_cut_bits`]).
 pub const ROOT_MAX_BITS: u8 = 16;
 /// Deepest node; a subtree this deep becomes a leaf.
@@ -302,7 +304,25 @@ impl Block {
         m16
     }
 
+    /// The first lane `k` hits, or [`BLOCK`] or more if none: the miss
+    /// vector's sign bytes (`pmovmskb`, two bits a lane), inverted, and a
+    /// bit scan.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn first_hit(&self, k: &K4) -> usize {
+        use std::arch::x86_64::{_mm_loadu_si128, _mm_movemask_epi8};
+        let m = self.misses(k);
+        // SAFETY: `m` is 16 bytes and `_mm_loadu_si128` reads 16 bytes
+        // with no alignment requirement; both intrinsics need SSE2 only,
+        // which every x86_64 CPU has.
+        #[allow(unsafe_code)]
+        let mask = unsafe { _mm_movemask_epi8(_mm_loadu_si128(m.as_ptr().cast())) };
+        let hits = !(mask as u32) | 1 << 16;
+        hits.trailing_zeros() as usize / 2
+    }
+
     /// The first lane `k` hits, or [`BLOCK`] or more if none.
+    #[cfg(not(target_arch = "x86_64"))]
     #[inline(always)]
     fn first_hit(&self, k: &K4) -> usize {
         // The miss vector goes through memory as two words (without the
@@ -605,11 +625,14 @@ impl RootCut {
     }
 }
 
-/// Whether the running CPU has AVX2.
+/// Whether the running CPU has AVX2 and BMI1/BMI2 (every CPU with AVX2
+/// but a few low-power ones has both).
 fn has_avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("bmi1")
+            && std::arch::is_x86_feature_detected!("bmi2")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -639,32 +662,35 @@ pub struct Classifier {
 }
 
 /// The child of internal node `r` that `k` falls in. The cut is packed
-/// in bits 32..64 of the reference, a byte each: field and rotation of the
-/// first cut field, the same for the second, then the two masks; a field's
-/// index bits are `rotate_right(field, rot) & mask`, already in place
-/// (the first field's above the second's), so a level is two rotations,
-/// two masks and one load.
+/// in bits 32..64 of the reference, a byte each: the first cut field's
+/// lowest cut bit (bits 0..5) and field (bits 5..8), its number of cut bits,
+/// the same two bytes for the second field. The child index is `(bits
+/// s0..s0+b0 of d0) << b1 | (bits s1..s1+b1 of d1)`, and the packing is
+/// the one BMI2's shifts read as they are: `shrx` takes its count modulo
+/// 32 (so the shift is the byte itself, the field bits above it ignored)
+/// and `bzhi` its length from the low byte, so a level is two loads of key
+/// fields, two shifts, two masks, one shift, an or and the child's load.
 #[inline(always)]
 fn child_index(r: u64, k: &K4) -> usize {
     let h = (r >> 32) as u32;
-    let (a, b) = (h as u8, (h >> 8) as u8);
-    let v0 = k.f[usize::from(a & 7)].rotate_right(u32::from(a >> 3)) & (h >> 16) & 0xff;
-    let v1 = k.f[usize::from(b & 7)].rotate_right(u32::from(b >> 3)) & (h >> 24);
-    (v0 | v1) as usize
+    let f0 = k.f[((h >> 5) & 7) as usize];
+    let f1 = k.f[((h >> 21) & 7) as usize];
+    let (b0, b1) = ((h >> 8) & 0xff, h >> 24);
+    let v0 = f0.wrapping_shr(h) & !u32::MAX.wrapping_shl(b0);
+    let v1 = f1.wrapping_shr(h >> 16) & !u32::MAX.wrapping_shl(b1);
+    (v0.wrapping_shl(b1) | v1) as usize
 }
 
 /// The reference to an internal node whose children start at `o`: the
-/// cut is packed into the reference, so a level costs one load. The
-/// child index is `(bits s0..s0+b0 of d0) << b1 | (bits s1..s1+b1 of
-/// d1)`, `b0 + b1 <= 8`.
+/// cut is packed into the reference ([`child_index`]), so a level costs
+/// one load. The child index is `(bits s0..s0+b0 of d0) << b1 | (bits
+/// s1..s1+b1 of d1)`, `b0 + b1 <= 8`.
 fn node_ref(o: usize, d0: usize, s0: u8, b0: u8, d1: usize, s1: u8, b1: u8) -> u64 {
-    debug_assert!(d0 < 8 && d1 < 8 && s0 < 32 && s1 <= 32 && b0 >= 1 && b0 + b1 <= 8);
+    debug_assert!(d0 < 8 && d1 < 8 && s0 < 32 && s1 <= 32 && b0 >= 1 && b0 + b1 <= ROOT_MAX_BITS);
     debug_assert!((o as u64) < LEAF);
-    let rot0 = u32::from(s0).wrapping_sub(u32::from(b1)) & 31;
-    let rot1 = u32::from(s1) & 31;
-    let m0 = ((1u32 << b0) - 1) << b1;
-    let m1 = (1u32 << b1) - 1;
-    let h = (d0 as u32 | rot0 << 3) | (d1 as u32 | rot1 << 3) << 8 | m0 << 16 | m1 << 24;
+    let s1 = if b1 == 0 { 0 } else { u32::from(s1) };
+    let h = u32::from(s0) | (d0 as u32) << 5 | u32::from(b0) << 8;
+    let h = h | (s1 | (d1 as u32) << 5) << 16 | u32::from(b1) << 24;
     u64::from(h) << 32 | o as u64
 }
 
@@ -691,7 +717,7 @@ impl Classifier {
             }
         }
         let cfg = &Config {
-            max_cut_bits: cfg.max_cut_bits.clamp(1, 8),
+            max_cut_bits: cfg.max_cut_bits.clamp(1, ROOT_MAX_BITS),
             binth: cfg.binth.max(1),
             ..*cfg
         };
@@ -817,12 +843,19 @@ impl Classifier {
     /// test of 8 lanes and a bit scan.
     #[inline(always)]
     fn scan<F: FullKey>(&self, r: u64, k: &K4, key: &F, best: u32) -> u32 {
+        self.scan_from(r, 0, k, key, best)
+    }
+
+    /// [`scan`](Self::scan) from block `from` of the leaf on (the blocks
+    /// before it missed), for leaves without rules to confirm.
+    #[inline(always)]
+    fn scan_from<F: FullKey>(&self, r: u64, from: usize, k: &K4, key: &F, best: u32) -> u32 {
         if r & EXTRA != 0 {
             return self.scan_extra(r, k, key, best);
         }
         let start = (r & START_MASK) as usize;
         let blocks = ((r >> 32) & BLOCKS_MASK) as usize;
-        let Some(leaf) = self.blocks.get(start..start + blocks) else {
+        let Some(leaf) = self.blocks.get(start + from..start + blocks) else {
             return best;
         };
         for blk in leaf {
@@ -1012,6 +1045,39 @@ impl Classifier {
     /// `out` at least as long as `keys`.
     #[inline(always)]
     fn batch_v4(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
+        if !self.mem.is_empty() {
+            self.breadth(keys, out, |k, v| {
+                *v = K4::of_v4(k);
+                true
+            });
+        } else {
+            self.seq_v4(keys, out);
+        }
+    }
+
+    /// The IPv4 batch with four lookups in flight (the previous batch), for
+    /// comparisons.
+    #[doc(hidden)]
+    pub fn classify_batch_v4_interleaved(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
+        assert!(out.len() >= keys.len(), "out is shorter than keys");
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 {
+            // SAFETY: as in `classify_batch_v4`.
+            #[allow(unsafe_code)]
+            return unsafe { self.interleaved_v4_avx2(keys, out) };
+        }
+        self.interleaved_v4(keys, out);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1,bmi2")]
+    #[allow(unsafe_code)]
+    unsafe fn interleaved_v4_avx2(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
+        self.interleaved_v4(keys, out);
+    }
+
+    #[inline(always)]
+    fn interleaved_v4(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
         if self.interleaves() {
             self.interleaved::<INFLIGHT, _>(keys, out, |k, v| {
                 *v = K4::of_v4(k);
@@ -1029,7 +1095,7 @@ impl Classifier {
     /// The CPU must have AVX2. (An `unsafe fn`, not a safe function with a
     /// target feature: those need Rust 1.86, the workspace supports 1.85.)
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,bmi1,bmi2")]
     #[allow(unsafe_code)]
     unsafe fn batch_v4_avx2(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
         self.batch_v4(keys, out);
@@ -1157,6 +1223,90 @@ impl Classifier {
         f.idx[i] = NONE;
         f.node[i] = EMPTY;
         false
+    }
+
+    /// Classifies `keys` into `out` breadth first, [`CHUNK`] keys at a
+    /// time: per tree, every key of the chunk takes its root step, then
+    /// every key still at an internal node one more level, and so on; then
+    /// every key's leaf is scanned. Which keys go on is a list rebuilt each
+    /// round without a branch (each key's index is written, and the count
+    /// moves on only if it goes on), so no branch depends on a load: the
+    /// loads of a round are independent (up to [`CHUNK`] in flight) and the
+    /// only branches are the rounds' loops. Keys `k4` does not take (not
+    /// IPv4) are classified alone, in place.
+    #[inline(always)]
+    fn breadth<F: FullKey>(
+        &self,
+        keys: &[F],
+        out: &mut [Option<u32>],
+        k4: impl Fn(&F, &mut K4) -> bool,
+    ) {
+        let mut view = [K4::default(); CHUNK];
+        let mut node = [EMPTY; CHUNK];
+        let mut best = [NONE; CHUNK];
+        // The chunk's keys on the trees, the keys a tree may improve, and
+        // the two lists of keys still walking.
+        let (mut fast, mut on) = ([0u8; CHUNK], [0u8; CHUNK]);
+        let (mut cur, mut nxt) = ([0u8; CHUNK], [0u8; CHUNK]);
+        for (ks, os) in keys.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
+            let mut nf = 0;
+            for (i, (k, o)) in ks.iter().zip(os.iter_mut()).enumerate() {
+                if k4(k, &mut view[i]) {
+                    fast[nf % CHUNK] = i as u8;
+                    nf += 1;
+                    best[i] = NONE;
+                } else {
+                    *o = self.classify_slow(&k.full());
+                }
+            }
+            for t in &self.trees {
+                let mut n = 0;
+                for &i in &fast[..nf] {
+                    on[n % CHUNK] = i;
+                    n += usize::from(t.min_id < best[usize::from(i) % CHUNK]);
+                }
+                if n == 0 {
+                    // Trees are in order of their first rule: no later
+                    // one can do better either.
+                    break;
+                }
+                let mut m = 0;
+                if t.root & LEAF != 0 {
+                    for &i in &on[..n] {
+                        node[usize::from(i) % CHUNK] = t.root;
+                    }
+                } else {
+                    for &i in &on[..n] {
+                        let i = usize::from(i) % CHUNK;
+                        let r = self.mem[(t.root as usize) + t.cut.index(&view[i])];
+                        node[i] = r;
+                        cur[m % CHUNK] = i as u8;
+                        m += usize::from(r & LEAF == 0);
+                    }
+                }
+                while m > 0 {
+                    let mut m2 = 0;
+                    for &i in &cur[..m] {
+                        let i = usize::from(i) % CHUNK;
+                        let r = node[i];
+                        let x = self.mem[(r as u32 as usize) + child_index(r, &view[i])];
+                        node[i] = x;
+                        nxt[m2 % CHUNK] = i as u8;
+                        m2 += usize::from(x & LEAF == 0);
+                    }
+                    std::mem::swap(&mut cur, &mut nxt);
+                    m = m2;
+                }
+                for &i in &on[..n] {
+                    let i = usize::from(i) % CHUNK;
+                    best[i] = self.scan(node[i], &view[i], &ks[i], best[i]);
+                }
+            }
+            for &i in &fast[..nf] {
+                let i = usize::from(i) % CHUNK;
+                os[i] = (best[i] != NONE).then_some(best[i]);
+            }
+        }
     }
 
     /// An IPv6 key: the IPv6 tree's walk on the chosen address words, and
@@ -1311,12 +1461,44 @@ fn box_hi(b: (u32, u8)) -> u32 {
     }
 }
 
+/// The leaves' map hashes rule lists with a multiply-rotate hash (the
+/// FxHash of rustc): the keys are the builder's own, not a sender's, and
+/// SipHash cost a tenth of a 10k-rule build.
+#[derive(Default)]
+struct ListHasher(u64);
+
+impl std::hash::Hasher for ListHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+
+    fn write_u32(&mut self, x: u32) {
+        self.write_u64(u64::from(x));
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+}
+
 struct Builder<'a> {
     br: &'a [BRule],
     cfg: &'a Config,
     mem: Vec<u64>,
     blocks: Vec<Block>,
-    leaves: HashMap<Vec<u32>, u64>,
+    leaves: HashMap<Vec<u32>, u64, std::hash::BuildHasherDefault<ListHasher>>,
     stats: Stats,
     /// Memory cap in 32-byte units (block lanes plus node words / 4).
     cap: usize,
@@ -1331,7 +1513,7 @@ impl<'a> Builder<'a> {
             cfg,
             mem: Vec::new(),
             blocks: Vec::new(),
-            leaves: HashMap::new(),
+            leaves: HashMap::default(),
             stats: Stats::default(),
             cap,
             capped: false,
@@ -1373,7 +1555,7 @@ impl<'a> Builder<'a> {
             let (mem, blocks, stats) = (self.mem.len(), self.blocks.len(), self.stats);
             self.cap =
                 (self.used() + ids.len() * self.cfg.single_tree_budget).min(self.cfg.max_entries);
-            let (root, cut) = self.build_root(full, ids.to_vec());
+            let (root, cut) = self.build_root(full, ids);
             let fits = !self.capped;
             self.cap = self.cfg.max_entries;
             self.capped = false;
@@ -1395,7 +1577,7 @@ impl<'a> Builder<'a> {
             .filter(|s| !s.is_empty())
             .map(|ids| {
                 let min_id = ids[0];
-                let (root, cut) = self.build_root(full, ids);
+                let (root, cut) = self.build_root(full, &ids);
                 Tree { root, cut, min_id }
             })
             .collect();
@@ -1406,7 +1588,7 @@ impl<'a> Builder<'a> {
     /// Builds a tree's root for `ids` (sorted): a leaf, or the offset of
     /// its children and its cut, which may be up to
     /// [`Config::root_cut_bits`] wide.
-    fn build_root(&mut self, bx: Boxx, ids: Vec<u32>) -> (u64, RootCut) {
+    fn build_root(&mut self, bx: Boxx, ids: &[u32]) -> (u64, RootCut) {
         let maxb = self.cfg.root_cut_bits.clamp(1, ROOT_MAX_BITS);
         match self.split(bx, ids, 0, maxb, self.cfg.root_spfac) {
             Ok((o, (d0, s0, b0, d1, s1, b1))) => (o as u64, RootCut::of(d0, s0, b0, d1, s1, b1)),
@@ -1416,7 +1598,7 @@ impl<'a> Builder<'a> {
 
     /// Builds the subtree for `ids` (sorted, all meeting `bx`), returns its
     /// child reference.
-    fn build(&mut self, bx: Boxx, ids: Vec<u32>, depth: usize) -> u64 {
+    fn build(&mut self, bx: Boxx, ids: &[u32], depth: usize) -> u64 {
         match self.split(bx, ids, depth, self.cfg.max_cut_bits, self.cfg.spfac) {
             Ok((o, (d0, s0, b0, d1, s1, b1))) => node_ref(o, d0, s0, b0, d1, s1, b1),
             Err(leaf) => leaf,
@@ -1431,7 +1613,7 @@ impl<'a> Builder<'a> {
     fn split(
         &mut self,
         bx: Boxx,
-        mut ids: Vec<u32>,
+        ids: &[u32],
         depth: usize,
         maxb: u8,
         spfac: f64,
@@ -1441,44 +1623,66 @@ impl<'a> Builder<'a> {
             return Err(EMPTY);
         }
         // Prune after the first rule covering the whole box.
-        if let Some(p) = ids.iter().position(|&i| {
+        let ids = match ids.iter().position(|&i| {
             let r = &self.br[i as usize];
             r.plain && (0..DIMS).all(|d| r.lo[d] <= bx[d].0 && r.hi[d] >= box_hi(bx[d]))
         }) {
-            ids.truncate(p + 1);
-        }
+            Some(p) => &ids[..=p],
+            None => ids,
+        };
         if ids.len() <= self.cfg.binth || depth >= MAX_DEPTH || self.over_budget() {
             return Err(self.leaf(ids, depth));
         }
-        let Some((d0, b0, d1, b1)) = self.choose_cut(&bx, &ids, maxb, spfac) else {
+        let Some((d0, b0, d1, b1)) = self.choose_cut(&bx, ids, maxb, spfac) else {
             return Err(self.leaf(ids, depth));
         };
         let s0 = bx[d0].1 - b0;
         let s1 = bx[d1].1.saturating_sub(b1);
         let nchild = 1usize << (b0 + b1);
-        let mut children: Vec<Vec<u32>> = vec![Vec::new(); nchild];
-        for &i in &ids {
-            let r = &self.br[i as usize];
-            let (l0, h0) = span(r, &bx, d0, s0, b0);
-            let (l1, h1) = if b1 == 0 {
-                (0, 0)
-            } else {
-                span(r, &bx, d1, s1, b1)
-            };
+        // The children's rule lists, in one buffer: counted, then placed.
+        let spans: Vec<[usize; 4]> = ids
+            .iter()
+            .map(|&i| {
+                let r = &self.br[i as usize];
+                let (l0, h0) = span(r, &bx, d0, s0, b0);
+                let (l1, h1) = if b1 == 0 {
+                    (0, 0)
+                } else {
+                    span(r, &bx, d1, s1, b1)
+                };
+                [l0, h0, l1, h1]
+            })
+            .collect();
+        let mut at = vec![0usize; nchild + 1];
+        for &[l0, h0, l1, h1] in &spans {
             for c0 in l0..=h0 {
                 for c1 in l1..=h1 {
-                    children[(c0 << b1) | c1].push(i);
+                    at[(c0 << b1 | c1) + 1] += 1;
                 }
             }
         }
-        if children.iter().all(|c| c.len() == ids.len()) {
+        if at[1..].iter().all(|&n| n == ids.len()) {
             // The cut separated nothing.
             return Err(self.leaf(ids, depth));
+        }
+        for c in 0..nchild {
+            at[c + 1] += at[c];
+        }
+        let mut flat = vec![0u32; at[nchild]];
+        let mut fill = at.clone();
+        for (&i, &[l0, h0, l1, h1]) in ids.iter().zip(&spans) {
+            for c0 in l0..=h0 {
+                for c1 in l1..=h1 {
+                    let c = c0 << b1 | c1;
+                    flat[fill[c]] = i;
+                    fill[c] += 1;
+                }
+            }
         }
         let o = self.mem.len();
         self.mem.resize(o + nchild, 0);
         self.stats.nodes += 1;
-        for (c, ch) in children.into_iter().enumerate() {
+        for (c, ch) in (0..nchild).map(|c| (c, &flat[at[c]..at[c + 1]])) {
             let mut cb = bx;
             let c0 = (c >> b1) as u32;
             cb[d0] = (bx[d0].0 + (c0 << s0), s0);
@@ -1495,55 +1699,73 @@ impl<'a> Builder<'a> {
     /// Children's total and largest rule count for a cut of `b0` bits of
     /// field `d0` and `b1` bits of `d1`.
     fn cut_cost(
-        &self,
         bx: &Boxx,
-        ids: &[u32],
+        offs: &[Vec<(u32, u32)>; DIMS],
         (d0, b0, d1, b1): Cut,
         limit: usize,
-        bufs: (&mut Vec<i32>, &mut Vec<[u32; 4]>),
+        per: &mut Vec<i32>,
     ) -> (usize, usize) {
-        let s0 = bx[d0].1 - b0;
-        let s1 = bx[d1].1.saturating_sub(b1);
-        let spans = |r: &BRule| {
-            let (l0, h0) = span(r, bx, d0, s0, b0);
-            let (l1, h1) = if b1 == 0 {
-                (0, 0)
-            } else {
-                span(r, bx, d1, s1, b1)
-            };
-            [l0 as u32, h0 as u32, l1 as u32, h1 as u32]
-        };
-        let (per, spans_of) = bufs;
-        spans_of.clear();
+        // Shifts wrap: with `b1 == 0` the second shift may be 32, and its
+        // mask is 0.
+        let s0 = u32::from(bx[d0].1 - b0);
+        let s1 = u32::from(bx[d1].1.saturating_sub(b1));
+        let (m0, m1) = ((1u32 << b0) - 1, (1u32 << b1) - 1);
+        if b1 == 0 {
+            // One field: a difference array over the children.
+            per.clear();
+            per.resize((1 << b0) + 1, 0);
+            let mut total = 0;
+            for &(lo, hi) in &offs[d0] {
+                let (l, h) = ((lo >> s0) & m0, (hi >> s0) & m0);
+                total += (h - l + 1) as usize;
+                per[l as usize] += 1;
+                per[h as usize + 1] -= 1;
+            }
+            if total + (1 << b0) > limit && b0 > 1 {
+                return (total, usize::MAX);
+            }
+            let (mut n, mut max) = (0, 0);
+            for &d in &per[..1 << b0] {
+                n += d;
+                max = max.max(n);
+            }
+            return (total, max as usize);
+        }
+        // A two-dimensional difference array over the children (one spare
+        // row and column), filled in the same pass as the total: a rule is
+        // four updates whatever its span, then two passes of prefix sums
+        // give every child's count.
+        let (cols, rows) = ((1usize << b1) + 1, (1usize << b0) + 1);
+        per.clear();
+        per.resize(rows * cols, 0);
         let mut total = 0;
-        for &i in ids {
-            let sp = spans(&self.br[i as usize]);
-            total += (sp[1] - sp[0] + 1) as usize * (sp[3] - sp[2] + 1) as usize;
-            spans_of.push(sp);
+        for (&(lo0, hi0), &(lo1, hi1)) in offs[d0].iter().zip(&offs[d1]) {
+            let (l0, h0) = (lo0.wrapping_shr(s0) & m0, hi0.wrapping_shr(s0) & m0);
+            let (l1, h1) = (lo1.wrapping_shr(s1) & m1, hi1.wrapping_shr(s1) & m1);
+            total += (h0 - l0 + 1) as usize * (h1 - l1 + 1) as usize;
+            let (l0, h0, l1, h1) = (l0 as usize, h0 as usize + 1, l1 as usize, h1 as usize + 1);
+            per[l0 * cols + l1] += 1;
+            per[l0 * cols + h1] -= 1;
+            per[h0 * cols + l1] -= 1;
+            per[h0 * cols + h1] += 1;
         }
         if total + (1 << (b0 + b1)) > limit && b0 + b1 > 1 {
             // Over the space factor: the caller stops there and needs no
             // largest child.
             return (total, usize::MAX);
         }
-        // Per row of the first field, a difference array over the second
-        // (one spare slot a row): a rule costs a pair of updates per row,
-        // not one per child, which matters for wide root cuts.
-        let row = (1usize << b1) + 1;
-        per.clear();
-        per.resize((1 << b0) * row, 0);
-        for &[l0, h0, l1, h1] in spans_of.iter() {
-            for c0 in l0 as usize..=h0 as usize {
-                per[c0 * row + l1 as usize] += 1;
-                per[c0 * row + h1 as usize + 1] -= 1;
+        for row in per.chunks_mut(cols) {
+            for c in 1..cols {
+                row[c] += row[c - 1];
             }
         }
-        let mut max = 0;
-        for r in per.chunks(row) {
-            let mut n = 0i32;
-            for &d in &r[..row - 1] {
-                n += d;
-                max = max.max(n);
+        let mut max = per[..cols - 1].iter().copied().max().unwrap_or(0);
+        for r in 1..rows - 1 {
+            let (done, row) = per.split_at_mut(r * cols);
+            let above = &done[(r - 1) * cols..];
+            for (x, &a) in row[..cols - 1].iter_mut().zip(above) {
+                *x += a;
+                max = max.max(*x);
             }
         }
         (total, max as usize)
@@ -1558,14 +1780,24 @@ impl<'a> Builder<'a> {
     fn choose_cut(&self, bx: &Boxx, ids: &[u32], maxb: u8, spfac: f64) -> Option<Cut> {
         let n = ids.len();
         let limit = (spfac * n as f64) as usize;
-        let (mut per, mut spans) = (Vec::new(), Vec::new());
+        let mut per = Vec::new();
+        // Each rule's range in each field, as offsets into the box: read
+        // once here, not once per candidate cut.
+        let offs: [Vec<(u32, u32)>; DIMS] = std::array::from_fn(|d| {
+            let (blo, bhi) = (bx[d].0, box_hi(bx[d]));
+            ids.iter()
+                .map(|&i| {
+                    let r = &self.br[i as usize];
+                    (r.lo[d].max(blo) - blo, r.hi[d].min(bhi) - blo)
+                })
+                .collect()
+        });
         // (max child, total, field, bits)
         let mut best: Option<(usize, usize, usize, u8)> = None;
         for d in 0..DIMS {
             let mut found = None;
             for b in 1..=maxb.min(bx[d].1) {
-                let (total, max) =
-                    self.cut_cost(bx, ids, (d, b, d, 0), limit, (&mut per, &mut spans));
+                let (total, max) = Self::cut_cost(bx, &offs, (d, b, d, 0), limit, &mut per);
                 if total + (1 << b) > limit && b > 1 {
                     break;
                 }
@@ -1588,8 +1820,7 @@ impl<'a> Builder<'a> {
             for d in (0..DIMS).filter(|&d| d != d0) {
                 let mut found = None;
                 for b in 1..=(maxb.saturating_sub(b0)).min(bx[d].1) {
-                    let (total, m) =
-                        self.cut_cost(bx, ids, (d0, b0, d, b), limit, (&mut per, &mut spans));
+                    let (total, m) = Self::cut_cost(bx, &offs, (d0, b0, d, b), limit, &mut per);
                     if total + (1 << (b0 + b)) > limit || m >= max {
                         break;
                     }
@@ -1623,9 +1854,9 @@ impl<'a> Builder<'a> {
         over
     }
 
-    fn leaf(&mut self, ids: Vec<u32>, depth: usize) -> u64 {
+    fn leaf(&mut self, ids: &[u32], depth: usize) -> u64 {
         self.stats.max_depth = self.stats.max_depth.max(depth);
-        if let Some(&r) = self.leaves.get(&ids) {
+        if let Some(&r) = self.leaves.get(ids) {
             return r;
         }
         let start = self.blocks.len();
@@ -1648,7 +1879,7 @@ impl<'a> Builder<'a> {
             0
         };
         let r = LEAF | extra | (blocks as u64) << 32 | start as u64;
-        self.leaves.insert(ids, r);
+        self.leaves.insert(ids.to_vec(), r);
         r
     }
 }
