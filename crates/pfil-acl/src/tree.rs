@@ -744,7 +744,7 @@ impl Classifier {
         let (mem, blocks) = (b.mem, b.blocks);
         stats.rules = rules.len();
         stats.trees = trees.len() + v6.len();
-        stats.entries = blocks.len() * BLOCK;
+        stats.entries = (blocks.len() - 1) * BLOCK;
         stats.bytes = mem.len() * 8
             + blocks.len() * std::mem::size_of::<Block>()
             + other.len() * 4
@@ -871,6 +871,23 @@ impl Classifier {
             }
         }
         best
+    }
+
+    /// The first block of leaf `r` for `k`, without a branch: the rule it
+    /// matches ([`NONE`] if none, or if the leaf has rules to confirm), and
+    /// whether the leaf needs [`scan_from`](Self::scan_from) too (no hit
+    /// and more blocks, or rules to confirm). The empty leaf's first block
+    /// is the padding block 0.
+    #[inline(always)]
+    fn first_block(&self, r: u64, k: &K4) -> (u32, bool) {
+        let start = (r & START_MASK) as usize;
+        let blocks = (r >> 32) & BLOCKS_MASK;
+        let blk = &self.blocks[start];
+        let j = blk.first_hit(k);
+        let id = blk.id[j & (BLOCK - 1)];
+        let confirm = r & EXTRA != 0;
+        let hit = if j < BLOCK && !confirm { id } else { NONE };
+        (hit, confirm | (j >= BLOCK) & (blocks > 1))
     }
 
     /// [`scan`](Self::scan) for leaves holding rules with conditions the
@@ -1297,9 +1314,32 @@ impl Classifier {
                     std::mem::swap(&mut cur, &mut nxt);
                     m = m2;
                 }
+                if self.trees.len() == 1 {
+                    // One tree: a key's first block nearly always decides
+                    // it, and the branch on it is well predicted.
+                    for &i in &on[..n] {
+                        let i = usize::from(i) % CHUNK;
+                        best[i] = self.scan(node[i], &view[i], &ks[i], best[i]);
+                    }
+                    continue;
+                }
+                // Several trees: most walks end in a leaf that does not
+                // match, and a branch on each block's result is a coin
+                // toss. Every key's first block is tested without one; the
+                // keys it does not decide (no hit and more blocks, or rules
+                // to confirm) go on a list for the rest.
+                let mut rest = 0;
                 for &i in &on[..n] {
                     let i = usize::from(i) % CHUNK;
-                    best[i] = self.scan(node[i], &view[i], &ks[i], best[i]);
+                    let (hit, more) = self.first_block(node[i], &view[i]);
+                    best[i] = best[i].min(hit);
+                    cur[rest % CHUNK] = i as u8;
+                    rest += usize::from(more);
+                }
+                for &i in &cur[..rest] {
+                    let i = usize::from(i) % CHUNK;
+                    let from = usize::from(node[i] & EXTRA == 0);
+                    best[i] = self.scan_from(node[i], from, &view[i], &ks[i], best[i]);
                 }
             }
             for &i in &fast[..nf] {
@@ -1512,7 +1552,9 @@ impl<'a> Builder<'a> {
             br,
             cfg,
             mem: Vec::new(),
-            blocks: Vec::new(),
+            // Block 0 is padding: the first block of the empty leaf
+            // ([`EMPTY`], no blocks), which a batch tests without a branch.
+            blocks: vec![Block::PAD],
             leaves: HashMap::default(),
             stats: Stats::default(),
             cap,
@@ -1856,6 +1898,11 @@ impl<'a> Builder<'a> {
 
     fn leaf(&mut self, ids: &[u32], depth: usize) -> u64 {
         self.stats.max_depth = self.stats.max_depth.max(depth);
+        if ids.is_empty() {
+            // Its first block is the padding block 0, which a batch tests
+            // without looking at the number of blocks.
+            return EMPTY;
+        }
         if let Some(&r) = self.leaves.get(ids) {
             return r;
         }
