@@ -161,8 +161,6 @@ fn main() {
         let portable = std::env::var_os("ACL_AB_PORTABLE").is_some();
         // ACL_AB_LOCKSTEP=1: the other side is `classify_lockstep`.
         let lockstep = std::env::var_os("ACL_AB_LOCKSTEP").is_some();
-        // ACL_AB_OLD=1: the other side is the interleaved batch.
-        let old = std::env::var_os("ACL_AB_OLD").is_some();
         let mut r: Vec<Vec<f64>> = vec![Vec::new(); 2];
         for _ in 0..passes {
             for (m, v) in r.iter_mut().enumerate() {
@@ -171,8 +169,6 @@ fn main() {
                     let k = std::hint::black_box(&k4);
                     if m == 1 {
                         c.classify_batch_v4(k, &mut out);
-                    } else if old {
-                        c.classify_batch_v4_interleaved(k, &mut out);
                     } else if lockstep {
                         c.classify_lockstep(std::hint::black_box(&keys), &mut out);
                     } else if portable {

@@ -8,8 +8,11 @@
 //! # Algorithm
 //! With at most [`SINGLE_TREE_MAX_RULES`] IPv4 rules, the build first
 //! tries one tree over all of them, and keeps it if it fits in
-//! [`Config::single_tree_budget`] 32-byte units per rule (the trial stops
-//! at that cap). Otherwise the IPv4 rules are split by whether their
+//! [`Config::single_tree_budget`] 32-byte units per rule, or
+//! [`SINGLE_TREE_FLOOR`] units for a small set (the trial stops at that
+//! cap): one walk per lookup is worth memory (acl1_10k: one tree of
+//! 5.2 MiB, 264 instructions a lookup, against two trees of 2.8 MiB and
+//! 279 with more mispredicted branches). Otherwise the IPv4 rules are split by whether their
 //! source and destination prefixes are at least [`Config::small_prefix`]
 //! long: four subsets (both small, one small, none), so that a wildcard
 //! address in one subset does not replicate the rules of another when the
@@ -19,7 +22,7 @@
 //! before that index.
 //!
 //! A node is cut into `2^b` equal parts of one field, or `2^(b0+b1)`
-//! parts of two (`b0 + b1 <= 8`; a tree's root up to
+//! parts of two (`b0 + b1 <= `[`Config::max_cut_bits`]; a tree's root up to
 //! [`Config::root_cut_bits`], 16 by default, with its own space factor
 //! [`Config::root_spfac`], so that the first step of a lookup is one
 //! table of up to 65 536 children): for each field, as many bits as the space
@@ -35,10 +38,11 @@
 //! internal nodes, as `u64` node references (a root's cut is held apart,
 //! unpacked, so it may be wider); `blocks` the leaves. A
 //! reference with bit 31 clear is an internal node: bits 0..31 the offset
-//! of its children in `mem`, bits 32..64 its cut as four bytes (field and
-//! right rotation of the first cut field, the same for the second, then
-//! the two index masks), so a level is one load, two rotations, two masks
-//! and an add. Bit 31 set, a leaf: bits 0..31 its first block, bits
+//! of its children in `mem`, bits 32..64 its cut as four bytes (lowest
+//! cut bit and field of the first cut field, its number of bits, the same
+//! for the second; see `child_index`), packed so that BMI2's shifts read
+//! them as they are: a level is two shifts, two masks, a shift, an or and
+//! one load. Bit 31 set, a leaf: bits 0..31 its first block, bits
 //! 32..62 its number of blocks, bit 62 whether some rule in it needs its
 //! full check.
 //!
@@ -50,11 +54,10 @@
 //! vectors per address, `packssdw`, `psubw`/`pcmpgtw` for the rest, all
 //! emitted by the compiler from plain loops over the lanes (no
 //! intrinsics). [`Classifier::classify_batch_v4`] also has the same code
-//! compiled with AVX2 (one 8-lane vector per address), which it runs when
-//! the CPU has AVX2 (checked once, when the classifier is built): 201
-//! instead of 232 instructions per lookup on acl1_1k. The miss vector goes
-//! through memory as a 128-bit word whose first zero 16-bit group is the
-//! first matching rule (a branch-free bit scan). Rules with conditions the
+//! compiled with AVX2 and BMI1/2 (one 8-lane vector per address), which it
+//! runs when the CPU has them (checked once, when the classifier is
+//! built). The first matching rule is the first zero pair of bits of the
+//! miss vector's sign mask (`pmovmskb`, a bit scan). Rules with conditions the
 //! block does not hold (VLAN, TCP flags, ICMP, a range of protocols with
 //! ports) carry a flag on their index and are confirmed on the full rule.
 //!
@@ -67,12 +70,20 @@
 //!
 //! # Batches
 //! [`Classifier::classify_batch_v4`] (and [`Classify::classify_batch`])
-//! keep four lookups in flight when there are at most two trees: each
-//! round moves every lookup one level down, and a lookup that is done
-//! makes room for the next key, so the loads of independent lookups
-//! overlap (rte_acl runs several flows at once the same way). With more
-//! trees, a lookup is several short walks and the batch goes one key after
-//! the other.
+//! go breadth first, 64 keys at a time: per tree, every key takes
+//! its root step, then every key still at an internal node moves one
+//! level, round after round; then every key's leaf is scanned. Which keys
+//! go on is a list rebuilt each round without a branch, so no branch
+//! depends on what a load found and a round's loads are independent (a
+//! walk one key after the other mispredicts its loop's exit on most
+//! lookups; four lookups in flight, the batch before this one, branched on
+//! every level). With several trees a key's first block is tested without
+//! a branch too. Past 1 MiB of nodes and blocks, a round first computes
+//! and prefetches every key's child, then reads them. Measured on acl1_10k
+//! against the four-in-flight batch: 0.92x, then 0.96x with the
+//! prefetches; an AVX-512 round (gathers of eight children, compressed
+//! lists) measured 1.12-1.16x slower than the scalar one and was not
+//! kept.
 //!
 //! # IPv6
 //! The rules that can match IPv6 keys get a tree of their own, built the
@@ -100,14 +111,6 @@ const BLOCKS_MASK: u64 = (1 << 30) - 1;
 /// Entries per leaf block.
 const BLOCK: usize = 8;
 const NONE: u32 = u32::MAX;
-/// Lookups in flight in a batch ([`Classifier::classify_batch_v4`]).
-const INFLIGHT: usize = 4;
-/// Most trees for which a batch interleaves its lookups: past it, a lookup
-/// is several short walks (one or two levels each) and switching trees in
-/// the interleaved loop costs more than the overlap saves (fw1_1k, 4 trees:
-/// 1.3x slower interleaved; acl1_1k and acl1_10k, 1 and 2 trees:
-/// 10-25 % faster).
-const INTERLEAVE_MAX_TREES: usize = 2;
 /// Size of the nodes and blocks past which the batch prefetches
 /// ([`Classifier::breadth`]): a typical L2 cache. Below it the structure
 /// stays in cache and the prefetches only cost (fw1_1k, 0.4 MiB: 5-8 %
@@ -505,19 +508,6 @@ impl K4 {
     fn of(k: &Key) -> Option<K4> {
         KeyV4::of(k).map(|v| K4::of_v4(&v))
     }
-}
-
-/// The lookups in flight of [`Classifier::interleaved`], one slot each:
-/// the key's index ([`NONE`]: idle), the tree walked, the best rule so
-/// far, the node reference reached and the key's tree view; and the next
-/// key to start.
-struct Flight<const G: usize> {
-    idx: [u32; G],
-    tree: [usize; G],
-    best: [u32; G],
-    node: [u64; G],
-    view: [K4; G],
-    next: usize,
 }
 
 /// Which 32-bit word of the source and of the destination address (0:
@@ -974,10 +964,10 @@ impl Classifier {
     /// no branch per key (a key that reached its leaf re-reads a hot word
     /// and keeps its leaf), so the group's cache misses overlap. Same
     /// results as [`Classify::classify_batch`]; measured slower than it on
-    /// the ClassBench sets on our 2-core test machine (BENCHMARKS.md: a
-    /// group waits for its deepest walk, where the interleaved batch
-    /// starts the next key), so kept as the alternative
-    /// `pfil-bench acl --lockstep` measures.
+    /// the ClassBench sets (BENCHMARKS.md: a group waits for its deepest
+    /// walk, where the breadth-first batch moves on only the keys still
+    /// walking), so kept as the alternative `pfil-bench acl --lockstep`
+    /// measures.
     ///
     /// # Panics
     /// If `out` is shorter than `keys`.
@@ -1082,9 +1072,11 @@ impl Classifier {
     /// [`Classify::classify_batch`] on the same keys as [`Key`]s
     /// ([`KeyV4::key`]), without the conversion from 128-bit addresses a
     /// [`Key`] takes (about 40 instructions of a 250-instruction lookup).
-    /// No allocation. On a CPU with AVX2 the same code runs compiled for
-    /// it (a leaf block's eight 32-bit lanes in one register), chosen once
-    /// when the classifier is built, as rte_acl picks its AVX2 path.
+    /// Breadth first, 64 keys at a time (see the [module docs](self)). No
+    /// allocation. On a CPU with AVX2 and BMI1/2 the same code runs
+    /// compiled for them (a leaf block's eight 32-bit lanes in one
+    /// register, the cuts' shifts without flags), chosen once when the
+    /// classifier is built, as rte_acl picks its AVX2 path.
     ///
     /// # Panics
     /// If `out` is shorter than `keys`.
@@ -1122,39 +1114,6 @@ impl Classifier {
         }
     }
 
-    /// The IPv4 batch with four lookups in flight (the previous batch), for
-    /// comparisons.
-    #[doc(hidden)]
-    pub fn classify_batch_v4_interleaved(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
-        assert!(out.len() >= keys.len(), "out is shorter than keys");
-        #[cfg(target_arch = "x86_64")]
-        if self.avx2 {
-            // SAFETY: as in `classify_batch_v4`.
-            #[allow(unsafe_code)]
-            return unsafe { self.interleaved_v4_avx2(keys, out) };
-        }
-        self.interleaved_v4(keys, out);
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,bmi1,bmi2")]
-    #[allow(unsafe_code)]
-    unsafe fn interleaved_v4_avx2(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
-        self.interleaved_v4(keys, out);
-    }
-
-    #[inline(always)]
-    fn interleaved_v4(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
-        if self.interleaves() {
-            self.interleaved::<INFLIGHT, _>(keys, out, |k, v| {
-                *v = K4::of_v4(k);
-                true
-            });
-        } else {
-            self.seq_v4(keys, out);
-        }
-    }
-
     /// [`batch_v4`](Self::batch_v4) compiled with AVX2 (everything below it
     /// is inlined, so all of it is).
     ///
@@ -1181,115 +1140,6 @@ impl Classifier {
         for (k, o) in keys.iter().zip(out.iter_mut()) {
             *o = self.lookup_k4(&K4::of_v4(k), k);
         }
-    }
-
-    /// Whether batches interleave their lookups: with at most
-    /// [`INTERLEAVE_MAX_TREES`] trees, and some internal node (with leaves
-    /// only, a lookup is one block test and there is nothing to overlap).
-    fn interleaves(&self) -> bool {
-        !self.mem.is_empty() && self.trees.len() <= INTERLEAVE_MAX_TREES
-    }
-
-    /// The reference after tree `t`'s root for `k`: the root's leaf, or
-    /// the child of its (wide) cut.
-    #[inline(always)]
-    fn after_root(&self, t: &Tree, k: &K4) -> u64 {
-        let r = t.root;
-        if r & LEAF != 0 {
-            return r;
-        }
-        self.mem[(r as usize) + t.cut.index(k)]
-    }
-
-    /// Classifies `keys` into `out` with [`INFLIGHT`] lookups in flight:
-    /// each round advances every lookup by one tree level, and a lookup
-    /// that reached its last leaf makes room for the next key, so the
-    /// loads of independent lookups overlap instead of waiting on each
-    /// other (the way rte_acl runs several flows at once). Keys `k4` does
-    /// not take (not IPv4) are classified alone, in place.
-    #[inline(always)]
-    fn interleaved<const G: usize, F: FullKey>(
-        &self,
-        keys: &[F],
-        out: &mut [Option<u32>],
-        k4: impl Fn(&F, &mut K4) -> bool,
-    ) {
-        let Some(first) = self.trees.first() else {
-            for (k, o) in keys.iter().zip(out.iter_mut()) {
-                *o = match k4(k, &mut K4::default()) {
-                    true => None,
-                    false => self.classify_slow(&k.full()),
-                };
-            }
-            return;
-        };
-        let mut f = Flight {
-            idx: [NONE; G],
-            tree: [0; G],
-            best: [NONE; G],
-            node: [EMPTY; G],
-            view: [K4::default(); G],
-            next: 0,
-        };
-        let mut live = 0;
-        for i in 0..G {
-            live += usize::from(self.refill(&mut f, i, first, keys, out, &k4));
-        }
-        while live > 0 {
-            for i in 0..G {
-                let r = f.node[i];
-                if r & LEAF == 0 {
-                    f.node[i] = self.mem[(r as u32 as usize) + child_index(r, &f.view[i])];
-                    continue;
-                }
-                let j = f.idx[i];
-                if j == NONE {
-                    continue;
-                }
-                let b = self.scan(r, &f.view[i], &keys[j as usize], f.best[i]);
-                let t = f.tree[i] + 1;
-                if let Some(tt) = self.trees.get(t).filter(|tt| tt.min_id < b) {
-                    f.tree[i] = t;
-                    f.best[i] = b;
-                    f.node[i] = self.after_root(tt, &f.view[i]);
-                    continue;
-                }
-                out[j as usize] = (b != NONE).then_some(b);
-                if !self.refill(&mut f, i, first, keys, out, &k4) {
-                    live -= 1;
-                }
-            }
-        }
-    }
-
-    /// Puts the next key that takes the trees into slot `i` of `f`,
-    /// classifying the keys before it that do not (alone); false, and the
-    /// slot idle, if no key is left.
-    #[inline(always)]
-    fn refill<const G: usize, F: FullKey>(
-        &self,
-        f: &mut Flight<G>,
-        i: usize,
-        first: &Tree,
-        keys: &[F],
-        out: &mut [Option<u32>],
-        k4: &impl Fn(&F, &mut K4) -> bool,
-    ) -> bool {
-        while let Some(k) = keys.get(f.next) {
-            let j = f.next;
-            f.next += 1;
-            if k4(k, &mut f.view[i]) {
-                f.idx[i] = j as u32;
-                f.tree[i] = 0;
-                f.best[i] = NONE;
-                f.node[i] = self.after_root(first, &f.view[i]);
-                return true;
-            }
-            out[j] = self.classify_slow(&k.full());
-        }
-        f.idx[i] = NONE;
-        f.node[i] = EMPTY;
-        false
     }
 
     /// Classifies `keys` into `out` breadth first, [`CHUNK`] keys at a
@@ -1482,18 +1332,17 @@ impl Classify for Classifier {
         self.lookup(key)
     }
 
-    /// Classifies `keys` into `out`: IPv4 keys with four lookups in flight
-    /// when the classifier interleaves (at most two trees, some internal
-    /// node; see [`Classifier::classify_batch_v4`]), one
-    /// [`classify`](Classify::classify) per key otherwise; other keys one
-    /// by one in place. No allocation.
+    /// Classifies `keys` into `out`: IPv4 keys breadth first, 64 at a time
+    /// (see [`Classifier::classify_batch_v4`]) when the classifier has an
+    /// internal node, one [`classify`](Classify::classify) per key
+    /// otherwise; other keys one by one in place. No allocation.
     ///
     /// # Panics
     /// If `out` is shorter than `keys`.
     fn classify_batch(&self, keys: &[Key], out: &mut [Option<u32>]) {
         assert!(out.len() >= keys.len(), "out is shorter than keys");
-        if self.interleaves() {
-            self.interleaved::<INFLIGHT, _>(keys, out, |k, v| match K4::of(k) {
+        if !self.mem.is_empty() {
+            self.breadth(keys, out, |k, v| match K4::of(k) {
                 Some(x) => {
                     *v = x;
                     true
