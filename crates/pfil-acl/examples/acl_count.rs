@@ -12,7 +12,8 @@
 //! (`classify_batch_v4` over the same keys as [`KeyV4`]s; collect
 //! `acl_count::lookups_v4`), `v4seq` (the same one key after the other;
 //! `acl_count::lookups_v4_seq`), `v4time` (prints the min and median ns
-//! per lookup of `classify_batch_v4` over passes runs) or `ab` (times `v4seq` against `v4`, both
+//! per lookup of `classify_batch_v4` over passes runs; `ACL_BATCH=N` in
+//! batches of N keys) or `ab` (times `v4seq` against `v4`, both
 //! alternated in one process, passes × 5 each; `ACL_AB_PORTABLE=1`: the
 //! batch compiled for the baseline CPU against the one the CPU runs). The instructions of the
 //! collected function divided by passes × 100 000 are the instructions per
@@ -210,11 +211,19 @@ fn main() {
             .iter()
             .map(|k| KeyV4::of(k).expect("an IPv4 trace"))
             .collect();
+        // ACL_BATCH=N: in batches of N keys, as a datapath calls it.
+        let batch = std::env::var("ACL_BATCH")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(k4.len())
+            .max(1);
         let mut v = Vec::new();
         for _ in 0..passes {
             let t = std::time::Instant::now();
             for _ in 0..5 {
-                c.classify_batch_v4(std::hint::black_box(&k4), &mut out);
+                for (k, o) in k4.chunks(batch).zip(out.chunks_mut(batch)) {
+                    c.classify_batch_v4(std::hint::black_box(k), o);
+                }
                 std::hint::black_box(&mut out);
             }
             v.push(t.elapsed().as_nanos() as f64 / (5 * k4.len()) as f64);

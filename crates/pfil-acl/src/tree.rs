@@ -70,7 +70,7 @@
 //!
 //! # Batches
 //! [`Classifier::classify_batch_v4`] (and [`Classify::classify_batch`])
-//! go breadth first, 64 keys at a time: per tree, every key takes
+//! go breadth first, 256 keys at a time (64 in a batch that small): per tree, every key takes
 //! its root step, then every key still at an internal node moves one
 //! level, round after round; then every key's leaf is scanned. Which keys
 //! go on is a list rebuilt each round without a branch, so no branch
@@ -78,10 +78,11 @@
 //! walk one key after the other mispredicts its loop's exit on most
 //! lookups; four lookups in flight, the batch before this one, branched on
 //! every level). With several trees a key's first block is tested without
-//! a branch too. Past 1 MiB of nodes and blocks, a round first computes
-//! and prefetches every key's child, then reads them. Measured on acl1_10k
-//! against the four-in-flight batch: 0.92x, then 0.96x with the
-//! prefetches; an AVX-512 round (gathers of eight children, compressed
+//! a branch too. In chunks of 64 and past 1 MiB of nodes and blocks, a
+//! round first computes and prefetches every key's child, then reads them.
+//! Measured on acl1_10k against the four-in-flight batch: 0.92x in chunks
+//! of 64, 0.96x more with the prefetches, 0.91x more in chunks of 256
+//! (without them); an AVX-512 round (gathers of eight children, compressed
 //! lists) measured 1.12-1.16x slower than the scalar one and was not
 //! kept.
 //!
@@ -111,13 +112,18 @@ const BLOCKS_MASK: u64 = (1 << 30) - 1;
 /// Entries per leaf block.
 const BLOCK: usize = 8;
 const NONE: u32 = u32::MAX;
-/// Size of the nodes and blocks past which the batch prefetches
-/// ([`Classifier::breadth`]): a typical L2 cache. Below it the structure
-/// stays in cache and the prefetches only cost (fw1_1k, 0.4 MiB: 5-8 %
-/// slower with them); above it they pay (acl1_10k, 5 MiB: 6-8 % faster).
+/// Size of the nodes and blocks past which a batch of small chunks
+/// prefetches ([`Classifier::breadth_in`]): a typical L2 cache. Below it
+/// the structure stays in cache and the prefetches only cost (fw1_1k's
+/// four trees, 0.4 MiB: 5-8 % slower with them); above it they pay
+/// (acl1_10k, 5 MiB: 4-8 % faster).
 const PREFETCH_ABOVE: usize = 1 << 20;
 /// Keys per chunk of the breadth-first batch ([`Classifier::breadth`]).
-const CHUNK: usize = 64;
+const CHUNK: usize = 256;
+/// Keys per chunk of a batch of at most that many keys: 5-7 % slower a
+/// key than [`CHUNK`] on a long trace (fewer keys per round to overlap),
+/// but a 32-packet batch does not set up 256 keys' arrays.
+const SMALL_CHUNK: usize = 64;
 /// Keys walked in lockstep by [`Classifier::classify_lockstep`].
 pub const GROUP: usize = 8;
 /// An empty leaf: a tree a key skips.
@@ -694,8 +700,9 @@ pub struct Classifier {
     /// build.
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     avx2: bool,
-    /// The nodes and blocks are larger than [`PREFETCH_ABOVE`]: the batch
-    /// prefetches each round's children and the leaves' first blocks.
+    /// The nodes and blocks are larger than [`PREFETCH_ABOVE`]: a batch of
+    /// small chunks prefetches each round's children and the leaves' first
+    /// blocks.
     prefetch: bool,
 }
 
@@ -1072,7 +1079,7 @@ impl Classifier {
     /// [`Classify::classify_batch`] on the same keys as [`Key`]s
     /// ([`KeyV4::key`]), without the conversion from 128-bit addresses a
     /// [`Key`] takes (about 40 instructions of a 250-instruction lookup).
-    /// Breadth first, 64 keys at a time (see the [module docs](self)). No
+    /// Breadth first, 256 keys at a time (see the [module docs](self)). No
     /// allocation. On a CPU with AVX2 and BMI1/2 the same code runs
     /// compiled for them (a leaf block's eight 32-bit lanes in one
     /// register, the cuts' shifts without flags), chosen once when the
@@ -1142,15 +1149,9 @@ impl Classifier {
         }
     }
 
-    /// Classifies `keys` into `out` breadth first, [`CHUNK`] keys at a
-    /// time: per tree, every key of the chunk takes its root step, then
-    /// every key still at an internal node one more level, and so on; then
-    /// every key's leaf is scanned. Which keys go on is a list rebuilt each
-    /// round without a branch (each key's index is written, and the count
-    /// moves on only if it goes on), so no branch depends on a load: the
-    /// loads of a round are independent (up to [`CHUNK`] in flight) and the
-    /// only branches are the rounds' loops. Keys `k4` does not take (not
-    /// IPv4) are classified alone, in place.
+    /// [`breadth_in`](Self::breadth_in) in chunks of [`CHUNK`] keys, or of
+    /// [`SMALL_CHUNK`] for a batch that small (a datapath batch): a chunk's
+    /// arrays are set up on every call, 14 KiB for [`CHUNK`] keys.
     #[inline(always)]
     fn breadth<F: FullKey>(
         &self,
@@ -1158,33 +1159,63 @@ impl Classifier {
         out: &mut [Option<u32>],
         k4: impl Fn(&F, &mut K4) -> bool,
     ) {
-        let mut view = [K4::default(); CHUNK];
-        let mut node = [EMPTY; CHUNK];
-        let mut goes = [0usize; CHUNK];
-        let mut best = [NONE; CHUNK];
+        if keys.len() <= SMALL_CHUNK {
+            self.breadth_in::<F, SMALL_CHUNK>(keys, out, k4);
+        } else {
+            self.breadth_in::<F, CHUNK>(keys, out, k4);
+        }
+    }
+
+    /// Classifies `keys` into `out` breadth first, `C` keys at a
+    /// time: per tree, every key of the chunk takes its root step, then
+    /// every key still at an internal node one more level, and so on; then
+    /// every key's leaf is scanned. Which keys go on is a list rebuilt each
+    /// round without a branch (each key's index is written, and the count
+    /// moves on only if it goes on), so no branch depends on a load: the
+    /// loads of a round are independent (up to `C` in flight) and the
+    /// only branches are the rounds' loops. Keys `k4` does not take (not
+    /// IPv4) are classified alone, in place.
+    #[inline(always)]
+    fn breadth_in<F: FullKey, const C: usize>(
+        &self,
+        keys: &[F],
+        out: &mut [Option<u32>],
+        k4: impl Fn(&F, &mut K4) -> bool,
+    ) {
+        // Key indices are bytes.
+        const { assert!(C <= 256) };
+        // With small chunks a round has too few keys to hide its misses:
+        // prefetch, if the structure is out of cache. (With 256 keys a
+        // round the prefetches measured 1-3 % slower; in batches of 32,
+        // acl1_10k 4 % faster.)
+        let ahead = self.prefetch && C <= SMALL_CHUNK;
+        let mut view = [K4::default(); C];
+        let mut node = [EMPTY; C];
+        let mut goes = [0usize; C];
+        let mut best = [NONE; C];
         // The chunk's keys on the trees, the keys a tree may improve, and
         // the two lists of keys still walking.
-        let (mut fast, mut on) = ([0u8; CHUNK], [0u8; CHUNK]);
-        let (mut cur, mut nxt) = ([0u8; CHUNK], [0u8; CHUNK]);
+        let (mut fast, mut on) = ([0u8; C], [0u8; C]);
+        let (mut cur, mut nxt) = ([0u8; C], [0u8; C]);
         let out_lines = out.as_ptr().cast::<u8>();
-        for (c, (ks, os)) in keys.chunks(CHUNK).zip(out.chunks_mut(CHUNK)).enumerate() {
+        for (c, (ks, os)) in keys.chunks(C).zip(out.chunks_mut(C)).enumerate() {
             // The next chunk's keys and results, asked for now: the walks
             // leave the hardware prefetcher too long a gap between chunks.
-            let next = (c + 1) * CHUNK;
+            let next = (c + 1) * C;
             let step = (64 / std::mem::size_of::<F>().max(1)).max(1);
-            for at in (next..next + CHUNK).step_by(step) {
+            for at in (next..next + C).step_by(step) {
                 prefetch(keys, at);
             }
             if next < keys.len() {
                 let size = std::mem::size_of::<Option<u32>>();
-                for line in (next * size..(next + CHUNK) * size).step_by(64) {
+                for line in (next * size..(next + C) * size).step_by(64) {
                     prefetch_ptr(out_lines.wrapping_add(line));
                 }
             }
             let mut nf = 0;
             for (i, (k, o)) in ks.iter().zip(os.iter_mut()).enumerate() {
                 if k4(k, &mut view[i]) {
-                    fast[nf % CHUNK] = i as u8;
+                    fast[nf % C] = i as u8;
                     nf += 1;
                     best[i] = NONE;
                 } else {
@@ -1194,8 +1225,8 @@ impl Classifier {
             for t in &self.trees {
                 let mut n = 0;
                 for &i in &fast[..nf] {
-                    on[n % CHUNK] = i;
-                    n += usize::from(t.min_id < best[usize::from(i) % CHUNK]);
+                    on[n % C] = i;
+                    n += usize::from(t.min_id < best[usize::from(i) % C]);
                 }
                 if n == 0 {
                     // Trees are in order of their first rule: no later
@@ -1205,57 +1236,57 @@ impl Classifier {
                 let mut m = 0;
                 if t.root & LEAF != 0 {
                     for &i in &on[..n] {
-                        node[usize::from(i) % CHUNK] = t.root;
+                        node[usize::from(i) % C] = t.root;
                     }
                 } else {
                     for &i in &on[..n] {
-                        let i = usize::from(i) % CHUNK;
+                        let i = usize::from(i) % C;
                         let r = self.mem[(t.root as usize) + t.cut.index(&view[i])];
                         node[i] = r;
-                        cur[m % CHUNK] = i as u8;
+                        cur[m % C] = i as u8;
                         m += usize::from(r & LEAF == 0);
                     }
                 }
                 while m > 0 {
                     let mut m2 = 0;
-                    if self.prefetch {
+                    if ahead {
                         // Where each key goes, and a prefetch of it: the
                         // children's loads overlap, and the loop that
                         // reads them finds them in cache (a load that
                         // misses holds up retirement, and with it the
                         // loads behind it; a prefetch does not).
                         for &i in &cur[..m] {
-                            let i = usize::from(i) % CHUNK;
+                            let i = usize::from(i) % C;
                             let r = node[i];
                             let at = (r as u32 as usize) + child_index(r, &view[i]);
                             goes[i] = at;
                             prefetch(&self.mem, at);
                         }
                         for &i in &cur[..m] {
-                            let i = usize::from(i) % CHUNK;
+                            let i = usize::from(i) % C;
                             let x = self.mem[goes[i]];
                             node[i] = x;
-                            nxt[m2 % CHUNK] = i as u8;
+                            nxt[m2 % C] = i as u8;
                             m2 += usize::from(x & LEAF == 0);
                         }
                     } else {
                         for &i in &cur[..m] {
-                            let i = usize::from(i) % CHUNK;
+                            let i = usize::from(i) % C;
                             let r = node[i];
                             let x = self.mem[(r as u32 as usize) + child_index(r, &view[i])];
                             node[i] = x;
-                            nxt[m2 % CHUNK] = i as u8;
+                            nxt[m2 % C] = i as u8;
                             m2 += usize::from(x & LEAF == 0);
                         }
                     }
                     std::mem::swap(&mut cur, &mut nxt);
                     m = m2;
                 }
-                if self.prefetch {
+                if ahead {
                     // The leaves' first blocks, asked for before any is
                     // read.
                     for &i in &on[..n] {
-                        let r = node[usize::from(i) % CHUNK];
+                        let r = node[usize::from(i) % C];
                         prefetch_block(&self.blocks, (r & START_MASK) as usize);
                     }
                 }
@@ -1263,7 +1294,7 @@ impl Classifier {
                     // One tree: a key's first block nearly always decides
                     // it, and the branch on it is well predicted.
                     for &i in &on[..n] {
-                        let i = usize::from(i) % CHUNK;
+                        let i = usize::from(i) % C;
                         best[i] = self.scan(node[i], &view[i], &ks[i], best[i]);
                     }
                     continue;
@@ -1275,20 +1306,20 @@ impl Classifier {
                 // to confirm) go on a list for the rest.
                 let mut rest = 0;
                 for &i in &on[..n] {
-                    let i = usize::from(i) % CHUNK;
+                    let i = usize::from(i) % C;
                     let (hit, more) = self.first_block(node[i], &view[i]);
                     best[i] = best[i].min(hit);
-                    cur[rest % CHUNK] = i as u8;
+                    cur[rest % C] = i as u8;
                     rest += usize::from(more);
                 }
                 for &i in &cur[..rest] {
-                    let i = usize::from(i) % CHUNK;
+                    let i = usize::from(i) % C;
                     let from = usize::from(node[i] & EXTRA == 0);
                     best[i] = self.scan_from(node[i], from, &view[i], &ks[i], best[i]);
                 }
             }
             for &i in &fast[..nf] {
-                let i = usize::from(i) % CHUNK;
+                let i = usize::from(i) % C;
                 os[i] = (best[i] != NONE).then_some(best[i]);
             }
         }
