@@ -215,6 +215,34 @@ fn wildcard_heavy_large_ruleset_agrees() {
 }
 
 #[test]
+fn batches_of_every_size_around_the_chunks_agree() {
+    // The batch goes in chunks of 256 keys, or of 64 when it has at most
+    // 64: every length around both, with non-IPv4 keys mixed in, and the
+    // keys at the end of a chunk differing from those at the start.
+    let mut rng = Rng::new(7);
+    let rules: Vec<Rule> = (0..600).map(|_| rule(&mut rng, true)).collect();
+    let rs = Ruleset::new(rules);
+    let lin = Linear::new(&rs);
+    let cls = Classifier::new(&rs);
+    let keys: Vec<Key> = (0..800).map(|_| random_key(&mut rng, &rs.rules)).collect();
+    for n in [0, 1, 2, 63, 64, 65, 127, 255, 256, 257, 511, 512, 513, 800] {
+        let ks = &keys[keys.len() - n..];
+        let want: Vec<Option<u32>> = ks.iter().map(|k| lin.classify(k)).collect();
+        let mut out = vec![Some(u32::MAX); n];
+        cls.classify_batch(ks, &mut out);
+        assert_eq!(out, want, "batch of {n} keys");
+        let (v4, want4): (Vec<KeyV4>, Vec<Option<u32>>) = ks
+            .iter()
+            .zip(&want)
+            .filter_map(|(k, w)| KeyV4::of(k).map(|v| (v, *w)))
+            .unzip();
+        let mut out4 = vec![Some(u32::MAX); v4.len()];
+        cls.classify_batch_v4(&v4, &mut out4);
+        assert_eq!(out4, want4, "IPv4 batch of {} keys", v4.len());
+    }
+}
+
+#[test]
 fn empty_ruleset_matches_nothing() {
     let rs = Ruleset::new(vec![]);
     let c = Classifier::new(&rs);
