@@ -132,7 +132,7 @@ const EMPTY: u64 = LEAF;
 /// ([`Config::single_tree_budget`]): past it the trial would cost more
 /// build time than it saves lookup time. A trial that fails costs about
 /// its cap's worth of building (acl1_10k and fw1_10k concatenated, 19 152
-/// rules: 90 ms instead of 50, then four trees); one that succeeds pays
+/// rules: 88 ms instead of 31, then four trees); one that succeeds pays
 /// (acl1_10k: 52 ms, one walk a lookup).
 pub const SINGLE_TREE_MAX_RULES: usize = 32768;
 /// The least a single-tree trial may use, in 32-byte units (2 MiB),
