@@ -893,13 +893,20 @@ impl Classifier {
     /// test of 8 lanes and a bit scan.
     #[inline(always)]
     fn scan<F: FullKey>(&self, r: u64, k: &K4, key: &F, best: u32) -> u32 {
-        self.scan_from(r, 0, k, key, best)
+        self.scan_from::<_, false>(r, 0, k, key, best)
     }
 
     /// [`scan`](Self::scan) from block `from` of the leaf on (the blocks
     /// before it missed), for leaves without rules to confirm.
     #[inline(always)]
-    fn scan_from<F: FullKey>(&self, r: u64, from: usize, k: &K4, key: &F, best: u32) -> u32 {
+    fn scan_from<F: FullKey, const FIRST: bool>(
+        &self,
+        r: u64,
+        from: usize,
+        k: &K4,
+        key: &F,
+        best: u32,
+    ) -> u32 {
         if r & EXTRA != 0 {
             return self.scan_extra(r, k, key, best);
         }
@@ -909,7 +916,7 @@ impl Classifier {
             return best;
         };
         for blk in leaf {
-            if blk.id[0] >= best {
+            if !FIRST && blk.id[0] >= best {
                 // Every rule here and after comes after the one matched.
                 break;
             }
@@ -1225,11 +1232,17 @@ impl Classifier {
                     *o = self.classify_slow(&k.full());
                 }
             }
-            for t in &self.trees {
+            for (ti, t) in self.trees.iter().enumerate() {
                 let mut n = 0;
-                for &i in &fast[..nf] {
-                    on[n % C] = i;
-                    n += usize::from(t.min_id < best[usize::from(i) % C]);
+                if ti == 0 {
+                    // No key has matched yet: all of them walk.
+                    on[..nf].copy_from_slice(&fast[..nf]);
+                    n = nf;
+                } else {
+                    for &i in &fast[..nf] {
+                        on[n % C] = i;
+                        n += usize::from(t.min_id < best[usize::from(i) % C]);
+                    }
                 }
                 if n == 0 {
                     // Trees are in order of their first rule: no later
@@ -1295,10 +1308,11 @@ impl Classifier {
                 }
                 if self.trees.len() == 1 {
                     // One tree: a key's first block nearly always decides
-                    // it, and the branch on it is well predicted.
+                    // it, and the branch on it is well predicted; no key
+                    // has matched before it.
                     for &i in &on[..n] {
                         let i = usize::from(i) % C;
-                        best[i] = self.scan(node[i], &view[i], &ks[i], best[i]);
+                        best[i] = self.scan_from::<_, true>(node[i], 0, &view[i], &ks[i], NONE);
                     }
                     continue;
                 }
@@ -1318,7 +1332,7 @@ impl Classifier {
                 for &i in &cur[..rest] {
                     let i = usize::from(i) % C;
                     let from = usize::from(node[i] & EXTRA == 0);
-                    best[i] = self.scan_from(node[i], from, &view[i], &ks[i], best[i]);
+                    best[i] = self.scan_from::<_, false>(node[i], from, &view[i], &ks[i], best[i]);
                 }
             }
             for &i in &fast[..nf] {
