@@ -69,13 +69,16 @@
 //! See [`tree`] for the algorithm (HyperCuts-style decision trees, one or
 //! one per address-size partition, with leaves of 8-rule
 //! structure-of-arrays blocks tested with SSE2 lane compares, AVX2 where
-//! the CPU has it) and
+//! the CPU has it; batches walked breadth first, a round of every key's
+//! next level at a time) and
 //! `BENCHMARKS.md` for how it compares with linear scan and DPDK's
 //! rte_acl.
 
-// `unsafe` in one place, allowed there: the AVX2 build of the batch lookup
-// (an `unsafe fn` with a target feature) and its call once the CPU is
-// known to have AVX2.
+// `unsafe` in a few places, allowed there one by one, each with its
+// reason: the AVX2 build of the batch lookup (an `unsafe fn` with a
+// target feature) and its call once the CPU is known to have AVX2; the
+// SSE2 `pmovmskb` of a block's miss vector; prefetches (which cannot
+// fault, whatever the address).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 

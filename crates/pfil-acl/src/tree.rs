@@ -1101,8 +1101,8 @@ impl Classifier {
         assert!(out.len() >= keys.len(), "out is shorter than keys");
         #[cfg(target_arch = "x86_64")]
         if self.avx2 {
-            // SAFETY: `avx2` is set only when the running CPU has AVX2
-            // (`Classifier::with_config` checks it).
+            // SAFETY: `avx2` is set only when the running CPU has AVX2,
+            // BMI1 and BMI2 (`Classifier::with_config` checks them).
             #[allow(unsafe_code)]
             return unsafe { self.batch_v4_avx2(keys, out) };
         }
@@ -1135,7 +1135,7 @@ impl Classifier {
     /// is inlined, so all of it is).
     ///
     /// # Safety
-    /// The CPU must have AVX2. (An `unsafe fn`, not a safe function with a
+    /// The CPU must have AVX2, BMI1 and BMI2. (An `unsafe fn`, not a safe function with a
     /// target feature: those need Rust 1.86, the workspace supports 1.85.)
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,bmi1,bmi2")]
