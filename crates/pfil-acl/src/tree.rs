@@ -1135,8 +1135,9 @@ impl Classifier {
     /// is inlined, so all of it is).
     ///
     /// # Safety
-    /// The CPU must have AVX2, BMI1 and BMI2. (An `unsafe fn`, not a safe function with a
-    /// target feature: those need Rust 1.86, the workspace supports 1.85.)
+    /// The CPU must have AVX2, BMI1 and BMI2. (An `unsafe fn`, not a safe
+    /// function with a target feature: those need Rust 1.86, the workspace
+    /// supports 1.85.)
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,bmi1,bmi2")]
     #[allow(unsafe_code)]
