@@ -7,19 +7,31 @@
 //! ```
 //!
 //! Arguments: the set (or `two` for a 2-rule ACL), passes over the
-//! 100 000-header trace (seed 1, as `pfil-bench acl`), and `batch`
-//! (`classify_batch`, the default), `single` (`classify` per key), `v4`
-//! (`classify_batch_v4` over the same keys as [`KeyV4`]s; collect
-//! `acl_count::lookups_v4`), `v4seq` (the same one key after the other;
-//! `acl_count::lookups_v4_seq`), `v4time` (prints the min and median ns
-//! per lookup of `classify_batch_v4` over passes runs; `ACL_BATCH=N` in
-//! batches of N keys) or `ab` (times `v4seq` against `v4`, both
-//! alternated in one process, passes × 5 each; `ACL_AB_PORTABLE=1`: the
-//! batch compiled for the baseline CPU against the one the CPU runs). The instructions of the
-//! collected function divided by passes × 100 000 are the instructions per
-//! lookup. `ACL_COST=1` prints the mean trees, nodes and entries per
-//! lookup and their histogram; `ACL_BINTH`, `ACL_SPFAC`, `ACL_ROOT_BITS`,
-//! `ACL_ROOT_SPFAC`, `ACL_MERGE_BELOW` set build parameters.
+//! 100 000-header trace (seed 1, as `pfil-bench acl`), and a mode:
+//! - `batch` (`classify_batch`, the default), `single` (`classify` per
+//!   key);
+//! - `v4` (`classify_batch_v4` over the same keys as [`KeyV4`]s; collect
+//!   `acl_count::lookups_v4`), `v4seq` (the same one key after the other;
+//!   `acl_count::lookups_v4_seq`);
+//! - `v4time`: prints the min and median ns per lookup of
+//!   `classify_batch_v4` over passes runs of 5 passes (`ACL_BATCH=N`: in
+//!   batches of N keys, as a datapath calls it); `benches/ab_acl.sh`
+//!   alternates two builds' `v4time`;
+//! - `ab`: times `v4seq` against `v4`, alternated in one process, passes ×
+//!   5 each, and prints the paired ratio; `ACL_AB_PORTABLE=1` the batch
+//!   compiled for the baseline CPU instead of `v4seq`, `ACL_AB_LOCKSTEP=1`
+//!   `classify_lockstep`, `ACL_AB_BINTH=N` a classifier built with binth
+//!   N.
+//!
+//! The instructions of the collected function divided by passes × 100 000
+//! are the instructions per lookup. `ACL_COST=1` prints the mean trees,
+//! nodes and entries per lookup and their histogram; `ACL_BUILD=1` the
+//! build's time (the first, and the median of 5 more); `ACL_POOL=N`
+//! replaces the trace by draws from its first N keys (N = 1: every branch
+//! predicted and everything in cache; a few hundred: in cache, branches
+//! not predicted). `ACL_BINTH`, `ACL_SPFAC`, `ACL_CUT_BITS`,
+//! `ACL_ROOT_BITS`, `ACL_ROOT_SPFAC`, `ACL_MERGE_BELOW` and `ACL_SINGLE`
+//! (the single-tree budget) set build parameters.
 
 use pfil_acl::{classbench, text, Action, Classifier, Classify, Config, Key, KeyV4};
 
@@ -80,6 +92,7 @@ fn main() {
     let keys = match std::env::var("ACL_POOL")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n > 0)
     {
         Some(n) => {
             let mut x = 12345u64;
@@ -88,7 +101,7 @@ fn main() {
                     x = x
                         .wrapping_mul(6364136223846793005)
                         .wrapping_add(1442695040888963407);
-                    keys[((x >> 33) as usize) % n]
+                    keys[((x >> 33) as usize) % n.min(keys.len())]
                 })
                 .collect()
         }
@@ -140,7 +153,7 @@ fn main() {
     let mut out = vec![None; keys.len()];
     if mode == "ab" {
         // In-process A/B timing: the IPv4 batch one key after the other
-        // vs `classify_batch_v4` (interleaved with at most two trees),
+        // vs `classify_batch_v4` (breadth first),
         // alternated; min and median ns per lookup of each.
         let k4: Vec<KeyV4> = keys
             .iter()

@@ -6,20 +6,20 @@
 //! (AVX2 in the IPv4 batch lookup, where the CPU has it).
 //!
 //! # Algorithm
-//! With at most [`SINGLE_TREE_MAX_RULES`] IPv4 rules, the build first
-//! tries one tree over all of them, and keeps it if it fits in
+//! With at most [`SINGLE_TREE_MAX_RULES`] IPv4 rules, the build first tries
+//! one tree over all of them, and keeps it if it fits in
 //! [`Config::single_tree_budget`] 32-byte units per rule, or
 //! [`SINGLE_TREE_FLOOR`] units for a small set (the trial stops at that
-//! cap): one walk per lookup is worth memory (acl1_10k: one tree of
-//! 5.2 MiB, 264 instructions a lookup, against two trees of 2.8 MiB and
-//! 279 with more mispredicted branches). Otherwise the IPv4 rules are split by whether their
-//! source and destination prefixes are at least [`Config::small_prefix`]
-//! long: four subsets (both small, one small, none), so that a wildcard
-//! address in one subset does not replicate the rules of another when the
-//! tree cuts that address. Subsets with under 1/[`Config::merge_below`]
-//! of the rules join the general one. A lookup walks the trees in order of
-//! their smallest rule index and skips a tree once it has matched a rule
-//! before that index.
+//! cap): one walk per lookup is worth memory (acl1_10k, when it was
+//! measured: one tree of 5.2 MiB, 264 instructions a lookup, against two
+//! trees of 2.8 MiB and 279 with more mispredicted branches). Otherwise the
+//! IPv4 rules are split by whether their source and destination prefixes
+//! are at least [`Config::small_prefix`] long: four subsets (both small,
+//! one small, none), so that a wildcard address in one subset does not
+//! replicate the rules of another when the tree cuts that address. Subsets
+//! with under 1/[`Config::merge_below`] of the rules join the general one.
+//! A lookup walks the trees in order of their smallest rule index and skips
+//! a tree once it has matched a rule before that index.
 //!
 //! A node is cut into `2^b` equal parts of one field, or `2^(b0+b1)`
 //! parts of two (`b0 + b1 <= `[`Config::max_cut_bits`]; a tree's root up to
@@ -52,8 +52,8 @@
 //! With the bias a range test is a wrapping subtraction and a signed
 //! compare (SSE2 has no unsigned one): `psubd`/`pcmpgtd` on two 4-lane
 //! vectors per address, `packssdw`, `psubw`/`pcmpgtw` for the rest, all
-//! emitted by the compiler from plain loops over the lanes (no
-//! intrinsics). [`Classifier::classify_batch_v4`] also has the same code
+//! emitted by the compiler from plain loops over the lanes (the one
+//! intrinsic is the final `pmovmskb`). [`Classifier::classify_batch_v4`] also has the same code
 //! compiled with AVX2 and BMI1/2 (one 8-lane vector per address), which it
 //! runs when the CPU has them (checked once, when the classifier is
 //! built). The first matching rule is the first zero pair of bits of the
@@ -69,22 +69,21 @@
 //! nodes become leaves (slower, never wrong).
 //!
 //! # Batches
-//! [`Classifier::classify_batch_v4`] (and [`Classify::classify_batch`])
-//! go breadth first, 256 keys at a time (64 in a batch that small): per tree, every key takes
-//! its root step, then every key still at an internal node moves one
-//! level, round after round; then every key's leaf is scanned. Which keys
-//! go on is a list rebuilt each round without a branch, so no branch
-//! depends on what a load found and a round's loads are independent (a
-//! walk one key after the other mispredicts its loop's exit on most
+//! [`Classifier::classify_batch_v4`] (and [`Classify::classify_batch`]) go
+//! breadth first, 256 keys at a time (64 in a batch that small): per tree,
+//! every key takes its root step, then every key still at an internal node
+//! moves one level, round after round; then every key's leaf is scanned.
+//! Which keys go on is a list rebuilt each round without a branch, so no
+//! branch depends on what a load found and a round's loads are independent
+//! (a walk one key after the other mispredicts its loop's exit on most
 //! lookups; four lookups in flight, the batch before this one, branched on
-//! every level). With several trees a key's first block is tested without
-//! a branch too. In chunks of 64 and past 1 MiB of nodes and blocks, a
-//! round first computes and prefetches every key's child, then reads them.
+//! every level). With several trees a key's first block is tested without a
+//! branch too. In chunks of 64 and past 1 MiB of nodes and blocks, a round
+//! first computes and prefetches every key's child, then reads them.
 //! Measured on acl1_10k against the four-in-flight batch: 0.92x in chunks
 //! of 64, 0.96x more with the prefetches, 0.91x more in chunks of 256
 //! (without them); an AVX-512 round (gathers of eight children, compressed
-//! lists) measured 1.12-1.16x slower than the scalar one and was not
-//! kept.
+//! lists) measured 1.12-1.16x slower than the scalar one and was not kept.
 //!
 //! # IPv6
 //! The rules that can match IPv6 keys get a tree of their own, built the
@@ -153,8 +152,8 @@ pub struct Config {
     /// Space factor: a cut may grow while the children hold at most
     /// `spfac` × the node's rules in total.
     pub spfac: f64,
-    /// Most children of one node, as a power of two (at most 8: the cut
-    /// masks are a byte each in the node reference).
+    /// Most children of one node, as a power of two (clamped to
+    /// [`ROOT_MAX_BITS`]; the space factor usually binds first).
     pub max_cut_bits: u8,
     /// Memory cap, in 32-byte units: leaf entries plus node words / 4,
     /// over all trees; past it, nodes stop being cut (lookups get slower,
@@ -175,7 +174,8 @@ pub struct Config {
     /// With at most [`SINGLE_TREE_MAX_RULES`] IPv4 rules, first try one
     /// tree over all of them (one walk per lookup), kept if it needs at
     /// most this many 32-byte units (block lanes plus node words / 4) per
-    /// rule; otherwise (or with 0) the rules are partitioned.
+    /// rule, or [`SINGLE_TREE_FLOOR`] units if that is more; otherwise
+    /// (or with 0) the rules are partitioned.
     pub single_tree_budget: usize,
 }
 
@@ -732,7 +732,7 @@ fn child_index(r: u64, k: &K4) -> usize {
 /// The reference to an internal node whose children start at `o`: the
 /// cut is packed into the reference ([`child_index`]), so a level costs
 /// one load. The child index is `(bits s0..s0+b0 of d0) << b1 | (bits
-/// s1..s1+b1 of d1)`, `b0 + b1 <= 8`.
+/// s1..s1+b1 of d1)`, `b0 + b1 <= `[`ROOT_MAX_BITS`].
 fn node_ref(o: usize, d0: usize, s0: u8, b0: u8, d1: usize, s1: u8, b1: u8) -> u64 {
     debug_assert!(d0 < 8 && d1 < 8 && s0 < 32 && s1 <= 32 && b0 >= 1 && b0 + b1 <= ROOT_MAX_BITS);
     debug_assert!((o as u64) < LEAF);
@@ -897,7 +897,9 @@ impl Classifier {
     }
 
     /// [`scan`](Self::scan) from block `from` of the leaf on (the blocks
-    /// before it missed), for leaves without rules to confirm.
+    /// before it missed); a leaf with rules to confirm goes to
+    /// [`scan_extra`](Self::scan_extra), whole. `FIRST`: no match before
+    /// this leaf (`best` is [`NONE`]), so blocks are not tested against it.
     #[inline(always)]
     fn scan_from<F: FullKey, const FIRST: bool>(
         &self,
@@ -1089,7 +1091,8 @@ impl Classifier {
     /// [`Classify::classify_batch`] on the same keys as [`Key`]s
     /// ([`KeyV4::key`]), without the conversion from 128-bit addresses a
     /// [`Key`] takes (about 40 instructions of a 250-instruction lookup).
-    /// Breadth first, 256 keys at a time (see the [module docs](self)). No
+    /// Breadth first, 256 keys at a time, 64 in a batch that small (see the
+    /// [module docs](self)). No
     /// allocation. On a CPU with AVX2 and BMI1/2 the same code runs
     /// compiled for them (a leaf block's eight 32-bit lanes in one
     /// register, the cuts' shifts without flags), chosen once when the
@@ -1146,7 +1149,7 @@ impl Classifier {
     }
 
     /// [`classify_batch_v4`](Self::classify_batch_v4) one key after the
-    /// other, whatever the number of trees: for comparisons.
+    /// other: for comparisons.
     #[doc(hidden)]
     pub fn classify_batch_v4_seq(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
         assert!(out.len() >= keys.len(), "out is shorter than keys");
@@ -1381,7 +1384,8 @@ impl Classify for Classifier {
         self.lookup(key)
     }
 
-    /// Classifies `keys` into `out`: IPv4 keys breadth first, 64 at a time
+    /// Classifies `keys` into `out`: IPv4 keys breadth first, 256 at a time
+    /// (64 in a batch that small)
     /// (see [`Classifier::classify_batch_v4`]) when the classifier has an
     /// internal node, one [`classify`](Classify::classify) per key
     /// otherwise; other keys one by one in place. No allocation.
@@ -1558,8 +1562,9 @@ impl<'a> Builder<'a> {
     /// The trees over one family's rules `ids` (sorted), in order of their
     /// first rule. With at most [`SINGLE_TREE_MAX_RULES`] rules, first one
     /// tree over all of them, kept if it fits in
-    /// [`Config::single_tree_budget`] units per rule (the trial stops at
-    /// that cap and is rolled back); otherwise one tree per subset: the
+    /// [`Config::single_tree_budget`] units per rule or
+    /// [`SINGLE_TREE_FLOOR`] units (the trial stops at that cap and is
+    /// rolled back); otherwise one tree per subset: the
     /// rules split by which of their address fields are small (at least
     /// [`Config::small_prefix`] long), so that wildcard addresses in one
     /// subset do not replicate the rules of another; subsets under
@@ -1605,7 +1610,7 @@ impl<'a> Builder<'a> {
             self.blocks.truncate(blocks);
             self.stats = stats;
             self.leaves
-                .retain(|_, r| ((*r & START_MASK) as usize) < blocks || *r == EMPTY);
+                .retain(|_, r| ((*r & START_MASK) as usize) < blocks);
         }
         let mut trees: Vec<Tree> = subsets
             .into_iter()
@@ -1740,8 +1745,8 @@ impl<'a> Builder<'a> {
         limit: usize,
         per: &mut Vec<i32>,
     ) -> (usize, usize) {
-        // Shifts wrap: with `b1 == 0` the second shift may be 32, and its
-        // mask is 0.
+        // Shifts wrap, defensively (with `b1 == 0` the one-field branch
+        // above runs, so no shift here reaches 32).
         let s0 = u32::from(bx[d0].1 - b0);
         let s1 = u32::from(bx[d1].1.saturating_sub(b1));
         let (m0, m1) = ((1u32 << b0) - 1, (1u32 << b1) - 1);
