@@ -119,8 +119,8 @@ const NONE: u32 = u32::MAX;
 const PREFETCH_ABOVE: usize = 1 << 20;
 /// Keys per chunk of the breadth-first batch ([`Classifier::breadth`]).
 const CHUNK: usize = 256;
-/// Keys per chunk of a batch of at most that many keys: 5-7 % slower a
-/// key than [`CHUNK`] on a long trace (fewer keys per round to overlap),
+/// Keys per chunk of a batch of at most that many keys: about 10 % slower
+/// a key than [`CHUNK`] on a long trace (fewer keys per round to overlap),
 /// but a 32-packet batch does not set up 256 keys' arrays.
 const SMALL_CHUNK: usize = 64;
 /// Keys walked in lockstep by [`Classifier::classify_lockstep`].
@@ -1215,14 +1215,17 @@ impl Classifier {
         for (c, (ks, os)) in keys.chunks(C).zip(out.chunks_mut(C)).enumerate() {
             // The next chunk's keys and results, asked for now: the walks
             // leave the hardware prefetcher too long a gap between chunks.
+            // (Nothing for the last chunk, the only one of a datapath
+            // batch.)
             let next = (c + 1) * C;
-            let step = (64 / std::mem::size_of::<F>().max(1)).max(1);
-            for at in (next..next + C).step_by(step) {
-                prefetch(keys, at);
-            }
             if next < keys.len() {
+                let end = (next + C).min(keys.len());
+                let step = (64 / std::mem::size_of::<F>().max(1)).max(1);
+                for at in (next..end).step_by(step) {
+                    prefetch(keys, at);
+                }
                 let size = std::mem::size_of::<Option<u32>>();
-                for line in (next * size..(next + C) * size).step_by(64) {
+                for line in (next * size..end * size).step_by(64) {
                     prefetch_ptr(out_lines.wrapping_add(line));
                 }
             }
