@@ -9,7 +9,7 @@
 #
 # A and B are `acl_count` binaries (cargo build --release -p pfil-acl
 # --examples; copy target/release/examples/acl_count aside between the
-# two builds); SET a file of ../shared/classbench (default acl1_10k);
+# two builds); SET a file of data/classbench (default acl1_10k);
 # ROUNDS 6. Environment variables reach both (ACL_BATCH=32: batches of
 # 32 keys, as the acl filter calls it; ACL_POOL=N: the trace drawn from
 # N keys).
@@ -18,7 +18,7 @@ a=$1
 b=$2
 set_name=${3:-acl1_10k}
 rounds=${4:-6}
-dir=${PFIL_CLASSBENCH:-$(cd "$(dirname "$0")/../.." && pwd)/shared/classbench}
+dir=${PFIL_CLASSBENCH:-$(cd "$(dirname "$0")/.." && pwd)/data/classbench}
 for _ in $(seq "$rounds"); do
     x=$("$a" "$dir/$set_name" 11 v4time 2>/dev/null | awk '{print $2}')
     y=$("$b" "$dir/$set_name" 11 v4time 2>/dev/null | awk '{print $2}')

@@ -57,7 +57,7 @@ GEN_ENGINE=${GEN_ENGINE:-xdp-live}
 GEN_ARGS=${GEN_ARGS:-}
 APP_ARGS=${APP_ARGS:-}
 APP_RUN=(taskset -c 1)
-ACL_RULES=${ACL_RULES:-$ROOT/../shared/classbench/acl1_1k}
+ACL_RULES=${ACL_RULES:-$ROOT/data/classbench/acl1_1k}
 
 [ "$(id -u)" = 0 ] || { echo "afxdp.sh: run as root (namespaces, XDP)" >&2; exit 1; }
 for t in ip ethtool ministat; do

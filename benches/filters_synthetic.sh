@@ -12,12 +12,12 @@
 #   benches/filters_synthetic.sh [PFILD] [RUNS] [FRAMES]
 #
 # PFILD defaults to target/release/pfild; RUNS 7; FRAMES 20 000 000.
-# ACL_RULES: the 942-rule set (default ../shared/classbench/acl1_1k).
+# ACL_RULES: the 942-rule set (default data/classbench/acl1_1k).
 # Pinned to CPU 1 when taskset exists: run it on an otherwise idle machine.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${1:-$ROOT/target/release/pfild} RUNS=${2:-7} FRAMES=${3:-20000000}
-ACL_RULES=${ACL_RULES:-$ROOT/../shared/classbench/acl1_1k}
+ACL_RULES=${ACL_RULES:-$ROOT/data/classbench/acl1_1k}
 [ -x "$BIN" ] || { echo "filters_synthetic.sh: $BIN is not an executable (cargo build --release -p pfild)" >&2; exit 2; }
 [ -f "$ACL_RULES" ] || { echo "filters_synthetic.sh: $ACL_RULES missing (ACL_RULES=FILE)" >&2; exit 2; }
 PIN=()

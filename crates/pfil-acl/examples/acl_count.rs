@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! valgrind --tool=callgrind --toggle-collect='acl_count::lookups' \
-//!     target/release/examples/acl_count /work/shared/classbench/acl1_1k 1 single
+//!     target/release/examples/acl_count data/classbench/acl1_1k 1 single
 //! ```
 //!
 //! Arguments: the set (or `two` for a 2-rule ACL), passes over the
@@ -69,7 +69,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let set = args
         .get(1)
-        .map_or("/work/shared/classbench/acl1_1k", String::as_str);
+        .map_or("data/classbench/acl1_1k", String::as_str);
     let passes: usize = args.get(2).and_then(|p| p.parse().ok()).unwrap_or(1);
     let mode = args.get(3).map_or("batch", String::as_str);
     let single = mode == "single";
@@ -81,7 +81,7 @@ fn main() {
     };
     let keys = if set == "two" {
         let r = classbench::parse(
-            &std::fs::read_to_string("/work/shared/classbench/acl1_1k").expect("reads acl1_1k"),
+            &std::fs::read_to_string("data/classbench/acl1_1k").expect("reads acl1_1k"),
             Action::Drop,
         )
         .expect("parses");

@@ -298,19 +298,21 @@ pub fn key_to_ipv6(k: &Key) -> Key {
     }
 }
 
-/// The directory of the shared ClassBench sets: `$PFIL_CLASSBENCH` if
-/// set, else the first `shared/classbench` above the current directory or
-/// above this crate's source.
+/// The directory of the ClassBench sets: `$PFIL_CLASSBENCH` if set, else
+/// the repository's own copy (`data/classbench` at the workspace root:
+/// acl1 and fw1 at 1k and 10k rules, Apache-2.0, from the neurocuts
+/// repository; see its README), else the first `shared/classbench` or
+/// `data/classbench` above the current directory.
 pub fn shared_dir() -> Option<std::path::PathBuf> {
     if let Some(d) = std::env::var_os("PFIL_CLASSBENCH") {
         return Some(d.into());
     }
-    let here = std::env::current_dir().ok();
     let src = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    here.iter()
-        .chain(std::iter::once(&src))
+    let here = std::env::current_dir().ok();
+    std::iter::once(&src)
+        .chain(here.iter())
         .flat_map(|p| p.ancestors())
-        .map(|a| a.join("shared/classbench"))
+        .flat_map(|a| [a.join("data/classbench"), a.join("shared/classbench")])
         .find(|d| d.join("acl1_1k").is_file())
 }
 
@@ -386,7 +388,7 @@ mod tests {
     #[test]
     fn the_shared_sets_parse_completely() {
         for (name, min) in [("acl1_1k", 900), ("fw1_1k", 700)] {
-            let dir = shared_dir().expect("shared/classbench not found");
+            let dir = shared_dir().expect("data/classbench not found (the repository carries it)");
             let text = std::fs::read_to_string(dir.join(name)).unwrap();
             let rs = parse(&text, Action::Drop).unwrap();
             assert_eq!(

@@ -23,8 +23,8 @@ use pfil_stats::Sample;
 /// Flags of `pfil-bench acl`.
 #[derive(Debug, Args)]
 pub struct AclArgs {
-    /// Directory of the ClassBench sets (default: `$PFIL_CLASSBENCH` or the
-    /// first `shared/classbench` above the current directory).
+    /// Directory of the ClassBench sets (default: `$PFIL_CLASSBENCH`, else
+    /// the repository's `data/classbench`).
     #[arg(long)]
     dir: Option<PathBuf>,
     /// Rule sets to measure, comma-separated file names in the directory.
