@@ -529,7 +529,12 @@ pub fn spawn_live_gen(
             cfg.batch_size
         )));
     }
-    let mut templates = gen.templates(MAX_FRAME)?;
+    let mut templates: Vec<Vec<u8>> = gen.templates(MAX_FRAME)?.as_ref().clone();
+    if templates.is_empty() {
+        return Err(Error::Config(
+            "the in-kernel generator has no frame to send (an empty capture)".into(),
+        ));
+    }
     let cpus = sys::affinity().unwrap_or_default();
     let n = cfg.threads as usize;
     // Per-frame rotation keeps a counter per CPU: exact only with one

@@ -22,8 +22,9 @@ pub struct LoopConfig {
     /// until they give them back through the outbox ([`crate::Outbox`]);
     /// beyond this the oldest go back to the pool, counted as
     /// [`crate::Stats::held_evicted`]. The spawners reserve this many frames of
-    /// every worker's UMEM. 0: a consumed frame goes back after its batch
-    /// (for hooks that copy what they keep).
+    /// every worker's UMEM; a port's pool must hold more than this plus its
+    /// fill depth (see the crate docs). 0: a consumed frame goes back after
+    /// its batch (for hooks that copy what they keep).
     pub held_limit: usize,
     /// The outboxes hooks give consumed frames back through, indexed by
     /// worker index; `None`: no hook gives frames back (they stay held
@@ -33,7 +34,8 @@ pub struct LoopConfig {
     /// no window credit) for this long stops with [`Error::Stalled`]
     /// instead of waiting forever, in milliseconds.
     pub stall_ms: u64,
-    /// How long an idle loop sleeps in poll(2), in milliseconds.
+    /// How long an idle loop sleeps in poll(2), in milliseconds (a
+    /// negative value is taken as 0: the loops never wait without bound).
     pub idle_poll_ms: i32,
     /// How long a receiving loop keeps busy-polling its RX rings after
     /// the last frame before it sleeps in poll(2), in microseconds. 0
@@ -53,7 +55,10 @@ pub struct LoopConfig {
 }
 
 impl LoopConfig {
-    /// A config with a fresh stop flag.
+    /// A config with a fresh stop flag and the defaults: `held_limit`
+    /// [`DEFAULT_HELD_LIMIT`] (256), no outboxes, `stall_ms` 5000,
+    /// `idle_poll_ms` 1, `spin_us` 0 (sleep as soon as RX is empty),
+    /// `spin_pauses` 1024.
     pub fn new() -> LoopConfig {
         LoopConfig {
             stop: Arc::new(AtomicBool::new(false)),
@@ -183,7 +188,7 @@ pub struct GenConfig {
     /// Frames to send as they are instead of built UDP frames (a capture
     /// replayed: `pfild --pcap`), in order, round robin; `size`, the
     /// addresses and the ports are then unused.
-    pub replay: Option<std::sync::Arc<Vec<Vec<u8>>>>,
+    pub replay: Option<Arc<Vec<Vec<u8>>>>,
 }
 
 impl Default for GenConfig {
@@ -232,17 +237,16 @@ impl GenConfig {
     }
 
     /// The frames to send, round robin: the [`replay`](Self::replay)
-    /// frames, or one UDP frame per destination port.
+    /// frames (shared, not copied: a capture is held once), or one UDP
+    /// frame per destination port. An empty capture gives no frame (a
+    /// replay of it plays nothing).
     ///
     /// # Errors
     /// [`Error::Config`] for a size that does not fit headers or a frame,
-    /// an empty capture or a captured frame longer than `max`.
-    pub fn templates(&self, max: usize) -> Result<Vec<Vec<u8>>> {
+    /// or a captured frame that is empty or longer than `max`.
+    pub fn templates(&self, max: usize) -> Result<Arc<Vec<Vec<u8>>>> {
         const HDR: usize = 14 + 20 + 8;
         if let Some(frames) = &self.replay {
-            if frames.is_empty() {
-                return Err(Error::Config("the capture to replay has no frame".into()));
-            }
             if let Some((i, f)) = frames
                 .iter()
                 .enumerate()
@@ -254,7 +258,7 @@ impl GenConfig {
                     f.len()
                 )));
             }
-            return Ok(frames.as_ref().clone());
+            return Ok(frames.clone());
         }
         let size = self.size.max(60);
         if size > max {
@@ -266,7 +270,8 @@ impl GenConfig {
             return Err(Error::Config("no destination port".into()));
         }
         let payload = vec![0xa5u8; size - HDR];
-        self.dst_ports
+        let frames: Result<Vec<Vec<u8>>> = self
+            .dst_ports
             .iter()
             .map(|&dp| {
                 let b = etherparse::PacketBuilder::ethernet2(self.src_mac, self.dst_mac)
@@ -277,7 +282,8 @@ impl GenConfig {
                     .map_err(|e| Error::Config(format!("building the UDP frame: {e}")))?;
                 Ok(v)
             })
-            .collect()
+            .collect();
+        Ok(Arc::new(frames?))
     }
 }
 

@@ -198,15 +198,17 @@ fn serve_outbox<P: Port>(
     if ob.is_empty() {
         return Ok(());
     }
-    // Transmits are staged and sent a batch at a time per endpoint.
+    // Transmits are staged and sent a batch at a time per endpoint. What
+    // went out counts as `reinjected`; what could not (TX ring full after
+    // the bounded retries, or a TX error) is recycled and counts as
+    // `refused`, so every request served is counted exactly once.
     let mut staged: Option<PortId> = None;
     let flush = |port: &mut P, staging: &mut Batch<P::Frame>, to: Option<PortId>| {
         let Some(p) = to else { return Ok(()) };
-        let n = staging.len() as u64;
-        let dropped = send_all(port, p, staging)?;
-        Stats::add(&st.reinjected, n - dropped);
-        Stats::add(&st.tx_dropped, dropped);
-        Ok::<(), P::Error>(())
+        let sent = send_all(port, p, staging);
+        Stats::add(&st.reinjected, sent.sent);
+        Stats::add(&st.refused, sent.dropped);
+        sent.result
     };
     for _ in 0..BATCH {
         let Some(req) = ob.pop() else { break };
@@ -234,8 +236,9 @@ fn serve_outbox<P: Port>(
                 }
                 staged = Some(p);
                 if let Err(full) = staging.try_push(f) {
+                    // Not reached: the staging batch was flushed when full.
                     port.recycle(full.element());
-                    Stats::add(&st.tx_dropped, 1);
+                    Stats::add(&st.refused, 1);
                 }
             }
         }
@@ -243,37 +246,56 @@ fn serve_outbox<P: Port>(
     flush(port, staging, staged)
 }
 
+/// What [`send_all`] did with a batch: every frame of it is either `sent`
+/// (queued on the TX ring) or `dropped` (recycled), also when `result`
+/// is the port's error, so the caller counts the batch before it returns
+/// the error.
+struct Sent<E> {
+    sent: u64,
+    dropped: u64,
+    result: Result<(), E>,
+}
+
 /// Put `frames` on `to`'s TX queue, kicking (bounded) while it is full;
-/// what still does not fit is recycled and returned as the count dropped.
-///
-/// # Errors
-/// A failed kick; the frames not yet queued stay in `frames` (the loop's
-/// exit path gives them back).
-fn send_all<P: Port>(
-    port: &mut P,
-    to: PortId,
-    frames: &mut Batch<P::Frame>,
-) -> Result<u64, P::Error> {
+/// what still does not fit is recycled and counted as dropped. On a TX
+/// error the frames not queued yet are recycled (and counted as dropped)
+/// too: `frames` is empty when this returns, and `sent + dropped` is the
+/// batch.
+fn send_all<P: Port>(port: &mut P, to: PortId, frames: &mut Batch<P::Frame>) -> Sent<P::Error> {
+    let total = frames.len() as u64;
     let mut tries = 0;
+    let mut result = Ok(());
     while !frames.is_empty() {
-        port.tx(to, frames)?;
+        // What left `frames` was queued, whatever `tx` returned (a port may
+        // queue frames and then fail to kick).
+        if let Err(e) = port.tx(to, frames) {
+            result = Err(e);
+            break;
+        }
         if frames.is_empty() {
             break;
         }
         tries += 1;
         if tries > 1000 {
-            let n = frames.len() as u64;
-            for f in frames.drain(..) {
-                port.recycle(f);
-            }
-            return Ok(n);
+            break;
         }
-        port.kick_tx(to, 8)?;
+        if let Err(e) = port.kick_tx(to, 8) {
+            result = Err(e);
+            break;
+        }
         if tries % 16 == 0 {
             std::thread::sleep(Duration::from_micros(50));
         }
     }
-    Ok(0)
+    let dropped = frames.len() as u64;
+    if dropped > 0 {
+        port.recycle_all(frames);
+    }
+    Sent {
+        sent: total - dropped,
+        dropped,
+        result,
+    }
 }
 
 /// The one exit path of every loop, whatever `body` returned: the frames
@@ -298,6 +320,43 @@ fn finish<P: Port>(
     }
     port.reap();
     body.and(flushed)
+}
+
+/// When the loops call [`Port::reap`]: whenever a look at RX found
+/// nothing (no frame, or no free buffer to receive into), and after every
+/// [`REAP_EVERY`] batches in between, so a port that takes completions
+/// back only when asked keeps a free pool under steady load.
+#[derive(Default)]
+struct Reap {
+    batches: u32,
+}
+
+impl Reap {
+    #[inline]
+    fn idle<P: Port>(&mut self, port: &mut P) {
+        self.batches = 0;
+        port.reap();
+    }
+
+    #[inline]
+    fn batch<P: Port>(&mut self, port: &mut P) {
+        self.batches += 1;
+        if self.batches >= REAP_EVERY {
+            self.idle(port);
+        }
+    }
+}
+
+/// The loops call [`Port::reap`] at least once every this many batches
+/// while frames keep arriving (and whenever an RX look finds nothing).
+pub const REAP_EVERY: u32 = 8;
+
+/// The poll(2) timeout the loops pass to [`Port::poll_rx`]: never
+/// negative (a negative timeout would block without bound and never see
+/// the stop flag).
+#[inline]
+fn poll_ms(lc: &LoopConfig) -> i32 {
+    lc.idle_poll_ms.max(0)
 }
 
 /// Frames that entered the loop from `rx`: counted as `rx`, and also as
@@ -328,19 +387,24 @@ pub fn sink_loop<P: Port>(
         let origin = port.origin(id);
         let mut idle = Idle::new(lc);
         let st = w.stats;
+        let mut reap = Reap::default();
         while !lc.stop.load(Ordering::Relaxed) {
             let n = port.rx(id, frames);
             if n == 0 {
+                // No frame, or no buffer to receive into: take back what
+                // the outbox sent (see `Port::reap`).
+                reap.idle(port);
                 settle(port, lc, w.worker, staging, st)?;
                 if port.rx_ended(id) {
                     break;
                 }
                 if idle.sleep() {
-                    port.poll_rx(&[id], lc.idle_poll_ms);
+                    port.poll_rx(&[id], poll_ms(lc));
                 }
                 continue;
             }
             idle.busy();
+            reap.batch(port);
             let v = run_heads(port, frames, origin, (Some(head), None), w.reg, w.worker);
             let passed = dispose(port, frames, &v, None);
             count_rx::<P>(st, n as u64);
@@ -379,6 +443,7 @@ pub fn forward_loop<P: Port>(
             (a, b, head_a, head_b, w.stats),
             (b, a, head_b, head_a, back),
         ];
+        let mut reap = Reap::default();
         while !lc.stop.load(Ordering::Relaxed) {
             let mut got = 0;
             for &(src, dst, hin, hout, st) in &dirs {
@@ -389,6 +454,7 @@ pub fn forward_loop<P: Port>(
                     continue;
                 }
                 got += n;
+                reap.batch(port);
                 let origin = port.origin(src);
                 let v = run_heads(
                     port,
@@ -399,16 +465,25 @@ pub fn forward_loop<P: Port>(
                     w.worker,
                 );
                 let passed = dispose(port, frames, &v, Some(pass));
-                let dropped = send_all(port, dst, pass)?;
+                let sent = send_all(port, dst, pass);
+                // The batch is counted whatever TX did: every frame of it
+                // was sent, recycled or held.
                 count_rx::<P>(st, n as u64);
                 Stats::add(&st.in_dropped, v.in_dropped);
                 Stats::add(&st.in_consumed, v.in_consumed);
                 Stats::add(&st.out_dropped, v.out_dropped);
                 Stats::add(&st.out_consumed, v.out_consumed);
                 Stats::add(&st.passed, passed);
-                Stats::add(&st.tx, passed - dropped);
-                Stats::add(&st.tx_dropped, dropped);
+                Stats::add(&st.tx, sent.sent);
+                Stats::add(&st.tx_dropped, sent.dropped);
                 Stats::add(&st.batches, 1);
+                sent.result?;
+            }
+            if got == 0 {
+                // Nothing received: no frame, or no buffer to receive into
+                // (a port that reaps only when asked has its pool in its
+                // completion queue): take the sent frames back.
+                reap.idle(port);
             }
             settle(port, lc, w.worker, pass, w.stats)?;
             if got == 0 {
@@ -416,7 +491,7 @@ pub fn forward_loop<P: Port>(
                     break;
                 }
                 if idle.sleep() {
-                    port.poll_rx(&[a, b], lc.idle_poll_ms);
+                    port.poll_rx(&[a, b], poll_ms(lc));
                 }
             } else {
                 idle.busy();
@@ -453,6 +528,10 @@ pub fn gen_loop<P: Port>(
     lc: &LoopConfig,
 ) -> Result<(), P::Error> {
     let templates = gen.templates(port.frame_size())?;
+    if templates.is_empty() {
+        // An empty capture replayed: nothing to send.
+        return Ok(());
+    }
     let mut bufs = [ArrayVec::new(), ArrayVec::new()];
     let body = (|| {
         let [frames, pass] = &mut bufs;
@@ -520,15 +599,17 @@ pub fn gen_loop<P: Port>(
             built += n;
             let v = run_heads(port, frames, origin, (None, Some(head)), w.reg, w.worker);
             let passed = dispose(port, frames, &v, Some(pass));
-            let dropped = send_all(port, id, pass)?;
-            sent += passed - dropped;
+            let out = send_all(port, id, pass);
+            let dropped = out.dropped;
+            sent += out.sent;
             Stats::add(&st.generated, n);
             Stats::add(&st.out_dropped, v.out_dropped);
             Stats::add(&st.out_consumed, v.out_consumed);
             Stats::add(&st.passed, passed);
-            Stats::add(&st.tx, passed - dropped);
+            Stats::add(&st.tx, out.sent);
             Stats::add(&st.tx_dropped, dropped);
             Stats::add(&st.batches, 1);
+            out.result?;
             settle(port, lc, w.worker, pass, st)?;
             // Progress is frames leaving (or a hook taking them), not
             // frames built and dropped at a TX ring that never drains.

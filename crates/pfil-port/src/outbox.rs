@@ -22,9 +22,13 @@
 //!   count it): the caller keeps the cookie and tries again later.
 //! - A request whose cookie is not held (stale, never consumed, or given
 //!   back already) changes nothing and is counted as `stale`; a transmit to
-//!   an interface the worker has no port on releases the frame and is
-//!   counted as `refused`. Cookies carry a per-batch epoch, so a stale
-//!   cookie never reaches a frame that was reused.
+//!   an interface the worker has no port on, or one that cannot be queued
+//!   (TX ring full after bounded retries, or a TX error), releases the
+//!   frame and is counted as `refused`; a transmit queued is counted as
+//!   `reinjected` (not in `tx`). These counters land in the loop's
+//!   `LoopWorker::stats` (a forwarder's a→b stats). Cookies carry a
+//!   per-batch epoch, so a stale cookie never reaches a frame that was
+//!   reused.
 //!
 //! [`BATCH`]: crate::BATCH
 

@@ -9,7 +9,11 @@ use crate::error::Error;
 /// Frames per batch of the worker loops.
 pub const BATCH: usize = 64;
 
-/// A batch of frames, as the loops move them.
+/// A batch of frames, as the loops move them: an
+/// [`arrayvec::ArrayVec`] of [`BATCH`] frames (the crate re-exports
+/// [`arrayvec`], so a driver can name it as
+/// `pfil_port::arrayvec::ArrayVec<F, { pfil_port::BATCH }>` or simply
+/// `pfil_port::Batch<F>`).
 pub type Batch<F> = ArrayVec<F, BATCH>;
 
 /// Index of one queue endpoint of a [`Port`] (an interface queue of an
@@ -172,6 +176,11 @@ impl<F> Held<F> {
 /// bytes, and every token the loops take (from [`rx`](Port::rx),
 /// [`alloc`](Port::alloc) or [`Held`]) goes back through
 /// [`tx`](Port::tx), [`recycle`](Port::recycle) or [`Held::push`].
+///
+/// The whole contract a driver meets (who reaps completions and when, how
+/// a TX error is counted, what `bytes` promises, how big the pool must
+/// be, held frames after a loop returns) is in the crate docs, "Writing a
+/// port: the contract"; `tests/ring_port.rs` is a complete example.
 pub trait Port {
     /// The ownership token of one frame.
     type Frame: PortFrame;
@@ -193,7 +202,9 @@ pub trait Port {
     fn frame_size(&self) -> usize;
 
     /// Take received frames of `port` into `out`, up to its spare
-    /// capacity; returns how many.
+    /// capacity; returns how many. Never blocks. 0 means nothing now: no
+    /// frame, or no free buffer to receive into (the loops then call
+    /// [`reap`](Port::reap) and look again).
     fn rx(&mut self, port: PortId, out: &mut Batch<Self::Frame>) -> usize;
     /// `true` when `port` will never receive again (a replay at its end, a
     /// synthetic source at its count): a loop whose receiving endpoints
@@ -203,16 +214,24 @@ pub trait Port {
         let _ = port;
         false
     }
-    /// Wait up to `timeout_ms` for any of `ports` to have frames; `true`
-    /// if one may have.
+    /// Wait up to `timeout_ms` milliseconds for any of `ports` to have
+    /// frames; `true` if one may have. The loops never pass a negative
+    /// timeout (they clamp [`crate::LoopConfig::idle_poll_ms`] to 0 or
+    /// more); called directly, a negative one may wait without bound, as
+    /// poll(2) does (the AF_XDP port) or be taken as 0 (the synthetic
+    /// port). Returning early is always allowed.
     fn poll_rx(&mut self, ports: &[PortId], timeout_ms: i32) -> bool;
 
     /// Queue frames for sending on `port`, from the front of `frames` as
     /// long as there is room; the rest stay in `frames`. Returns how many
-    /// were queued.
+    /// were queued. The frames queued go back to the pool through
+    /// [`reap`](Port::reap) once sent (or at once, for a port that does
+    /// not keep them).
     ///
     /// # Errors
-    /// The port's error (the frames not queued stay in `frames`).
+    /// The port's error. The frames that left `frames` count as queued
+    /// also then (a port may queue and fail to kick); the frames not
+    /// queued stay in `frames`, and the loops recycle them (`tx_dropped`).
     fn tx(&mut self, port: PortId, frames: &mut Batch<Self::Frame>) -> Result<usize, Self::Error>;
     /// Push queued frames out, at most `max_kicks` times; returns the
     /// frames still queued.
@@ -225,7 +244,10 @@ pub trait Port {
     /// # Errors
     /// The port's error, when frames are left after the bound.
     fn flush(&mut self, port: PortId) -> Result<(), Self::Error>;
-    /// Take sent frames back into the free pool; returns how many.
+    /// Take sent frames back into the free pool; returns how many. The
+    /// loops call it whenever an RX look finds nothing, at least every
+    /// [`crate::REAP_EVERY`] batches, every generator iteration and on
+    /// exit; a port may also reap inside `rx`/`tx` on its own.
     fn reap(&mut self) -> usize;
 
     /// A free frame (length 0) to write a packet into.
@@ -240,7 +262,10 @@ pub trait Port {
             self.recycle(f);
         }
     }
-    /// The packet bytes of `frame`.
+    /// The packet bytes of `frame` (the length `rx` or
+    /// [`set_len`](Port::set_len) gave it). The loops hold the slices of a
+    /// whole batch at once (one per frame, all through `&self`): slices of
+    /// distinct frames must not overlap.
     fn bytes<'a>(&'a self, frame: &'a mut Self::Frame) -> &'a mut [u8];
     /// The whole buffer of `frame` ([`frame_size`](Port::frame_size)
     /// bytes), to write a packet; then [`set_len`](Port::set_len).
@@ -249,9 +274,13 @@ pub trait Port {
     /// `false` (no change) if that exceeds the frame size.
     fn set_len(&self, frame: &mut Self::Frame, len: usize) -> bool;
 
-    /// The frames hooks consumed.
+    /// The frames hooks consumed. The loops push and take frames here;
+    /// frames still held when a loop returns stay here (counted as
+    /// `held`) until the caller gives them back ([`Held::pop_oldest`],
+    /// [`recycle`](Port::recycle)) or another loop runs.
     fn held(&mut self) -> &mut Held<Self::Frame>;
-    /// Where every frame of the pool is.
+    /// Where every frame of the pool is; [`FrameCounts::adds_up`] holds
+    /// whenever no loop runs.
     fn counts(&self) -> FrameCounts;
 
     /// The endpoint on interface `ifindex` (an outbox transmit's target).

@@ -182,14 +182,25 @@ pub fn take_workers(reg: &Registry, n: usize) -> Result<Vec<Worker>, Error> {
     Ok(ws)
 }
 
+/// The message of a panic's payload (a `&str` or `String`), or a
+/// placeholder.
+fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
+    p.downcast_ref::<&str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
+}
+
 /// Start one thread per opener with one of `workers` each: open (the
 /// opener returns the loop body), report ready, run. Every resource is
 /// acquired before the first thread starts; if a thread cannot start or a
-/// worker fails to open, every started worker is stopped and joined
-/// before the error is returned.
+/// worker fails to open (its opener returns an error or panics), every
+/// started worker is stopped and joined before the error is returned.
 ///
 /// # Errors
-/// The first opener error; [`Error::Io`] if a thread cannot be spawned.
+/// The first opener error; [`Error::Config`] naming the worker thread
+/// (`pfil-WHAT-I`) and the panic's message if an opener panicked;
+/// [`Error::Io`] if a thread cannot be spawned.
 pub fn start<R: Send + 'static, E: From<Error> + std::fmt::Display + Send + 'static>(
     what: &str,
     workers: Vec<Worker>,
@@ -208,18 +219,37 @@ pub fn start<R: Send + 'static, E: From<Error> + std::fmt::Display + Send + 'sta
     for (i, (open, mut worker)) in openers.into_iter().zip(workers).enumerate() {
         let lc2 = running.lc.clone();
         let ready = ready_tx.clone();
+        let name = format!("pfil-{what}-{i}");
+        let thread_name = name.clone();
         let spawned = std::thread::Builder::new()
-            .name(format!("pfil-{what}-{i}"))
-            .spawn(move || match open() {
-                Ok(body) => {
-                    let _ = ready.send(Ok(()));
-                    body(&mut worker, &lc2)
-                }
-                Err(e) => {
-                    let msg = e.to_string();
-                    let _ = ready.send(Err(e));
-                    let failed = Error::Config(format!("worker failed to open: {msg}"));
-                    (None, Err(failed.into()))
+            .name(thread_name)
+            .spawn(move || {
+                // Every opener reports exactly once, also when it panics:
+                // `start` waits for one report per worker.
+                let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(open));
+                match opened {
+                    Ok(Ok(body)) => {
+                        let _ = ready.send(Ok(()));
+                        // The sender is not kept while the loop runs.
+                        drop(ready);
+                        body(&mut worker, &lc2)
+                    }
+                    Ok(Err(e)) => {
+                        let msg = e.to_string();
+                        let _ = ready.send(Err(e));
+                        let failed = Error::Config(format!("worker {name} failed to open: {msg}"));
+                        (None, Err(failed.into()))
+                    }
+                    Err(panic) => {
+                        let failed = || {
+                            Error::Config(format!(
+                                "worker {name} panicked while opening its ports: {}",
+                                panic_message(&*panic)
+                            ))
+                        };
+                        let _ = ready.send(Err(failed().into()));
+                        (None, Err(failed().into()))
+                    }
                 }
             });
         match spawned {
@@ -249,4 +279,53 @@ pub fn start<R: Send + 'static, E: From<Error> + std::fmt::Display + Send + 'sta
         }
     }
     Ok(running)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// One opener panics while the other opens and runs: `start` returns
+    /// an error naming the worker (it waited forever before), and the
+    /// running worker is stopped and joined. Bounded by a timeout so a
+    /// regression fails instead of hanging.
+    #[test]
+    fn a_panicking_opener_fails_start_naming_the_worker() {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let reg = Registry::new();
+            let ws = take_workers(&reg, 2).unwrap();
+            let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let ran2 = ran.clone();
+            let runs: Opener<(), Error> = Box::new(move || {
+                Ok(Box::new(move |_: &mut Worker, lc: &LoopConfig| {
+                    ran2.store(true, Ordering::Relaxed);
+                    while !lc.stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    (Some(()), Ok(()))
+                }) as Body<(), Error>)
+            });
+            let panics: Opener<(), Error> = Box::new(|| {
+                std::thread::sleep(Duration::from_millis(50));
+                panic!("no such device")
+            });
+            let stats = vec![Arc::new(Stats::default()), Arc::new(Stats::default())];
+            let r = start("test", ws, vec![runs, panics], stats, LoopConfig::new());
+            let _ = tx.send((
+                r.map(|_| ()).map_err(|e| e.to_string()),
+                ran.load(Ordering::Relaxed),
+            ));
+        });
+        let (r, _) = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("start returned within 20 s");
+        let e = r.expect_err("a panicking opener fails start");
+        assert!(e.contains("pfil-test-1"), "{e}");
+        assert!(
+            e.contains("panicked") && e.contains("no such device"),
+            "{e}"
+        );
+    }
 }

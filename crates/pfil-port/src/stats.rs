@@ -4,6 +4,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Counters of one worker, updated once per batch, readable live.
 ///
+/// Outbox counters (`held_evicted`, `released`, `reinjected`, `stale`,
+/// `refused`) land in the loop's [`crate::LoopWorker::stats`]: the a→b
+/// stats of a forwarder, whichever direction consumed the frame. A batch
+/// is counted also when TX fails in it (the loop returns the error
+/// after).
+///
 /// Aligned to 128 bytes (two cache lines: x86's adjacent-line prefetcher
 /// pairs them), so the counters of two workers never share a line even
 /// when their `Arc`s are allocated back to back: a worker writes its own
@@ -23,13 +29,13 @@ pub struct Stats {
     pub out_dropped: AtomicU64,
     /// Frames consumed by the out head.
     pub out_consumed: AtomicU64,
-    /// Frames that passed every head and were delivered (sink) or put on a
-    /// TX ring (forward, gen).
+    /// Frames that passed every head: delivered (sink), or handed to TX
+    /// (forward, gen: `passed == tx + tx_dropped`).
     pub passed: AtomicU64,
     /// Frames put on a TX ring.
     pub tx: AtomicU64,
     /// Frames that passed but could not be queued for TX (ring full after
-    /// bounded retries) and were recycled.
+    /// bounded retries, or a TX error) and were recycled.
     pub tx_dropped: AtomicU64,
     /// Batches processed.
     pub batches: AtomicU64,
@@ -38,12 +44,14 @@ pub struct Stats {
     pub held_evicted: AtomicU64,
     /// Consumed frames a hook released through the outbox.
     pub released: AtomicU64,
-    /// Consumed frames a hook had sent through the outbox.
+    /// Consumed frames a hook had sent through the outbox (queued for TX;
+    /// not counted in `tx`).
     pub reinjected: AtomicU64,
     /// Outbox requests for a cookie that was not held (nothing changed).
     pub stale: AtomicU64,
-    /// Outbox transmits to an interface the worker has no port on (the
-    /// frame was released).
+    /// Outbox transmits that did not go out: to an interface the worker
+    /// has no port on, or not queued (TX ring full after bounded retries,
+    /// or a TX error). The frame was released.
     pub refused: AtomicU64,
 }
 

@@ -22,18 +22,26 @@ use crate::port::{Batch, FrameCounts, Held, Origin, Port, PortFrame, PortId, BAT
 use crate::spawn::{head_for, start, take_workers, Body, Opener, Running};
 use crate::stats::Stats;
 
-/// Frame buffer size of the synthetic port.
+/// Frame buffer size of the synthetic port (and its smallest: a port
+/// replaying a capture with longer frames has buffers as long as its
+/// longest frame, up to [`MAX_REPLAY_FRAME`]).
 pub const SYNTHETIC_FRAME: usize = 2048;
+
+/// The longest captured frame a synthetic port replays: 64 KiB (an IP
+/// datagram's 65 535 bytes and more: what GRO/TSO host captures and
+/// jumbo frames hold) plus 256 bytes of link headers (Ethernet, VLAN
+/// tags). Longer frames are refused with an error naming this cap.
+pub const MAX_REPLAY_FRAME: usize = 65_536 + 256;
 
 /// One frame of a synthetic port: it owns its buffer, so no two frames
 /// share bytes and no unsafe code is needed.
 #[derive(Debug)]
 #[must_use = "a dropped frame is lost to the pool: tx, recycle or hold it"]
 pub struct SyntheticFrame {
-    buf: Box<[u8; SYNTHETIC_FRAME]>,
+    buf: Box<[u8]>,
     len: u32,
-    /// Its index in the pool (its address is `index * SYNTHETIC_FRAME`).
-    index: u32,
+    /// Its address in the pool (its index times the port's frame size).
+    addr: u32,
     /// The port whose pool it belongs to.
     pool: u32,
 }
@@ -43,7 +51,7 @@ static NEXT_POOL: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::n
 impl PortFrame for SyntheticFrame {
     #[inline]
     fn addr(&self) -> u64 {
-        u64::from(self.index) * SYNTHETIC_FRAME as u64
+        u64::from(self.addr)
     }
 }
 
@@ -52,8 +60,13 @@ pub struct SyntheticPort {
     names: Vec<String>,
     pool: u32,
     origin: Origin,
-    templates: Vec<Vec<u8>>,
+    templates: Arc<Vec<Vec<u8>>>,
     next: usize,
+    /// Bytes of every frame buffer.
+    frame_size: usize,
+    /// Frames of the pool not allocated yet (made on first use, so a pool
+    /// sized for the worst case costs only the frames a run uses).
+    unborn: usize,
     /// Count and rate of the frames to build ([`GenConfig::budget`]).
     pace: GenConfig,
     count: u64,
@@ -71,10 +84,17 @@ impl SyntheticPort {
     /// A port that builds the frames `gen` describes (`gen.count` of them,
     /// 0: without end; at `gen.rate`), with endpoints named `names` (one or
     /// two), reporting `origin` as the frames' interface and queue. Its
-    /// pool holds `frames` frames (at least four batches).
+    /// pool holds `frames` frames (at least four batches; at most 2²⁰, and
+    /// fewer for frames over 4 KiB so addresses stay below 2³²), each
+    /// [`SYNTHETIC_FRAME`] bytes, or as long as the longest frame of a
+    /// capture replayed ([`GenConfig::replay`], up to
+    /// [`MAX_REPLAY_FRAME`]). Frames are allocated on first use. An empty
+    /// capture makes a port whose input has ended at once.
     ///
     /// # Errors
-    /// [`Error::Config`] for a frame that does not fit or no endpoint.
+    /// [`Error::Config`] for a frame that does not fit (a generated frame
+    /// over [`SYNTHETIC_FRAME`], a captured one over
+    /// [`MAX_REPLAY_FRAME`] or empty) or no endpoint.
     pub fn new(
         gen: &GenConfig,
         names: &[&str],
@@ -87,30 +107,35 @@ impl SyntheticPort {
                 names.len()
             )));
         }
-        // Addresses stay below 2^32 (cookies): at most 2^20 frames of 2 KiB.
-        let frames = frames.clamp(4 * BATCH, 1 << 20);
+        let max = if gen.replay.is_some() {
+            MAX_REPLAY_FRAME
+        } else {
+            SYNTHETIC_FRAME
+        };
+        let templates = gen.templates(max)?;
+        let frame_size = templates
+            .iter()
+            .map(Vec::len)
+            .fold(SYNTHETIC_FRAME, usize::max);
+        // Addresses stay below 2^32 (cookies): at most 2^20 frames of 2 KiB,
+        // fewer larger ones.
+        let most = ((1usize << 32) / frame_size).min(1 << 20);
+        let frames = frames.clamp(4 * BATCH, most);
         let pool = NEXT_POOL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let free = (0..frames)
-            .rev()
-            .map(|i| SyntheticFrame {
-                buf: Box::new([0u8; SYNTHETIC_FRAME]),
-                len: 0,
-                index: i as u32,
-                pool,
-            })
-            .collect();
         Ok(SyntheticPort {
             names: names.iter().map(|&n| n.to_owned()).collect(),
             pool,
             origin,
-            templates: gen.templates(SYNTHETIC_FRAME)?,
+            templates,
             next: 0,
+            frame_size,
+            unborn: frames,
             pace: gen.clone(),
             count: gen.count,
             built: 0,
             start: None,
-            free,
-            held: Held::with_capacity(frames),
+            free: Vec::with_capacity(frames),
+            held: Held::with_capacity(frames.min(4096)),
             total: frames as u64,
             out: 0,
             sent: 0,
@@ -125,6 +150,25 @@ impl SyntheticPort {
     /// Frames sent (TX) so far.
     pub fn sent(&self) -> u64 {
         self.sent
+    }
+
+    /// A free frame: from the pool, or a new one while the pool has
+    /// frames not made yet.
+    #[inline]
+    fn take_free(&mut self) -> Option<SyntheticFrame> {
+        if let Some(f) = self.free.pop() {
+            return Some(f);
+        }
+        self.unborn = self.unborn.checked_sub(1)?;
+        // The frames are numbered from 0 as they are made; `new` bounds
+        // their count so the address fits 32 bits.
+        let made = self.total as usize - self.unborn - 1;
+        Some(SyntheticFrame {
+            buf: vec![0u8; self.frame_size].into_boxed_slice(),
+            len: 0,
+            addr: (made * self.frame_size) as u32,
+            pool: self.pool,
+        })
     }
 
     /// How many frames may be built now: bounded by the count and the rate.
@@ -152,17 +196,17 @@ impl Port for SyntheticPort {
     }
 
     fn frame_size(&self) -> usize {
-        SYNTHETIC_FRAME
+        self.frame_size
     }
 
     fn rx(&mut self, port: PortId, out: &mut Batch<SyntheticFrame>) -> usize {
-        if port.index() != 0 {
+        if port.index() != 0 || self.templates.is_empty() {
             return 0;
         }
         let want = self.due(out.remaining_capacity() as u64);
         let mut n = 0;
         while n < want {
-            let Some(mut f) = self.free.pop() else { break };
+            let Some(mut f) = self.take_free() else { break };
             let t = &self.templates[self.next];
             self.next = (self.next + 1) % self.templates.len();
             f.buf[..t.len()].copy_from_slice(t);
@@ -176,7 +220,9 @@ impl Port for SyntheticPort {
     }
 
     fn rx_ended(&self, port: PortId) -> bool {
-        port.index() != 0 || (self.count != 0 && self.built >= self.count)
+        port.index() != 0
+            || self.templates.is_empty()
+            || (self.count != 0 && self.built >= self.count)
     }
 
     fn poll_rx(&mut self, _ports: &[PortId], timeout_ms: i32) -> bool {
@@ -209,7 +255,7 @@ impl Port for SyntheticPort {
     }
 
     fn alloc(&mut self) -> Option<SyntheticFrame> {
-        let mut f = self.free.pop()?;
+        let mut f = self.take_free()?;
         f.len = 0;
         self.out += 1;
         Some(f)
@@ -235,7 +281,7 @@ impl Port for SyntheticPort {
     }
 
     fn set_len(&self, frame: &mut SyntheticFrame, len: usize) -> bool {
-        if len > SYNTHETIC_FRAME {
+        if len > frame.buf.len() {
             return false;
         }
         frame.len = len as u32;
@@ -249,7 +295,7 @@ impl Port for SyntheticPort {
     fn counts(&self) -> FrameCounts {
         let held = self.held.len() as u64;
         FrameCounts {
-            free: self.free.len() as u64,
+            free: (self.free.len() + self.unborn) as u64,
             app: self.out.saturating_sub(held),
             held,
             total: self.total,
