@@ -12,6 +12,16 @@
 //! dropped, the rest pass) or `pass` (`bpf:pass tcp port 22`: matching
 //! frames pass, the rest are dropped).
 //!
+//! # Compiling
+//!
+//! libpcap's compiler is C that recurses over the expression and whose
+//! optimizer takes time superlinear in its size, so it never runs in the
+//! process that asks: each compile is a child process with a large stack,
+//! a memory limit and a time limit ([`CompileLimits`]: by default
+//! expressions up to [`MAX_EXPR_BYTES`], [`COMPILE_TIMEOUT`], at most
+//! [`MAX_CONCURRENT`] at once). An expression over a limit is a clear
+//! error naming it; the process that asked is unaffected.
+//!
 //! ```
 //! use pfil_filters::{Bpf, BpfAction};
 //!
@@ -22,6 +32,12 @@
 //! ```
 
 use std::fmt;
+
+mod sandbox;
+
+pub use sandbox::{
+    CompileLimits, COMPILE_MEMORY, COMPILE_TIMEOUT, MAX_CONCURRENT, MAX_EXPR_BYTES, STACK_BYTES,
+};
 
 use pfil::{Ctx, Filter, Packet, PacketKind, Verdict};
 
@@ -252,47 +268,26 @@ const MEMWORDS: usize = 16;
 pub const MAX_INSNS: usize = 4096;
 
 impl Program {
-    /// Compile a pcap-filter(7) expression with libpcap for `link`.
+    /// Compile a pcap-filter(7) expression with libpcap for `link`, under
+    /// the default [`CompileLimits`] (in a child process: see
+    /// [compiling](crate::bpf#compiling)).
     ///
     /// # Errors
-    /// libpcap's message as it gives it (e.g. `syntax error`), or a
-    /// program that does not validate.
+    /// libpcap's message as it gives it (e.g. `syntax error`), a program
+    /// that does not validate, or a limit that was reached (the length,
+    /// the time, the compiler's memory or stack), named.
     pub fn compile(expr: &str, link: Link) -> Result<Program, String> {
-        let lt = match link {
-            Link::Ethernet => pcap::Linktype::ETHERNET,
-            // DLT_RAW as Linux's libpcap numbers it.
-            Link::RawIp => pcap::Linktype(12),
-        };
-        let cap = pcap::Capture::dead(lt).map_err(|e| format!("libpcap: {e}"))?;
-        let prog = cap.compile(expr, true).map_err(|e| match e {
-            pcap::Error::PcapError(m) => m,
-            e => e.to_string(),
-        })?;
-        // The pcap crate shows an instruction only as "code jt jf k".
-        let insns = prog
-            .get_instructions()
-            .iter()
-            .map(|i| {
-                let s = i.to_string();
-                let f: Vec<u64> = s.split(' ').filter_map(|x| x.parse().ok()).collect();
-                match f[..] {
-                    [code, jt, jf, k]
-                        if code <= 0xffff && jt <= 0xff && jf <= 0xff && k <= 0xffff_ffff =>
-                    {
-                        Ok(Insn {
-                            code: code as u16,
-                            jt: jt as u8,
-                            jf: jf as u8,
-                            k: k as u32,
-                        })
-                    }
-                    _ => Err(format!(
-                        "libpcap gave an instruction this build cannot read: {s:?}"
-                    )),
-                }
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Program::new(insns)
+        Program::compile_with(expr, link, &CompileLimits::default())
+    }
+
+    /// [`Program::compile`] under other limits.
+    ///
+    /// # Errors
+    /// As [`Program::compile`].
+    pub fn compile_with(expr: &str, link: Link, limits: &CompileLimits) -> Result<Program, String> {
+        sandbox::compile(expr, &[link], limits)?
+            .pop()
+            .unwrap_or_else(|| Err("the compiler gave no program".into()))
     }
 
     /// A program from instructions, validated as libpcap's
@@ -457,8 +452,24 @@ impl Bpf {
     /// # Errors
     /// libpcap's message for an expression it does not take.
     pub fn new(action: BpfAction, expr: &str) -> Result<Bpf, String> {
-        let ethernet = Program::compile(expr, Link::Ethernet)?;
-        let raw = Program::compile(expr, Link::RawIp).ok();
+        Bpf::with_limits(action, expr, &CompileLimits::default())
+    }
+
+    /// [`Bpf::new`] under other compile limits (both link types are
+    /// compiled by one child process, within one time limit).
+    ///
+    /// # Errors
+    /// As [`Program::compile`].
+    pub fn with_limits(
+        action: BpfAction,
+        expr: &str,
+        limits: &CompileLimits,
+    ) -> Result<Bpf, String> {
+        let mut both = sandbox::compile(expr, &[Link::Ethernet, Link::RawIp], limits)?.into_iter();
+        let ethernet = both
+            .next()
+            .unwrap_or_else(|| Err("the compiler gave no program".into()))?;
+        let raw = both.next().and_then(Result::ok);
         Ok(Bpf {
             action,
             expr: expr.to_owned(),

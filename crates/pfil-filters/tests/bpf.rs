@@ -241,3 +241,103 @@ fn agrees_with_tcpdump_frame_for_frame() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `host A or host B or …` with `n` hosts: libpcap's optimizer takes time
+/// superlinear in `n` (1.2 s at 250, 104 s at 1 000 on the test machine).
+fn many_hosts(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("host 198.18.{}.{}", i / 250, i % 250))
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+/// A 98 KB expression (`udp or udp or …`, 14 000 terms) used to overflow
+/// the calling thread's stack inside libpcap and abort the whole process
+/// (pfild's control thread: the dataplane with it). It is refused by
+/// length, and with the length limit lifted the compile runs in a child
+/// with a large stack and a time limit: an answer either way, and this
+/// test process (on a default 2 MiB test thread) is still here.
+#[test]
+fn a_deep_expression_is_an_error_not_a_crash() {
+    use pfil_filters::bpf::{CompileLimits, MAX_EXPR_BYTES};
+    let expr = format!("drop {}udp", "udp or ".repeat(14_000));
+    let e = Bpf::from_config(&expr).unwrap_err();
+    assert!(
+        e.contains("over the limit") && e.contains(&MAX_EXPR_BYTES.to_string()),
+        "{e}"
+    );
+    let limits = CompileLimits::default()
+        .with_max_len(1 << 20)
+        .with_timeout(std::time::Duration::from_secs(2));
+    let t = std::time::Instant::now();
+    let r = Bpf::with_limits(BpfAction::Drop, &expr[5..], &limits);
+    // Whatever libpcap makes of it (a program, a time limit, a compiler
+    // that died), the answer comes back within the limit (plus the time a
+    // killed child takes to be reaped).
+    if let Err(e) = &r {
+        assert!(
+            e.contains("time limit") || e.contains("died of signal") || e.contains("out of memory"),
+            "{e}"
+        );
+    }
+    assert!(t.elapsed() < std::time::Duration::from_secs(30));
+    // The compiler is still usable afterwards.
+    assert!(Program::compile("udp port 53", Link::Ethernet).is_ok());
+}
+
+/// An expression that takes libpcap's optimizer minutes is stopped at the
+/// time limit with an error that says so, and the next compile works
+/// (the slot was given back, the child killed and reaped).
+#[test]
+fn a_slow_expression_hits_the_time_limit() {
+    use pfil_filters::bpf::CompileLimits;
+    let limits = CompileLimits::default().with_timeout(std::time::Duration::from_millis(500));
+    let e = Program::compile_with(&many_hosts(700), Link::Ethernet, &limits).unwrap_err();
+    assert!(e.contains("time limit (500ms)"), "{e}");
+    for _ in 0..3 {
+        let e = Bpf::with_limits(BpfAction::Drop, &many_hosts(700), &limits).unwrap_err();
+        assert!(e.contains("time limit"), "{e}");
+    }
+    let small = Program::compile(&many_hosts(20), Link::Ethernet).unwrap();
+    assert_eq!(
+        small.insns().len(),
+        libpcap(&many_hosts(20)).get_instructions().len()
+    );
+    // Every child was reaped: no zombie of ours is left.
+    let me = std::process::id().to_string();
+    let zombies = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("stat")).ok())
+        .filter(|st| {
+            let f: Vec<&str> = st
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .collect();
+            f.first() == Some(&"Z") && f.get(1) == Some(&me.as_str())
+        })
+        .count();
+    assert_eq!(zombies, 0);
+}
+
+/// The compiler in its child agrees with libpcap called in this process,
+/// instruction for instruction, for both link types, and a NUL byte is
+/// refused before libpcap sees a truncated string.
+#[test]
+fn the_sandboxed_compiler_gives_libpcaps_program() {
+    for e in EXPRS {
+        let ours = Program::compile(e, Link::Ethernet).unwrap();
+        let theirs = libpcap(e);
+        assert_eq!(ours.insns().len(), theirs.get_instructions().len(), "{e}");
+        for (a, b) in ours.insns().iter().zip(theirs.get_instructions()) {
+            assert_eq!(
+                format!("{} {} {} {}", a.code, a.jt, a.jf, a.k),
+                b.to_string(),
+                "{e}"
+            );
+        }
+    }
+    let e = Program::compile("udp\0 or tcp", Link::Ethernet).unwrap_err();
+    assert!(e.contains("NUL"), "{e}");
+}

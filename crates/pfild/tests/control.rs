@@ -314,3 +314,88 @@ fn metrics_are_served_and_printed() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Hostile filter configs against a running pfild (issue 23, item 2): a
+/// 98 KB tcpdump expression used to overflow the control thread's stack
+/// inside libpcap and abort pfild; a 700-host one takes libpcap's
+/// optimizer about a minute. Both are answered with an error naming the
+/// limit, the same for `capture`; traffic keeps flowing through the
+/// running chain meanwhile and the daemon keeps answering.
+#[test]
+fn hostile_filter_expressions_get_errors_and_the_dataplane_runs_on() {
+    let dir = temp_dir("hostile");
+    let sock = dir.join("ctl").join("h.sock").to_str().unwrap().to_owned();
+    let mut p = spawn_pfild(&[
+        "sink",
+        "syn0",
+        "--synthetic",
+        "--hook",
+        "count",
+        "--rate",
+        "200000",
+        "--control",
+        &sock,
+        "--seconds",
+        "60",
+        "--quiet",
+    ]);
+    assert!(
+        p.wait_stderr(&format!("control socket {sock}"), Duration::from_secs(20)),
+        "{}",
+        p.stderr_so_far()
+    );
+    let counted = || link_field(&ctl_json(&sock, &["stats", "syn0"]), "count:1", "packets");
+    let before = counted();
+    let deep = format!("drop {}udp", "udp or ".repeat(14_000));
+    let (code, _, err) = pfilctl(&["--socket", &sock, "add", "bpf:deep", "--set", &deep]);
+    assert_ne!(code, 0);
+    assert!(err.contains("over the limit of 16384 bytes"), "{err}");
+    assert!(
+        err.len() < 1024,
+        "the error does not echo the expression: {err}"
+    );
+    let slow = (0..700)
+        .map(|i| format!("host 198.18.{}.{}", i / 250, i % 250))
+        .collect::<Vec<_>>()
+        .join(" or ");
+    let (code, _, err) = pfilctl(&[
+        "--socket",
+        &sock,
+        "add",
+        "bpf:slow",
+        "--set",
+        &format!("drop {slow}"),
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("time limit"), "{err}");
+    let pcap = dir.join("c.pcapng");
+    let (code, _, err) = pfilctl(&[
+        "--socket",
+        &sock,
+        "capture",
+        "syn0",
+        "-i",
+        "-c",
+        "1",
+        "-G",
+        "1",
+        "-w",
+        pcap.to_str().unwrap(),
+        &slow,
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("time limit"), "{err}");
+    // Nothing was added, the daemon answers, the traffic went on.
+    let hooks = ctl_ok(&sock, &["hooks"]);
+    assert!(!hooks.contains("bpf:"), "{hooks}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(counted() > before, "traffic kept flowing");
+    p.signal(libc::SIGINT);
+    let out = p.wait_output(Duration::from_secs(20));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
