@@ -32,8 +32,8 @@ spec() {
         null) echo "null" ;;
         drop-udp) echo "drop-udp:53" ;;
         bpf) echo "bpf:drop udp port 53" ;;
-        acl2) echo "acl:$TWO" ;;
-        acl1_1k) echo "acl:$ACL_RULES" ;;
+        acl2) echo "acl:@$TWO" ;;
+        acl1_1k) echo "acl:@$ACL_RULES" ;;
     esac
 }
 rate() { # case: frames per second of one run

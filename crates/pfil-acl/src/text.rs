@@ -118,7 +118,7 @@ impl<'a> Line<'a> {
             line: self.line,
             column: t.col,
             expected: expected.into(),
-            found: format!("`{}`", t.s),
+            found: format!("`{}`", shorten(t.s)),
         }
     }
 }
@@ -129,6 +129,14 @@ const E_PROTO: &str = "a protocol (tcp, udp, icmp, icmp6, sctp, any or 0-255)";
 const E_ADDR: &str = "`any`, an IPv4 or IPv6 address or prefix (ADDR/LEN)";
 const E_FLAGS: &str = "TCP flags VALUE/MASK of the letters FSRPAUEC (e.g. S/SA)";
 const E_U8: &str = "a number 0-255";
+
+/// A token as an error shows it: at most 40 characters, then `…`.
+fn shorten(s: &str) -> String {
+    match s.char_indices().nth(40) {
+        Some((at, _)) => format!("{}…", &s[..at]),
+        None => s.to_owned(),
+    }
+}
 
 /// Parses a ruleset in the text format.
 ///

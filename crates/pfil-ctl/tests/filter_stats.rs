@@ -392,7 +392,7 @@ fn apply_of_a_bad_acl_config_says_where() {
     assert_eq!((code, out.as_str()), (1, ""));
     let want = format!(
         "line {line}, column 10: hooks.\"acl:edge\": bad config in \
-         `acl:pass proto tcp from nowhere`: expected acl:RULES, RULES a rules file"
+         `acl:pass proto tcp from nowhere`: expected acl:RULES, RULES: `@PATH` of a rules file"
     );
     assert!(err.contains(&want), "{want}\nnot in\n{err}");
     let (_, after, _) = f.pfilctl(&["rules", "acl:edge"]);

@@ -17,12 +17,17 @@
 //! plane's `apply`).
 //!
 //! # Config (`acl:CONFIG`)
-//! `CONFIG` is the path of a rules file if such a file exists, else the
-//! rules themselves with `;` between lines:
-//! `acl:drop proto tcp to any port 22; pass all`. A rules file is in the
-//! pf-like text format of `pfil-acl` (see its `FORMAT.md`), or in the
-//! ClassBench format if its first non-blank character is `@` (every rule
-//! then drops, the default passes).
+//! `CONFIG` is `@PATH`, a rules file, or the rules themselves with `;`
+//! between lines: `acl:drop proto tcp to any port 22; pass all`. A rules
+//! file is in the pf-like text format of `pfil-acl` (see its
+//! `FORMAT.md`), or in the ClassBench format if its first non-blank
+//! character is `@` (every rule then drops, the default passes); it must
+//! be a regular file of at most [`MAX_RULES_FILE_BYTES`], and its parse
+//! errors give the line, the column and what was expected, not the file's
+//! text (the daemon may read a file its client cannot). A filter takes at
+//! most [`MAX_RULES`] rules. Files are named explicitly: before 0.2 an
+//! existing path was read as a file and anything else as rules, so an
+//! inline ruleset that happened to name a file was replaced by it.
 //!
 //! # Keys
 //! The key is read from [`Packet::headers`]: EtherType, addresses,
@@ -308,7 +313,7 @@ impl Acl {
         }
     }
 
-    /// Builds from an `acl:` config: a file path if it exists, else inline
+    /// Builds from an `acl:` config: `@PATH` of a rules file, else inline
     /// rules separated by `;`.
     ///
     /// # Errors
@@ -411,19 +416,76 @@ fn rule_text(r: &Rule) -> String {
     text::to_text(&rs).lines().next().unwrap_or("").to_owned()
 }
 
+/// Largest rules file `acl:@PATH` reads.
+pub const MAX_RULES_FILE_BYTES: u64 = 16 << 20;
+/// Most rules one `acl` filter takes (the classifier's build time and
+/// memory grow with them: a 10k-rule set builds in tens of milliseconds).
+pub const MAX_RULES: usize = 65_536;
+
 /// Parses an `acl:` config (see the [module docs](self)).
 fn parse_config(config: &str) -> Result<Ruleset, String> {
-    let path = std::path::Path::new(config);
-    if !config.is_empty() && path.is_file() {
-        let body = std::fs::read_to_string(path).map_err(|e| format!("RULES: {config}: {e}"))?;
-        if body.trim_start().starts_with('@') {
-            return classbench::parse(&body, Action::Drop)
-                .map_err(|e| format!("RULES: {config} (ClassBench): {e}"));
-        }
-        return text::parse(&body).map_err(|e| format!("RULES: {config}: {e}"));
+    let rules = match config.strip_prefix('@') {
+        Some(path) => parse_file(path.trim())?,
+        None => text::parse(&config.replace(';', "\n")).map_err(|e| {
+            let hint = if !config.trim().contains(char::is_whitespace) && !config.trim().is_empty()
+            {
+                " (a rules file is `acl:@PATH`)"
+            } else {
+                ""
+            };
+            format!("RULES: `@PATH` of a rules file or rules separated by `;` ({e}){hint}")
+        })?,
+    };
+    if rules.rules.len() > MAX_RULES {
+        return Err(format!(
+            "RULES: {} rules, over the limit of {MAX_RULES}",
+            rules.rules.len()
+        ));
     }
-    text::parse(&config.replace(';', "\n"))
-        .map_err(|e| format!("RULES a rules file or rules separated by `;` ({e})"))
+    Ok(rules)
+}
+
+/// Reads a rules file: a regular file of at most
+/// [`MAX_RULES_FILE_BYTES`]; a parse error gives the line, column and
+/// what was expected, never the file's text (the daemon may read files
+/// its client cannot).
+fn parse_file(path: &str) -> Result<Ruleset, String> {
+    use std::io::Read;
+    if path.is_empty() {
+        return Err("RULES: `@` needs the path of a rules file after it".into());
+    }
+    let shown = crate::shorten(path, 200);
+    let f = std::fs::File::open(path).map_err(|e| format!("RULES: @{shown}: {e}"))?;
+    let meta = f.metadata().map_err(|e| format!("RULES: @{shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("RULES: @{shown}: not a regular file"));
+    }
+    if meta.len() > MAX_RULES_FILE_BYTES {
+        return Err(format!(
+            "RULES: @{shown}: {} bytes, over the limit of {MAX_RULES_FILE_BYTES} bytes",
+            meta.len()
+        ));
+    }
+    let mut body = String::new();
+    f.take(MAX_RULES_FILE_BYTES + 1)
+        .read_to_string(&mut body)
+        .map_err(|e| format!("RULES: @{shown}: {e}"))?;
+    if body.len() as u64 > MAX_RULES_FILE_BYTES {
+        return Err(format!(
+            "RULES: @{shown}: over the limit of {MAX_RULES_FILE_BYTES} bytes"
+        ));
+    }
+    let at = |e: text::ParseError| {
+        format!(
+            "line {}, column {}: expected {}",
+            e.line, e.column, e.expected
+        )
+    };
+    if body.trim_start().starts_with('@') {
+        return classbench::parse(&body, Action::Drop)
+            .map_err(|e| format!("RULES: @{shown} (ClassBench): {}", at(e)));
+    }
+    text::parse(&body).map_err(|e| format!("RULES: @{shown}: {}", at(e)))
 }
 
 /// The lookup key of a packet (see the [module docs](self)).
@@ -1268,12 +1330,12 @@ mod tests {
             "@0.0.0.0/0\t0.0.0.0/0\t0 : 65535\t53 : 53\t0x11/0xFF\t0x0000/0x0000\n",
         )
         .unwrap();
-        let a = Acl::from_config(text_file.to_str().unwrap(), 1).unwrap();
+        let a = Acl::from_config(&format!("@{}", text_file.display()), 1).unwrap();
         assert_eq!(
             verdict(&a, &mut udp4([1; 4], [2; 4], 1, 2)),
             Verdict::Dropped
         );
-        let b = Acl::from_config(cb.to_str().unwrap(), 1).unwrap();
+        let b = Acl::from_config(&format!("@{}", cb.display()), 1).unwrap();
         assert_eq!(
             verdict(&b, &mut udp4([1; 4], [2; 4], 1, 53)),
             Verdict::Dropped
@@ -1282,8 +1344,40 @@ mod tests {
         let e = Acl::from_config("pass all; drop proto tcp from any port http", 1).unwrap_err();
         assert!(e.contains("line 2, column 31: expected a port"), "{e}");
         std::fs::write(&text_file, "pass all\npass frm any\n").unwrap();
-        let e = Acl::from_config(text_file.to_str().unwrap(), 1).unwrap_err();
+        let e = Acl::from_config(&format!("@{}", text_file.display()), 1).unwrap_err();
         assert!(e.contains("line 2, column 6"), "{e}");
+        dir_and_caps(&dir, &text_file);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Review L2: a path is read only when written `@PATH` (a bare path is
+    /// inline rules, an error that says how to name a file); a file's
+    /// parse error does not echo its text; directories, huge files and
+    /// too many rules are refused naming the limit; echoed input is cut.
+    fn dir_and_caps(dir: &std::path::Path, text_file: &std::path::Path) {
+        let secret = dir.join("secret");
+        std::fs::write(&secret, "root:$6$SECRETHASH:19000:0:99999:7:::\n").unwrap();
+        let e = Acl::from_config(secret.to_str().unwrap(), 1).unwrap_err();
+        assert!(e.contains("a rules file is `acl:@PATH`"), "{e}");
+        let e = Acl::from_config(&format!("@{}", secret.display()), 1).unwrap_err();
+        assert!(e.contains("line 1, column 1: expected"), "{e}");
+        assert!(!e.contains("SECRETHASH") && !e.contains("root"), "{e}");
+        let e = Acl::from_config(&format!("@{}", dir.display()), 1).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        let e = Acl::from_config("@", 1).unwrap_err();
+        assert!(e.contains("needs the path"), "{e}");
+        let big = std::fs::File::create(text_file).unwrap();
+        big.set_len(MAX_RULES_FILE_BYTES + 1).unwrap();
+        let e = Acl::from_config(&format!("@{}", text_file.display()), 1).unwrap_err();
+        assert!(e.contains("over the limit of 16777216 bytes"), "{e}");
+        let many = "drop proto udp\n".repeat(MAX_RULES + 1);
+        std::fs::write(text_file, many).unwrap();
+        let e = Acl::from_config(&format!("@{}", text_file.display()), 1).unwrap_err();
+        assert!(e.contains("65537 rules, over the limit of 65536"), "{e}");
+        let long = format!("pass {}", "x".repeat(1 << 20));
+        let e = Acl::from_config(&long, 1).unwrap_err();
+        assert!(e.len() < 512, "{} bytes", e.len());
+        let e = Acl::from_config(&format!("@/nonexistent/{}", "y".repeat(1 << 20)), 1).unwrap_err();
+        assert!(e.len() < 512, "{} bytes", e.len());
     }
 }

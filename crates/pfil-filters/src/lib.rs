@@ -1,6 +1,6 @@
 //! Filters for pfil: the null hook, the counting hook, a UDP port filter
 //! and the [`Acl`] classifier, and the [`Catalog`] that builds them from
-//! text specs (`count`, `drop-udp:53`, `acl:rules.txt`) for pfild's
+//! text specs (`count`, `drop-udp:53`, `acl:@rules.txt`) for pfild's
 //! `--hook` and a control plane.
 //!
 //! Every filter here follows the [`pfil::Filter`] contract: no blocking, no
@@ -65,5 +65,14 @@ mod tests {
             Verdict::Pass
         );
         assert_eq!(reg.chain("h", Dir::In).unwrap()[0].counters.passed, 1);
+    }
+}
+
+/// `s` as an error message shows it: at most `max` characters, then `…`
+/// and how long it was.
+pub(crate) fn shorten(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((at, _)) => format!("{}… ({} bytes)", &s[..at], s.len()),
+        None => s.to_owned(),
     }
 }
