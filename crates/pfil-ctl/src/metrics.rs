@@ -42,10 +42,21 @@
 //! Counters of a link start at 0 when it is linked and go when it is
 //! unlinked (a new series each time: the labels alone do not tell two
 //! links of the same hook on the same head apart over time).
+//!
+//! [`MetricsServer`] serves the text over HTTP (`pfild --metrics`), with
+//! a deadline per request, a bounded number of connections at once, and
+//! a shutdown that never waits on a client. It bypasses the control
+//! socket's access control: anyone who can reach its address reads the
+//! counters and, unless [`FilterExport`] says otherwise, the text of
+//! every acl rule marked `count`.
 
 use std::fmt::Write;
 
 use serde_json::Value;
+
+mod server;
+
+pub use server::{FilterExport, MetricsOptions, MetricsServer, SHUTDOWN_WAIT};
 
 /// The content type of the text: what an HTTP endpoint answers with.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -234,116 +245,6 @@ pub fn render_with_filters(stats: &Value, filters: &Value) -> String {
     }
     s.push_str("# EOF\n");
     s
-}
-
-/// A plain HTTP endpoint answering `GET /metrics` with
-/// [`render_with_filters`] of the registry's `stats` and `filter_stats`
-/// (for Prometheus to scrape), on its own thread. One
-/// request per connection, handled one after another, each bounded in
-/// time and size; anything else gets 404 or 405. Bind it to a loopback
-/// address unless the network it listens on is trusted: it has no
-/// authentication (the control socket has).
-pub struct MetricsServer {
-    addr: std::net::SocketAddr,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl MetricsServer {
-    /// Listen on `addr` (port 0: any free port, see [`MetricsServer::addr`]).
-    ///
-    /// # Errors
-    /// The bind error, naming the address.
-    pub fn start(reg: pfil::Registry, addr: &str) -> Result<MetricsServer, String> {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let l = std::net::TcpListener::bind(addr)
-            .map_err(|e| format!("metrics endpoint {addr}: {e}"))?;
-        let addr = l
-            .local_addr()
-            .map_err(|e| format!("metrics endpoint: {e}"))?;
-        l.set_nonblocking(true)
-            .map_err(|e| format!("metrics endpoint {addr}: {e}"))?;
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let s = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("pfil-metrics".into())
-            .spawn(move || {
-                while !s.load(Ordering::Relaxed) {
-                    match l.accept() {
-                        Ok((conn, _)) => answer(&reg, conn),
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                            std::thread::sleep(std::time::Duration::from_millis(20));
-                        }
-                        Err(e) => {
-                            tracing::warn!(target: "pfil_ctl", error = %e, "metrics endpoint: accept failed");
-                            std::thread::sleep(std::time::Duration::from_millis(100));
-                        }
-                    }
-                }
-            })
-            .map_err(|e| format!("metrics endpoint: starting its thread: {e}"))?;
-        Ok(MetricsServer {
-            addr,
-            stop,
-            thread: Some(thread),
-        })
-    }
-
-    /// The address it listens on.
-    pub fn addr(&self) -> std::net::SocketAddr {
-        self.addr
-    }
-}
-
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// Answer one connection: read the request head (at most 8 KiB, 2 s),
-/// write the response, close.
-fn answer(reg: &pfil::Registry, mut conn: std::net::TcpStream) {
-    use std::io::{Read, Write as _};
-    let _ = conn.set_nonblocking(false);
-    let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(2)));
-    let _ = conn.set_write_timeout(Some(std::time::Duration::from_secs(2)));
-    let mut head = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 {
-        match conn.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => head.extend_from_slice(&buf[..n]),
-        }
-    }
-    let line = String::from_utf8_lossy(&head);
-    let mut words = line.lines().next().unwrap_or("").split_whitespace();
-    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-    let (status, ctype, body) = match (method, path.split('?').next().unwrap_or("")) {
-        ("GET", "/metrics") => match (crate::stats(reg, None), crate::filter_stats(reg, None)) {
-            (Ok(v), Ok(f)) => ("200 OK", CONTENT_TYPE, render_with_filters(&v, &f)),
-            (_, Err(e)) => (
-                "500 Internal Server Error",
-                "text/plain",
-                format!("{}\n", e.message),
-            ),
-            (Err(e), _) => ("500 Internal Server Error", "text/plain", format!("{e}\n")),
-        },
-        ("GET", _) => ("404 Not Found", "text/plain", "GET /metrics\n".to_owned()),
-        _ => (
-            "405 Method Not Allowed",
-            "text/plain",
-            "GET /metrics\n".to_owned(),
-        ),
-    };
-    let _ = write!(
-        conn,
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
 }
 
 #[cfg(test)]

@@ -234,9 +234,9 @@ impl Catalog {
                 "token bucket: drop frames over RATE/s (per hook, source, destination or flow)",
                 "ratelimit:10k burst 64",
                 |cfg, ctx| {
-                    crate::RateConfig::parse(cfg).map(|c| {
-                        Arc::new(crate::RateLimit::new(c, ctx.max_workers)) as Arc<dyn Filter>
-                    })
+                    crate::RateConfig::parse(cfg)
+                        .and_then(|c| crate::RateLimit::try_new(c, ctx.max_workers))
+                        .map(|f| Arc::new(f) as Arc<dyn Filter>)
                 },
             ),
             Module::with_config(

@@ -304,3 +304,148 @@ fn the_acl_decides_a_mixed_batch_as_each_frame_alone() {
         )
         .unwrap();
 }
+
+/// A word of a `ratelimit` config: the keywords, numbers of every size
+/// and form (huge, tiny, negative, NaN, infinities, with the suffixes),
+/// the per modes, and junk.
+fn ratelimit_word() -> impl Strategy<Value = String> {
+    let number = prop_oneof![
+        any::<u64>().prop_map(|v| v.to_string()),
+        any::<u32>().prop_map(|v| v.to_string()),
+        (0u32..40).prop_map(|e| format!("1{}", "0".repeat(e as usize))),
+        any::<f64>().prop_map(|v| v.to_string()),
+        (-400i32..400).prop_map(|e| format!("1e{e}")),
+        prop::sample::select(vec![
+            "0",
+            "-1",
+            "0.001",
+            "0.0009",
+            "1e-3",
+            "nan",
+            "inf",
+            "-inf",
+            "NaN",
+            "1G",
+            "2G",
+            "0.1",
+            "4294967295",
+            "4294967296",
+            "16777216",
+            "16777217",
+            "262144",
+            "1048576",
+            "18446744073709551616",
+            "",
+        ])
+        .prop_map(str::to_owned),
+    ];
+    let suffixed = (
+        number.clone(),
+        prop::sample::select(vec!["", "k", "K", "M", "G", "pps", "kpps", "Gpps"]),
+    )
+        .prop_map(|(n, s)| format!("{n}{s}"));
+    prop_oneof![
+        3 => prop::sample::select(vec!["burst", "per", "table", "src", "dst", "flow", "hook"])
+            .prop_map(str::to_owned),
+        3 => number,
+        2 => suffixed,
+        1 => "\\PC{0,12}",
+    ]
+}
+
+/// Review/issue 23: no `ratelimit` config string crashes, hangs or takes
+/// unbounded memory: the parser answers (a config or an error naming
+/// what was wrong), the catalog's constructor holds the tables to the
+/// byte cap over every worker slot (pfild's 64), and what it builds
+/// admits at most the batch and never faults, whatever the numbers.
+#[test]
+fn any_ratelimit_config_is_parsed_or_refused_within_the_caps() {
+    use pfil_filters::ratelimit::{Per, MAX_BURST_SECONDS, MIN_RATE, SLOT_BYTES, TABLE_BYTES_CAP};
+    let mut runner = TestRunner::new(frames::config());
+    let config = prop_oneof![
+        prop::collection::vec(ratelimit_word(), 0..9).prop_map(|w| w.join(" ")),
+        "\\PC{0,64}",
+    ];
+    runner
+        .run(
+            &(config, prop_oneof![Just(1usize), Just(64), 1usize..200]),
+            |(text, workers)| {
+                let t = std::time::Instant::now();
+                let parsed = RateConfig::parse(&text);
+                match &parsed {
+                    Ok(c) => {
+                        prop_assert!(c.rate >= MIN_RATE && c.rate <= 1e9, "{text:?}: {c:?}");
+                        prop_assert!(
+                            f64::from(c.burst) / c.rate <= MAX_BURST_SECONDS,
+                            "{text:?}: {c:?}"
+                        );
+                        prop_assert!(c.table.is_power_of_two() && c.table >= 4, "{text:?}: {c:?}");
+                    }
+                    Err(e) => prop_assert!(!e.is_empty() && e.len() < 400, "{text:?}: {e}"),
+                }
+                let built = Catalog::builtin()
+                    .create(&format!("ratelimit:{text}"), &BuildCtx::new(workers));
+                prop_assert_eq!(
+                    built.is_ok(),
+                    parsed
+                        .as_ref()
+                        .is_ok_and(|c| c.per == Per::Hook
+                            || c.table * SLOT_BYTES * workers <= TABLE_BYTES_CAP),
+                    "{:?}",
+                    text
+                );
+                // A frame allocates one worker's table: up to 256 MiB with one
+                // worker slot; those run only their stats (kept to 16 MiB here).
+                let small = parsed
+                    .as_ref()
+                    .is_ok_and(|c| c.table * SLOT_BYTES <= 16 << 20);
+                if let (Ok(f), true) = (built, small) {
+                    // Nothing is allocated before a frame comes.
+                    let bytes = f
+                        .stats()
+                        .iter()
+                        .find(|s| s.name == "table_bytes")
+                        .and_then(|s| s.value());
+                    prop_assert!(bytes.is_none_or(|b| b == 0), "{text:?}: {bytes:?}");
+                    let mut bufs: Vec<Vec<u8>> = (0..8u8)
+                        .map(|i| {
+                            let mut v = Vec::new();
+                            etherparse::PacketBuilder::ethernet2([2; 6], [4; 6])
+                                .ipv4([198, 18, 0, i], [198, 18, 1, 1], 64)
+                                .udp(1000, 53)
+                                .write(&mut v, &[0; 8])
+                                .unwrap();
+                            v
+                        })
+                        .collect();
+                    let mut pkts: Vec<Packet<'_>> =
+                        bufs.iter_mut().map(|b| Packet::new(b)).collect();
+                    let ctx = Ctx {
+                        head: "h",
+                        dir: Dir::In,
+                        worker: workers - 1,
+                    };
+                    f.filter_batch(&mut pkts, &ctx);
+                    prop_assert!(pkts
+                        .iter()
+                        .all(|p| matches!(p.verdict(), Verdict::Pass | Verdict::Dropped)));
+                    let bytes = f
+                        .stats()
+                        .iter()
+                        .find(|s| s.name == "table_bytes")
+                        .and_then(|s| s.value());
+                    prop_assert!(
+                        bytes.is_none_or(|b| b as usize <= TABLE_BYTES_CAP / workers),
+                        "{text:?}: {bytes:?}"
+                    );
+                }
+                prop_assert!(
+                    t.elapsed() < std::time::Duration::from_secs(2),
+                    "{text:?} took {:?}",
+                    t.elapsed()
+                );
+                Ok(())
+            },
+        )
+        .unwrap();
+}

@@ -285,7 +285,9 @@ pub fn run(a: &Args) -> Result<(), String> {
         .metrics
         .as_deref()
         .map(|addr| {
-            pfil_ctl::metrics::MetricsServer::start(reg.clone(), addr)
+            let mut opts = pfil_ctl::metrics::MetricsOptions::default();
+            opts.filters = a.metrics_filters;
+            pfil_ctl::metrics::MetricsServer::start_with(reg.clone(), addr, opts)
                 .map_err(|e| format!("--metrics: {e}"))
         })
         .transpose()?;
@@ -538,6 +540,8 @@ fn start_control(
                 "control socket {} (pfilctl --socket {} heads)",
                 s.path().display(),
                 s.path().display()
+    // Shuts its connections down: waits on no client (at most
+    // pfil_ctl::metrics::SHUTDOWN_WAIT for their threads).
             );
             Ok((Some(s), line))
         }

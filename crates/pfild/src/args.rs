@@ -89,6 +89,8 @@ pub struct Args {
     pub sample_every: u32,
     /// `--metrics [ADDR]`: the OpenMetrics endpoint's address.
     pub metrics: Option<String>,
+    /// `--metrics-filters`: what of the filters' statistics it serves.
+    pub metrics_filters: pfil_ctl::metrics::FilterExport,
     /// Queues (None: the mode's default).
     pub queues: Option<Queues>,
     /// Namespace for the workers.
@@ -474,6 +476,13 @@ struct Common {
     /// http://ADDR/metrics [default ADDR: 127.0.0.1:9464]
     #[arg(long, value_name = "ADDR", global = true, num_args = 0..=1, default_missing_value = "127.0.0.1:9464")]
     metrics: Option<String>,
+    /// What of the filters' own statistics --metrics serves: all (acl
+    /// counted rules with their text), no-rule-text (rules by index
+    /// only), off (only the links' counters). The endpoint has no
+    /// authentication and bypasses the control socket's access control
+    #[arg(long, value_name = "MODE", global = true, requires = "metrics", default_value = "all",
+          value_parser = clap::builder::PossibleValuesParser::new(pfil_ctl::metrics::FilterExport::NAMES))]
+    metrics_filters: String,
 }
 
 #[derive(Debug, clap::Args)]
@@ -647,6 +656,10 @@ impl Args {
             loops: c.loops,
             sample_every: c.sample_every,
             metrics: c.metrics,
+            metrics_filters: c
+                .metrics_filters
+                .parse()
+                .map_err(|e| ArgError::Usage(format!("--metrics-filters: {e}")))?,
             gen,
             gen_opts_given,
             engine,
