@@ -53,7 +53,6 @@ pub(crate) struct Link {
 pub(crate) struct Quarantined {
     pub(crate) head: String,
     pub(crate) dir: Dir,
-    pub(crate) hook: String,
     pub(crate) link: Weak<Link>,
 }
 
@@ -408,12 +407,17 @@ fn run_batched<const FIRST: bool>(
         // hook), and what is shown is counted and sized here (a hook
         // changes verdicts, never lengths).
         let mut before = [Verdict::Pass; CHUNK];
+        // Which packet each index held: a hook given `&mut [Packet]` can
+        // swap or replace them (safe Rust), and the driver maps verdicts
+        // to frames by index.
+        let mut ids = [Identity::default(); CHUNK];
         let mut t = Tally::default();
-        for (b, p) in before.iter_mut().zip(chunk.iter_mut()) {
+        for ((b, id), p) in before.iter_mut().zip(ids.iter_mut()).zip(chunk.iter_mut()) {
             if FIRST && p.kind() != env.kind && p.verdict().is_pass() {
                 p.set_verdict(Verdict::Dropped);
                 refused += 1;
             }
+            *id = Identity::of(p);
             *b = p.verdict();
             if b.is_pass() {
                 t.packets += 1;
@@ -425,6 +429,13 @@ fn run_batched<const FIRST: bool>(
             link.hook.filter.filter_batch(chunk, ctx)
         }));
         scope.exit(&link.hook.name);
+        if chunk
+            .iter()
+            .zip(ids.iter())
+            .any(|(p, id)| Identity::of(p) != *id)
+        {
+            put_back(chunk, &ids, &before, &link.hook.name);
+        }
         if outcome.is_err() && link.fail == FailMode::Closed {
             // We cannot tell which packet the hook died on: drop all it was
             // shown.
@@ -457,6 +468,48 @@ fn run_batched<const FIRST: bool>(
     refused
 }
 
+/// What tells the packets of a batch apart: the frame's address (distinct
+/// for distinct frames) and the driver's cookie.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct Identity {
+    frame: usize,
+    cookie: u64,
+}
+
+impl Identity {
+    #[inline(always)]
+    fn of(p: &Packet<'_>) -> Identity {
+        Identity {
+            frame: p.frame().as_ptr() as usize,
+            cookie: p.cookie(),
+        }
+    }
+}
+
+/// A batch hook moved packets to other indices (or replaced them): put each
+/// back where the driver placed it, so verdicts land on the right frames.
+/// A packet the hook replaced by one of its own cannot be put back: the
+/// stranger at its index is dropped if the original was still `Pass` (its
+/// final verdict otherwise, which the caller restores). Counted by
+/// [`witness::violations`]. Cold: only a broken hook gets here; quadratic
+/// in the chunk at worst (256 packets).
+#[cold]
+#[inline(never)]
+fn put_back(chunk: &mut [Packet<'_>], ids: &[Identity], before: &[Verdict], hook: &str) {
+    for (i, id) in ids.iter().enumerate().take(chunk.len()) {
+        let now = chunk[i].verdict();
+        if Identity::of(&chunk[i]) == *id {
+            continue;
+        }
+        witness::broken_contract(hook, i, before[i], now);
+        match (i + 1..chunk.len()).find(|&j| Identity::of(&chunk[j]) == *id) {
+            Some(j) => chunk.swap(i, j),
+            None if before[i].is_pass() => chunk[i].set_verdict(Verdict::Dropped),
+            None => {}
+        }
+    }
+}
+
 /// Skip the link from now on and ask a writer to unlink it. Cold: runs once
 /// per faulty link.
 #[cold]
@@ -477,7 +530,6 @@ fn quarantine(link: &Arc<Link>, ctx: &Ctx<'_>, q: &Mutex<Vec<Quarantined>>) {
     q.lock().push(Quarantined {
         head: ctx.head.to_owned(),
         dir: ctx.dir,
-        hook: link.hook.name.clone(),
         link: Arc::downgrade(link),
     });
 }

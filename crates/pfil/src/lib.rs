@@ -99,9 +99,12 @@ mod counters;
 pub mod docs;
 mod error;
 mod filter;
+mod filters;
 mod head;
+mod info;
 mod packet;
 mod parse;
+mod quarantine;
 mod registry;
 mod retire;
 mod shared;
@@ -114,14 +117,15 @@ pub mod witness;
 pub use counters::{Counters, Refused};
 pub use error::Error;
 pub use filter::{Ctx, Filter, FilterStat, StatKind, StatSample};
+pub use filters::Derived;
 pub use head::{Head, Snapshot, Worker};
+pub use info::{HeadInfo, HookInfo, LinkInfo};
 pub use packet::{FiveTupleV4, FiveTupleV6, Headers, IpHeaders, Packet, Parsed, Transport, L4};
 pub use parse::validate_name;
-pub use registry::{
-    Derived, HeadInfo, HookInfo, LinkInfo, Registry, DEFAULT_MAX_WORKERS, DEFAULT_SAMPLING,
-};
+pub use quarantine::{Reaped, MAX_KEPT_REAPED};
+pub use registry::{Registry, DEFAULT_MAX_WORKERS, DEFAULT_SAMPLING};
 pub use retire::{RetiredLink, Retirement};
-pub use state::{LinkOptions, Op, Placement, Reaped};
+pub use state::{LinkOptions, Op, Placement};
 pub use transaction::{Commit, LinkHandle, Transaction};
 pub use types::{Dir, Dirs, FailMode, PacketKind, Verdict, MAX_NAME_LEN};
 

@@ -10,19 +10,15 @@ use std::time::{Duration, Instant};
 
 use crossbeam_epoch::{self as epoch, Atomic, Owned};
 
-use crate::chain::{HookEntry, Link, Quarantined};
-use crate::counters::{Counters, Refused, RefusedCounters};
+use crate::chain::Quarantined;
+use crate::counters::{Refused, RefusedCounters};
 use crate::head::Snapshot;
+use crate::quarantine::{reap_open, report, still_pending, Reaped};
 use crate::retire::{Retirement, Signal};
 use crate::shared::Shared;
-use crate::state::{
-    build_generation, reap, removed, Graveyard, HeadInner, HeadRec, Op, Reaped, State,
-};
+use crate::state::{build_generation, removed, Graveyard, HeadInner, HeadRec, Op, State};
 use crate::sync::{AtomicBool, AtomicU64, Condvar, Mutex};
-use crate::{
-    validate_name, witness, Dir, Dirs, Error, FailMode, Filter, FilterStat, Head, PacketKind,
-    Worker,
-};
+use crate::{validate_name, witness, Dir, Dirs, Error, Filter, Head, PacketKind, Worker};
 
 /// Worker slots a registry has unless told otherwise.
 pub const DEFAULT_MAX_WORKERS: usize = 64;
@@ -318,7 +314,7 @@ impl Registry {
                 filter,
             })
             .commit()
-            .map(drop)
+            .map(|c| self.keep_reaped(c.reaped))
     }
 
     /// Remove a hook, unlinking it from every head first (pfil's
@@ -335,7 +331,10 @@ impl Registry {
                 name: name.to_owned(),
             })
             .commit()
-            .map(|c| c.retirement)
+            .map(|c| {
+                self.keep_reaped(c.reaped);
+                c.retirement
+            })
     }
 
     /// Put `filter` under the existing hook `hook`, in one generation: its
@@ -405,67 +404,34 @@ impl Registry {
         self.shared.graveyard.drain();
     }
 
-    /// Unlink every link that was quarantined after its hook panicked, and
-    /// hand out every quarantined link unlinked since the last call.
-    ///
-    /// Every successful writer operation also unlinks the quarantined links
-    /// as part of its own change; those are kept, with their tickets, and
-    /// returned by the next call here. So each reaped link is returned
-    /// exactly once, with a [`Retirement`] whose
-    /// [`counters`](Retirement::counters) are the link's final counts once
-    /// it [completes](Retirement::is_complete). A dataplane calls this from
-    /// its housekeeping loop.
-    ///
-    /// # Examples
-    /// ```
-    /// use pfil::{Ctx, Dir, Dirs, Packet, PacketKind, Placement, Registry, Verdict};
-    ///
-    /// let reg = Registry::new();
-    /// let head = reg.register_head("h", PacketKind::Ethernet, Dirs::IN)?;
-    /// reg.add_hook("bad:hook", PacketKind::Ethernet, Dirs::IN, |_: &mut Packet<'_>, _: &Ctx<'_>| -> Verdict {
-    ///     panic!("a bug")
-    /// })?;
-    /// reg.link("h", Dir::In, "bad:hook", Placement::Prepend)?;
-    /// let mut w = reg.worker()?;
-    /// let mut f = [0u8; 60];
-    /// head.run_one(Dir::In, &mut w, &mut Packet::new(&mut f)); // quarantined
-    /// let reaped = reg.reap_quarantine();
-    /// assert_eq!(reaped.len(), 1);
-    /// assert_eq!((reaped[0].head.as_str(), reaped[0].hook.as_str()), ("h", "bad:hook"));
-    /// assert!(reaped[0].retirement.wait_timeout(std::time::Duration::from_secs(10)));
-    /// assert_eq!(reaped[0].retirement.counters().faults, 1);
-    /// assert!(reg.reap_quarantine().is_empty());
-    /// # Ok::<(), pfil::Error>(())
-    /// ```
-    pub fn reap_quarantine(&self) -> Vec<Reaped> {
-        if !self.shared.quarantine.lock().is_empty() {
-            // Fails only with the `witness` feature, inside a hook; what
-            // was reaped before is still handed out.
-            let _ = self.change(|_| Ok(()));
-        }
-        std::mem::take(&mut *self.shared.reaped.lock())
-    }
-
-    /// The writer path: lock, copy the configuration, unlink quarantined
-    /// links, apply `op`, and publish the result as the next generation.
-    ///
-    /// If `op` fails nothing is published and the quarantine is put back.
-    /// The epoch is pinned before the writer lock is taken (a pin may
-    /// collect garbage, which buries retired generations), and old state
-    /// and retired generations are dropped after it is released (and the
-    /// pin), so a filter's `Drop` may use the registry.
+    /// The writer path: lock, copy the configuration, unlink the
+    /// quarantined fail-open links, apply `op`, and publish the result as
+    /// the next generation. What it reaped is kept for
+    /// [`take_reaped`](Self::take_reaped); callers that return a `Commit`
+    /// use [`change_inner`](Self::change_inner) and hand it out there.
     pub(crate) fn change<R>(
         &self,
         op: impl FnOnce(&mut State) -> Result<R, Error>,
     ) -> Result<(R, u64, Retirement), Error> {
-        self.change_inner(false, op)
+        let c = self.change_inner(false, op)?;
+        self.keep_reaped(c.reaped);
+        Ok((c.value, c.number, c.retirement))
     }
 
+    /// [`change`](Self::change), or a dry run of it (`op` is applied to a
+    /// copy and nothing is published), returning what it reaped.
+    ///
+    /// If `op` fails (or for a dry run) nothing is published and the
+    /// quarantine is put back. The epoch is pinned before the writer lock
+    /// is taken (a pin may collect garbage, which buries retired
+    /// generations), and old state and retired generations are dropped
+    /// after it is released (and the pin), so a filter's `Drop` may use
+    /// the registry.
     pub(crate) fn change_inner<R>(
         &self,
         dry_run: bool,
         op: impl FnOnce(&mut State) -> Result<R, Error>,
-    ) -> Result<(R, u64, Retirement), Error> {
+    ) -> Result<Changed<R>, Error> {
         witness::check_writer()?;
         // Pin before taking the writer lock, never under it: a pin may run
         // crossbeam's `collect()`, which runs deferred functions (they only
@@ -476,14 +442,21 @@ impl Registry {
         let mut w = self.shared.writer.lock();
         let mut next = w.clone();
         let pending: Vec<Quarantined> = std::mem::take(&mut *self.shared.quarantine.lock());
-        let reaped = reap(&mut next, &pending);
+        // Fail-open links only: a fail-closed one stays, dropping, until
+        // removed on purpose (quarantine.rs).
+        let reaped = reap_open(&mut next, &pending);
         let r = match op(&mut next) {
             Ok(r) if !dry_run => r,
             Ok(r) => {
                 let number = w.number;
                 drop(w);
                 self.shared.quarantine.lock().extend(pending);
-                return Ok((r, number, Retirement::complete()));
+                return Ok(Changed {
+                    value: r,
+                    number,
+                    retirement: Retirement::complete(),
+                    reaped: Vec::new(),
+                });
             }
             Err(e) => {
                 drop(w);
@@ -491,6 +464,9 @@ impl Registry {
                 return Err(e);
             }
         };
+        // What is left to reap: the fail-closed links still linked.
+        let pending = still_pending(&next, pending);
+        self.shared.quarantine.lock().extend(pending);
         next.number = w.number + 1;
         let number = next.number;
         let gen = build_generation(&next);
@@ -531,23 +507,6 @@ impl Registry {
             let _g = self.shared.published.lock();
             self.shared.published_cv.notify_all();
         }
-        if !reaped.is_empty() {
-            let mut out = Vec::with_capacity(reaped.len());
-            for (i, link) in &reaped {
-                let q = &pending[*i];
-                tracing::warn!(target: "pfil", head = %q.head, dir = %q.dir, hook = %q.hook, generation = number, "quarantined link unlinked");
-                out.push(Reaped {
-                    head: q.head.clone(),
-                    dir: q.dir,
-                    hook: q.hook.clone(),
-                    fail: link.fail,
-                    generation: number,
-                    retirement: Retirement::pending(signal.clone(), &self.shared.graveyard)
-                        .with_removed(vec![removed(&q.head, q.dir, link)]),
-                });
-            }
-            self.shared.reaped.lock().extend(out);
-        }
         // Outside the lock: hooks dropped here (or by the drain) may call
         // the registry from their `Drop`.
         drop(old_state);
@@ -556,11 +515,13 @@ impl Registry {
         guard.flush();
         drop(guard);
         self.shared.graveyard.drain_unpinned();
-        Ok((
-            r,
+        let retirement = Retirement::pending(signal, &self.shared.graveyard);
+        Ok(Changed {
+            value: r,
             number,
-            Retirement::pending(signal, &self.shared.graveyard),
-        ))
+            reaped: report(reaped, number, &retirement),
+            retirement,
+        })
     }
 
     /// Pin the current generation for a batch that runs several heads.
@@ -568,335 +529,14 @@ impl Registry {
     pub fn snapshot(&self) -> Snapshot<'_> {
         Snapshot::pin(&self.shared)
     }
-
-    /// Every head with its chains, in name order.
-    pub fn heads(&self) -> Vec<HeadInfo> {
-        let w = self.shared.writer.lock();
-        w.heads.values().map(head_info).collect()
-    }
-
-    /// One head with its chains.
-    ///
-    /// # Errors
-    /// [`Error::NoSuchHead`].
-    pub fn head_info(&self, name: &str) -> Result<HeadInfo, Error> {
-        let w = self.shared.writer.lock();
-        w.heads
-            .get(name)
-            .map(head_info)
-            .ok_or_else(|| Error::NoSuchHead(name.to_owned()))
-    }
-
-    /// Every hook, in name order, with the number of links that place it.
-    pub fn hooks(&self) -> Vec<HookInfo> {
-        let w = self.shared.writer.lock();
-        w.hooks.values().map(|h| hook_info(&w, h)).collect()
-    }
-
-    /// One hook, with the number of links that place it.
-    ///
-    /// # Errors
-    /// [`Error::NoSuchHook`].
-    pub fn hook(&self, name: &str) -> Result<HookInfo, Error> {
-        let w = self.shared.writer.lock();
-        w.hooks
-            .get(name)
-            .map(|h| hook_info(&w, h))
-            .ok_or_else(|| Error::NoSuchHook(name.to_owned()))
-    }
-
-    /// The filter of hook `name` (the writer lock is held only to look it
-    /// up: the caller calls the filter without it).
-    fn hook_filter(&self, name: &str) -> Result<Arc<dyn Filter>, Error> {
-        self.hook_filter_at(name).map(|(f, _)| f)
-    }
-
-    /// [`hook_filter`](Self::hook_filter) and the generation it was read at.
-    fn hook_filter_at(&self, name: &str) -> Result<(Arc<dyn Filter>, u64), Error> {
-        let w = self.shared.writer.lock();
-        w.hooks
-            .get(name)
-            .map(|h| (h.filter.clone(), w.number))
-            .ok_or_else(|| Error::NoSuchHook(name.to_owned()))
-    }
-
-    /// The filter's own statistics of hook `name` ([`Filter::stats`]):
-    /// an ACL's per-rule hits, a rate limiter's evictions. Empty for a
-    /// filter that keeps none. The filter is asked on this thread after
-    /// the registry's lock is released; the datapath is not involved.
-    ///
-    /// # Examples
-    /// ```
-    /// use pfil::{Ctx, Dirs, Filter, FilterStat, Packet, PacketKind, Registry, Verdict};
-    ///
-    /// struct Seen(std::sync::atomic::AtomicU64);
-    /// impl Filter for Seen {
-    ///     fn filter(&self, _: &mut Packet<'_>, _: &Ctx<'_>) -> Verdict {
-    ///         self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    ///         Verdict::Pass
-    ///     }
-    ///     fn stats(&self) -> Vec<FilterStat> {
-    ///         let n = self.0.load(std::sync::atomic::Ordering::Relaxed);
-    ///         vec![FilterStat::counter("seen", "Packets seen.", n)]
-    ///     }
-    /// }
-    /// let reg = Registry::new();
-    /// reg.add_hook("seen:x", PacketKind::Ethernet, Dirs::IN, Seen(Default::default()))?;
-    /// assert_eq!(reg.hook_stats("seen:x")?[0].value(), Some(0));
-    /// assert!(matches!(reg.hook_stats("nope:x"), Err(pfil::Error::NoSuchHook(h)) if h == "nope:x"));
-    /// # Ok::<(), pfil::Error>(())
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::NoSuchHook`].
-    pub fn hook_stats(&self, name: &str) -> Result<Vec<FilterStat>, Error> {
-        let filter = self.hook_filter(name)?;
-        Ok(filter.stats())
-    }
-
-    /// Give the filter of hook `name` a new configuration in place
-    /// ([`Filter::reconfigure`]): links, counters and what the filter keeps
-    /// across it (an ACL's rule hits) stay. Returns `Ok(false)` if the
-    /// filter cannot (rebuild it and [`replace_filter`](Self::replace_filter)
-    /// instead), `Ok(true)` once the new configuration is in force and no
-    /// batch runs on the old one.
-    ///
-    /// Then it publishes one generation with the same chains: the
-    /// configuration changed (a hook's config, as a `show` lists it), so
-    /// its number does too, and a transaction based on the generation
-    /// before ([`Transaction::expect_generation`](crate::Transaction::expect_generation),
-    /// e.g. a plan derived from the old configuration) is refused rather
-    /// than undoing this change.
-    ///
-    /// The filter is called without the writer lock (it may take as long
-    /// as building its new state takes); a filter replaced or removed
-    /// meanwhile by another writer wins over this call, which then says so.
-    ///
-    /// # Errors
-    /// [`Error::NoSuchHook`]; [`Error::FilterConfig`] with the filter's
-    /// reason when it refuses the configuration (nothing changed);
-    /// [`Error::GenerationConflict`] if another writer replaced or removed
-    /// the hook's filter meanwhile (the new configuration went to the
-    /// filter that no longer runs).
-    pub fn reconfigure_hook(&self, name: &str, config: &str) -> Result<bool, Error> {
-        let (filter, base) = self.hook_filter_at(name)?;
-        match filter.reconfigure(config) {
-            None => Ok(false),
-            Some(Ok(())) => {
-                // The generation before is retired like any other; nothing
-                // is unlinked or removed, so there is nothing to wait for.
-                let (_, _, nothing) = self.change(|s| match s.hooks.get(name) {
-                    Some(h) if Arc::ptr_eq(&h.filter, &filter) => Ok(()),
-                    _ => Err(Error::GenerationConflict {
-                        expected: base,
-                        current: s.number,
-                    }),
-                })?;
-                drop(nothing);
-                Ok(true)
-            }
-            Some(Err(reason)) => Err(Error::FilterConfig {
-                hook: name.to_owned(),
-                reason,
-            }),
-        }
-    }
-
-    /// A new filter for hook `name` with configuration `config`, derived
-    /// from its running filter ([`Filter::derive`]: an ACL's keeps the hit
-    /// counters of the rules both rulesets have, shared with the running
-    /// one), to publish with [`Op::ReplaceFilter`] in a transaction.
-    /// Nothing changes here: the hook runs its filter until that
-    /// transaction commits. `Ok(None)` if the filter cannot derive (build
-    /// the new one from a catalog instead).
-    ///
-    /// The filter is called without the writer lock. If another writer
-    /// replaces or removes the hook's filter before the transaction that
-    /// publishes the result, the result carries over from a filter that no
-    /// longer runs; a transaction based on the generation read before the
-    /// call ([`Transaction::expect_generation`](crate::Transaction::expect_generation))
-    /// is refused then, and so it is after a
-    /// [`reconfigure_hook`](Self::reconfigure_hook) in between (which
-    /// publishes a generation for that): the result would carry over from
-    /// the configuration the filter had when it was derived.
-    ///
-    /// # Examples
-    /// ```
-    /// use pfil::{Ctx, Dirs, Packet, PacketKind, Registry, Verdict};
-    ///
-    /// let reg = Registry::new();
-    /// reg.add_hook("a:x", PacketKind::Ethernet, Dirs::IN, |_: &mut Packet<'_>, _: &Ctx<'_>| Verdict::Pass)?;
-    /// // A closure keeps nothing across a change: it cannot derive.
-    /// assert!(reg.derive_filter("a:x", "anything")?.is_none());
-    /// # Ok::<(), pfil::Error>(())
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::NoSuchHook`]; [`Error::FilterConfig`] with the filter's
-    /// reason when it refuses the configuration.
-    pub fn derive_filter(&self, name: &str, config: &str) -> Result<Option<Derived>, Error> {
-        let from = self.hook_filter(name)?;
-        match from.derive(config) {
-            None => Ok(None),
-            Some(Ok(filter)) => Ok(Some(Derived { filter, from })),
-            Some(Err(reason)) => Err(Error::FilterConfig {
-                hook: name.to_owned(),
-                reason,
-            }),
-        }
-    }
-
-    /// [`hook_stats`](Self::hook_stats) of every hook whose filter keeps
-    /// statistics, in hook name order, with the generation the hooks were
-    /// read at.
-    pub fn filter_stats(&self) -> (u64, Vec<(String, Vec<FilterStat>)>) {
-        let (generation, filters) = {
-            let w = self.shared.writer.lock();
-            let filters: Vec<(String, Arc<dyn Filter>)> = w
-                .hooks
-                .values()
-                .map(|h| (h.name.clone(), h.filter.clone()))
-                .collect();
-            (w.number, filters)
-        };
-        let stats = filters
-            .into_iter()
-            .map(|(name, f)| (name, f.stats()))
-            .filter(|(_, s)| !s.is_empty())
-            .collect();
-        (generation, stats)
-    }
-
-    /// The chain of one head in one direction, in walk order.
-    ///
-    /// # Errors
-    /// [`Error::NoSuchHead`].
-    pub fn chain(&self, head: &str, dir: Dir) -> Result<Vec<LinkInfo>, Error> {
-        let w = self.shared.writer.lock();
-        let rec = w
-            .heads
-            .get(head)
-            .ok_or_else(|| Error::NoSuchHead(head.to_owned()))?;
-        Ok(link_infos(&rec.links[dir.index()]))
-    }
-
-    /// The names of the hooks linked to `head` in `dir`, in walk order.
-    ///
-    /// # Errors
-    /// [`Error::NoSuchHead`].
-    pub fn chain_names(&self, head: &str, dir: Dir) -> Result<Vec<String>, Error> {
-        Ok(self.chain(head, dir)?.into_iter().map(|l| l.hook).collect())
-    }
 }
 
-fn head_info(rec: &HeadRec) -> HeadInfo {
-    HeadInfo {
-        name: rec.inner.name.clone(),
-        kind: rec.inner.kind,
-        dirs: rec.inner.dirs,
-        chains: [link_infos(&rec.links[0]), link_infos(&rec.links[1])],
-    }
-}
-
-fn hook_info(w: &State, h: &Arc<HookEntry>) -> HookInfo {
-    HookInfo {
-        name: h.name.clone(),
-        kind: h.kind,
-        dirs: h.dirs,
-        links: w
-            .heads
-            .values()
-            .flat_map(|r| r.links.iter().flatten())
-            .filter(|l| Arc::ptr_eq(&l.hook, h))
-            .count(),
-        faults: h.faults.load(Ordering::Relaxed),
-        spec: h.filter.spec(),
-    }
-}
-
-fn link_infos(links: &[Arc<Link>]) -> Vec<LinkInfo> {
-    links
-        .iter()
-        .map(|l| LinkInfo {
-            hook: l.hook.name.clone(),
-            fail: l.fail,
-            quarantined: l.quarantined.load(Ordering::Relaxed),
-            counters: l.counters.sum(),
-        })
-        .collect()
-}
-
-/// A filter [derived](Filter::derive) from a hook's running filter, and
-/// that running filter ([`Registry::derive_filter`]).
-#[non_exhaustive]
-pub struct Derived {
-    /// The new filter, to publish with [`Op::ReplaceFilter`].
-    pub filter: Arc<dyn Filter>,
-    /// The filter it was derived from, the one the hook ran when it was
-    /// derived. Once the replacement is published, the registry drops its
-    /// reference with the last generation that ran it, on the control
-    /// plane (see [`Registry::reclaim`]), never on a datapath thread;
-    /// whoever holds this until the replacement's [`Retirement`] completes
-    /// frees the old filter on its own thread, at a moment of its choosing.
-    pub from: Arc<dyn Filter>,
-}
-
-impl std::fmt::Debug for Derived {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Derived")
-            .field("filter", &self.filter.spec())
-            .field("from", &self.from.spec())
-            .finish()
-    }
-}
-
-/// A head as listed by [`Registry::heads`] and [`Registry::head_info`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[non_exhaustive]
-pub struct HeadInfo {
-    /// Name.
-    pub name: String,
-    /// Packet kind.
-    pub kind: PacketKind,
-    /// Supported directions.
-    pub dirs: Dirs,
-    /// The in and out chains, in walk order.
-    pub chains: [Vec<LinkInfo>; 2],
-}
-
-/// A hook as listed by [`Registry::hooks`] and [`Registry::hook`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[non_exhaustive]
-pub struct HookInfo {
-    /// Name.
-    pub name: String,
-    /// Packet kind.
-    pub kind: PacketKind,
-    /// Declared directions.
-    pub dirs: Dirs,
-    /// How many links place it.
-    pub links: usize,
-    /// Panics caught from it over its lifetime (across
-    /// [filter replacements](Registry::replace_filter), up to the swap).
-    pub faults: u64,
-    /// What its filter was built from ([`Filter::spec`](crate::Filter::spec)), `None` for a
-    /// filter no catalog can rebuild.
-    pub spec: Option<String>,
-}
-
-/// A link as listed in a chain.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[non_exhaustive]
-pub struct LinkInfo {
-    /// Hook name.
-    pub hook: String,
-    /// Fail mode.
-    pub fail: FailMode,
-    /// Whether the hook panicked and the link awaits unlinking.
-    pub quarantined: bool,
-    /// Counters summed over workers.
-    pub counters: Counters,
+/// What a writer call published: `op`'s result, the generation number,
+/// the ticket for the generation before, and the quarantined links it
+/// unlinked.
+pub(crate) struct Changed<R> {
+    pub(crate) value: R,
+    pub(crate) number: u64,
+    pub(crate) retirement: Retirement,
+    pub(crate) reaped: Vec<Reaped>,
 }

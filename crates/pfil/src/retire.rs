@@ -104,6 +104,16 @@ impl Retirement {
         }
     }
 
+    /// A ticket that completes with this one, for other links of the same
+    /// change (it lists none yet: see [`with_removed`](Self::with_removed)).
+    pub(crate) fn sibling(&self) -> Self {
+        Retirement {
+            signals: self.signals.clone(),
+            removed: Vec::new(),
+            graveyard: self.graveyard.clone(),
+        }
+    }
+
     /// A ticket for a change that retired nothing.
     pub(crate) fn complete() -> Self {
         Retirement {

@@ -8,7 +8,8 @@ use crossbeam_epoch::{self as epoch, Atomic};
 
 use crate::chain::Quarantined;
 use crate::counters::RefusedCounters;
-use crate::state::{Generation, Graveyard, Reaped, State};
+use crate::quarantine::Reaped;
+use crate::state::{Generation, Graveyard, State};
 use crate::sync::{AtomicU64, Condvar, Mutex};
 
 /// What a registry is made of; `Registry`, `Head` and `Worker` share it.
@@ -20,13 +21,17 @@ pub(crate) struct Shared {
     /// them there).
     pub(crate) graveyard: Arc<Graveyard>,
     pub(crate) writer: Mutex<State>,
+    /// Links quarantined by the datapath that may still be linked: every
+    /// writer reaps the fail-open ones and keeps the fail-closed ones here
+    /// (quarantine.rs).
     pub(crate) quarantine: Mutex<Vec<Quarantined>>,
     pub(crate) free_workers: Mutex<Vec<usize>>,
     pub(crate) max_workers: usize,
     /// The current generation number, readable without pinning.
     pub(crate) number: AtomicU64,
-    /// Quarantined links unlinked by writer calls and not yet handed out by
-    /// `reap_quarantine`. Grows by at most one entry per link that faulted.
+    /// Quarantined links unlinked by writer calls that return no `Commit`,
+    /// not yet handed out by `take_reaped`/`reap_quarantine`; at most
+    /// `MAX_KEPT_REAPED` (quarantine.rs).
     pub(crate) reaped: Mutex<Vec<Reaped>>,
     /// Batches and packets the datapath refused, per worker slot.
     pub(crate) refused: RefusedCounters,

@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::chain::{Chain, HookEntry, Link, Quarantined};
+use crate::chain::{Chain, HookEntry, Link};
 use crate::counters::LinkCounters;
-use crate::retire::{Removed, Retirement, Signal};
+use crate::retire::{Removed, Signal};
 use crate::sync::{AtomicBool, AtomicPtr, AtomicU64, Mutex};
 use crate::{validate_name, Dir, Dirs, Error, FailMode, Filter, PacketKind};
 
@@ -256,10 +256,11 @@ pub enum Op {
     /// keeps its place, fail mode and counters (and a
     /// [`LinkHandle`](crate::LinkHandle) to it stays valid) and runs the new
     /// filter from this generation on. The hook keeps its kind and
-    /// directions. A link that was quarantined by the old filter and not
-    /// yet unlinked is unlinked by this change (as by any writer call, see
-    /// [`Registry::reap_quarantine`](crate::Registry::reap_quarantine)). The
-    /// old filter is retired like a removed hook's: the commit's ticket
+    /// directions. A quarantined link of the hook runs the new filter, no
+    /// longer quarantined (replacing the filter is a decision about it);
+    /// a quarantined fail-open link is unlinked before, as by any writer
+    /// call (see [`Registry::reap_quarantine`](crate::Registry::reap_quarantine)).
+    /// The old filter is retired like a removed hook's: the commit's ticket
     /// completes once the registry has dropped it, after the grace period.
     ReplaceFilter {
         /// Hook name.
@@ -380,11 +381,23 @@ pub(crate) fn removed(head: &str, dir: Dir, link: &Link) -> Removed {
     }
 }
 
+/// What [`apply`] needs of an operation's filter, asked before the writer
+/// lock is taken: a filter's `batched()` is user code, which may use the
+/// registry (under the lock it would deadlock).
+pub(crate) fn batched(op: &Op) -> bool {
+    match op {
+        Op::AddHook { filter, .. } | Op::ReplaceFilter { filter, .. } => filter.batched(),
+        _ => false,
+    }
+}
+
 /// Apply one operation to a configuration under construction, recording
-/// what it removed in `fx`.
+/// what it removed in `fx`. `batched` is [`batched`]`(op)`, asked before
+/// the writer lock was taken.
 pub(crate) fn apply(
     s: &mut State,
     op: &Op,
+    batched: bool,
     max_workers: usize,
     fx: &mut Effects,
 ) -> Result<(), Error> {
@@ -495,7 +508,7 @@ pub(crate) fn apply(
                     kind: *kind,
                     dirs: *dirs,
                     filter: filter.clone(),
-                    batched: filter.batched(),
+                    batched,
                     faults: AtomicU64::new(0),
                     on_drop: Default::default(),
                 }),
@@ -530,7 +543,7 @@ pub(crate) fn apply(
                 kind: old.kind,
                 dirs: old.dirs,
                 filter: filter.clone(),
-                batched: filter.batched(),
+                batched,
                 // The hook's lifetime count goes on (panics the old filter
                 // has during the grace period are not carried over).
                 faults: AtomicU64::new(old.faults.load(std::sync::atomic::Ordering::Relaxed)),
@@ -558,24 +571,6 @@ pub(crate) fn apply(
     Ok(())
 }
 
-/// Unlink the quarantined links still present; returns which of `pending`
-/// were, with the links.
-pub(crate) fn reap(s: &mut State, pending: &[Quarantined]) -> Vec<(usize, Arc<Link>)> {
-    let mut reaped = Vec::new();
-    for (i, q) in pending.iter().enumerate() {
-        if let Some(rec) = s.heads.get_mut(&q.head) {
-            let links = &mut rec.links[q.dir.index()];
-            if let Some(at) = links
-                .iter()
-                .position(|l| std::ptr::eq(Arc::as_ptr(l), q.link.as_ptr()))
-            {
-                reaped.push((i, links.remove(at)));
-            }
-        }
-    }
-    reaped
-}
-
 pub(crate) fn build_generation(s: &State) -> Generation {
     let mut chains: Vec<[Chain; 2]> = (0..s.next_slot)
         .map(|_| [Chain::Empty, Chain::Empty])
@@ -592,23 +587,4 @@ pub(crate) fn build_generation(s: &State) -> Generation {
         on_retire: Mutex::new(Vec::new()),
         buried_next: AtomicPtr::new(std::ptr::null_mut()),
     }
-}
-
-/// A quarantined link that a writer unlinked, as handed out (once) by
-/// [`Registry::reap_quarantine`](crate::Registry::reap_quarantine).
-#[derive(Debug)]
-pub struct Reaped {
-    /// Head name.
-    pub head: String,
-    /// Direction.
-    pub dir: Dir,
-    /// Hook name.
-    pub hook: String,
-    /// The link's fail mode.
-    pub fail: FailMode,
-    /// The first generation without the link.
-    pub generation: u64,
-    /// Completes when no reader can still run the link; its
-    /// [`counters`](Retirement::counters) are then the link's final counts.
-    pub retirement: Retirement,
 }

@@ -7,8 +7,9 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::counters::{Counters, LinkCounters};
+use crate::quarantine::Reaped;
 use crate::retire::{RetiredLink, Signal};
-use crate::state::{apply, removed, Effects, LinkOptions, Op};
+use crate::state::{apply, batched, removed, Effects, LinkOptions, Op};
 use crate::{Dir, Dirs, Error, Filter, PacketKind, Registry, Retirement};
 
 /// Several operations applied all-or-nothing in one generation: links,
@@ -46,6 +47,7 @@ pub struct Transaction<'r> {
 /// The retirement's methods are repeated here, so `reg.unlink(..)?.wait()`
 /// reads as before.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Commit {
     /// The generation the change was published as; for a dry run, the
     /// current generation (nothing was published).
@@ -54,6 +56,11 @@ pub struct Commit {
     /// link the change removed; for a change that removed a hook or
     /// replaced its filter, once the registry has dropped the old filter.
     pub retirement: Retirement,
+    /// The quarantined fail-open links this change unlinked besides what
+    /// it was asked to do (every writer call does that, see
+    /// [`Registry::reap_quarantine`]), each with its own ticket and final
+    /// counters. Empty for a dry run.
+    pub reaped: Vec<Reaped>,
 }
 
 impl Commit {
@@ -195,7 +202,9 @@ impl<'r> Transaction<'r> {
         let max_workers = reg.shared.max_workers;
         let ops = &self.ops;
         let expect = self.expect;
-        let ((fx, unlinked), generation, retirement) = reg.change_inner(self.dry_run, |next| {
+        // User code (`Filter::batched`), asked before the writer lock.
+        let batched: Vec<bool> = ops.iter().map(batched).collect();
+        let changed = reg.change_inner(self.dry_run, |next| {
             if let Some(expected) = expect {
                 if expected != next.number {
                     return Err(Error::GenerationConflict {
@@ -209,7 +218,7 @@ impl<'r> Transaction<'r> {
             let mut unlinked = Vec::with_capacity(ops.len());
             for (index, op) in ops.iter().enumerate() {
                 let before = fx.removed.len();
-                match apply(next, op, max_workers, &mut fx) {
+                match apply(next, op, batched[index], max_workers, &mut fx) {
                     Ok(()) => unlinked.push(fx.removed.len() - before),
                     Err(e) if ops.len() == 1 => return Err(e),
                     Err(e) => {
@@ -222,12 +231,16 @@ impl<'r> Transaction<'r> {
             }
             Ok((fx, unlinked))
         })?;
+        let ((fx, unlinked), generation, retirement) =
+            (changed.value, changed.number, changed.retirement);
+        let reaped = changed.reaped;
         if self.dry_run {
             // The retired entries are the copy's; the registry keeps its own.
             drop(fx);
             return Ok(Commit {
                 generation,
                 retirement,
+                reaped,
             });
         }
         // Tell the ticket when the registry lets go of each retired hook
@@ -272,6 +285,7 @@ impl<'r> Transaction<'r> {
         Ok(Commit {
             generation,
             retirement: retirement.with_removed(fx.removed).with_signals(signals),
+            reaped,
         })
     }
 }
@@ -339,7 +353,7 @@ impl LinkHandle {
 
     fn unlink_exact(&self) -> Result<Commit, Error> {
         let (head, dir, hook, link) = (&self.head, self.dir, &self.hook, &self.link);
-        let (gone, generation, ticket) = self.registry.change(|next| {
+        let changed = self.registry.change_inner(false, |next| {
             let links = next
                 .heads
                 .get_mut(head)
@@ -355,10 +369,12 @@ impl LinkHandle {
                 })?;
             Ok(links.remove(at))
         })?;
+        let (gone, generation, ticket) = (changed.value, changed.number, changed.retirement);
         tracing::info!(target: "pfil", head = %head, %dir, hook = %gone.hook.name, generation, "unlinked (scoped)");
         Ok(Commit {
             generation,
             retirement: ticket.with_removed(vec![removed(head, dir, &gone)]),
+            reaped: changed.reaped,
         })
     }
 }
@@ -366,8 +382,11 @@ impl LinkHandle {
 impl Drop for LinkHandle {
     fn drop(&mut self) {
         if !self.persist {
-            // Already unlinked by someone else is fine here.
-            let _ = self.unlink_exact();
+            // Already unlinked by someone else is fine here. What the
+            // change reaped is kept for `Registry::take_reaped`.
+            if let Ok(c) = self.unlink_exact() {
+                self.registry.keep_reaped(c.reaped);
+            }
         }
     }
 }
@@ -426,7 +445,7 @@ impl Registry {
         };
         let max_workers = self.shared.max_workers;
         let (link, generation, _) = self.change(|next| {
-            apply(next, &op, max_workers, &mut Effects::default())?;
+            apply(next, &op, false, max_workers, &mut Effects::default())?;
             let rec = &next.heads[head];
             let link = rec.links[dir.index()]
                 .iter()

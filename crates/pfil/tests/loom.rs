@@ -223,8 +223,9 @@ struct Quiet;
 /// Publish + retire + quarantine reaping, with the registry's own locks and
 /// atomics on loom: reader A's packet makes hook `bad:x` panic (fail-closed,
 /// quarantined), reader B runs a packet at the same time, the writer (the
-/// main thread) reaps the quarantine concurrently, and once more after the
-/// readers are done.
+/// main thread) reaps the quarantine concurrently; after the readers are
+/// done an unrelated write leaves the link as it was (a fail-closed link
+/// leaves only by an explicit reap), and the writer reaps once more.
 ///
 /// Holds in every interleaving: A's packet is dropped; B's is dropped iff it
 /// met the quarantined link; the link is reaped exactly once over both
@@ -291,7 +292,17 @@ fn two_readers_fault_while_a_writer_reaps() {
         let mut reaped = reg.reap_quarantine();
         let mut verdicts: Vec<(u8, Verdict)> = (0..2).map(|_| done_rx.recv().unwrap()).collect();
         verdicts.sort_unstable_by_key(|(first, _)| std::cmp::Reverse(*first));
-        // The readers are done (no pin left), not gone.
+        // The readers are done (no pin left), not gone. An unrelated write
+        // leaves the quarantined fail-closed link in place (review H3): only
+        // an explicit reap removes it.
+        reg.register_head("other", PacketKind::Ethernet, Dirs::IN)
+            .unwrap();
+        assert_eq!(
+            reg.chain_names("h", Dir::In).unwrap().len(),
+            1 - reaped.len(),
+            "only an explicit reap removes a fail-closed link"
+        );
+        assert!(reg.take_reaped().is_empty());
         reaped.extend(reg.reap_quarantine());
         assert_eq!(reaped.len(), 1, "reaped exactly once");
         assert_eq!(reaped[0].hook, "bad:x");

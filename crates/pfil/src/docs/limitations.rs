@@ -21,11 +21,17 @@
 //!   ([`Op::ReplaceFilter`](crate::Op::ReplaceFilter)); to change those,
 //!   remove the hook and add it again (one transaction), which gives its
 //!   links new counters.
-//! - **Fail-closed is until unlink.** A fail-closed link whose hook panicked
-//!   drops everything it is shown until a writer unlinks it (any writer call,
-//!   or [`Registry::reap_quarantine`](crate::Registry::reap_quarantine));
-//!   after that the chain runs without it. Link a drop hook if the traffic
-//!   must stay stopped.
+//! - **Fail-closed is until removed on purpose.** A fail-closed link whose
+//!   hook panicked drops everything it is shown, without calling the hook,
+//!   until it is removed on purpose:
+//!   [`Registry::reap_quarantine`](crate::Registry::reap_quarantine),
+//!   [`Registry::reap_link`](crate::Registry::reap_link), an unlink of it,
+//!   the removal of its hook or head, or a replacement of its hook's filter
+//!   (the link then runs the new filter). No other writer call touches it.
+//!   A fail-open link whose hook panicked is skipped, and unlinked by the
+//!   next writer call of any kind, which reports it
+//!   ([`Commit::reaped`](crate::Commit::reaped),
+//!   [`Registry::take_reaped`](crate::Registry::take_reaped)).
 //! - **Worker slots are fixed at construction**
 //!   ([`Registry::with_max_workers`](crate::Registry::with_max_workers)): each
 //!   link keeps one cache-line-padded counter slot (128 bytes on x86-64) per

@@ -1,0 +1,119 @@
+//! What a filter's own code cannot break: a batch hook that moves packets
+//! around (review L6.1), a filter whose `batched()` or `spec()` uses the
+//! registry (review L6.6: they ran under the writer lock).
+
+use std::sync::{mpsc, Arc, OnceLock};
+use std::time::Duration;
+
+use pfil::{Ctx, Dir, Dirs, Filter, Packet, PacketKind, Placement, Registry, Verdict};
+
+/// A batch hook that drops the packet at index 0, consumes the one at
+/// index 1, and then reverses the batch (safe Rust: the slice is its to
+/// reorder).
+struct Reverser;
+
+impl Filter for Reverser {
+    fn filter(&self, _: &mut Packet<'_>, _: &Ctx<'_>) -> Verdict {
+        Verdict::Pass
+    }
+    fn filter_batch(&self, pkts: &mut [Packet<'_>], _: &Ctx<'_>) {
+        if let Some(p) = pkts.get_mut(0) {
+            p.set_verdict(Verdict::Dropped);
+        }
+        if let Some(p) = pkts.get_mut(1) {
+            p.set_verdict(Verdict::Consumed);
+        }
+        pkts.reverse();
+    }
+    fn batched(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn a_batch_hook_that_reorders_packets_has_its_verdicts_put_on_the_right_frames() {
+    let reg = Registry::with_max_workers(1);
+    let head = reg
+        .register_head("h", PacketKind::Ethernet, Dirs::IN)
+        .unwrap();
+    reg.add_hook("rev:x", PacketKind::Ethernet, Dirs::IN, Reverser)
+        .unwrap();
+    reg.link("h", Dir::In, "rev:x", Placement::Prepend).unwrap();
+    let mut w = reg.worker().unwrap();
+    let mut bufs: Vec<[u8; 60]> = (0..5u8).map(|i| [i; 60]).collect();
+    let mut pkts: Vec<Packet<'_>> = bufs
+        .iter_mut()
+        .enumerate()
+        .map(|(i, b)| Packet::new(b).with_cookie(100 + i as u64))
+        .collect();
+    let before = pfil::witness::thread_violations();
+    head.run(Dir::In, &mut w, &mut pkts);
+    // Each index holds the packet the driver put there, with its verdict.
+    let got: Vec<(u64, u8, Verdict)> = pkts
+        .iter()
+        .map(|p| (p.cookie(), p.frame()[0], p.verdict()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (100, 0, Verdict::Dropped),
+            (101, 1, Verdict::Consumed),
+            (102, 2, Verdict::Pass),
+            (103, 3, Verdict::Pass),
+            (104, 4, Verdict::Pass),
+        ]
+    );
+    assert!(pfil::witness::thread_violations() > before, "counted");
+    let c = reg.chain("h", Dir::In).unwrap()[0].counters;
+    assert_eq!((c.packets, c.dropped, c.consumed, c.passed), (5, 1, 1, 3));
+}
+
+/// A filter that asks the registry about itself from `batched()` and
+/// `spec()`: user code the registry must call without its lock.
+struct Curious(Arc<OnceLock<Registry>>);
+
+impl Filter for Curious {
+    fn filter(&self, _: &mut Packet<'_>, _: &Ctx<'_>) -> Verdict {
+        Verdict::Pass
+    }
+    fn batched(&self) -> bool {
+        self.0.get().map(|r| r.hooks().len()).unwrap_or(0) > 1000
+    }
+    fn spec(&self) -> Option<String> {
+        let n = self.0.get().map(|r| r.generation()).unwrap_or(0);
+        let _ = self.0.get().map(|r| r.heads());
+        Some(format!("curious:{n}"))
+    }
+}
+
+#[test]
+fn a_filter_that_uses_the_registry_from_batched_or_spec_does_not_deadlock_it() {
+    let (tx, rx) = mpsc::channel();
+    // On a thread: before the fix this deadlocked (the writer lock is not
+    // reentrant), and the test fails on the time-out below instead of
+    // hanging.
+    std::thread::spawn(move || {
+        let reg = Registry::new();
+        let cell = Arc::new(OnceLock::new());
+        let _ = cell.set(reg.clone());
+        reg.register_head("h", PacketKind::Ethernet, Dirs::IN)
+            .unwrap();
+        reg.add_hook(
+            "curious:a",
+            PacketKind::Ethernet,
+            Dirs::IN,
+            Curious(cell.clone()),
+        )
+        .unwrap();
+        reg.replace_filter("curious:a", Curious(cell.clone()))
+            .unwrap();
+        let spec = reg.hook("curious:a").unwrap().spec;
+        let listed = reg.hooks().len();
+        let _ = tx.send((spec, listed));
+    });
+    let (spec, listed) = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the registry deadlocked on a filter's batched() or spec()");
+    assert_eq!(listed, 1);
+    assert!(spec.is_some_and(|s| s.starts_with("curious:")));
+}
