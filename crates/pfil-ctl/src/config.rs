@@ -41,6 +41,8 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use toml::Spanned;
 
+mod diff;
+
 /// The `version` a configuration file has (optional in a file; `show`
 /// writes it).
 pub const CONFIG_VERSION: i64 = 1;
@@ -299,11 +301,44 @@ impl Spans {
     }
 }
 
+/// Longest configuration text [`Config::parse`] reads (the control
+/// protocol's request limit too).
+pub const MAX_CONFIG_BYTES: usize = 1 << 20;
+/// Most hooks a configuration declares.
+pub const MAX_HOOKS: usize = 4096;
+/// Most links a configuration's chain (one head, one direction) holds.
+pub const MAX_CHAIN_LINKS: usize = 1024;
+
+/// Reads a configuration file (`-`: standard input) of at most
+/// [`MAX_CONFIG_BYTES`] without reading more than that.
+///
+/// # Errors
+/// The read error, or the limit, with the file's name.
+pub fn read_file(path: &std::path::Path) -> Result<String, String> {
+    use std::io::Read;
+    let mut text = String::new();
+    let limit = MAX_CONFIG_BYTES as u64 + 1;
+    let r = if path.as_os_str() == "-" {
+        std::io::stdin().take(limit).read_to_string(&mut text)
+    } else {
+        std::fs::File::open(path).and_then(|f| f.take(limit).read_to_string(&mut text))
+    };
+    r.map_err(|e| format!("reading {}: {e}", path.display()))?;
+    if text.len() > MAX_CONFIG_BYTES {
+        return Err(format!(
+            "reading {}: over the limit of {MAX_CONFIG_BYTES} bytes",
+            path.display()
+        ));
+    }
+    Ok(text)
+}
+
 impl Config {
     /// Read a configuration file.
     ///
     /// # Errors
-    /// Malformed TOML, unknown keys, wrong types, a bad kind, direction
+    /// Over [`MAX_CONFIG_BYTES`], [`MAX_HOOKS`] or [`MAX_CHAIN_LINKS`];
+    /// malformed TOML, unknown keys, wrong types, a bad kind, direction
     /// set or fail mode, a link named twice in a chain, a link in a
     /// direction its hook does not declare: each with its line and column.
     /// Whether hooks build and heads exist is checked by [`Config::plan`].
@@ -313,6 +348,15 @@ impl Config {
             src: Some(src.clone()),
             ..Spans::default()
         };
+        if text.len() > MAX_CONFIG_BYTES {
+            return Err(spans.error(
+                None,
+                format!(
+                    "the configuration is {} bytes, over the limit of {MAX_CONFIG_BYTES} bytes",
+                    text.len()
+                ),
+            ));
+        }
         let raw: RawFile = toml::from_str(text).map_err(|e| {
             let at = e.span();
             spans.error(at.as_ref(), e.message().to_owned())
@@ -329,8 +373,14 @@ impl Config {
             }
         }
         let mut hooks = BTreeMap::new();
-        for (name, h) in raw.hooks {
+        for (i, (name, h)) in raw.hooks.into_iter().enumerate() {
             let span = name.span();
+            if i == MAX_HOOKS {
+                return Err(spans.error(
+                    Some(&span),
+                    format!("more than {MAX_HOOKS} hooks, the limit of a configuration"),
+                ));
+            }
             let name = name.into_inner();
             let h = h.into_inner();
             check_hook_name(&name).map_err(|m| spans.error(Some(&span), m))?;
@@ -363,6 +413,15 @@ impl Config {
                 let mut seen = BTreeSet::new();
                 for (i, l) in list.into_iter().enumerate() {
                     let lspan = l.span();
+                    if i == MAX_CHAIN_LINKS {
+                        return Err(spans.error(
+                            Some(&lspan),
+                            format!(
+                                "heads.{}.{d}: more than {MAX_CHAIN_LINKS} links, the limit of a chain",
+                                key(&name)
+                            ),
+                        ));
+                    }
                     let l = l.into_inner();
                     if !seen.insert(l.hook.clone()) {
                         return Err(spans.error(
@@ -705,37 +764,6 @@ impl fmt::Debug for Plan {
     }
 }
 
-/// The longest common subsequence of two chains: for each element of `a`,
-/// whether it is kept.
-fn lcs_keep<T: PartialEq>(a: &[T], b: &[T]) -> (Vec<bool>, Vec<bool>) {
-    let (n, m) = (a.len(), b.len());
-    let mut t = vec![vec![0u32; m + 1]; n + 1];
-    for i in (0..n).rev() {
-        for j in (0..m).rev() {
-            t[i][j] = if a[i] == b[j] {
-                t[i + 1][j + 1] + 1
-            } else {
-                t[i + 1][j].max(t[i][j + 1])
-            };
-        }
-    }
-    let (mut ka, mut kb) = (vec![false; n], vec![false; m]);
-    let (mut i, mut j) = (0, 0);
-    while i < n && j < m {
-        if a[i] == b[j] {
-            ka[i] = true;
-            kb[j] = true;
-            i += 1;
-            j += 1;
-        } else if t[i + 1][j] >= t[i][j + 1] {
-            i += 1;
-        } else {
-            j += 1;
-        }
-    }
-    (ka, kb)
-}
-
 fn fail_text(f: FailMode) -> String {
     match f {
         FailMode::Open => "open".into(),
@@ -1006,7 +1034,7 @@ impl Spans {
             .iter()
             .map(|l| Some((l.hook.as_str(), l.fail)))
             .collect();
-        let (keep_cur, keep_des) = lcs_keep(&cur, &des);
+        let (keep_cur, keep_des) = diff::lcs_keep(&cur, &des);
         let name = &head.name;
         for (l, _) in current.iter().zip(keep_cur).filter(|(_, keep)| !keep) {
             unlinks.push(
@@ -1183,15 +1211,6 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn lcs_keeps_the_longest_common_order() {
-        let (a, b) = lcs_keep(&[1, 2, 3, 4], &[2, 4, 5]);
-        assert_eq!(a, [false, true, false, true]);
-        assert_eq!(b, [true, true, false]);
-        let (a, b) = lcs_keep::<u8>(&[], &[1]);
-        assert_eq!((a, b), (vec![], vec![false]));
-    }
 
     #[test]
     fn line_and_column_count_characters() {

@@ -498,3 +498,41 @@ fn apply_frees_a_filter_it_derived_from_on_its_own_thread() {
     });
     assert_eq!(reg.hook("mark:x").unwrap().spec.as_deref(), Some("mark:d"));
 }
+
+/// Review M3: a configuration is at most 1 MiB, 4096 hooks and 1024 links
+/// a chain; over a limit is an error naming it (and where), before any
+/// plan or diff runs. The review's case, 27 000 hooks in one chain applied
+/// and then applied reversed, used a 2.9 GB table; a 1024-link chain
+/// applied and then reversed (the worst the limits allow) is planned in
+/// linear space.
+#[test]
+fn configurations_over_the_limits_are_refused_naming_them() {
+    use pfil_ctl::config::{MAX_CHAIN_LINKS, MAX_CONFIG_BYTES, MAX_HOOKS};
+    let hooks = |n: usize| {
+        (0..n)
+            .map(|i| format!("[hooks.\"count:a{i:05}\"]\n"))
+            .collect::<String>()
+    };
+    let e = parse_err(&hooks(MAX_HOOKS + 1)).to_string();
+    assert!(e.contains("more than 4096 hooks"), "{e}");
+    let chain = |n: usize, rev: bool| {
+        let mut names: Vec<String> = (0..n).map(|i| format!("\"count:a{i:05}\"")).collect();
+        if rev {
+            names.reverse();
+        }
+        format!("{}[heads.syn0]\nin = [{}]\n", hooks(n), names.join(", "))
+    };
+    let e = parse_err(&chain(MAX_CHAIN_LINKS + 1, false)).to_string();
+    assert!(e.contains("heads.syn0.in: more than 1024 links"), "{e}");
+    assert!(e.contains("line 1027"), "{e}");
+    let big = format!("# {}\n", "x".repeat(MAX_CONFIG_BYTES));
+    let e = parse_err(&big).to_string();
+    assert!(e.contains("over the limit of 1048576 bytes"), "{e}");
+    let (reg, _, _) = setup();
+    apply(&reg, &chain(MAX_CHAIN_LINKS, false)).unwrap();
+    let changes = apply(&reg, &chain(MAX_CHAIN_LINKS, true)).unwrap();
+    assert!(!changes.is_empty());
+    let names = reg.chain_names("syn0", Dir::In).unwrap();
+    assert_eq!(names.len(), MAX_CHAIN_LINKS);
+    assert_eq!(names[0], "count:a01023");
+}

@@ -10,7 +10,7 @@ use pfil::{Dir, Registry, DEFAULT_MAX_WORKERS};
 use pfil_afxdp::live::{spawn_live_gen, LiveConfig, LiveFinished, LiveRunning};
 use pfil_afxdp::run::{self, GenConfig, LoopConfig, WorkerReport, WorkerSetup};
 use pfil_afxdp::{PortConfig, Umem, UmemConfig, APP_RESERVE};
-use pfil_port::synthetic::{spawn_synthetic, SyntheticRunning};
+use pfil_port::synthetic::{spawn_synthetic, SyntheticRunning, MAX_REPLAY_FRAME};
 use pfil_port::Stats;
 
 use crate::args::{Args, Control, Engine, Mode, Queues};
@@ -94,12 +94,41 @@ fn all_queues(iface: &str, netns: &Option<String>) -> Result<u32, String> {
     .map_err(|e| e.to_string())
 }
 
-/// The frames of a capture file (pcap or pcapng, Ethernet), as captured.
-/// Returns them and how many were cut short by the capture's snap length.
+/// Most bytes the frames of a `--pcap` capture may take in memory (their
+/// data plus [`FRAME_OVERHEAD`] each): the capture is read into memory
+/// once and replayed from there.
+pub const MAX_CAPTURE_BYTES: u64 = 1 << 30;
+
+/// Bytes a captured frame costs in memory besides its data (its `Vec`),
+/// counted against [`MAX_CAPTURE_BYTES`].
+const FRAME_OVERHEAD: u64 = 48;
+
+/// A capture read for `--pcap`.
+#[derive(Debug, Default)]
+pub struct Capture {
+    /// Its frames, as captured (zero-length ones left out).
+    pub frames: Vec<Vec<u8>>,
+    /// Frames cut short by the capture's snap length (replayed as
+    /// captured).
+    pub cut: usize,
+    /// Zero-length frames left out (nothing a filter could look at).
+    pub empty: usize,
+}
+
+/// The frames of a capture file (pcap or pcapng, Ethernet), as captured,
+/// each up to [`MAX_REPLAY_FRAME`] bytes, all of them up to
+/// [`MAX_CAPTURE_BYTES`] in memory; zero-length frames are left out and
+/// counted. A capture with no frame is not an error (it plays nothing).
 ///
 /// # Errors
-/// The file and what is wrong with it: unreadable, not Ethernet, empty.
-pub fn read_capture(path: &Path) -> Result<(Vec<Vec<u8>>, usize), String> {
+/// The file and what is wrong with it: unreadable, not Ethernet, a frame
+/// or the whole over its cap (naming the cap).
+pub fn read_capture(path: &Path) -> Result<Capture, String> {
+    read_capture_capped(path, MAX_CAPTURE_BYTES)
+}
+
+/// [`read_capture`] with the frames' memory capped at `max_bytes`.
+fn read_capture_capped(path: &Path, max_bytes: u64) -> Result<Capture, String> {
     let at = |e: &dyn std::fmt::Display| format!("--pcap {}: {e}", path.display());
     let mut cap = pcap::Capture::from_file(path).map_err(|e| at(&e))?;
     let lt = cap.get_datalink();
@@ -110,45 +139,87 @@ pub fn read_capture(path: &Path) -> Result<(Vec<Vec<u8>>, usize), String> {
             lt.0
         )));
     }
-    let (mut frames, mut cut) = (Vec::new(), 0);
+    let mut c = Capture::default();
+    let mut bytes = 0u64;
     loop {
         match cap.next_packet() {
             Ok(p) => {
-                cut += usize::from(p.header.caplen < p.header.len);
-                frames.push(p.data.to_vec());
+                let n = c.frames.len() + c.empty + 1;
+                if p.data.is_empty() {
+                    c.empty += 1;
+                    continue;
+                }
+                if p.data.len() > MAX_REPLAY_FRAME {
+                    return Err(at(&format!(
+                        "frame {n} has {} bytes, over the {MAX_REPLAY_FRAME} bytes a replayed \
+                         frame may have",
+                        p.data.len()
+                    )));
+                }
+                bytes += p.data.len() as u64 + FRAME_OVERHEAD;
+                if bytes > max_bytes {
+                    return Err(at(&format!(
+                        "the frames up to frame {n} take more than {max_bytes} bytes in memory \
+                         (the cap of a replay, {} MiB; each frame counts {FRAME_OVERHEAD} bytes \
+                         more than its length): replay a part of it (e.g. \
+                         `editcap -r FILE PART 1-100000`)",
+                        max_bytes >> 20
+                    )));
+                }
+                c.cut += usize::from(p.header.caplen < p.header.len);
+                c.frames.push(p.data.to_vec());
             }
             Err(pcap::Error::NoMorePackets) => break,
-            Err(e) => return Err(at(&format!("after {} frames: {e}", frames.len()))),
+            Err(e) => return Err(at(&format!("after {} frames: {e}", c.frames.len()))),
         }
     }
-    if frames.is_empty() {
-        return Err(at(&"the capture has no frame"));
-    }
-    Ok((frames, cut))
+    Ok(c)
 }
 
 /// `a` with the capture of `--pcap` loaded as the frames to send and the
-/// frame count it makes (`--loop` times the capture).
+/// frame count it makes (`--loop` times the capture; an empty capture
+/// plays nothing, once).
 fn with_capture(a: &Args, path: &Path) -> Result<Args, String> {
-    let (frames, cut) = read_capture(path)?;
+    let c = read_capture(path)?;
+    let count = (c.frames.len() as u64).checked_mul(a.loops).ok_or_else(|| {
+        format!(
+            "--pcap {}: {} frames x --loop {} is more frames than a run counts (2^64 - 1); \
+             use --loop 0 to play until stopped",
+            path.display(),
+            c.frames.len(),
+            a.loops
+        )
+    })?;
+    let mut notes = Vec::new();
+    if c.cut > 0 {
+        notes.push(format!(
+            "{} cut short by the capture's snap length, replayed as captured",
+            c.cut
+        ));
+    }
+    if c.empty > 0 {
+        notes.push(format!("{} of zero length left out", c.empty));
+    }
     eprintln!(
-        "pfild: {}: {} frames{}, played {}",
+        "pfild: {}: {} frames{}, {}",
         path.display(),
-        frames.len(),
-        if cut > 0 {
-            format!(" ({cut} cut short by the capture's snap length, replayed as captured)")
-        } else {
+        c.frames.len(),
+        if notes.is_empty() {
             String::new()
+        } else {
+            format!(" ({})", notes.join("; "))
         },
         match a.loops {
-            0 => "until stopped".to_owned(),
-            1 => "once".to_owned(),
-            n => format!("{n} times"),
+            _ if c.frames.is_empty() => "nothing to play".to_owned(),
+            0 => "played until stopped".to_owned(),
+            1 => "played once".to_owned(),
+            n => format!("played {n} times"),
         }
     );
     let mut a = a.clone();
-    a.count = Some(frames.len() as u64 * a.loops);
-    a.gen.replay = Some(Arc::new(frames));
+    a.count = Some(count);
+    // The frames are moved, not copied: the port shares them.
+    a.gen.replay = Some(Arc::new(c.frames));
     Ok(a)
 }
 
@@ -658,5 +729,32 @@ impl Run {
                 (Vec::new(), e, None)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod capture_tests {
+    use super::*;
+
+    /// The memory cap of a replay: a capture over it is refused with an
+    /// error naming the cap (tested with a small cap; the real one is 1 GiB).
+    #[test]
+    fn a_capture_over_the_memory_cap_is_refused_naming_it() {
+        let d = std::env::temp_dir().join(format!("pfild-capcap-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let f = d.join("ten.pcap");
+        let frames: Vec<Vec<u8>> = (0..10).map(|_| vec![0xab; 1000]).collect();
+        pfil_testnet::write_pcap(&f, 1, &frames);
+        let whole = 10 * (1000 + FRAME_OVERHEAD);
+        let c = read_capture_capped(&f, whole).unwrap();
+        assert_eq!(c.frames.len(), 10);
+        let e = read_capture_capped(&f, whole - 1).unwrap_err();
+        assert!(
+            e.contains(&format!("more than {} bytes in memory", whole - 1))
+                && e.contains("frame 10")
+                && e.contains("the cap of a replay"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -76,7 +76,7 @@ pub fn link_all(
 /// The file's name with what is wrong and where (line and column).
 pub fn apply_file(reg: &Registry, path: &std::path::Path) -> Result<String, String> {
     let at = |e: &dyn std::fmt::Display| format!("--config {}: {e}", path.display());
-    let text = std::fs::read_to_string(path).map_err(|e| at(&e))?;
+    let text = pfil_ctl::config::read_file(path).map_err(|e| at(&e))?;
     let cfg = pfil_ctl::config::Config::parse(&text).map_err(|e| at(&e))?;
     let plan = cfg.plan(reg, &catalog(), None).map_err(|e| at(&e))?;
     let n = plan.changes().len();

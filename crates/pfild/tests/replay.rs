@@ -37,6 +37,27 @@ fn mixed() -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// A pcap file with snap length `snap` (pfil_testnet's has 65535, and
+/// libpcap cuts longer frames to it).
+fn write_pcap_snap(path: &std::path::Path, snap: u32, frames: &[Vec<u8>]) {
+    let mut b = Vec::new();
+    b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&4u16.to_le_bytes());
+    b.extend_from_slice(&[0; 8]);
+    b.extend_from_slice(&snap.to_le_bytes());
+    b.extend_from_slice(&1u32.to_le_bytes());
+    for (i, f) in frames.iter().enumerate() {
+        let len = f.len() as u32;
+        b.extend_from_slice(&(i as u32 + 1).to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&len.to_le_bytes());
+        b.extend_from_slice(&len.to_le_bytes());
+        b.extend_from_slice(f);
+    }
+    std::fs::write(path, b).unwrap();
+}
+
 fn dir(tag: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("pfild-replay-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -103,16 +124,22 @@ fn bad_captures_and_options_are_explained() {
     let d = dir("bad");
     // Bad captures: each refused with what is wrong with it.
     let missing = d.join("nope.pcap");
-    let (raw, empty, big) = (d.join("raw.pcap"), d.join("empty.pcap"), d.join("big.pcap"));
+    let (raw, huge) = (d.join("raw.pcap"), d.join("huge.pcap"));
     pfil_testnet::write_pcap(&raw, 101, &[vec![0x45; 20]]);
-    pfil_testnet::write_pcap(&empty, 1, &[]);
-    pfil_testnet::write_pcap(&big, 1, &[udp(53, [198, 18, 0, 1], 18), vec![0; 3000]]);
+    // A frame over libpcap's (and the replay's) 256 KiB.
+    write_pcap_snap(
+        &huge,
+        400_000,
+        &[udp(53, [198, 18, 0, 1], 18), vec![0; 300_000]],
+    );
     let missing_msg = format!("--pcap {}", missing.display());
     for (file, want) in [
         (&missing, vec![missing_msg.as_str()]),
         (&raw, vec!["link type", "replays Ethernet captures"]),
-        (&empty, vec!["the capture has no frame"]),
-        (&big, vec!["frame 2 of the capture has 3000 bytes"]),
+        (
+            &huge,
+            vec!["after 1 frames", "300000, bigger than maximum of 262144"],
+        ),
     ] {
         let out = pfild(&[
             "sink",
@@ -216,6 +243,133 @@ fn a_replay_reports_per_rule_hits_and_evictions() {
     assert!(
         so.contains("  hook ratelimit:1: evictions 2, table_used 4, table_slots "),
         "{so}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// What host captures hold (GRO/TSO frames of up to 64 KiB, BIG TCP
+/// frames over it, jumbo frames, zero-length records) replays whole:
+/// frames over 2048 bytes are taken, the bpf filter sees every byte (a
+/// load at offset 8000 agrees with tcpdump, one at 150000 too),
+/// zero-length frames are left out and counted.
+#[test]
+fn big_frames_replay_whole_and_empty_ones_are_counted() {
+    let d = dir("big");
+    let file = d.join("big.pcap");
+    let mut frames = vec![
+        udp(53, [198, 18, 0, 1], 18),
+        udp(53, [198, 18, 0, 1], 3000),
+        udp(53, [198, 18, 0, 1], 9000),
+        udp(53, [198, 18, 0, 1], 65_000),
+        tcp(80),
+        vec![],
+        udp(53, [198, 18, 0, 1], 8_000),
+    ];
+    frames[6][14 + 20 + 8000] = 9;
+    // A 200000-byte frame (an experimental EtherType), 7 at byte 150000.
+    let mut giant = vec![7u8; 200_000];
+    giant[..14].copy_from_slice(&[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x88, 0xb5]);
+    frames.push(giant);
+    write_pcap_snap(&file, 262_144, &frames);
+    let bytes: u64 = frames.iter().map(|f| f.len() as u64).sum::<u64>();
+    // Byte 8000 of the UDP header's start is 7 in the 9000 and 65000
+    // payload frames, 9 in the 8000 one, out of the others; byte 150000
+    // of the frame is there in the giant one only.
+    for (expr, matched) in [
+        ("udp[8000] = 7", vec![2, 3]),
+        ("ether[150000] = 7", vec![7]),
+    ] {
+        let out = pfild(&[
+            "sink",
+            "cap0",
+            "--pcap",
+            file.to_str().unwrap(),
+            "--loop",
+            "2",
+            "--hook",
+            &format!("bpf:drop {expr}"),
+            "--hook",
+            "count",
+            "--no-control",
+            "--quiet",
+        ]);
+        let (so, se) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(out.status.success(), "{so}\n{se}");
+        assert!(
+            se.contains("7 frames (1 of zero length left out), played 2 times"),
+            "{se}"
+        );
+        let t = totals(&out.stdout);
+        assert_eq!(num(&t, "rx"), 14, "{so}");
+        if let Some(td) = pfil_testnet::tcpdump() {
+            assert_eq!(
+                pfil_testnet::tcpdump_indices(td, &file, expr),
+                matched,
+                "tcpdump's matches of `{expr}`"
+            );
+        }
+        let n = matched.len() as u64;
+        assert_eq!(num(&t, "filtered"), 2 * n, "`{expr}`: {so}");
+        let kept: u64 = bytes - matched.iter().map(|&i| frames[i].len() as u64).sum::<u64>();
+        assert!(
+            so.contains(&format!(
+                "hook count:2: packets {} bytes {} ",
+                2 * (7 - n),
+                2 * kept
+            )),
+            "`{expr}`: {so}"
+        );
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// An empty capture plays nothing and exits 0, also with `--loop 0`;
+/// `frames x --loop` over 2^64 is refused (it wrapped to 0 = forever).
+#[test]
+fn an_empty_capture_plays_nothing_and_loops_cannot_wrap() {
+    let d = dir("empty");
+    let empty = d.join("empty.pcap");
+    pfil_testnet::write_pcap(&empty, 1, &[]);
+    for loops in ["1", "0"] {
+        let out = pfild(&[
+            "sink",
+            "cap0",
+            "--pcap",
+            empty.to_str().unwrap(),
+            "--loop",
+            loops,
+            "--hook",
+            "count",
+            "--no-control",
+            "--quiet",
+        ]);
+        let (so, se) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(out.status.success(), "--loop {loops}: {so}\n{se}");
+        assert!(se.contains("0 frames, nothing to play"), "{se}");
+        assert_eq!(num(&totals(&out.stdout), "rx"), 0, "{so}");
+    }
+    let two = d.join("two.pcap");
+    pfil_testnet::write_pcap(&two, 1, &[tcp(80), tcp(81)]);
+    let out = pfild(&[
+        "sink",
+        "cap0",
+        "--pcap",
+        two.to_str().unwrap(),
+        "--loop",
+        &(u64::MAX / 2 + 1).to_string(),
+        "--no-control",
+    ]);
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("2 frames x --loop 9223372036854775808 is more frames than a run counts"),
+        "{e}"
     );
     std::fs::remove_dir_all(&d).unwrap();
 }
