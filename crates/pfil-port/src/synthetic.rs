@@ -27,11 +27,13 @@ use crate::stats::Stats;
 /// longest frame, up to [`MAX_REPLAY_FRAME`]).
 pub const SYNTHETIC_FRAME: usize = 2048;
 
-/// The longest captured frame a synthetic port replays: 64 KiB (an IP
-/// datagram's 65 535 bytes and more: what GRO/TSO host captures and
-/// jumbo frames hold) plus 256 bytes of link headers (Ethernet, VLAN
-/// tags). Longer frames are refused with an error naming this cap.
-pub const MAX_REPLAY_FRAME: usize = 65_536 + 256;
+/// The longest captured frame a synthetic port replays: 256 KiB,
+/// libpcap's largest snap length for Ethernet (`MAXIMUM_SNAPLEN`), so
+/// every frame libpcap reads from a capture fits: GRO/TSO host captures
+/// (64 KiB and headers), BIG TCP frames (over 64 KiB), jumbo frames.
+/// Longer frames are refused with an error naming this cap. A port's
+/// buffers are as long as its longest frame, not this.
+pub const MAX_REPLAY_FRAME: usize = 262_144;
 
 /// One frame of a synthetic port: it owns its buffer, so no two frames
 /// share bytes and no unsafe code is needed.
