@@ -162,8 +162,16 @@ fn split_hook(name: &str) -> Result<(&str, &str), RpcError> {
     }
 }
 
+/// A fail mode as the protocol and the TOML file say it: `open`, `closed`.
+fn fail_word(f: pfil::FailMode) -> &'static str {
+    match f {
+        pfil::FailMode::Closed => "closed",
+        _ => "open",
+    }
+}
+
 fn link_json(l: &LinkInfo) -> Value {
-    json!({"hook": l.hook, "fail": l.fail.to_string(), "quarantined": l.quarantined})
+    json!({"hook": l.hook, "fail": fail_word(l.fail), "quarantined": l.quarantined})
 }
 
 fn stats_json(l: &LinkInfo) -> Value {

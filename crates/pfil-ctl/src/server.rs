@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use pfil::Registry;
 use pfil_filters::Catalog;
-use serde_json::Value;
+use std::panic::AssertUnwindSafe;
 
-use crate::methods::{Access, Target};
+use crate::methods::{Access, Target, WRITE_METHODS};
 use crate::rpc::{self, code, RpcError};
 
 /// Longest accepted request line, in bytes, unless configured otherwise.
@@ -196,50 +196,107 @@ pub fn default_socket_path(app: &str) -> Result<PathBuf, Error> {
 /// check that an existing one is private.
 fn prepare_dir(dir: &Path, read_group: Option<u32>) -> Result<(), Error> {
     match fs::symlink_metadata(dir) {
-        Ok(m) => {
-            let unsafe_dir = |reason: String| Error::UnsafeDir {
-                path: dir.to_owned(),
-                reason,
-            };
-            if !m.is_dir() {
-                return Err(unsafe_dir("not a directory".into()));
-            }
-            if m.uid() != euid() {
-                return Err(unsafe_dir(format!(
-                    "owned by uid {}, not {}",
-                    m.uid(),
-                    euid()
-                )));
-            }
-            let mode = m.mode() & 0o777;
-            let group_ok = match read_group {
-                Some(g) => m.gid() == g && mode & 0o020 == 0,
-                None => mode & 0o070 == 0,
-            };
-            if mode & 0o007 != 0 || !group_ok {
-                return Err(unsafe_dir(format!("mode {mode:04o}, group {}", m.gid())));
-            }
-            Ok(())
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(io_err("creating the control socket directory", dir))?;
-            // The mode given to mkdir is masked by the umask: set it.
-            let mode = if let Some(g) = read_group {
-                std::os::unix::fs::chown(dir, None, Some(g))
-                    .map_err(io_err("giving the read group the directory", dir))?;
-                0o710
-            } else {
-                0o700
-            };
-            fs::set_permissions(dir, fs::Permissions::from_mode(mode))
-                .map_err(io_err("setting the mode of", dir))
-        }
+        Ok(m) => check_existing_dir(dir, &m, read_group),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => create_private_dir(dir, read_group),
         Err(e) => Err(io_err("reading", dir)(e)),
     }
+}
+
+/// An existing directory (as `lstat` found it: a symlink is refused) must
+/// be ours and closed to others (the read group may only enter it).
+fn check_existing_dir(dir: &Path, m: &fs::Metadata, read_group: Option<u32>) -> Result<(), Error> {
+    let unsafe_dir = |reason: String| Error::UnsafeDir {
+        path: dir.to_owned(),
+        reason,
+    };
+    if !m.is_dir() {
+        return Err(unsafe_dir("not a directory".into()));
+    }
+    if m.uid() != euid() {
+        return Err(unsafe_dir(format!(
+            "owned by uid {}, not {}",
+            m.uid(),
+            euid()
+        )));
+    }
+    let mode = m.mode() & 0o777;
+    let group_ok = match read_group {
+        Some(g) => m.gid() == g && mode & 0o020 == 0,
+        None => mode & 0o070 == 0,
+    };
+    if mode & 0o007 != 0 || !group_ok {
+        return Err(unsafe_dir(format!("mode {mode:04o}, group {}", m.gid())));
+    }
+    Ok(())
+}
+
+/// Create `dir`, found missing, private to this user, without following
+/// a symlink anyone plants meanwhile (review M1): missing parents are made
+/// as by `mkdir -p`, but a parent that someone else could rename the
+/// directory out of (world-writable without the sticky bit, or owned by
+/// another user than this one or root) is refused; the directory itself
+/// is made by one `mkdir` (which never follows a symlink), an existing
+/// one found there instead is checked as any existing one, and the mode
+/// and group are set through a descriptor opened with `O_NOFOLLOW` and
+/// checked with `fstat`, never by path.
+fn create_private_dir(dir: &Path, read_group: Option<u32>) -> Result<(), Error> {
+    let unsafe_dir = |reason: String| Error::UnsafeDir {
+        path: dir.to_owned(),
+        reason,
+    };
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent).map_err(io_err("creating the parent directory of", dir))?;
+        let m = fs::metadata(parent).map_err(io_err("reading", parent))?;
+        if m.mode() & 0o002 != 0 && m.mode() & 0o1000 == 0 {
+            return Err(unsafe_dir(format!(
+                "its parent {} is writable by anyone and not sticky (mode {:04o})",
+                parent.display(),
+                m.mode() & 0o7777
+            )));
+        }
+        if m.uid() != euid() && m.uid() != 0 && m.mode() & 0o1000 == 0 {
+            return Err(unsafe_dir(format!(
+                "its parent {} is owned by uid {}",
+                parent.display(),
+                m.uid()
+            )));
+        }
+    }
+    match fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            // Made (or planted) by someone else since we looked.
+            let m = fs::symlink_metadata(dir).map_err(io_err("reading", dir))?;
+            return check_existing_dir(dir, &m, read_group);
+        }
+        Err(e) => return Err(io_err("creating the control socket directory", dir)(e)),
+    }
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(dir)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP | libc::ENOTDIR) => {
+                unsafe_dir("replaced by something else while it was being created".into())
+            }
+            _ => io_err("opening the new directory", dir)(e),
+        })?;
+    let m = f.metadata().map_err(io_err("reading", dir))?;
+    if !m.is_dir() || m.uid() != euid() {
+        return Err(unsafe_dir(
+            "replaced by another's directory while it was being created".into(),
+        ));
+    }
+    // The mode given to mkdir is masked by the umask: set it.
+    let mode = if let Some(g) = read_group {
+        std::os::unix::fs::fchown(&f, None, Some(g))
+            .map_err(io_err("giving the read group the directory", dir))?;
+        0o710
+    } else {
+        0o700
+    };
+    f.set_permissions(fs::Permissions::from_mode(mode))
+        .map_err(io_err("setting the mode of", dir))
 }
 
 /// An exclusive `flock` on `<socket>.lock`, held while the server lives: a
@@ -261,7 +318,7 @@ impl LockFile {
                 .create(true)
                 .truncate(false)
                 .mode(0o600)
-                .custom_flags(libc::O_CLOEXEC)
+                .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
                 .open(&path)
                 .map_err(io_err("opening the lock file", &path))?;
             // SAFETY: the descriptor is open and owned by `file`; flock
@@ -277,7 +334,7 @@ impl LockFile {
             // A server that stopped between our open and our flock removed
             // the file we locked: lock the one at the path instead.
             let ours = file.metadata().map_err(io_err("reading", &path))?;
-            match fs::metadata(&path) {
+            match fs::symlink_metadata(&path) {
                 Ok(m) if m.ino() == ours.ino() && m.dev() == ours.dev() => {
                     return Ok(LockFile { file, path })
                 }
@@ -332,26 +389,88 @@ fn peer_cred(s: &UnixStream) -> io::Result<Peer> {
     })
 }
 
-/// The supplementary groups of a process, from /proc (empty if unknown).
-fn groups_of(pid: i32) -> Vec<u32> {
-    fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| l.strip_prefix("Groups:")).map(|g| {
-                g.split_whitespace()
-                    .filter_map(|x| x.parse().ok())
-                    .collect()
-            })
-        })
-        .unwrap_or_default()
+/// `SO_PEERGROUPS` (Linux 4.13): the peer's supplementary groups as they
+/// were when it connected.
+#[cfg(any(target_arch = "sparc", target_arch = "sparc64"))]
+const SO_PEERGROUPS: libc::c_int = 0x3d;
+#[cfg(not(any(target_arch = "sparc", target_arch = "sparc64")))]
+const SO_PEERGROUPS: libc::c_int = 59;
+
+/// The peer's supplementary groups from `SO_PEERGROUPS`: taken by the
+/// kernel at connect time, unlike `/proc/<pid>/status`, whose pid may
+/// have been reused by another process since (review L3).
+fn peer_groups(s: &UnixStream) -> io::Result<Vec<u32>> {
+    const GID: usize = std::mem::size_of::<libc::gid_t>();
+    let mut groups: Vec<libc::gid_t> = vec![0; 64];
+    loop {
+        let mut len = (groups.len() * GID) as libc::socklen_t;
+        // SAFETY: the descriptor is an open socket owned by `s`; the
+        // buffer holds `len` bytes of gid_t, which is at most what
+        // SO_PEERGROUPS writes (it fails with ERANGE, writing the size
+        // it needs to `len`, when the buffer is too small).
+        let r = unsafe {
+            libc::getsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                SO_PEERGROUPS,
+                groups.as_mut_ptr().cast::<libc::c_void>(),
+                &mut len,
+            )
+        };
+        let n = len as usize / GID;
+        if r == 0 {
+            groups.truncate(n.min(groups.len()));
+            return Ok(groups);
+        }
+        let e = io::Error::last_os_error();
+        // NGROUPS_MAX is 65536.
+        if e.raw_os_error() == Some(libc::ERANGE) && n > groups.len() && n <= 65536 {
+            groups.resize(n, 0);
+            continue;
+        }
+        return Err(e);
+    }
 }
 
-fn access_of(peer: &Peer, owner: u32, read_group: Option<u32>) -> Option<Access> {
+fn access_of(
+    peer: &Peer,
+    owner: u32,
+    read_group: Option<u32>,
+    groups: impl FnOnce() -> Vec<u32>,
+) -> Option<Access> {
     if peer.uid == owner || peer.uid == 0 {
         return Some(Access::Write);
     }
     let g = read_group?;
-    (peer.gid == g || groups_of(peer.pid).contains(&g)).then_some(Access::Read)
+    (peer.gid == g || groups().contains(&g)).then_some(Access::Read)
+}
+
+/// Connection slots kept for peers with write access out of `max`: the
+/// read-only peers may hold at most `max - reserved_slots(max)` at once,
+/// so that they cannot lock the owner out (review L3).
+pub(crate) fn reserved_slots(max: usize) -> usize {
+    if max < 2 {
+        0
+    } else {
+        (max / 4).max(1)
+    }
+}
+
+/// May a peer with `access` connect while `open` connections are served,
+/// `open_read` of them read-only? The refusal's message if not.
+fn admit(open: usize, open_read: usize, access: Access, max: usize) -> Result<(), String> {
+    if open >= max {
+        return Err(format!(
+            "the server has its maximum of {max} connections; try again later"
+        ));
+    }
+    let for_read = max - reserved_slots(max);
+    if access == Access::Read && open_read >= for_read {
+        return Err(format!(
+            "the read-only peers have their maximum of {for_read} connections (of {max}; the others are kept for peers that may write); try again later"
+        ));
+    }
+    Ok(())
 }
 
 /// State shared by the accept thread and the connections.
@@ -361,8 +480,9 @@ struct Shared {
     path: PathBuf,
     owner: u32,
     stop: AtomicBool,
-    /// Open connections (a clone of each stream, to shut them down).
-    conns: Mutex<HashMap<u64, UnixStream>>,
+    /// Open connections (a clone of each stream, to shut them down) and
+    /// what each peer may do.
+    conns: Mutex<HashMap<u64, (UnixStream, Access)>>,
     next_id: AtomicU64,
 }
 
@@ -511,7 +631,7 @@ pub(crate) fn send_line(s: &mut UnixStream, line: &str) -> io::Result<()> {
 /// Answer with an error and close.
 fn refuse(mut s: UnixStream, e: &RpcError) {
     let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
-    let _ = send_line(&mut s, &rpc::error_response(&Value::Null, e));
+    let _ = send_line(&mut s, &rpc::error_response(&rpc::null_id(), e));
     let _ = s.shutdown(std::net::Shutdown::Both);
 }
 
@@ -561,7 +681,12 @@ fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
                 continue;
             }
         };
-        let Some(access) = access_of(&peer, shared.owner, shared.config.read_group) else {
+        let Some(access) = access_of(&peer, shared.owner, shared.config.read_group, || {
+            peer_groups(&stream).unwrap_or_else(|e| {
+                tracing::warn!(target: "pfil_ctl", error = %e, pid = peer.pid, "cannot read the peer's groups (SO_PEERGROUPS)");
+                Vec::new()
+            })
+        }) else {
             tracing::warn!(target: "pfil_ctl", pid = peer.pid, uid = peer.uid, gid = peer.gid, path = %shared.path.display(), "control connection refused: peer is neither the owner, root nor in the read group");
             refuse(
                 stream,
@@ -581,18 +706,21 @@ fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
             );
             continue;
         };
-        if workers.len() >= shared.config.max_connections {
-            tracing::warn!(target: "pfil_ctl", pid = peer.pid, uid = peer.uid, max = shared.config.max_connections, "control connection refused: too many connections");
+        let admitted = {
+            let conns = lock(&shared.conns);
+            let open_read = conns.values().filter(|(_, a)| *a == Access::Read).count();
+            admit(
+                conns.len(),
+                open_read,
+                access,
+                shared.config.max_connections,
+            )
+        };
+        if let Err(why) = admitted {
+            tracing::warn!(target: "pfil_ctl", pid = peer.pid, uid = peer.uid, ?access, max = shared.config.max_connections, "control connection refused: too many connections");
             refuse(
                 stream,
-                &RpcError::new(
-                    code::TOO_MANY_CONNECTIONS,
-                    "too_many_connections",
-                    format!(
-                        "the server has its maximum of {} connections; try again later",
-                        shared.config.max_connections
-                    ),
-                ),
+                &RpcError::new(code::TOO_MANY_CONNECTIONS, "too_many_connections", why),
             );
             continue;
         }
@@ -608,30 +736,48 @@ fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
             );
             continue;
         };
-        lock(&shared.conns).insert(id, clone);
+        lock(&shared.conns).insert(id, (clone, access));
+        // Frees the slot and closes the connection when the thread ends,
+        // however it ends (a panic included), or if it cannot start.
+        let slot = ConnSlot {
+            shared: shared.clone(),
+            id,
+        };
         tracing::debug!(target: "pfil_ctl", pid = peer.pid, uid = peer.uid, ?access, "control connection");
         let s = shared.clone();
         match std::thread::Builder::new()
             .name("pfil-ctl-conn".into())
             .spawn(move || {
+                let _slot = slot;
                 serve(&s, stream, access);
-                lock(&s.conns).remove(&id);
             }) {
             Ok(h) => workers.push(h),
             Err(e) => {
                 tracing::warn!(target: "pfil_ctl", error = %e, "cannot start a connection thread");
-                if let Some(s) = lock(&shared.conns).remove(&id) {
-                    let _ = s.shutdown(std::net::Shutdown::Both);
-                }
             }
         }
     }
     // Stop: wake every connection blocked in read, then wait for them.
-    for s in lock(&shared.conns).values() {
+    for (s, _) in lock(&shared.conns).values() {
         let _ = s.shutdown(std::net::Shutdown::Both);
     }
     for w in workers {
         let _ = w.join();
+    }
+}
+
+/// A connection's entry in [`Shared::conns`]: removed, and the connection
+/// shut down, when this is dropped.
+struct ConnSlot {
+    shared: Arc<Shared>,
+    id: u64,
+}
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        if let Some((s, _)) = lock(&self.shared.conns).remove(&self.id) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
     }
 }
 
@@ -752,9 +898,21 @@ fn serve(shared: &Shared, mut s: UnixStream, access: Access) {
         }
         let reply = match rpc::parse_call(text) {
             Err((id, e)) => Some(rpc::error_response(&id, &e)),
+            Ok(call) if call.id.is_none() && WRITE_METHODS.contains(&call.method.as_str()) => {
+                // A notification gets no answer: a write's failure (or
+                // its success) would go unseen. Refused, and said so.
+                tracing::warn!(target: "pfil_ctl", method = %call.method, "control: a write without an id refused");
+                Some(rpc::error_response(
+                    &rpc::null_id(),
+                    &RpcError::request(format!(
+                        "`{}` changes the configuration and needs an `id` (a request without one is a notification, which gets no answer); nothing was done",
+                        call.method
+                    )),
+                ))
+            }
             Ok(call) if call.method == "capture" => {
                 // A streaming session; the connection ends with it.
-                let id = call.id.clone().unwrap_or(Value::Null);
+                let id = call.id.unwrap_or_else(rpc::null_id);
                 let r = if access != Access::Write {
                     Err(RpcError::new(
                         code::PERMISSION_DENIED,
@@ -772,14 +930,21 @@ fn serve(shared: &Shared, mut s: UnixStream, access: Access) {
                         Line::TimedOut => None,
                     };
                     let stopping = || shared.stop.load(Ordering::Acquire);
-                    crate::capture::session(
-                        &shared.target,
-                        &mut s,
-                        &mut next,
-                        &stopping,
-                        id.clone(),
-                        call.params,
-                    )
+                    let session = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        crate::capture::session(
+                            &shared.target,
+                            &mut s,
+                            &mut next,
+                            &stopping,
+                            &id,
+                            call.params,
+                        )
+                    }));
+                    session.unwrap_or_else(|p| {
+                        let why = rpc::panic_text(&*p);
+                        tracing::error!(target: "pfil_ctl", panic = %why, "control: the capture session panicked; its tap is unlinked");
+                        Err(RpcError::internal("capture", &why))
+                    })
                 };
                 if let Err(e) = r {
                     let _ = send_line(&mut s, &rpc::error_response(&id, &e));
@@ -787,11 +952,26 @@ fn serve(shared: &Shared, mut s: UnixStream, access: Access) {
                 return;
             }
             Ok(call) => {
-                let r = shared.target.call(access, &call.method, call.params);
-                call.id.map(|id| match r {
-                    Ok(v) => rpc::response(&id, v),
-                    Err(e) => rpc::error_response(&id, &e),
-                })
+                let method = call.method;
+                let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    shared.target.call(access, &method, call.params)
+                }));
+                match (r, call.id) {
+                    (Ok(r), id) => id.map(|id| match r {
+                        Ok(v) => rpc::response(&id, v),
+                        Err(e) => rpc::error_response(&id, &e),
+                    }),
+                    (Err(p), id) => {
+                        let why = rpc::panic_text(&*p);
+                        tracing::error!(target: "pfil_ctl", method = %rpc::clip(&method), panic = %why, "control: a request handler panicked; closing its connection");
+                        let id = id.unwrap_or_else(rpc::null_id);
+                        let _ = send_line(
+                            &mut s,
+                            &rpc::error_response(&id, &RpcError::internal(&method, &why)),
+                        );
+                        return;
+                    }
+                }
             }
         };
         if let Some(reply) = reply {
@@ -799,5 +979,115 @@ fn serve(shared: &Shared, mut s: UnixStream, access: Access) {
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A private temporary directory, removed on drop.
+    struct Tmp(PathBuf);
+
+    impl Tmp {
+        fn new(tag: &str) -> Tmp {
+            let p =
+                std::env::temp_dir().join(format!("pfil-ctl-unit-{tag}-{}", std::process::id()));
+            let _ = fs::remove_dir_all(&p);
+            fs::create_dir_all(&p).unwrap();
+            Tmp(p)
+        }
+    }
+
+    impl Drop for Tmp {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// Review M1: a symlink planted between the check that found nothing
+    /// and the creation (the race, made deterministic by planting it
+    /// before the creation step runs) is neither followed nor changed.
+    #[test]
+    fn creating_the_directory_never_follows_a_symlink_planted_in_the_race() {
+        let t = Tmp::new("race");
+        let victim = t.0.join("victim");
+        fs::create_dir(&victim).unwrap();
+        fs::set_permissions(&victim, fs::Permissions::from_mode(0o755)).unwrap();
+        let dir = t.0.join("ctl");
+        std::os::unix::fs::symlink(&victim, &dir).unwrap();
+        for group in [None, Some(euid())] {
+            let e = create_private_dir(&dir, group).unwrap_err();
+            assert!(matches!(e, Error::UnsafeDir { .. }), "{e}");
+            let m = fs::metadata(&victim).unwrap();
+            assert_eq!(m.mode() & 0o777, 0o755, "the symlink's target was changed");
+        }
+        // A directory someone else made in the race is checked as an
+        // existing one: refused when it is open to others.
+        fs::remove_file(&dir).unwrap();
+        fs::create_dir(&dir).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+        let e = create_private_dir(&dir, None).unwrap_err();
+        assert!(matches!(e, Error::UnsafeDir { .. }), "{e}");
+        assert_eq!(fs::metadata(&dir).unwrap().mode() & 0o777, 0o777);
+        // Created when missing (missing parents too), private whatever
+        // the umask.
+        let fresh = t.0.join("a").join("fresh");
+        create_private_dir(&fresh, None).unwrap();
+        let m = fs::symlink_metadata(&fresh).unwrap();
+        assert!(m.is_dir());
+        assert_eq!(m.mode() & 0o777, 0o700);
+        // Under a parent others may write to (no sticky bit), anyone could
+        // rename the directory away and put theirs in its place: refused.
+        let open = t.0.join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+        let e = create_private_dir(&open.join("ctl"), None).unwrap_err();
+        assert!(e.to_string().contains("parent"), "{e}");
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o1777)).unwrap();
+        create_private_dir(&open.join("ctl"), None).unwrap();
+    }
+
+    /// Review L3: read-only peers cannot take the slots kept for the
+    /// peers that may write.
+    #[test]
+    fn read_only_peers_leave_slots_for_the_writers() {
+        assert_eq!(reserved_slots(32), 8);
+        assert_eq!(reserved_slots(2), 1);
+        assert_eq!(reserved_slots(1), 0);
+        for open in 0..24 {
+            admit(open, open, Access::Read, 32).unwrap();
+        }
+        let e = admit(24, 24, Access::Read, 32).unwrap_err();
+        assert!(e.contains("read-only") && e.contains("24"), "{e}");
+        for open in 24..32 {
+            admit(open, 24, Access::Write, 32).unwrap();
+        }
+        assert!(admit(32, 24, Access::Write, 32)
+            .unwrap_err()
+            .contains("maximum of 32"));
+        // Writers may use every slot; readers still get theirs back
+        // only as reads close.
+        admit(31, 0, Access::Read, 32).unwrap();
+        assert!(admit(32, 0, Access::Read, 32).is_err());
+    }
+
+    /// Review L3: the peer's groups come from the kernel (SO_PEERGROUPS),
+    /// as getgroups(2) gives them for this process.
+    #[test]
+    fn peer_groups_are_the_kernels() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        let mut got = peer_groups(&a).unwrap();
+        // SAFETY: a null list with size 0 asks for the count only.
+        let n = unsafe { libc::getgroups(0, std::ptr::null_mut()) };
+        let mut want = vec![0 as libc::gid_t; usize::try_from(n).unwrap()];
+        // SAFETY: `want` holds `n` gid_t, the size given.
+        let n = unsafe { libc::getgroups(n, want.as_mut_ptr()) };
+        want.truncate(usize::try_from(n).unwrap());
+        got.sort_unstable();
+        want.sort_unstable();
+        want.dedup();
+        got.dedup();
+        assert_eq!(got, want);
     }
 }

@@ -5,6 +5,12 @@
 //!
 //! The fixture is what the document says: `pfild sink syn0 --hook count`
 //! (head `syn0`, hook `count:1` appended on `in`, generation 3).
+//!
+//! Beyond the examples: ids are compared as written (a value comparison
+//! would take `18446744073709551617` and its float for equal), and the
+//! errors table and the limits table are checked against the server's
+//! source and constants (every code and kind the server can send is in
+//! the table; every cap is written with its value).
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -17,6 +23,144 @@ use pfil_filters::{BuildCtx, Catalog};
 use serde_json::Value;
 
 const DOC: &str = include_str!("../PROTOCOL.md");
+/// The sources whose error kinds the document must list.
+const SOURCES: &[(&str, &str)] = &[
+    ("rpc.rs", include_str!("../src/rpc.rs")),
+    ("methods.rs", include_str!("../src/methods.rs")),
+    ("server.rs", include_str!("../src/server.rs")),
+    ("capture.rs", include_str!("../src/capture.rs")),
+];
+
+/// The `id` of a JSON-RPC line as written (`None`: no id member).
+fn raw_id(line: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Id<'a> {
+        #[serde(borrow, default)]
+        id: Option<&'a serde_json::value::RawValue>,
+    }
+    let has = serde_json::from_str::<serde_json::Map<String, Value>>(line)
+        .map_or(true, |m| m.contains_key("id"));
+    let id: Id<'_> = serde_json::from_str(line).ok()?;
+    has.then(|| id.id.map_or("null".to_owned(), |r| r.get().to_owned()))
+}
+
+/// The section of the document under `## {title}`.
+fn section(title: &str) -> &'static str {
+    let start = DOC
+        .find(&format!("\n## {title}\n"))
+        .unwrap_or_else(|| panic!("PROTOCOL.md has no section {title}"));
+    let rest = &DOC[start + 1..];
+    let end = rest[3..].find("\n## ").map_or(rest.len(), |e| e + 3);
+    &rest[..end]
+}
+
+/// The error codes (`pub const NAME: i64 = CODE;` in `mod code`) and the
+/// kinds the server's sources send: the string after a `code::NAME,` and
+/// the `=> "kind"` arms of the error mappings.
+fn source_codes_and_kinds() -> (Vec<i64>, Vec<String>) {
+    let mut codes = Vec::new();
+    let mut kinds = vec!["invalid_params".to_owned(), "invalid_request".to_owned()];
+    for (name, src) in SOURCES {
+        for l in src.lines() {
+            let l = l.trim();
+            if let Some(rest) = l.strip_prefix("pub const ") {
+                if let Some((_, v)) = rest.split_once(": i64 = ") {
+                    codes.push(v.trim_end_matches(';').parse().unwrap());
+                }
+            }
+        }
+        let mut at = 0;
+        while let Some(i) = src[at..].find("code::") {
+            at += i + 6;
+            let rest = &src[at..];
+            let ident: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                .collect();
+            let after = rest[ident.len()..].trim_start();
+            if ident.is_empty() || !after.starts_with(',') {
+                continue;
+            }
+            let after = after[1..].trim_start();
+            if let Some(lit) = after.strip_prefix('"') {
+                let k = &lit[..lit.find('"').unwrap()];
+                kinds.push(k.to_owned());
+            }
+        }
+        if *name == "rpc.rs" {
+            for l in src.lines() {
+                if let Some((_, k)) = l.split_once("=> \"") {
+                    if let Some(k) = k.strip_suffix("\",") {
+                        kinds.push(k.to_owned());
+                    }
+                }
+            }
+        }
+    }
+    kinds.sort();
+    kinds.dedup();
+    (codes, kinds)
+}
+
+#[test]
+fn the_errors_table_lists_every_code_and_kind_the_server_sends() {
+    let table = section("Errors");
+    let (codes, kinds) = source_codes_and_kinds();
+    assert!(codes.len() >= 12, "codes found: {codes:?}");
+    assert!(kinds.len() >= 20, "kinds found: {kinds:?}");
+    let mut missing = Vec::new();
+    for c in codes {
+        if !table.contains(&format!("\n| {c} |")) {
+            missing.push(format!("code {c}"));
+        }
+    }
+    for k in kinds {
+        if !table.contains(&format!("`{k}`")) {
+            missing.push(format!("kind `{k}`"));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "PROTOCOL.md's errors table lacks {}",
+        missing.join(", ")
+    );
+}
+
+#[test]
+fn the_limits_table_says_the_caps_of_the_server() {
+    use pfil_ctl::capture as c;
+    use pfil_ctl::rpc;
+    let limits = section("Limits");
+    let capture = section("Methods");
+    let read_slots = pfil_ctl::DEFAULT_MAX_CONNECTIONS - pfil_ctl::DEFAULT_MAX_CONNECTIONS / 4;
+    for (what, text) in [
+        ("request line", format!("{} MiB", pfil_ctl::DEFAULT_MAX_REQUEST >> 20)),
+        ("connections", format!("| {} (`max_connections`)", pfil_ctl::DEFAULT_MAX_CONNECTIONS)),
+        ("read-only connections", format!("| {read_slots}: `max_connections` less a quarter")),
+        ("echo", format!("{} characters per quoted name or value, {} bytes per message", rpc::ECHO_MAX, rpc::MESSAGE_MAX)),
+        ("seconds", format!("| {} (a year)", c::MAX_SECONDS)),
+        ("buffer", format!("{} to {} records per worker (fewer than {}: {}), at most {} MiB per worker as `buffer` x (`snaplen` + {} bytes)", c::MIN_BUFFER, c::MAX_BUFFER, c::MIN_BUFFER, c::MIN_BUFFER, c::MAX_TAP_BYTES >> 20, c::RECORD_OVERHEAD)),
+        ("one capture", format!("| memory of one capture, all workers | {} MiB |", c::MAX_TAP_BYTES >> 20)),
+        ("all captures", format!("| memory of all captures at once | {} GiB |", c::MAX_ALL_TAPS_BYTES >> 30)),
+    ] {
+        assert!(limits.contains(&text), "Limits: {what}: PROTOCOL.md should say {text:?}");
+    }
+    for text in [
+        format!(
+            "`buffer` (records per worker buffer, default {}; {} to\n{}",
+            c::DEFAULT_BUFFER,
+            c::MIN_BUFFER,
+            c::MAX_BUFFER
+        ),
+        format!("with\nup to {} records", c::FIRST_RECORDS),
+        format!("at most {}", c::MAX_SECONDS),
+    ] {
+        assert!(
+            capture.contains(&text),
+            "capture: PROTOCOL.md should say {text:?}"
+        );
+    }
+}
 
 /// The `ndjson` blocks: per block, the (request, expected responses) pairs.
 fn blocks() -> Vec<Vec<(String, Vec<String>)>> {
@@ -103,7 +247,10 @@ fn the_protocol_document_examples_run() {
                     println!("--> {req}\n<-- {}", got.trim_end());
                 }
                 said.push(got.trim_end().to_owned());
-                if g != wv {
+                // Ids as written: a value comparison would take an id and
+                // its rounding to a float for equal.
+                let (gi, wi) = (raw_id(&got), raw_id(want));
+                if g != wv || gi != wi {
                     failures.push(format!(
                         "block {i}: for\n--> {req}\nthe document says\n<-- {want}\nthe server says\n<-- {}",
                         got.trim_end()
