@@ -298,6 +298,10 @@ pub struct Acl {
     /// The `acl:` config it was built from ([`Filter::spec`]); `None`
     /// once [`Acl::replace`] swapped in rules given as a value.
     config: Arc<std::sync::Mutex<Option<String>>>,
+    /// Replaced versions a batch still held when [`Acl::replace`] stopped
+    /// waiting: freed by a later control-plane call, never by the
+    /// datapath thread that lets go last (review L6.4).
+    retiring: Arc<std::sync::Mutex<Vec<Arc<Version>>>>,
 }
 
 impl Acl {
@@ -310,6 +314,7 @@ impl Acl {
             slab,
             replacing: Arc::default(),
             config: Arc::new(std::sync::Mutex::new(None)),
+            retiring: Arc::default(),
         }
     }
 
@@ -327,8 +332,9 @@ impl Acl {
 
     /// Swaps in a new ruleset. Batches already running finish on the old
     /// one; later ones use the new one. Returns once no batch runs on the
-    /// old one (at most 2 s), which it then frees: call it
-    /// from a control thread, not from a hook.
+    /// old one, which it then frees, or after 2 s, keeping it to be freed
+    /// by a later control-plane call ([`Acl::reclaim`]) rather than by the
+    /// datapath: call it from a control thread, not from a hook.
     ///
     /// Counted rules that are in both rulesets (the same rule, matched in
     /// order: the first equal counted rule of the old ruleset not matched
@@ -353,6 +359,24 @@ impl Acl {
         while Arc::strong_count(&old) > 1 && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_micros(50));
         }
+        // A batch still holds it after the wait (a stalled worker): keep
+        // a reference, so that the worker's is never the last one, and
+        // free it from a later control-plane call ([`Acl::reclaim`]).
+        let mut r = self.retiring.lock().unwrap_or_else(|e| e.into_inner());
+        if Arc::strong_count(&old) > 1 {
+            r.push(old);
+        }
+        r.retain(|v| Arc::strong_count(v) > 1);
+    }
+
+    /// Frees the old rulesets that [`Acl::replace`] could not free
+    /// because a batch still ran on them, once no batch does; returns how
+    /// many are still held. [`Acl::replace`] and [`Acl::hits`] call it
+    /// (both run on the control plane); a control plane may call it too.
+    pub fn reclaim(&self) -> usize {
+        let mut r = self.retiring.lock().unwrap_or_else(|e| e.into_inner());
+        r.retain(|v| Arc::strong_count(v) > 1);
+        r.len()
     }
 
     /// A new filter for `rules` that keeps this one's counters of the
@@ -377,6 +401,7 @@ impl Acl {
             slab: self.slab.clone(),
             replacing: Arc::default(),
             config: Arc::new(std::sync::Mutex::new(None)),
+            retiring: Arc::default(),
         }
     }
 
@@ -387,6 +412,7 @@ impl Acl {
 
     /// Hits of every rule marked `count`, then of the default action.
     pub fn hits(&self) -> Vec<RuleHits> {
+        self.reclaim();
         let v = self.current.load();
         let mut out = Vec::new();
         for (i, r) in v.rules.rules.iter().enumerate() {
@@ -757,11 +783,7 @@ mod tests {
     use pfil::{Dir, Dirs, Placement, Registry};
 
     fn ctx(worker: usize) -> Ctx<'static> {
-        Ctx {
-            head: "h",
-            dir: Dir::In,
-            worker,
-        }
+        Ctx::new("h", Dir::In, worker)
     }
 
     fn udp4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
@@ -1379,5 +1401,22 @@ mod tests {
         assert!(e.len() < 512, "{} bytes", e.len());
         let e = Acl::from_config(&format!("@/nonexistent/{}", "y".repeat(1 << 20)), 1).unwrap_err();
         assert!(e.len() < 512, "{} bytes", e.len());
+    }
+
+    /// Review L6.4: a ruleset a stalled batch still holds when
+    /// [`Acl::replace`] stops waiting is not freed by that batch's thread
+    /// when it lets go (a whole classifier and a lock per counted rule on
+    /// a datapath thread) but by the next control-plane call.
+    #[test]
+    fn a_replaced_ruleset_is_never_freed_by_the_datapath() {
+        let acl = Acl::from_config("drop count proto udp; pass all", 2).unwrap();
+        let held = acl.current.load_full(); // a batch that stalls
+        let weak = Arc::downgrade(&held);
+        acl.replace(text::parse("pass proto udp").unwrap());
+        assert_eq!(acl.retiring.lock().unwrap().len(), 1);
+        std::thread::spawn(move || drop(held)).join().unwrap();
+        assert!(weak.upgrade().is_some(), "freed by the batch's thread");
+        assert_eq!(acl.reclaim(), 0);
+        assert!(weak.upgrade().is_none(), "freed by reclaim");
     }
 }

@@ -147,7 +147,8 @@ pub enum CatalogError {
         known: Vec<String>,
     },
     /// The module exists but refused the config (or needs one, or takes
-    /// none).
+    /// none). Its message shows at most 200 characters of the spec and
+    /// 1024 of what was expected (the fields keep them whole).
     BadConfig {
         /// The whole spec.
         spec: String,
@@ -165,14 +166,20 @@ impl fmt::Display for CatalogError {
         match self {
             CatalogError::UnknownModule { module, known } => write!(
                 f,
-                "unknown hook `{module}`: the known hooks are {}",
+                "unknown hook `{}`: the known hooks are {}",
+                crate::shorten(module, 96),
                 known.join(", ")
             ),
             CatalogError::BadConfig {
                 spec,
                 usage,
                 expected,
-            } => write!(f, "bad config in `{spec}`: expected {usage}, {expected}"),
+            } => write!(
+                f,
+                "bad config in `{}`: expected {usage}, {}",
+                crate::shorten(spec, 200),
+                crate::shorten(expected, 1024)
+            ),
             CatalogError::Duplicate(name) => {
                 write!(f, "a module named `{name}` is already registered")
             }
@@ -345,11 +352,7 @@ mod tests {
     }
 
     fn verdict(f: &dyn Filter, frame: &mut [u8]) -> Verdict {
-        let ctx = Ctx {
-            head: "h",
-            dir: Dir::In,
-            worker: 0,
-        };
+        let ctx = Ctx::new("h", Dir::In, 0);
         f.filter(&mut Packet::new(frame), &ctx)
     }
 

@@ -216,11 +216,7 @@ fn agrees_with_tcpdump_frame_for_frame() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("mixed.pcap");
     pfil_testnet::write_pcap(&file, 1, &frames);
-    let ctx = Ctx {
-        head: "h",
-        dir: Dir::In,
-        worker: 0,
-    };
+    let ctx = Ctx::new("h", Dir::In, 0);
     for e in EXPRS {
         let kept = pfil_testnet::tcpdump_indices(tcpdump, &file, e);
         let f = Bpf::new(BpfAction::Drop, e).unwrap();

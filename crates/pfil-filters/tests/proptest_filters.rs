@@ -119,11 +119,7 @@ fn every_filter_called_directly_with_any_ctx() {
         .run(
             &(frames::any_frame(), port(), dir, worker),
             |((kind, frame), port, dir, worker)| {
-                let ctx = Ctx {
-                    head: "h",
-                    dir,
-                    worker,
-                };
+                let ctx = Ctx::new("h", dir, worker);
                 for (name, f, want) in filters(port) {
                     let mut buf = frame.clone();
                     let mut p = Packet::with_kind(&mut buf, kind);
@@ -261,11 +257,7 @@ fn the_acl_decides_a_mixed_batch_as_each_frame_alone() {
         WORKERS,
     )
     .unwrap();
-    let ctx = Ctx {
-        head: "h",
-        dir: Dir::In,
-        worker: 0,
-    };
+    let ctx = Ctx::new("h", Dir::In, 0);
     // A batch is up to 80 frames: an eighth of the cases covers as many
     // frames as the other tests.
     let base = frames::config();
@@ -420,11 +412,7 @@ fn any_ratelimit_config_is_parsed_or_refused_within_the_caps() {
                         .collect();
                     let mut pkts: Vec<Packet<'_>> =
                         bufs.iter_mut().map(|b| Packet::new(b)).collect();
-                    let ctx = Ctx {
-                        head: "h",
-                        dir: Dir::In,
-                        worker: workers - 1,
-                    };
+                    let ctx = Ctx::new("h", Dir::In, workers - 1);
                     f.filter_batch(&mut pkts, &ctx);
                     prop_assert!(pkts
                         .iter()
