@@ -114,17 +114,29 @@ impl FrameArea {
 
     /// The whole buffer of `frame` (frame size), to write a new packet;
     /// then set the length with [`FrameArea::set_len`]. Empty for a frame
-    /// of another UMEM (a token this area did not make).
+    /// of another UMEM (a token this area did not make) or whose address
+    /// is not a frame base.
     #[inline]
     pub fn buffer<'a>(&'a self, frame: &'a mut Frame) -> &'a mut [u8] {
         let start = frame.addr as usize;
         let size = self.frame_size as usize;
-        if frame.umem != self.id || start + size > self.mem.len() {
+        // The frame size is a power of two (checked when the area is made):
+        // a frame base is a multiple of it. The producers mask addresses to
+        // their base (`io.rs`); checked here too, since the argument below
+        // (two tokens never share bytes) holds for frame bases only.
+        let aligned = start & (size - 1) == 0;
+        if frame.umem != self.id
+            || !aligned
+            || start
+                .checked_add(size)
+                .is_none_or(|end| end > self.mem.len())
+        {
             return Default::default();
         }
-        // SAFETY: `start..start + size` lies within the mapping (checked
-        // above). The `Frame` token for this address is unique (not Clone,
-        // only made by this UMEM for frames it owns and the kernel does not
+        // SAFETY: `start..start + size` lies within the mapping and starts
+        // at a frame base (both checked above), so it is exactly one frame.
+        // The `Frame` token for this address is unique (not Clone, only
+        // made by this UMEM for frames it owns and the kernel does not
         // hold), and we borrow it mutably for `'a`, so no other slice of
         // these bytes exists for `'a`; the mapping lives as long as `self`.
         unsafe { std::slice::from_raw_parts_mut(self.mem.base().add(start), size) }
@@ -151,5 +163,28 @@ impl FrameArea {
     /// Frames in the area.
     pub fn frames(&self) -> u32 {
         self.frames
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A token whose address is not a frame base (a bug elsewhere) gets
+    /// no bytes: its window would overlap the next frame's (review L6.7).
+    #[test]
+    fn a_token_off_a_frame_base_gets_no_bytes() {
+        let mem = sys::Mmap::anonymous(4 * 2048).unwrap();
+        let area = FrameArea::new(mem, 2048, 4, 7);
+        let mut ok = area.frame(2048, 0, 60);
+        assert_eq!(area.buffer(&mut ok).len(), 2048);
+        assert_eq!(area.bytes(&mut ok).len(), 60);
+        let mut off = area.frame(2048 + 64, 0, 60);
+        assert!(area.buffer(&mut off).is_empty());
+        assert!(area.bytes(&mut off).is_empty());
+        let mut past = area.frame(4 * 2048, 0, 60);
+        assert!(area.buffer(&mut past).is_empty());
+        let mut huge = area.frame(u64::MAX - 2047, 0, 60);
+        assert!(area.buffer(&mut huge).is_empty());
     }
 }
