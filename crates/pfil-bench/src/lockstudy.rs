@@ -238,11 +238,7 @@ mod tests {
                 "a saved configuration rebuilds it"
             );
             let f = c.create(n, &ctx).unwrap();
-            let ctx = Ctx {
-                head: "h",
-                dir: Dir::In,
-                worker: 1,
-            };
+            let ctx = Ctx::new("h", Dir::In, 1);
             assert_eq!(
                 f.filter(&mut Packet::new(&mut [7u8; 8]), &ctx),
                 Verdict::Pass

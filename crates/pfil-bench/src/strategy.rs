@@ -159,11 +159,7 @@ impl Subject {
     /// Run one batch; verdicts land in the packets.
     #[inline]
     pub fn run(&self, worker: &mut Worker, pkts: &mut [Packet<'_>]) {
-        let ctx = Ctx {
-            head: HEAD,
-            dir: Dir::In,
-            worker: worker.index(),
-        };
+        let ctx = Ctx::new(HEAD, Dir::In, worker.index());
         match self.strategy {
             Strategy::Epoch => self.head.run(Dir::In, worker, pkts),
             Strategy::Unsync => walk(&self.chain, pkts, &ctx),

@@ -39,11 +39,7 @@ fn every_lock_hook_called_directly_with_any_ctx() {
         .run(
             &(frames::any_frame(), dir, worker),
             |((kind, frame), dir, worker)| {
-                let ctx = Ctx {
-                    head: "h",
-                    dir,
-                    worker,
-                };
+                let ctx = Ctx::new("h", dir, worker);
                 for (name, f) in hooks() {
                     let mut buf = frame.clone();
                     let mut p = Packet::with_kind(&mut buf, kind);

@@ -547,6 +547,8 @@ struct Linked<'a> {
     name: String,
     grace: std::time::Duration,
     done: bool,
+    /// Quarantined links the tap's writes reaped, for the reply.
+    reaped: Vec<pfil::Reaped>,
 }
 
 impl Linked<'_> {
@@ -557,7 +559,10 @@ impl Linked<'_> {
             .transaction()
             .remove_hook(&self.name)
             .commit()
-            .map(|c| c.retirement.wait_timeout(self.grace))
+            .map(|mut c| {
+                self.reaped.append(&mut c.reaped);
+                c.retirement.wait_timeout(self.grace)
+            })
     }
 }
 
@@ -649,7 +654,7 @@ pub(crate) fn session(
         *n += 1;
         format!("capture:{}", *n - 1)
     };
-    let c = reg
+    let mut c = reg
         .transaction()
         .op(pfil::Op::AddHook {
             name: name.clone(),
@@ -667,6 +672,7 @@ pub(crate) fn session(
         name: name.clone(),
         grace: target.grace_timeout,
         done: false,
+        reaped: std::mem::take(&mut c.reaped),
     };
     c.retirement.wait_timeout(target.grace_timeout);
     tracing::info!(target: "pfil_ctl", head = %p.head, dir = %d, tap = %name, %position, expr = ?p.expr, "control: capture started");
@@ -735,6 +741,7 @@ pub(crate) fn session(
             "dropped": st.dropped,
             "end": format!("{end:?}").to_lowercase(),
             "buffer_bytes": tap.buffer_bytes(),
+            "reaped": target.reaped(std::mem::take(&mut linked.reaped)),
         });
         let _ = crate::server::send_line(s, &crate::rpc::response(id, r));
     }

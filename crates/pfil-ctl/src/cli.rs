@@ -23,7 +23,7 @@ use crate::{default_socket_path, Client};
     disable_help_subcommand = true,
     max_term_width = 100,
     after_help = "`stats --watch [SECS]` refreshes with rates until Ctrl-C (or --count N).\n\
-Subcommands may be abbreviated to a unique prefix: he(ads), ho(oks), st(ats), r(ules), se(t), sh(ow), sa(mpling), t(op), ad(d), ap(ply), l(ink), u(nlink).\n\
+Subcommands may be abbreviated to a unique prefix: he(ads), ho(oks), st(ats), r(ules), re(ap), se(t), sh(ow), sa(mpling), t(op), ad(d), ap(ply), l(ink), u(nlink).\n\
                   Exit codes: 0 ok, 1 error (the server's message), 2 usage.\n\
                   The default socket is pfild's: /run/pfil/pfild.sock as root, $XDG_RUNTIME_DIR/pfil/pfild.sock otherwise."
 )]
@@ -84,6 +84,7 @@ enum Cmd {
     /// A filter's own counters, like `pfctl -vsr`: an acl's rules with
     /// their hits (rules marked `count`, then the default action), a
     /// ratelimit's evictions and table occupancy
+    #[command(alias = "r")]
     Rules {
         /// Only this hook (an error if it keeps none) [default: every
         /// hook that keeps some]
@@ -215,6 +216,23 @@ enum Cmd {
         hook: String,
         /// Head name
         head: String,
+    },
+    /// Remove quarantined links (their hook panicked): every one, or the
+    /// link of HOOK on HEAD (as `unlink` names it). A fail-closed one drops
+    /// all traffic until this (no other change removes it); prints their
+    /// final counters
+    Reap {
+        /// Input direction
+        #[arg(short = 'i', long = "in", requires = "head", conflicts_with = "output")]
+        input: bool,
+        /// Output direction
+        #[arg(short = 'o', long = "out", requires = "head")]
+        output: bool,
+        /// Hook name (with HEAD and -i/-o: only that link)
+        #[arg(requires = "head")]
+        hook: Option<String>,
+        /// Head name
+        head: Option<String>,
     },
     /// The protocol version and methods of the server
     Version,
@@ -350,14 +368,10 @@ fn watch(
     })
 }
 
-/// A file's text (`-`: stdin).
+/// A file's text (`-`: stdin), at most the control protocol's request
+/// size ([`crate::config::MAX_CONFIG_BYTES`]).
 fn read_text(path: &std::path::Path) -> Result<String, String> {
-    let r = if path.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin())
-    } else {
-        std::fs::read_to_string(path)
-    };
-    r.map_err(|e| format!("reading {}: {e}", path.display()))
+    crate::config::read_file(path)
 }
 
 /// The config of `add`/`set`: `--set TEXT`, or `--config FILE` without
@@ -704,6 +718,22 @@ fn request(cmd: &Cmd) -> Result<(&'static str, Value), String> {
             "unlink",
             json!({"head": head, "dir": dir.name(), "hook": hook}),
         ),
+        Cmd::Reap {
+            head,
+            hook,
+            input,
+            output,
+        } => match (head, hook) {
+            (Some(head), Some(hook)) => {
+                let dir = match (input, output) {
+                    (true, false) => "in",
+                    (false, true) => "out",
+                    _ => return Err("reap HEAD HOOK needs -i or -o".to_owned()),
+                };
+                ("reap", json!({"head": head, "dir": dir, "hook": hook}))
+            }
+            _ => ("reap", Value::Null),
+        },
     })
 }
 
@@ -769,14 +799,7 @@ fn human(cmd: &Cmd, r: &Value) -> String {
                         .and_then(Value::as_array)
                         .map(|c| {
                             c.iter()
-                                .map(|l| {
-                                    let q = if l["quarantined"] == json!(true) {
-                                        " (quarantined)"
-                                    } else {
-                                        ""
-                                    };
-                                    format!("{}{q}", text(&l["hook"]))
-                                })
+                                .map(|l| format!("{}{}", text(&l["hook"]), quarantined(l)))
                                 .collect()
                         })
                         .unwrap_or_default();
@@ -801,7 +824,7 @@ fn human(cmd: &Cmd, r: &Value) -> String {
             for h in arr(r, "hooks") {
                 let linked: Vec<String> = arr(&h, "linked")
                     .iter()
-                    .map(|l| format!("{} {}", text(&l["head"]), text(&l["dir"])))
+                    .map(|l| format!("{} {}{}", text(&l["head"]), text(&l["dir"]), quarantined(l)))
                     .collect();
                 rows.push(vec![
                     text(&h["name"]),
@@ -850,23 +873,37 @@ fn human(cmd: &Cmd, r: &Value) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
-        Cmd::Add { spec, .. } => format!("added {spec} (generation {generation})\n"),
-        Cmd::Set { hook, .. } if r["in_place"] == json!(true) => {
-            format!("reconfigured {hook} in place, its counters kept (generation {generation})\n")
-        }
-        Cmd::Set { hook, .. } => format!("reconfigured {hook} (generation {generation})\n"),
-        Cmd::Del { hook } => format!("removed {hook} (generation {generation}){}", retired(r)),
+        Cmd::Add { spec, .. } => format!("added {spec} (generation {generation})\n{}", reaped(r)),
+        Cmd::Set { hook, .. } if r["in_place"] == json!(true) => format!(
+            "reconfigured {hook} in place, its counters kept (generation {generation})\n{}",
+            reaped(r)
+        ),
+        Cmd::Set { hook, .. } => format!(
+            "reconfigured {hook} (generation {generation})\n{}",
+            reaped(r)
+        ),
+        Cmd::Del { hook } => format!(
+            "removed {hook} (generation {generation}){}{}",
+            retired(r),
+            reaped(r)
+        ),
         Cmd::Link {
             dir, hook, head, ..
         } => format!(
-            "linked {hook} to {head} {} (generation {generation})\n",
-            dir.name()
+            "linked {hook} to {head} {} (generation {generation})\n{}",
+            dir.name(),
+            reaped(r)
         ),
         Cmd::Unlink { dir, hook, head } => format!(
-            "unlinked {hook} from {head} {} (generation {generation}){}",
+            "unlinked {hook} from {head} {} (generation {generation}){}{}",
             dir.name(),
-            retired(r)
+            retired(r),
+            reaped(r)
         ),
+        Cmd::Reap { .. } if arr(r, "reaped").is_empty() => {
+            format!("no quarantined link (generation {generation})\n")
+        }
+        Cmd::Reap { .. } => format!("reaped (generation {generation}):\n{}", reaped(r)),
         Cmd::Show => text(&r["toml"]),
         Cmd::Top { .. } | Cmd::Capture { .. } => String::new(),
         Cmd::Sampling { .. } => match r["sampling"].as_u64() {
@@ -965,6 +1002,39 @@ fn rules(r: &Value) -> String {
     }
     let generation = r.get("generation").map(text).unwrap_or_default();
     format!("{s}generation {generation}\n")
+}
+
+/// How `heads` and `hooks` mark a quarantined link: a fail-closed one
+/// drops everything until `pfilctl reap`; a fail-open one is skipped until
+/// the next change.
+fn quarantined(l: &Value) -> &'static str {
+    match (l["quarantined"] == json!(true), l["fail"].as_str()) {
+        (false, _) => "",
+        (true, Some("closed")) => " (QUARANTINED, fail closed: dropping all until `pfilctl reap`)",
+        (true, _) => " (quarantined, fail open: skipped)",
+    }
+}
+
+/// The quarantined links a write reaped, with their final counters, one
+/// per line (nothing if none).
+fn reaped(r: &Value) -> String {
+    let mut s = String::new();
+    for l in arr(r, "reaped") {
+        s += &format!(
+            "  reaped quarantined {} {} {} (fail {}): final packets {} bytes {} passed {} dropped {} consumed {} faults {}\n",
+            text(&l["head"]),
+            text(&l["dir"]),
+            text(&l["hook"]),
+            text(&l["fail"]),
+            text(&l["packets"]),
+            text(&l["bytes"]),
+            text(&l["passed"]),
+            text(&l["dropped"]),
+            text(&l["consumed"]),
+            text(&l["faults"]),
+        );
+    }
+    s
 }
 
 fn retired(r: &Value) -> String {

@@ -26,7 +26,7 @@ pub const READ_METHODS: &[&str] = &["version", "heads", "hooks", "stats", "filte
 /// The methods that change the configuration (`apply` even as a dry run:
 /// planning builds filters).
 pub const WRITE_METHODS: &[&str] = &[
-    "add", "set", "del", "link", "unlink", "apply", "sampling", "capture",
+    "add", "set", "del", "link", "unlink", "apply", "sampling", "capture", "reap",
 ];
 
 /// What the methods work on.
@@ -109,6 +109,14 @@ struct SamplingParams {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct ReapParams {
+    head: Option<String>,
+    dir: Option<String>,
+    hook: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct UnlinkParams {
     head: String,
     dir: String,
@@ -172,6 +180,33 @@ fn fail_word(f: pfil::FailMode) -> &'static str {
 
 fn link_json(l: &LinkInfo) -> Value {
     json!({"hook": l.hook, "fail": fail_word(l.fail), "quarantined": l.quarantined})
+}
+
+/// The quarantined links a write unlinked (PROTOCOL.md, "reaped"), each
+/// with its final counters once its grace period passed (waited for at
+/// most `timeout`; `complete` says whether it did).
+pub(crate) fn reaped_json(reaped: Vec<pfil::Reaped>, timeout: std::time::Duration) -> Vec<Value> {
+    reaped
+        .into_iter()
+        .map(|r| {
+            let complete = r.retirement.wait_timeout(timeout);
+            let k = r.retirement.counters();
+            json!({
+                "head": r.head,
+                "dir": r.dir.to_string(),
+                "hook": r.hook,
+                "fail": fail_word(r.fail),
+                "generation": r.generation,
+                "complete": complete,
+                "packets": k.packets,
+                "bytes": k.bytes,
+                "passed": k.passed,
+                "dropped": k.dropped,
+                "consumed": k.consumed,
+                "faults": k.faults,
+            })
+        })
+        .collect()
 }
 
 fn stats_json(l: &LinkInfo) -> Value {
@@ -274,9 +309,10 @@ pub fn filter_stats(reg: &Registry, hook: Option<&str>) -> Result<Value, RpcErro
 impl Target {
     /// The result of a write: the generation it published, whether its
     /// grace period passed within the timeout (the previous configuration
-    /// is gone from every datapath thread), and the final counters of the
-    /// links it removed.
-    fn committed(&self, c: pfil::Commit) -> Value {
+    /// is gone from every datapath thread), the final counters of the
+    /// links it removed, and the quarantined links it reaped
+    /// ([`Target::reaped`]).
+    fn committed(&self, mut c: pfil::Commit) -> Value {
         let complete = c.retirement.wait_timeout(self.grace_timeout);
         let retired: Vec<Value> = c
             .retirement
@@ -297,7 +333,17 @@ impl Target {
                 })
             })
             .collect();
-        json!({"generation": c.generation, "complete": complete, "retired": retired})
+        let reaped = self.reaped(std::mem::take(&mut c.reaped));
+        json!({"generation": c.generation, "complete": complete, "retired": retired, "reaped": reaped})
+    }
+
+    /// `reaped` (a write's own) and what other writes without a commit
+    /// reaped since (the app's, an in-place `set`): every reaped link is
+    /// reported once, in the reply of the write that reaped it or of the
+    /// next one.
+    pub(crate) fn reaped(&self, mut reaped: Vec<pfil::Reaped>) -> Vec<Value> {
+        reaped.append(&mut self.registry.take_reaped());
+        reaped_json(reaped, self.grace_timeout)
     }
 
     /// Run one method for a peer with `access`.
@@ -355,8 +401,15 @@ impl Target {
                         let mut linked = Vec::new();
                         for head in &heads {
                             for d in Dir::ALL {
-                                if head.chains[d.index()].iter().any(|l| l.hook == h.name) {
-                                    linked.push(json!({"head": head.name, "dir": d.to_string()}));
+                                if let Some(l) =
+                                    head.chains[d.index()].iter().find(|l| l.hook == h.name)
+                                {
+                                    linked.push(json!({
+                                        "head": head.name,
+                                        "dir": d.to_string(),
+                                        "fail": fail_word(l.fail),
+                                        "quarantined": l.quarantined,
+                                    }));
                                 }
                             }
                         }
@@ -416,7 +469,7 @@ impl Target {
                         tracing::info!(target: "pfil_ctl", base, generation = c.generation, changes = diff.len(), "control: configuration applied");
                         self.committed(c)
                     }
-                    _ => json!({"generation": base, "complete": true, "retired": []}),
+                    _ => json!({"generation": base, "complete": true, "retired": [], "reaped": []}),
                 };
                 r["base"] = json!(base);
                 r["dry_run"] = json!(ap.dry_run);
@@ -481,6 +534,7 @@ impl Target {
                                 "generation": reg.generation(),
                                 "complete": true,
                                 "retired": [],
+                                "reaped": self.reaped(Vec::new()),
                                 "in_place": true,
                             }));
                         }
@@ -535,6 +589,44 @@ impl Target {
                     .map_err(|e| registry_error(&e))?;
                 tracing::info!(target: "pfil_ctl", head = %lp.head, dir = %d, hook = %lp.hook, "control: linked");
                 Ok(self.committed(c))
+            }
+            "reap" => {
+                // Remove quarantined links on purpose: all of them, or the
+                // one named. A fail-closed one drops everything until this
+                // (no other write touches it); a fail-open one is reaped by
+                // any write.
+                let rp = params::<ReapParams>(method, p)?;
+                let reaped = match (&rp.head, &rp.dir, &rp.hook) {
+                    (None, None, None) => reg.reap_quarantine(),
+                    (Some(head), Some(dir_name), Some(hook)) => {
+                        let d = dir(dir_name)?;
+                        match reg
+                            .reap_link(head, d, hook)
+                            .map_err(|e| registry_error(&e))?
+                        {
+                            Some(r) => vec![r],
+                            None => {
+                                return Err(RpcError::new(
+                                    code::REGISTRY,
+                                    "not_quarantined",
+                                    format!(
+                                        "{} on {} {d} is not quarantined: `unlink` removes a link that is not",
+                                        crate::rpc::clip(hook),
+                                        crate::rpc::clip(head),
+                                    ),
+                                ))
+                            }
+                        }
+                    }
+                    _ => {
+                        return Err(RpcError::params(
+                            "reap: give head, dir and hook (one link), or none (every quarantined link)",
+                        ))
+                    }
+                };
+                let reaped = self.reaped(reaped);
+                tracing::info!(target: "pfil_ctl", reaped = reaped.len(), "control: quarantined links reaped");
+                Ok(json!({"generation": reg.generation(), "reaped": reaped}))
             }
             "unlink" => {
                 let up = params::<UnlinkParams>(method, p)?;

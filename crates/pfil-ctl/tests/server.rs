@@ -170,7 +170,10 @@ fn every_method_against_a_registry() {
         .clone();
     assert_eq!(
         a["linked"],
-        json!([{"head": "syn0", "dir": "in"}, {"head": "syn0", "dir": "out"}])
+        json!([
+            {"head": "syn0", "dir": "in", "fail": "open", "quarantined": false},
+            {"head": "syn0", "dir": "out", "fail": "open", "quarantined": false}
+        ])
     );
 
     // Traffic: the counters show up in stats.

@@ -18,8 +18,12 @@ use crate::Verdict;
 /// Always `packets == passed + dropped + consumed` per worker slot, and
 /// `shown <= packets`. The difference `packets - shown` is what a
 /// quarantined fail-closed link dropped without calling its hook.
+///
+/// More counters may come (the `sampled_*` ones did): build one with
+/// `Counters::default()` and set fields, not with a struct literal.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct Counters {
     /// Packets that reached the link (still `Pass` at its turn) and got its
     /// verdict: from the hook, or from the link's [`FailMode`] when the hook
@@ -213,6 +217,7 @@ impl LinkCounters {
 /// [`Worker`]: crate::Worker
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct Refused {
     /// Batches refused because the head, the worker or the snapshot running
     /// them belong to different registries (their slots would index another

@@ -5,7 +5,11 @@ use std::sync::Arc;
 use crate::{Dir, Packet, Verdict};
 
 /// Where a hook is being run: the head, the direction and the worker.
+///
+/// More may come: a test or a bench that calls a filter itself builds one
+/// with [`Ctx::new`].
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct Ctx<'a> {
     /// Name of the head running the chain.
     pub head: &'a str,
@@ -17,6 +21,15 @@ pub struct Ctx<'a> {
     ///
     /// [`Registry::max_workers`]: crate::Registry::max_workers
     pub worker: usize,
+}
+
+impl<'a> Ctx<'a> {
+    /// The context of a run of `head`'s chain for `dir` by worker
+    /// `worker`: what the registry gives a hook, for a test or a bench
+    /// that calls a filter directly.
+    pub fn new(head: &'a str, dir: Dir, worker: usize) -> Ctx<'a> {
+        Ctx { head, dir, worker }
+    }
 }
 
 /// A packet filter: the object behind a hook.
@@ -146,6 +159,7 @@ pub trait Filter: Send + Sync + 'static {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
+#[non_exhaustive]
 pub enum StatKind {
     /// Counts up from 0 while the filter lives (hits, evictions).
     Counter,

@@ -185,6 +185,7 @@ enum ParseState {
 
 /// The network and transport headers of a packet, as far as they parse.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Headers {
     /// The EtherType of an Ethernet frame (after VLAN tags), `None` for IP heads.
     pub ether_type: Option<u16>,
@@ -196,6 +197,7 @@ pub struct Headers {
 
 /// The fields of an IPv4 or IPv6 header that filters commonly match.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct IpHeaders {
     /// Source address.
     pub src: IpAddr,
@@ -209,6 +211,7 @@ pub struct IpHeaders {
 
 /// A UDP or TCP header's ports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Transport {
     /// `Udp` or `Tcp`.
     pub protocol: L4,
@@ -220,8 +223,10 @@ pub struct Transport {
     pub payload_offset: usize,
 }
 
-/// Transport protocols the parse cache understands.
+/// Transport protocols the parse cache understands. More may come (match
+/// with a `_` arm): ICMP and ICMPv6 came after UDP and TCP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum L4 {
     /// UDP.
     Udp,

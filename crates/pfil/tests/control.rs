@@ -861,11 +861,7 @@ fn derive_filter_builds_a_successor_and_changes_nothing_until_it_is_published() 
     assert_eq!(reg.generation(), g);
     assert_eq!(run(&reg, &head, Dir::In, 1, 60), [Verdict::Pass], "not yet");
     let mut f = [0u8; 60];
-    let ctx = Ctx {
-        head: "h0",
-        dir: Dir::In,
-        worker: 0,
-    };
+    let ctx = Ctx::new("h0", Dir::In, 0);
     assert_eq!(d.from.filter(&mut Packet::new(&mut f), &ctx), Verdict::Pass);
     let c = reg.replace_filter_shared("sw:1", d.filter).unwrap();
     assert_eq!(c.generation, g + 1);

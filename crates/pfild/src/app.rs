@@ -523,10 +523,19 @@ pub fn run(a: &Args) -> Result<(), String> {
         if now >= next_status {
             next_status += Duration::from_secs(1);
             // Housekeeping: drop what retired filters left behind a ticket
-            // that timed out. (Quarantined links are left to the operator:
-            // reaping one would unlink a fail-closed link, which drops
-            // everything until someone decides.)
+            // that timed out, and log the quarantined fail-open links that
+            // writes without a reply reaped (a control write names them in
+            // its reply). Fail-closed ones are left to the operator
+            // (`pfilctl reap`): no write but an explicit one removes them,
+            // and `reap_quarantine` is not called here, since it would.
             reg.reclaim();
+            for r in reg.take_reaped() {
+                let c = r.retirement.counters();
+                eprintln!(
+                    "pfild: quarantined link {} {} {} (fail {}) reaped: final packets {} dropped {} faults {}",
+                    r.head, r.dir, r.hook, r.fail, c.packets, c.dropped, c.faults
+                );
+            }
             if !a.quiet {
                 let mut line = sampler.status(&flows, now.duration_since(t0));
                 if let Some(c) = report::costliest(&reg) {
