@@ -127,8 +127,9 @@ enum Cmd {
         /// Stop after SECS seconds
         #[arg(short = 'G', long, value_name = "SECS")]
         seconds: Option<f64>,
-        /// Frames each worker's buffer holds (a full buffer drops copies,
-        /// counted; never frames)
+        /// Frames each worker's buffer holds (default 4096, 16 to 1048576
+        /// and at most 256 MiB with the snap length; a full buffer drops
+        /// copies, counted; never frames)
         #[arg(short = 'B', long, value_name = "N")]
         buffer: Option<usize>,
         /// Write pcapng to FILE (`-`: stdout)

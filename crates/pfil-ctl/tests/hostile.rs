@@ -343,3 +343,128 @@ fn a_symlink_planted_as_the_socket_directory_is_refused() {
     assert_eq!(m.permissions().mode() & 0o777, 0o755);
     assert!(std::fs::read_dir(&target).unwrap().next().is_none());
 }
+
+/// Root with `setpriv`, or skip (an error under CI).
+fn require_root(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let setpriv = std::process::Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_ok();
+    let ci = matches!(
+        std::env::var("CI")
+            .map(|v| v.to_ascii_lowercase())
+            .as_deref(),
+        Ok("true" | "1" | "yes")
+    );
+    if root && setpriv {
+        return true;
+    }
+    assert!(!ci, "{test}: must run under CI but not root with setpriv");
+    eprintln!("skipping {test}: not root with setpriv");
+    false
+}
+
+/// `pfilctl ARGS` as uid 65534 whose only group beyond its primary
+/// (65534) is `gid`: a read-group member by its supplementary groups.
+fn pfilctl_in_group(sock: &std::path::Path, gid: u32, args: &[&str]) -> std::process::Command {
+    let mut c = std::process::Command::new("setpriv");
+    c.args([
+        "--reuid",
+        "65534",
+        "--regid",
+        "65534",
+        "--groups",
+        &gid.to_string(),
+        "--",
+    ])
+    .arg(env!("CARGO_BIN_EXE_pfilctl"))
+    .arg("--socket")
+    .arg(sock)
+    .args(args);
+    c
+}
+
+/// Review L3: read-group peers (here members by a supplementary group,
+/// which the server reads with SO_PEERGROUPS) holding every connection
+/// they may have leave the owner a slot (before: they could take all).
+#[test]
+fn read_only_peers_cannot_lock_the_owner_out() {
+    use std::os::unix::fs::PermissionsExt;
+    if !require_root("read_only_peers_cannot_lock_the_owner_out") {
+        return;
+    }
+    let dir = TempDir::new("slots");
+    // uid 65534 must reach the socket: a world-searchable parent.
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_pfilctl"));
+    let reachable = std::process::Command::new("setpriv")
+        .args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            "--",
+        ])
+        .arg(exe)
+        .arg("--help")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !reachable {
+        eprintln!("skipping: pfilctl is not executable by uid 65534");
+        return;
+    }
+    let gid = 4242;
+    let (_reg, server) = rig(
+        &dir,
+        ControlConfig::new("t").read_group(gid).max_connections(4),
+    );
+    // Four watchers (each holds a connection, calling stats every 0.2 s);
+    // the read-only peers may hold 3 of the 4 slots.
+    let mut watchers: Vec<std::process::Child> = (0..4)
+        .map(|_| {
+            pfilctl_in_group(server.path(), gid, &["stats", "--watch", "0.2"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let t = Instant::now();
+    let refused = loop {
+        let mut gone = None;
+        for (i, w) in watchers.iter_mut().enumerate() {
+            if let Some(st) = w.try_wait().unwrap() {
+                gone = Some((i, st));
+            }
+        }
+        if let Some((i, st)) = gone {
+            let mut w = watchers.remove(i);
+            let mut err = String::new();
+            w.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            let _ = w.wait();
+            assert!(!st.success());
+            break err;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(15),
+            "all four read-only watchers got a connection"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(refused.contains("read-only"), "{refused}");
+    // The three others hold theirs; the owner still gets in.
+    std::thread::sleep(Duration::from_millis(300));
+    for w in &mut watchers {
+        assert!(w.try_wait().unwrap().is_none(), "a watcher ended");
+    }
+    let mut c = Client::connect(server.path()).unwrap();
+    c.call("heads", Value::Null)
+        .expect("the owner is served while read-only peers hold their maximum");
+    for mut w in watchers {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+}
