@@ -237,7 +237,7 @@ impl Catalog {
             ),
             Module::with_config(
                 "ratelimit",
-                "RATE [burst N] [per src|dst|flow]",
+                "RATE [burst N] [per src|dst|flow] [table N]",
                 "token bucket: drop frames over RATE/s (per hook, source, destination or flow)",
                 "ratelimit:10k burst 64",
                 |cfg, ctx| {
@@ -391,7 +391,7 @@ mod tests {
                         "count".into(),
                         "drop-udp:PORT".into(),
                         "bpf:ACTION EXPR".into(),
-                        "ratelimit:RATE [burst N] [per src|dst|flow]".into(),
+                        "ratelimit:RATE [burst N] [per src|dst|flow] [table N]".into(),
                         "acl:RULES".into()
                     ],
                 }
