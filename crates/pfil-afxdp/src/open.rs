@@ -10,9 +10,13 @@ use crate::config::{BindMode, BoundMode, PortConfig, APP_RESERVE};
 use crate::error::{Error, Result};
 use crate::rings::{RealRings, Rings};
 use crate::sys;
-use crate::umem::{Umem, Xsk};
+use crate::umem::{Reg, Umem, Xsk};
 use crate::xdp::{queue_count, XdpProgram};
 use pfil_port::PortId;
+
+/// How long the first bind of a UMEM retries a queue that is busy (its
+/// previous socket's release is deferred work in the kernel).
+const BUSY_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
 
 impl Umem {
     /// The frame budget: every port's fill ring stocked to its target
@@ -120,95 +124,137 @@ impl Umem {
                 },
             }
         };
-        let socket = if first {
-            Socket::with_shared(&info, &reg.umem).map_err(xerr("AF_XDP socket"))?
-        } else {
-            Socket::new(&info).map_err(xerr("AF_XDP socket"))?
-        };
-        let fq = reg.umem.fq_cq(&socket).map_err(|e| match e.get_raw() {
-            // xdpilone refuses a second fill/completion pair for a queue
-            // (another part of a shared UMEM has it).
-            libc::EINVAL => Error::QueueBusy {
-                ifname: ifname.to_owned(),
-                queue: cfg.queue,
-            },
-            _ => xerr("fill/completion ring setup")(e),
-        })?;
-        let user = reg
-            .umem
-            .rx_tx(
-                &socket,
-                &SocketConfig {
-                    rx_size: NonZeroU32::new(cfg.rx_size),
-                    tx_size: NonZeroU32::new(cfg.tx_size),
-                    bind_flags: 0,
+        // The socket is set up, bound and put in the XSKMAP with the
+        // registration locked. The first socket of the area is the UMEM's
+        // own fd, which cannot be unbound: if anything after it fails, the
+        // area is registered again (`Reg::renew`), so a later open starts
+        // from a clean UMEM instead of finding the queue taken (review
+        // L6.3); `first` is set only after everything succeeded.
+        let first_socket = reg.first;
+        let opened = (|| -> Result<(Rings, std::os::fd::RawFd, BoundMode)> {
+            let socket = if first {
+                Socket::with_shared(&info, &reg.umem).map_err(xerr("AF_XDP socket"))?
+            } else {
+                Socket::new(&info).map_err(xerr("AF_XDP socket"))?
+            };
+            let fq = reg.umem.fq_cq(&socket).map_err(|e| match e.get_raw() {
+                // xdpilone refuses a second fill/completion pair for a queue
+                // (another part of a shared UMEM has it).
+                libc::EINVAL => Error::QueueBusy {
+                    ifname: ifname.to_owned(),
+                    queue: cfg.queue,
                 },
-            )
-            .map_err(xerr("RX/TX ring setup"))?;
-        let rx = user.map_rx().map_err(xerr("mmap of the RX ring"))?;
-        let tx = user.map_tx().map_err(xerr("mmap of the TX ring"))?;
-        let fd = user.as_raw_fd();
+                _ => xerr("fill/completion ring setup")(e),
+            })?;
+            let user = reg
+                .umem
+                .rx_tx(
+                    &socket,
+                    &SocketConfig {
+                        rx_size: NonZeroU32::new(cfg.rx_size),
+                        tx_size: NonZeroU32::new(cfg.tx_size),
+                        bind_flags: 0,
+                    },
+                )
+                .map_err(xerr("RX/TX ring setup"))?;
+            let rx = user.map_rx().map_err(xerr("mmap of the RX ring"))?;
+            let tx = user.map_tx().map_err(xerr("mmap of the TX ring"))?;
+            let fd = user.as_raw_fd();
 
-        let bind_err = |e: std::io::Error| match e.raw_os_error() {
-            Some(libc::EBUSY) => Error::QueueBusy {
-                ifname: ifname.to_owned(),
-                queue: cfg.queue,
-            },
-            Some(libc::EPERM) | Some(libc::EACCES) => Error::Permission {
-                what: "bind(AF_XDP)",
-            },
-            _ => Error::XdpUnsupported {
-                ifname: ifname.to_owned(),
-                detail: format!("bind of queue {}: {e}", cfg.queue),
-            },
-        };
-        let mode = if first {
-            let zc = sys::XDP_ZEROCOPY | sys::XDP_USE_NEED_WAKEUP;
-            let copy = sys::XDP_COPY | sys::XDP_USE_NEED_WAKEUP;
-            match cfg.bind {
-                BindMode::ZeroCopy => {
-                    sys::xsk_bind(fd, ifindex, cfg.queue, zc, None).map_err(bind_err)?;
-                    BoundMode::ZeroCopy
+            let bind_err = |e: std::io::Error| match e.raw_os_error() {
+                Some(libc::EBUSY) => Error::QueueBusy {
+                    ifname: ifname.to_owned(),
+                    queue: cfg.queue,
+                },
+                Some(libc::EPERM) | Some(libc::EACCES) => Error::Permission {
+                    what: "bind(AF_XDP)",
+                },
+                _ => Error::XdpUnsupported {
+                    ifname: ifname.to_owned(),
+                    detail: format!("bind of queue {}: {e}", cfg.queue),
+                },
+            };
+            // A queue whose socket was just closed (a failed open renewed
+            // the UMEM, or a process that held it ended) is released by
+            // deferred kernel work: EBUSY for a moment. Retried for at most
+            // `BUSY_WAIT`, then it is the caller's error.
+            let bind_first = |flags: u16| {
+                let t0 = std::time::Instant::now();
+                loop {
+                    match sys::xsk_bind(fd, ifindex, cfg.queue, flags, None) {
+                        Err(e)
+                            if e.raw_os_error() == Some(libc::EBUSY)
+                                && t0.elapsed() < BUSY_WAIT =>
+                        {
+                            std::thread::sleep(std::time::Duration::from_millis(2));
+                        }
+                        r => return r,
+                    }
                 }
-                BindMode::Copy => {
-                    sys::xsk_bind(fd, ifindex, cfg.queue, copy, None).map_err(bind_err)?;
-                    BoundMode::Copy
-                }
-                BindMode::Auto => match sys::xsk_bind(fd, ifindex, cfg.queue, zc, None) {
-                    Ok(()) => BoundMode::ZeroCopy,
-                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) => return Err(bind_err(e)),
-                    Err(e) => {
-                        tracing::info!(target: "pfil_afxdp", ifname, queue = cfg.queue, error = %e, "zero-copy bind refused, falling back to copy mode");
-                        sys::xsk_bind(fd, ifindex, cfg.queue, copy, None).map_err(bind_err)?;
+            };
+            let mode = if first {
+                let zc = sys::XDP_ZEROCOPY | sys::XDP_USE_NEED_WAKEUP;
+                let copy = sys::XDP_COPY | sys::XDP_USE_NEED_WAKEUP;
+                match cfg.bind {
+                    BindMode::ZeroCopy => {
+                        bind_first(zc).map_err(bind_err)?;
+                        BoundMode::ZeroCopy
+                    }
+                    BindMode::Copy => {
+                        bind_first(copy).map_err(bind_err)?;
                         BoundMode::Copy
                     }
-                },
+                    BindMode::Auto => match bind_first(zc) {
+                        Ok(()) => BoundMode::ZeroCopy,
+                        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => return Err(bind_err(e)),
+                        Err(e) => {
+                            tracing::info!(target: "pfil_afxdp", ifname, queue = cfg.queue, error = %e, "zero-copy bind refused, falling back to copy mode");
+                            bind_first(copy).map_err(bind_err)?;
+                            BoundMode::Copy
+                        }
+                    },
+                }
+            } else if let Some((umem_fd, mode)) = first_socket {
+                // Joining: only XDP_SHARED_UMEM; the kernel refuses COPY,
+                // ZEROCOPY and NEED_WAKEUP here and uses the first socket's.
+                sys::xsk_bind(fd, ifindex, cfg.queue, sys::XDP_SHARED_UMEM, Some(umem_fd))
+                    .map_err(bind_err)?;
+                mode
+            } else {
+                unreachable!("`first` is false only when a socket is bound")
+            };
+            tracing::info!(target: "pfil_afxdp", ifname, queue = cfg.queue, mode = ?mode, shared_umem = !first, umem_parts = self.shared.parts, rx = cfg.rx, "AF_XDP socket bound");
+            if let Some(p) = &program {
+                p.set_socket(cfg.queue, fd)?;
             }
-        } else if let Some((umem_fd, mode)) = reg.first {
-            // Joining: only XDP_SHARED_UMEM; the kernel refuses COPY,
-            // ZEROCOPY and NEED_WAKEUP here and uses the first socket's.
-            sys::xsk_bind(fd, ifindex, cfg.queue, sys::XDP_SHARED_UMEM, Some(umem_fd))
-                .map_err(bind_err)?;
-            mode
-        } else {
-            unreachable!("`first` is false only when a socket is bound")
+            Ok((
+                Rings::Real(RealRings {
+                    fd,
+                    rx,
+                    tx,
+                    fq,
+                    _user: user,
+                    _socket: socket,
+                }),
+                fd,
+                mode,
+            ))
+        })();
+        let (rings, fd, mode) = match opened {
+            Ok(o) => o,
+            Err(e) => {
+                if first {
+                    Reg::renew(&mut guard, &self.shared.area);
+                }
+                return Err(e);
+            }
         };
-        if first {
-            reg.first = Some((fd, mode));
+        if let Some(reg) = guard.as_mut() {
+            if first {
+                reg.first = Some((fd, mode));
+            }
         }
         drop(guard);
-        tracing::info!(target: "pfil_afxdp", ifname, queue = cfg.queue, mode = ?mode, shared_umem = !first, umem_parts = self.shared.parts, rx = cfg.rx, "AF_XDP socket bound");
-        if let Some(p) = &program {
-            p.set_socket(cfg.queue, fd)?;
-        }
-        let rings = Rings::Real(RealRings {
-            fd,
-            rx,
-            tx,
-            fq,
-            _user: user,
-            _socket: socket,
-        });
         Ok(self.push_port(&cfg, ifindex, mode, rings, program))
     }
 

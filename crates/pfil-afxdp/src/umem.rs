@@ -60,8 +60,11 @@ impl Drop for Xsk {
 pub(crate) struct Reg {
     pub(crate) umem: xdpilone::Umem,
     /// fd and bind mode of the first bound socket (it uses the UMEM's own
-    /// fd, which `umem` keeps open).
+    /// fd, which `umem` keeps open). Set only once that socket's open has
+    /// fully succeeded.
     pub(crate) first: Option<(RawFd, BoundMode)>,
+    /// What `umem` was registered with, to register the area again.
+    pub(crate) ucfg: xdpilone::UmemConfig,
 }
 
 // SAFETY: (checked against xdpilone 1.3.0, the version Cargo.toml pins)
@@ -202,6 +205,48 @@ const _: () = {
     send::<Umem>();
 };
 
+/// Register `mem` (a `Shared`'s area) with the kernel as a UMEM.
+fn register(
+    ucfg: &xdpilone::UmemConfig,
+    mem: &sys::Mmap,
+) -> std::result::Result<xdpilone::Umem, xdpilone::Errno> {
+    // SAFETY: `mem` is a page-aligned anonymous mapping, the area of a
+    // `Shared` (its `area`), which by field order is dropped after
+    // `Shared::reg`, where the registration is kept; every ring that
+    // refers to it belongs to a `Umem` that holds an `Arc<Shared>` and
+    // drops its ports first.
+    unsafe { xdpilone::Umem::new(ucfg.clone(), mem.as_slice_ptr()) }
+}
+
+impl Reg {
+    /// Register the area again, in place of the current registration,
+    /// after an open bound the UMEM's own socket and then failed: that
+    /// socket cannot be unbound, only closed, and a later open would find
+    /// its queue taken. Only when no socket was kept (`first` is `None`):
+    /// nothing else uses the old registration. On failure the UMEM is left
+    /// unregistered (`None`: later opens say so).
+    pub(crate) fn renew(slot: &mut Option<Reg>, area: &FrameArea) {
+        let Some(reg) = slot.take() else { return };
+        debug_assert!(reg.first.is_none(), "a UMEM with a socket is renewed");
+        let ucfg = reg.ucfg.clone();
+        // The old registration (and with it the half-opened socket) is
+        // closed before the area is registered again.
+        drop(reg);
+        match register(&ucfg, &area.mem) {
+            Ok(umem) => {
+                *slot = Some(Reg {
+                    umem,
+                    first: None,
+                    ucfg,
+                })
+            }
+            Err(e) => {
+                tracing::warn!(target: "pfil_afxdp", error = %e, "registering the UMEM again after a failed open failed: the UMEM can open no more ports");
+            }
+        }
+    }
+}
+
 impl Shared {
     /// Allocate and register an area of `cfg.frames` frames.
     fn new(cfg: UmemConfig, parts: usize) -> Result<Shared> {
@@ -241,13 +286,7 @@ impl Shared {
             headroom: 0,
             flags: 0,
         };
-        // SAFETY: `mem` is a page-aligned anonymous mapping of exactly
-        // `bytes` bytes; it is stored in `Shared::area` and, by field order,
-        // dropped after `Shared::reg`; every ring that refers to it belongs
-        // to a `Umem` that holds an `Arc<Shared>` and drops its ports first.
-        let umem = unsafe { xdpilone::Umem::new(ucfg, mem.as_slice_ptr()) }.map_err(|e| match e
-            .get_raw()
-        {
+        let umem = register(&ucfg, &mem).map_err(|e| match e.get_raw() {
             libc::EPERM | libc::EACCES => Error::Permission {
                 what: "AF_XDP socket / XDP_UMEM_REG",
             },
@@ -258,7 +297,11 @@ impl Shared {
             _ => too_large(format!("XDP_UMEM_REG: {e}")),
         })?;
         Ok(Shared {
-            reg: Mutex::new(Some(Reg { umem, first: None })),
+            reg: Mutex::new(Some(Reg {
+                umem,
+                first: None,
+                ucfg,
+            })),
             area: FrameArea::new(
                 mem,
                 cfg.frame_size,

@@ -309,3 +309,51 @@ fn tx_errors_mid_run_leave_every_frame_accounted() {
         assert!(c.adds_up() && c.app == 0 && c.held == 0, "{c:?}");
     }
 }
+
+/// The first open of a UMEM binds the UMEM's own socket; when the step
+/// after it fails (here the XSKMAP update: a program whose map has one
+/// slot, for queue 1), the UMEM is registered again, so opening the same
+/// queue once more works. (It failed with "queue busy" before: the
+/// half-opened socket kept the queue, review L6.3.)
+#[test]
+fn a_failed_first_open_does_not_poison_the_umem() {
+    if !require_root("a_failed_first_open_does_not_poison_the_umem") {
+        return;
+    }
+    let ns = Netns::new("po");
+    let peer = Netns::new("pp");
+    veth_queues(&ns, "p0", &peer, "p1", 4, 2);
+    let r = ns
+        .run(|| {
+            let mut umem = Umem::new(UmemConfig::default()).unwrap();
+            // A one-slot XSKMAP (attached to the loopback, which has one
+            // queue): queue 1 does not fit.
+            let small =
+                Arc::new(pfil_afxdp::XdpProgram::attach("lo", 1, Default::default()).unwrap());
+            let mut cfg = PortConfig::new("p0", 1);
+            cfg.program = Some(small);
+            let e = umem.open(cfg).unwrap_err();
+            let prog =
+                Arc::new(pfil_afxdp::XdpProgram::attach("p0", 2, Default::default()).unwrap());
+            let with = |q| {
+                let mut c = PortConfig::new("p0", q);
+                c.program = Some(prog.clone());
+                c
+            };
+            let again = umem.open(with(1)).map(|_| ());
+            let other = umem.open(with(0)).map(|_| ());
+            (
+                e.to_string(),
+                again.map_err(|e| e.to_string()),
+                other.map_err(|e| e.to_string()),
+                umem.counts(),
+            )
+        })
+        .join()
+        .unwrap();
+    let (first_err, again, other, counts) = r;
+    assert!(!first_err.is_empty());
+    again.unwrap_or_else(|e| panic!("the queue after a failed first open ({first_err}): {e}"));
+    other.unwrap_or_else(|e| panic!("another queue of the UMEM: {e}"));
+    assert!(counts.adds_up(), "{counts:?}");
+}
