@@ -469,3 +469,58 @@ fn respond(sh: &Shared, head: &[u8]) -> (&'static str, &'static str, String) {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The response's deadline is absolute: a client that reads a little
+    /// now and then (a tiny TCP window, making progress so that no single
+    /// `write` times out) is cut off at the deadline.
+    #[test]
+    fn a_slowly_reading_client_is_cut_at_the_response_deadline() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut conn, _) = l.accept().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut client = client;
+                let mut buf = [0u8; 512];
+                while !stop.load(Ordering::Relaxed) {
+                    if matches!(client.read(&mut buf), Ok(0) | Err(_)) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+        };
+        let t = Instant::now();
+        let r = write_by(
+            &mut conn,
+            &vec![0u8; 32 << 20],
+            t + Duration::from_millis(700),
+        );
+        let took = t.elapsed();
+        stop.store(true, Ordering::Relaxed);
+        drop(conn);
+        reader.join().unwrap();
+        assert_eq!(r.map_err(|e| e.kind()), Err(std::io::ErrorKind::TimedOut));
+        assert!(took < Duration::from_secs(3), "{took:?}");
+    }
+
+    #[test]
+    fn no_rule_text_removes_only_the_text_labels() {
+        let f = serde_json::json!({"hooks": [{"hook": "acl:a", "stats": [
+            {"name": "rule_hits", "kind": "counter", "help": "h", "samples": [
+                {"labels": {"rule": "0", "text": "drop all"}, "value": 1}]}]}]});
+        let g = FilterExport::NoRuleText.apply(f.clone());
+        assert_eq!(
+            g["hooks"][0]["stats"][0]["samples"][0]["labels"],
+            serde_json::json!({"rule": "0"})
+        );
+        assert_eq!(FilterExport::All.apply(f.clone()), f);
+        assert_eq!(FilterExport::Off.apply(f), Value::Null);
+    }
+}
