@@ -362,3 +362,27 @@ fn stats_do_not_take_the_workers_table_lock() {
         "stats while the worker holds its table"
     );
 }
+
+/// PROTOCOL.md's Limits table says the caps as they are.
+#[test]
+fn the_protocol_document_says_the_caps() {
+    let doc = include_str!("../../../pfil-ctl/PROTOCOL.md");
+    let row = doc
+        .lines()
+        .find(|l| l.starts_with("| `ratelimit:` |"))
+        .expect("a ratelimit row in PROTOCOL.md's Limits");
+    let fits = TABLE_BYTES_CAP / SLOT_BYTES / pfil::DEFAULT_MAX_WORKERS;
+    for want in [
+        format!("RATE {MIN_RATE} to 1G"),
+        format!("at most {MAX_BURST_SECONDS} s"),
+        format!("`table` (1 to {MAX_TABLE}) x {SLOT_BYTES} bytes"),
+        format!("at most {} MiB", TABLE_BYTES_CAP >> 20),
+        format!(
+            "pfild's {} slots: `table {fits}`",
+            pfil::DEFAULT_MAX_WORKERS
+        ),
+    ] {
+        assert!(row.contains(&want), "{want:?} not in {row}");
+    }
+    assert_eq!(MAX_RATE, 1e9);
+}
