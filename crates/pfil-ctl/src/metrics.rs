@@ -31,7 +31,8 @@
 //! | `pfil_filter_rule_hits_total` | counter | `hook`, `rule` (index or `default`), `text` | packets an `acl` rule marked `count` (or the default action) decided |
 //! | `pfil_filter_evictions_total` | counter | `hook` | `ratelimit` buckets evicted for a new key |
 //! | `pfil_filter_table_used` | gauge | `hook` | `ratelimit` (`per`) buckets in use |
-//! | `pfil_filter_table_slots` | gauge | `hook` | `ratelimit` (`per`) bucket slots |
+//! | `pfil_filter_table_slots` | gauge | `hook` | `ratelimit` (`per`) bucket slots of the tables allocated so far (one per worker that ran) |
+//! | `pfil_filter_table_bytes` | gauge | `hook` | `ratelimit` (`per`) bytes of those tables |
 //!
 //! A filter's counters live as long as the filter: `pfilctl set` (a new
 //! filter) starts them at 0, which Prometheus reads as a counter reset;
