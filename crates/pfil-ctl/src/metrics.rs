@@ -55,7 +55,7 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
-mod server;
+pub mod server;
 
 pub use server::{FilterExport, MetricsOptions, MetricsServer, SHUTDOWN_WAIT};
 
