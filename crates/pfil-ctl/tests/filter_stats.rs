@@ -22,7 +22,8 @@ fn udp(src: u8, dport: u16) -> Vec<u8> {
 
 /// `syn0` in: `count:1`, `acl:edge` (rule 0 drops UDP to port 53, rule
 /// 1 passes other UDP, rule 2 passes ICMP uncounted, the default drops),
-/// `ratelimit:src` (one 4-way set per worker). 3 frames to port 53 from
+/// `ratelimit:src` (one 4-way set per worker, allocated on the worker's
+/// first frame: one worker runs). 3 frames to port 53 from
 /// 3 sources, then 6 to port 80 from 6 sources, then 4 runts.
 fn registry() -> Registry {
     let reg = Registry::with_max_workers(2);
@@ -150,7 +151,8 @@ acl:edge  default  4     default drop
 HOOK           STAT         LABELS  VALUE
 ratelimit:src  evictions    -       2
 ratelimit:src  table_used   -       4
-ratelimit:src  table_slots  -       8
+ratelimit:src  table_slots  -       4
+ratelimit:src  table_bytes  -       64
 generation 7
 "
     );
