@@ -27,8 +27,14 @@ const DOC: &str = include_str!("../PROTOCOL.md");
 const SOURCES: &[(&str, &str)] = &[
     ("rpc.rs", include_str!("../src/rpc.rs")),
     ("methods.rs", include_str!("../src/methods.rs")),
-    ("server.rs", include_str!("../src/server.rs")),
-    ("capture.rs", include_str!("../src/capture.rs")),
+    ("server/mod.rs", include_str!("../src/server/mod.rs")),
+    ("server/peer.rs", include_str!("../src/server/peer.rs")),
+    ("server/dir.rs", include_str!("../src/server/dir.rs")),
+    ("capture/mod.rs", include_str!("../src/capture/mod.rs")),
+    (
+        "capture/session.rs",
+        include_str!("../src/capture/session.rs"),
+    ),
 ];
 
 /// The `id` of a JSON-RPC line as written (`None`: no id member).
