@@ -452,9 +452,9 @@ struct Common {
     /// Time one batch in N per worker and link, for per-hook costs (a power of two; 0: off)
     #[arg(long, value_name = "N", global = true, default_value_t = pfil::DEFAULT_SAMPLING)]
     sample_every: u32,
-    /// Replay the frames of a capture (pcap or pcapng, Ethernet): sink and
-    /// forward run them through the heads on the in-memory port, gen sends
-    /// them
+    /// Replay the frames of a capture (pcap or pcapng, Ethernet, frames up
+    /// to 256 KiB, held in memory up to 1 GiB): sink and forward run them
+    /// through the heads on the in-memory port, gen sends them
     #[arg(long, value_name = "FILE", global = true)]
     pcap: Option<std::path::PathBuf>,
     /// With --pcap: play the capture N times (0: until stopped)
