@@ -253,6 +253,31 @@ fn ids_are_echoed_exactly() {
     }
 }
 
+/// Item 9: a capture's data notifications and its answer carry the
+/// request's id as written too.
+#[test]
+fn a_capture_echoes_its_id_exactly() {
+    let dir = TempDir::new("capid");
+    let (reg, server) = rig(&dir, ControlConfig::new("t"));
+    let id = "18446744073709551617";
+    let mut s = UnixStream::connect(server.path()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let line = format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"capture","params":{{"head":"syn0","dir":"in","seconds":0.05}}}}"#
+    );
+    s.write_all(format!("{line}\n").as_bytes()).unwrap();
+    let mut all = String::new();
+    s.read_to_string(&mut all).unwrap();
+    let lines: Vec<&str> = all.lines().collect();
+    assert!(lines.len() >= 2, "{all}");
+    for l in &lines {
+        assert!(l.contains(&format!("\"id\":{id}")), "{l}");
+    }
+    assert!(lines[0].contains("capture.data"), "{}", lines[0]);
+    assert!(lines.last().unwrap().contains("\"end\":\"time\""), "{all}");
+    wait_no_taps(&reg);
+}
+
 /// Item 9: a write without an id (a notification) would run unseen; it is
 /// refused with an error (id null) and changes nothing.
 #[test]
