@@ -373,7 +373,7 @@ fn run(path: &Path, case: &Case) -> Vec<Value> {
             let deadline = Instant::now() + Duration::from_secs(4);
             let mut got = Vec::new();
             let mut buf = [0u8; 8192];
-            while Instant::now() < deadline {
+            while Instant::now() < deadline && got.len() < 256 * 1024 {
                 let _ = s.set_read_timeout(Some(Duration::from_millis(if *half_close {
                     1000
                 } else {
@@ -385,7 +385,11 @@ fn run(path: &Path, case: &Case) -> Vec<Value> {
                     Err(_) => break,
                 }
             }
-            got.split(|&b| b == b'\n')
+            // Complete lines only: a stream (a capture) cut by our
+            // deadline ends in a partial one.
+            let complete = got.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            got[..complete]
+                .split(|&b| b == b'\n')
                 .filter(|l| !l.is_empty())
                 .map(|l| {
                     serde_json::from_slice(l).unwrap_or_else(|e| {
@@ -476,7 +480,8 @@ fn the_control_protocol_survives_a_fuzzer() {
     let dir = std::env::temp_dir().join(format!("pfil-ctl-fuzz-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let reg = Registry::with_max_workers(2);
-    reg.register_head("syn0", PacketKind::Ethernet, Dirs::BOTH)
+    let head = reg
+        .register_head("syn0", PacketKind::Ethernet, Dirs::BOTH)
         .unwrap();
     let mut catalog = Catalog::builtin();
     catalog
@@ -508,6 +513,41 @@ fn the_control_protocol_survives_a_fuzzer() {
         }
     }));
 
+    // A datapath: UDP frames through syn0 both ways, so that captures
+    // copy and filters run while the fuzzer changes things.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let datapath = {
+        let stop = stop.clone();
+        let mut w = reg.worker().unwrap();
+        std::thread::spawn(move || {
+            let mut frames: Vec<Vec<u8>> = (0..32u16)
+                .map(|i| {
+                    let b = etherparse::PacketBuilder::ethernet2(
+                        [2, 0, 0, 0, 0, 1],
+                        [2, 0, 0, 0, 0, 2],
+                    )
+                    .ipv4([198, 18, 0, 1], [198, 18, 0, 2], 64)
+                    .udp(1024 + i, [53, 80, 443][usize::from(i) % 3]);
+                    let mut v = Vec::new();
+                    b.write(&mut v, &[0u8; 18]).unwrap();
+                    v
+                })
+                .collect();
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for d in Dir::ALL {
+                    let mut f = frames.clone();
+                    let mut pkts: Vec<pfil::Packet<'_>> =
+                        f.iter_mut().map(|f| pfil::Packet::new(f)).collect();
+                    head.run(d, &mut w, &mut pkts);
+                    n += 32;
+                }
+                frames.rotate_left(1);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            n
+        })
+    };
     let mut client = Client::connect(&path).unwrap();
     let mut config = config_of(&mut client);
     drop(client);
@@ -557,8 +597,10 @@ fn the_control_protocol_survives_a_fuzzer() {
         }
     }
     let after = settle(before);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let frames = datapath.join().expect("the datapath thread never panics");
     println!(
-        "control fuzz: {cases} cases, {lines} response lines, {writes} batches with a write, {:?}; fds {} -> {}, threads {} -> {}",
+        "control fuzz: {cases} cases, {lines} response lines, {writes} batches with a write, {frames} frames through the datapath, {:?}; fds {} -> {}, threads {} -> {}",
         started.elapsed(),
         before.0,
         after.0,
