@@ -27,10 +27,16 @@ compile_error!(
 use std::time::Duration;
 
 #[cfg(not(pfil_loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64};
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64};
 
 #[cfg(pfil_loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64};
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64};
+
+#[cfg(not(pfil_loom))]
+pub(crate) use std::thread::yield_now;
+
+#[cfg(pfil_loom)]
+pub(crate) use loom::thread::yield_now;
 
 #[cfg(not(pfil_loom))]
 type Inner<T> = parking_lot::Mutex<T>;
