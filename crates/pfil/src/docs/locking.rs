@@ -44,8 +44,11 @@
 //!   by every generation that links it; after `remove_hook` it is dropped
 //!   when the last generation that held it is drained from the graveyard.
 //! - **Counters** have a single writer per slot (the `&mut Worker` of the
-//!   run), so a relaxed load and store replace a read-modify-write; readers
-//!   sum relaxed loads and may see a batch's fields a moment apart.
+//!   run), so a relaxed load and store replace a read-modify-write. Each
+//!   batch's flush is bracketed by a per-slot sequence count (a seqlock of
+//!   one writer): readers retry a slot caught mid-flush, so a sum keeps
+//!   `packets == passed + dropped + consumed` (callgrind: +0.1 instruction
+//!   a frame for one link, +0.3 for four, on the synthetic port).
 //! - **`is_hooked`** is a relaxed hint: it may lag a publish by a moment, in
 //!   which case a batch skips (or runs) a chain that just changed — the same
 //!   as if the batch had arrived a moment earlier (or later).
