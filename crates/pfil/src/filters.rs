@@ -106,7 +106,7 @@ impl Registry {
     /// A new filter for hook `name` with configuration `config`, derived
     /// from its running filter ([`Filter::derive`]: an ACL's keeps the hit
     /// counters of the rules both rulesets have, shared with the running
-    /// one), to publish with [`Op::ReplaceFilter`] in a transaction.
+    /// one), to publish with [`Op::ReplaceFilter`](crate::Op::ReplaceFilter) in a transaction.
     /// Nothing changes here: the hook runs its filter until that
     /// transaction commits. `Ok(None)` if the filter cannot derive (build
     /// the new one from a catalog instead).
@@ -173,13 +173,13 @@ impl Registry {
 /// that running filter ([`Registry::derive_filter`]).
 #[non_exhaustive]
 pub struct Derived {
-    /// The new filter, to publish with [`Op::ReplaceFilter`].
+    /// The new filter, to publish with [`Op::ReplaceFilter`](crate::Op::ReplaceFilter).
     pub filter: Arc<dyn Filter>,
     /// The filter it was derived from, the one the hook ran when it was
     /// derived. Once the replacement is published, the registry drops its
     /// reference with the last generation that ran it, on the control
     /// plane (see [`Registry::reclaim`]), never on a datapath thread;
-    /// whoever holds this until the replacement's [`Retirement`] completes
+    /// whoever holds this until the replacement's [`Retirement`](crate::Retirement) completes
     /// frees the old filter on its own thread, at a moment of its choosing.
     pub from: Arc<dyn Filter>,
 }
