@@ -29,7 +29,8 @@ fn a_sum_read_under_traffic_is_never_half_a_flush() {
         },
     )
     .unwrap();
-    reg.link("h", Dir::In, "half:x", Placement::Prepend).unwrap();
+    reg.link("h", Dir::In, "half:x", Placement::Prepend)
+        .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let worker = {
         let (stop, head, mut w) = (stop.clone(), head.clone(), reg.worker().unwrap());
