@@ -43,6 +43,15 @@ impl Filter for Null {
     }
 }
 
+/// `s` as an error message shows it: at most `max` characters, then `…`
+/// and how long it was.
+pub(crate) fn shorten(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((at, _)) => format!("{}… ({} bytes)", &s[..at], s.len()),
+        None => s.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,14 +74,5 @@ mod tests {
             Verdict::Pass
         );
         assert_eq!(reg.chain("h", Dir::In).unwrap()[0].counters.passed, 1);
-    }
-}
-
-/// `s` as an error message shows it: at most `max` characters, then `…`
-/// and how long it was.
-pub(crate) fn shorten(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((at, _)) => format!("{}… ({} bytes)", &s[..at], s.len()),
-        None => s.to_owned(),
     }
 }

@@ -181,15 +181,17 @@ fn read_capture_capped(path: &Path, max_bytes: u64) -> Result<Capture, String> {
 /// plays nothing, once).
 fn with_capture(a: &Args, path: &Path) -> Result<Args, String> {
     let c = read_capture(path)?;
-    let count = (c.frames.len() as u64).checked_mul(a.loops).ok_or_else(|| {
-        format!(
-            "--pcap {}: {} frames x --loop {} is more frames than a run counts (2^64 - 1); \
+    let count = (c.frames.len() as u64)
+        .checked_mul(a.loops)
+        .ok_or_else(|| {
+            format!(
+                "--pcap {}: {} frames x --loop {} is more frames than a run counts (2^64 - 1); \
              use --loop 0 to play until stopped",
-            path.display(),
-            c.frames.len(),
-            a.loops
-        )
-    })?;
+                path.display(),
+                c.frames.len(),
+                a.loops
+            )
+        })?;
     let mut notes = Vec::new();
     if c.cut > 0 {
         notes.push(format!(
@@ -549,6 +551,8 @@ pub fn run(a: &Args) -> Result<(), String> {
     let elapsed = t0.elapsed();
     // No configuration changes while the workers drain and report.
     drop(control);
+    // Shuts its connections down: waits on no client (at most
+    // pfil_ctl::metrics::SHUTDOWN_WAIT for their threads).
     drop(metrics);
     for r in &runs {
         r.stop();
@@ -620,8 +624,6 @@ fn start_control(
                 "control socket {} (pfilctl --socket {} heads)",
                 s.path().display(),
                 s.path().display()
-    // Shuts its connections down: waits on no client (at most
-    // pfil_ctl::metrics::SHUTDOWN_WAIT for their threads).
             );
             Ok((Some(s), line))
         }

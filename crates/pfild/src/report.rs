@@ -227,7 +227,7 @@ fn counts_line(c: &FrameCounts) -> String {
 ///   hook acl:1 rules:
 ///     rule 0: 30 hits: drop count proto 17 from any to any port 53:53
 ///     default: 90 hits: default pass
-///   hook ratelimit:2: evictions 2, table_used 4, table_slots 8
+///   hook ratelimit:2: evictions 2, table_used 4, table_slots 8, table_bytes 128
 /// ```
 pub fn filter_stats(reg: &Registry) -> String {
     let mut o = String::new();

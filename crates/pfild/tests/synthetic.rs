@@ -272,7 +272,7 @@ fn pfilctl_drives_a_running_pfild_every_verb() {
         .unwrap();
     assert_eq!(
         a["linked"],
-        serde_json::json!([{"head": "syn0", "dir": "in"}])
+        serde_json::json!([{"head": "syn0", "dir": "in", "fail": "open", "quarantined": false}])
     );
     // Counters grow while traffic runs.
     let s1 = ctl_json(&sock, &["stats", "syn0"]);
