@@ -6,7 +6,11 @@
 # the per-frame count, start-up and teardown cancel out.
 #
 #   benches/callgrind_synthetic.sh PFILD... (env N=frames, default 100000;
-#   CASES=parse for null / drop-udp / two drop-udp hooks)
+#   CASES=parse for null / drop-udp / two drop-udp hooks; CASES=filters
+#   for null / count / drop-udp / bpf / acl1_1k, one hook each, as
+#   ab_synthetic.sh runs them: ACL_PREFIXES="- @" gives each build's acl
+#   file prefix in order, `-` for none (0.1.0 took `acl:PATH`, 0.2.0
+#   takes `acl:@PATH`); default `@` for every build)
 #
 # Needs valgrind (scripts/setup.sh installs it).
 set -euo pipefail
@@ -25,6 +29,18 @@ if [ "${CASES:-}" = parse ]; then
         "sink syn0 --hook drop-udp:53 --hook drop-udp:53"
     )
 fi
+# CASES=filters: one hook of each built-in filter (issue 23's A/B).
+if [ "${CASES:-}" = filters ]; then
+    cases=(
+        "sink syn0 --hook null"
+        "sink syn0 --hook count"
+        "sink syn0 --hook drop-udp:53"
+        "sink syn0 --hook BPF"
+        "sink syn0 --hook ACL"
+    )
+fi
+ACL_RULES=${ACL_RULES:-$(cd "$(dirname "$0")/.." && pwd)/data/classbench/acl1_1k}
+read -r -a prefixes <<< "${ACL_PREFIXES:-}"
 ir() { # pfild args...: total instructions of the run
     local f
     f=$(mktemp /tmp/cg.XXXXXX)
@@ -36,9 +52,19 @@ printf '| case |'; for b in "$@"; do printf ' %s |' "$b"; done; echo
 printf '|---|'; for _ in "$@"; do printf -- '---:|'; done; echo
 for c in "${cases[@]}"; do
     printf '| pfild %s |' "$c"
+    i=0
     for b in "$@"; do
-        # shellcheck disable=SC2086
-        a=$(ir "$b" $c --count "$N"); z=$(ir "$b" $c --count $((2 * N)))
+        p=${prefixes[$i]:-@}; [ "$p" = - ] && p=
+        i=$((i + 1))
+        args=()
+        for w in $c; do
+            case $w in
+                ACL) args+=("acl:$p$ACL_RULES") ;;
+                BPF) args+=("bpf:drop udp port 53") ;;
+                *) args+=("$w") ;;
+            esac
+        done
+        a=$(ir "$b" "${args[@]}" --count "$N"); z=$(ir "$b" "${args[@]}" --count $((2 * N)))
         awk -v a="$a" -v z="$z" -v n="$N" 'BEGIN { printf " %.1f |", (z - a) / n }'
     done
     echo
