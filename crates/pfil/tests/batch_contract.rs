@@ -68,6 +68,44 @@ fn a_batch_hook_that_reorders_packets_has_its_verdicts_put_on_the_right_frames()
     assert_eq!((c.packets, c.dropped, c.consumed, c.passed), (5, 1, 1, 3));
 }
 
+#[test]
+fn a_reordering_batch_hook_is_put_back_in_full_and_partial_chunks() {
+    // 600 packets: the chain hands them over in chunks of 256, 256 and 88;
+    // the snapshot of each chunk is written exactly as far as it goes.
+    let reg = Registry::with_max_workers(1);
+    let head = reg
+        .register_head("h", PacketKind::Ethernet, Dirs::IN)
+        .unwrap();
+    reg.add_hook("rev:x", PacketKind::Ethernet, Dirs::IN, Reverser)
+        .unwrap();
+    reg.link("h", Dir::In, "rev:x", Placement::Prepend).unwrap();
+    let mut w = reg.worker().unwrap();
+    let mut bufs: Vec<[u8; 60]> = (0..600u32).map(|i| [(i % 251) as u8; 60]).collect();
+    let mut pkts: Vec<Packet<'_>> = bufs
+        .iter_mut()
+        .enumerate()
+        .map(|(i, b)| Packet::new(b).with_cookie(i as u64))
+        .collect();
+    head.run(Dir::In, &mut w, &mut pkts);
+    for (i, p) in pkts.iter().enumerate() {
+        let want = match i % 256 {
+            0 => Verdict::Dropped,
+            1 => Verdict::Consumed,
+            _ => Verdict::Pass,
+        };
+        assert_eq!(
+            (p.cookie(), p.frame()[0], p.verdict()),
+            (i as u64, (i % 251) as u8, want),
+            "index {i}"
+        );
+    }
+    let c = reg.chain("h", Dir::In).unwrap()[0].counters;
+    assert_eq!(
+        (c.packets, c.dropped, c.consumed, c.passed),
+        (600, 3, 3, 594)
+    );
+}
+
 /// A filter that asks the registry about itself from `batched()` and
 /// `spec()`: user code the registry must call without its lock.
 struct Curious(Arc<OnceLock<Registry>>);
