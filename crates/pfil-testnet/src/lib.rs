@@ -86,6 +86,40 @@ pub fn sh(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A fresh directory under the system's temporary directory, removed
+/// with everything in it on drop (also when the test panics).
+pub struct TempDir {
+    path: std::path::PathBuf,
+}
+
+impl TempDir {
+    /// Create `$TMPDIR/<prefix>-<pid>-<n>`, removing a stale one of the
+    /// same name first.
+    pub fn new(prefix: &str) -> TempDir {
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("{prefix}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
+        TempDir { path }
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// `path()` joined with `p`.
+    pub fn join(&self, p: impl AsRef<std::path::Path>) -> std::path::PathBuf {
+        self.path.join(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
 /// A network namespace that is deleted on drop (also on panic).
 pub struct Netns {
     /// Its name, as `ip netns` knows it.

@@ -8,11 +8,8 @@ use common::*;
 
 use std::time::Duration;
 
-fn temp_dir(tag: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("pfild-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn temp_dir(tag: &str) -> pfil_testnet::TempDir {
+    pfil_testnet::TempDir::new(&format!("pfild-{tag}"))
 }
 
 #[test]
@@ -61,7 +58,6 @@ fn a_bad_config_file_stops_pfild_naming_the_line() {
         "/nonexistent/c.toml",
     ]);
     assert!(e.contains("reading /nonexistent/c.toml"), "{e}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The issue's load test: pfild starts from a configuration file; pfilctl
@@ -152,7 +148,6 @@ fn a_thousand_control_operations_during_traffic_lose_and_double_count_nothing() 
         "each frame counted once: {stdout}"
     );
     assert_eq!(count_all, passed);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// `pfilctl top` on a running pfild: per-link rates and costs, the most
@@ -235,7 +230,6 @@ fn top_shows_the_most_expensive_hook_first() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// `pfild --metrics`: the OpenMetrics endpoint of a running pfild, and
@@ -312,7 +306,6 @@ fn metrics_are_served_and_printed() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Hostile filter configs against a running pfild (issue 23, item 2): a
@@ -397,5 +390,4 @@ fn hostile_filter_expressions_get_errors_and_the_dataplane_runs_on() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }

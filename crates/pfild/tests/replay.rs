@@ -58,11 +58,8 @@ fn write_pcap_snap(path: &std::path::Path, snap: u32, frames: &[Vec<u8>]) {
     std::fs::write(path, b).unwrap();
 }
 
-fn dir(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("pfild-replay-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn dir(tag: &str) -> pfil_testnet::TempDir {
+    pfil_testnet::TempDir::new(&format!("pfild-replay-{tag}"))
 }
 
 #[test]
@@ -116,7 +113,6 @@ fn a_capture_replayed_through_filters_agrees_with_tcpdump() {
         so.contains(&format!("hook count:3: packets {}", n - want * loops)),
         "{so}"
     );
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
@@ -176,7 +172,6 @@ fn bad_captures_and_options_are_explained() {
     let e = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{e}");
     assert!(e.contains("--pcap"), "--loop needs --pcap: {e}");
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 /// An operator testing a ruleset offline: the final report has every
@@ -244,7 +239,6 @@ fn a_replay_reports_per_rule_hits_and_evictions() {
         so.contains("  hook ratelimit:1: evictions 2, table_used 4, table_slots "),
         "{so}"
     );
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 /// What host captures hold (GRO/TSO frames of up to 64 KiB, BIG TCP
@@ -323,7 +317,6 @@ fn big_frames_replay_whole_and_empty_ones_are_counted() {
             "`{expr}`: {so}"
         );
     }
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 /// An empty capture plays nothing and exits 0, also with `--loop 0`;
@@ -371,5 +364,4 @@ fn an_empty_capture_plays_nothing_and_loops_cannot_wrap() {
         e.contains("2 frames x --loop 9223372036854775808 is more frames than a run counts"),
         "{e}"
     );
-    std::fs::remove_dir_all(&d).unwrap();
 }

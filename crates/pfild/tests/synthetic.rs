@@ -211,8 +211,7 @@ fn privileges_or_missing_namespace_are_explained() {
 #[test]
 fn pfilctl_drives_a_running_pfild_every_verb() {
     use std::time::Duration;
-    let dir = std::env::temp_dir().join(format!("pfild-ctl-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = pfil_testnet::TempDir::new("pfild-ctl");
     let sock_path = dir.join("ctl").join("x.sock");
     let sock = sock_path.to_str().unwrap().to_owned();
     let mut p = spawn_pfild(&[
@@ -334,7 +333,6 @@ fn pfilctl_drives_a_running_pfild_every_verb() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(!sock_path.exists(), "the socket is removed at exit");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -387,8 +385,7 @@ fn default_control_socket_busy_is_a_warning() {
 #[test]
 fn set_reconfigures_a_filter_in_place_while_traffic_runs() {
     use std::time::{Duration, Instant};
-    let dir = std::env::temp_dir().join(format!("pfild-set-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = pfil_testnet::TempDir::new("pfild-set");
     let sock = dir.join("ctl").join("x.sock").to_str().unwrap().to_owned();
     let mut p = spawn_pfild(&[
         "sink",
