@@ -34,8 +34,13 @@ struct Cli {
     /// Print the result as the server returned it (JSON), not a table
     #[arg(long, global = true)]
     json: bool,
+    /// Print and exit: man (pfilctl(8)), or the completions for bash,
+    /// zsh or fish
+    #[arg(long, value_name = "WHAT",
+          value_parser = clap::builder::PossibleValuesParser::new(crate::generate::WHAT))]
+    generate: Option<String>,
     #[command(subcommand)]
-    cmd: Cmd,
+    cmd: Option<Cmd>,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -237,6 +242,10 @@ enum Cmd {
     },
     /// The protocol version and methods of the server
     Version,
+    /// Re-read the daemon's configuration file and apply its hooks and
+    /// chains in one transaction (as SIGHUP does; pfild --config FILE);
+    /// settings that need a restart are named and left as they run
+    Reload,
 }
 
 /// Run pfilctl with `args` (the program name first), writing to `out` and
@@ -258,7 +267,35 @@ where
             return 2;
         }
     };
-    match execute(&cli, out) {
+    if let Some(what) = &cli.generate {
+        let extra = "\
+.SH FILES\n\
+.TP\n\
+\\fI/run/pfil/pfild.sock\\fR\n\
+pfild's control socket as root ($XDG_RUNTIME_DIR/pfil/pfild.sock otherwise).\n\
+.SH SEE ALSO\n\
+\\fBpfild\\fR(8), \\fBpfild.toml\\fR(5), \\fBtcpdump\\fR(8), \\fBpcap-filter\\fR(7)\n";
+        return match crate::generate::generate(
+            <Cli as clap::CommandFactory>::command(),
+            what,
+            extra,
+            out,
+        ) {
+            Ok(()) => 0,
+            Err(m) => {
+                let _ = writeln!(err, "pfilctl: error: {m}");
+                1
+            }
+        };
+    }
+    let Some(cmd) = &cli.cmd else {
+        let _ = writeln!(
+            err,
+            "pfilctl: error: a command is required (pfilctl --help lists them)"
+        );
+        return 2;
+    };
+    match execute(&cli, cmd, out) {
         Ok(()) => 0,
         Err(msg) => {
             let _ = writeln!(err, "pfilctl: error: {msg}");
@@ -267,33 +304,33 @@ where
     }
 }
 
-fn execute(cli: &Cli, out: &mut dyn Write) -> Result<(), String> {
+fn execute(cli: &Cli, cmd: &Cmd, out: &mut dyn Write) -> Result<(), String> {
     let path = match &cli.socket {
         Some(p) => p.clone(),
         None => default_socket_path("pfild").map_err(|e| format!("{e} (use --socket PATH)"))?,
     };
-    let (method, params) = request(&cli.cmd)?;
+    let (method, params) = request(cmd)?;
     let mut client = Client::connect(&path).map_err(|e| e.to_string())?;
     if let Cmd::Stats {
         watch: Some(secs),
         count,
         ..
-    } = &cli.cmd
+    } = cmd
     {
         return watch(&mut client, params, *secs, *count, cli.json, out);
     }
-    if let Cmd::Top { delay, count, .. } = &cli.cmd {
+    if let Cmd::Top { delay, count, .. } = cmd {
         return top(&mut client, params, *delay, *count, cli.json, out);
     }
-    if let Cmd::Capture { write, .. } = &cli.cmd {
+    if let Cmd::Capture { write, .. } = cmd {
         drop(client);
         return capture(&path, params, write, cli.json, out);
     }
-    let result = client.call(method, params).map_err(|e| match &cli.cmd {
+    let result = client.call(method, params).map_err(|e| match cmd {
         Cmd::Apply { file, .. } => format!("{}: {e}", file.display()),
         _ => e.to_string(),
     })?;
-    let text = match &cli.cmd {
+    let text = match cmd {
         Cmd::Stats {
             openmetrics: true, ..
         } => {
@@ -307,7 +344,7 @@ fn execute(cli: &Cli, out: &mut dyn Write) -> Result<(), String> {
             crate::metrics::render_with_filters(&result, &filters)
         }
         _ if cli.json => format!("{result}\n"),
-        _ => human(&cli.cmd, &result),
+        _ => human(cmd, &result),
     };
     out.write_all(text.as_bytes())
         .map_err(|e| format!("writing the output: {e}"))
@@ -629,6 +666,7 @@ fn request(cmd: &Cmd) -> Result<(&'static str, Value), String> {
         Cmd::Heads => ("heads", Value::Null),
         Cmd::Hooks => ("hooks", Value::Null),
         Cmd::Version => ("version", Value::Null),
+        Cmd::Reload => ("reload", Value::Null),
         Cmd::Stats { head, .. } | Cmd::Top { head, .. } => (
             "stats",
             head.as_ref().map_or(Value::Null, |h| json!({"head": h})),
@@ -862,6 +900,27 @@ fn human(cmd: &Cmd, r: &Value) -> String {
             format!("{}generation {generation}\n", table(&rows))
         }
         Cmd::Rules { .. } => rules(r),
+        Cmd::Reload => {
+            let diff = arr(r, "diff");
+            let mut s = format!(
+                "reloaded {}: generation {} -> {generation}, {} change(s)\n",
+                text(&r["file"]),
+                text(&r["base"]),
+                diff.len()
+            );
+            for d in &diff {
+                s += &format!("  {}\n", text(d));
+            }
+            let restart = arr(r, "restart_needed");
+            if !restart.is_empty() {
+                let r: Vec<String> = restart.iter().map(text).collect();
+                s += &format!("needs a restart, left as running: {}\n", r.join(", "));
+            }
+            if !arr(r, "reaped").is_empty() {
+                s += &reaped(r);
+            }
+            s
+        }
         Cmd::Version => format!(
             "pfilctl {}, protocol {}; server: {} protocol {}, methods {}\n",
             env!("CARGO_PKG_VERSION"),
@@ -1077,37 +1136,69 @@ mod tests {
     fn verbs_abbreviations_and_placements() {
         let c = parse("--socket /x li -i -a count:a syn0").unwrap();
         assert_eq!(c.socket, Some(PathBuf::from("/x")));
-        let (m, p) = request(&c.cmd).unwrap();
+        let (m, p) = request(c.cmd.as_ref().unwrap()).unwrap();
         assert_eq!(m, "link");
         assert_eq!(
             p,
             json!({"head": "syn0", "dir": "in", "hook": "count:a", "placement": "append"})
         );
-        let (_, p) = request(&parse("link -o --before count:1 count:a syn0").unwrap().cmd).unwrap();
+        let (_, p) = request(
+            parse("link -o --before count:1 count:a syn0")
+                .unwrap()
+                .cmd
+                .as_ref()
+                .unwrap(),
+        )
+        .unwrap();
         assert_eq!(p["placement"], json!({"before": "count:1"}));
         assert_eq!(p["dir"], "out");
-        let (_, p) = request(&parse("link -i count:a syn0").unwrap().cmd).unwrap();
+        let (_, p) = request(parse("link -i count:a syn0").unwrap().cmd.as_ref().unwrap()).unwrap();
         assert_eq!(p["placement"], "prepend");
-        assert_eq!(request(&parse("he").unwrap().cmd).unwrap().0, "heads");
         assert_eq!(
-            request(&parse("ho --json").unwrap().cmd).unwrap().0,
+            request(parse("he").unwrap().cmd.as_ref().unwrap())
+                .unwrap()
+                .0,
+            "heads"
+        );
+        assert_eq!(
+            request(parse("ho --json").unwrap().cmd.as_ref().unwrap())
+                .unwrap()
+                .0,
             "hooks"
         );
         assert_eq!(
-            request(&parse("st syn0").unwrap().cmd).unwrap().1,
+            request(parse("st syn0").unwrap().cmd.as_ref().unwrap())
+                .unwrap()
+                .1,
             json!({"head": "syn0"})
         );
-        let (m, p) = request(&parse("add drop-udp:dns --set 53").unwrap().cmd).unwrap();
+        let (m, p) = request(
+            parse("add drop-udp:dns --set 53")
+                .unwrap()
+                .cmd
+                .as_ref()
+                .unwrap(),
+        )
+        .unwrap();
         assert_eq!(
             (m, p),
             ("add", json!({"hook": "drop-udp:dns", "config": "53"}))
         );
         assert_eq!(
-            request(&parse("set drop-udp:dns --set 5353").unwrap().cmd).unwrap(),
+            request(
+                parse("set drop-udp:dns --set 5353")
+                    .unwrap()
+                    .cmd
+                    .as_ref()
+                    .unwrap()
+            )
+            .unwrap(),
             ("set", json!({"hook": "drop-udp:dns", "config": "5353"}))
         );
         assert_eq!(
-            request(&parse("unl -o h x").unwrap().cmd).unwrap().0,
+            request(parse("unl -o h x").unwrap().cmd.as_ref().unwrap())
+                .unwrap()
+                .0,
             "unlink"
         );
         let dir = std::env::temp_dir().join(format!("pfilctl-cli-{}", std::process::id()));
@@ -1117,7 +1208,8 @@ mod tests {
         let (m, p) = request(
             &parse(&format!("set drop-udp:dns --config {}", f.display()))
                 .unwrap()
-                .cmd,
+                .cmd
+                .unwrap(),
         )
         .unwrap();
         assert_eq!(
@@ -1126,7 +1218,13 @@ mod tests {
             "final line breaks dropped"
         );
         std::fs::write(&f, "[hooks.\"count:1\"]\n").unwrap();
-        let (m, p) = request(&parse(&format!("ap -n {}", f.display())).unwrap().cmd).unwrap();
+        let (m, p) = request(
+            &parse(&format!("ap -n {}", f.display()))
+                .unwrap()
+                .cmd
+                .unwrap(),
+        )
+        .unwrap();
         assert_eq!(
             (m, p),
             (
@@ -1137,12 +1235,25 @@ mod tests {
         let (m, p) = request(
             &parse(&format!("apply --expect-generation 7 {}", f.display()))
                 .unwrap()
-                .cmd,
+                .cmd
+                .unwrap(),
         )
         .unwrap();
         assert_eq!((m, p["expect_generation"].clone()), ("apply", json!(7)));
-        assert_eq!(request(&parse("sh").unwrap().cmd).unwrap().0, "show");
-        let e = request(&parse("apply /nonexistent/x.toml").unwrap().cmd).unwrap_err();
+        assert_eq!(
+            request(parse("sh").unwrap().cmd.as_ref().unwrap())
+                .unwrap()
+                .0,
+            "show"
+        );
+        let e = request(
+            parse("apply /nonexistent/x.toml")
+                .unwrap()
+                .cmd
+                .as_ref()
+                .unwrap(),
+        )
+        .unwrap_err();
         assert!(e.contains("reading /nonexistent/x.toml"), "{e}");
         assert!(
             parse("add count:a --set 1 --config /x").is_err(),

@@ -193,6 +193,10 @@ struct RawFile {
     hooks: BTreeMap<Spanned<String>, Spanned<RawHook>>,
     #[serde(default)]
     heads: BTreeMap<Spanned<String>, Spanned<RawHead>>,
+    /// pfild's own settings (pfild.toml(5)): read by pfild, taken as
+    /// they are here.
+    #[allow(dead_code)]
+    pfild: Option<toml::Value>,
 }
 
 #[derive(Deserialize)]

@@ -33,16 +33,17 @@ pub mod capture;
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod generate;
 mod methods;
 pub mod metrics;
 pub mod rpc;
 mod server;
 
 pub use client::{Client, ClientError};
-pub use methods::{filter_stats, stats, READ_METHODS, WRITE_METHODS};
+pub use methods::{committed_json, filter_stats, stats, READ_METHODS, WRITE_METHODS};
 pub use rpc::RpcError;
 pub use server::{
-    default_socket_path, ControlConfig, Error, Server, DEFAULT_GRACE_TIMEOUT,
+    default_socket_path, ControlConfig, Error, Reload, Server, DEFAULT_GRACE_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_REQUEST, DEFAULT_READ_TIMEOUT,
 };
 

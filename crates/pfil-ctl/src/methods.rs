@@ -26,7 +26,7 @@ pub const READ_METHODS: &[&str] = &["version", "heads", "hooks", "stats", "filte
 /// The methods that change the configuration (`apply` even as a dry run:
 /// planning builds filters).
 pub const WRITE_METHODS: &[&str] = &[
-    "add", "set", "del", "link", "unlink", "apply", "sampling", "capture", "reap",
+    "add", "set", "del", "link", "unlink", "apply", "sampling", "capture", "reap", "reload",
 ];
 
 /// What the methods work on.
@@ -35,6 +35,7 @@ pub(crate) struct Target {
     pub(crate) catalog: Arc<Catalog>,
     pub(crate) app: String,
     pub(crate) grace_timeout: std::time::Duration,
+    pub(crate) reload: Option<crate::server::Reload>,
 }
 
 fn params<T: for<'de> Deserialize<'de>>(
@@ -185,6 +186,37 @@ fn link_json(l: &LinkInfo) -> Value {
 /// The quarantined links a write unlinked (PROTOCOL.md, "reaped"), each
 /// with its final counters once its grace period passed (waited for at
 /// most `timeout`; `complete` says whether it did).
+/// A write's reply as the control protocol gives it: the generation,
+/// whether its grace period completed within `grace` (then the `retired`
+/// links' counters are final), and the links it (or a write since the
+/// last reply) reaped, with their final counters.
+pub fn committed_json(reg: &Registry, mut c: pfil::Commit, grace: std::time::Duration) -> Value {
+    let complete = c.retirement.wait_timeout(grace);
+    let retired: Vec<Value> = c
+        .retirement
+        .links()
+        .iter()
+        .map(|l| {
+            let k = &l.counters;
+            json!({
+                "head": l.head,
+                "dir": l.dir.to_string(),
+                "hook": l.hook,
+                "packets": k.packets,
+                "bytes": k.bytes,
+                "passed": k.passed,
+                "dropped": k.dropped,
+                "consumed": k.consumed,
+                "faults": k.faults,
+            })
+        })
+        .collect();
+    let mut reaped = std::mem::take(&mut c.reaped);
+    reaped.append(&mut reg.take_reaped());
+    let reaped = reaped_json(reaped, grace);
+    json!({"generation": c.generation, "complete": complete, "retired": retired, "reaped": reaped})
+}
+
 pub(crate) fn reaped_json(reaped: Vec<pfil::Reaped>, timeout: std::time::Duration) -> Vec<Value> {
     reaped
         .into_iter()
@@ -312,29 +344,8 @@ impl Target {
     /// is gone from every datapath thread), the final counters of the
     /// links it removed, and the quarantined links it reaped
     /// ([`Target::reaped`]).
-    fn committed(&self, mut c: pfil::Commit) -> Value {
-        let complete = c.retirement.wait_timeout(self.grace_timeout);
-        let retired: Vec<Value> = c
-            .retirement
-            .links()
-            .iter()
-            .map(|l| {
-                let k = &l.counters;
-                json!({
-                    "head": l.head,
-                    "dir": l.dir.to_string(),
-                    "hook": l.hook,
-                    "packets": k.packets,
-                    "bytes": k.bytes,
-                    "passed": k.passed,
-                    "dropped": k.dropped,
-                    "consumed": k.consumed,
-                    "faults": k.faults,
-                })
-            })
-            .collect();
-        let reaped = self.reaped(std::mem::take(&mut c.reaped));
-        json!({"generation": c.generation, "complete": complete, "retired": retired, "reaped": reaped})
+    fn committed(&self, c: pfil::Commit) -> Value {
+        committed_json(&self.registry, c, self.grace_timeout)
     }
 
     /// `reaped` (a write's own) and what other writes without a commit
@@ -438,6 +449,17 @@ impl Target {
                 reg.set_sampling(sp.every);
                 tracing::info!(target: "pfil_ctl", every = reg.sampling(), "control: cost sampling set");
                 Ok(json!({"sampling": reg.sampling()}))
+            }
+            "reload" => {
+                params::<NoParams>(method, p)?;
+                let Some(reload) = &self.reload else {
+                    return Err(RpcError::new(
+                        code::CONFIG,
+                        "config",
+                        format!("{} runs without a configuration file: there is nothing to reload (start it with --config FILE)", self.app),
+                    ));
+                };
+                (reload.0)().map_err(|m| RpcError::new(code::CONFIG, "config", m))
             }
             "show" => {
                 params::<NoParams>(method, p)?;

@@ -1,7 +1,7 @@
 //! Set up the registry, hooks and workers for one mode, watch them, stop
 //! them, report.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,7 +15,10 @@ use pfil_port::Stats;
 
 use crate::args::{Args, Control, Engine, Mode, Queues};
 use crate::hooks;
+use crate::notify::Notifier;
+use crate::reload::Reloader;
 use crate::report::{self, Flow, Sampler};
+use crate::settings::Settings;
 
 /// Why the run ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -230,8 +233,51 @@ pub const DEFAULT_SINK_RING: u32 = 4096;
 /// `--ring` when not given, for forward and gen.
 pub const DEFAULT_RING: u32 = 2048;
 
-/// Run the app the arguments describe; `Err` is the message to print.
-pub fn run(a: &Args) -> Result<(), String> {
+/// `--check-config`: the configuration as `run` would take it (the
+/// settings were parsed with the arguments), its hooks built and its
+/// chains planned against the heads of its interfaces; nothing starts.
+/// Returns the line to print.
+///
+/// # Errors
+/// The file's name, with what is wrong and where.
+pub fn check(a: &Args) -> Result<String, String> {
+    let path = a.config.as_deref().ok_or("--check-config needs a FILE")?;
+    let reg = Registry::new();
+    let ifaces = a.mode.ifaces();
+    for i in &ifaces {
+        run::head_for(&reg, i).map_err(|e| format!("head `{i}`: {e}"))?;
+    }
+    let at = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    let text = pfil_ctl::config::read_file(path)?;
+    let cfg = pfil_ctl::config::Config::parse(&text).map_err(|e| at(&e))?;
+    let plan = cfg
+        .plan(&reg, &hooks::catalog(), None)
+        .map_err(|e| at(&e))?;
+    let links = plan
+        .changes()
+        .iter()
+        .filter(|c| matches!(c, pfil_ctl::config::Change::Link { .. }))
+        .count();
+    // A dry run of the transaction: what the registry would refuse (a
+    // link to a hook the file does not declare) is an error here too.
+    plan.commit(&reg, true).map_err(|e| at(&e))?;
+    Ok(format!(
+        "{}: good: {} {}, {} hook(s), {links} link(s)",
+        path.display(),
+        match a.mode {
+            Mode::Sink { .. } => "sink",
+            Mode::Forward { .. } => "forward",
+            Mode::Gen { .. } => "gen",
+        },
+        ifaces.join(" "),
+        cfg.hooks().len(),
+    ))
+}
+
+/// Run the app the arguments describe (`file`: the `--config` file and
+/// the settings pfild started with, for reloads); `Err` is the message
+/// to print.
+pub fn run(a: &Args, file: Option<(PathBuf, Settings)>) -> Result<(), String> {
     let replayed;
     let a = match &a.pcap {
         Some(p) => {
@@ -250,6 +296,10 @@ pub fn run(a: &Args) -> Result<(), String> {
     }
 
     // Stop flag for SIGINT/SIGTERM; a second signal exits at once.
+    // SIGHUP reloads (its default action would kill pfild).
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
+        .map_err(|e| format!("installing the signal handler: {e}"))?;
     let term = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register_conditional_shutdown(sig, 130, term.clone())
@@ -353,7 +403,11 @@ pub fn run(a: &Args) -> Result<(), String> {
         Some(path) => Some(hooks::apply_file(&reg, path)?),
         None => None,
     };
-    let (control, control_line) = start_control(&a.control, &reg)?;
+    let notifier = Arc::new(Notifier::from_env());
+    let reloader = file.map(|(path, settings)| {
+        Arc::new(Reloader::new(path, settings, reg.clone(), notifier.clone()))
+    });
+    let (control, control_line) = start_control(&a.control, &reg, reloader.clone())?;
     let metrics = a
         .metrics
         .as_deref()
@@ -492,6 +546,7 @@ pub fn run(a: &Args) -> Result<(), String> {
         eprintln!("pfild: {l}");
     }
     eprintln!("pfild: {control_line}");
+    notifier.ready(&mode_desc);
     if let Some(m) = &metrics {
         eprintln!(
             "pfild: metrics on http://{}/metrics (OpenMetrics)",
@@ -510,6 +565,17 @@ pub fn run(a: &Args) -> Result<(), String> {
         sampler.tick(&flows, now);
         if term.load(Ordering::Relaxed) {
             break StopReason::Signal;
+        }
+        notifier.tick(now);
+        if hup.swap(false, Ordering::Relaxed) {
+            match &reloader {
+                // Errors are logged by the reloader; the old
+                // configuration keeps running.
+                Some(r) => drop(r.reload()),
+                None => {
+                    eprintln!("pfild: SIGHUP: started without --config FILE, nothing to reload")
+                }
+            }
         }
         if runs.iter().all(|r| r.finished()) {
             break StopReason::Finished;
@@ -538,17 +604,21 @@ pub fn run(a: &Args) -> Result<(), String> {
                     r.head, r.dir, r.hook, r.fail, c.packets, c.dropped, c.faults
                 );
             }
-            if !a.quiet {
+            if !a.quiet || notifier.active() {
                 let mut line = sampler.status(&flows, now.duration_since(t0));
                 if let Some(c) = report::costliest(&reg) {
                     line += "; ";
                     line += &c;
                 }
-                eprintln!("{line}");
+                notifier.status(&line);
+                if !a.quiet {
+                    eprintln!("{line}");
+                }
             }
         }
     };
     let elapsed = t0.elapsed();
+    notifier.stopping();
     // No configuration changes while the workers drain and report.
     drop(control);
     // Shuts its connections down: waits on no client (at most
@@ -608,6 +678,7 @@ pub fn run(a: &Args) -> Result<(), String> {
 fn start_control(
     c: &Control,
     reg: &Registry,
+    reloader: Option<Arc<Reloader>>,
 ) -> Result<(Option<pfil_ctl::Server>, String), String> {
     let path = match c {
         Control::Off => return Ok((None, "control: off (--no-control)".into())),
@@ -615,6 +686,9 @@ fn start_control(
         Control::Default => None,
     };
     let mut cfg = pfil_ctl::ControlConfig::new("pfild");
+    if let Some(r) = reloader {
+        cfg = cfg.on_reload(move || r.reload());
+    }
     if let Some(p) = &path {
         cfg = cfg.path(p);
     }

@@ -79,8 +79,13 @@ pub struct Args {
     pub mode: Mode,
     /// Hook specs in command-line order.
     pub hooks: Vec<String>,
-    /// `--config FILE`: the configuration applied at start.
+    /// `--config FILE` (or `--check-config FILE`): the configuration
+    /// applied at start and on reload.
     pub config: Option<std::path::PathBuf>,
+    /// `--check-config FILE`: check, do not run.
+    pub check_only: bool,
+    /// `--log FILTER`.
+    pub log: Option<String>,
     /// `--pcap FILE`: the capture to replay.
     pub pcap: Option<std::path::PathBuf>,
     /// `--loop N`: times to play it (0: until stopped).
@@ -208,6 +213,7 @@ Logs: RUST_LOG=pfil_afxdp=debug for more detail.";
 #[derive(Debug, Parser)]
 #[command(
     name = "pfild",
+    version,
     about = "pfild: the pfil reference dataplane (AF_XDP sink, forwarder, generator)",
     after_help = after_help(),
     subcommand_required = true,
@@ -261,10 +267,26 @@ struct Common {
     /// Hooks below
     #[arg(long = "hook", value_name = "SPEC", global = true)]
     hooks: Vec<String>,
-    /// Apply configuration FILE at start (TOML, the format of `pfilctl show`
-    /// and `pfilctl apply`: hooks and the chains of the heads)
+    /// Run from configuration FILE (TOML, pfild.toml(5)): its [pfild]
+    /// settings (options given here override them), then its hooks and
+    /// chains (the format of `pfilctl show` and `pfilctl apply`), applied
+    /// at start and again on SIGHUP or `pfilctl reload`
     #[arg(long, value_name = "FILE", global = true, conflicts_with = "hooks")]
     config: Option<std::path::PathBuf>,
+    /// Check configuration FILE and exit (0: good): its settings with the
+    /// options given here, its hooks built, its chains planned against
+    /// the heads of its interfaces; nothing starts, nothing is attached
+    #[arg(long, value_name = "FILE", global = true, conflicts_with = "hooks")]
+    check_config: Option<std::path::PathBuf>,
+    /// Log filter, RUST_LOG syntax (e.g. info, or warn,pfil_afxdp=debug)
+    /// [default: $RUST_LOG, else warn,pfil_afxdp=info]
+    #[arg(long, value_name = "FILTER", global = true)]
+    log: Option<String>,
+    /// Print and exit: man (pfild(8)), man-config (pfild.toml(5)), or the
+    /// completions for bash, zsh or fish
+    #[arg(long, value_name = "WHAT", global = true,
+          value_parser = clap::builder::PossibleValuesParser::new(crate::generate::WHAT))]
+    generate: Option<String>,
     /// Queues 0..N (one worker each) [default: all for sink/forward, 1 for gen and --synthetic]
     #[arg(long, value_name = "N|all", global = true, value_parser = queues)]
     queues: Option<Queues>,
@@ -497,7 +519,9 @@ impl Args {
         let a = Args {
             mode,
             hooks: c.hooks,
-            config: c.config,
+            check_only: c.check_config.is_some(),
+            config: c.check_config.or(c.config),
+            log: c.log,
             queues: c.queues,
             netns: c.netns,
             xdp_mode: c.xdp_mode.unwrap_or(XdpMode::Auto),

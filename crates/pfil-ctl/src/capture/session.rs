@@ -254,6 +254,7 @@ mod tests {
             catalog: Arc::new(pfil_filters::Catalog::builtin()),
             app: "t".into(),
             grace_timeout: std::time::Duration::from_secs(1),
+            reload: None,
         };
         let (mut a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
         let params = serde_json::json!({"head": "syn0", "dir": "in"});

@@ -62,6 +62,21 @@ pub struct ControlConfig {
     /// the `retired` counters are final. A reader stuck in a batch longer
     /// than this makes the answer say `false`; the change is made anyway.
     pub grace_timeout: Duration,
+    /// What the `reload` method runs: the app re-reads its configuration
+    /// file and applies it ([`ControlConfig::on_reload`]); `None`: the
+    /// method answers that this app has no file to reload.
+    pub reload: Option<Reload>,
+}
+
+/// An app's reload: re-read its configuration and apply it, answering
+/// with what it did (a JSON object) or why it changed nothing.
+#[derive(Clone)]
+pub struct Reload(pub Arc<dyn Fn() -> Result<serde_json::Value, String> + Send + Sync>);
+
+impl std::fmt::Debug for Reload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Reload(..)")
+    }
 }
 
 impl ControlConfig {
@@ -75,7 +90,18 @@ impl ControlConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             read_timeout: DEFAULT_READ_TIMEOUT,
             grace_timeout: DEFAULT_GRACE_TIMEOUT,
+            reload: None,
         }
+    }
+
+    /// Answer the `reload` method with `f` (run on the connection's
+    /// thread; the app serializes it with its own reloads).
+    pub fn on_reload(
+        mut self,
+        f: impl Fn() -> Result<serde_json::Value, String> + Send + Sync + 'static,
+    ) -> ControlConfig {
+        self.reload = Some(Reload(Arc::new(f)));
+        self
     }
 
     /// Use the socket at `path`.
@@ -300,6 +326,7 @@ impl Server {
                 catalog,
                 app: config.app.clone(),
                 grace_timeout: config.grace_timeout,
+                reload: config.reload.clone(),
             },
             config,
             path: path.clone(),
