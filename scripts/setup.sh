@@ -17,10 +17,13 @@
 #                       tests check pfilctl's output with
 #   ethtool           - the veth driver's XDP counters (xdp_redirect,
 #                       xdp_drops) that benches/afxdp.sh reports per case
+#   dpkg-dev, man-db, systemd - scripts/deb.sh and deb-test.sh: the
+#                       package's library dependencies, its man pages
+#                       rendered, its unit verified (systemd-analyze)
 # The main job (`pfild ... --synthetic`) needs a Rust toolchain and
 # libpcap-dev (to link the `bpf` filter) only.
 set -euo pipefail
-packages=(build-essential iproute2 procps util-linux ministat dpdk-dev librte-net-af-xdp23 librsvg2-bin valgrind libpcap-dev tcpdump python3-prometheus-client ethtool)
+packages=(build-essential iproute2 procps util-linux ministat dpdk-dev librte-net-af-xdp23 librsvg2-bin valgrind libpcap-dev tcpdump python3-prometheus-client ethtool dpkg-dev man-db systemd)
 
 for tool in cargo rustfmt cargo-clippy; do
     command -v "$tool" >/dev/null || {
