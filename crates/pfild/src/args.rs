@@ -267,11 +267,18 @@ struct Common {
     /// Hooks below
     #[arg(long = "hook", value_name = "SPEC", global = true)]
     hooks: Vec<String>,
-    /// Run from configuration FILE (TOML, pfild.toml(5)): its [pfild]
-    /// settings (options given here override them), then its hooks and
-    /// chains (the format of `pfilctl show` and `pfilctl apply`), applied
-    /// at start and again on SIGHUP or `pfilctl reload`
-    #[arg(long, value_name = "FILE", global = true, conflicts_with = "hooks")]
+    // A help string, not a doc comment: rustdoc would read `[pfild]` as
+    // a link.
+    #[arg(
+        long,
+        value_name = "FILE",
+        global = true,
+        conflicts_with = "hooks",
+        help = "Run from configuration FILE (TOML, pfild.toml(5)): its [pfild] settings \
+                  (options given here override them), then its hooks and chains (the format of \
+                  `pfilctl show` and `pfilctl apply`), applied at start and again on SIGHUP or \
+                  `pfilctl reload`"
+    )]
     config: Option<std::path::PathBuf>,
     /// Check configuration FILE and exit (0: good): its settings with the
     /// options given here, its hooks built, its chains planned against

@@ -85,7 +85,10 @@ fn runs_from_its_file_notifies_systemd_and_reloads() {
         &cfg,
         CONFIG
             .replace("SOCK", sock)
-            .replace("in = [\"drop-udp:dns\", \"count:edge\"]", "in = [\"count:edge\"]")
+            .replace(
+                "in = [\"drop-udp:dns\", \"count:edge\"]",
+                "in = [\"count:edge\"]",
+            )
             .replace("rate = 200000", "rate = 300000"),
     )
     .unwrap();
@@ -95,7 +98,10 @@ fn runs_from_its_file_notifies_systemd_and_reloads() {
     until(&rx, "READY=1");
     assert_eq!(chain(sock), ["count:edge"]);
     assert!(
-        p.wait_stderr("needs a restart, left as running: rate (200000 -> 300000)", Duration::from_secs(10)),
+        p.wait_stderr(
+            "needs a restart, left as running: rate (200000 -> 300000)",
+            Duration::from_secs(10)
+        ),
         "{}",
         p.stderr_so_far()
     );
@@ -110,17 +116,18 @@ fn runs_from_its_file_notifies_systemd_and_reloads() {
     until(&rx, "READY=1");
     assert_eq!(chain(sock), ["count:edge"]);
     let show = ctl_json(sock, &["show"]);
-    assert!(show["toml"].as_str().unwrap().contains("[hooks.\"drop-udp:dns\"]"));
+    assert!(show["toml"]
+        .as_str()
+        .unwrap()
+        .contains("[hooks.\"drop-udp:dns\"]"));
 
     // pfilctl reload of a good file: the reply names the plan.
     std::fs::write(
         &cfg,
-        CONFIG
-            .replace("SOCK", sock)
-            .replace(
-                "in = [\"drop-udp:dns\", \"count:edge\"]",
-                "in = [\"drop-udp:dns\", { hook = \"count:edge\", fail = \"closed\" }]",
-            ),
+        CONFIG.replace("SOCK", sock).replace(
+            "in = [\"drop-udp:dns\", \"count:edge\"]",
+            "in = [\"drop-udp:dns\", { hook = \"count:edge\", fail = \"closed\" }]",
+        ),
     )
     .unwrap();
     let r = ctl_json(sock, &["reload"]);
@@ -138,7 +145,11 @@ fn runs_from_its_file_notifies_systemd_and_reloads() {
     p.signal(libc::SIGTERM);
     until(&rx, "STOPPING=1");
     let out = p.wait_output(Duration::from_secs(30));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -167,7 +178,8 @@ fn a_reload_while_applies_run_lands_whole() {
         std::thread::spawn(move || {
             let mut n = 0;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) && n < 2000 {
-                let (code, _, err) = pfilctl(&["--socket", &sock, "apply", other.to_str().unwrap()]);
+                let (code, _, err) =
+                    pfilctl(&["--socket", &sock, "apply", other.to_str().unwrap()]);
                 // An apply is refused whole when a reload commits
                 // between its plan and its commit (it does not retry).
                 assert!(
@@ -182,7 +194,11 @@ fn a_reload_while_applies_run_lands_whole() {
     for _ in 0..20 {
         let r = ctl_json(&sock, &["reload"]);
         // The reload's generation holds exactly the file's chain.
-        assert!(r["generation"].as_u64().unwrap() > r["base"].as_u64().unwrap() || r["diff"] == serde_json::json!([]), "{r}");
+        assert!(
+            r["generation"].as_u64().unwrap() > r["base"].as_u64().unwrap()
+                || r["diff"] == serde_json::json!([]),
+            "{r}"
+        );
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let applied = applier.join().unwrap();
@@ -201,15 +217,37 @@ fn check_config_says_what_is_wrong_and_where() {
     let good = dir.join("good.toml");
     std::fs::write(&good, CONFIG.replace("SOCK", "/nonexistent/x.sock")).unwrap();
     let out = pfild(&["--check-config", good.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let o = String::from_utf8_lossy(&out.stdout);
     assert!(o.contains("good: sink syn0, 2 hook(s), 2 link(s)"), "{o}");
     for (text, want) in [
-        (CONFIG.replace("rate = 200000", "rate = -5"), "line 6, column 8: pfild.rate"),
-        (CONFIG.replace("quiet = true", "quiet = 1"), "line 5, column 9: pfild.quiet: expected true or false"),
-        (CONFIG.replace("config = \"53\"", "config = \"fifty\""), "line 10, column 10"),
-        (CONFIG.replace("[heads.syn0]", "[heads.syn9]"), "no such head"),
-        (CONFIG.replace("interfaces = [\"syn0\"]", "interfaces = [\"syn0\", \"syn1\"]"), "`sink` takes 1 interface(s)"),
+        (
+            CONFIG.replace("rate = 200000", "rate = -5"),
+            "line 6, column 8: pfild.rate",
+        ),
+        (
+            CONFIG.replace("quiet = true", "quiet = 1"),
+            "line 5, column 9: pfild.quiet: expected true or false",
+        ),
+        (
+            CONFIG.replace("config = \"53\"", "config = \"fifty\""),
+            "line 10, column 10",
+        ),
+        (
+            CONFIG.replace("[heads.syn0]", "[heads.syn9]"),
+            "no such head",
+        ),
+        (
+            CONFIG.replace(
+                "interfaces = [\"syn0\"]",
+                "interfaces = [\"syn0\", \"syn1\"]",
+            ),
+            "`sink` takes 1 interface(s)",
+        ),
     ] {
         let f = dir.join("bad.toml");
         std::fs::write(&f, text.replace("SOCK", "/x.sock")).unwrap();
@@ -222,5 +260,8 @@ fn check_config_says_what_is_wrong_and_where() {
     // heads (syn1 has no chain in the file: an error names the head).
     let out = pfild(&["--check-config", good.to_str().unwrap(), "sink", "syn1"]);
     let e = String::from_utf8_lossy(&out.stderr);
-    assert!(e.contains("heads.syn0: no such head") && e.contains("syn1"), "{e}");
+    assert!(
+        e.contains("heads.syn0: no such head") && e.contains("syn1"),
+        "{e}"
+    );
 }
