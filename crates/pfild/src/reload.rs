@@ -22,6 +22,53 @@ const CONFLICT_RETRIES: usize = 5;
 /// How long a reload waits for its grace period before answering.
 const GRACE: Duration = Duration::from_secs(2);
 
+/// A file modified less than this long ago is being written: a reload
+/// waits until it has been left alone this long.
+pub const SETTLE: Duration = Duration::from_millis(100);
+
+/// How long a reload waits for the file to settle before it gives up.
+pub const SETTLE_LIMIT: Duration = Duration::from_secs(3);
+
+/// What identifies a version of the file: modification time, size, inode.
+fn stamp(path: &std::path::Path) -> Result<(std::time::SystemTime, u64, u64), String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let t = m
+        .modified()
+        .map_err(|e| format!("reading {}: {e}", path.display()))?;
+    Ok((t, m.len(), m.ino()))
+}
+
+/// The file's text once nothing has written it for [`SETTLE`]: read
+/// between two equal stamps, the later at least `SETTLE` after the
+/// modification time. Waits at most [`SETTLE_LIMIT`].
+///
+/// # Errors
+/// The read's error; a file still changing after [`SETTLE_LIMIT`].
+pub fn read_settled(path: &std::path::Path) -> Result<String, String> {
+    let t0 = std::time::Instant::now();
+    loop {
+        let before = stamp(path)?;
+        let text = pfil_ctl::config::read_file(path)?;
+        let after = stamp(path)?;
+        let age = std::time::SystemTime::now()
+            .duration_since(after.0)
+            .unwrap_or_default();
+        if before == after && age >= SETTLE {
+            return Ok(text);
+        }
+        if t0.elapsed() >= SETTLE_LIMIT {
+            return Err(format!(
+                "{}: still being written after {} s (write the new file beside it and rename it \
+                 into place: a rename is atomic)",
+                path.display(),
+                SETTLE_LIMIT.as_secs()
+            ));
+        }
+        std::thread::sleep(SETTLE.saturating_sub(age).max(Duration::from_millis(10)));
+    }
+}
+
 /// What reloads the configuration file; shared by the signal path and
 /// the control server's `reload` method, one reload at a time.
 pub struct Reloader {
@@ -94,9 +141,10 @@ impl Reloader {
 
     fn reload_locked(&self) -> Result<Value, String> {
         let at = |e: &dyn std::fmt::Display| format!("{}: {e}", self.path.display());
-        // Read once: a file rewritten while we read it is read as it was
-        // at one moment or fails to parse, never half-applied.
-        let text = pfil_ctl::config::read_file(&self.path)?;
+        // A file being rewritten in place can be valid TOML cut short (a
+        // configuration without its chains): read it only once it has
+        // not changed for SETTLE.
+        let text = read_settled(&self.path)?;
         let settings = Settings::parse(&text).map_err(|e| at(&e))?;
         let cfg = Config::parse(&text).map_err(|e| at(&e))?;
         let catalog = crate::hooks::catalog();

@@ -212,6 +212,78 @@ fn a_reload_while_applies_run_lands_whole() {
 }
 
 #[test]
+fn a_file_rewritten_during_reloads_is_applied_whole_or_not_at_all() {
+    use std::io::Write;
+    let dir = TempDir::new("pfild-reload-torn");
+    let sock = dir.join("ctl").join("pfild.sock");
+    let sock = sock.to_str().unwrap().to_owned();
+    let cfg = dir.join("pfild.toml");
+    let one = CONFIG.replace("SOCK", &sock);
+    let two = one.replace(
+        "in = [\"drop-udp:dns\", \"count:edge\"]",
+        "in = [\"count:edge\", \"drop-udp:dns\"]",
+    );
+    std::fs::write(&cfg, &one).unwrap();
+    let mut p = spawn_pfild(&["--config", cfg.to_str().unwrap(), "--seconds", "60"]);
+    assert!(
+        p.wait_stderr("stop with Ctrl-C", Duration::from_secs(20)),
+        "{}",
+        p.stderr_so_far()
+    );
+    // A writer rewrites the file in place, in small pieces with pauses,
+    // alternating the two configurations: a reader sees it whole, cut
+    // short (a cut after the hooks is valid TOML with no chain: applied,
+    // it would empty the chain; it failed so before reloads waited for
+    // the file to settle), or anything in between.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (cfg, stop) = (cfg.clone(), stop.clone());
+        let texts = [one.clone(), two.clone()];
+        std::thread::spawn(move || {
+            let mut i = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut f = std::fs::File::create(&cfg).unwrap();
+                for piece in texts[i % 2].as_bytes().chunks(40) {
+                    f.write_all(piece).unwrap();
+                    f.flush().unwrap();
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                drop(f);
+                i += 1;
+                // Left alone a while between rewrites (a reload waits for
+                // a file modified less than 100 ms ago).
+                std::thread::sleep(Duration::from_millis(150));
+            }
+        })
+    };
+    let (mut good, mut refused) = (0, 0);
+    for _ in 0..25 {
+        let (code, out, err) = pfilctl(&["--socket", &sock, "--json", "reload"]);
+        if code == 0 {
+            good += 1;
+            let _: serde_json::Value = serde_json::from_str(&out).unwrap();
+        } else {
+            // Refused with the file's name and a position.
+            assert!(err.contains("pfild.toml"), "{err}");
+            refused += 1;
+        }
+        // Whatever happened, the running chain is one of the two whole.
+        let c = chain(&sock);
+        assert!(
+            c == ["drop-udp:dns", "count:edge"] || c == ["count:edge", "drop-udp:dns"],
+            "{c:?}"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    assert_eq!(good + refused, 25);
+    assert!(good > 0, "no reload got through");
+    p.signal(libc::SIGTERM);
+    let out = p.wait_output(Duration::from_secs(30));
+    assert!(out.status.success());
+}
+
+#[test]
 fn check_config_says_what_is_wrong_and_where() {
     let dir = TempDir::new("pfild-check");
     let good = dir.join("good.toml");
