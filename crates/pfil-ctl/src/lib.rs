@@ -37,6 +37,7 @@ mod methods;
 pub mod metrics;
 pub mod rpc;
 mod server;
+pub mod trace;
 
 pub use client::{Client, ClientError};
 pub use methods::{filter_stats, stats, READ_METHODS, WRITE_METHODS};

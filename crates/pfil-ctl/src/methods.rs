@@ -26,7 +26,7 @@ pub const READ_METHODS: &[&str] = &["version", "heads", "hooks", "stats", "filte
 /// The methods that change the configuration (`apply` even as a dry run:
 /// planning builds filters).
 pub const WRITE_METHODS: &[&str] = &[
-    "add", "set", "del", "link", "unlink", "apply", "sampling", "capture", "reap",
+    "add", "set", "del", "link", "unlink", "apply", "sampling", "capture", "reap", "trace",
 ];
 
 /// What the methods work on.
