@@ -144,8 +144,12 @@ enum Cmd {
     Trace {
         /// Head name
         head: String,
-        #[command(flatten)]
-        dir: DirArgs,
+        /// Input direction (the default)
+        #[arg(short = 'i', long = "in")]
+        input: bool,
+        /// Output direction
+        #[arg(short = 'o', long = "out", conflicts_with = "input")]
+        output: bool,
         /// Stop after N packets
         #[arg(short = 'c', long, value_name = "N")]
         count: Option<u64>,
@@ -280,7 +284,7 @@ where
             return 2;
         }
     };
-    match execute(&cli, out) {
+    match execute(&cli, out, err) {
         Ok(()) => 0,
         Err(msg) => {
             let _ = writeln!(err, "pfilctl: error: {msg}");
@@ -289,7 +293,7 @@ where
     }
 }
 
-fn execute(cli: &Cli, out: &mut dyn Write) -> Result<(), String> {
+fn execute(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), String> {
     let path = match &cli.socket {
         Some(p) => p.clone(),
         None => default_socket_path("pfild").map_err(|e| format!("{e} (use --socket PATH)"))?,
@@ -313,7 +317,7 @@ fn execute(cli: &Cli, out: &mut dyn Write) -> Result<(), String> {
     }
     if let Cmd::Trace { .. } = &cli.cmd {
         drop(client);
-        return crate::trace::follow(&path, params, cli.json, out);
+        return crate::trace::follow(&path, params, cli.json, out, err);
     }
     let result = client.call(method, params).map_err(|e| match &cli.cmd {
         Cmd::Apply { file, .. } => format!("{}: {e}", file.display()),
@@ -701,13 +705,15 @@ fn request(cmd: &Cmd) -> Result<(&'static str, Value), String> {
         }
         Cmd::Trace {
             head,
-            dir,
+            output,
             count,
             seconds,
             buffer,
             expr,
+            ..
         } => {
-            let mut p = json!({"head": head, "dir": dir.name()});
+            let dir = if *output { "out" } else { "in" };
+            let mut p = json!({"head": head, "dir": dir});
             if !expr.is_empty() {
                 p["expr"] = json!(expr.join(" "));
             }

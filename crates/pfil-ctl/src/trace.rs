@@ -19,6 +19,10 @@ use crate::capture::session::{deadline, End};
 /// Records a trace's queue holds unless told otherwise (`buffer`).
 pub const DEFAULT_TRACE_BUFFER: usize = pfil::trace::DEFAULT_TRACE_BUFFER;
 
+/// Records sent per turn of a session's loop, between its checks of the
+/// count, the time and the client.
+const FLUSH_MAX: usize = 256;
+
 /// `trace` params.
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -185,9 +189,12 @@ pub(crate) fn session(
         crate::server::send_line(s, &line)
     };
     let mut sent = 0u64;
-    // Records of the trace's queue, sent; false: the client is gone.
-    let mut flush = |s: &mut std::os::unix::net::UnixStream| {
-        while let Some(r) = trace.pop() {
+    // Up to `max` records of the trace's queue, sent (bounded, so that a
+    // queue refilled as fast as it is sent still lets the session see
+    // its end); false: the client is gone.
+    let mut flush = |s: &mut std::os::unix::net::UnixStream, max: usize| {
+        for _ in 0..max {
+            let Some(r) = trace.pop() else { break };
             if send(s, &r).is_err() {
                 return false;
             }
@@ -196,7 +203,7 @@ pub(crate) fn session(
         true
     };
     let end = loop {
-        if !flush(s) {
+        if !flush(s, FLUSH_MAX) {
             break End::ClientGone;
         }
         if trace.done() {
@@ -217,7 +224,7 @@ pub(crate) fn session(
     // Detach, wait for the grace period (no worker runs the trace any
     // more), then send what it recorded last and its counters.
     let removed = tracing.stop().map(|t| t.wait_timeout(target.grace_timeout));
-    let gone = end == End::ClientGone || !flush(s);
+    let gone = end == End::ClientGone || !flush(s, usize::MAX);
     let st = trace.stats();
     tracing::info!(target: "pfil_ctl", head = %p.head, dir = %d, end = ?end, sent, traced = st.traced, dropped = st.dropped, detached = ?removed.is_ok(), "control: trace ended");
     if gone {
@@ -288,13 +295,14 @@ pub fn record_text(r: &Value) -> String {
 
 /// `pfilctl trace`: send the request, print each record as it comes
 /// (text, or one JSON object a line with `json`), then the summary (on
-/// stderr with `json`); Ctrl-C stops the trace (the server detaches it
+/// `err` with `json`); Ctrl-C stops the trace (the server detaches it
 /// and answers).
 pub(crate) fn follow(
     path: &std::path::Path,
     params: Value,
     json_out: bool,
     out: &mut dyn std::io::Write,
+    err: &mut dyn std::io::Write,
 ) -> Result<(), String> {
     use std::io::{BufRead, Write};
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -360,10 +368,11 @@ pub(crate) fn follow(
             t(&res["end"]),
         );
         if json_out {
-            eprintln!("{summary}");
+            writeln!(err, "{summary}")
         } else {
-            writeln!(out, "{summary}").map_err(|e| e.to_string())?;
+            writeln!(out, "{summary}")
         }
+        .map_err(|e| e.to_string())?;
         return Ok(());
     }
 }
