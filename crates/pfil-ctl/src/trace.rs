@@ -191,21 +191,27 @@ pub(crate) fn session(
     let mut sent = 0u64;
     // Up to `max` records of the trace's queue, sent (bounded, so that a
     // queue refilled as fast as it is sent still lets the session see
-    // its end); false: the client is gone.
-    let mut flush = |s: &mut std::os::unix::net::UnixStream, max: usize| {
+    // its end): how many; `None`: the client is gone.
+    let flush = |s: &mut std::os::unix::net::UnixStream, max: usize| {
+        let mut n = 0u64;
         for _ in 0..max {
             let Some(r) = trace.pop() else { break };
-            if send(s, &r).is_err() {
-                return false;
-            }
-            sent += 1;
+            send(s, &r).ok()?;
+            n += 1;
         }
-        true
+        Some(n)
     };
     let end = loop {
-        if !flush(s, FLUSH_MAX) {
+        let Some(n) = flush(s, FLUSH_MAX) else {
             break End::ClientGone;
-        }
+        };
+        sent += n;
+        // A full turn: more may be waiting, look at the client briefly.
+        let wait = if n == FLUSH_MAX as u64 {
+            Duration::from_millis(1)
+        } else {
+            Duration::from_millis(10)
+        };
         if trace.done() {
             break End::Count;
         }
@@ -215,7 +221,7 @@ pub(crate) fn session(
         if stopping() {
             break End::ServerStopping;
         }
-        match next_line(s, Duration::from_millis(10)) {
+        match next_line(s, wait) {
             Some(true) => break End::Stopped,
             Some(false) => break End::ClientGone,
             None => {}
@@ -224,7 +230,14 @@ pub(crate) fn session(
     // Detach, wait for the grace period (no worker runs the trace any
     // more), then send what it recorded last and its counters.
     let removed = tracing.stop().map(|t| t.wait_timeout(target.grace_timeout));
-    let gone = end == End::ClientGone || !flush(s, usize::MAX);
+    let gone = end == End::ClientGone
+        || match flush(s, usize::MAX) {
+            Some(n) => {
+                sent += n;
+                false
+            }
+            None => true,
+        };
     let st = trace.stats();
     tracing::info!(target: "pfil_ctl", head = %p.head, dir = %d, end = ?end, sent, traced = st.traced, dropped = st.dropped, detached = ?removed.is_ok(), "control: trace ended");
     if gone {
