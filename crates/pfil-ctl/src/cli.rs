@@ -23,7 +23,7 @@ use crate::{default_socket_path, Client};
     disable_help_subcommand = true,
     max_term_width = 100,
     after_help = "`stats --watch [SECS]` refreshes with rates until Ctrl-C (or --count N).\n\
-Subcommands may be abbreviated to a unique prefix: he(ads), ho(oks), st(ats), r(ules), re(ap), se(t), sh(ow), sa(mpling), t(op), ad(d), ap(ply), l(ink), u(nlink).\n\
+Subcommands may be abbreviated to a unique prefix: he(ads), ho(oks), st(ats), r(ules), re(ap), se(t), sh(ow), sa(mpling), to(p), tr(ace), ad(d), ap(ply), l(ink), u(nlink).\n\
                   Exit codes: 0 ok, 1 error (the server's message), 2 usage.\n\
                   The default socket is pfild's: /run/pfil/pfild.sock as root, $XDG_RUNTIME_DIR/pfil/pfild.sock otherwise."
 )]
@@ -141,6 +141,32 @@ enum Cmd {
         #[arg(short = 'w', value_name = "FILE", required = true)]
         write: PathBuf,
         /// A tcpdump expression (pcap-filter(7)): only matching frames
+        expr: Vec<String>,
+    },
+    /// Trace the packets matching EXPR where they enter a head: every link
+    /// they visit, in order, its verdict and time, and the final verdict
+    /// (`--json`: one JSON object per packet), until Ctrl-C, -c or -G
+    Trace {
+        /// Head name
+        head: String,
+        /// Input direction (the default)
+        #[arg(short = 'i', long = "in")]
+        input: bool,
+        /// Output direction
+        #[arg(short = 'o', long = "out", conflicts_with = "input")]
+        output: bool,
+        /// Stop after N packets
+        #[arg(short = 'c', long, value_name = "N")]
+        count: Option<u64>,
+        /// Stop after SECS seconds
+        #[arg(short = 'G', long, value_name = "SECS")]
+        seconds: Option<f64>,
+        /// Records the trace's queue holds (default 1024, 1 to 65536; a
+        /// full queue drops records, counted; never packets)
+        #[arg(short = 'B', long, value_name = "N")]
+        buffer: Option<usize>,
+        /// A tcpdump expression (pcap-filter(7)): only matching packets
+        /// [default: every packet]
         expr: Vec<String>,
     },
     /// Time one batch in N per worker and link (a power of two; 0: off)
@@ -295,7 +321,7 @@ pfild's control socket as root ($XDG_RUNTIME_DIR/pfil/pfild.sock otherwise).\n\
         );
         return 2;
     };
-    match execute(&cli, cmd, out) {
+    match execute(&cli, cmd, out, err) {
         Ok(()) => 0,
         Err(msg) => {
             let _ = writeln!(err, "pfilctl: error: {msg}");
@@ -304,7 +330,7 @@ pfild's control socket as root ($XDG_RUNTIME_DIR/pfil/pfild.sock otherwise).\n\
     }
 }
 
-fn execute(cli: &Cli, cmd: &Cmd, out: &mut dyn Write) -> Result<(), String> {
+fn execute(cli: &Cli, cmd: &Cmd, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), String> {
     let path = match &cli.socket {
         Some(p) => p.clone(),
         None => default_socket_path("pfild").map_err(|e| format!("{e} (use --socket PATH)"))?,
@@ -325,6 +351,10 @@ fn execute(cli: &Cli, cmd: &Cmd, out: &mut dyn Write) -> Result<(), String> {
     if let Cmd::Capture { write, .. } = cmd {
         drop(client);
         return capture(&path, params, write, cli.json, out);
+    }
+    if let Cmd::Trace { .. } = cmd {
+        drop(client);
+        return crate::trace::follow(&path, params, cli.json, out, err);
     }
     let result = client.call(method, params).map_err(|e| match cmd {
         Cmd::Apply { file, .. } => format!("{}: {e}", file.display()),
@@ -711,6 +741,31 @@ fn request(cmd: &Cmd) -> Result<(&'static str, Value), String> {
             }
             ("capture", p)
         }
+        Cmd::Trace {
+            head,
+            output,
+            count,
+            seconds,
+            buffer,
+            expr,
+            ..
+        } => {
+            let dir = if *output { "out" } else { "in" };
+            let mut p = json!({"head": head, "dir": dir});
+            if !expr.is_empty() {
+                p["expr"] = json!(expr.join(" "));
+            }
+            if let Some(c) = count {
+                p["count"] = json!(c);
+            }
+            if let Some(b) = buffer {
+                p["buffer"] = json!(b);
+            }
+            if let Some(s) = seconds {
+                p["seconds"] = json!(s);
+            }
+            ("trace", p)
+        }
         Cmd::Add { spec, set, config } => {
             let mut p = json!({"hook": spec});
             config_param(&mut p, set, config)?;
@@ -804,7 +859,7 @@ fn table(rows: &[Vec<String>]) -> String {
     s
 }
 
-fn text(v: &Value) -> String {
+pub(crate) fn text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Null => "-".into(),
@@ -965,7 +1020,7 @@ fn human(cmd: &Cmd, r: &Value) -> String {
         }
         Cmd::Reap { .. } => format!("reaped (generation {generation}):\n{}", reaped(r)),
         Cmd::Show => text(&r["toml"]),
-        Cmd::Top { .. } | Cmd::Capture { .. } => String::new(),
+        Cmd::Top { .. } | Cmd::Capture { .. } | Cmd::Trace { .. } => String::new(),
         Cmd::Sampling { .. } => match r["sampling"].as_u64() {
             Some(0) => "sampling: off (no link is timed)\n".to_owned(),
             _ => format!(

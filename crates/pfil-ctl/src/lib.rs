@@ -38,6 +38,7 @@ mod methods;
 pub mod metrics;
 pub mod rpc;
 mod server;
+pub mod trace;
 
 pub use client::{Client, ClientError};
 pub use methods::{committed_json, filter_stats, stats, READ_METHODS, WRITE_METHODS};

@@ -27,6 +27,7 @@ pub const READ_METHODS: &[&str] = &["version", "heads", "hooks", "stats", "filte
 /// planning builds filters).
 pub const WRITE_METHODS: &[&str] = &[
     "add", "set", "del", "link", "unlink", "apply", "sampling", "capture", "reap", "reload",
+    "trace",
 ];
 
 /// What the methods work on.

@@ -207,6 +207,7 @@ pub fn registry_error(e: &pfil::Error) -> RpcError {
         E::NoWorkerSlot(_) => "no_worker_slot",
         E::WriterInHook => "writer_in_hook",
         E::Parse { .. } => "parse",
+        E::AlreadyTraced { .. } => "already_traced",
         _ => "registry",
     };
     RpcError::new(code::REGISTRY, kind, e.to_string())

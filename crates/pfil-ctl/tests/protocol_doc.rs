@@ -35,6 +35,7 @@ const SOURCES: &[(&str, &str)] = &[
         "capture/session.rs",
         include_str!("../src/capture/session.rs"),
     ),
+    ("trace.rs", include_str!("../src/trace.rs")),
 ];
 
 /// The `id` of a JSON-RPC line as written (`None`: no id member).

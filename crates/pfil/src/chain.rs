@@ -10,6 +10,7 @@ use std::sync::{Arc, Weak};
 use crate::counters::{LinkCounters, RefusedCounters, Tally};
 use crate::retire::Signal;
 use crate::sync::{AtomicBool, AtomicU64, Mutex};
+use crate::trace::{run_traced, Traced};
 use crate::{witness, Ctx, Dir, Dirs, FailMode, Filter, Packet, PacketKind, Verdict};
 
 /// A registered hook: a named filter, shared by every link that places it.
@@ -65,6 +66,9 @@ pub(crate) enum Chain {
     One(Arc<Link>),
     /// Several links, walked in order.
     Many(Box<[Arc<Link>]>),
+    /// A chain with a packet trace attached (trace.rs): its own, cold,
+    /// runner. A variant, not a flag: an untraced chain pays nothing.
+    Traced(Box<Traced>),
 }
 
 impl Chain {
@@ -73,6 +77,16 @@ impl Chain {
             [] => Chain::Empty,
             [one] => Chain::One(one.clone()),
             many => Chain::Many(many.into()),
+        }
+    }
+
+    /// The links, in walk order.
+    pub(crate) fn links(&self) -> &[Arc<Link>] {
+        match self {
+            Chain::Empty => &[],
+            Chain::One(link) => std::slice::from_ref(link),
+            Chain::Many(links) => links,
+            Chain::Traced(t) => t.inner.links(),
         }
     }
 
@@ -91,6 +105,7 @@ impl Chain {
                     }
                 }
             }
+            Chain::Traced(t) => run_traced(t, pkts, ctx, env),
         }
     }
 }
@@ -145,7 +160,7 @@ fn count_refused(env: &Env<'_>, ctx: &Ctx<'_>, n: u64) {
 /// frame the loop keeps its state in registers (inlined into the chain
 /// walk it spills more, measured with callgrind).
 #[inline(never)]
-fn run_link<const FIRST: bool>(
+pub(crate) fn run_link<const FIRST: bool>(
     link: &Arc<Link>,
     pkts: &mut [Packet<'_>],
     ctx: &Ctx<'_>,
@@ -476,36 +491,46 @@ fn run_batched<const FIRST: bool>(
 /// the per-call snapshot of a batch costs what its packets need (a batch
 /// of 32 from a driver), not a 4 KiB clear of the whole array per call
 /// (measured: 128 instructions a frame on a 32-frame batch).
-struct Prefix<'a, T: Copy> {
+/// (`N`: the array's length, [`CHUNK`] unless said; the trace's records
+/// use it too.)
+pub(crate) struct Prefix<'a, T: Copy, const N: usize = CHUNK> {
     // Borrowed, not owned: an owned buffer made in one struct with `len`
     // was cleared whole by LLVM (a memset of the array per call, seen in
     // the disassembly), an uninitialised local on its own is not.
-    buf: &'a mut MaybeUninit<[T; CHUNK]>,
+    buf: &'a mut MaybeUninit<[T; N]>,
     len: usize,
 }
 
-impl<'a, T: Copy> Prefix<'a, T> {
+impl<'a, T: Copy, const N: usize> Prefix<'a, T, N> {
     #[inline(always)]
-    fn new(buf: &'a mut MaybeUninit<[T; CHUNK]>) -> Self {
+    pub(crate) fn new(buf: &'a mut MaybeUninit<[T; N]>) -> Self {
         Prefix { buf, len: 0 }
     }
 
-    /// Appends `v`; panics past [`CHUNK`] values (the caller pushes one
-    /// per packet of a chunk of at most [`CHUNK`]).
+    /// Appends `v`; panics past `N` values (the caller pushes one per
+    /// packet of a chunk of at most `N`).
     #[inline(always)]
-    fn push(&mut self, v: T) {
-        assert!(self.len < CHUNK, "Prefix::push past CHUNK");
-        // SAFETY: `len < CHUNK`, so the element is inside the array; it
-        // is written, never read, before `len` counts it.
+    pub(crate) fn push(&mut self, v: T) {
+        assert!(self.len < N, "Prefix::push past its length");
+        // SAFETY: `len < N`, so the element is inside the array; it is
+        // written, never read, before `len` counts it.
         unsafe { self.buf.as_mut_ptr().cast::<T>().add(self.len).write(v) };
         self.len += 1;
     }
 
     #[inline(always)]
     fn into_slice(self) -> &'a [T] {
-        // SAFETY: `push` wrote the first `len <= CHUNK` elements, and an
+        // SAFETY: `push` wrote the first `len <= N` elements, and an
         // array of `T` is laid out as `T`s in a row, so they read as `[T]`.
         unsafe { std::slice::from_raw_parts(self.buf.as_ptr().cast::<T>(), self.len) }
+    }
+
+    /// The values pushed, mutable.
+    #[inline(always)]
+    pub(crate) fn into_mut_slice(self) -> &'a mut [T] {
+        // SAFETY: as `into_slice`; `self` (and so the only other path to
+        // `buf`) is consumed, so the slice is the one borrow of it.
+        unsafe { std::slice::from_raw_parts_mut(self.buf.as_mut_ptr().cast::<T>(), self.len) }
     }
 }
 

@@ -119,4 +119,15 @@ pub enum Error {
         /// What would have been accepted.
         expected: &'static str,
     },
+    /// A packet trace is attached to this head and direction already
+    /// (one at a time: [`Registry::trace`](crate::Registry::trace)).
+    #[error(
+        "head `{head}` {dir} is being traced already; one trace at a time per head and direction"
+    )]
+    AlreadyTraced {
+        /// The head.
+        head: String,
+        /// The direction.
+        dir: Dir,
+    },
 }

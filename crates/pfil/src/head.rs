@@ -38,8 +38,10 @@ impl Head {
         self.inner.dirs
     }
 
-    /// Is anything linked in `dir`? One relaxed load (pfil's
-    /// `PFIL_HOOKED_IN`), so an inspection point can skip the run when not.
+    /// Is anything linked in `dir` (or a packet trace attached there,
+    /// [`Registry::trace`](crate::Registry::trace))? One relaxed load
+    /// (pfil's `PFIL_HOOKED_IN`), so an inspection point can skip the run
+    /// when not.
     #[inline]
     pub fn is_hooked(&self, dir: Dir) -> bool {
         self.inner.hooked[dir.index()].load(Ordering::Relaxed)

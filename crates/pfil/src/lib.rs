@@ -110,6 +110,7 @@ mod retire;
 mod shared;
 mod state;
 mod sync;
+pub mod trace;
 mod transaction;
 mod types;
 pub mod witness;
@@ -126,6 +127,7 @@ pub use quarantine::{Reaped, MAX_KEPT_REAPED};
 pub use registry::{Registry, DEFAULT_MAX_WORKERS, DEFAULT_SAMPLING};
 pub use retire::{RetiredLink, Retirement};
 pub use state::{LinkOptions, Op, Placement};
+pub use trace::{Hop, HopNote, Trace, TraceMatch, TraceRecord, TraceStats, Tracing};
 pub use transaction::{Commit, LinkHandle, Transaction};
 pub use types::{Dir, Dirs, FailMode, PacketKind, Verdict, MAX_NAME_LEN};
 

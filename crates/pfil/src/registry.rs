@@ -224,6 +224,7 @@ impl Registry {
                 HeadRec {
                     inner: inner.clone(),
                     links: Default::default(),
+                    traces: Default::default(),
                 },
             );
             Ok(inner)
@@ -480,8 +481,7 @@ impl Registry {
         self.shared.number.store(number, Ordering::Release);
         for rec in next.heads.values() {
             for d in Dir::ALL {
-                rec.inner.hooked[d.index()]
-                    .store(!rec.links[d.index()].is_empty(), Ordering::Relaxed);
+                rec.inner.hooked[d.index()].store(rec.hooked(d), Ordering::Relaxed);
             }
         }
         // After the grace period the epoch buries the generation rather

@@ -12,6 +12,7 @@ use crate::chain::{Chain, HookEntry, Link};
 use crate::counters::LinkCounters;
 use crate::retire::{Removed, Signal};
 use crate::sync::{AtomicBool, AtomicPtr, AtomicU64, Mutex};
+use crate::trace::{Trace, Traced};
 use crate::{validate_name, Dir, Dirs, Error, FailMode, Filter, PacketKind};
 
 /// The datapath side of a head, shared by its `Head` handles.
@@ -167,6 +168,15 @@ pub(crate) struct State {
 pub(crate) struct HeadRec {
     pub(crate) inner: Arc<HeadInner>,
     pub(crate) links: [Vec<Arc<Link>>; 2],
+    /// Per direction: the packet trace attached, if any (trace.rs).
+    pub(crate) traces: [Option<Arc<Trace>>; 2],
+}
+
+impl HeadRec {
+    /// Does the datapath run anything in `d` (links, or a trace)?
+    pub(crate) fn hooked(&self, d: Dir) -> bool {
+        !self.links[d.index()].is_empty() || self.traces[d.index()].is_some()
+    }
 }
 
 /// Where a new link goes in its chain (chains are walked in order).
@@ -576,10 +586,21 @@ pub(crate) fn build_generation(s: &State) -> Generation {
         .map(|_| [Chain::Empty, Chain::Empty])
         .collect();
     for rec in s.heads.values() {
-        chains[rec.inner.slot] = [
-            Chain::from_links(&rec.links[0]),
-            Chain::from_links(&rec.links[1]),
-        ];
+        chains[rec.inner.slot] = Dir::ALL.map(|d| {
+            let links = &rec.links[d.index()];
+            let chain = Chain::from_links(links);
+            match &rec.traces[d.index()] {
+                None => chain,
+                Some(trace) => {
+                    trace.note_chain(s.number, links);
+                    Chain::Traced(Box::new(Traced {
+                        trace: trace.clone(),
+                        inner: chain,
+                        generation: s.number,
+                    }))
+                }
+            }
+        });
     }
     Generation {
         number: s.number,

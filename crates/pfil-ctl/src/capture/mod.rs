@@ -427,7 +427,7 @@ pub fn is_tap(hook: &str) -> bool {
 }
 
 mod pcapng;
-mod session;
+pub(crate) mod session;
 
 pub use pcapng::{pcapng_header, pcapng_packet, pcapng_stats};
 pub(crate) use session::session;

@@ -63,9 +63,33 @@ impl Drop for Linked<'_> {
     }
 }
 
-/// How a capture session ended.
+/// The deadline of a session of `seconds` (0: none), checked.
+pub(crate) fn deadline(seconds: f64) -> Result<Option<std::time::Instant>, crate::RpcError> {
+    if seconds == 0.0 {
+        return Ok(None);
+    }
+    let d = (seconds.is_finite() && seconds > 0.0 && seconds <= MAX_SECONDS)
+        .then(|| std::time::Duration::try_from_secs_f64(seconds).ok())
+        .flatten()
+        .and_then(|d| std::time::Instant::now().checked_add(d));
+    match d {
+        Some(d) => Ok(Some(d)),
+        None => {
+            let asked = if seconds.abs() < 1e16 {
+                format!("{seconds}")
+            } else {
+                format!("{seconds:e}")
+            };
+            Err(crate::RpcError::params(format!(
+                "seconds: 0 (no limit) or more, at most {MAX_SECONDS} (a year), not {asked}"
+            )))
+        }
+    }
+}
+
+/// How a capture (or trace) session ended.
 #[derive(Debug, PartialEq, Eq)]
-enum End {
+pub(crate) enum End {
     Count,
     Time,
     Stopped,
@@ -104,27 +128,7 @@ pub(crate) fn session(
     };
     // Everything is checked before the tap is linked (review H2: a
     // deadline too far for an Instant panicked with the tap linked).
-    let deadline = if p.seconds == 0.0 {
-        None
-    } else {
-        let d = (p.seconds.is_finite() && p.seconds > 0.0 && p.seconds <= MAX_SECONDS)
-            .then(|| std::time::Duration::try_from_secs_f64(p.seconds).ok())
-            .flatten()
-            .and_then(|d| std::time::Instant::now().checked_add(d));
-        match d {
-            Some(d) => Some(d),
-            None => {
-                let asked = if p.seconds.abs() < 1e16 {
-                    format!("{}", p.seconds)
-                } else {
-                    format!("{:e}", p.seconds)
-                };
-                return Err(crate::RpcError::params(format!(
-                    "seconds: 0 (no limit) or more, at most {MAX_SECONDS} (a year), not {asked}"
-                )));
-            }
-        }
-    };
+    let deadline = deadline(p.seconds)?;
     let snaplen = p.snaplen.unwrap_or(MAX_SNAPLEN);
     let tap = Arc::new(
         Tap::new(

@@ -662,14 +662,19 @@ fn serve(shared: &Shared, mut s: UnixStream, access: Access) {
                     )),
                 ))
             }
-            Ok(call) if call.method == "capture" => {
+            Ok(call) if call.method == "capture" || call.method == "trace" => {
                 // A streaming session; the connection ends with it.
                 let id = call.id.unwrap_or_else(rpc::null_id);
+                let what = if call.method == "capture" {
+                    "`capture` links a tap"
+                } else {
+                    "`trace` attaches a packet trace"
+                };
                 let r = if access != Access::Write {
                     Err(RpcError::new(
                         code::PERMISSION_DENIED,
                         "permission_denied",
-                        "`capture` links a tap; this peer may only use the read methods",
+                        format!("{what}; this peer may only use the read methods"),
                     ))
                 } else {
                     let mut next = |s: &mut UnixStream, t: Duration| match reader.next(
@@ -682,8 +687,14 @@ fn serve(shared: &Shared, mut s: UnixStream, access: Access) {
                         Line::TimedOut => None,
                     };
                     let stopping = || shared.stop.load(Ordering::Acquire);
+                    let method = call.method.clone();
                     let session = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                        crate::capture::session(
+                        let run = if method == "capture" {
+                            crate::capture::session
+                        } else {
+                            crate::trace::session
+                        };
+                        run(
                             &shared.target,
                             &mut s,
                             &mut next,
@@ -694,8 +705,8 @@ fn serve(shared: &Shared, mut s: UnixStream, access: Access) {
                     }));
                     session.unwrap_or_else(|p| {
                         let why = rpc::panic_text(&*p);
-                        tracing::error!(target: "pfil_ctl", panic = %why, "control: the capture session panicked; its tap is unlinked");
-                        Err(RpcError::internal("capture", &why))
+                        tracing::error!(target: "pfil_ctl", method = %method, panic = %why, "control: a streaming session panicked; its tap or trace is removed");
+                        Err(RpcError::internal(&method, &why))
                     })
                 };
                 if let Err(e) = r {

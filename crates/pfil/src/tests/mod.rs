@@ -666,3 +666,4 @@ fn worker_slots_are_limited_and_recycled() {
 
 mod datapath;
 mod faults;
+mod trace;
