@@ -163,8 +163,8 @@ until \fBpfilctl reap\fR removes it).
 SIGHUP and \fBpfilctl reload\fR re-read the file. The hooks and chains are
 applied in one transaction (the plan is logged); a file that does not parse
 or does not fit changes nothing and says why. The file is read once
-nothing has written it for 100 ms (a file rewritten in place may be valid
-TOML cut short), at most 3 s after the reload began; to replace it, write
+nothing has written it for 250 ms (a file rewritten in place may be valid
+TOML cut short), at most 5 s after the reload began; to replace it, write
 the new file beside it and rename it into place. The \fB[pfild]\fR settings
 are read again and compared: those that changed need a restart, are named
 in the log and the reply, and are left as they run.

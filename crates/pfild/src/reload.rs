@@ -24,10 +24,10 @@ const GRACE: Duration = Duration::from_secs(2);
 
 /// A file modified less than this long ago is being written: a reload
 /// waits until it has been left alone this long.
-pub const SETTLE: Duration = Duration::from_millis(100);
+pub const SETTLE: Duration = Duration::from_millis(250);
 
 /// How long a reload waits for the file to settle before it gives up.
-pub const SETTLE_LIMIT: Duration = Duration::from_secs(3);
+pub const SETTLE_LIMIT: Duration = Duration::from_secs(5);
 
 /// What identifies a version of the file: modification time, size, inode.
 fn stamp(path: &std::path::Path) -> Result<(std::time::SystemTime, u64, u64), String> {
