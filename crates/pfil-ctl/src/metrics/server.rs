@@ -510,6 +510,46 @@ mod tests {
         assert!(took < Duration::from_secs(3), "{took:?}");
     }
 
+    /// Clients that connect and send nothing fill every slot: a scrape
+    /// is still served at once (the oldest idle one is closed for it), and
+    /// the idle ones are cut off at their head deadline.
+    #[test]
+    fn idle_clients_filling_every_slot_do_not_delay_a_scrape() {
+        let reg = pfil::Registry::new();
+        let mut opts = MetricsOptions::default();
+        opts.max_connections = 2;
+        opts.head_timeout = Duration::from_millis(800);
+        let srv = MetricsServer::start_with(reg, "127.0.0.1:0", opts).unwrap();
+        let addr = srv.addr();
+        let mut idle: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        let t = Instant::now();
+        while srv.connections() < 2 {
+            assert!(t.elapsed() < Duration::from_secs(5), "slots not taken");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let t = Instant::now();
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut r = String::new();
+        let _ = c.read_to_string(&mut r);
+        assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+        assert!(
+            t.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            t.elapsed()
+        );
+        // The oldest idle client was closed at once, the other at its
+        // head deadline: both read end of file.
+        for c in &mut idle {
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut buf = [0u8; 16];
+            assert!(matches!(c.read(&mut buf), Ok(0) | Err(_)), "still open");
+        }
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    }
+
     #[test]
     fn no_rule_text_removes_only_the_text_labels() {
         let f = serde_json::json!({"hooks": [{"hook": "acl:a", "stats": [
