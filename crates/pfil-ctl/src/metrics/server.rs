@@ -516,9 +516,11 @@ mod tests {
     #[test]
     fn idle_clients_filling_every_slot_do_not_delay_a_scrape() {
         let reg = pfil::Registry::new();
-        let mut opts = MetricsOptions::default();
-        opts.max_connections = 2;
-        opts.head_timeout = Duration::from_millis(800);
+        let opts = MetricsOptions {
+            max_connections: 2,
+            head_timeout: Duration::from_millis(800),
+            ..MetricsOptions::default()
+        };
         let srv = MetricsServer::start_with(reg, "127.0.0.1:0", opts).unwrap();
         let addr = srv.addr();
         let mut idle: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(addr).unwrap()).collect();
