@@ -15,6 +15,7 @@ pub mod acl;
 pub mod bpf;
 mod catalog;
 mod count;
+pub mod ct;
 mod port;
 pub mod ratelimit;
 
@@ -22,6 +23,7 @@ pub use acl::{Acl, RuleHits};
 pub use bpf::{Bpf, BpfAction};
 pub use catalog::{BuildCtx, Catalog, CatalogError, Factory, Module};
 pub use count::{Count, DirCount};
+pub use ct::{Ct, CtConfig};
 pub use port::DropUdpPort;
 pub use ratelimit::{RateConfig, RateLimit};
 

@@ -1,0 +1,656 @@
+//! `ct`: connection tracking. Per-flow state for TCP (pf's states and
+//! sequence windows, or flags only), UDP, ICMP/ICMPv6 echo and other IP
+//! protocols, IPv4 and IPv6, keyed on the 5-tuple normalised for
+//! direction. The hook annotates each packet ([`Packet::set_ct`]) with
+//! its connection state (`new`, `established`, `related`, `invalid`, or
+//! `untracked` for what is not IP) and whether it goes in the reply
+//! direction, for later hooks of the chain to match on (the `acl`'s
+//! `ct state established,related` and `ct dir reply`). Its verdict is
+//! always pass, except for `invalid` packets with `drop-invalid`.
+//!
+//! # Config (`ct` or `ct:CONFIG`)
+//! `[max N] [tcp strict|loose] [drop-invalid]`, each at most once, in any
+//! order:
+//! - `max N`: most flows tracked, 1 to 10 000 000 (`100k`, `1M` allowed;
+//!   default 100 000, pf's `set limit states`).
+//! - `tcp strict` (default): pf's tracking; a flow starts only with a SYN
+//!   (without ACK); a segment outside its window, a RST not at the exact
+//!   sequence, impossible flags, or a segment of no known flow is
+//!   `invalid`. `tcp loose`: flags only (no sequence checks), and a flow
+//!   may be picked up mid-stream by any segment but a SYN-ACK or a RST.
+//! - `drop-invalid`: drop `invalid` packets (otherwise they pass with
+//!   the annotation, for a later hook to decide).
+//!
+//! # States
+//! A packet is `new` while its flow has not been seen in the reply
+//! direction, `established` once it has (the first reply included, as
+//! Linux's conntrack says it), `related` if it is an ICMP or ICMPv6 error
+//! (destination unreachable, packet too big, time exceeded, parameter
+//! problem, source quench, redirect) quoting a packet of a tracked flow
+//! and sent back to that packet's sender, and `invalid` when it cannot
+//! be placed: malformed or truncated, bad TCP flags or out of window, an
+//! echo reply or a TCP segment (not a SYN) with no flow, an ICMP error
+//! quoting no flow, or no room in the table. IP fragments are not
+//! reassembled: they are `untracked`, as non-IP frames are.
+//!
+//! Flows: TCP, UDP and other protocols by their addresses, protocol and
+//! ports (0 for protocols without ports); ICMP echo by the addresses and
+//! the echo identifier (a request opens, its reply establishes); other
+//! ICMP messages that are not errors like other protocols (addresses
+//! only). A SYN on a TCP flow closed both ways reopens it as a new flow
+//! (port reuse).
+//!
+//! # Timeouts
+//! pf's defaults, in seconds ([`PF_TIMEOUTS`]): tcp.first 120,
+//! tcp.opening 30, tcp.established 86400, tcp.closing 900, tcp.finwait
+//! 45, tcp.closed 90, udp.first 60, udp.single 30, udp.multiple 60,
+//! icmp.first 20, icmp.error 10, other.first 60, other.single 30,
+//! other.multiple 60; scaled down as the table fills (pf's adaptive
+//! timeouts: from 60 % of `max`, down to a third at `max`).
+//!
+//! # The table
+//! See [`table`](self::table): one table shared by all workers (right
+//! whatever the RSS), in shards behind locks, at most `max` flows (new
+//! flows are refused at the limit: their packet is `invalid`, reason
+//! `limit`, counted `refused`), 104 bytes an entry plus 8-byte index
+//! slots, expired incrementally (a few entries per packet, never a
+//! scan).
+//!
+//! # Reconfiguring
+//! `pfilctl set` (in place, [`Filter::reconfigure`]) and `apply`
+//! ([`Filter::derive`]: the new filter shares the table) keep every
+//! state; `max` may change up to the `max` the table was built with.
+
+use std::fmt;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crossbeam_utils::CachePadded;
+use pfil::{CtState, Ctx, Filter, FilterStat, Packet, StatKind, Verdict};
+
+mod config;
+pub mod flow;
+mod states;
+pub mod table;
+pub mod tcp;
+#[cfg(test)]
+mod tests;
+
+pub use config::{CtConfig, TcpMode, DEFAULT_MAX, MAX_MAX, SYNTAX};
+pub use states::StateInfo;
+
+use flow::{Class, FlowKey, Kind};
+use table::{Adaptive, Entry, Shard, Shards, LIVE, ORIG_A, ORIG_MORE, REPLY_SEEN};
+
+/// Why a packet is `invalid` (the `reason` label of the `invalid` stat).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Invalid {
+    /// Truncated or malformed headers.
+    Malformed = 0,
+    /// TCP flags no stack sends.
+    TcpFlags = 1,
+    /// A TCP segment outside its window (strict mode).
+    TcpWindow = 2,
+    /// A TCP RST not at the exact sequence (strict mode).
+    TcpRst = 3,
+    /// A packet that cannot start a flow and belongs to none: an echo
+    /// reply, a TCP segment other than a SYN (strict), a SYN-ACK or a
+    /// RST; an ICMP error quoting no tracked flow.
+    NoState = 4,
+    /// An ICMP error not sent back to the quoted packet's sender.
+    IcmpMismatch = 5,
+    /// A new flow refused: the table is at `max`.
+    Limit = 6,
+}
+
+impl Invalid {
+    /// Every reason, in order.
+    pub const ALL: [Invalid; 7] = [
+        Invalid::Malformed,
+        Invalid::TcpFlags,
+        Invalid::TcpWindow,
+        Invalid::TcpRst,
+        Invalid::NoState,
+        Invalid::IcmpMismatch,
+        Invalid::Limit,
+    ];
+
+    /// The reason's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Invalid::Malformed => "malformed",
+            Invalid::TcpFlags => "tcp_flags",
+            Invalid::TcpWindow => "tcp_window",
+            Invalid::TcpRst => "tcp_rst",
+            Invalid::NoState => "no_state",
+            Invalid::IcmpMismatch => "icmp_mismatch",
+            Invalid::Limit => "limit",
+        }
+    }
+}
+
+/// The timeout an entry is under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+#[allow(missing_docs)]
+pub enum Timeout {
+    TcpFirst = 0,
+    TcpOpening,
+    TcpEstablished,
+    TcpClosing,
+    TcpFinWait,
+    TcpClosed,
+    UdpFirst,
+    UdpSingle,
+    UdpMultiple,
+    IcmpFirst,
+    IcmpError,
+    OtherFirst,
+    OtherSingle,
+    OtherMultiple,
+}
+
+/// pf's default timeouts in seconds, indexed by [`Timeout`].
+pub const PF_TIMEOUTS: [u32; 14] = [120, 30, 86400, 900, 45, 90, 60, 30, 60, 20, 10, 60, 30, 60];
+
+/// What one run of the tracker needs besides the packet.
+#[derive(Clone, Copy, Debug)]
+pub struct Run {
+    /// Seconds on the table's clock.
+    pub now: u32,
+    /// Flags-only TCP.
+    pub loose: bool,
+    /// The entry limit.
+    pub max: usize,
+}
+
+/// The state table, shared by all workers and by the filters derived
+/// from one another.
+pub struct Table {
+    shards: Shards,
+    shard_shift: u32,
+    entries: AtomicUsize,
+    built_for: usize,
+    hasher: std::hash::RandomState,
+    epoch: Instant,
+    /// Per worker: invalid packets by reason, then refused.
+    invalid: Box<[CachePadded<[AtomicU64; 8]>]>,
+}
+
+impl Table {
+    /// A table for up to `max` entries, with counter slots for `workers`.
+    pub fn new(max: usize, workers: usize) -> Table {
+        let n = table::shards_for(max);
+        let per = max.div_ceil(n);
+        Table {
+            shards: (0..n)
+                .map(|_| CachePadded::new(Mutex::new(Shard::new(per))))
+                .collect(),
+            shard_shift: 64 - n.trailing_zeros(),
+            entries: AtomicUsize::new(0),
+            built_for: max,
+            hasher: std::hash::RandomState::new(),
+            epoch: Instant::now(),
+            invalid: (0..workers.max(1))
+                .map(|_| CachePadded::new(Default::default()))
+                .collect(),
+        }
+    }
+
+    /// Seconds since the table was made.
+    pub fn now(&self) -> u32 {
+        u32::try_from(self.epoch.elapsed().as_secs()).unwrap_or(u32::MAX)
+    }
+
+    /// Flows in the table.
+    pub fn len(&self) -> usize {
+        self.entries.load(Relaxed)
+    }
+
+    /// Whether the table holds no flow.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes the table has allocated (indexes, entries, free lists).
+    pub fn bytes(&self) -> usize {
+        std::mem::size_of::<Table>()
+            + self
+                .shards
+                .iter()
+                .map(|s| lock(s).bytes() + std::mem::size_of_val(s))
+                .sum::<usize>()
+    }
+
+    fn hash(&self, k: &FlowKey) -> u64 {
+        self.hasher.hash_one(k)
+    }
+
+    fn count(&self, worker: usize, r: Invalid) {
+        if let Some(c) = self.invalid.get(worker) {
+            let a = &c[r as usize];
+            a.store(a.load(Relaxed) + 1, Relaxed);
+        }
+    }
+
+    /// Track one packet of class `c` and `len` bytes; its state and
+    /// direction. Counts an invalid packet's reason in `worker`'s slot.
+    pub fn track(&self, c: Class, len: u32, run: Run, worker: usize) -> (CtState, bool) {
+        match self.track_inner(c, len, run) {
+            Ok(r) => r,
+            Err(why) => {
+                self.count(worker, why);
+                (CtState::Invalid, false)
+            }
+        }
+    }
+
+    fn track_inner(&self, c: Class, len: u32, run: Run) -> Result<(CtState, bool), Invalid> {
+        let (key, src_a, kind) = match c {
+            Class::Untracked => return Ok((CtState::Untracked, false)),
+            Class::Invalid(why) => return Err(why),
+            Class::Error(key, sender_a) => {
+                let h = self.hash(&key);
+                let s = self.shard(h);
+                let mut g = lock(s);
+                let ad = Adaptive::at(self.len(), run.max);
+                let id = self
+                    .live(&mut g, &key, h as u32, run.now, ad)
+                    .ok_or(Invalid::NoState)?;
+                let e = g.get(id);
+                // The quoted packet went in the original direction: the
+                // error comes back in the reply direction.
+                let quoted_orig = (e.flags & ORIG_A != 0) == sender_a;
+                return Ok((CtState::Related, quoted_orig));
+            }
+            Class::Flow(key, src_a, kind) => (key, src_a, kind),
+        };
+        let h = self.hash(&key);
+        let mut g = lock(self.shard(h));
+        let ad = Adaptive::at(self.len(), run.max);
+        let r = match self.live(&mut g, &key, h as u32, run.now, ad) {
+            Some(id) => {
+                let e = g.get_mut(id);
+                match update(e, src_a, kind, len, run) {
+                    Err(Reopen) => {
+                        g.remove(id);
+                        self.entries.fetch_sub(1, Relaxed);
+                        self.create(&mut g, key, h as u32, src_a, kind, len, run, ad)
+                    }
+                    Ok(r) => r,
+                }
+            }
+            None => self.create(&mut g, key, h as u32, src_a, kind, len, run, ad),
+        };
+        let gone = g.sweep(table::SWEEP, |e| expired(e, run.now, ad));
+        if gone > 0 {
+            self.entries.fetch_sub(gone, Relaxed);
+        }
+        r
+    }
+
+    fn shard(&self, h: u64) -> &Mutex<Shard> {
+        let i = if self.shard_shift >= 64 {
+            0
+        } else {
+            (h >> self.shard_shift) as usize
+        };
+        &self.shards[i.min(self.shards.len() - 1)]
+    }
+
+    /// The id of `key`'s entry if it has not expired (an expired one is
+    /// removed).
+    fn live(&self, g: &mut Shard, key: &FlowKey, h: u32, now: u32, ad: Adaptive) -> Option<u32> {
+        let id = g.find(key, h)?;
+        if expired(g.get(id), now, ad) {
+            g.remove(id);
+            g.expiries += 1;
+            self.entries.fetch_sub(1, Relaxed);
+            return None;
+        }
+        Some(id)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn create(
+        &self,
+        g: &mut Shard,
+        key: FlowKey,
+        h: u32,
+        src_a: bool,
+        kind: Kind,
+        len: u32,
+        run: Run,
+        ad: Adaptive,
+    ) -> Result<(CtState, bool), Invalid> {
+        let mut e = Entry {
+            key,
+            hash: h,
+            flags: LIVE | if src_a { ORIG_A } else { 0 },
+            created: run.now,
+            last: run.now,
+            pkts: [1, 0],
+            bytes: [u64::from(len), 0],
+            ..Entry::default()
+        };
+        e.timeout = match kind {
+            Kind::Tcp(seg) => {
+                tcp::may_open(&seg, run.loose)?;
+                e.peers = tcp::open(&seg);
+                Timeout::TcpFirst
+            }
+            Kind::Udp => Timeout::UdpFirst,
+            Kind::EchoRequest => Timeout::IcmpFirst,
+            Kind::EchoReply => return Err(Invalid::NoState),
+            Kind::Other => Timeout::OtherFirst,
+        } as u8;
+        if self.len() >= run.max {
+            // Make room from this shard's expired entries first.
+            let gone = g.sweep(64, |e| expired(e, run.now, ad));
+            self.entries.fetch_sub(gone, Relaxed);
+            if self.len() >= run.max {
+                return Err(Invalid::Limit);
+            }
+        }
+        g.insert(e).ok_or(Invalid::Limit)?;
+        self.entries.fetch_add(1, Relaxed);
+        Ok((CtState::New, false))
+    }
+
+    /// Every flow, as [`StateInfo`] (takes each shard's lock in turn).
+    pub fn states(&self, max: usize) -> Vec<StateInfo> {
+        let now = self.now();
+        let ad = Adaptive::at(self.len(), max);
+        let mut out = Vec::new();
+        for s in self.shards.iter() {
+            let g = lock(s);
+            out.extend(g.entries().map(|e| StateInfo::of(e, now, ad)));
+        }
+        out
+    }
+
+    /// Created, expired, refused, and invalid packets by reason.
+    fn counts(&self) -> (u64, u64, [u64; 7]) {
+        let (mut ins, mut exp) = (0, 0);
+        for s in self.shards.iter() {
+            let g = lock(s);
+            ins += g.inserts;
+            exp += g.expiries;
+        }
+        let mut inv = [0u64; 7];
+        for w in self.invalid.iter() {
+            for (i, v) in inv.iter_mut().enumerate() {
+                *v += w[i].load(Relaxed);
+            }
+        }
+        (ins, exp, inv)
+    }
+}
+
+/// A shard's lock, even if a panic poisoned it (the shard's data stays
+/// consistent between operations).
+fn lock(s: &Mutex<Shard>) -> std::sync::MutexGuard<'_, Shard> {
+    s.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `e` has outlived its timeout at `now`, scaled by `ad`.
+pub fn expired(e: &Entry, now: u32, ad: Adaptive) -> bool {
+    let t = u64::from(PF_TIMEOUTS[usize::from(e.timeout).min(PF_TIMEOUTS.len() - 1)]);
+    u64::from(now.saturating_sub(e.last)) * ad.den > t * ad.num
+}
+
+/// A SYN reopened a closed TCP flow.
+struct Reopen;
+
+/// Update entry `e` with a packet from side `src_a` (is the key's `a`).
+fn update(
+    e: &mut Entry,
+    src_a: bool,
+    kind: Kind,
+    len: u32,
+    run: Run,
+) -> Result<Result<(CtState, bool), Invalid>, Reopen> {
+    let from = usize::from((e.flags & ORIG_A != 0) != src_a);
+    let reply = from == 1;
+    let ok = match kind {
+        Kind::Tcp(seg) => {
+            let out = if run.loose {
+                tcp::track_loose(&mut e.peers, from, &seg)
+            } else {
+                tcp::track(&mut e.peers, from, &seg)
+            };
+            match out {
+                tcp::Outcome::Reopen => return Err(Reopen),
+                tcp::Outcome::Invalid(why) => Err(why),
+                tcp::Outcome::Valid => {
+                    e.timeout = tcp::timeout(&e.peers) as u8;
+                    Ok(())
+                }
+            }
+        }
+        Kind::Udp | Kind::Other => {
+            let (single, multiple) = if kind == Kind::Udp {
+                (Timeout::UdpSingle, Timeout::UdpMultiple)
+            } else {
+                (Timeout::OtherSingle, Timeout::OtherMultiple)
+            };
+            if reply {
+                e.flags |= REPLY_SEEN;
+            } else {
+                e.flags |= ORIG_MORE;
+            }
+            e.timeout = if e.flags & REPLY_SEEN != 0 {
+                multiple
+            } else {
+                single
+            } as u8;
+            Ok(())
+        }
+        Kind::EchoRequest => Ok(()),
+        Kind::EchoReply if reply => {
+            e.timeout = Timeout::IcmpError as u8;
+            Ok(())
+        }
+        Kind::EchoReply => Err(Invalid::NoState),
+    };
+    if let Err(why) = ok {
+        return Ok(Err(why));
+    }
+    if reply {
+        e.flags |= REPLY_SEEN;
+    }
+    e.last = run.now;
+    e.pkts[from] = e.pkts[from].saturating_add(1);
+    e.bytes[from] = e.bytes[from].saturating_add(u64::from(len));
+    let state = if e.flags & REPLY_SEEN != 0 {
+        CtState::Established
+    } else {
+        CtState::New
+    };
+    Ok(Ok((state, reply)))
+}
+
+/// The `ct` filter. Filters derived from one another
+/// ([`Filter::derive`]) share the table.
+pub struct Ct {
+    table: Arc<Table>,
+    max: AtomicUsize,
+    loose: AtomicBool,
+    drop_invalid: AtomicBool,
+    config: Mutex<CtConfig>,
+    /// Whether the spec had a config (`ct` or `ct:...`).
+    bare: AtomicBool,
+}
+
+impl Ct {
+    /// A tracker with its own table, for a registry with `max_workers`
+    /// worker slots.
+    pub fn new(cfg: CtConfig, max_workers: usize) -> Ct {
+        Ct::with_table(Arc::new(Table::new(cfg.max, max_workers)), cfg)
+    }
+
+    fn with_table(table: Arc<Table>, cfg: CtConfig) -> Ct {
+        Ct {
+            table,
+            max: AtomicUsize::new(cfg.max),
+            loose: AtomicBool::new(cfg.tcp == TcpMode::Loose),
+            drop_invalid: AtomicBool::new(cfg.drop_invalid),
+            config: Mutex::new(cfg),
+            bare: AtomicBool::new(false),
+        }
+    }
+
+    /// Builds from the text after `ct:` (empty: the defaults).
+    ///
+    /// # Errors
+    /// What is wrong with the config.
+    pub fn from_config(config: &str, max_workers: usize) -> Result<Ct, String> {
+        let ct = Ct::new(CtConfig::parse(config)?, max_workers);
+        ct.bare.store(config.trim().is_empty(), Relaxed);
+        Ok(ct)
+    }
+
+    /// The table.
+    pub fn table(&self) -> &Arc<Table> {
+        &self.table
+    }
+
+    /// The config in force.
+    pub fn config(&self) -> CtConfig {
+        *self.config.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every tracked flow.
+    pub fn states(&self) -> Vec<StateInfo> {
+        self.table.states(self.max.load(Relaxed))
+    }
+
+    fn check(&self, cfg: &CtConfig) -> Result<(), String> {
+        if cfg.max > self.table.built_for {
+            return Err(format!(
+                "max: {} is over the {} flows this hook's table was built for; \
+                 states are kept only up to that (remove the hook and add it again \
+                 for a larger table, losing its states)",
+                cfg.max, self.table.built_for
+            ));
+        }
+        Ok(())
+    }
+
+    fn run(&self) -> Run {
+        Run {
+            now: self.table.now(),
+            loose: self.loose.load(Relaxed),
+            max: self.max.load(Relaxed),
+        }
+    }
+}
+
+impl fmt::Debug for Ct {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ct")
+            .field("config", &self.config())
+            .field("entries", &self.table.len())
+            .finish()
+    }
+}
+
+impl Filter for Ct {
+    fn filter(&self, pkt: &mut Packet<'_>, ctx: &Ctx<'_>) -> Verdict {
+        self.filter_batch(std::slice::from_mut(pkt), ctx);
+        pkt.verdict()
+    }
+
+    /// One clock read for the batch; each packet's lookup and update under
+    /// its flow's shard lock.
+    fn filter_batch(&self, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
+        let run = self.run();
+        let drop_invalid = self.drop_invalid.load(Relaxed);
+        for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
+            let c = flow::classify(p);
+            let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
+            let (s, reply) = self.table.track(c, len, run, ctx.worker);
+            p.set_ct(s, reply);
+            if drop_invalid && s == CtState::Invalid {
+                p.set_verdict(Verdict::Dropped);
+            }
+        }
+    }
+
+    fn batched(&self) -> bool {
+        true
+    }
+
+    fn spec(&self) -> Option<String> {
+        if self.bare.load(Relaxed) {
+            return Some("ct".into());
+        }
+        Some(format!("ct:{}", self.config()))
+    }
+
+    /// A new config in place; the states stay.
+    fn reconfigure(&self, config: &str) -> Option<Result<(), String>> {
+        let cfg = match CtConfig::parse(config).and_then(|c| self.check(&c).map(|()| c)) {
+            Ok(c) => c,
+            Err(e) => return Some(Err(e)),
+        };
+        self.max.store(cfg.max, Relaxed);
+        self.loose.store(cfg.tcp == TcpMode::Loose, Relaxed);
+        self.drop_invalid.store(cfg.drop_invalid, Relaxed);
+        self.bare.store(config.trim().is_empty(), Relaxed);
+        *self.config.lock().unwrap_or_else(|e| e.into_inner()) = cfg;
+        Some(Ok(()))
+    }
+
+    /// A new filter with this config sharing this one's table (and so
+    /// every state); this one is unchanged.
+    fn derive(&self, config: &str) -> Option<Result<Arc<dyn Filter>, String>> {
+        Some(
+            CtConfig::parse(config)
+                .and_then(|c| self.check(&c).map(|()| c))
+                .map(|c| {
+                    let ct = Ct::with_table(self.table.clone(), c);
+                    ct.bare.store(config.trim().is_empty(), Relaxed);
+                    Arc::new(ct) as Arc<dyn Filter>
+                }),
+        )
+    }
+
+    /// `entries`, `max`, `table_bytes` (gauges); `inserts`, `expiries`,
+    /// `refused` and `invalid` by `reason` (counters).
+    fn stats(&self) -> Vec<FilterStat> {
+        let (ins, exp, inv) = self.table.counts();
+        let mut invalid = FilterStat::new(
+            "invalid",
+            StatKind::Counter,
+            "Packets annotated invalid, by reason.",
+        );
+        for r in Invalid::ALL {
+            invalid = invalid.sample(&[("reason", r.name())], inv[r as usize]);
+        }
+        vec![
+            FilterStat::gauge("entries", "Flows in the table.", self.table.len() as u64),
+            FilterStat::gauge(
+                "max",
+                "Most flows the table takes.",
+                self.max.load(Relaxed) as u64,
+            ),
+            FilterStat::gauge(
+                "table_bytes",
+                "Bytes the table has allocated.",
+                self.table.bytes() as u64,
+            ),
+            FilterStat::counter("inserts", "Flows created.", ins),
+            FilterStat::counter("expiries", "Flows removed on expiry.", exp),
+            FilterStat::counter(
+                "refused",
+                "New flows refused at the limit (their packets are invalid, reason limit).",
+                inv[Invalid::Limit as usize],
+            ),
+            invalid,
+        ]
+    }
+}
