@@ -29,6 +29,14 @@
 //! existing path was read as a file and anything else as rules, so an
 //! inline ruleset that happened to name a file was replaced by it.
 //!
+//! # Connection state
+//! Rules with `ct state` / `ct dir` match the annotation a `ct` hook
+//! earlier in the chain gave the packet ([`Packet::ct`]; `untracked`,
+//! original direction, when none ran): a ruleset with such rules is
+//! classified per state ([`CtClassifier`]); one without them costs what
+//! it did. The nft idiom: `ct`, then `acl:pass ct state
+//! established,related; ...; default drop`.
+//!
 //! # Keys
 //! The key is read from [`Packet::headers`]: EtherType, addresses,
 //! protocol and UDP/TCP ports from there; the VLAN id (outer tag), TCP
@@ -44,8 +52,8 @@ use arc_swap::ArcSwap;
 use crossbeam_utils::CachePadded;
 use pfil::{Ctx, Filter, FilterStat, Packet, PacketKind, StatKind, Verdict, L4};
 use pfil_acl::{
-    classbench, has, text, Action, Classifier, Classify, Key, KeyV4, Rule, Ruleset, ETHERTYPE_IPV4,
-    ETHERTYPE_IPV6,
+    classbench, has, text, Action, Classify, CtClassifier, Key, KeyV4, Rule, Ruleset,
+    ETHERTYPE_IPV4, ETHERTYPE_IPV6,
 };
 
 /// Keys classified per call of the batch lookup (a stack buffer).
@@ -58,7 +66,9 @@ const SEG: usize = 64;
 /// of the filter's [`Slab`] each counted rule bumps.
 struct Version {
     rules: Ruleset,
-    classifier: Classifier,
+    /// One classifier, or one per connection state when rules match on
+    /// `ct` ([`CtClassifier`]).
+    classifier: CtClassifier,
     /// Per rule: its counter id in the slab, or [`NO_COUNTER`] (rule
     /// without `count`).
     counter_of: Vec<u32>,
@@ -190,7 +200,7 @@ impl Version {
         carried: Vec<Option<Arc<Lease>>>,
         default: Option<Arc<Lease>>,
     ) -> Version {
-        let classifier = Classifier::new(&rules);
+        let classifier = CtClassifier::new(&rules);
         let mut carried = carried.into_iter();
         let leases: Vec<Option<Arc<Lease>>> = rules
             .rules
@@ -672,11 +682,67 @@ pub fn key_of_reference(p: &Packet<'_>) -> Key {
     k
 }
 
+/// The batch path of a ruleset with `ct` matches: each packet's
+/// connection state (its [`Packet::ct_bits`], set by a `ct` hook earlier
+/// in the chain) picks the classifier of the rules that can match in that
+/// state; IPv4 keys are classified a chunk at a time per classifier.
+fn filter_batch_ct(v: &Version, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
+    let mut keys = [KeyV4::default(); CHUNK];
+    let mut idx = [0usize; CHUNK];
+    let mut part = [0u8; CHUNK];
+    let mut sub = [KeyV4::default(); CHUNK];
+    let mut sub_idx = [0usize; CHUNK];
+    let mut res = [None; CHUNK];
+    let mut i = 0;
+    while i < pkts.len() {
+        let mut n = 0;
+        while i < pkts.len() && n < CHUNK {
+            let p = &pkts[i];
+            if p.verdict().is_pass() {
+                let pi = v.classifier.part_of(p.ct_bits());
+                if key_v4_into(p, &mut keys[n]) {
+                    idx[n] = i;
+                    part[n] = pi as u8;
+                    n += 1;
+                } else {
+                    let mut k = key_of_reference(p);
+                    k.ct = p.ct_bits();
+                    let m = v.classifier.classify(&k);
+                    let verdict = v.decide(m, ctx.worker);
+                    pkts[i].set_verdict(verdict);
+                }
+            }
+            i += 1;
+        }
+        for pi in 0..v.classifier.parts() {
+            let mut m = 0;
+            for j in 0..n {
+                if usize::from(part[j]) == pi {
+                    sub[m] = keys[j];
+                    sub_idx[m] = idx[j];
+                    m += 1;
+                }
+            }
+            if m == 0 {
+                continue;
+            }
+            let (c, map) = v.classifier.part(pi);
+            c.classify_batch_v4(&sub[..m], &mut res[..m]);
+            for j in 0..m {
+                let verdict = v.decide(CtClassifier::global(map, res[j]), ctx.worker);
+                pkts[sub_idx[j]].set_verdict(verdict);
+            }
+        }
+    }
+}
+
 impl Filter for Acl {
     #[inline]
     fn filter(&self, pkt: &mut Packet<'_>, ctx: &Ctx<'_>) -> Verdict {
         let v = self.current.load();
-        let m = v.classifier.classify(&key_of(pkt));
+        let mut k = key_of(pkt);
+        k.ct = pkt.ct_bits();
+        let m = v.classifier.classify(&k);
         v.decide(m, ctx.worker)
     }
 
@@ -685,6 +751,10 @@ impl Filter for Acl {
     /// (64 at a time, on the stack) and sets the verdicts.
     fn filter_batch(&self, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
         let v = self.current.load();
+        if v.classifier.uses_ct() {
+            return filter_batch_ct(&v, pkts, ctx);
+        }
+        let base = v.classifier.base();
         // IPv4 packets are classified a chunk at a time through the IPv4
         // batch API; anything else (IPv6, ARP, non-IP) one by one.
         let mut keys = [KeyV4::default(); CHUNK];
@@ -699,14 +769,14 @@ impl Filter for Acl {
                         idx[n] = i;
                         n += 1;
                     } else {
-                        let m = v.classifier.classify(&key_of_reference(&pkts[i]));
+                        let m = base.classify(&key_of_reference(&pkts[i]));
                         let verdict = v.decide(m, ctx.worker);
                         pkts[i].set_verdict(verdict);
                     }
                 }
                 i += 1;
             }
-            v.classifier.classify_batch_v4(&keys[..n], &mut res[..n]);
+            base.classify_batch_v4(&keys[..n], &mut res[..n]);
             for j in 0..n {
                 let verdict = v.decide(res[j], ctx.worker);
                 pkts[idx[j]].set_verdict(verdict);
@@ -771,7 +841,8 @@ impl std::fmt::Debug for Acl {
         f.debug_struct("Acl")
             .field("rules", &v.rules.rules.len())
             .field("default", &v.rules.default)
-            .field("stats", &v.classifier.stats())
+            .field("stats", &v.classifier.base().stats())
+            .field("ct_parts", &v.classifier.parts())
             .finish()
     }
 }
@@ -1305,6 +1376,71 @@ mod tests {
         assert!(e.contains("line 2, column 7: expected"), "{e}");
         assert_eq!(verdict(&acl, &mut dns), Verdict::Dropped);
         assert_eq!(acl.hits()[0].hits, 4);
+    }
+
+    /// A stateful policy on one head: `ct` then an acl that lets in
+    /// replies and drops the rest; outbound (`out`) packets start flows.
+    #[test]
+    fn ct_state_rules_follow_the_tracker() {
+        use pfil::{Dirs, Placement, Registry};
+        let reg = Registry::new();
+        let head = reg
+            .register_head("h", PacketKind::Ethernet, Dirs::BOTH)
+            .unwrap();
+        let ct: Arc<dyn Filter> = Arc::new(crate::Ct::from_config("", reg.max_workers()).unwrap());
+        reg.add_hook_shared("ct:fw", PacketKind::Ethernet, Dirs::BOTH, ct)
+            .unwrap();
+        let acl_in = Acl::from_config(
+            "pass count ct state established,related; drop count all ct state invalid; default drop",
+            reg.max_workers(),
+        )
+        .unwrap();
+        reg.add_hook("acl:in", PacketKind::Ethernet, Dirs::IN, acl_in.clone())
+            .unwrap();
+        reg.add_hook(
+            "acl:out",
+            PacketKind::Ethernet,
+            Dirs::OUT,
+            Acl::from_config("pass ct state new,established,related ct dir original; pass ct dir reply; default drop", reg.max_workers()).unwrap(),
+        )
+        .unwrap();
+        reg.link("h", Dir::In, "ct:fw", Placement::Append).unwrap();
+        reg.link("h", Dir::In, "acl:in", Placement::Append).unwrap();
+        // Out: the ct hook runs first, so it goes last from the wire.
+        reg.link("h", Dir::Out, "ct:fw", Placement::Append).unwrap();
+        reg.link("h", Dir::Out, "acl:out", Placement::Prepend)
+            .unwrap();
+        let mut w = reg.worker().unwrap();
+        let me = [198, 18, 0, 1];
+        let peer = [198, 18, 0, 9];
+        let mut run = |dir: Dir, frames: Vec<Vec<u8>>| -> Vec<Verdict> {
+            let mut frames = frames;
+            let mut batch: Vec<Packet<'_>> = frames.iter_mut().map(|f| Packet::new(f)).collect();
+            match dir {
+                Dir::In => head.run_in(&mut w, &mut batch),
+                Dir::Out => head.run_out(&mut w, &mut batch),
+            }
+            batch.iter().map(|p| p.verdict()).collect()
+        };
+        // Unsolicited inbound: dropped (by the default, as new).
+        assert_eq!(
+            run(Dir::In, vec![udp4(peer, me, 53, 5000)]),
+            [Verdict::Dropped]
+        );
+        // Outbound query, then its reply (and another, unsolicited).
+        assert_eq!(
+            run(Dir::Out, vec![udp4(me, peer, 5001, 53)]),
+            [Verdict::Pass]
+        );
+        assert_eq!(
+            run(
+                Dir::In,
+                vec![udp4(peer, me, 53, 5001), udp4(peer, me, 53, 5002)]
+            ),
+            [Verdict::Pass, Verdict::Dropped]
+        );
+        let hits = acl_in.hits();
+        assert_eq!((hits[0].hits, hits[2].hits), (1, 2), "{hits:?}");
     }
 
     #[test]
