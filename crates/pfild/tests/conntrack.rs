@@ -1,0 +1,160 @@
+//! A stateful policy end to end (issue 26): a capture replayed through
+//! `--hook ct --hook acl:@RULES` (no root): the host's own connections
+//! and their replies pass, unsolicited inbound traffic and packets the
+//! tracker calls invalid are dropped, ICMP errors about the host's flows
+//! pass as related; the ct hook's statistics are in the report.
+
+mod common;
+use common::*;
+
+use etherparse::PacketBuilder;
+
+const ME: [u8; 4] = [198, 18, 0, 1];
+const PEER: [u8; 4] = [198, 19, 0, 9];
+const EVIL: [u8; 4] = [198, 19, 0, 66];
+
+fn eth() -> etherparse::PacketBuilderStep<etherparse::Ethernet2Header> {
+    PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+}
+
+#[allow(clippy::too_many_arguments)]
+fn tcp(
+    src: [u8; 4],
+    sp: u16,
+    dst: [u8; 4],
+    dp: u16,
+    syn: bool,
+    ack: Option<u32>,
+    seq: u32,
+    data: usize,
+) -> Vec<u8> {
+    let mut b = eth().ipv4(src, dst, 64).tcp(sp, dp, seq, 64000);
+    if syn {
+        b = b.syn();
+    }
+    if let Some(a) = ack {
+        b = b.ack(a);
+    }
+    let mut v = Vec::new();
+    b.write(&mut v, &vec![0x61; data]).unwrap();
+    v
+}
+
+fn udp(src: [u8; 4], sp: u16, dst: [u8; 4], dp: u16) -> Vec<u8> {
+    let mut v = Vec::new();
+    eth()
+        .ipv4(src, dst, 64)
+        .udp(sp, dp)
+        .write(&mut v, b"query")
+        .unwrap();
+    v
+}
+
+fn ping(src: [u8; 4], dst: [u8; 4], reply: bool) -> Vec<u8> {
+    let b = eth().ipv4(src, dst, 64);
+    let b = if reply {
+        b.icmpv4_echo_reply(7, 1)
+    } else {
+        b.icmpv4_echo_request(7, 1)
+    };
+    let mut v = Vec::new();
+    b.write(&mut v, b"ping").unwrap();
+    v
+}
+
+/// Port unreachable from `from` to `to` quoting `orig`'s IP header and
+/// 8 bytes.
+fn unreachable(from: [u8; 4], to: [u8; 4], orig: &[u8]) -> Vec<u8> {
+    let mut v = Vec::new();
+    eth()
+        .ipv4(from, to, 64)
+        .icmpv4_raw(3, 3, [0; 4])
+        .write(&mut v, &orig[14..42])
+        .unwrap();
+    v
+}
+
+#[test]
+fn a_stateful_policy_lets_replies_in_and_nothing_else() {
+    let d = pfil_testnet::TempDir::new("pfild-conntrack");
+    let query = udp(ME, 5353, PEER, 53);
+    let frames = vec![
+        // The host's TCP connection: handshake and data both ways.
+        tcp(ME, 40000, PEER, 80, true, None, 100, 0),
+        tcp(PEER, 80, ME, 40000, true, Some(101), 9000, 0),
+        tcp(ME, 40000, PEER, 80, false, Some(9001), 101, 0),
+        tcp(ME, 40000, PEER, 80, false, Some(9001), 101, 200),
+        tcp(PEER, 80, ME, 40000, false, Some(301), 9001, 1000),
+        // Unsolicited: a SYN to the host's ssh port, an ACK of nothing.
+        tcp(EVIL, 1234, ME, 22, true, None, 1, 0),
+        tcp(EVIL, 1234, ME, 40001, false, Some(1), 1, 0),
+        // Into the host's connection, far outside its window.
+        tcp(
+            PEER,
+            80,
+            ME,
+            40000,
+            false,
+            Some(301),
+            9001 + 50_000_000,
+            100,
+        ),
+        // DNS: the query, its answer, an answer to no query.
+        query.clone(),
+        udp(PEER, 53, ME, 5353),
+        udp(PEER, 53, ME, 5354),
+        // ICMP errors: about the query (related), about nothing.
+        unreachable(PEER, ME, &query),
+        unreachable(PEER, ME, &udp(ME, 9999, PEER, 53)),
+        // Ping out and its reply; a ping in.
+        ping(ME, PEER, false),
+        ping(PEER, ME, true),
+        ping(EVIL, ME, false),
+    ];
+    let file = d.join("stateful.pcap");
+    pfil_testnet::write_pcap(&file, 1, &frames);
+    let rules = d.join("host.rules");
+    std::fs::write(
+        &rules,
+        "# the host's firewall: replies to its own flows, nothing else\n\
+         pass count ct state established,related\n\
+         drop count all ct state invalid\n\
+         pass count from 198.18.0.1 ct state new\n\
+         default drop\n",
+    )
+    .unwrap();
+    let out = pfild(&[
+        "sink",
+        "cap0",
+        "--pcap",
+        file.to_str().unwrap(),
+        "--hook",
+        "ct:max 1000",
+        "--hook",
+        &format!("acl:@{}", rules.display()),
+        "--no-control",
+        "--quiet",
+    ]);
+    let (so, se) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{so}\n{se}");
+    let t = totals(&out.stdout);
+    assert_eq!(num(&t, "rx"), 16, "{so}");
+    // 5 TCP, the query, its answer, the related error, ping and reply.
+    assert_eq!(num(&t, "filtered"), 6, "{so}");
+    for want in [
+        "rule 0: 7 hits: pass count from any to any ct state established,related",
+        "rule 1: 3 hits: drop count from any to any ct state invalid",
+        "rule 2: 3 hits: pass count from 198.18.0.1/32 to any ct state new",
+        "default: 3 hits: default drop",
+        "entries 6",
+        "inserts 6",
+        "refused 0",
+        "reason=no_state: 2",
+        "reason=tcp_window: 1",
+    ] {
+        assert!(so.contains(want), "{want:?} not in\n{so}");
+    }
+}
