@@ -72,6 +72,8 @@ use pfil::{CtState, Ctx, Filter, FilterStat, Packet, StatKind, Verdict};
 
 mod config;
 pub mod flow;
+#[cfg(test)]
+mod model;
 mod states;
 pub mod table;
 pub mod tcp;

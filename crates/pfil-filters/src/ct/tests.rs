@@ -128,6 +128,31 @@ fn udp6(src: [u8; 16], sp: u16, dst: [u8; 16], dp: u16) -> Vec<u8> {
     v
 }
 
+/// For the model test: a TCP segment.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn tcp_frame(
+    src: [u8; 4],
+    sp: u16,
+    dst: [u8; 4],
+    dp: u16,
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    data: usize,
+) -> Vec<u8> {
+    tcp(src, sp, dst, dp, flags, seq, ack, data)
+}
+
+/// For the model test: a UDP datagram.
+pub(super) fn udp_frame(src: [u8; 4], sp: u16, dst: [u8; 4], dp: u16) -> Vec<u8> {
+    udp(src, sp, dst, dp)
+}
+
+/// For the model test: an echo request or reply.
+pub(super) fn echo_frame(src: [u8; 4], dst: [u8; 4], reply: bool, id: u16) -> Vec<u8> {
+    echo4(src, dst, reply, id)
+}
+
 /// Client A:1000 to server B:80: SYN, SYN-ACK, ACK. ISNs 100 and 5000.
 fn handshake(t: &mut T) {
     assert_eq!(t.see(tcp(A, 1000, B, 80, SYN, 100, 0, 0)), (New, false));
