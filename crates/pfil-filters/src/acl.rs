@@ -686,6 +686,8 @@ pub fn key_of_reference(p: &Packet<'_>) -> Key {
 /// connection state (its [`Packet::ct_bits`], set by a `ct` hook earlier
 /// in the chain) picks the classifier of the rules that can match in that
 /// state; IPv4 keys are classified a chunk at a time per classifier.
+/// Not inlined: the stateless path keeps its registers.
+#[inline(never)]
 fn filter_batch_ct(v: &Version, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
     let mut keys = [KeyV4::default(); CHUNK];
     let mut idx = [0usize; CHUNK];

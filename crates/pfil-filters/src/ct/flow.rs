@@ -59,6 +59,33 @@ impl FlowKey {
         )
     }
 
+    /// The key as five words (for hashing).
+    #[inline]
+    pub fn words(&self) -> [u64; 5] {
+        let w = |x: &[u8; 16], i: usize| {
+            u64::from_ne_bytes([
+                x[i],
+                x[i + 1],
+                x[i + 2],
+                x[i + 3],
+                x[i + 4],
+                x[i + 5],
+                x[i + 6],
+                x[i + 7],
+            ])
+        };
+        [
+            w(&self.a, 0),
+            w(&self.a, 8),
+            w(&self.b, 0),
+            w(&self.b, 8),
+            u64::from(self.pa)
+                | u64::from(self.pb) << 16
+                | u64::from(self.proto) << 32
+                | u64::from(self.v6) << 40,
+        ]
+    }
+
     /// An endpoint's address as text.
     pub fn addr(&self, b_side: bool) -> std::net::IpAddr {
         let x = if b_side { self.b } else { self.a };
