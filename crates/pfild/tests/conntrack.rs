@@ -158,3 +158,78 @@ fn a_stateful_policy_lets_replies_in_and_nothing_else() {
         assert!(so.contains(want), "{want:?} not in\n{so}");
     }
 }
+
+/// `pfilctl states` on a running pfild: the synthetic port's flows as
+/// the ct hook tracks them (one way: `new`), as a table and as JSON;
+/// a hook that is not `ct` is named as such; `rules` shows the ct
+/// hook's counters; `set` keeps the states.
+#[test]
+fn pfilctl_states_lists_the_flows_and_set_keeps_them() {
+    use std::time::Duration;
+    let d = pfil_testnet::TempDir::new("pfild-ct-states");
+    let sock = d.join("ctl").join("ct.sock").to_str().unwrap().to_owned();
+    let mut p = spawn_pfild(&[
+        "sink",
+        "syn0",
+        "--synthetic",
+        "--hook",
+        "ct:max 1000",
+        "--hook",
+        "count",
+        "--rate",
+        "20000",
+        "--control",
+        &sock,
+        "--seconds",
+        "30",
+        "--quiet",
+    ]);
+    assert!(
+        p.wait_stderr(&format!("control socket {sock}"), Duration::from_secs(20)),
+        "{}",
+        p.stderr_so_far()
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let table = ctl_ok(&sock, &["states"]);
+    assert!(table.starts_with("hook ct:1: "), "{table}");
+    assert!(table.contains("PROTO") && table.contains("udp "), "{table}");
+    assert!(table.contains(" new "), "one-way traffic is new: {table}");
+    let j = ctl_json(&sock, &["states", "ct:1", "--limit", "1"]);
+    let h = &j["hooks"][0];
+    assert_eq!(h["hook"], "ct:1", "{j}");
+    let total = h["total"].as_u64().unwrap();
+    assert!(total >= 1, "{j}");
+    assert_eq!(h["states"].as_array().unwrap().len(), 1, "{j}");
+    let s = &h["states"][0];
+    assert_eq!(
+        (s["proto"].as_u64(), s["state"].as_str()),
+        (Some(17), Some("new")),
+        "{j}"
+    );
+    assert!(
+        s["packets"][0].as_u64().unwrap() > 0 && s["packets"][1] == 0,
+        "{j}"
+    );
+    let (code, _, err) = pfilctl(&["--socket", &sock, "states", "count:2"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("its filter is not `ct`"), "{err}");
+    let rules = ctl_ok(&sock, &["rules", "ct:1"]);
+    assert!(
+        rules.contains("entries") && rules.contains("reason=limit"),
+        "{rules}"
+    );
+    // `set` in place: the flows stay.
+    ctl_ok(&sock, &["set", "ct:1", "--set", "max 1000 tcp loose"]);
+    let after = ctl_json(&sock, &["states", "ct:1"]);
+    assert!(
+        after["hooks"][0]["total"].as_u64().unwrap() >= total,
+        "{after}"
+    );
+    p.signal(libc::SIGINT);
+    let out = p.wait_output(Duration::from_secs(20));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

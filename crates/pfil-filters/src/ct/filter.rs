@@ -155,6 +155,12 @@ impl Filter for Ct {
         )
     }
 
+    /// `Some(self)`: a control plane lists the states
+    /// ([`Ct::states`]).
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     /// `entries`, `max`, `table_bytes` (gauges); `inserts`, `expiries`,
     /// `refused` and `invalid` by `reason` (counters).
     fn stats(&self) -> Vec<FilterStat> {
