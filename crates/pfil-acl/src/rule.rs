@@ -64,7 +64,7 @@ pub struct Key {
 
 /// Connection states as [`Rule::ct_state`] bits and [`Key::ct`] values.
 pub mod ct {
-    /// [`Key::ct`] state values (bits 0..=2), as pfil's `CtState`.
+    /// [`Key::ct`](super::Key::ct) state values (bits 0..=2), as pfil's `CtState`.
     pub const UNTRACKED: u8 = 0;
     /// A flow's first packets (no reply seen yet).
     pub const NEW: u8 = 1;
@@ -74,7 +74,7 @@ pub mod ct {
     pub const RELATED: u8 = 3;
     /// Not placed in any flow.
     pub const INVALID: u8 = 4;
-    /// [`Key::ct`] bit: the packet goes in the reply direction.
+    /// [`Key::ct`](super::Key::ct) bit: the packet goes in the reply direction.
     pub const REPLY: u8 = 0x80;
     /// The states' names, indexed by value.
     pub const NAMES: [&str; 5] = ["untracked", "new", "established", "related", "invalid"];

@@ -49,7 +49,7 @@
 //! timeouts: from 60 % of `max`, down to a third at `max`).
 //!
 //! # The table
-//! See [`table`](self::table): one table shared by all workers (right
+//! See [`table`]: one table shared by all workers (right
 //! whatever the RSS), in shards behind locks, at most `max` flows (new
 //! flows are refused at the limit: their packet is `invalid`, reason
 //! `limit`, counted `refused`), 104 bytes an entry plus 8-byte index

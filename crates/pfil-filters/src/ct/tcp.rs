@@ -86,7 +86,8 @@ pub struct Peer {
     pub seqhi: u32,
     /// Largest window it advertised (unscaled).
     pub max_win: u16,
-    /// Its window scale, with [`WS_SET`] / [`WS_UNKNOWN`].
+    /// Its window scale (bits 0..=3), with 0x80 set if it sent the option,
+    /// 0x40 if picked up mid-stream (scale unknown: liberal checks).
     pub wscale: u8,
     /// Its state ([`state`]).
     pub state: u8,
