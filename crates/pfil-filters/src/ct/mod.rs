@@ -56,6 +56,32 @@
 //! slots, expired incrementally (a few entries per packet, never a
 //! scan).
 //!
+//! # Several workers
+//! One table for all workers: with AF_XDP queues the two directions of a
+//! flow arrive on different queues unless the NIC's RSS hash is
+//! symmetric, and per-worker tables would then see each flow half, so
+//! replies would be `new` or `invalid`. The shared table is right
+//! whatever the RSS; its cost is a lock per packet on one of up to 64
+//! shards (uncontended: a compare-and-swap and a store; two workers
+//! meet on a shard only when their packets hash to it at once). Not
+//! measured yet under many workers at high rates; per-worker tables with
+//! symmetric RSS set up by pfild are the alternative to measure against.
+//!
+//! # Where this differs from Linux's conntrack
+//! - State is created for every first packet the hook sees, also when a
+//!   later hook drops it (Linux confirms an entry only when its packet
+//!   leaves): unsolicited traffic takes table entries (`new`, short
+//!   timeouts), and the limit is what bounds it.
+//! - Strict TCP starts a flow only with a SYN (Linux's default,
+//!   `nf_conntrack_tcp_loose=1`, picks up mid-stream: here `tcp loose`).
+//! - IP fragments are not reassembled: `untracked` (Linux defragments
+//!   first).
+//! - ICMP messages that are neither echo nor errors (timestamps, router
+//!   and neighbour discovery) are tracked by address pair like other
+//!   protocols; an ICMP error is `related` if it quotes a tracked flow
+//!   and goes back to the quoted packet's sender, without pf's check of
+//!   a quoted TCP sequence number.
+//!
 //! # Reconfiguring
 //! `pfilctl set` (in place, [`Filter::reconfigure`]) and `apply`
 //! ([`Filter::derive`]: the new filter shares the table) keep every
