@@ -21,7 +21,11 @@
 //!   traffic comes (listing them marks them expired).
 //! - **Memory.** An entry is 104 bytes; the index has at least 4/3 slot
 //!   per entry the shard can hold, rounded up to a power of two (8 bytes
-//!   each, allocated zeroed: pages never touched cost nothing).
+//!   each, allocated zeroed: pages never touched cost nothing). Entries
+//!   come in chunks of [`CHUNK`], allocated as the shard grows and kept
+//!   (freed entries are reused): the table stays at its peak size. At 1
+//!   million flows in a table built for 1 million, 125.6 bytes a flow
+//!   (measured by `a_flow_costs_at_most_128_bytes_at_a_million`).
 
 use std::sync::Mutex;
 
