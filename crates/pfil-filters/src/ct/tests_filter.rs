@@ -172,3 +172,93 @@ fn a_flow_costs_at_most_128_bytes_at_a_million() {
     );
     assert!(per <= 128.0, "{per} bytes a flow");
 }
+
+/// Four threads share one table while flows are created, answered and
+/// expire (the clock jumps ahead now and then): no flow lost or counted
+/// twice (the count equals the live entries), every packet of a flow
+/// either way is new or established whichever thread sees it, and once
+/// everything has expired and been swept the old flows are gone:
+/// inserts less expiries is what is left, nothing leaked.
+#[test]
+fn a_shared_table_under_four_threads_leaks_nothing() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let table = Table::new(20_000, 4);
+    let clock = AtomicU32::new(0);
+    std::thread::scope(|s| {
+        for w in 0..4u32 {
+            let (table, clock) = (&table, &clock);
+            s.spawn(move || {
+                for i in 0..20_000u32 {
+                    if w == 0 && i % 5000 == 4999 {
+                        clock.fetch_add(61, Ordering::Relaxed);
+                    }
+                    let now = clock.load(Ordering::Relaxed);
+                    let run = Run {
+                        now,
+                        loose: false,
+                        max: 20_000,
+                    };
+                    // Flows shared between threads: thread w sends the
+                    // query of flow i, thread w+1 its answer.
+                    let flow = (i * 7 + w) % 3000;
+                    let (k, a) = flow::FlowKey::new(
+                        [
+                            10,
+                            0,
+                            (flow >> 8) as u8,
+                            flow as u8,
+                            0,
+                            0,
+                            0,
+                            0,
+                            0,
+                            0,
+                            0,
+                            0,
+                            0,
+                            0,
+                            0,
+                            0,
+                        ],
+                        1000,
+                        [198, 18, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+                        53,
+                        17,
+                        false,
+                    );
+                    let src_a = if i % 2 == 0 { a } else { !a };
+                    let (st, _) = table.track(
+                        flow::Class::Flow(k, src_a, flow::Kind::Udp),
+                        60,
+                        run,
+                        w as usize,
+                    );
+                    assert!(matches!(st, New | Est), "{st}");
+                }
+            });
+        }
+    });
+    let live: usize = table.states(20_000).len();
+    assert_eq!(table.len(), live, "the count is the live entries");
+    assert!(live > 0 && live <= 3000, "{live}");
+    // Everything expires; the sweeps of new flows' packets (spread over
+    // every shard) empty the table of them: each old flow is removed
+    // once.
+    let far = clock.load(std::sync::atomic::Ordering::Relaxed) + 1000;
+    let run = Run {
+        now: far,
+        loose: false,
+        max: 20_000,
+    };
+    for round in 0..100 {
+        for f in 0..256u16 {
+            let (k, a) = flow::FlowKey::new([1; 16], f, [2; 16], 2, 17, true);
+            let (st, _) = table.track(flow::Class::Flow(k, a, flow::Kind::Udp), 60, run, 0);
+            assert_eq!(st, New, "one way, round {round}: new");
+        }
+    }
+    assert_eq!(table.len(), 256, "only the sweeping flows are left");
+    assert_eq!(table.states(20_000).len(), 256);
+    let (ins, exp, _) = table.counts();
+    assert_eq!(ins - exp, 256, "inserts {ins} expiries {exp}");
+}
