@@ -1443,6 +1443,35 @@ mod tests {
         );
         let hits = acl_in.hits();
         assert_eq!((hits[0].hits, hits[2].hits), (1, 2), "{hits:?}");
+        // IPv6 (the per-packet key path), the same way.
+        let udp6 = |src: [u8; 16], dst: [u8; 16], sp: u16, dp: u16| {
+            let mut v = Vec::new();
+            PacketBuilder::ethernet2([2; 6], [4; 6])
+                .ipv6(src, dst, 64)
+                .udp(sp, dp)
+                .write(&mut v, &[0; 8])
+                .unwrap();
+            v
+        };
+        let (me6, peer6) = (
+            [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9],
+        );
+        assert_eq!(
+            run(Dir::In, vec![udp6(peer6, me6, 53, 7000)]),
+            [Verdict::Dropped]
+        );
+        assert_eq!(
+            run(Dir::Out, vec![udp6(me6, peer6, 7001, 53)]),
+            [Verdict::Pass]
+        );
+        assert_eq!(
+            run(
+                Dir::In,
+                vec![udp6(peer6, me6, 53, 7001), udp6(peer6, me6, 53, 7002)]
+            ),
+            [Verdict::Pass, Verdict::Dropped]
+        );
     }
 
     #[test]
