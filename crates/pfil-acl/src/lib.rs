@@ -28,7 +28,8 @@
 //! rule     = action [ "count" ] [ family ] [ "vlan" VLAN ]
 //!            [ "proto" proto ] ( "all" | [ "from" endpoint ] [ "to" endpoint ] )
 //!            [ "flags" FLAGS ] [ "icmp-type" U8 [ "code" U8 ] | "icmp-code" U8 ]
-//!            [ "ct" "state" STATE { "," STATE } ] [ "ct" "dir" ( "original" | "reply" ) ] ;
+//!            [ "ct" "state" STATE { "," STATE } ] [ "ct" "dir" ( "original" | "reply" ) ]
+//!            [ "keep" "state" ] ;  (* pass rules only *)
 //! STATE    = "new" | "established" | "related" | "invalid" | "untracked" ;
 //! action   = "pass" | "drop" | "block" ;
 //! family   = "inet" | "inet6" | "arp" | "ethertype" HEX16 ;

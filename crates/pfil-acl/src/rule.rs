@@ -242,6 +242,10 @@ pub struct Rule {
     /// The direction the packet must go in its flow: `Some(true)` reply,
     /// `Some(false)` original (`ct dir reply|original`); `None`: either.
     pub ct_dir: Option<bool>,
+    /// pf's `keep state` (pass rules only): a packet this rule passes
+    /// creates a state, and later packets of its flow, both ways, pass
+    /// on that state without the rules (the `acl` filter's tracker).
+    pub keep_state: bool,
 }
 
 impl Rule {
@@ -262,6 +266,7 @@ impl Rule {
             icmp_code: None,
             ct_state: 0,
             ct_dir: None,
+            keep_state: false,
         }
     }
 
@@ -367,6 +372,9 @@ impl Rule {
         }
         if self.vlan.is_some_and(|v| v > 4095) {
             return Err("VLAN id above 4095".into());
+        }
+        if self.keep_state && self.action != Action::Pass {
+            return Err("`keep state` on a rule that does not pass".into());
         }
         if self.ct_state & !0x1f != 0 {
             return Err("connection state bits beyond `invalid`".into());

@@ -281,17 +281,22 @@ fn rule(l: &mut Line<'_>, action: Action) -> Result<Rule, ParseError> {
             _ => return Err(l.err(t, E_CT_DIR)),
         });
     }
-    if let Some(&t) = l.toks.get(l.pos) {
-        if t.s == "keep" {
-            return Err(l.err(
-                t,
-                "a rule without `keep state` (not supported yet: link a `ct` hook before the acl \
-                 and put `pass ct state established,related` first)",
-            ));
+    if l.peek() == Some("keep") {
+        let t = l.toks[l.pos];
+        l.pos += 1;
+        if !l.eat("state") {
+            let n = l.next("`state` after `keep`")?;
+            return Err(l.err(n, "`state` after `keep`"));
         }
+        if action != Action::Pass {
+            return Err(l.err(t, "`keep state` on a `pass` rule only (or end of line)"));
+        }
+        r.keep_state = true;
+    }
+    if let Some(&t) = l.toks.get(l.pos) {
         return Err(l.err(
             t,
-            "`count`, `inet`, `inet6`, `arp`, `ethertype`, `vlan`, `proto`, `all`, `from`, `to`, `flags`, `icmp-type`, `icmp-code`, `ct state`, `ct dir` (in this order) or end of line",
+            "`count`, `inet`, `inet6`, `arp`, `ethertype`, `vlan`, `proto`, `all`, `from`, `to`, `flags`, `icmp-type`, `icmp-code`, `ct state`, `ct dir`, `keep state` (in this order) or end of line",
         ));
     }
     r.validate()
@@ -443,6 +448,9 @@ fn rule_text(r: &Rule) -> String {
             if reply { "reply" } else { "original" }
         ));
     }
+    if r.keep_state {
+        w.push("keep state".into());
+    }
     w.join(" ")
 }
 
@@ -469,6 +477,11 @@ mod tests {
         );
         assert_eq!(rs.rules[3].ct_dir, Some(true));
         assert_eq!(parse(&to_text(&rs)).unwrap(), rs);
+        let ks = parse("pass out proto udp to any port 53 keep state").unwrap_err();
+        assert!(ks.to_string().contains("expected"), "{ks}");
+        let ks = parse("pass proto udp to any port 53 keep state").unwrap();
+        assert!(ks.rules[0].keep_state);
+        assert_eq!(parse(&to_text(&ks)).unwrap(), ks);
         let mut k = Key::ipv4(1, 2, 6, 1000, 22);
         let first = |k: &Key| rs.rules.iter().position(|r| r.matches(k));
         assert_eq!(first(&k), None, "untracked");
@@ -485,7 +498,9 @@ mod tests {
             ("pass ct state new,", 15, "connection states"),
             ("pass ct dir in", 13, "`original` or `reply`"),
             ("pass ct dir reply ct state new", 19, "in this order"),
-            ("pass proto tcp keep state", 16, "not supported yet"),
+            ("drop proto tcp keep state", 16, "on a `pass` rule only"),
+            ("pass proto tcp keep", 20, "`state` after `keep`"),
+            ("pass proto tcp keep state ct dir reply", 27, "end of line"),
             ("pass ct", 6, "in this order"),
         ] {
             let e = parse(bad).unwrap_err();

@@ -37,6 +37,17 @@
 //! it did. The nft idiom: `ct`, then `acl:pass ct state
 //! established,related; ...; default drop`.
 //!
+//! # Keep state
+//! pf's idiom: `pass ... keep state` rules. A ruleset with one looks
+//! every packet up in the filter's own state table first (a
+//! [`crate::ct::Table`], made with the first such ruleset, shared with
+//! the filters [`Acl::with_rules`] makes, so states survive `set` and
+//! `apply`): a packet of a tracked flow passes on its state (or is
+//! dropped if it fails the flow's checks, TCP as the `ct` hook's strict
+//! mode), without the rules; other packets walk the rules, and a `keep
+//! state` rule that passes one creates its flow's state. Such rulesets
+//! run packet by packet (no batch classification).
+//!
 //! # Keys
 //! The key is read from [`Packet::headers`]: EtherType, addresses,
 //! protocol and UDP/TCP ports from there; the VLAN id (outer tag), TCP
@@ -84,6 +95,9 @@ struct Version {
     leases: Vec<Option<Arc<Lease>>>,
     /// The default action's.
     default_lease: Arc<Lease>,
+    /// A rule has `keep state`: packets are looked up in the filter's
+    /// state table first.
+    keep: bool,
 }
 
 /// `SEG` counters of one worker, on cache lines of its own, so workers
@@ -201,6 +215,7 @@ impl Version {
         default: Option<Arc<Lease>>,
     ) -> Version {
         let classifier = CtClassifier::new(&rules);
+        let keep = rules.rules.iter().any(|r| r.keep_state);
         let mut carried = carried.into_iter();
         let leases: Vec<Option<Arc<Lease>>> = rules
             .rules
@@ -223,6 +238,7 @@ impl Version {
             segments: slab.segments(),
             leases,
             default_lease,
+            keep,
         }
     }
 
@@ -312,6 +328,11 @@ pub struct Acl {
     /// waiting: freed by a later control-plane call, never by the
     /// datapath thread that lets go last (review L6.4).
     retiring: Arc<std::sync::Mutex<Vec<Arc<Version>>>>,
+    /// The states of `keep state` rules, made with the first ruleset
+    /// that has one and shared with the filters made from this one
+    /// ([`Acl::with_rules`]), so states survive a `set` and an `apply`.
+    states: Arc<std::sync::OnceLock<crate::ct::Table>>,
+    workers: usize,
 }
 
 impl Acl {
@@ -319,13 +340,31 @@ impl Acl {
     pub fn new(rules: Ruleset, max_workers: usize) -> Acl {
         let slab = Slab::new(max_workers);
         let v = Version::new(rules, &slab, Vec::new(), None);
-        Acl {
+        let acl = Acl {
             current: Arc::new(ArcSwap::from_pointee(v)),
             slab,
             replacing: Arc::default(),
             config: Arc::new(std::sync::Mutex::new(None)),
             retiring: Arc::default(),
+            states: Arc::default(),
+            workers: max_workers,
+        };
+        acl.ensure_states();
+        acl
+    }
+
+    /// Make the state table if the current rules keep state (on the
+    /// control thread, before the rules are published).
+    fn ensure_states_for(&self, rules: &Ruleset) {
+        if rules.rules.iter().any(|r| r.keep_state) {
+            self.states
+                .get_or_init(|| crate::ct::Table::new(crate::ct::DEFAULT_MAX, self.workers));
         }
+    }
+
+    fn ensure_states(&self) {
+        let v = self.current.load();
+        self.ensure_states_for(&v.rules);
     }
 
     /// Builds from an `acl:` config: `@PATH` of a rules file, else inline
@@ -359,6 +398,7 @@ impl Acl {
         *self.config.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let old = self.current.load_full();
         let (carried, default) = old.carry(&rules);
+        self.ensure_states_for(&rules);
         let new = Version::new(rules, &self.slab, carried, default);
         self.current.store(Arc::new(new));
         // Wait (bounded) until no batch holds the old version, so that it
@@ -406,13 +446,17 @@ impl Acl {
         let old = self.current.load_full();
         let (carried, default) = old.carry(&rules);
         let v = Version::new(rules, &self.slab, carried, default);
-        Acl {
+        let acl = Acl {
             current: Arc::new(ArcSwap::from_pointee(v)),
             slab: self.slab.clone(),
             replacing: Arc::default(),
             config: Arc::new(std::sync::Mutex::new(None)),
             retiring: Arc::default(),
-        }
+            states: self.states.clone(),
+            workers: self.workers,
+        };
+        acl.ensure_states();
+        acl
     }
 
     /// The current ruleset.
@@ -682,6 +726,44 @@ pub fn key_of_reference(p: &Packet<'_>) -> Key {
     k
 }
 
+/// The path of a ruleset with `keep state` rules, packet by packet, as
+/// pf: a packet of a flow in the state table passes on its state
+/// (annotated with it, as the `ct` hook would), or is dropped if it fails
+/// the flow's checks (`invalid`: out of window, a reply where none can
+/// be); any other packet walks the rules, and if a `keep state` rule
+/// passes it, its flow's state is created (a TCP flow only by a SYN: a
+/// packet that cannot start a flow passes on the rule without one).
+#[inline(never)]
+fn filter_batch_keep(v: &Version, t: &crate::ct::Table, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
+    let run = crate::ct::Run {
+        now: t.now(),
+        loose: false,
+        max: t.built_for(),
+    };
+    for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
+        let c = crate::ct::flow::classify(p);
+        let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
+        if let Some((st, reply)) = t.track_existing(c, len, run, ctx.worker) {
+            p.set_ct(st, reply);
+            if st == pfil::CtState::Invalid {
+                p.set_verdict(Verdict::Dropped);
+            }
+            continue;
+        }
+        let mut k = key_of(p);
+        k.ct = p.ct_bits();
+        let m = v.classifier.classify(&k);
+        let verdict = v.decide(m, ctx.worker);
+        if verdict.is_pass() && m.is_some_and(|i| v.rules.rules[i as usize].keep_state) {
+            let (st, reply) = t.track(c, len, run, ctx.worker);
+            if st != pfil::CtState::Invalid {
+                p.set_ct(st, reply);
+            }
+        }
+        p.set_verdict(verdict);
+    }
+}
+
 /// The batch path of a ruleset with `ct` matches: each packet's
 /// connection state (its [`Packet::ct_bits`], set by a `ct` hook earlier
 /// in the chain) picks the classifier of the rules that can match in that
@@ -742,6 +824,12 @@ impl Filter for Acl {
     #[inline]
     fn filter(&self, pkt: &mut Packet<'_>, ctx: &Ctx<'_>) -> Verdict {
         let v = self.current.load();
+        if v.keep {
+            if let Some(t) = self.states.get() {
+                filter_batch_keep(&v, t, std::slice::from_mut(pkt), ctx);
+                return pkt.verdict();
+            }
+        }
         let mut k = key_of(pkt);
         k.ct = pkt.ct_bits();
         let m = v.classifier.classify(&k);
@@ -753,6 +841,11 @@ impl Filter for Acl {
     /// (64 at a time, on the stack) and sets the verdicts.
     fn filter_batch(&self, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
         let v = self.current.load();
+        if v.keep {
+            if let Some(t) = self.states.get() {
+                return filter_batch_keep(&v, t, pkts, ctx);
+            }
+        }
         if v.classifier.uses_ct() {
             return filter_batch_ct(&v, pkts, ctx);
         }
@@ -833,7 +926,26 @@ impl Filter for Acl {
                 .map_or_else(|| "default".to_owned(), |i| i.to_string());
             s = s.sample(&[("rule", &rule), ("text", &h.text)], h.hits);
         }
-        vec![s]
+        let mut out = vec![s];
+        if let Some(t) = self.states.get() {
+            let (ins, exp, _) = t.counts();
+            out.push(FilterStat::gauge(
+                "states",
+                "Flows in the keep-state table.",
+                t.len() as u64,
+            ));
+            out.push(FilterStat::counter(
+                "state_inserts",
+                "Flows keep state rules created.",
+                ins,
+            ));
+            out.push(FilterStat::counter(
+                "state_expiries",
+                "Keep-state flows removed on expiry.",
+                exp,
+            ));
+        }
+        out
     }
 }
 
@@ -1472,6 +1584,126 @@ mod tests {
             ),
             [Verdict::Pass, Verdict::Dropped]
         );
+    }
+
+    /// pf's `keep state`: one acl hook linked both ways on a head; the
+    /// host's own flows create states, their replies pass on them (TCP
+    /// in its window only), nothing unsolicited passes; the states
+    /// survive a replace and a derived filter.
+    #[test]
+    fn keep_state_lets_replies_back_and_nothing_else() {
+        use pfil::{Dirs, Placement, Registry};
+        let reg = Registry::new();
+        let head = reg
+            .register_head("h", PacketKind::Ethernet, Dirs::BOTH)
+            .unwrap();
+        let acl = Acl::from_config(
+            "pass count from 198.18.0.1 keep state; default drop",
+            reg.max_workers(),
+        )
+        .unwrap();
+        reg.add_hook("acl:fw", PacketKind::Ethernet, Dirs::BOTH, acl.clone())
+            .unwrap();
+        reg.link("h", Dir::In, "acl:fw", Placement::Append).unwrap();
+        reg.link("h", Dir::Out, "acl:fw", Placement::Append)
+            .unwrap();
+        let mut w = reg.worker().unwrap();
+        let me = [198, 18, 0, 1];
+        let peer = [198, 18, 0, 9];
+        let mut run = |dir: Dir, frames: Vec<Vec<u8>>| -> Vec<Verdict> {
+            let mut frames = frames;
+            let mut batch: Vec<Packet<'_>> = frames.iter_mut().map(|f| Packet::new(f)).collect();
+            match dir {
+                Dir::In => head.run_in(&mut w, &mut batch),
+                Dir::Out => head.run_out(&mut w, &mut batch),
+            }
+            batch.iter().map(|p| p.verdict()).collect()
+        };
+        let tcp = |src: [u8; 4],
+                   sp: u16,
+                   dst: [u8; 4],
+                   dp: u16,
+                   syn: bool,
+                   seq: u32,
+                   ack: Option<u32>| {
+            let mut b = PacketBuilder::ethernet2([2; 6], [4; 6])
+                .ipv4(src, dst, 64)
+                .tcp(sp, dp, seq, 64000);
+            if syn {
+                b = b.syn();
+            }
+            if let Some(a) = ack {
+                b = b.ack(a);
+            }
+            let mut v = Vec::new();
+            b.write(&mut v, &[]).unwrap();
+            v
+        };
+        use Verdict::{Dropped as D, Pass as P};
+        assert_eq!(run(Dir::In, vec![udp4(peer, me, 53, 5000)]), [D]);
+        assert_eq!(run(Dir::Out, vec![udp4(me, peer, 5000, 53)]), [P]);
+        assert_eq!(
+            run(
+                Dir::In,
+                vec![udp4(peer, me, 53, 5000), udp4(peer, me, 53, 5001)]
+            ),
+            [P, D]
+        );
+        // TCP: the handshake's reply passes on the state; a segment far
+        // out of the window does not.
+        assert_eq!(
+            run(Dir::Out, vec![tcp(me, 40000, peer, 80, true, 100, None)]),
+            [P]
+        );
+        assert_eq!(
+            run(
+                Dir::In,
+                vec![tcp(peer, 80, me, 40000, true, 7000, Some(101))]
+            ),
+            [P]
+        );
+        assert_eq!(
+            run(
+                Dir::Out,
+                vec![tcp(me, 40000, peer, 80, false, 101, Some(7001))]
+            ),
+            [P]
+        );
+        assert_eq!(
+            run(
+                Dir::In,
+                vec![tcp(
+                    peer,
+                    80,
+                    me,
+                    40000,
+                    false,
+                    7001 + 90_000_000,
+                    Some(101)
+                )]
+            ),
+            [P],
+            "no data: only the ack is checked"
+        );
+        let mut far = tcp(peer, 80, me, 40000, false, 7001 + 90_000_000, Some(101));
+        far.extend_from_slice(&[0; 100]);
+        let ip_len = (far.len() - 14) as u16;
+        far[16..18].copy_from_slice(&ip_len.to_be_bytes());
+        // (the checksum is wrong: nobody checks it)
+        assert_eq!(run(Dir::In, vec![far]), [D]);
+        // An unsolicited SYN in: the rules, default drop.
+        assert_eq!(
+            run(Dir::In, vec![tcp(peer, 1234, me, 22, true, 1, None)]),
+            [D]
+        );
+        // Rules replaced (the rule no longer counted): the states stay.
+        acl.replace(text::parse("pass from 198.18.0.1 keep state\ndefault drop").unwrap());
+        assert_eq!(run(Dir::In, vec![udp4(peer, me, 53, 5000)]), [P]);
+        let derived = acl.with_rules(acl.rules());
+        // Two flows (UDP, TCP): the dropped SYN created none.
+        assert_eq!(derived.states.get().unwrap().len(), 2);
+        let s = acl.stats();
+        assert!(s.iter().any(|x| x.name == "states"), "{s:?}");
     }
 
     #[test]

@@ -74,11 +74,10 @@ fn unreachable(from: [u8; 4], to: [u8; 4], orig: &[u8]) -> Vec<u8> {
     v
 }
 
-#[test]
-fn a_stateful_policy_lets_replies_in_and_nothing_else() {
-    let d = pfil_testnet::TempDir::new("pfild-conntrack");
+/// The host's flows, replies, and unsolicited or forged packets.
+fn capture() -> Vec<Vec<u8>> {
     let query = udp(ME, 5353, PEER, 53);
-    let frames = vec![
+    vec![
         // The host's TCP connection: handshake and data both ways.
         tcp(ME, 40000, PEER, 80, true, None, 100, 0),
         tcp(PEER, 80, ME, 40000, true, Some(101), 9000, 0),
@@ -110,7 +109,13 @@ fn a_stateful_policy_lets_replies_in_and_nothing_else() {
         ping(ME, PEER, false),
         ping(PEER, ME, true),
         ping(EVIL, ME, false),
-    ];
+    ]
+}
+
+#[test]
+fn a_stateful_policy_lets_replies_in_and_nothing_else() {
+    let d = pfil_testnet::TempDir::new("pfild-conntrack");
+    let frames = capture();
     let file = d.join("stateful.pcap");
     pfil_testnet::write_pcap(&file, 1, &frames);
     let rules = d.join("host.rules");
@@ -154,6 +159,44 @@ fn a_stateful_policy_lets_replies_in_and_nothing_else() {
         "refused 0",
         "reason=no_state: 2",
         "reason=tcp_window: 1",
+    ] {
+        assert!(so.contains(want), "{want:?} not in\n{so}");
+    }
+}
+
+/// The same policy in pf's words, the acl alone: `pass from ME keep
+/// state; default drop`. The host's first packets pass on the rule and
+/// create states, everything else of their flows (replies, the related
+/// error) on the state without the rules; the out-of-window segment
+/// fails its state and is dropped; the rest meets the default.
+#[test]
+fn keep_state_in_the_acl_alone_gives_the_same_policy() {
+    let d = pfil_testnet::TempDir::new("pfild-keep-state");
+    let file = d.join("stateful.pcap");
+    pfil_testnet::write_pcap(&file, 1, &capture());
+    let out = pfild(&[
+        "sink",
+        "cap0",
+        "--pcap",
+        file.to_str().unwrap(),
+        "--hook",
+        "acl:pass count from 198.18.0.1 keep state; default drop",
+        "--no-control",
+        "--quiet",
+    ]);
+    let (so, se) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{so}\n{se}");
+    let t = totals(&out.stdout);
+    assert_eq!(num(&t, "rx"), 16, "{so}");
+    assert_eq!(num(&t, "filtered"), 6, "{so}");
+    for want in [
+        "rule 0: 3 hits: pass count from 198.18.0.1/32 to any keep state",
+        "default: 5 hits: default drop",
+        "states 3",
+        "state_inserts 3",
     ] {
         assert!(so.contains(want), "{want:?} not in\n{so}");
     }

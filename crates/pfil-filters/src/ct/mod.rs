@@ -295,6 +295,52 @@ impl Table {
         }
     }
 
+    /// Track a packet only if it belongs to a flow in the table (or is an
+    /// ICMP error quoting one): its state and direction (`invalid` if it
+    /// fails the flow's checks, its reason counted), or `None` when it
+    /// belongs to none. A SYN on a TCP flow closed both ways removes the
+    /// flow and gives `None`: the port is reused, a new flow. What the
+    /// acl's `keep state` runs first; [`track`](Self::track) creates.
+    pub fn track_existing(
+        &self,
+        c: Class,
+        len: u32,
+        run: Run,
+        worker: usize,
+    ) -> Option<(CtState, bool)> {
+        let (key, src_a, kind) = match c {
+            Class::Untracked | Class::Invalid(_) => return None,
+            Class::Error(..) => return self.track_inner(c, len, run).ok(),
+            Class::Flow(key, src_a, kind) => (key, src_a, kind),
+        };
+        let h = self.hash(&key);
+        let mut g = lock(self.shard(h));
+        let ad = Adaptive::at(self.len(), run.max);
+        let id = self.live(&mut g, &key, h as u32, run.now, ad)?;
+        let r = match update(g.get_mut(id), src_a, kind, len, run) {
+            Err(Reopen) => {
+                g.remove(id);
+                self.entries.fetch_sub(1, Relaxed);
+                None
+            }
+            Ok(Ok(r)) => Some(r),
+            Ok(Err(why)) => {
+                self.count(worker, why);
+                Some((CtState::Invalid, false))
+            }
+        };
+        let gone = g.sweep(table::SWEEP, |e| expired(e, run.now, ad));
+        if gone > 0 {
+            self.entries.fetch_sub(gone, Relaxed);
+        }
+        r
+    }
+
+    /// The `max` the table was built for.
+    pub fn built_for(&self) -> usize {
+        self.built_for
+    }
+
     fn track_inner(&self, c: Class, len: u32, run: Run) -> Result<(CtState, bool), Invalid> {
         let (key, src_a, kind) = match c {
             Class::Untracked => return Ok((CtState::Untracked, false)),
@@ -419,8 +465,9 @@ impl Table {
         out
     }
 
-    /// Created, expired, refused, and invalid packets by reason.
-    fn counts(&self) -> (u64, u64, [u64; 7]) {
+    /// Created, expired, and invalid packets by reason ([`Invalid`] as
+    /// index; `limit` is the refused).
+    pub fn counts(&self) -> (u64, u64, [u64; 7]) {
         let (mut ins, mut exp) = (0, 0);
         for s in self.shards.iter() {
             let g = lock(s);
