@@ -358,8 +358,8 @@ pub fn filter_stats(reg: &Registry, hook: Option<&str>) -> Result<Value, RpcErro
     Ok(json!({"generation": generation, "hooks": hooks}))
 }
 
-/// The `states` result: the flows of one `ct` hook, or of every one
-/// (PROTOCOL.md).
+/// The `states` result: the flows of one `ct` hook (or `acl` hook with
+/// `keep state` rules), or of every one (PROTOCOL.md).
 ///
 /// # Errors
 /// `no_such_hook`; `not_a_tracker` for a hook whose filter is not `ct`;
@@ -381,20 +381,23 @@ pub fn states(reg: &Registry, hook: Option<&str>, limit: Option<usize>) -> Resul
     let mut hooks = Vec::new();
     for name in names {
         let f = reg.hook_filter(&name).map_err(|e| registry_error(&e))?;
-        let Some(ct) = f
-            .as_any()
-            .and_then(|a| a.downcast_ref::<pfil_filters::Ct>())
-        else {
+        let any = f.as_any();
+        let found = if let Some(ct) = any.and_then(|a| a.downcast_ref::<pfil_filters::Ct>()) {
+            Some(ct.states())
+        } else {
+            any.and_then(|a| a.downcast_ref::<pfil_filters::Acl>())
+                .and_then(pfil_filters::Acl::states)
+        };
+        let Some(all) = found else {
             if hook.is_some() {
                 return Err(RpcError::new(
                     code::REGISTRY,
                     "not_a_tracker",
-                    format!("hook `{name}` keeps no states: its filter is not `ct`"),
+                    format!("hook `{name}` keeps no states: its filter is not `ct` (nor an `acl` with `keep state` rules)"),
                 ));
             }
             continue;
         };
-        let all = ct.states();
         let total = all.len();
         let rows: Vec<Value> = all
             .into_iter()

@@ -459,6 +459,12 @@ impl Acl {
         acl
     }
 
+    /// The flows of the keep-state table (`None`: no ruleset of this
+    /// filter had a `keep state` rule, there is no table).
+    pub fn states(&self) -> Option<Vec<crate::ct::StateInfo>> {
+        self.states.get().map(|t| t.states(crate::ct::DEFAULT_MAX))
+    }
+
     /// The current ruleset.
     pub fn rules(&self) -> Ruleset {
         self.current.load().rules.clone()
@@ -909,6 +915,12 @@ impl Filter for Acl {
             *next.config.lock().unwrap_or_else(|e| e.into_inner()) = Some(config.to_owned());
             Arc::new(next) as Arc<dyn Filter>
         }))
+    }
+
+    /// `Some(self)`: a control plane lists the keep-state flows
+    /// ([`Acl::states`]).
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 
     /// `rule_hits` (counter): one sample per rule marked `count`, labelled

@@ -256,6 +256,12 @@ fn pfilctl_states_lists_the_flows_and_set_keeps_them() {
     let (code, _, err) = pfilctl(&["--socket", &sock, "states", "count:2"]);
     assert_ne!(code, 0);
     assert!(err.contains("its filter is not `ct`"), "{err}");
+    // An acl with keep state lists its own table.
+    ctl_ok(&sock, &["add", "acl:ks", "--set", "pass keep state"]);
+    ctl_ok(&sock, &["link", "-i", "-a", "acl:ks", "syn0"]);
+    std::thread::sleep(Duration::from_millis(200));
+    let ks = ctl_json(&sock, &["states", "acl:ks"]);
+    assert!(ks["hooks"][0]["total"].as_u64().unwrap() >= 1, "{ks}");
     let rules = ctl_ok(&sock, &["rules", "ct:1"]);
     assert!(
         rules.contains("entries") && rules.contains("reason=limit"),
