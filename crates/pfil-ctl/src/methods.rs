@@ -383,12 +383,12 @@ pub fn states(reg: &Registry, hook: Option<&str>, limit: Option<usize>) -> Resul
         let f = reg.hook_filter(&name).map_err(|e| registry_error(&e))?;
         let any = f.as_any();
         let found = if let Some(ct) = any.and_then(|a| a.downcast_ref::<pfil_filters::Ct>()) {
-            Some(ct.states())
+            Some(ct.list_states(limit))
         } else {
             any.and_then(|a| a.downcast_ref::<pfil_filters::Acl>())
-                .and_then(pfil_filters::Acl::states)
+                .and_then(|a| a.list_states(limit))
         };
-        let Some(all) = found else {
+        let Some((total, all)) = found else {
             if hook.is_some() {
                 return Err(RpcError::new(
                     code::REGISTRY,
@@ -398,10 +398,8 @@ pub fn states(reg: &Registry, hook: Option<&str>, limit: Option<usize>) -> Resul
             }
             continue;
         };
-        let total = all.len();
         let rows: Vec<Value> = all
             .into_iter()
-            .take(limit)
             .map(|s| {
                 json!({
                     "proto": s.proto,

@@ -465,6 +465,14 @@ impl Acl {
         self.states.get().map(|t| t.states(crate::ct::DEFAULT_MAX))
     }
 
+    /// How many keep-state flows there are, and at most `limit` of them
+    /// (`None`: no keep-state table).
+    pub fn list_states(&self, limit: usize) -> Option<(usize, Vec<crate::ct::StateInfo>)> {
+        self.states
+            .get()
+            .map(|t| (t.len(), t.states_limited(crate::ct::DEFAULT_MAX, limit)))
+    }
+
     /// The current ruleset.
     pub fn rules(&self) -> Ruleset {
         self.current.load().rules.clone()

@@ -64,6 +64,12 @@ impl Ct {
         self.table.states(self.max.load(Relaxed))
     }
 
+    /// How many flows are tracked, and at most `limit` of them.
+    pub fn list_states(&self, limit: usize) -> (usize, Vec<StateInfo>) {
+        let t = &self.table;
+        (t.len(), t.states_limited(self.max.load(Relaxed), limit))
+    }
+
     fn check(&self, cfg: &CtConfig) -> Result<(), String> {
         if cfg.max > self.table.built_for {
             return Err(format!(

@@ -453,16 +453,29 @@ impl Table {
         Ok((CtState::New, false))
     }
 
-    /// Every flow, as [`StateInfo`] (takes each shard's lock in turn).
+    /// Every flow, as [`StateInfo`] ([`states_limited`](Self::states_limited)
+    /// without a limit).
     pub fn states(&self, max: usize) -> Vec<StateInfo> {
+        self.states_limited(max, usize::MAX)
+    }
+
+    /// At most `limit` flows, as [`StateInfo`], in table order (`max`: the
+    /// limit in force, for the adaptive timeouts). Each shard's lock is
+    /// held only to copy its entries (104 bytes each); they are turned
+    /// into [`StateInfo`] after.
+    pub fn states_limited(&self, max: usize, limit: usize) -> Vec<StateInfo> {
         let now = self.now();
         let ad = Adaptive::at(self.len(), max);
-        let mut out = Vec::new();
+        let mut copied: Vec<Entry> = Vec::new();
         for s in self.shards.iter() {
+            if copied.len() >= limit {
+                break;
+            }
             let g = lock(s);
-            out.extend(g.entries().map(|e| StateInfo::of(e, now, ad)));
+            let room = limit - copied.len();
+            copied.extend(g.entries().take(room).copied());
         }
-        out
+        copied.iter().map(|e| StateInfo::of(e, now, ad)).collect()
     }
 
     /// Created, expired, and invalid packets by reason ([`Invalid`] as
