@@ -8,7 +8,8 @@
 //! # Concepts
 //! - A [`Rule`] matches on ethertype, VLAN id, IPv4 or IPv6 source and
 //!   destination prefixes, a protocol range, source and destination port
-//!   ranges, TCP flags (value/mask) and ICMP type/code; its [`Action`] is
+//!   ranges, TCP flags (value/mask), ICMP type/code and the connection
+//!   state a tracker gave the packet (`ct state`, `ct dir`); its [`Action`] is
 //!   pass or drop. A [`Ruleset`] is rules in priority order plus a default
 //!   action.
 //! - A [`Key`] holds the fields of one packet. [`Rule::matches`] is the
@@ -26,7 +27,10 @@
 //! line     = [ rule | "default" action ] [ "#" comment ] NEWLINE ;
 //! rule     = action [ "count" ] [ family ] [ "vlan" VLAN ]
 //!            [ "proto" proto ] ( "all" | [ "from" endpoint ] [ "to" endpoint ] )
-//!            [ "flags" FLAGS ] [ "icmp-type" U8 [ "code" U8 ] | "icmp-code" U8 ] ;
+//!            [ "flags" FLAGS ] [ "icmp-type" U8 [ "code" U8 ] | "icmp-code" U8 ]
+//!            [ "ct" "state" STATE { "," STATE } ] [ "ct" "dir" ( "original" | "reply" ) ]
+//!            [ "keep" "state" ] ;  (* pass rules only *)
+//! STATE    = "new" | "established" | "related" | "invalid" | "untracked" ;
 //! action   = "pass" | "drop" | "block" ;
 //! family   = "inet" | "inet6" | "arp" | "ethertype" HEX16 ;
 //! proto    = "tcp" | "udp" | "icmp" | "icmp6" | "sctp" | "any" | U8 ;
@@ -83,14 +87,16 @@
 #![warn(missing_docs)]
 
 pub mod classbench;
+pub mod ctsplit;
 mod linear;
 mod rule;
 pub mod text;
 pub mod tree;
 
+pub use ctsplit::CtClassifier;
 pub use linear::Linear;
 pub use rule::{
-    has, Action, Addr, Key, Rule, Ruleset, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6,
+    ct, has, Action, Addr, Key, Rule, Ruleset, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6,
 };
 pub use tree::{Classifier, Config, KeyV4, Stats};
 

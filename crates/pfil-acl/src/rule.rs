@@ -55,6 +55,34 @@ pub struct Key {
     pub icmp_code: u8,
     /// Which fields are valid: bits of [`has`].
     pub has: u8,
+    /// The connection-tracking annotation a `ct` hook gave the packet
+    /// (pfil's `Packet::ct_bits`): the state in bits 0..=2 ([`ct`]'s
+    /// `UNTRACKED` = 0 to `INVALID` = 4), bit 7 set in the reply
+    /// direction. 0 (untracked, original) when no tracker ran.
+    pub ct: u8,
+}
+
+/// Connection states as [`Rule::ct_state`] bits and [`Key::ct`] values.
+pub mod ct {
+    /// [`Key::ct`](super::Key::ct) state values (bits 0..=2), as pfil's `CtState`.
+    pub const UNTRACKED: u8 = 0;
+    /// A flow's first packets (no reply seen yet).
+    pub const NEW: u8 = 1;
+    /// A flow seen both ways.
+    pub const ESTABLISHED: u8 = 2;
+    /// An ICMP error about a tracked flow.
+    pub const RELATED: u8 = 3;
+    /// Not placed in any flow.
+    pub const INVALID: u8 = 4;
+    /// [`Key::ct`](super::Key::ct) bit: the packet goes in the reply direction.
+    pub const REPLY: u8 = 0x80;
+    /// The states' names, indexed by value.
+    pub const NAMES: [&str; 5] = ["untracked", "new", "established", "related", "invalid"];
+
+    /// The [`Rule::ct_state`](super::Rule::ct_state) bit of state value `s`.
+    pub const fn bit(s: u8) -> u8 {
+        1 << (s & 7)
+    }
 }
 
 impl Key {
@@ -208,6 +236,16 @@ pub struct Rule {
     pub icmp_type: Option<u8>,
     /// ICMP code (implies ICMP/ICMPv6).
     pub icmp_code: Option<u8>,
+    /// Connection states the packet must be in, as [`ct::bit`]s of their
+    /// values (`ct state established,related`); 0: any.
+    pub ct_state: u8,
+    /// The direction the packet must go in its flow: `Some(true)` reply,
+    /// `Some(false)` original (`ct dir reply|original`); `None`: either.
+    pub ct_dir: Option<bool>,
+    /// pf's `keep state` (pass rules only): a packet this rule passes
+    /// creates a state, and later packets of its flow, both ways, pass
+    /// on that state without the rules (the `acl` filter's tracker).
+    pub keep_state: bool,
 }
 
 impl Rule {
@@ -226,7 +264,24 @@ impl Rule {
             tcp_flags: (0, 0),
             icmp_type: None,
             icmp_code: None,
+            ct_state: 0,
+            ct_dir: None,
+            keep_state: false,
         }
+    }
+
+    /// Whether the rule matches on connection tracking (`ct state`,
+    /// `ct dir`).
+    pub fn uses_ct(&self) -> bool {
+        self.ct_state != 0 || self.ct_dir.is_some()
+    }
+
+    /// Whether the rule's `ct` parts accept a packet annotated `ct` (a
+    /// [`Key::ct`] value).
+    #[inline]
+    pub fn ct_matches(&self, ct: u8) -> bool {
+        (self.ct_state == 0 || self.ct_state & ct::bit(ct & 7) != 0)
+            && self.ct_dir.is_none_or(|r| (ct & ct::REPLY != 0) == r)
     }
 
     /// The bits of [`Key::has`] a key needs for this rule to match it.
@@ -281,6 +336,7 @@ impl Rule {
             && k.tcp_flags & self.tcp_flags.1 == self.tcp_flags.0
             && self.icmp_type.is_none_or(|t| t == k.icmp_type)
             && self.icmp_code.is_none_or(|c| c == k.icmp_code)
+            && self.ct_matches(k.ct)
     }
 
     /// Checks the invariants the classifiers rely on: ranges not
@@ -316,6 +372,12 @@ impl Rule {
         }
         if self.vlan.is_some_and(|v| v > 4095) {
             return Err("VLAN id above 4095".into());
+        }
+        if self.keep_state && self.action != Action::Pass {
+            return Err("`keep state` on a rule that does not pass".into());
+        }
+        if self.ct_state & !0x1f != 0 {
+            return Err("connection state bits beyond `invalid`".into());
         }
         Ok(())
     }

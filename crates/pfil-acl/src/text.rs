@@ -129,6 +129,9 @@ const E_PROTO: &str = "a protocol (tcp, udp, icmp, icmp6, sctp, any or 0-255)";
 const E_ADDR: &str = "`any`, an IPv4 or IPv6 address or prefix (ADDR/LEN)";
 const E_FLAGS: &str = "TCP flags VALUE/MASK of the letters FSRPAUEC (e.g. S/SA)";
 const E_U8: &str = "a number 0-255";
+const E_CT_STATE: &str =
+    "connection states separated by `,` (new, established, related, invalid, untracked)";
+const E_CT_DIR: &str = "`original` or `reply`";
 
 /// A token as an error shows it: at most 40 characters, then `…`.
 fn shorten(s: &str) -> String {
@@ -256,10 +259,44 @@ fn rule(l: &mut Line<'_>, action: Action) -> Result<Rule, ParseError> {
         let t = l.next(E_U8)?;
         r.icmp_code = Some(t.s.parse().map_err(|_| l.err(t, E_U8))?);
     }
+    if l.peek() == Some("ct") && l.toks.get(l.pos + 1).is_some_and(|t| t.s == "state") {
+        l.pos += 2;
+        let t = l.next(E_CT_STATE)?;
+        let mut bits = 0u8;
+        for w in t.s.split(',') {
+            let v = crate::ct::NAMES
+                .iter()
+                .position(|n| *n == w)
+                .ok_or_else(|| l.err(t, E_CT_STATE))?;
+            bits |= crate::ct::bit(v as u8);
+        }
+        r.ct_state = bits;
+    }
+    if l.peek() == Some("ct") && l.toks.get(l.pos + 1).is_some_and(|t| t.s == "dir") {
+        l.pos += 2;
+        let t = l.next(E_CT_DIR)?;
+        r.ct_dir = Some(match t.s {
+            "reply" => true,
+            "original" => false,
+            _ => return Err(l.err(t, E_CT_DIR)),
+        });
+    }
+    if l.peek() == Some("keep") {
+        let t = l.toks[l.pos];
+        l.pos += 1;
+        if !l.eat("state") {
+            let n = l.next("`state` after `keep`")?;
+            return Err(l.err(n, "`state` after `keep`"));
+        }
+        if action != Action::Pass {
+            return Err(l.err(t, "`keep state` on a `pass` rule only (or end of line)"));
+        }
+        r.keep_state = true;
+    }
     if let Some(&t) = l.toks.get(l.pos) {
         return Err(l.err(
             t,
-            "`count`, `inet`, `inet6`, `arp`, `ethertype`, `vlan`, `proto`, `all`, `from`, `to`, `flags`, `icmp-type`, `icmp-code` (in this order) or end of line",
+            "`count`, `inet`, `inet6`, `arp`, `ethertype`, `vlan`, `proto`, `all`, `from`, `to`, `flags`, `icmp-type`, `icmp-code`, `ct state`, `ct dir`, `keep state` (in this order) or end of line",
         ));
     }
     r.validate()
@@ -398,6 +435,22 @@ fn rule_text(r: &Rule) -> String {
         (None, Some(c)) => w.push(format!("icmp-code {c}")),
         _ => {}
     }
+    if r.ct_state != 0 {
+        let names: Vec<&str> = (0..5u8)
+            .filter(|&v| r.ct_state & crate::ct::bit(v) != 0)
+            .map(|v| crate::ct::NAMES[usize::from(v)])
+            .collect();
+        w.push(format!("ct state {}", names.join(",")));
+    }
+    if let Some(reply) = r.ct_dir {
+        w.push(format!(
+            "ct dir {}",
+            if reply { "reply" } else { "original" }
+        ));
+    }
+    if r.keep_state {
+        w.push("keep state".into());
+    }
     w.join(" ")
 }
 
@@ -405,6 +458,56 @@ fn rule_text(r: &Rule) -> String {
 mod tests {
     use super::*;
     use crate::rule::Key;
+
+    #[test]
+    fn ct_state_and_dir_parse_print_and_match() {
+        let rs = parse(
+            "pass ct state established,related\n\
+             pass proto tcp to any port 22 ct state new ct dir original\n\
+             drop all ct state invalid\n\
+             pass ct dir reply\n\
+             default drop\n",
+        )
+        .unwrap();
+        use crate::ct::*;
+        assert_eq!(rs.rules[0].ct_state, bit(ESTABLISHED) | bit(RELATED));
+        assert_eq!(
+            (rs.rules[1].ct_state, rs.rules[1].ct_dir),
+            (bit(NEW), Some(false))
+        );
+        assert_eq!(rs.rules[3].ct_dir, Some(true));
+        assert_eq!(parse(&to_text(&rs)).unwrap(), rs);
+        let ks = parse("pass out proto udp to any port 53 keep state").unwrap_err();
+        assert!(ks.to_string().contains("expected"), "{ks}");
+        let ks = parse("pass proto udp to any port 53 keep state").unwrap();
+        assert!(ks.rules[0].keep_state);
+        assert_eq!(parse(&to_text(&ks)).unwrap(), ks);
+        let mut k = Key::ipv4(1, 2, 6, 1000, 22);
+        let first = |k: &Key| rs.rules.iter().position(|r| r.matches(k));
+        assert_eq!(first(&k), None, "untracked");
+        k.ct = NEW;
+        assert_eq!(first(&k), Some(1));
+        k.ct = NEW | REPLY;
+        assert_eq!(first(&k), Some(3));
+        k.ct = RELATED | REPLY;
+        assert_eq!(first(&k), Some(0));
+        k.ct = INVALID;
+        assert_eq!(first(&k), Some(2));
+        for (bad, col, says) in [
+            ("pass ct state establish", 15, "connection states"),
+            ("pass ct state new,", 15, "connection states"),
+            ("pass ct dir in", 13, "`original` or `reply`"),
+            ("pass ct dir reply ct state new", 19, "in this order"),
+            ("drop proto tcp keep state", 16, "on a `pass` rule only"),
+            ("pass proto tcp keep", 20, "`state` after `keep`"),
+            ("pass proto tcp keep state ct dir reply", 27, "end of line"),
+            ("pass ct", 6, "in this order"),
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert_eq!(e.column, col, "{bad}: {e}");
+            assert!(e.to_string().contains(says), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn the_issue_examples_parse() {

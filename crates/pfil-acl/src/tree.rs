@@ -449,6 +449,7 @@ impl KeyV4 {
             icmp_type: self.icmp_type,
             icmp_code: self.icmp_code,
             has: self.has | has::IP,
+            ct: 0,
         }
     }
 

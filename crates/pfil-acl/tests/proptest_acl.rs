@@ -196,6 +196,37 @@ proptest! {
         check(&rs, &cfg, &keys);
     }
 
+    /// Rulesets with `ct state` / `ct dir` on some rules: the per-state
+    /// classifiers agree with linear scan (which reads `Key::ct`) for
+    /// keys in every state and direction.
+    #[test]
+    fn ct_classifier_agrees_with_linear(seed in any::<u64>(), n in 0usize..120) {
+        let mut rng = Rng::new(seed);
+        let rules: Vec<Rule> = (0..n)
+            .map(|_| {
+                let mut r = rule(&mut rng, true);
+                match rng.range(0, 3) {
+                    0 => r.ct_state = (rng.next_u64() as u8 & 0x1f).max(1),
+                    1 => r.ct_dir = Some(rng.next_u64() % 2 == 0),
+                    2 => {
+                        r.ct_state = 1 << rng.range(0, 4);
+                        r.ct_dir = Some(rng.next_u64() % 2 == 0);
+                    }
+                    _ => {}
+                }
+                r
+            })
+            .collect();
+        let rs = Ruleset { rules, default: Action::Drop };
+        let c = pfil_acl::CtClassifier::new(&rs);
+        let lin = Linear::new(&rs);
+        for _ in 0..64 {
+            let mut k = random_key(&mut rng, &rs.rules);
+            k.ct = rng.range(0, 4) as u8 | if rng.next_u64() % 2 == 0 { pfil_acl::ct::REPLY } else { 0 };
+            prop_assert_eq!(c.classify(&k), lin.classify(&k), "{:?}", k);
+        }
+    }
+
     /// A tiny memory budget forces big leaves: still correct.
     #[test]
     fn agrees_with_linear_under_a_tiny_memory_cap(seed in any::<u64>(), n in 50usize..400) {

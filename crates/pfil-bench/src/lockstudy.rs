@@ -222,6 +222,7 @@ mod tests {
                 "drop-udp",
                 "bpf",
                 "ratelimit",
+                "ct",
                 "acl",
                 "mutex",
                 "rwlock",

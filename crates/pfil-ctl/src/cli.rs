@@ -71,6 +71,8 @@ enum Cmd {
     /// List hooks and where they are linked
     Hooks,
     /// Per head, direction and link: packets, bytes and verdict counts
+    // `st` stays `stats` (it was before `states` came).
+    #[command(alias = "st")]
     Stats {
         /// Only this head
         head: Option<String>,
@@ -94,6 +96,18 @@ enum Cmd {
         /// Only this hook (an error if it keeps none) [default: every
         /// hook that keeps some]
         hook: Option<String>,
+    },
+    /// The flows a `ct` hook tracks, like `pfctl -ss` / `conntrack -L`:
+    /// protocol, originator and responder, state, age, expiry, packets
+    /// and bytes each way (originator:responder)
+    #[command(alias = "ss")]
+    States {
+        /// Only this hook (an error if it is not `ct`) [default: every
+        /// `ct` hook]
+        hook: Option<String>,
+        /// List at most N states per hook (the total is always given)
+        #[arg(long, value_name = "N", default_value_t = 10_000)]
+        limit: usize,
     },
     /// Live per-link cost, like top(1): packets/s, drops/s, ns/packet
     /// (from the timed batches) and the share of a CPU each link takes,
@@ -705,6 +719,13 @@ fn request(cmd: &Cmd) -> Result<(&'static str, Value), String> {
             "filter_stats",
             hook.as_ref().map_or(Value::Null, |h| json!({"hook": h})),
         ),
+        Cmd::States { hook, limit } => (
+            "states",
+            match hook {
+                Some(h) => json!({"hook": h, "limit": limit}),
+                None => json!({"limit": limit}),
+            },
+        ),
         Cmd::Sampling { every } => ("sampling", json!({"every": every})),
         Cmd::Capture {
             head,
@@ -955,6 +976,7 @@ fn human(cmd: &Cmd, r: &Value) -> String {
             format!("{}generation {generation}\n", table(&rows))
         }
         Cmd::Rules { .. } => rules(r),
+        Cmd::States { .. } => states(r),
         Cmd::Reload => {
             let diff = arr(r, "diff");
             let mut s = format!(
@@ -1057,6 +1079,62 @@ fn human(cmd: &Cmd, r: &Value) -> String {
 /// `rules`: the `rule_hits` of every hook as one table (HOOK, RULE,
 /// HITS, TEXT, in rule order), then every other stat (HOOK, STAT,
 /// LABELS, VALUE).
+/// `states`: one table per `ct` hook, originator first.
+fn states(r: &Value) -> String {
+    let mut o = String::new();
+    for h in arr(r, "hooks") {
+        let mut rows = vec![[
+            "PROTO", "SRC", "DST", "STATE", "AGE", "EXPIRES", "PACKETS", "BYTES",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect::<Vec<_>>()];
+        let ep = |a: &Value, p: &Value| {
+            let a = text(a);
+            if a.contains(':') {
+                format!("[{a}]:{}", text(p))
+            } else {
+                format!("{a}:{}", text(p))
+            }
+        };
+        for x in arr(&h, "states") {
+            let proto = match x["proto"].as_u64() {
+                Some(6) => "tcp".to_owned(),
+                Some(17) => "udp".to_owned(),
+                Some(1) => "icmp".to_owned(),
+                Some(58) => "icmp6".to_owned(),
+                _ => text(&x["proto"]),
+            };
+            rows.push(vec![
+                proto,
+                ep(&x["src"], &x["sport"]),
+                ep(&x["dst"], &x["dport"]),
+                text(&x["state"]),
+                format!("{}s", text(&x["age"])),
+                format!("{}s", text(&x["expires"])),
+                format!("{}:{}", text(&x["packets"][0]), text(&x["packets"][1])),
+                format!("{}:{}", text(&x["bytes"][0]), text(&x["bytes"][1])),
+            ]);
+        }
+        let total = x_total(&h);
+        o.push_str(&format!("hook {}: {total} states\n", text(&h["hook"])));
+        if rows.len() > 1 {
+            o.push_str(&table(&rows));
+        }
+        if (rows.len() - 1) < total as usize {
+            o.push_str(&format!(
+                "({} listed, --limit N lists more)\n",
+                rows.len() - 1
+            ));
+        }
+    }
+    o
+}
+
+fn x_total(h: &Value) -> u64 {
+    h["total"].as_u64().unwrap_or(0)
+}
+
 fn rules(r: &Value) -> String {
     let mut hits = vec![vec![
         "HOOK".to_owned(),

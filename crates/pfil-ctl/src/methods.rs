@@ -22,7 +22,15 @@ pub enum Access {
 }
 
 /// The methods that only read.
-pub const READ_METHODS: &[&str] = &["version", "heads", "hooks", "stats", "filter_stats", "show"];
+pub const READ_METHODS: &[&str] = &[
+    "version",
+    "heads",
+    "hooks",
+    "stats",
+    "filter_stats",
+    "states",
+    "show",
+];
 /// The methods that change the configuration (`apply` even as a dry run:
 /// planning builds filters).
 pub const WRITE_METHODS: &[&str] = &[
@@ -61,6 +69,18 @@ struct StatsParams {
 struct FilterStatsParams {
     hook: Option<String>,
 }
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StatesParams {
+    hook: Option<String>,
+    limit: Option<usize>,
+}
+
+/// Most states one `states` reply lists by default.
+pub const DEFAULT_STATES_LIMIT: usize = 10_000;
+/// Most states one `states` reply lists.
+pub const MAX_STATES_LIMIT: usize = 1_000_000;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -339,6 +359,68 @@ pub fn filter_stats(reg: &Registry, hook: Option<&str>) -> Result<Value, RpcErro
     Ok(json!({"generation": generation, "hooks": hooks}))
 }
 
+/// The `states` result: the flows of one `ct` hook (or `acl` hook with
+/// `keep state` rules), or of every one (PROTOCOL.md).
+///
+/// # Errors
+/// `no_such_hook`; `not_a_tracker` for a hook whose filter is not `ct`;
+/// `invalid_params` for a `limit` over [`MAX_STATES_LIMIT`].
+pub fn states(reg: &Registry, hook: Option<&str>, limit: Option<usize>) -> Result<Value, RpcError> {
+    let limit = limit.unwrap_or(DEFAULT_STATES_LIMIT);
+    if limit > MAX_STATES_LIMIT {
+        return Err(RpcError::new(
+            code::INVALID_PARAMS,
+            "invalid_params",
+            format!("limit: at most {MAX_STATES_LIMIT} states a reply, not {limit}"),
+        ));
+    }
+    let generation = reg.generation();
+    let names: Vec<String> = match hook {
+        Some(h) => vec![h.to_owned()],
+        None => reg.hooks().into_iter().map(|h| h.name).collect(),
+    };
+    let mut hooks = Vec::new();
+    for name in names {
+        let f = reg.hook_filter(&name).map_err(|e| registry_error(&e))?;
+        let any = f.as_any();
+        let found = if let Some(ct) = any.and_then(|a| a.downcast_ref::<pfil_filters::Ct>()) {
+            Some(ct.list_states(limit))
+        } else {
+            any.and_then(|a| a.downcast_ref::<pfil_filters::Acl>())
+                .and_then(|a| a.list_states(limit))
+        };
+        let Some((total, all)) = found else {
+            if hook.is_some() {
+                return Err(RpcError::new(
+                    code::REGISTRY,
+                    "not_a_tracker",
+                    format!("hook `{name}` keeps no states: its filter is not `ct` (nor an `acl` with `keep state` rules)"),
+                ));
+            }
+            continue;
+        };
+        let rows: Vec<Value> = all
+            .into_iter()
+            .map(|s| {
+                json!({
+                    "proto": s.proto,
+                    "src": s.src.to_string(),
+                    "sport": s.sport,
+                    "dst": s.dst.to_string(),
+                    "dport": s.dport,
+                    "state": s.state,
+                    "age": s.age,
+                    "expires": s.expires,
+                    "packets": s.packets,
+                    "bytes": s.bytes,
+                })
+            })
+            .collect();
+        hooks.push(json!({"hook": name, "total": total, "states": rows}));
+    }
+    Ok(json!({"generation": generation, "hooks": hooks}))
+}
+
 impl Target {
     /// The result of a write: the generation it published, whether its
     /// grace period passed within the timeout (the previous configuration
@@ -444,6 +526,10 @@ impl Target {
             "filter_stats" => {
                 let fp = params::<FilterStatsParams>(method, p)?;
                 filter_stats(reg, fp.hook.as_deref())
+            }
+            "states" => {
+                let sp = params::<StatesParams>(method, p)?;
+                states(reg, sp.hook.as_deref(), sp.limit)
             }
             "sampling" => {
                 let sp = params::<SamplingParams>(method, p)?;

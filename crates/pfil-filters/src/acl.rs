@@ -29,6 +29,25 @@
 //! existing path was read as a file and anything else as rules, so an
 //! inline ruleset that happened to name a file was replaced by it.
 //!
+//! # Connection state
+//! Rules with `ct state` / `ct dir` match the annotation a `ct` hook
+//! earlier in the chain gave the packet ([`Packet::ct`]; `untracked`,
+//! original direction, when none ran): a ruleset with such rules is
+//! classified per state ([`CtClassifier`]); one without them costs what
+//! it did. The nft idiom: `ct`, then `acl:pass ct state
+//! established,related; ...; default drop`.
+//!
+//! # Keep state
+//! pf's idiom: `pass ... keep state` rules. A ruleset with one looks
+//! every packet up in the filter's own state table first (a
+//! [`crate::ct::Table`], made with the first such ruleset, shared with
+//! the filters [`Acl::with_rules`] makes, so states survive `set` and
+//! `apply`): a packet of a tracked flow passes on its state (or is
+//! dropped if it fails the flow's checks, TCP as the `ct` hook's strict
+//! mode), without the rules; other packets walk the rules, and a `keep
+//! state` rule that passes one creates its flow's state. Such rulesets
+//! run packet by packet (no batch classification).
+//!
 //! # Keys
 //! The key is read from [`Packet::headers`]: EtherType, addresses,
 //! protocol and UDP/TCP ports from there; the VLAN id (outer tag), TCP
@@ -44,8 +63,8 @@ use arc_swap::ArcSwap;
 use crossbeam_utils::CachePadded;
 use pfil::{Ctx, Filter, FilterStat, Packet, PacketKind, StatKind, Verdict, L4};
 use pfil_acl::{
-    classbench, has, text, Action, Classifier, Classify, Key, KeyV4, Rule, Ruleset, ETHERTYPE_IPV4,
-    ETHERTYPE_IPV6,
+    classbench, has, text, Action, Classify, CtClassifier, Key, KeyV4, Rule, Ruleset,
+    ETHERTYPE_IPV4, ETHERTYPE_IPV6,
 };
 
 /// Keys classified per call of the batch lookup (a stack buffer).
@@ -58,7 +77,9 @@ const SEG: usize = 64;
 /// of the filter's [`Slab`] each counted rule bumps.
 struct Version {
     rules: Ruleset,
-    classifier: Classifier,
+    /// One classifier, or one per connection state when rules match on
+    /// `ct` ([`CtClassifier`]).
+    classifier: CtClassifier,
     /// Per rule: its counter id in the slab, or [`NO_COUNTER`] (rule
     /// without `count`).
     counter_of: Vec<u32>,
@@ -74,6 +95,9 @@ struct Version {
     leases: Vec<Option<Arc<Lease>>>,
     /// The default action's.
     default_lease: Arc<Lease>,
+    /// A rule has `keep state`: packets are looked up in the filter's
+    /// state table first.
+    keep: bool,
 }
 
 /// `SEG` counters of one worker, on cache lines of its own, so workers
@@ -190,7 +214,8 @@ impl Version {
         carried: Vec<Option<Arc<Lease>>>,
         default: Option<Arc<Lease>>,
     ) -> Version {
-        let classifier = Classifier::new(&rules);
+        let classifier = CtClassifier::new(&rules);
+        let keep = rules.rules.iter().any(|r| r.keep_state);
         let mut carried = carried.into_iter();
         let leases: Vec<Option<Arc<Lease>>> = rules
             .rules
@@ -213,6 +238,7 @@ impl Version {
             segments: slab.segments(),
             leases,
             default_lease,
+            keep,
         }
     }
 
@@ -302,6 +328,11 @@ pub struct Acl {
     /// waiting: freed by a later control-plane call, never by the
     /// datapath thread that lets go last (review L6.4).
     retiring: Arc<std::sync::Mutex<Vec<Arc<Version>>>>,
+    /// The states of `keep state` rules, made with the first ruleset
+    /// that has one and shared with the filters made from this one
+    /// ([`Acl::with_rules`]), so states survive a `set` and an `apply`.
+    states: Arc<std::sync::OnceLock<crate::ct::Table>>,
+    workers: usize,
 }
 
 impl Acl {
@@ -309,13 +340,31 @@ impl Acl {
     pub fn new(rules: Ruleset, max_workers: usize) -> Acl {
         let slab = Slab::new(max_workers);
         let v = Version::new(rules, &slab, Vec::new(), None);
-        Acl {
+        let acl = Acl {
             current: Arc::new(ArcSwap::from_pointee(v)),
             slab,
             replacing: Arc::default(),
             config: Arc::new(std::sync::Mutex::new(None)),
             retiring: Arc::default(),
+            states: Arc::default(),
+            workers: max_workers,
+        };
+        acl.ensure_states();
+        acl
+    }
+
+    /// Make the state table if the current rules keep state (on the
+    /// control thread, before the rules are published).
+    fn ensure_states_for(&self, rules: &Ruleset) {
+        if rules.rules.iter().any(|r| r.keep_state) {
+            self.states
+                .get_or_init(|| crate::ct::Table::new(crate::ct::DEFAULT_MAX, self.workers));
         }
+    }
+
+    fn ensure_states(&self) {
+        let v = self.current.load();
+        self.ensure_states_for(&v.rules);
     }
 
     /// Builds from an `acl:` config: `@PATH` of a rules file, else inline
@@ -349,6 +398,7 @@ impl Acl {
         *self.config.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let old = self.current.load_full();
         let (carried, default) = old.carry(&rules);
+        self.ensure_states_for(&rules);
         let new = Version::new(rules, &self.slab, carried, default);
         self.current.store(Arc::new(new));
         // Wait (bounded) until no batch holds the old version, so that it
@@ -396,13 +446,31 @@ impl Acl {
         let old = self.current.load_full();
         let (carried, default) = old.carry(&rules);
         let v = Version::new(rules, &self.slab, carried, default);
-        Acl {
+        let acl = Acl {
             current: Arc::new(ArcSwap::from_pointee(v)),
             slab: self.slab.clone(),
             replacing: Arc::default(),
             config: Arc::new(std::sync::Mutex::new(None)),
             retiring: Arc::default(),
-        }
+            states: self.states.clone(),
+            workers: self.workers,
+        };
+        acl.ensure_states();
+        acl
+    }
+
+    /// The flows of the keep-state table (`None`: no ruleset of this
+    /// filter had a `keep state` rule, there is no table).
+    pub fn states(&self) -> Option<Vec<crate::ct::StateInfo>> {
+        self.states.get().map(|t| t.states(crate::ct::DEFAULT_MAX))
+    }
+
+    /// How many keep-state flows there are, and at most `limit` of them
+    /// (`None`: no keep-state table).
+    pub fn list_states(&self, limit: usize) -> Option<(usize, Vec<crate::ct::StateInfo>)> {
+        self.states
+            .get()
+            .map(|t| (t.len(), t.states_limited(crate::ct::DEFAULT_MAX, limit)))
     }
 
     /// The current ruleset.
@@ -676,7 +744,15 @@ impl Filter for Acl {
     #[inline]
     fn filter(&self, pkt: &mut Packet<'_>, ctx: &Ctx<'_>) -> Verdict {
         let v = self.current.load();
-        let m = v.classifier.classify(&key_of(pkt));
+        if v.keep {
+            if let Some(t) = self.states.get() {
+                filter_batch_keep(&v, t, std::slice::from_mut(pkt), ctx);
+                return pkt.verdict();
+            }
+        }
+        let mut k = key_of(pkt);
+        k.ct = pkt.ct_bits();
+        let m = v.classifier.classify(&k);
         v.decide(m, ctx.worker)
     }
 
@@ -685,6 +761,15 @@ impl Filter for Acl {
     /// (64 at a time, on the stack) and sets the verdicts.
     fn filter_batch(&self, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
         let v = self.current.load();
+        if v.keep {
+            if let Some(t) = self.states.get() {
+                return filter_batch_keep(&v, t, pkts, ctx);
+            }
+        }
+        if v.classifier.uses_ct() {
+            return filter_batch_ct(&v, pkts, ctx);
+        }
+        let base = v.classifier.base();
         // IPv4 packets are classified a chunk at a time through the IPv4
         // batch API; anything else (IPv6, ARP, non-IP) one by one.
         let mut keys = [KeyV4::default(); CHUNK];
@@ -699,14 +784,14 @@ impl Filter for Acl {
                         idx[n] = i;
                         n += 1;
                     } else {
-                        let m = v.classifier.classify(&key_of_reference(&pkts[i]));
+                        let m = base.classify(&key_of_reference(&pkts[i]));
                         let verdict = v.decide(m, ctx.worker);
                         pkts[i].set_verdict(verdict);
                     }
                 }
                 i += 1;
             }
-            v.classifier.classify_batch_v4(&keys[..n], &mut res[..n]);
+            base.classify_batch_v4(&keys[..n], &mut res[..n]);
             for j in 0..n {
                 let verdict = v.decide(res[j], ctx.worker);
                 pkts[idx[j]].set_verdict(verdict);
@@ -746,6 +831,12 @@ impl Filter for Acl {
         }))
     }
 
+    /// `Some(self)`: a control plane lists the keep-state flows
+    /// ([`Acl::states`]).
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     /// `rule_hits` (counter): one sample per rule marked `count`, labelled
     /// `rule` (its index in the ruleset) and `text`, then the default
     /// action's (`rule` = `default`): [`Acl::hits`].
@@ -761,7 +852,26 @@ impl Filter for Acl {
                 .map_or_else(|| "default".to_owned(), |i| i.to_string());
             s = s.sample(&[("rule", &rule), ("text", &h.text)], h.hits);
         }
-        vec![s]
+        let mut out = vec![s];
+        if let Some(t) = self.states.get() {
+            let (ins, exp, _) = t.counts();
+            out.push(FilterStat::gauge(
+                "states",
+                "Flows in the keep-state table.",
+                t.len() as u64,
+            ));
+            out.push(FilterStat::counter(
+                "state_inserts",
+                "Flows keep state rules created.",
+                ins,
+            ));
+            out.push(FilterStat::counter(
+                "state_expiries",
+                "Keep-state flows removed on expiry.",
+                exp,
+            ));
+        }
+        out
     }
 }
 
@@ -771,10 +881,16 @@ impl std::fmt::Debug for Acl {
         f.debug_struct("Acl")
             .field("rules", &v.rules.rules.len())
             .field("default", &v.rules.default)
-            .field("stats", &v.classifier.stats())
+            .field("stats", &v.classifier.base().stats())
+            .field("ct_parts", &v.classifier.parts())
             .finish()
     }
 }
+
+mod stateful;
+#[cfg(test)]
+mod stateful_tests;
+use stateful::{filter_batch_ct, filter_batch_keep};
 
 #[cfg(test)]
 mod tests {
@@ -786,7 +902,7 @@ mod tests {
         Ctx::new("h", Dir::In, worker)
     }
 
-    fn udp4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
+    pub(super) fn udp4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
         let mut v = Vec::new();
         PacketBuilder::ethernet2([2; 6], [4; 6])
             .ipv4(src, dst, 64)

@@ -57,6 +57,8 @@ pub struct Module {
     help: String,
     example: String,
     factory: Box<Factory>,
+    /// The config may be left out (`ct` as well as `ct:max 1M`).
+    optional: bool,
 }
 
 impl Module {
@@ -73,6 +75,7 @@ impl Module {
             config: None,
             help: help.into(),
             factory: Box::new(move |_, ctx| Ok(factory(ctx))),
+            optional: false,
         }
     }
 
@@ -92,6 +95,23 @@ impl Module {
             help: help.into(),
             example: example.into(),
             factory: Box::new(move |cfg, ctx| factory(cfg.unwrap_or(""), ctx)),
+            optional: false,
+        }
+    }
+
+    /// A module whose config may be left out: specs are `name` (the
+    /// factory gets an empty config) or `name:CONFIG`; its usage reads
+    /// `name[:CONFIG]`.
+    pub fn with_optional_config(
+        name: impl Into<String>,
+        config: impl Into<String>,
+        help: impl Into<String>,
+        example: impl Into<String>,
+        factory: impl Fn(&str, &BuildCtx) -> Result<Arc<dyn Filter>, String> + Send + Sync + 'static,
+    ) -> Module {
+        Module {
+            optional: true,
+            ..Module::with_config(name, config, help, example, factory)
         }
     }
 
@@ -108,6 +128,7 @@ impl Module {
     /// How a spec for this module is written: `count`, `drop-udp:PORT`.
     pub fn usage(&self) -> String {
         match &self.config {
+            Some(c) if self.optional => format!("{}[:{c}]", self.name),
             Some(c) => format!("{}:{c}", self.name),
             None => self.name.clone(),
         }
@@ -202,7 +223,8 @@ impl Catalog {
     }
 
     /// The real filters of this crate: `null`, `count`, `drop-udp:PORT`,
-    /// `bpf:ACTION EXPR`, `ratelimit:RATE ...`, `acl:RULES` (a rules file,
+    /// `bpf:ACTION EXPR`, `ratelimit:RATE ...`, `ct[:...]` (see
+    /// [`crate::ct`]), `acl:RULES` (a rules file,
     /// or inline rules separated by `;`; see [`crate::acl`]).
     pub fn builtin() -> Catalog {
         let mut c = Catalog::new();
@@ -244,6 +266,16 @@ impl Catalog {
                     crate::RateConfig::parse(cfg)
                         .and_then(|c| crate::RateLimit::try_new(c, ctx.max_workers))
                         .map(|f| Arc::new(f) as Arc<dyn Filter>)
+                },
+            ),
+            Module::with_optional_config(
+                "ct",
+                crate::ct::SYNTAX,
+                "connection tracking: annotate packets new/established/related/invalid, pass them",
+                "ct:max 1M tcp strict",
+                |cfg, ctx| {
+                    crate::Ct::from_config(cfg, ctx.max_workers)
+                        .map(|c| Arc::new(c) as Arc<dyn Filter>)
                 },
             ),
             Module::with_config(
@@ -310,7 +342,7 @@ impl Catalog {
         };
         match (&m.config, config) {
             (None, Some(_)) => Err(bad(format!("`{name}` takes no config"))),
-            (Some(c), None) => Err(bad(format!("{c} is missing"))),
+            (Some(c), None) if !m.optional => Err(bad(format!("{c} is missing"))),
             _ => (m.factory)(config, ctx).map_err(bad),
         }
     }
@@ -378,6 +410,20 @@ mod tests {
     }
 
     #[test]
+    fn ct_takes_a_config_or_none() {
+        let c = Catalog::builtin();
+        let ctx = BuildCtx::new(2);
+        assert_eq!(c.create("ct", &ctx).unwrap().spec().unwrap(), "ct");
+        let f = c.create("ct:max 1k tcp loose", &ctx).unwrap();
+        assert_eq!(f.spec().unwrap(), "ct:max 1000 tcp loose");
+        let e = c.create("ct:max lots", &ctx).err().unwrap().to_string();
+        assert!(
+            e.contains("expected ct[:[max N]") && e.contains("not `lots`"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn unknown_modules_are_named_with_the_known_ones() {
         let c = Catalog::builtin();
         for spec in ["nope", "nope:1"] {
@@ -392,6 +438,7 @@ mod tests {
                         "drop-udp:PORT".into(),
                         "bpf:ACTION EXPR".into(),
                         "ratelimit:RATE [burst N] [per src|dst|flow] [table N]".into(),
+                        "ct[:[max N] [tcp strict|loose] [drop-invalid]]".into(),
                         "acl:RULES".into()
                     ],
                 }
@@ -436,7 +483,7 @@ mod tests {
         let names: Vec<_> = c.modules().map(Module::name).collect();
         assert_eq!(
             names,
-            ["null", "count", "drop-udp", "bpf", "ratelimit", "acl"]
+            ["null", "count", "drop-udp", "bpf", "ratelimit", "ct", "acl"]
         );
         for m in c.modules() {
             let f = c.create(m.example(), &ctx).unwrap();
@@ -479,6 +526,6 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("(e.g. drop-udp:53)"), "{table}");
-        assert_eq!(table.lines().count(), 7, "{table}");
+        assert_eq!(table.lines().count(), 8, "{table}");
     }
 }

@@ -4,7 +4,11 @@
 //! `--hook` and a control plane.
 //!
 //! Every filter here follows the [`pfil::Filter`] contract: no blocking, no
-//! allocation, no panic. (The lock-study hooks, which block on purpose,
+//! allocation, no panic. The exception is [`ct`]: its table grows a
+//! chunk of 1024 entries (104 KiB) at a time as flows come, allocated by
+//! the packet that needs it (at most once per 1024 new flows of a
+//! shard), and a packet waits for its shard's lock while another worker
+//! or a `states` listing holds it. (The lock-study hooks, which block on purpose,
 //! are benchmark fixtures and live in `pfil-bench`.)
 
 // Unsafe code only where libpcap's compiler is forked off (bpf::sandbox).
@@ -15,6 +19,7 @@ pub mod acl;
 pub mod bpf;
 mod catalog;
 mod count;
+pub mod ct;
 mod port;
 pub mod ratelimit;
 
@@ -22,6 +27,7 @@ pub use acl::{Acl, RuleHits};
 pub use bpf::{Bpf, BpfAction};
 pub use catalog::{BuildCtx, Catalog, CatalogError, Factory, Module};
 pub use count::{Count, DirCount};
+pub use ct::{Ct, CtConfig};
 pub use port::DropUdpPort;
 pub use ratelimit::{RateConfig, RateLimit};
 

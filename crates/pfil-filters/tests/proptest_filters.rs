@@ -71,6 +71,13 @@ fn filters(port: u16) -> Vec<(&'static str, Box<dyn Filter>, Expected)> {
             )),
             pass,
         ),
+        // The tracker on arbitrary frames: never a panic, always a pass
+        // (no drop-invalid); a small table, so the limit is reached.
+        (
+            "ct",
+            Box::new(pfil_filters::Ct::from_config("max 64 tcp loose", WORKERS).unwrap()),
+            pass,
+        ),
         // The same policy as an ACL: its key extraction and classifier on
         // arbitrary frames must agree with drop-udp.
         (

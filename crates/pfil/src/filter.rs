@@ -153,6 +153,14 @@ pub trait Filter: Send + Sync + 'static {
     fn stats(&self) -> Vec<FilterStat> {
         Vec::new()
     }
+
+    /// The filter as [`Any`](std::any::Any), for a control plane that
+    /// asks a filter type it knows for what only that type has (the `ct`
+    /// hook's state table for `pfilctl states`): `Some(self)` from a
+    /// filter that offers it, `None` by default. Called off the datapath.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
 }
 
 /// Whether a [`FilterStat`] only goes up or may go both ways.

@@ -6,9 +6,15 @@ use std::sync::Arc;
 use crate::{Error, Filter, FilterStat, Registry};
 
 impl Registry {
-    /// The filter of hook `name` (the writer lock is held only to look it
-    /// up: the caller calls the filter without it).
-    fn hook_filter(&self, name: &str) -> Result<Arc<dyn Filter>, Error> {
+    /// The filter of hook `name`, for a control plane to ask it what the
+    /// registry does not know (with [`Filter::as_any`]). The writer lock
+    /// is held only to look it up: the caller calls the filter without
+    /// it. Keep the `Arc` briefly: a removed hook's filter is dropped when
+    /// the last reference goes.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchHook`].
+    pub fn hook_filter(&self, name: &str) -> Result<Arc<dyn Filter>, Error> {
         self.hook_filter_at(name).map(|(f, _)| f)
     }
 

@@ -121,7 +121,9 @@ pub use filter::{Ctx, Filter, FilterStat, StatKind, StatSample};
 pub use filters::Derived;
 pub use head::{Head, Snapshot, Worker};
 pub use info::{HeadInfo, HookInfo, LinkInfo};
-pub use packet::{FiveTupleV4, FiveTupleV6, Headers, IpHeaders, Packet, Parsed, Transport, L4};
+pub use packet::{
+    CtState, FiveTupleV4, FiveTupleV6, Headers, IpHeaders, Packet, Parsed, Transport, L4,
+};
 pub use parse::validate_name;
 pub use quarantine::{Reaped, MAX_KEPT_REAPED};
 pub use registry::{Registry, DEFAULT_MAX_WORKERS, DEFAULT_SAMPLING};

@@ -53,7 +53,68 @@ pub struct Packet<'a> {
     /// borrows the packet, never sees a write.
     tuple: UnsafeCell<MaybeUninit<[u64; 2]>>,
     cookie: u64,
+    /// The mark ([`Packet::mark`]): metadata a hook writes for later ones.
+    mark: u32,
+    /// The connection-tracking annotation ([`Packet::ct`]): bits 0..=2 a
+    /// [`CtState`], bit 7 the reply direction. 0: untracked.
+    ct: u8,
 }
+
+/// The connection state a tracker (the `ct` hook) gave a packet, in
+/// netfilter's words ([`Packet::ct`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum CtState {
+    /// No tracker looked at the packet (the state of every packet until
+    /// one does).
+    #[default]
+    Untracked = 0,
+    /// The packet starts a flow, or belongs to one that has not seen a
+    /// packet in the reply direction yet.
+    New = 1,
+    /// The packet belongs to a flow that has seen packets both ways.
+    Established = 2,
+    /// An ICMP error about a tracked flow (it quotes that flow's packet).
+    Related = 3,
+    /// The tracker could not place the packet: malformed or truncated,
+    /// outside the TCP window, a reply to nothing, or no room to track it.
+    Invalid = 4,
+}
+
+impl CtState {
+    /// The state of code `c` (the low 3 bits of the packet's annotation).
+    #[inline]
+    const fn from_bits(c: u8) -> CtState {
+        match c & 7 {
+            1 => CtState::New,
+            2 => CtState::Established,
+            3 => CtState::Related,
+            4 => CtState::Invalid,
+            _ => CtState::Untracked,
+        }
+    }
+
+    /// The state's name as rules write it: `untracked`, `new`,
+    /// `established`, `related`, `invalid`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            CtState::Untracked => "untracked",
+            CtState::New => "new",
+            CtState::Established => "established",
+            CtState::Related => "related",
+            CtState::Invalid => "invalid",
+        }
+    }
+}
+
+impl fmt::Display for CtState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Bit of [`Packet`]'s `ct` byte: the packet goes in the reply direction.
+const CT_REPLY: u8 = 0x80;
 
 /// The parse cache, 8 bytes (one register, one load; the packet holds it as
 /// one word, [`Layout::word`]): what the layers are and where the transport
@@ -325,6 +386,8 @@ impl<'a> Packet<'a> {
             parsed: Cell::new(0),
             tuple: UnsafeCell::new(MaybeUninit::uninit()),
             cookie: 0,
+            mark: 0,
+            ct: 0,
         }
     }
 
@@ -422,9 +485,65 @@ impl<'a> Packet<'a> {
     }
 
     /// Reset the verdict to `Pass` to run the packet again (e.g. on another head).
+    /// The metadata ([`mark`](Packet::mark), [`ct`](Packet::ct)) stays:
+    /// [`clear_meta`](Packet::clear_meta) clears it.
     #[inline]
     pub fn reset(&mut self) {
         self.verdict = Verdict::Pass;
+    }
+
+    /// The packet's mark: a 32-bit value a hook sets
+    /// ([`set_mark`](Packet::set_mark)) for later hooks of the same walk
+    /// (and the driver) to read, as `skb->mark` or a pf tag. 0 until a
+    /// hook sets one. The registry never reads or changes it.
+    #[inline]
+    pub fn mark(&self) -> u32 {
+        self.mark
+    }
+
+    /// Set the packet's mark ([`mark`](Packet::mark)).
+    #[inline]
+    pub fn set_mark(&mut self, mark: u32) {
+        self.mark = mark;
+    }
+
+    /// The connection state a tracker gave the packet, and whether the
+    /// packet goes in the reply direction of its flow (`false` for the
+    /// original direction, and for an untracked packet):
+    /// `(CtState::Untracked, false)` until a tracker (the `ct` hook)
+    /// sets it with [`set_ct`](Packet::set_ct). Later hooks of the same
+    /// walk read it (the `acl`'s `ct state` and `ct dir` matches).
+    #[inline]
+    pub fn ct(&self) -> (CtState, bool) {
+        (CtState::from_bits(self.ct), self.ct & CT_REPLY != 0)
+    }
+
+    /// The connection state alone ([`ct`](Packet::ct)).
+    #[inline]
+    pub fn ct_state(&self) -> CtState {
+        CtState::from_bits(self.ct)
+    }
+
+    /// The annotation as one byte: the [`CtState`] as its `repr(u8)`
+    /// value (0..=4) in bits 0..=2, bit 7 set in the reply direction.
+    /// For classifiers that index tables by it.
+    #[inline]
+    pub fn ct_bits(&self) -> u8 {
+        self.ct
+    }
+
+    /// Record the connection state and direction ([`ct`](Packet::ct)).
+    #[inline]
+    pub fn set_ct(&mut self, state: CtState, reply: bool) {
+        self.ct = state as u8 | if reply { CT_REPLY } else { 0 };
+    }
+
+    /// Clear the metadata: mark 0, untracked. A driver that runs a packet
+    /// through a second, unrelated walk may call it; the runner never does.
+    #[inline]
+    pub fn clear_meta(&mut self) {
+        self.mark = 0;
+        self.ct = 0;
     }
 
     /// The parse cache, filled on first call. Always inlined: a cached
@@ -702,6 +821,8 @@ impl fmt::Debug for Packet<'_> {
             .field("queue", &self.queue)
             .field("verdict", &self.verdict)
             .field("cookie", &self.cookie)
+            .field("mark", &self.mark)
+            .field("ct", &self.ct())
             .finish()
     }
 }
@@ -974,6 +1095,37 @@ mod tests {
         for (kind, f) in &slow_ones {
             assert_eq!(parse::fast::parse(f, *kind), None, "{kind} {f:02x?}");
         }
+    }
+
+    #[test]
+    fn metadata_starts_clear_survives_reset_and_is_cleared_on_demand() {
+        let mut f = udp_frame(53, b"x");
+        let mut p = Packet::new(&mut f);
+        assert_eq!((p.mark(), p.ct()), (0, (CtState::Untracked, false)));
+        p.set_mark(0xdead_beef);
+        p.set_ct(CtState::Established, true);
+        assert_eq!(p.ct(), (CtState::Established, true));
+        assert_eq!(p.ct_bits(), 0x82);
+        p.set_verdict(Verdict::Dropped);
+        p.reset();
+        assert_eq!(
+            (p.mark(), p.ct_state()),
+            (0xdead_beef, CtState::Established)
+        );
+        for s in [
+            CtState::Untracked,
+            CtState::New,
+            CtState::Established,
+            CtState::Related,
+            CtState::Invalid,
+        ] {
+            for r in [false, true] {
+                p.set_ct(s, r);
+                assert_eq!(p.ct(), (s, r));
+            }
+        }
+        p.clear_meta();
+        assert_eq!((p.mark(), p.ct()), (0, (CtState::Untracked, false)));
     }
 
     #[test]

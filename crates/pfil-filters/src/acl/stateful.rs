@@ -1,0 +1,107 @@
+//! The acl's paths for rulesets that use connection state: `ct state` /
+//! `ct dir` matches (classified per state) and `keep state` (the acl's
+//! own state table).
+
+use pfil::{Ctx, Packet, Verdict};
+use pfil_acl::{Classify, CtClassifier, KeyV4};
+
+use super::{key_of, key_of_reference, key_v4_into, Version, CHUNK};
+
+/// The path of a ruleset with `keep state` rules, packet by packet, as
+/// pf: a packet of a flow in the state table passes on its state
+/// (annotated with it, as the `ct` hook would), or is dropped if it fails
+/// the flow's checks (`invalid`: out of window, a reply where none can
+/// be); any other packet walks the rules, and if a `keep state` rule
+/// passes it, its flow's state is created (a TCP flow only by a SYN: a
+/// packet that cannot start a flow passes on the rule without one).
+#[inline(never)]
+pub(super) fn filter_batch_keep(
+    v: &Version,
+    t: &crate::ct::Table,
+    pkts: &mut [Packet<'_>],
+    ctx: &Ctx<'_>,
+) {
+    let run = crate::ct::Run {
+        now: t.now(),
+        loose: false,
+        max: t.built_for(),
+    };
+    for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
+        let c = crate::ct::flow::classify(p);
+        let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
+        if let Some((st, reply)) = t.track_existing(c, len, run, ctx.worker) {
+            p.set_ct(st, reply);
+            if st == pfil::CtState::Invalid {
+                p.set_verdict(Verdict::Dropped);
+            }
+            continue;
+        }
+        let mut k = key_of(p);
+        k.ct = p.ct_bits();
+        let m = v.classifier.classify(&k);
+        let verdict = v.decide(m, ctx.worker);
+        if verdict.is_pass() && m.is_some_and(|i| v.rules.rules[i as usize].keep_state) {
+            let (st, reply) = t.track(c, len, run, ctx.worker);
+            if st != pfil::CtState::Invalid {
+                p.set_ct(st, reply);
+            }
+        }
+        p.set_verdict(verdict);
+    }
+}
+
+/// The batch path of a ruleset with `ct` matches: each packet's
+/// connection state (its [`Packet::ct_bits`], set by a `ct` hook earlier
+/// in the chain) picks the classifier of the rules that can match in that
+/// state; IPv4 keys are classified a chunk at a time per classifier.
+/// Not inlined: the stateless path keeps its registers.
+#[inline(never)]
+pub(super) fn filter_batch_ct(v: &Version, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
+    let mut keys = [KeyV4::default(); CHUNK];
+    let mut idx = [0usize; CHUNK];
+    let mut part = [0u8; CHUNK];
+    let mut sub = [KeyV4::default(); CHUNK];
+    let mut sub_idx = [0usize; CHUNK];
+    let mut res = [None; CHUNK];
+    let mut i = 0;
+    while i < pkts.len() {
+        let mut n = 0;
+        while i < pkts.len() && n < CHUNK {
+            let p = &pkts[i];
+            if p.verdict().is_pass() {
+                let pi = v.classifier.part_of(p.ct_bits());
+                if key_v4_into(p, &mut keys[n]) {
+                    idx[n] = i;
+                    part[n] = pi as u8;
+                    n += 1;
+                } else {
+                    let mut k = key_of_reference(p);
+                    k.ct = p.ct_bits();
+                    let m = v.classifier.classify(&k);
+                    let verdict = v.decide(m, ctx.worker);
+                    pkts[i].set_verdict(verdict);
+                }
+            }
+            i += 1;
+        }
+        for pi in 0..v.classifier.parts() {
+            let mut m = 0;
+            for j in 0..n {
+                if usize::from(part[j]) == pi {
+                    sub[m] = keys[j];
+                    sub_idx[m] = idx[j];
+                    m += 1;
+                }
+            }
+            if m == 0 {
+                continue;
+            }
+            let (c, map) = v.classifier.part(pi);
+            c.classify_batch_v4(&sub[..m], &mut res[..m]);
+            for j in 0..m {
+                let verdict = v.decide(CtClassifier::global(map, res[j]), ctx.worker);
+                pkts[sub_idx[j]].set_verdict(verdict);
+            }
+        }
+    }
+}

@@ -1,0 +1,220 @@
+//! The acl with connection state: `ct state` after a `ct` hook, and
+//! pf's `keep state`.
+
+use std::sync::Arc;
+
+use etherparse::PacketBuilder;
+use pfil::{Dir, Filter, Packet, PacketKind, Verdict};
+use pfil_acl::text;
+
+use super::tests::udp4;
+use super::Acl;
+
+/// A stateful policy on one head: `ct` then an acl that lets in
+/// replies and drops the rest; outbound (`out`) packets start flows.
+#[test]
+fn ct_state_rules_follow_the_tracker() {
+    use pfil::{Dirs, Placement, Registry};
+    let reg = Registry::new();
+    let head = reg
+        .register_head("h", PacketKind::Ethernet, Dirs::BOTH)
+        .unwrap();
+    let ct: Arc<dyn Filter> = Arc::new(crate::Ct::from_config("", reg.max_workers()).unwrap());
+    reg.add_hook_shared("ct:fw", PacketKind::Ethernet, Dirs::BOTH, ct)
+        .unwrap();
+    let acl_in = Acl::from_config(
+        "pass count ct state established,related; drop count all ct state invalid; default drop",
+        reg.max_workers(),
+    )
+    .unwrap();
+    reg.add_hook("acl:in", PacketKind::Ethernet, Dirs::IN, acl_in.clone())
+        .unwrap();
+    reg.add_hook(
+        "acl:out",
+        PacketKind::Ethernet,
+        Dirs::OUT,
+        Acl::from_config("pass ct state new,established,related ct dir original; pass ct dir reply; default drop", reg.max_workers()).unwrap(),
+    )
+    .unwrap();
+    reg.link("h", Dir::In, "ct:fw", Placement::Append).unwrap();
+    reg.link("h", Dir::In, "acl:in", Placement::Append).unwrap();
+    // Out: the ct hook runs first, so it goes last from the wire.
+    reg.link("h", Dir::Out, "ct:fw", Placement::Append).unwrap();
+    reg.link("h", Dir::Out, "acl:out", Placement::Prepend)
+        .unwrap();
+    let mut w = reg.worker().unwrap();
+    let me = [198, 18, 0, 1];
+    let peer = [198, 18, 0, 9];
+    let mut run = |dir: Dir, frames: Vec<Vec<u8>>| -> Vec<Verdict> {
+        let mut frames = frames;
+        let mut batch: Vec<Packet<'_>> = frames.iter_mut().map(|f| Packet::new(f)).collect();
+        match dir {
+            Dir::In => head.run_in(&mut w, &mut batch),
+            Dir::Out => head.run_out(&mut w, &mut batch),
+        }
+        batch.iter().map(|p| p.verdict()).collect()
+    };
+    // Unsolicited inbound: dropped (by the default, as new).
+    assert_eq!(
+        run(Dir::In, vec![udp4(peer, me, 53, 5000)]),
+        [Verdict::Dropped]
+    );
+    // Outbound query, then its reply (and another, unsolicited).
+    assert_eq!(
+        run(Dir::Out, vec![udp4(me, peer, 5001, 53)]),
+        [Verdict::Pass]
+    );
+    assert_eq!(
+        run(
+            Dir::In,
+            vec![udp4(peer, me, 53, 5001), udp4(peer, me, 53, 5002)]
+        ),
+        [Verdict::Pass, Verdict::Dropped]
+    );
+    let hits = acl_in.hits();
+    assert_eq!((hits[0].hits, hits[2].hits), (1, 2), "{hits:?}");
+    // IPv6 (the per-packet key path), the same way.
+    let udp6 = |src: [u8; 16], dst: [u8; 16], sp: u16, dp: u16| {
+        let mut v = Vec::new();
+        PacketBuilder::ethernet2([2; 6], [4; 6])
+            .ipv6(src, dst, 64)
+            .udp(sp, dp)
+            .write(&mut v, &[0; 8])
+            .unwrap();
+        v
+    };
+    let (me6, peer6) = (
+        [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+        [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9],
+    );
+    assert_eq!(
+        run(Dir::In, vec![udp6(peer6, me6, 53, 7000)]),
+        [Verdict::Dropped]
+    );
+    assert_eq!(
+        run(Dir::Out, vec![udp6(me6, peer6, 7001, 53)]),
+        [Verdict::Pass]
+    );
+    assert_eq!(
+        run(
+            Dir::In,
+            vec![udp6(peer6, me6, 53, 7001), udp6(peer6, me6, 53, 7002)]
+        ),
+        [Verdict::Pass, Verdict::Dropped]
+    );
+}
+
+/// pf's `keep state`: one acl hook linked both ways on a head; the
+/// host's own flows create states, their replies pass on them (TCP
+/// in its window only), nothing unsolicited passes; the states
+/// survive a replace and a derived filter.
+#[test]
+fn keep_state_lets_replies_back_and_nothing_else() {
+    use pfil::{Dirs, Placement, Registry};
+    let reg = Registry::new();
+    let head = reg
+        .register_head("h", PacketKind::Ethernet, Dirs::BOTH)
+        .unwrap();
+    let acl = Acl::from_config(
+        "pass count from 198.18.0.1 keep state; default drop",
+        reg.max_workers(),
+    )
+    .unwrap();
+    reg.add_hook("acl:fw", PacketKind::Ethernet, Dirs::BOTH, acl.clone())
+        .unwrap();
+    reg.link("h", Dir::In, "acl:fw", Placement::Append).unwrap();
+    reg.link("h", Dir::Out, "acl:fw", Placement::Append)
+        .unwrap();
+    let mut w = reg.worker().unwrap();
+    let me = [198, 18, 0, 1];
+    let peer = [198, 18, 0, 9];
+    let mut run = |dir: Dir, frames: Vec<Vec<u8>>| -> Vec<Verdict> {
+        let mut frames = frames;
+        let mut batch: Vec<Packet<'_>> = frames.iter_mut().map(|f| Packet::new(f)).collect();
+        match dir {
+            Dir::In => head.run_in(&mut w, &mut batch),
+            Dir::Out => head.run_out(&mut w, &mut batch),
+        }
+        batch.iter().map(|p| p.verdict()).collect()
+    };
+    let tcp =
+        |src: [u8; 4], sp: u16, dst: [u8; 4], dp: u16, syn: bool, seq: u32, ack: Option<u32>| {
+            let mut b = PacketBuilder::ethernet2([2; 6], [4; 6])
+                .ipv4(src, dst, 64)
+                .tcp(sp, dp, seq, 64000);
+            if syn {
+                b = b.syn();
+            }
+            if let Some(a) = ack {
+                b = b.ack(a);
+            }
+            let mut v = Vec::new();
+            b.write(&mut v, &[]).unwrap();
+            v
+        };
+    use Verdict::{Dropped as D, Pass as P};
+    assert_eq!(run(Dir::In, vec![udp4(peer, me, 53, 5000)]), [D]);
+    assert_eq!(run(Dir::Out, vec![udp4(me, peer, 5000, 53)]), [P]);
+    assert_eq!(
+        run(
+            Dir::In,
+            vec![udp4(peer, me, 53, 5000), udp4(peer, me, 53, 5001)]
+        ),
+        [P, D]
+    );
+    // TCP: the handshake's reply passes on the state; a segment far
+    // out of the window does not.
+    assert_eq!(
+        run(Dir::Out, vec![tcp(me, 40000, peer, 80, true, 100, None)]),
+        [P]
+    );
+    assert_eq!(
+        run(
+            Dir::In,
+            vec![tcp(peer, 80, me, 40000, true, 7000, Some(101))]
+        ),
+        [P]
+    );
+    assert_eq!(
+        run(
+            Dir::Out,
+            vec![tcp(me, 40000, peer, 80, false, 101, Some(7001))]
+        ),
+        [P]
+    );
+    assert_eq!(
+        run(
+            Dir::In,
+            vec![tcp(
+                peer,
+                80,
+                me,
+                40000,
+                false,
+                7001 + 90_000_000,
+                Some(101)
+            )]
+        ),
+        [P],
+        "no data: only the ack is checked"
+    );
+    let mut far = tcp(peer, 80, me, 40000, false, 7001 + 90_000_000, Some(101));
+    far.extend_from_slice(&[0; 100]);
+    let ip_len = (far.len() - 14) as u16;
+    far[16..18].copy_from_slice(&ip_len.to_be_bytes());
+    // (the checksum is wrong: nobody checks it)
+    assert_eq!(run(Dir::In, vec![far]), [D]);
+    // An unsolicited SYN in: the rules, default drop.
+    assert_eq!(
+        run(Dir::In, vec![tcp(peer, 1234, me, 22, true, 1, None)]),
+        [D]
+    );
+    // Rules replaced (the rule no longer counted): the states stay.
+    acl.replace(text::parse("pass from 198.18.0.1 keep state\ndefault drop").unwrap());
+    assert_eq!(run(Dir::In, vec![udp4(peer, me, 53, 5000)]), [P]);
+    let derived = acl.with_rules(acl.rules());
+    // Two flows (UDP, TCP): the dropped SYN created none.
+    assert_eq!(derived.states.get().unwrap().len(), 2);
+    let s = acl.stats();
+    assert!(s.iter().any(|x| x.name == "states"), "{s:?}");
+}

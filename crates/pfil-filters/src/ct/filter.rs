@@ -1,0 +1,204 @@
+//! The `ct` filter: the hook over a [`Table`], its config in force,
+//! and what it keeps across `set` and `apply`.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+
+use pfil::{CtState, Ctx, Filter, FilterStat, Packet, StatKind, Verdict};
+
+use super::{flow, CtConfig, Invalid, Run, StateInfo, Table, TcpMode};
+
+/// The `ct` filter. Filters derived from one another
+/// ([`Filter::derive`]) share the table.
+pub struct Ct {
+    table: Arc<Table>,
+    max: AtomicUsize,
+    loose: AtomicBool,
+    drop_invalid: AtomicBool,
+    config: Mutex<CtConfig>,
+    /// Whether the spec had a config (`ct` or `ct:...`).
+    bare: AtomicBool,
+}
+
+impl Ct {
+    /// A tracker with its own table, for a registry with `max_workers`
+    /// worker slots.
+    pub fn new(cfg: CtConfig, max_workers: usize) -> Ct {
+        Ct::with_table(Arc::new(Table::new(cfg.max, max_workers)), cfg)
+    }
+
+    fn with_table(table: Arc<Table>, cfg: CtConfig) -> Ct {
+        Ct {
+            table,
+            max: AtomicUsize::new(cfg.max),
+            loose: AtomicBool::new(cfg.tcp == TcpMode::Loose),
+            drop_invalid: AtomicBool::new(cfg.drop_invalid),
+            config: Mutex::new(cfg),
+            bare: AtomicBool::new(false),
+        }
+    }
+
+    /// Builds from the text after `ct:` (empty: the defaults).
+    ///
+    /// # Errors
+    /// What is wrong with the config.
+    pub fn from_config(config: &str, max_workers: usize) -> Result<Ct, String> {
+        let ct = Ct::new(CtConfig::parse(config)?, max_workers);
+        ct.bare.store(config.trim().is_empty(), Relaxed);
+        Ok(ct)
+    }
+
+    /// The table.
+    pub fn table(&self) -> &Arc<Table> {
+        &self.table
+    }
+
+    /// The config in force.
+    pub fn config(&self) -> CtConfig {
+        *self.config.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every tracked flow.
+    pub fn states(&self) -> Vec<StateInfo> {
+        self.table.states(self.max.load(Relaxed))
+    }
+
+    /// How many flows are tracked, and at most `limit` of them.
+    pub fn list_states(&self, limit: usize) -> (usize, Vec<StateInfo>) {
+        let t = &self.table;
+        (t.len(), t.states_limited(self.max.load(Relaxed), limit))
+    }
+
+    fn check(&self, cfg: &CtConfig) -> Result<(), String> {
+        if cfg.max > self.table.built_for {
+            return Err(format!(
+                "max: {} is over the {} flows this hook's table was built for; \
+                 states are kept only up to that (remove the hook and add it again \
+                 for a larger table, losing its states)",
+                cfg.max, self.table.built_for
+            ));
+        }
+        Ok(())
+    }
+
+    fn run(&self) -> Run {
+        Run {
+            now: self.table.now(),
+            loose: self.loose.load(Relaxed),
+            max: self.max.load(Relaxed),
+        }
+    }
+}
+
+impl fmt::Debug for Ct {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ct")
+            .field("config", &self.config())
+            .field("entries", &self.table.len())
+            .finish()
+    }
+}
+
+impl Filter for Ct {
+    fn filter(&self, pkt: &mut Packet<'_>, ctx: &Ctx<'_>) -> Verdict {
+        self.filter_batch(std::slice::from_mut(pkt), ctx);
+        pkt.verdict()
+    }
+
+    /// One clock read for the batch; each packet's lookup and update under
+    /// its flow's shard lock.
+    fn filter_batch(&self, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
+        let run = self.run();
+        let drop_invalid = self.drop_invalid.load(Relaxed);
+        for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
+            let c = flow::classify(p);
+            let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
+            let (s, reply) = self.table.track(c, len, run, ctx.worker);
+            p.set_ct(s, reply);
+            if drop_invalid && s == CtState::Invalid {
+                p.set_verdict(Verdict::Dropped);
+            }
+        }
+    }
+
+    fn batched(&self) -> bool {
+        true
+    }
+
+    fn spec(&self) -> Option<String> {
+        if self.bare.load(Relaxed) {
+            return Some("ct".into());
+        }
+        Some(format!("ct:{}", self.config()))
+    }
+
+    /// A new config in place; the states stay.
+    fn reconfigure(&self, config: &str) -> Option<Result<(), String>> {
+        let cfg = match CtConfig::parse(config).and_then(|c| self.check(&c).map(|()| c)) {
+            Ok(c) => c,
+            Err(e) => return Some(Err(e)),
+        };
+        self.max.store(cfg.max, Relaxed);
+        self.loose.store(cfg.tcp == TcpMode::Loose, Relaxed);
+        self.drop_invalid.store(cfg.drop_invalid, Relaxed);
+        self.bare.store(config.trim().is_empty(), Relaxed);
+        *self.config.lock().unwrap_or_else(|e| e.into_inner()) = cfg;
+        Some(Ok(()))
+    }
+
+    /// A new filter with this config sharing this one's table (and so
+    /// every state); this one is unchanged.
+    fn derive(&self, config: &str) -> Option<Result<Arc<dyn Filter>, String>> {
+        Some(
+            CtConfig::parse(config)
+                .and_then(|c| self.check(&c).map(|()| c))
+                .map(|c| {
+                    let ct = Ct::with_table(self.table.clone(), c);
+                    ct.bare.store(config.trim().is_empty(), Relaxed);
+                    Arc::new(ct) as Arc<dyn Filter>
+                }),
+        )
+    }
+
+    /// `Some(self)`: a control plane lists the states
+    /// ([`Ct::states`]).
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
+    /// `entries`, `max`, `table_bytes` (gauges); `inserts`, `expiries`,
+    /// `refused` and `invalid` by `reason` (counters).
+    fn stats(&self) -> Vec<FilterStat> {
+        let (ins, exp, inv) = self.table.counts();
+        let mut invalid = FilterStat::new(
+            "invalid",
+            StatKind::Counter,
+            "Packets annotated invalid, by reason.",
+        );
+        for r in Invalid::ALL {
+            invalid = invalid.sample(&[("reason", r.name())], inv[r as usize]);
+        }
+        vec![
+            FilterStat::gauge("entries", "Flows in the table.", self.table.len() as u64),
+            FilterStat::gauge(
+                "max",
+                "Most flows the table takes.",
+                self.max.load(Relaxed) as u64,
+            ),
+            FilterStat::gauge(
+                "table_bytes",
+                "Bytes the table has allocated.",
+                self.table.bytes() as u64,
+            ),
+            FilterStat::counter("inserts", "Flows created.", ins),
+            FilterStat::counter("expiries", "Flows removed on expiry.", exp),
+            FilterStat::counter(
+                "refused",
+                "New flows refused at the limit (their packets are invalid, reason limit).",
+                inv[Invalid::Limit as usize],
+            ),
+            invalid,
+        ]
+    }
+}

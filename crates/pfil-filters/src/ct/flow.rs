@@ -1,0 +1,372 @@
+//! What a packet is to the tracker: its flow key (the 5-tuple normalised
+//! for direction), its TCP segment fields, or the flow an ICMP error
+//! quotes. Everything is read from the frame with bounds checks: a
+//! truncated or malformed packet is [`Class::Invalid`], never a panic.
+
+use pfil::{Packet, L4};
+
+use super::tcp::Seg;
+use super::Invalid;
+
+/// A flow's key: the two endpoints in a fixed order (the lower address,
+/// then port, first), so that both directions of a flow have one key.
+/// IPv4 addresses are in the first 4 bytes of their 16. ICMP echo flows
+/// use the echo identifier as both ports; other protocols (and ICMP that
+/// is neither echo nor an error) use ports 0.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FlowKey {
+    /// The lower endpoint's address.
+    pub a: [u8; 16],
+    /// The higher endpoint's address.
+    pub b: [u8; 16],
+    /// The lower endpoint's port.
+    pub pa: u16,
+    /// The higher endpoint's port.
+    pub pb: u16,
+    /// IP protocol (IPv6: the final next header).
+    pub proto: u8,
+    /// IPv6 (else IPv4).
+    pub v6: bool,
+}
+
+impl FlowKey {
+    /// The key of a packet from `src:sp` to `dst:dp`, and whether `src`
+    /// is the key's `a` side.
+    pub fn new(
+        src: [u8; 16],
+        sp: u16,
+        dst: [u8; 16],
+        dp: u16,
+        proto: u8,
+        v6: bool,
+    ) -> (FlowKey, bool) {
+        let src_is_a = (src, sp) <= (dst, dp);
+        let (a, pa, b, pb) = if src_is_a {
+            (src, sp, dst, dp)
+        } else {
+            (dst, dp, src, sp)
+        };
+        (
+            FlowKey {
+                a,
+                b,
+                pa,
+                pb,
+                proto,
+                v6,
+            },
+            src_is_a,
+        )
+    }
+
+    /// The key as five words (for hashing).
+    #[inline]
+    pub fn words(&self) -> [u64; 5] {
+        let w = |x: &[u8; 16], i: usize| {
+            u64::from_ne_bytes([
+                x[i],
+                x[i + 1],
+                x[i + 2],
+                x[i + 3],
+                x[i + 4],
+                x[i + 5],
+                x[i + 6],
+                x[i + 7],
+            ])
+        };
+        [
+            w(&self.a, 0),
+            w(&self.a, 8),
+            w(&self.b, 0),
+            w(&self.b, 8),
+            u64::from(self.pa)
+                | u64::from(self.pb) << 16
+                | u64::from(self.proto) << 32
+                | u64::from(self.v6) << 40,
+        ]
+    }
+
+    /// An endpoint's address as text.
+    pub fn addr(&self, b_side: bool) -> std::net::IpAddr {
+        let x = if b_side { self.b } else { self.a };
+        if self.v6 {
+            std::net::IpAddr::from(x)
+        } else {
+            std::net::IpAddr::from([x[0], x[1], x[2], x[3]])
+        }
+    }
+}
+
+/// What the transport layer adds to a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A TCP segment.
+    Tcp(Seg),
+    /// UDP.
+    Udp,
+    /// An ICMP or ICMPv6 echo request.
+    EchoRequest,
+    /// An ICMP or ICMPv6 echo reply.
+    EchoReply,
+    /// Anything else, tracked by its addresses and protocol.
+    Other,
+}
+
+/// What a packet is to the tracker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// A packet of a flow: its key, whether its source is the key's `a`
+    /// side, and what it carries.
+    Flow(FlowKey, bool, Kind),
+    /// An ICMP error quoting a packet of flow `key`, sent from the key's
+    /// `a` side if the bool is set.
+    Error(FlowKey, bool),
+    /// Not trackable: not IP, or an IP fragment (not reassembled).
+    Untracked,
+    /// Malformed or truncated.
+    Invalid(Invalid),
+}
+
+fn be16(f: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes(f.get(at..at + 2)?.try_into().ok()?))
+}
+
+fn be32(f: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_be_bytes(f.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn addr(f: &[u8], at: usize, v6: bool) -> Option<[u8; 16]> {
+    let mut a = [0u8; 16];
+    let n = if v6 { 16 } else { 4 };
+    a[..n].copy_from_slice(f.get(at..at + n)?);
+    Some(a)
+}
+
+/// Whether ICMP (`v6` false) or ICMPv6 type `t` is an error message.
+fn is_error(t: u8, v6: bool) -> bool {
+    if v6 {
+        matches!(t, 1..=4)
+    } else {
+        matches!(t, 3 | 4 | 5 | 11 | 12)
+    }
+}
+
+/// Echo request and reply types.
+fn echo(v6: bool) -> (u8, u8) {
+    if v6 {
+        (128, 129)
+    } else {
+        (8, 0)
+    }
+}
+
+/// Classify a packet.
+pub fn classify(p: &Packet<'_>) -> Class {
+    let Some(v) = p.parsed() else {
+        // Unparseable: invalid if it claims to be IP, else untracked.
+        return match p.kind() {
+            pfil::PacketKind::Ethernet => {
+                let f = p.frame();
+                match be16(f, 12) {
+                    Some(0x0800 | 0x86dd) => Class::Invalid(Invalid::Malformed),
+                    _ => Class::Untracked,
+                }
+            }
+            _ => Class::Invalid(Invalid::Malformed),
+        };
+    };
+    let f = v.frame();
+    let (Some(ip), Some(ver)) = (v.ip_offset(), v.ip_version()) else {
+        return match v.ether_type() {
+            Some(0x0800 | 0x86dd) => Class::Invalid(Invalid::Malformed),
+            _ => Class::Untracked,
+        };
+    };
+    let v6 = ver == 6;
+    let (Some(src), Some(dst)) = (
+        addr(f, ip + if v6 { 8 } else { 12 }, v6),
+        addr(f, ip + if v6 { 24 } else { 16 }, v6),
+    ) else {
+        return Class::Invalid(Invalid::Malformed);
+    };
+    let proto = v.protocol().unwrap_or(0);
+    // Where the IP packet ends (padding after it is not payload).
+    let ip_end = if v6 {
+        be16(f, ip + 4).map(|l| ip + 40 + usize::from(l))
+    } else {
+        be16(f, ip + 2).map(|l| ip + usize::from(l))
+    };
+    let Some(ip_end) = ip_end.filter(|&e| e <= f.len()) else {
+        return Class::Invalid(Invalid::Malformed);
+    };
+    let Some(l4) = v.l4() else {
+        let fragment = if v6 {
+            proto == 44
+        } else {
+            be16(f, ip + 6).is_some_and(|x| x & 0x3fff != 0)
+        };
+        if fragment {
+            return Class::Untracked;
+        }
+        if matches!(proto, 1 | 6 | 17 | 58) {
+            return Class::Invalid(Invalid::Malformed);
+        }
+        let (k, a) = FlowKey::new(src, 0, dst, 0, proto, v6);
+        return Class::Flow(k, a, Kind::Other);
+    };
+    let Some(t) = v.l4_offset() else {
+        return Class::Invalid(Invalid::Malformed);
+    };
+    match l4 {
+        L4::Udp => {
+            let (Some(sp), Some(dp)) = (be16(f, t), be16(f, t + 2)) else {
+                return Class::Invalid(Invalid::Malformed);
+            };
+            if t + 8 > ip_end {
+                return Class::Invalid(Invalid::Malformed);
+            }
+            let (k, a) = FlowKey::new(src, sp, dst, dp, proto, v6);
+            Class::Flow(k, a, Kind::Udp)
+        }
+        L4::Tcp => {
+            let Some(seg) = tcp_seg(f, t, ip_end) else {
+                return Class::Invalid(Invalid::Malformed);
+            };
+            let (Some(sp), Some(dp)) = (be16(f, t), be16(f, t + 2)) else {
+                return Class::Invalid(Invalid::Malformed);
+            };
+            let (k, a) = FlowKey::new(src, sp, dst, dp, proto, v6);
+            Class::Flow(k, a, Kind::Tcp(seg))
+        }
+        L4::Icmpv4 | L4::Icmpv6 => {
+            let icmp6 = l4 == L4::Icmpv6;
+            let (Some(&ty), Some(_code)) = (f.get(t), f.get(t + 1)) else {
+                return Class::Invalid(Invalid::Malformed);
+            };
+            if t + 8 > ip_end {
+                return Class::Invalid(Invalid::Malformed);
+            }
+            let (req, rep) = echo(icmp6);
+            if ty == req || ty == rep {
+                let Some(id) = be16(f, t + 4) else {
+                    return Class::Invalid(Invalid::Malformed);
+                };
+                let (k, a) = FlowKey::new(src, id, dst, id, proto, v6);
+                let kind = if ty == req {
+                    Kind::EchoRequest
+                } else {
+                    Kind::EchoReply
+                };
+                return Class::Flow(k, a, kind);
+            }
+            if is_error(ty, icmp6) {
+                return quoted(&f[..ip_end], t + 8, src, dst);
+            }
+            let (k, a) = FlowKey::new(src, 0, dst, 0, proto, v6);
+            Class::Flow(k, a, Kind::Other)
+        }
+        _ => {
+            let (k, a) = FlowKey::new(src, 0, dst, 0, proto, v6);
+            Class::Flow(k, a, Kind::Other)
+        }
+    }
+}
+
+/// The TCP segment at `t` of an IP packet ending at `end`.
+fn tcp_seg(f: &[u8], t: usize, end: usize) -> Option<Seg> {
+    let hl = usize::from(*f.get(t + 12)? >> 4) * 4;
+    if hl < 20 || t + hl > end {
+        return None;
+    }
+    let flags = *f.get(t + 13)?;
+    let mut wscale = None;
+    if flags & super::tcp::SYN != 0 {
+        wscale = window_scale(f.get(t + 20..t + hl)?);
+    }
+    Some(Seg {
+        flags,
+        seq: be32(f, t + 4)?,
+        ack: be32(f, t + 8)?,
+        win: be16(f, t + 14)?,
+        len: u32::try_from(end - t - hl).ok()?,
+        wscale,
+    })
+}
+
+/// The window scale option of a SYN's options, if present (at most 14).
+fn window_scale(mut o: &[u8]) -> Option<u8> {
+    while let Some(&kind) = o.first() {
+        match kind {
+            0 => return None,
+            1 => o = &o[1..],
+            _ => {
+                let len = usize::from(*o.get(1)?).max(2);
+                if kind == 3 && len == 3 {
+                    return Some((*o.get(2)?).min(14));
+                }
+                o = o.get(len..)?;
+            }
+        }
+    }
+    None
+}
+
+/// The flow an ICMP error (sent from `src` to `dst`) quotes, from the
+/// quoted IP header at `q`: the quoted packet went from the flow's
+/// endpoint `dst` (the error goes back to it) to the other.
+fn quoted(f: &[u8], q: usize, src: [u8; 16], dst: [u8; 16]) -> Class {
+    let _ = src;
+    let bad = Class::Invalid(Invalid::Malformed);
+    let Some(&vb) = f.get(q) else { return bad };
+    let v6 = vb >> 4 == 6;
+    let (qsrc, qdst, proto, l4) = match vb >> 4 {
+        4 => {
+            let ihl = usize::from(vb & 15) * 4;
+            let (Some(s), Some(d), Some(&p)) =
+                (addr(f, q + 12, false), addr(f, q + 16, false), f.get(q + 9))
+            else {
+                return bad;
+            };
+            if ihl < 20 {
+                return bad;
+            }
+            (s, d, p, q + ihl)
+        }
+        6 => {
+            let (Some(s), Some(d), Some(&p)) =
+                (addr(f, q + 8, true), addr(f, q + 24, true), f.get(q + 6))
+            else {
+                return bad;
+            };
+            (s, d, p, q + 40)
+        }
+        _ => return bad,
+    };
+    // The error goes back to the quoted packet's sender.
+    if qsrc != dst {
+        return Class::Invalid(Invalid::IcmpMismatch);
+    }
+    let (sp, dp) = match proto {
+        6 | 17 => {
+            let (Some(sp), Some(dp)) = (be16(f, l4), be16(f, l4 + 2)) else {
+                return bad;
+            };
+            (sp, dp)
+        }
+        1 | 58 => {
+            let (Some(&ty), Some(id)) = (f.get(l4), be16(f, l4 + 4)) else {
+                return bad;
+            };
+            let (req, rep) = echo(proto == 58);
+            if ty != req && ty != rep {
+                // An error about an error (or about other ICMP): nothing
+                // to relate it to.
+                return Class::Invalid(Invalid::NoState);
+            }
+            (id, id)
+        }
+        _ => (0, 0),
+    };
+    let (k, a) = FlowKey::new(qsrc, sp, qdst, dp, proto, v6);
+    Class::Error(k, a)
+}

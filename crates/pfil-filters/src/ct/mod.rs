@@ -1,0 +1,588 @@
+//! `ct`: connection tracking. Per-flow state for TCP (pf's states and
+//! sequence windows, or flags only), UDP, ICMP/ICMPv6 echo and other IP
+//! protocols, IPv4 and IPv6, keyed on the 5-tuple normalised for
+//! direction. The hook annotates each packet ([`Packet::set_ct`]) with
+//! its connection state (`new`, `established`, `related`, `invalid`, or
+//! `untracked` for what is not IP) and whether it goes in the reply
+//! direction, for later hooks of the chain to match on (the `acl`'s
+//! `ct state established,related` and `ct dir reply`). Its verdict is
+//! always pass, except for `invalid` packets with `drop-invalid`.
+//!
+//! # Config (`ct` or `ct:CONFIG`)
+//! `[max N] [tcp strict|loose] [drop-invalid]`, each at most once, in any
+//! order:
+//! - `max N`: most flows tracked, 1 to 10 000 000 (`100k`, `1M` allowed;
+//!   default 100 000, pf's `set limit states`).
+//! - `tcp strict` (default): pf's tracking; a flow starts only with a SYN
+//!   (without ACK); a segment outside its window, a RST not at the exact
+//!   sequence, impossible flags, or a segment of no known flow is
+//!   `invalid`. `tcp loose`: flags only (no sequence checks), and a flow
+//!   may be picked up mid-stream by any segment but a SYN-ACK or a RST.
+//! - `drop-invalid`: drop `invalid` packets (otherwise they pass with
+//!   the annotation, for a later hook to decide).
+//!
+//! # States
+//! A packet is `new` while its flow has not been seen in the reply
+//! direction, `established` once it has (the first reply included, as
+//! Linux's conntrack says it), `related` if it is an ICMP or ICMPv6 error
+//! (destination unreachable, packet too big, time exceeded, parameter
+//! problem, source quench, redirect) quoting a packet of a tracked flow
+//! and sent back to that packet's sender, and `invalid` when it cannot
+//! be placed: malformed or truncated, bad TCP flags or out of window, an
+//! echo reply or a TCP segment (not a SYN) with no flow, an ICMP error
+//! quoting no flow, or no room in the table. IP fragments are not
+//! reassembled: they are `untracked`, as non-IP frames are.
+//!
+//! Flows: TCP, UDP and other protocols by their addresses, protocol and
+//! ports (0 for protocols without ports); ICMP echo by the addresses and
+//! the echo identifier (a request opens, its reply establishes); other
+//! ICMP messages that are not errors like other protocols (addresses
+//! only). A SYN on a TCP flow closed both ways reopens it as a new flow
+//! (port reuse).
+//!
+//! # Timeouts
+//! pf's defaults, in seconds ([`PF_TIMEOUTS`]): tcp.first 120,
+//! tcp.opening 30, tcp.established 86400, tcp.closing 900, tcp.finwait
+//! 45, tcp.closed 90, udp.first 60, udp.single 30, udp.multiple 60,
+//! icmp.first 20, icmp.error 10, other.first 60, other.single 30,
+//! other.multiple 60; scaled down as the table fills (pf's adaptive
+//! timeouts: from 60 % of `max`, down to a third at `max`).
+//!
+//! # The table
+//! See [`table`]: one table shared by all workers (right
+//! whatever the RSS), in shards behind locks, at most `max` flows (new
+//! flows are refused at the limit: their packet is `invalid`, reason
+//! `limit`, counted `refused`), 104 bytes an entry plus 8-byte index
+//! slots, expired incrementally (a few entries per packet, never a
+//! scan).
+//!
+//! # Several workers
+//! One table for all workers: with AF_XDP queues the two directions of a
+//! flow arrive on different queues unless the NIC's RSS hash is
+//! symmetric, and per-worker tables would then see each flow half, so
+//! replies would be `new` or `invalid`. The shared table is right
+//! whatever the RSS; its cost is a lock per packet on one of up to 64
+//! shards (uncontended: a compare-and-swap and a store; two workers
+//! meet on a shard only when their packets hash to it at once). Not
+//! measured yet under many workers at high rates; per-worker tables with
+//! symmetric RSS set up by pfild are the alternative to measure against.
+//!
+//! # Where this differs from Linux's conntrack
+//! - State is created for every first packet the hook sees, also when a
+//!   later hook drops it (Linux confirms an entry only when its packet
+//!   leaves): unsolicited traffic takes table entries (`new`, short
+//!   timeouts), and the limit is what bounds it.
+//! - Strict TCP starts a flow only with a SYN (Linux's default,
+//!   `nf_conntrack_tcp_loose=1`, picks up mid-stream: here `tcp loose`).
+//! - IP fragments are not reassembled: `untracked` (Linux defragments
+//!   first).
+//! - ICMP messages that are neither echo nor errors (timestamps, router
+//!   and neighbour discovery) are tracked by address pair like other
+//!   protocols; an ICMP error is `related` if it quotes a tracked flow
+//!   and goes back to the quoted packet's sender, without pf's check of
+//!   a quoted TCP sequence number.
+//!
+//! # Reconfiguring
+//! `pfilctl set` (in place, [`Filter::reconfigure`]) and `apply`
+//! ([`Filter::derive`]: the new filter shares the table) keep every
+//! state; `max` may change up to the `max` the table was built with.
+
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use crossbeam_utils::CachePadded;
+use pfil::CtState;
+#[cfg(doc)]
+use pfil::{Filter, Packet};
+
+mod config;
+mod filter;
+pub mod flow;
+#[cfg(test)]
+mod model;
+mod states;
+pub mod table;
+pub mod tcp;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_filter;
+
+pub use config::{CtConfig, TcpMode, DEFAULT_MAX, MAX_MAX, SYNTAX};
+pub use filter::Ct;
+pub use states::StateInfo;
+
+use flow::{Class, FlowKey, Kind};
+use table::{Adaptive, Entry, Shard, Shards, LIVE, ORIG_A, ORIG_MORE, REPLY_SEEN};
+
+/// Why a packet is `invalid` (the `reason` label of the `invalid` stat).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Invalid {
+    /// Truncated or malformed headers.
+    Malformed = 0,
+    /// TCP flags no stack sends.
+    TcpFlags = 1,
+    /// A TCP segment outside its window (strict mode).
+    TcpWindow = 2,
+    /// A TCP RST not at the exact sequence (strict mode).
+    TcpRst = 3,
+    /// A packet that cannot start a flow and belongs to none: an echo
+    /// reply, a TCP segment other than a SYN (strict), a SYN-ACK or a
+    /// RST; an ICMP error quoting no tracked flow.
+    NoState = 4,
+    /// An ICMP error not sent back to the quoted packet's sender.
+    IcmpMismatch = 5,
+    /// A new flow refused: the table is at `max`.
+    Limit = 6,
+}
+
+impl Invalid {
+    /// Every reason, in order.
+    pub const ALL: [Invalid; 7] = [
+        Invalid::Malformed,
+        Invalid::TcpFlags,
+        Invalid::TcpWindow,
+        Invalid::TcpRst,
+        Invalid::NoState,
+        Invalid::IcmpMismatch,
+        Invalid::Limit,
+    ];
+
+    /// The reason's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Invalid::Malformed => "malformed",
+            Invalid::TcpFlags => "tcp_flags",
+            Invalid::TcpWindow => "tcp_window",
+            Invalid::TcpRst => "tcp_rst",
+            Invalid::NoState => "no_state",
+            Invalid::IcmpMismatch => "icmp_mismatch",
+            Invalid::Limit => "limit",
+        }
+    }
+}
+
+/// The timeout an entry is under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+#[allow(missing_docs)]
+pub enum Timeout {
+    TcpFirst = 0,
+    TcpOpening,
+    TcpEstablished,
+    TcpClosing,
+    TcpFinWait,
+    TcpClosed,
+    UdpFirst,
+    UdpSingle,
+    UdpMultiple,
+    IcmpFirst,
+    IcmpError,
+    OtherFirst,
+    OtherSingle,
+    OtherMultiple,
+}
+
+/// pf's default timeouts in seconds, indexed by [`Timeout`].
+pub const PF_TIMEOUTS: [u32; 14] = [120, 30, 86400, 900, 45, 90, 60, 30, 60, 20, 10, 60, 30, 60];
+
+/// What one run of the tracker needs besides the packet.
+#[derive(Clone, Copy, Debug)]
+pub struct Run {
+    /// Seconds on the table's clock.
+    pub now: u32,
+    /// Flags-only TCP.
+    pub loose: bool,
+    /// The entry limit.
+    pub max: usize,
+}
+
+/// The state table, shared by all workers and by the filters derived
+/// from one another.
+pub struct Table {
+    shards: Shards,
+    shard_shift: u32,
+    entries: AtomicUsize,
+    built_for: usize,
+    /// Random seeds of the key hash.
+    seeds: [u64; 4],
+    epoch: Instant,
+    /// Per worker: invalid packets by reason, then refused.
+    invalid: Box<[CachePadded<[AtomicU64; 8]>]>,
+}
+
+impl Table {
+    /// A table for up to `max` entries, with counter slots for `workers`.
+    pub fn new(max: usize, workers: usize) -> Table {
+        let n = table::shards_for(max);
+        let per = max.div_ceil(n);
+        Table {
+            shards: (0..n)
+                .map(|_| CachePadded::new(Mutex::new(Shard::new(per))))
+                .collect(),
+            shard_shift: 64 - n.trailing_zeros(),
+            entries: AtomicUsize::new(0),
+            built_for: max,
+            seeds: {
+                let rs = std::hash::RandomState::new();
+                [0u64, 1, 2, 3].map(|i| rs.hash_one(i) | 1)
+            },
+            epoch: Instant::now(),
+            invalid: (0..workers.max(1))
+                .map(|_| CachePadded::new(Default::default()))
+                .collect(),
+        }
+    }
+
+    /// Seconds since the table was made.
+    pub fn now(&self) -> u32 {
+        u32::try_from(self.epoch.elapsed().as_secs()).unwrap_or(u32::MAX)
+    }
+
+    /// Flows in the table.
+    pub fn len(&self) -> usize {
+        self.entries.load(Relaxed)
+    }
+
+    /// Whether the table holds no flow.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes the table has allocated (indexes, entries, free lists).
+    pub fn bytes(&self) -> usize {
+        std::mem::size_of::<Table>()
+            + self
+                .shards
+                .iter()
+                .map(|s| lock(s).bytes() + std::mem::size_of_val(s))
+                .sum::<usize>()
+    }
+
+    /// The key's hash: folded 64x64->128 multiplies of its five words
+    /// with random seeds (foldhash's mixing step), so that a sender cannot
+    /// choose keys that collide without knowing the seeds. SipHash cost
+    /// about 250 instructions a packet here; this about 30.
+    #[inline]
+    fn hash(&self, k: &FlowKey) -> u64 {
+        let w = k.words();
+        let s = &self.seeds;
+        let h1 = fold(w[0] ^ s[0], w[1] ^ s[1]);
+        let h2 = fold(w[2] ^ s[2], w[3] ^ s[3]);
+        let h3 = fold(w[4] ^ s[1], h1 ^ s[2]);
+        fold(h2 ^ s[3], h3 ^ s[0])
+    }
+
+    fn count(&self, worker: usize, r: Invalid) {
+        if let Some(c) = self.invalid.get(worker) {
+            let a = &c[r as usize];
+            a.store(a.load(Relaxed) + 1, Relaxed);
+        }
+    }
+
+    /// Track one packet of class `c` and `len` bytes; its state and
+    /// direction. Counts an invalid packet's reason in `worker`'s slot.
+    pub fn track(&self, c: Class, len: u32, run: Run, worker: usize) -> (CtState, bool) {
+        match self.track_inner(c, len, run) {
+            Ok(r) => r,
+            Err(why) => {
+                self.count(worker, why);
+                (CtState::Invalid, false)
+            }
+        }
+    }
+
+    /// Track a packet only if it belongs to a flow in the table (or is an
+    /// ICMP error quoting one): its state and direction (`invalid` if it
+    /// fails the flow's checks, its reason counted), or `None` when it
+    /// belongs to none. A SYN on a TCP flow closed both ways removes the
+    /// flow and gives `None`: the port is reused, a new flow. What the
+    /// acl's `keep state` runs first; [`track`](Self::track) creates.
+    pub fn track_existing(
+        &self,
+        c: Class,
+        len: u32,
+        run: Run,
+        worker: usize,
+    ) -> Option<(CtState, bool)> {
+        let (key, src_a, kind) = match c {
+            Class::Untracked | Class::Invalid(_) => return None,
+            Class::Error(..) => return self.track_inner(c, len, run).ok(),
+            Class::Flow(key, src_a, kind) => (key, src_a, kind),
+        };
+        let h = self.hash(&key);
+        let mut g = lock(self.shard(h));
+        let ad = Adaptive::at(self.len(), run.max);
+        let id = self.live(&mut g, &key, h as u32, run.now, ad)?;
+        let r = match update(g.get_mut(id), src_a, kind, len, run) {
+            Err(Reopen) => {
+                g.remove(id);
+                self.entries.fetch_sub(1, Relaxed);
+                None
+            }
+            Ok(Ok(r)) => Some(r),
+            Ok(Err(why)) => {
+                self.count(worker, why);
+                Some((CtState::Invalid, false))
+            }
+        };
+        let gone = g.sweep(table::SWEEP, |e| expired(e, run.now, ad));
+        if gone > 0 {
+            self.entries.fetch_sub(gone, Relaxed);
+        }
+        r
+    }
+
+    /// The `max` the table was built for.
+    pub fn built_for(&self) -> usize {
+        self.built_for
+    }
+
+    fn track_inner(&self, c: Class, len: u32, run: Run) -> Result<(CtState, bool), Invalid> {
+        let (key, src_a, kind) = match c {
+            Class::Untracked => return Ok((CtState::Untracked, false)),
+            Class::Invalid(why) => return Err(why),
+            Class::Error(key, sender_a) => {
+                let h = self.hash(&key);
+                let s = self.shard(h);
+                let mut g = lock(s);
+                let ad = Adaptive::at(self.len(), run.max);
+                let id = self
+                    .live(&mut g, &key, h as u32, run.now, ad)
+                    .ok_or(Invalid::NoState)?;
+                let e = g.get(id);
+                // The quoted packet went in the original direction: the
+                // error comes back in the reply direction.
+                let quoted_orig = (e.flags & ORIG_A != 0) == sender_a;
+                return Ok((CtState::Related, quoted_orig));
+            }
+            Class::Flow(key, src_a, kind) => (key, src_a, kind),
+        };
+        let h = self.hash(&key);
+        let mut g = lock(self.shard(h));
+        let ad = Adaptive::at(self.len(), run.max);
+        let r = match self.live(&mut g, &key, h as u32, run.now, ad) {
+            Some(id) => {
+                let e = g.get_mut(id);
+                match update(e, src_a, kind, len, run) {
+                    Err(Reopen) => {
+                        g.remove(id);
+                        self.entries.fetch_sub(1, Relaxed);
+                        self.create(&mut g, key, h as u32, src_a, kind, len, run, ad)
+                    }
+                    Ok(r) => r,
+                }
+            }
+            None => self.create(&mut g, key, h as u32, src_a, kind, len, run, ad),
+        };
+        let gone = g.sweep(table::SWEEP, |e| expired(e, run.now, ad));
+        if gone > 0 {
+            self.entries.fetch_sub(gone, Relaxed);
+        }
+        r
+    }
+
+    fn shard(&self, h: u64) -> &Mutex<Shard> {
+        let i = if self.shard_shift >= 64 {
+            0
+        } else {
+            (h >> self.shard_shift) as usize
+        };
+        &self.shards[i.min(self.shards.len() - 1)]
+    }
+
+    /// The id of `key`'s entry if it has not expired (an expired one is
+    /// removed).
+    fn live(&self, g: &mut Shard, key: &FlowKey, h: u32, now: u32, ad: Adaptive) -> Option<u32> {
+        let id = g.find(key, h)?;
+        if expired(g.get(id), now, ad) {
+            g.remove(id);
+            g.expiries += 1;
+            self.entries.fetch_sub(1, Relaxed);
+            return None;
+        }
+        Some(id)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn create(
+        &self,
+        g: &mut Shard,
+        key: FlowKey,
+        h: u32,
+        src_a: bool,
+        kind: Kind,
+        len: u32,
+        run: Run,
+        ad: Adaptive,
+    ) -> Result<(CtState, bool), Invalid> {
+        let mut e = Entry {
+            key,
+            hash: h,
+            flags: LIVE | if src_a { ORIG_A } else { 0 },
+            created: run.now,
+            last: run.now,
+            pkts: [1, 0],
+            bytes: [u64::from(len), 0],
+            ..Entry::default()
+        };
+        e.timeout = match kind {
+            Kind::Tcp(seg) => {
+                tcp::may_open(&seg, run.loose)?;
+                e.peers = tcp::open(&seg);
+                Timeout::TcpFirst
+            }
+            Kind::Udp => Timeout::UdpFirst,
+            Kind::EchoRequest => Timeout::IcmpFirst,
+            Kind::EchoReply => return Err(Invalid::NoState),
+            Kind::Other => Timeout::OtherFirst,
+        } as u8;
+        if self.len() >= run.max {
+            // Make room from this shard's expired entries first.
+            let gone = g.sweep(64, |e| expired(e, run.now, ad));
+            self.entries.fetch_sub(gone, Relaxed);
+            if self.len() >= run.max {
+                return Err(Invalid::Limit);
+            }
+        }
+        g.insert(e).ok_or(Invalid::Limit)?;
+        self.entries.fetch_add(1, Relaxed);
+        Ok((CtState::New, false))
+    }
+
+    /// Every flow, as [`StateInfo`] ([`states_limited`](Self::states_limited)
+    /// without a limit).
+    pub fn states(&self, max: usize) -> Vec<StateInfo> {
+        self.states_limited(max, usize::MAX)
+    }
+
+    /// At most `limit` flows, as [`StateInfo`], in table order (`max`: the
+    /// limit in force, for the adaptive timeouts). Each shard's lock is
+    /// held only to copy its entries (104 bytes each); they are turned
+    /// into [`StateInfo`] after.
+    pub fn states_limited(&self, max: usize, limit: usize) -> Vec<StateInfo> {
+        let now = self.now();
+        let ad = Adaptive::at(self.len(), max);
+        let mut copied: Vec<Entry> = Vec::new();
+        for s in self.shards.iter() {
+            if copied.len() >= limit {
+                break;
+            }
+            let g = lock(s);
+            let room = limit - copied.len();
+            copied.extend(g.entries().take(room).copied());
+        }
+        copied.iter().map(|e| StateInfo::of(e, now, ad)).collect()
+    }
+
+    /// Created, expired, and invalid packets by reason ([`Invalid`] as
+    /// index; `limit` is the refused).
+    pub fn counts(&self) -> (u64, u64, [u64; 7]) {
+        let (mut ins, mut exp) = (0, 0);
+        for s in self.shards.iter() {
+            let g = lock(s);
+            ins += g.inserts;
+            exp += g.expiries;
+        }
+        let mut inv = [0u64; 7];
+        for w in self.invalid.iter() {
+            for (i, v) in inv.iter_mut().enumerate() {
+                *v += w[i].load(Relaxed);
+            }
+        }
+        (ins, exp, inv)
+    }
+}
+
+/// The high and low halves of `a × b` XORed.
+#[inline(always)]
+fn fold(a: u64, b: u64) -> u64 {
+    let p = u128::from(a) * u128::from(b);
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+/// A shard's lock, even if a panic poisoned it (the shard's data stays
+/// consistent between operations).
+fn lock(s: &Mutex<Shard>) -> std::sync::MutexGuard<'_, Shard> {
+    s.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `e` has outlived its timeout at `now`, scaled by `ad`.
+pub fn expired(e: &Entry, now: u32, ad: Adaptive) -> bool {
+    let t = u64::from(PF_TIMEOUTS[usize::from(e.timeout).min(PF_TIMEOUTS.len() - 1)]);
+    u64::from(now.saturating_sub(e.last)) * ad.den > t * ad.num
+}
+
+/// A SYN reopened a closed TCP flow.
+struct Reopen;
+
+/// Update entry `e` with a packet from side `src_a` (is the key's `a`).
+fn update(
+    e: &mut Entry,
+    src_a: bool,
+    kind: Kind,
+    len: u32,
+    run: Run,
+) -> Result<Result<(CtState, bool), Invalid>, Reopen> {
+    let from = usize::from((e.flags & ORIG_A != 0) != src_a);
+    let reply = from == 1;
+    let ok = match kind {
+        Kind::Tcp(seg) => {
+            let out = if run.loose {
+                tcp::track_loose(&mut e.peers, from, &seg)
+            } else {
+                tcp::track(&mut e.peers, from, &seg)
+            };
+            match out {
+                tcp::Outcome::Reopen => return Err(Reopen),
+                tcp::Outcome::Invalid(why) => Err(why),
+                tcp::Outcome::Valid => {
+                    e.timeout = tcp::timeout(&e.peers) as u8;
+                    Ok(())
+                }
+            }
+        }
+        Kind::Udp | Kind::Other => {
+            let (single, multiple) = if kind == Kind::Udp {
+                (Timeout::UdpSingle, Timeout::UdpMultiple)
+            } else {
+                (Timeout::OtherSingle, Timeout::OtherMultiple)
+            };
+            if reply {
+                e.flags |= REPLY_SEEN;
+            } else {
+                e.flags |= ORIG_MORE;
+            }
+            e.timeout = if e.flags & REPLY_SEEN != 0 {
+                multiple
+            } else {
+                single
+            } as u8;
+            Ok(())
+        }
+        Kind::EchoRequest => Ok(()),
+        Kind::EchoReply if reply => {
+            e.timeout = Timeout::IcmpError as u8;
+            Ok(())
+        }
+        Kind::EchoReply => Err(Invalid::NoState),
+    };
+    if let Err(why) = ok {
+        return Ok(Err(why));
+    }
+    if reply {
+        e.flags |= REPLY_SEEN;
+    }
+    e.last = run.now;
+    e.pkts[from] = e.pkts[from].saturating_add(1);
+    e.bytes[from] = e.bytes[from].saturating_add(u64::from(len));
+    let state = if e.flags & REPLY_SEEN != 0 {
+        CtState::Established
+    } else {
+        CtState::New
+    };
+    Ok(Ok((state, reply)))
+}

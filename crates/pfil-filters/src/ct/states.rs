@@ -1,0 +1,73 @@
+//! One flow as an operator sees it (`pfilctl states`).
+
+use std::net::IpAddr;
+
+use super::table::{Adaptive, Entry, ORIG_A, REPLY_SEEN};
+use super::{tcp, PF_TIMEOUTS};
+
+/// A tracked flow, originator first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StateInfo {
+    /// IP protocol number.
+    pub proto: u8,
+    /// The originator's address.
+    pub src: IpAddr,
+    /// The originator's port (the echo identifier for ICMP echo, 0 for
+    /// protocols without ports).
+    pub sport: u16,
+    /// The responder's address.
+    pub dst: IpAddr,
+    /// The responder's port.
+    pub dport: u16,
+    /// The state: TCP `ORIG:REPLY` side states (`established:established`),
+    /// else `new` (no reply seen yet) or `established`.
+    pub state: String,
+    /// Seconds since the flow was created.
+    pub age: u32,
+    /// Seconds until it expires if no packet comes (0: expired, waiting
+    /// to be swept).
+    pub expires: u32,
+    /// Packets from the originator and from the responder.
+    pub packets: [u64; 2],
+    /// Bytes from the originator and from the responder.
+    pub bytes: [u64; 2],
+}
+
+impl StateInfo {
+    pub(crate) fn of(e: &Entry, now: u32, ad: Adaptive) -> StateInfo {
+        let orig_a = e.flags & ORIG_A != 0;
+        let k = &e.key;
+        let (src, sport, dst, dport) = if orig_a {
+            (k.addr(false), k.pa, k.addr(true), k.pb)
+        } else {
+            (k.addr(true), k.pb, k.addr(false), k.pa)
+        };
+        let state = if k.proto == 6 {
+            format!(
+                "{}:{}",
+                tcp::state::name(e.peers[0].state),
+                tcp::state::name(e.peers[1].state)
+            )
+        } else if e.flags & REPLY_SEEN != 0 {
+            "established".into()
+        } else {
+            "new".into()
+        };
+        let t = u64::from(PF_TIMEOUTS[usize::from(e.timeout).min(PF_TIMEOUTS.len() - 1)]);
+        let scaled = (t * ad.num).checked_div(ad.den).unwrap_or(0);
+        let idle = u64::from(now.saturating_sub(e.last));
+        StateInfo {
+            proto: k.proto,
+            src,
+            sport,
+            dst,
+            dport,
+            state,
+            age: now.saturating_sub(e.created),
+            expires: u32::try_from(scaled.saturating_sub(idle)).unwrap_or(u32::MAX),
+            packets: [u64::from(e.pkts[0]), u64::from(e.pkts[1])],
+            bytes: e.bytes,
+        }
+    }
+}

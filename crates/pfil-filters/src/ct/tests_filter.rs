@@ -1,0 +1,264 @@
+//! The tracker on malformed input and at its limit, the filter's
+//! annotations, config changes and stats, and memory per flow.
+
+use pfil::{CtState, Ctx, Dir, Filter, Packet, Verdict};
+
+use super::tcp::SYN;
+use super::tests::{echo4, icmp4_error, tcp, udp, udp6, A, A6, B, B6, T};
+use super::*;
+
+use CtState::{Established as Est, Invalid as Inv, New};
+
+#[test]
+fn malformed_and_non_ip_never_panic() {
+    let mut t = T::new();
+    let syn = tcp(A, 1000, B, 80, SYN, 100, 0, 0);
+    for n in 0..syn.len() {
+        let (s, _) = t.see(syn[..n].to_vec());
+        assert!(matches!(s, Inv | CtState::Untracked), "cut at {n}: {s}");
+    }
+    // A TCP data offset pointing past the packet.
+    let mut bad = syn.clone();
+    bad[14 + 20 + 12] = 0xf0;
+    assert_eq!(t.see(bad), (Inv, false));
+    // ARP is untracked.
+    let mut arp = vec![0xffu8; 12];
+    arp.extend_from_slice(&[0x08, 0x06]);
+    arp.resize(60, 0);
+    assert_eq!(t.see(arp), (CtState::Untracked, false));
+    // Every byte of every shape flipped, one at a time.
+    let mut seen = 0;
+    for f in [
+        syn,
+        udp(A, 1, B, 2),
+        echo4(A, B, false, 1),
+        icmp4_error(B, A, 3, 3, &udp(A, 1, B, 2)),
+        udp6(A6, 1, B6, 2),
+    ] {
+        for i in 0..f.len() {
+            for x in [0u8, 0xff, 0x45, 0x60] {
+                let mut g = f.clone();
+                g[i] = x;
+                t.see(g);
+                seen += 1;
+            }
+        }
+    }
+    assert!(seen > 1000);
+}
+
+#[test]
+fn the_limit_refuses_new_flows_and_counts_them() {
+    let mut t = T::with(10, false);
+    for i in 0..10 {
+        assert_eq!(t.see(udp(A, 1000 + i, B, 53)), (New, false));
+    }
+    assert_eq!(t.see(udp(A, 2000, B, 53)), (Inv, false));
+    assert_eq!(t.invalid(Invalid::Limit), 1);
+    // Existing flows go on.
+    assert_eq!(t.see(udp(B, 53, A, 1000)), (Est, true));
+    // Once some expire (adaptive: at the limit a third of 60 s), room
+    // again.
+    t.now = 21;
+    assert_eq!(t.see(udp(A, 2000, B, 53)), (New, false));
+}
+
+#[test]
+fn the_filter_annotates_and_drops_invalid_only_when_told() {
+    let ctx = Ctx::new("h", Dir::In, 0);
+    for (cfg, dropped) in [("", false), ("drop-invalid", true)] {
+        let ct = Ct::from_config(cfg, 2).unwrap();
+        let mut a = udp(A, 1, B, 2);
+        let mut b = udp(B, 2, A, 1);
+        let mut c = echo4(A, B, true, 1);
+        let mut batch = [
+            Packet::new(&mut a),
+            Packet::new(&mut b),
+            Packet::new(&mut c),
+        ];
+        ct.filter_batch(&mut batch, &ctx);
+        assert_eq!(batch[0].ct(), (New, false));
+        assert_eq!(batch[1].ct(), (Est, true));
+        assert_eq!(batch[2].ct(), (Inv, false));
+        assert_eq!(batch[2].verdict() == Verdict::Dropped, dropped);
+        assert!(batch[0].verdict().is_pass() && batch[1].verdict().is_pass());
+    }
+}
+
+#[test]
+fn states_survive_set_and_apply() {
+    let ctx = Ctx::new("h", Dir::In, 0);
+    let ct = Ct::from_config("max 1000", 1).unwrap();
+    let mut a = udp(A, 1, B, 2);
+    ct.filter(&mut Packet::new(&mut a), &ctx);
+    // apply: a derived filter shares the table.
+    let next = ct.derive("max 500 tcp loose").unwrap().unwrap();
+    assert_eq!(next.spec().unwrap(), "ct:max 500 tcp loose");
+    let mut b = udp(B, 2, A, 1);
+    let mut p = Packet::new(&mut b);
+    next.filter(&mut p, &ctx);
+    assert_eq!(p.ct(), (Est, true));
+    // set: in place.
+    ct.reconfigure("max 1000 drop-invalid").unwrap().unwrap();
+    assert_eq!(ct.spec().unwrap(), "ct:max 1000 tcp strict drop-invalid");
+    let mut c = udp(A, 1, B, 2);
+    let mut p = Packet::new(&mut c);
+    ct.filter(&mut p, &ctx);
+    assert_eq!(p.ct(), (Est, false));
+    assert_eq!(ct.states().len(), 1);
+    // max past what the table was built for: refused, nothing changed.
+    let e = ct.reconfigure("max 2000").unwrap().unwrap_err();
+    assert!(e.contains("over the 1000 flows"), "{e}");
+    assert!(ct.derive("max 2000").unwrap().is_err());
+    assert!(ct.reconfigure("max nope").unwrap().is_err());
+    // A config without `max` means the default (100 000): over it too.
+    assert!(ct.reconfigure("").unwrap().is_err());
+    assert_eq!(ct.config().max, 1000);
+}
+
+#[test]
+fn stats_count_entries_inserts_expiries_and_invalid_by_reason() {
+    let ct = Ct::from_config("", 1).unwrap();
+    let ctx = Ctx::new("h", Dir::In, 0);
+    for f in [udp(A, 1, B, 2), udp(A, 3, B, 4), echo4(A, B, true, 1)] {
+        let mut f = f;
+        ct.filter(&mut Packet::new(&mut f), &ctx);
+    }
+    let s = ct.stats();
+    let get = |n: &str| s.iter().find(|x| x.name == n).unwrap();
+    assert_eq!(get("entries").value(), Some(2));
+    assert_eq!(get("inserts").value(), Some(2));
+    assert_eq!(get("max").value(), Some(DEFAULT_MAX as u64));
+    let inv = get("invalid");
+    let no_state = inv
+        .samples
+        .iter()
+        .find(|x| x.label("reason") == Some("no_state"))
+        .unwrap();
+    assert_eq!(no_state.value, 1);
+    assert_eq!(inv.samples.len(), Invalid::ALL.len());
+}
+
+/// Memory per flow at 1 million flows, measured: the table's allocated
+/// bytes over its entries (debug build: a few seconds).
+#[test]
+fn a_flow_costs_at_most_128_bytes_at_a_million() {
+    let n = 1_000_000usize;
+    let table = Table::new(n, 1);
+    let run = Run {
+        now: 0,
+        loose: false,
+        max: n,
+    };
+    for i in 0..n as u32 {
+        let mut a = [0u8; 16];
+        a[..4].copy_from_slice(&(0x0a00_0000 | i).to_be_bytes());
+        let (k, src_a) = flow::FlowKey::new(
+            a,
+            40000,
+            [198, 18, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            53,
+            17,
+            false,
+        );
+        let (s, _) = table.track(Class::Flow(k, src_a, flow::Kind::Udp), 60, run, 0);
+        assert_eq!(s, New);
+    }
+    assert_eq!(table.len(), n);
+    let per = table.bytes() as f64 / n as f64;
+    eprintln!(
+        "ct table: {} bytes for {n} flows, {per:.1} bytes a flow",
+        table.bytes()
+    );
+    assert!(per <= 128.0, "{per} bytes a flow");
+}
+
+/// Four threads share one table while flows are created, answered and
+/// expire (the clock jumps ahead now and then): no flow lost or counted
+/// twice (the count equals the live entries), every packet of a flow
+/// either way is new or established whichever thread sees it, and once
+/// everything has expired and been swept the old flows are gone:
+/// inserts less expiries is what is left, nothing leaked.
+#[test]
+fn a_shared_table_under_four_threads_leaks_nothing() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let table = Table::new(20_000, 4);
+    let clock = AtomicU32::new(0);
+    std::thread::scope(|s| {
+        for w in 0..4u32 {
+            let (table, clock) = (&table, &clock);
+            s.spawn(move || {
+                for i in 0..20_000u32 {
+                    if w == 0 && i % 5000 == 4999 {
+                        clock.fetch_add(61, Ordering::Relaxed);
+                    }
+                    let now = clock.load(Ordering::Relaxed);
+                    let run = Run {
+                        now,
+                        loose: false,
+                        max: 20_000,
+                    };
+                    // Flows shared between threads: thread w sends the
+                    // query of flow i, thread w+1 its answer.
+                    let flow = (i * 7 + w) % 3000;
+                    let (k, a) = flow::FlowKey::new(
+                        [
+                            10,
+                            0,
+                            (flow >> 8) as u8,
+                            flow as u8,
+                            0,
+                            0,
+                            0,
+                            0,
+                            0,
+                            0,
+                            0,
+                            0,
+                            0,
+                            0,
+                            0,
+                            0,
+                        ],
+                        1000,
+                        [198, 18, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+                        53,
+                        17,
+                        false,
+                    );
+                    let src_a = if i % 2 == 0 { a } else { !a };
+                    let (st, _) = table.track(
+                        flow::Class::Flow(k, src_a, flow::Kind::Udp),
+                        60,
+                        run,
+                        w as usize,
+                    );
+                    assert!(matches!(st, New | Est), "{st}");
+                }
+            });
+        }
+    });
+    let live: usize = table.states(20_000).len();
+    assert_eq!(table.len(), live, "the count is the live entries");
+    assert!(live > 0 && live <= 3000, "{live}");
+    // Everything expires; the sweeps of new flows' packets (spread over
+    // every shard) empty the table of them: each old flow is removed
+    // once.
+    let far = clock.load(std::sync::atomic::Ordering::Relaxed) + 1000;
+    let run = Run {
+        now: far,
+        loose: false,
+        max: 20_000,
+    };
+    for round in 0..100 {
+        for f in 0..256u16 {
+            let (k, a) = flow::FlowKey::new([1; 16], f, [2; 16], 2, 17, true);
+            let (st, _) = table.track(flow::Class::Flow(k, a, flow::Kind::Udp), 60, run, 0);
+            assert_eq!(st, New, "one way, round {round}: new");
+        }
+    }
+    assert_eq!(table.len(), 256, "only the sweeping flows are left");
+    assert_eq!(table.states(20_000).len(), 256);
+    let (ins, exp, _) = table.counts();
+    assert_eq!(ins - exp, 256, "inserts {ins} expiries {exp}");
+}
