@@ -301,9 +301,9 @@ pub fn key_to_ipv6(k: &Key) -> Key {
 /// The directory of the ClassBench sets: `$PFIL_CLASSBENCH` if set, else
 /// the repository's own copy (`data/classbench` at the workspace root:
 /// acl1 and fw1 at 1k and 10k rules, Apache-2.0, from the neurocuts
-/// repository; see its README), else the first `shared/classbench` or
-/// `data/classbench` above the current directory.
-pub fn shared_dir() -> Option<std::path::PathBuf> {
+/// repository; see its README), else the first `data/classbench` above
+/// the current directory. Nothing outside the repository is looked for.
+pub fn data_dir() -> Option<std::path::PathBuf> {
     if let Some(d) = std::env::var_os("PFIL_CLASSBENCH") {
         return Some(d.into());
     }
@@ -312,8 +312,17 @@ pub fn shared_dir() -> Option<std::path::PathBuf> {
     std::iter::once(&src)
         .chain(here.iter())
         .flat_map(|p| p.ancestors())
-        .flat_map(|a| [a.join("data/classbench"), a.join("shared/classbench")])
+        .map(|a| a.join("data/classbench"))
         .find(|d| d.join("acl1_1k").is_file())
+}
+
+/// The old name of [`data_dir`].
+#[deprecated(
+    since = "0.2.0",
+    note = "use data_dir: the sets live in the repository's data/classbench"
+)]
+pub fn shared_dir() -> Option<std::path::PathBuf> {
+    data_dir()
 }
 
 /// The trace line `dpdk-test-acl --tracef` reads for an IPv4 key:
@@ -388,7 +397,7 @@ mod tests {
     #[test]
     fn the_shared_sets_parse_completely() {
         for (name, min) in [("acl1_1k", 900), ("fw1_1k", 700)] {
-            let dir = shared_dir().expect("data/classbench not found (the repository carries it)");
+            let dir = data_dir().expect("data/classbench not found (the repository carries it)");
             let text = std::fs::read_to_string(dir.join(name)).unwrap();
             let rs = parse(&text, Action::Drop).unwrap();
             assert_eq!(

@@ -391,7 +391,7 @@ fn ipv6_and_non_ip_keys_take_their_paths() {
 }
 
 fn shared(name: &str) -> Ruleset {
-    let path = classbench::shared_dir()
+    let path = classbench::data_dir()
         .expect("data/classbench (the repository carries it)")
         .join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));

@@ -137,7 +137,7 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
     let dir = a
         .dir
         .clone()
-        .or_else(classbench::shared_dir)
+        .or_else(classbench::data_dir)
         .ok_or("no ClassBench directory: pass --dir or set PFIL_CLASSBENCH")?;
     let work = match &a.raw {
         Some(d) => d.clone(),
@@ -544,7 +544,7 @@ fn dpdk(a: &AclArgs, s: &Set, alg: &str, iters: usize, verbose: u32) -> Result<S
 fn rules_path(a: &AclArgs, name: &str) -> Result<PathBuf, String> {
     a.dir
         .clone()
-        .or_else(classbench::shared_dir)
+        .or_else(classbench::data_dir)
         .map(|d| d.join(name))
         .ok_or_else(|| "no ClassBench directory".into())
 }
