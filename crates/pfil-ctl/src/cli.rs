@@ -481,83 +481,40 @@ fn capture(
     out: &mut dyn Write,
 ) -> Result<(), String> {
     use base64::Engine;
-    use std::io::BufRead;
     let mut file: Box<dyn Write> = if write.as_os_str() == "-" {
         Box::new(std::io::stdout())
     } else {
         Box::new(std::fs::File::create(write).map_err(|e| format!("-w {}: {e}", write.display()))?)
     };
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).map_err(|e| format!("signals: {e}"))?;
+    let res = crate::client::stream(path, "capture", params, "capture.data", |p| {
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(p["data"].as_str().unwrap_or(""))
+            .map_err(|e| format!("capture data: {e}"))?;
+        file.write_all(&data)
+            .and_then(|()| file.flush())
+            .map_err(|e| format!("-w {}: {e}", write.display()))
+    })?;
+    let res = &res;
+    let summary = if json {
+        format!("{res}\n")
+    } else {
+        format!(
+            "capture {}: {} frames written ({} reached the tap, {} matched, {} copies dropped for a full buffer; ended: {})\n",
+            text(&res["hook"]),
+            text(&res["captured"]),
+            text(&res["seen"]),
+            text(&res["matched"]),
+            text(&res["dropped"]),
+            text(&res["end"]),
+        )
+    };
+    if write.as_os_str() == "-" {
+        eprint!("{summary}");
+    } else {
+        out.write_all(summary.as_bytes())
+            .map_err(|e| e.to_string())?;
     }
-    let mut s = std::os::unix::net::UnixStream::connect(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    let req = json!({"jsonrpc": "2.0", "id": 1, "method": "capture", "params": params});
-    s.write_all(format!("{req}\n").as_bytes())
-        .map_err(|e| format!("sending the request: {e}"))?;
-    s.set_read_timeout(Some(std::time::Duration::from_millis(100)))
-        .map_err(|e| e.to_string())?;
-    let mut r = std::io::BufReader::new(s.try_clone().map_err(|e| e.to_string())?);
-    let mut line = String::new();
-    let mut asked_stop = false;
-    loop {
-        if stop.load(std::sync::atomic::Ordering::Relaxed) && !asked_stop {
-            asked_stop = true;
-            let _ = s.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"capture.stop\"}\n");
-        }
-        match r.read_line(&mut line) {
-            Ok(0) => return Err("the server closed the connection before the capture ended".into()),
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock
-                        | std::io::ErrorKind::TimedOut
-                        | std::io::ErrorKind::Interrupted
-                ) =>
-            {
-                continue
-            }
-            Err(e) => return Err(format!("reading from the server: {e}")),
-        }
-        let v: Value = serde_json::from_str(line.trim_end()).map_err(|e| format!("{e}: {line}"))?;
-        line.clear();
-        if v["method"] == "capture.data" {
-            let data = base64::engine::general_purpose::STANDARD
-                .decode(v["params"]["data"].as_str().unwrap_or(""))
-                .map_err(|e| format!("capture data: {e}"))?;
-            file.write_all(&data)
-                .and_then(|()| file.flush())
-                .map_err(|e| format!("-w {}: {e}", write.display()))?;
-            continue;
-        }
-        if let Some(e) = v.get("error") {
-            let e = crate::client::rpc_error(e);
-            return Err(format!("{} ({})", e.message, e.kind));
-        }
-        let res = &v["result"];
-        let summary = if json {
-            format!("{res}\n")
-        } else {
-            format!(
-                "capture {}: {} frames written ({} reached the tap, {} matched, {} copies dropped for a full buffer; ended: {})\n",
-                text(&res["hook"]),
-                text(&res["captured"]),
-                text(&res["seen"]),
-                text(&res["matched"]),
-                text(&res["dropped"]),
-                text(&res["end"]),
-            )
-        };
-        if write.as_os_str() == "-" {
-            eprint!("{summary}");
-        } else {
-            out.write_all(summary.as_bytes())
-                .map_err(|e| e.to_string())?;
-        }
-        return Ok(());
-    }
+    Ok(())
 }
 
 /// One row of `top`: a link over the last period.

@@ -160,3 +160,70 @@ pub fn rpc_error(e: &Value) -> RpcError {
             .unwrap_or_default(),
     }
 }
+
+/// A streaming method (`capture`, `trace`) from a command-line client:
+/// send the request, hand each notification named `notification` to
+/// `each`, and return the final result. SIGINT and SIGTERM send
+/// `METHOD.stop` (the server ends the session and answers as usual).
+///
+/// # Errors
+/// Connecting, reading or writing; the server's error (message and
+/// kind); what `each` returns.
+pub(crate) fn stream(
+    path: &Path,
+    method: &str,
+    params: Value,
+    notification: &str,
+    mut each: impl FnMut(&Value) -> Result<(), String>,
+) -> Result<Value, String> {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).map_err(|e| format!("signals: {e}"))?;
+    }
+    let mut s = UnixStream::connect(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let req = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    s.write_all(format!("{req}\n").as_bytes())
+        .map_err(|e| format!("sending the request: {e}"))?;
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .map_err(|e| e.to_string())?;
+    let mut r = BufReader::new(s.try_clone().map_err(|e| e.to_string())?);
+    let mut line = String::new();
+    let mut asked_stop = false;
+    loop {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) && !asked_stop {
+            asked_stop = true;
+            let stop = json!({"jsonrpc": "2.0", "method": format!("{method}.stop")});
+            let _ = s.write_all(format!("{stop}\n").as_bytes());
+        }
+        match r.read_line(&mut line) {
+            Ok(0) => {
+                return Err(format!(
+                    "the server closed the connection before the {method} ended"
+                ))
+            }
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
+            Err(e) => return Err(format!("reading from the server: {e}")),
+        }
+        let v: Value = serde_json::from_str(line.trim_end()).map_err(|e| format!("{e}: {line}"))?;
+        line.clear();
+        if v["method"] == notification {
+            each(&v["params"])?;
+            continue;
+        }
+        if let Some(e) = v.get("error") {
+            let e = rpc_error(e);
+            return Err(format!("{} ({})", e.message, e.kind));
+        }
+        return Ok(v["result"].clone());
+    }
+}

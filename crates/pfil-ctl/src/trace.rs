@@ -317,77 +317,34 @@ pub(crate) fn follow(
     out: &mut dyn std::io::Write,
     err: &mut dyn std::io::Write,
 ) -> Result<(), String> {
-    use std::io::{BufRead, Write};
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).map_err(|e| format!("signals: {e}"))?;
-    }
-    let mut s = std::os::unix::net::UnixStream::connect(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    let req = json!({"jsonrpc": "2.0", "id": 1, "method": "trace", "params": params});
-    s.write_all(format!("{req}\n").as_bytes())
-        .map_err(|e| format!("sending the request: {e}"))?;
-    s.set_read_timeout(Some(Duration::from_millis(100)))
-        .map_err(|e| e.to_string())?;
-    let mut r = std::io::BufReader::new(s.try_clone().map_err(|e| e.to_string())?);
-    let mut line = String::new();
-    let mut asked_stop = false;
-    loop {
-        if stop.load(std::sync::atomic::Ordering::Relaxed) && !asked_stop {
-            asked_stop = true;
-            let _ = s.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"trace.stop\"}\n");
-        }
-        match r.read_line(&mut line) {
-            Ok(0) => return Err("the server closed the connection before the trace ended".into()),
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock
-                        | std::io::ErrorKind::TimedOut
-                        | std::io::ErrorKind::Interrupted
-                ) =>
-            {
-                continue
-            }
-            Err(e) => return Err(format!("reading from the server: {e}")),
-        }
-        let v: Value = serde_json::from_str(line.trim_end()).map_err(|e| format!("{e}: {line}"))?;
-        line.clear();
-        if v["method"] == "trace.record" {
-            let rec = &v["params"]["record"];
-            let t = if json_out {
-                format!("{rec}\n")
-            } else {
-                record_text(rec)
-            };
-            out.write_all(t.as_bytes())
-                .and_then(|()| out.flush())
-                .map_err(|e| e.to_string())?;
-            continue;
-        }
-        if let Some(e) = v.get("error") {
-            let e = crate::client::rpc_error(e);
-            return Err(format!("{} ({})", e.message, e.kind));
-        }
-        let res = &v["result"];
-        let t = crate::cli::text;
-        let summary = format!(
-            "trace {} {}: {} packets traced, {} records dropped for a full queue; ended: {}",
-            t(&res["head"]),
-            t(&res["dir"]),
-            t(&res["traced"]),
-            t(&res["dropped"]),
-            t(&res["end"]),
-        );
-        if json_out {
-            writeln!(err, "{summary}")
+    let res = crate::client::stream(path, "trace", params, "trace.record", |p| {
+        let rec = &p["record"];
+        let t = if json_out {
+            format!("{rec}\n")
         } else {
-            writeln!(out, "{summary}")
-        }
-        .map_err(|e| e.to_string())?;
-        return Ok(());
+            record_text(rec)
+        };
+        out.write_all(t.as_bytes())
+            .and_then(|()| out.flush())
+            .map_err(|e| e.to_string())
+    })?;
+    let res = &res;
+    let t = crate::cli::text;
+    let summary = format!(
+        "trace {} {}: {} packets traced, {} records dropped for a full queue; ended: {}",
+        t(&res["head"]),
+        t(&res["dir"]),
+        t(&res["traced"]),
+        t(&res["dropped"]),
+        t(&res["end"]),
+    );
+    if json_out {
+        writeln!(err, "{summary}")
+    } else {
+        writeln!(out, "{summary}")
     }
+    .map_err(|e| e.to_string())?;
+    Ok(())
 }
 
 #[cfg(test)]
