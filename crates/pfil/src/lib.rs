@@ -105,6 +105,7 @@ mod info;
 mod packet;
 mod parse;
 mod quarantine;
+mod quota;
 mod registry;
 mod retire;
 mod shared;
@@ -126,6 +127,7 @@ pub use packet::{
 };
 pub use parse::validate_name;
 pub use quarantine::{Reaped, MAX_KEPT_REAPED};
+pub use quota::Quota;
 pub use registry::{Registry, DEFAULT_MAX_WORKERS, DEFAULT_SAMPLING};
 pub use retire::{RetiredLink, Retirement};
 pub use state::{LinkOptions, Op, Placement};

@@ -126,8 +126,8 @@ pub struct Tap {
     program: Option<Program>,
     expr: Option<String>,
     snaplen: usize,
-    /// Frames still to copy (over all workers); `u64::MAX`: no limit.
-    left: AtomicU64,
+    /// Frames still to copy (over all workers).
+    left: pfil::Quota,
     /// Buffers of the workers, made on demand by the writer (a worker
     /// without one counts its frames as dropped and asks for one).
     rings: Box<[CachePadded<std::sync::OnceLock<Ring>>]>,
@@ -196,7 +196,7 @@ impl Tap {
             program,
             expr: expr.map(str::to_owned),
             snaplen,
-            left: AtomicU64::new(if count == 0 { u64::MAX } else { count }),
+            left: pfil::Quota::new(count),
             rings: (0..max_workers)
                 .map(|_| CachePadded::new(std::sync::OnceLock::new()))
                 .collect(),
@@ -280,7 +280,7 @@ impl Tap {
 
     /// Has it copied as many frames as it was asked for?
     pub fn done(&self) -> bool {
-        self.left.load(Relaxed) == 0
+        self.left.done()
     }
 
     /// Counters so far.
@@ -313,23 +313,7 @@ impl Tap {
 
     /// Take up to `n` of the frames still to copy; how many were granted.
     fn take(&self, n: u64) -> u64 {
-        let mut cur = self.left.load(Relaxed);
-        loop {
-            if cur == u64::MAX {
-                return n;
-            }
-            let k = cur.min(n);
-            if k == 0 {
-                return 0;
-            }
-            match self
-                .left
-                .compare_exchange_weak(cur, cur - k, Relaxed, Relaxed)
-            {
-                Ok(_) => return k,
-                Err(v) => cur = v,
-            }
-        }
+        self.left.take(n)
     }
 }
 

@@ -234,8 +234,8 @@ pub struct TraceStats {
 /// records with [`Trace::pop`].
 pub struct Trace {
     matcher: Option<Box<TraceMatch>>,
-    /// Packets still to trace; `u64::MAX`: no limit.
-    left: CachePadded<AtomicU64>,
+    /// Packets still to trace.
+    left: CachePadded<crate::Quota>,
     pub(crate) traced: CachePadded<AtomicU64>,
     pub(crate) dropped: CachePadded<AtomicU64>,
     pub(crate) queue: ArrayQueue<TraceRecord>,
@@ -250,7 +250,7 @@ impl Trace {
     pub fn new(matcher: Option<Box<TraceMatch>>, count: u64, buffer: usize) -> Trace {
         Trace {
             matcher,
-            left: CachePadded::new(AtomicU64::new(if count == 0 { u64::MAX } else { count })),
+            left: CachePadded::new(crate::Quota::new(count)),
             traced: CachePadded::new(AtomicU64::new(0)),
             dropped: CachePadded::new(AtomicU64::new(0)),
             queue: ArrayQueue::new(buffer.clamp(1, MAX_TRACE_BUFFER)),
@@ -265,7 +265,7 @@ impl Trace {
 
     /// Has it traced as many packets as it was asked to?
     pub fn done(&self) -> bool {
-        self.left.load(Relaxed) == 0
+        self.left.done()
     }
 
     /// Counters so far.
@@ -305,23 +305,7 @@ impl Trace {
 
     /// Take up to `n` of the packets still to trace; how many were granted.
     pub(crate) fn take(&self, n: u64) -> u64 {
-        let mut cur = self.left.load(Relaxed);
-        loop {
-            if cur == u64::MAX {
-                return n;
-            }
-            let k = cur.min(n);
-            if k == 0 {
-                return 0;
-            }
-            match self
-                .left
-                .compare_exchange_weak(cur, cur - k, Relaxed, Relaxed)
-            {
-                Ok(_) => return k,
-                Err(v) => cur = v,
-            }
-        }
+        self.left.take(n)
     }
 }
 
@@ -329,7 +313,7 @@ impl std::fmt::Debug for Trace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Trace")
             .field("matcher", &self.matcher.is_some())
-            .field("left", &self.left.load(Relaxed))
+            .field("left", &self.left.left())
             .field("stats", &self.stats())
             .finish()
     }
