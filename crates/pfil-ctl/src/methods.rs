@@ -218,18 +218,9 @@ pub fn committed_json(reg: &Registry, mut c: pfil::Commit, grace: std::time::Dur
         .links()
         .iter()
         .map(|l| {
-            let k = &l.counters;
-            json!({
-                "head": l.head,
-                "dir": l.dir.to_string(),
-                "hook": l.hook,
-                "packets": k.packets,
-                "bytes": k.bytes,
-                "passed": k.passed,
-                "dropped": k.dropped,
-                "consumed": k.consumed,
-                "faults": k.faults,
-            })
+            let mut v = json!({"head": l.head, "dir": l.dir.to_string(), "hook": l.hook});
+            final_counts(&mut v, &l.counters);
+            v
         })
         .collect();
     let mut reaped = std::mem::take(&mut c.reaped);
@@ -243,40 +234,47 @@ pub(crate) fn reaped_json(reaped: Vec<pfil::Reaped>, timeout: std::time::Duratio
         .into_iter()
         .map(|r| {
             let complete = r.retirement.wait_timeout(timeout);
-            let k = r.retirement.counters();
-            json!({
+            let mut v = json!({
                 "head": r.head,
                 "dir": r.dir.to_string(),
                 "hook": r.hook,
                 "fail": fail_word(r.fail),
                 "generation": r.generation,
                 "complete": complete,
-                "packets": k.packets,
-                "bytes": k.bytes,
-                "passed": k.passed,
-                "dropped": k.dropped,
-                "consumed": k.consumed,
-                "faults": k.faults,
-            })
+            });
+            final_counts(&mut v, &r.retirement.counters());
+            v
         })
         .collect()
 }
 
+/// A link's counters (packets, bytes, verdicts, faults), into `v`.
+fn final_counts(v: &mut Value, k: &pfil::Counters) {
+    for (key, n) in [
+        ("packets", k.packets),
+        ("bytes", k.bytes),
+        ("passed", k.passed),
+        ("dropped", k.dropped),
+        ("consumed", k.consumed),
+        ("faults", k.faults),
+    ] {
+        v[key] = json!(n);
+    }
+}
+
 fn stats_json(l: &LinkInfo) -> Value {
     let c = &l.counters;
-    json!({
-        "hook": l.hook,
-        "packets": c.packets,
-        "bytes": c.bytes,
-        "passed": c.passed,
-        "dropped": c.dropped,
-        "consumed": c.consumed,
-        "faults": c.faults,
-        "quarantined": l.quarantined,
-        "sampled_batches": c.sampled_batches,
-        "sampled_packets": c.sampled_packets,
-        "sampled_ns": c.sampled_ns,
-    })
+    let mut v = json!({"hook": l.hook});
+    final_counts(&mut v, c);
+    for (key, x) in [
+        ("quarantined", json!(l.quarantined)),
+        ("sampled_batches", json!(c.sampled_batches)),
+        ("sampled_packets", json!(c.sampled_packets)),
+        ("sampled_ns", json!(c.sampled_ns)),
+    ] {
+        v[key] = x;
+    }
+    v
 }
 
 /// The `stats` result: per head and direction, every link's counters and

@@ -37,7 +37,7 @@ use toml::Spanned;
 
 /// Options the file does not take: they name the file, or they are
 /// actions rather than settings.
-const NOT_IN_FILE: &[&str] = &[
+pub const NOT_IN_FILE: &[&str] = &[
     "config",
     "check-config",
     "hook",
