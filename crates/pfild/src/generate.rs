@@ -112,16 +112,7 @@ The keys:
 "#;
     for a in cmd.get_arguments() {
         let Some(long) = a.get_long() else { continue };
-        if [
-            "config",
-            "check-config",
-            "hook",
-            "generate",
-            "help",
-            "version",
-        ]
-        .contains(&long)
-        {
+        if crate::settings::NOT_IN_FILE.contains(&long) {
             continue;
         }
         let value = if a.get_action().takes_values() {
