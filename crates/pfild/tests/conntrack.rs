@@ -211,26 +211,19 @@ fn pfilctl_states_lists_the_flows_and_set_keeps_them() {
     use std::time::Duration;
     let d = pfil_testnet::TempDir::new("pfild-ct-states");
     let sock = d.join("ctl").join("ct.sock").to_str().unwrap().to_owned();
-    let mut p = spawn_pfild(&[
-        "sink",
-        "syn0",
-        "--synthetic",
-        "--hook",
-        "ct:max 1000",
-        "--hook",
-        "count",
-        "--rate",
-        "20000",
-        "--control",
+    let p = spawn_controlled(
+        &[
+            "sink",
+            "syn0",
+            "--synthetic",
+            "--hook",
+            "ct:max 1000",
+            "--hook",
+            "count",
+            "--rate",
+            "20000",
+        ],
         &sock,
-        "--seconds",
-        "30",
-        "--quiet",
-    ]);
-    assert!(
-        p.wait_stderr(&format!("control socket {sock}"), Duration::from_secs(20)),
-        "{}",
-        p.stderr_so_far()
     );
     std::thread::sleep(Duration::from_millis(300));
     let table = ctl_ok(&sock, &["states"]);

@@ -156,29 +156,22 @@ fn a_thousand_control_operations_during_traffic_lose_and_double_count_nothing() 
 fn top_shows_the_most_expensive_hook_first() {
     let dir = temp_dir("top");
     let sock = dir.join("ctl").join("t.sock").to_str().unwrap().to_owned();
-    let mut p = spawn_pfild(&[
-        "sink",
-        "syn0",
-        "--synthetic",
-        "--hook",
-        "bpf:drop udp port 53 and udp[8:4] = 0x12345678",
-        "--hook",
-        "null",
-        // Fast enough for full batches: a timed batch of one or two
-        // packets is mostly the timing itself, and with a few hundred
-        // of those per period the cheaper hook could come out first.
-        "--rate",
-        "2000000",
-        "--control",
+    let p = spawn_controlled(
+        &[
+            "sink",
+            "syn0",
+            "--synthetic",
+            "--hook",
+            "bpf:drop udp port 53 and udp[8:4] = 0x12345678",
+            "--hook",
+            "null",
+            // Fast enough for full batches: a timed batch of one or two
+            // packets is mostly the timing itself, and with a few hundred
+            // of those per period the cheaper hook could come out first.
+            "--rate",
+            "2000000",
+        ],
         &sock,
-        "--seconds",
-        "30",
-        "--quiet",
-    ]);
-    assert!(
-        p.wait_stderr(&format!("control socket {sock}"), Duration::from_secs(20)),
-        "{}",
-        p.stderr_so_far()
     );
     let out = ctl_ok(&sock, &["top", "-d", "0.5", "-n", "3"]);
     let tables: Vec<&str> = out.split("\n\n").filter(|t| !t.trim().is_empty()).collect();

@@ -12,28 +12,21 @@ fn pfilctl_trace_shows_the_link_that_drops_a_packet() {
     let dir = pfil_testnet::TempDir::new("pfild-trace");
     let sock_path = dir.join("ctl").join("t.sock");
     let sock = sock_path.to_str().unwrap().to_owned();
-    let mut p = spawn_pfild(&[
-        "sink",
-        "syn0",
-        "--synthetic",
-        "--hook",
-        "count",
-        "--hook",
-        "drop-udp:53",
-        "--rate",
-        "20000",
-        "--dst-port",
-        "53,80",
-        "--control",
+    let p = spawn_controlled(
+        &[
+            "sink",
+            "syn0",
+            "--synthetic",
+            "--hook",
+            "count",
+            "--hook",
+            "drop-udp:53",
+            "--rate",
+            "20000",
+            "--dst-port",
+            "53,80",
+        ],
         &sock,
-        "--seconds",
-        "30",
-        "--quiet",
-    ]);
-    assert!(
-        p.wait_stderr(&format!("control socket {sock}"), Duration::from_secs(20)),
-        "{}",
-        p.stderr_so_far()
     );
     let before = ctl_json(&sock, &["heads"]);
     let (code, out, err) = pfilctl(&[

@@ -212,6 +212,20 @@ pub fn spawn_pfild(args: &[&str]) -> Proc {
     )
 }
 
+/// Start pfild with `args` and a control socket at `sock` (30 s at most,
+/// no status line); returns once the socket is announced.
+pub fn spawn_controlled(args: &[&str], sock: &str) -> Proc {
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["--control", sock, "--seconds", "30", "--quiet"]);
+    let mut p = spawn_pfild(&all);
+    assert!(
+        p.wait_stderr(&format!("control socket {sock}"), Duration::from_secs(20)),
+        "{}",
+        p.stderr_so_far()
+    );
+    p
+}
+
 /// The configuration the churn tests start from: a counter on the in
 /// head; drop-udp:dns declared, unlinked.
 pub const CHURN_START: &str = r#"# pfild --config: a counter on HEAD in; drop-udp:dns declared, unlinked
