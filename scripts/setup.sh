@@ -20,10 +20,17 @@
 #   dpkg-dev, man-db, systemd - scripts/deb.sh and deb-test.sh: the
 #                       package's library dependencies, its man pages
 #                       rendered, its unit verified (systemd-analyze)
+#   clang, llvm, libbpf-dev - compile the XDP programs of the tests and
+#                       examples (`clang -target bpf`, libbpf's headers)
+#   bpftool, xdp-tools (libxdp1) - xdp-filter's programs
+#                       (/usr/lib/x86_64-linux-gnu/bpf/xdpfilt_*.o) and the
+#                       kernel as the reference (BPF_PROG_TEST_RUN)
+#   nftables, conntrack - Linux's connection tracker, the reference of the
+#                       `ct` hook's oracle test
 # The main job (`pfild ... --synthetic`) needs a Rust toolchain and
 # libpcap-dev (to link the `bpf` filter) only.
 set -euo pipefail
-packages=(build-essential iproute2 procps util-linux ministat dpdk-dev librte-net-af-xdp23 librsvg2-bin valgrind libpcap-dev tcpdump python3-prometheus-client ethtool dpkg-dev man-db systemd)
+packages=(build-essential iproute2 procps util-linux ministat dpdk-dev librte-net-af-xdp23 librsvg2-bin valgrind libpcap-dev tcpdump python3-prometheus-client ethtool dpkg-dev man-db systemd clang llvm libbpf-dev bpftool xdp-tools libxdp1 nftables conntrack)
 
 for tool in cargo rustfmt cargo-clippy; do
     command -v "$tool" >/dev/null || {
