@@ -68,6 +68,26 @@
 //! symmetric RSS set up by pfild are the alternative to measure against.
 //!
 //! # Where this differs from Linux's conntrack
+//! Checked packet by packet: the test `tests/ct_oracle` sends the same
+//! frames (generated cases and real captures) through Linux's conntrack
+//! in namespaces of its own and through this hook, and fails on any
+//! difference not listed here (its allow-list names each with the same
+//! reason). Linux is set up as pf would track: `nf_conntrack_tcp_loose=0`.
+//! - A TCP segment wholly below the receiver's window (old data already
+//!   acknowledged): Linux passes it as `established` without updating
+//!   the flow ("SEQ is under the lower bound", `NFCT_TCP_IGNORE`); pf's
+//!   tracking calls it a bad state: `invalid`.
+//! - Segments (not SYNs) from the originator before any answer (a
+//!   one-sided capture, TCP Fast Open data): Linux's state table calls an
+//!   ACK from the originator in `SYN_SENT` invalid; pf knows no window of
+//!   the responder yet and lets them through: `new`.
+//! - SCTP: Linux has an SCTP state machine and calls chunks outside it
+//!   `invalid`; here SCTP is tracked like other protocols.
+//! - ICMPv6 neighbour discovery and MLD are `untracked` in Linux; here
+//!   they are tracked by address pair, as is every informational ICMP
+//!   message that is not an echo (Linux tracks timestamp, information
+//!   and address-mask requests by identifier and calls other
+//!   informational messages `invalid`).
 //! - State is created for every first packet the hook sees, also when a
 //!   later hook drops it (Linux confirms an entry only when its packet
 //!   leaves): unsolicited traffic takes table entries (`new`, short
@@ -76,11 +96,9 @@
 //!   `nf_conntrack_tcp_loose=1`, picks up mid-stream: here `tcp loose`).
 //! - IP fragments are not reassembled: `untracked` (Linux defragments
 //!   first).
-//! - ICMP messages that are neither echo nor errors (timestamps, router
-//!   and neighbour discovery) are tracked by address pair like other
-//!   protocols; an ICMP error is `related` if it quotes a tracked flow
-//!   and goes back to the quoted packet's sender, without pf's check of
-//!   a quoted TCP sequence number.
+//! - An ICMP error is `related` if it quotes a tracked flow and goes
+//!   back to the quoted packet's sender, without pf's check of a quoted
+//!   TCP sequence number.
 //!
 //! # Reconfiguring
 //! `pfilctl set` (in place, [`Filter::reconfigure`]) and `apply`
