@@ -105,3 +105,23 @@ pub(super) fn filter_batch_ct(v: &Version, pkts: &mut [Packet<'_>], ctx: &Ctx<'_
         }
     }
 }
+
+impl super::Acl {
+    /// How many keep-state flows `expr` matches, and at most `limit` of
+    /// them (`None`: no keep-state table).
+    pub fn list_matching(
+        &self,
+        expr: &crate::ct::StateExpr,
+        limit: usize,
+    ) -> Option<(usize, Vec<crate::ct::StateInfo>)> {
+        let t = self.states.get()?;
+        Some(t.states_matching(crate::ct::DEFAULT_MAX, limit, |s| expr.matches(s)))
+    }
+
+    /// Remove the keep-state flows `expr` matches; how many (`None`: no
+    /// keep-state table).
+    pub fn kill_states(&self, expr: &crate::ct::StateExpr) -> Option<usize> {
+        let t = self.states.get()?;
+        Some(t.kill(crate::ct::DEFAULT_MAX, |s| expr.matches(s)))
+    }
+}

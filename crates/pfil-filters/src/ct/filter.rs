@@ -70,6 +70,17 @@ impl Ct {
         (t.len(), t.states_limited(self.max.load(Relaxed), limit))
     }
 
+    /// How many flows `expr` matches, and at most `limit` of them.
+    pub fn list_matching(&self, expr: &super::StateExpr, limit: usize) -> (usize, Vec<StateInfo>) {
+        self.table
+            .states_matching(self.max.load(Relaxed), limit, |s| expr.matches(s))
+    }
+
+    /// Remove the flows `expr` matches; how many.
+    pub fn kill_states(&self, expr: &super::StateExpr) -> usize {
+        self.table.kill(self.max.load(Relaxed), |s| expr.matches(s))
+    }
+
     fn check(&self, cfg: &CtConfig) -> Result<(), String> {
         if cfg.max > self.table.built_for {
             return Err(format!(
@@ -226,6 +237,11 @@ impl Filter for Ct {
             ),
             FilterStat::counter("inserts", "Flows created.", ins),
             FilterStat::counter("expiries", "Flows removed on expiry.", exp),
+            FilterStat::counter(
+                "killed",
+                "Flows removed by an operator (pfilctl states --kill).",
+                self.table.killed(),
+            ),
             FilterStat::counter(
                 "refused",
                 "New flows refused at the limit (their packets are invalid, reason limit).",

@@ -116,6 +116,7 @@ use pfil::CtState;
 use pfil::{Filter, Packet};
 
 mod config;
+pub mod expr;
 mod filter;
 pub mod flow;
 #[cfg(test)]
@@ -129,6 +130,7 @@ mod tests;
 mod tests_filter;
 
 pub use config::{CtConfig, TcpMode, DEFAULT_MAX, MAX_MAX, SYNTAX};
+pub use expr::StateExpr;
 pub use filter::Ct;
 pub use states::StateInfo;
 
@@ -232,6 +234,8 @@ pub struct Table {
     epoch: Instant,
     /// Per worker: invalid packets by reason, then refused.
     invalid: Box<[CachePadded<[AtomicU64; 8]>]>,
+    /// Flows removed by an operator ([`Table::kill`]).
+    killed: AtomicU64,
 }
 
 impl Table {
@@ -256,6 +260,7 @@ impl Table {
             invalid: (0..workers.max(1))
                 .map(|_| CachePadded::new(Default::default()))
                 .collect(),
+            killed: AtomicU64::new(0),
         }
     }
 

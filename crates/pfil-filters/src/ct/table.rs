@@ -303,6 +303,17 @@ impl Shard {
         removed
     }
 
+    /// Every live entry with its id, copied.
+    pub fn live(&self) -> impl Iterator<Item = (u32, Entry)> + '_ {
+        self.chunks
+            .iter()
+            .flat_map(|c| c.iter())
+            .take(self.used as usize)
+            .enumerate()
+            .filter(|(_, e)| e.flags & LIVE != 0)
+            .map(|(i, e)| (i as u32, *e))
+    }
+
     /// Every live entry.
     pub fn entries(&self) -> impl Iterator<Item = &Entry> {
         self.chunks

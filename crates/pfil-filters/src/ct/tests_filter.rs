@@ -269,11 +269,18 @@ fn a_shared_table_under_four_threads_leaks_nothing() {
 #[test]
 fn a_batch_agrees_with_packet_by_packet() {
     let ctx = Ctx::new("h", Dir::In, 0);
-    let (batched, single) = (Ct::from_config("", 1).unwrap(), Ct::from_config("", 1).unwrap());
+    let (batched, single) = (
+        Ct::from_config("", 1).unwrap(),
+        Ct::from_config("", 1).unwrap(),
+    );
     let mut frames = Vec::new();
     for i in 0..150u16 {
         let f = i % 37;
-        frames.push(if i % 3 == 2 { udp(B, 53, A, 1000 + f) } else { udp(A, 1000 + f, B, 53) });
+        frames.push(if i % 3 == 2 {
+            udp(B, 53, A, 1000 + f)
+        } else {
+            udp(A, 1000 + f, B, 53)
+        });
     }
     frames.push(echo4(B, A, true, 4));
     let mut a: Vec<Vec<u8>> = frames.clone();
@@ -287,7 +294,11 @@ fn a_batch_agrees_with_packet_by_packet() {
     for (i, f) in frames.iter_mut().enumerate() {
         let mut p = Packet::new(f);
         if i % 11 == 5 {
-            assert_eq!(pa[i].ct(), (CtState::Untracked, false), "#{i} was dropped before");
+            assert_eq!(
+                pa[i].ct(),
+                (CtState::Untracked, false),
+                "#{i} was dropped before"
+            );
             continue;
         }
         single.filter(&mut p, &ctx);
