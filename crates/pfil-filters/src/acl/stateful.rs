@@ -38,14 +38,33 @@ pub(super) fn filter_batch_keep(
         }
         let mut k = key_of(p);
         k.ct = p.ct_bits();
-        let m = v.classifier.classify(&k);
+        k.mark = p.mark();
+        let m = v.classify(&k);
         let verdict = v.decide(m, ctx.worker);
+        v.set_mark(m, p);
         if verdict.is_pass() && m.is_some_and(|i| v.rules.rules[i as usize].keep_state) {
             let (st, reply) = t.track(c, len, run, ctx.worker);
             if st != pfil::CtState::Invalid {
                 p.set_ct(st, reply);
             }
         }
+        p.set_verdict(verdict);
+    }
+}
+
+/// The path of a ruleset whose rules match or set marks, packet by
+/// packet: the key with the packet's connection state and mark, the
+/// first matching rule (rule by rule if a rule matches a mark), its
+/// verdict and the mark it sets.
+#[inline(never)]
+pub(super) fn filter_batch_marks(v: &Version, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
+    for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
+        let mut k = key_of(p);
+        k.ct = p.ct_bits();
+        k.mark = p.mark();
+        let m = v.classify(&k);
+        let verdict = v.decide(m, ctx.worker);
+        v.set_mark(m, p);
         p.set_verdict(verdict);
     }
 }
