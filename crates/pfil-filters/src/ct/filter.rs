@@ -81,6 +81,20 @@ impl Ct {
         self.table.kill(self.max.load(Relaxed), |s| expr.matches(s))
     }
 
+    /// `config` for this hook's table (`set`, `apply`): parsed, with
+    /// `max` the table's size when the config does not give one (a
+    /// `set ct:fw --set "tcp loose"` on a hook built with `max 1000`
+    /// keeps 1000, where the default, 100 000, would be refused), and
+    /// refused when it gives more than the table was built for.
+    pub fn parse_keeping(&self, config: &str) -> Result<CtConfig, String> {
+        let mut c = CtConfig::parse(config)?;
+        if !config.split_whitespace().any(|w| w == "max") {
+            c.max = self.table.built_for;
+        }
+        self.check(&c)?;
+        Ok(c)
+    }
+
     fn check(&self, cfg: &CtConfig) -> Result<(), String> {
         if cfg.max > self.table.built_for {
             return Err(format!(
@@ -177,16 +191,21 @@ impl Filter for Ct {
         Some(format!("ct:{}", self.config()))
     }
 
-    /// A new config in place; the states stay.
+    /// A new config in place; the states stay. A config without `max`
+    /// keeps the table's size (the `max` it was built with), not the
+    /// default: see [`Ct::parse_keeping`].
     fn reconfigure(&self, config: &str) -> Option<Result<(), String>> {
-        let cfg = match CtConfig::parse(config).and_then(|c| self.check(&c).map(|()| c)) {
+        let cfg = match self.parse_keeping(config) {
             Ok(c) => c,
             Err(e) => return Some(Err(e)),
         };
         self.max.store(cfg.max, Relaxed);
         self.loose.store(cfg.tcp == TcpMode::Loose, Relaxed);
         self.drop_invalid.store(cfg.drop_invalid, Relaxed);
-        self.bare.store(config.trim().is_empty(), Relaxed);
+        self.bare.store(
+            config.trim().is_empty() && cfg == CtConfig::default(),
+            Relaxed,
+        );
         *self.config.lock().unwrap_or_else(|e| e.into_inner()) = cfg;
         Some(Ok(()))
     }
@@ -194,15 +213,14 @@ impl Filter for Ct {
     /// A new filter with this config sharing this one's table (and so
     /// every state); this one is unchanged.
     fn derive(&self, config: &str) -> Option<Result<Arc<dyn Filter>, String>> {
-        Some(
-            CtConfig::parse(config)
-                .and_then(|c| self.check(&c).map(|()| c))
-                .map(|c| {
-                    let ct = Ct::with_table(self.table.clone(), c);
-                    ct.bare.store(config.trim().is_empty(), Relaxed);
-                    Arc::new(ct) as Arc<dyn Filter>
-                }),
-        )
+        Some(self.parse_keeping(config).map(|c| {
+            let ct = Ct::with_table(self.table.clone(), c);
+            ct.bare.store(
+                config.trim().is_empty() && c == CtConfig::default(),
+                Relaxed,
+            );
+            Arc::new(ct) as Arc<dyn Filter>
+        }))
     }
 
     /// `Some(self)`: a control plane lists the states

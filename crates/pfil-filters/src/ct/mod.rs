@@ -103,7 +103,8 @@
 //! # Reconfiguring
 //! `pfilctl set` (in place, [`Filter::reconfigure`]) and `apply`
 //! ([`Filter::derive`]: the new filter shares the table) keep every
-//! state; `max` may change up to the `max` the table was built with.
+//! state; `max` may change up to the `max` the table was built with,
+//! and a config without `max` keeps that size (not the default).
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};

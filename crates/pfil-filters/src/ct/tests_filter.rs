@@ -111,9 +111,22 @@ fn states_survive_set_and_apply() {
     assert!(e.contains("over the 1000 flows"), "{e}");
     assert!(ct.derive("max 2000").unwrap().is_err());
     assert!(ct.reconfigure("max nope").unwrap().is_err());
-    // A config without `max` means the default (100 000): over it too.
-    assert!(ct.reconfigure("").unwrap().is_err());
+    // A config without `max` keeps the table's size (not the default,
+    // 100 000, which the table could not hold), and says so in its spec.
+    ct.reconfigure("max 600").unwrap().unwrap();
+    ct.reconfigure("tcp loose").unwrap().unwrap();
     assert_eq!(ct.config().max, 1000);
+    assert_eq!(ct.spec().unwrap(), "ct:max 1000 tcp loose");
+    ct.reconfigure("").unwrap().unwrap();
+    assert_eq!(ct.spec().unwrap(), "ct:max 1000 tcp strict");
+    let d = ct.derive("drop-invalid").unwrap().unwrap();
+    assert_eq!(d.spec().unwrap(), "ct:max 1000 tcp strict drop-invalid");
+    assert_eq!(ct.states().len(), 1);
+    // On a default-sized table, an empty config is still the bare `ct`.
+    let dflt = Ct::from_config("", 1).unwrap();
+    dflt.reconfigure("tcp loose").unwrap().unwrap();
+    dflt.reconfigure("").unwrap().unwrap();
+    assert_eq!(dflt.spec().unwrap(), "ct");
 }
 
 #[test]
