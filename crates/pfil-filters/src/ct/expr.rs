@@ -44,7 +44,7 @@ enum Match {
     State(String),
 }
 
-/// The words that start a [`Match`] (a caller telling a hook name from
+/// The words that start a match (a caller telling a hook name from
 /// an expression looks at the first word).
 pub const KEYWORDS: &[&str] = &[
     "all", "not", "proto", "src", "dst", "host", "sport", "dport", "port", "state",

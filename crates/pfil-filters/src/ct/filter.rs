@@ -139,8 +139,8 @@ impl Filter for Ct {
 
     /// One clock read for the batch; the packets classified and hashed
     /// first, a chunk at a time, then looked up and updated each under
-    /// its flow's shard lock, the index slot of the packet [`AHEAD`]
-    /// places on and the entry of the one [`AHEAD`]`/2` on prefetched
+    /// its flow's shard lock, the index slot of the packet 8
+    /// places on and the entry of the one 4 on prefetched
     /// meanwhile (as VPP does with a burst), so that with a table larger
     /// than the caches the misses overlap.
     fn filter_batch(&self, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
