@@ -74,7 +74,12 @@
 //! frames (generated cases and real captures) through Linux's conntrack
 //! in namespaces of its own and through this hook, and fails on any
 //! difference not listed here (its allow-list names each with the same
-//! reason). Linux is set up as pf would track: `nf_conntrack_tcp_loose=0`.
+//! reason), once per TCP mode: `tcp strict` against Linux with
+//! `nf_conntrack_tcp_loose=0`, `tcp loose` against `=1`.
+//! - `tcp loose` is flags only (VPP's): a segment or RST outside the
+//!   window passes on its flow; Linux's loose mode only picks flows up
+//!   mid-stream and still checks windows. It also picks a flow up from a
+//!   FIN-ACK, where Linux's takes an ACK without FIN only.
 //! - A TCP segment wholly below the receiver's window (old data already
 //!   acknowledged): Linux passes it as `established` without updating
 //!   the flow ("SEQ is under the lower bound", `NFCT_TCP_IGNORE`); pf's

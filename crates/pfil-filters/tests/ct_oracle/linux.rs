@@ -216,6 +216,15 @@ impl Oracle {
         }
     }
 
+    /// Linux's TCP pick-up: mid-stream too (`nf_conntrack_tcp_loose=1`,
+    /// against the hook's `tcp loose`) or from a SYN only (`=0`, against
+    /// `tcp strict`). Flushes the table.
+    pub fn set_tcp_loose(&self, loose: bool) {
+        let v = format!("net.netfilter.nf_conntrack_tcp_loose={}", u8::from(loose));
+        self.router.exec(&["sysctl", "-qw", &v]);
+        self.flush();
+    }
+
     /// Forget every flow (between cases).
     pub fn flush(&self) {
         // `conntrack -F` exits 1 when the table was empty on some
