@@ -29,7 +29,9 @@
 //!            [ "proto" proto ] ( "all" | [ "from" endpoint ] [ "to" endpoint ] )
 //!            [ "flags" FLAGS ] [ "icmp-type" U8 [ "code" U8 ] | "icmp-code" U8 ]
 //!            [ "ct" "state" STATE { "," STATE } ] [ "ct" "dir" ( "original" | "reply" ) ]
-//!            [ "keep" "state" ] ;  (* pass rules only *)
+//!            [ "mark" MARK [ "/" MARK ] ] [ "keep" "state" ]  (* keep state: pass rules only *)
+//!            [ "set" "mark" MARK ] ;
+//! MARK     = U32 | "0x" HEX ;  (* mark V/M: the packet's mark & M == V *)
 //! STATE    = "new" | "established" | "related" | "invalid" | "untracked" ;
 //! action   = "pass" | "drop" | "block" ;
 //! family   = "inet" | "inet6" | "arp" | "ethertype" HEX16 ;

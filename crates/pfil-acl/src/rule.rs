@@ -60,6 +60,9 @@ pub struct Key {
     /// `UNTRACKED` = 0 to `INVALID` = 4), bit 7 set in the reply
     /// direction. 0 (untracked, original) when no tracker ran.
     pub ct: u8,
+    /// The packet's mark (pfil's `Packet::mark`, set by an earlier hook
+    /// or an earlier rule's `set mark`); 0 when none was set.
+    pub mark: u32,
 }
 
 /// Connection states as [`Rule::ct_state`] bits and [`Key::ct`] values.
@@ -246,6 +249,12 @@ pub struct Rule {
     /// creates a state, and later packets of its flow, both ways, pass
     /// on that state without the rules (the `acl` filter's tracker).
     pub keep_state: bool,
+    /// The mark the packet must carry, `(value, mask)`: `mark & mask ==
+    /// value` (`mark 0x10`, `mark 0x10/0xf0`); `None`: any.
+    pub mark: Option<(u32, u32)>,
+    /// The mark a packet this rule matches is given (`set mark 0x10`),
+    /// for later hooks (and later `mark` matches of later hooks).
+    pub set_mark: Option<u32>,
 }
 
 impl Rule {
@@ -267,6 +276,8 @@ impl Rule {
             ct_state: 0,
             ct_dir: None,
             keep_state: false,
+            mark: None,
+            set_mark: None,
         }
     }
 
@@ -336,6 +347,7 @@ impl Rule {
             && k.tcp_flags & self.tcp_flags.1 == self.tcp_flags.0
             && self.icmp_type.is_none_or(|t| t == k.icmp_type)
             && self.icmp_code.is_none_or(|c| c == k.icmp_code)
+            && self.mark.is_none_or(|(v, m)| k.mark & m == v)
             && self.ct_matches(k.ct)
     }
 
@@ -375,6 +387,9 @@ impl Rule {
         }
         if self.keep_state && self.action != Action::Pass {
             return Err("`keep state` on a rule that does not pass".into());
+        }
+        if self.mark.is_some_and(|(v, m)| v & !m != 0) {
+            return Err("mark value has bits outside its mask".into());
         }
         if self.ct_state & !0x1f != 0 {
             return Err("connection state bits beyond `invalid`".into());

@@ -281,6 +281,22 @@ fn rule(l: &mut Line<'_>, action: Action) -> Result<Rule, ParseError> {
             _ => return Err(l.err(t, E_CT_DIR)),
         });
     }
+    if l.eat("mark") {
+        let t = l.next(E_MARK)?;
+        let (v, m) = match t.s.split_once('/') {
+            Some((v, m)) => (v, Some(m)),
+            None => (t.s, None),
+        };
+        let v = mark_number(v).ok_or_else(|| l.err(t, E_MARK))?;
+        let m = match m {
+            Some(m) => mark_number(m).ok_or_else(|| l.err(t, E_MARK))?,
+            None => u32::MAX,
+        };
+        if v & !m != 0 {
+            return Err(l.err(t, "a mark whose value has no bits outside its mask"));
+        }
+        r.mark = Some((v, m));
+    }
     if l.peek() == Some("keep") {
         let t = l.toks[l.pos];
         l.pos += 1;
@@ -293,16 +309,36 @@ fn rule(l: &mut Line<'_>, action: Action) -> Result<Rule, ParseError> {
         }
         r.keep_state = true;
     }
+    if l.peek() == Some("set") {
+        l.pos += 1;
+        if !l.eat("mark") {
+            let n = l.next("`mark` after `set`")?;
+            return Err(l.err(n, "`mark` after `set`"));
+        }
+        let t = l.next(E_SET_MARK)?;
+        r.set_mark = Some(mark_number(t.s).ok_or_else(|| l.err(t, E_SET_MARK))?);
+    }
     if let Some(&t) = l.toks.get(l.pos) {
         return Err(l.err(
             t,
-            "`count`, `inet`, `inet6`, `arp`, `ethertype`, `vlan`, `proto`, `all`, `from`, `to`, `flags`, `icmp-type`, `icmp-code`, `ct state`, `ct dir`, `keep state` (in this order) or end of line",
+            "`count`, `inet`, `inet6`, `arp`, `ethertype`, `vlan`, `proto`, `all`, `from`, `to`, `flags`, `icmp-type`, `icmp-code`, `ct state`, `ct dir`, `mark`, `keep state`, `set mark` (in this order) or end of line",
         ));
     }
     r.validate()
         .map_err(|e| l.err(first, &format!("a consistent rule ({e})")))?;
     Ok(r)
 }
+
+/// A mark: decimal or `0x` hexadecimal, 32 bits.
+fn mark_number(s: &str) -> Option<u32> {
+    match s.strip_prefix("0x") {
+        Some(h) => u32::from_str_radix(h, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+const E_MARK: &str = "a mark (0 to 0xffffffff, decimal or 0x hex, optionally /MASK)";
+const E_SET_MARK: &str = "a mark to set (0 to 0xffffffff, decimal or 0x hex)";
 
 fn endpoint(l: &mut Line<'_>) -> Result<(Addr, (u16, u16)), ParseError> {
     let mut addr = Addr::Any;
@@ -448,8 +484,18 @@ fn rule_text(r: &Rule) -> String {
             if reply { "reply" } else { "original" }
         ));
     }
+    if let Some((v, m)) = r.mark {
+        if m == u32::MAX {
+            w.push(format!("mark {v:#x}"));
+        } else {
+            w.push(format!("mark {v:#x}/{m:#x}"));
+        }
+    }
     if r.keep_state {
         w.push("keep state".into());
+    }
+    if let Some(v) = r.set_mark {
+        w.push(format!("set mark {v:#x}"));
     }
     w.join(" ")
 }

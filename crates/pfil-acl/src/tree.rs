@@ -450,6 +450,7 @@ impl KeyV4 {
             icmp_code: self.icmp_code,
             has: self.has | has::IP,
             ct: 0,
+            mark: 0,
         }
     }
 

@@ -99,15 +99,32 @@ enum Cmd {
     },
     /// The flows a `ct` hook tracks, like `pfctl -ss` / `conntrack -L`:
     /// protocol, originator and responder, state, age, expiry, packets
-    /// and bytes each way (originator:responder)
+    /// and bytes each way (originator:responder); with an EXPR only the
+    /// flows it matches; with --kill, remove them (`pfctl -k`,
+    /// `conntrack -D`).
+    ///
+    /// EXPR: MATCH [and MATCH]..., each MATCH optionally preceded by
+    /// `not`: `all`; `proto tcp|udp|icmp|icmp6|N`; `src|dst|host [net]
+    /// ADDR[/LEN]` (src: the originator, dst: the responder, host:
+    /// either); `sport|dport|port N`; `state NAME` (new, established, or
+    /// a TCP side's state as listed: syn_sent, fin_wait_2, closed, ...).
+    /// E.g. `pfilctl states ct proto tcp and dst net 198.18.1.0/24`,
+    /// `pfilctl states --kill src 198.18.0.7`.
     #[command(alias = "ss")]
     States {
-        /// Only this hook (an error if it is not `ct`) [default: every
-        /// `ct` hook]
-        hook: Option<String>,
+        /// [HOOK] [EXPR...]: only this hook (an error if it keeps no
+        /// states) [default: every `ct` hook and keep-state acl]; a first
+        /// word that starts an EXPR (all, not, proto, src, dst, host,
+        /// sport, dport, port, state) is not a hook
+        #[arg(value_name = "HOOK|EXPR")]
+        args: Vec<String>,
         /// List at most N states per hook (the total is always given)
         #[arg(long, value_name = "N", default_value_t = 10_000)]
         limit: usize,
+        /// Remove the states EXPR matches (an EXPR is required: `all`
+        /// for every one); a write: needs write access
+        #[arg(long)]
+        kill: bool,
     },
     /// Live per-link cost, like top(1): packets/s, drops/s, ns/packet
     /// (from the timed batches) and the share of a CPU each link takes,
@@ -676,13 +693,25 @@ fn request(cmd: &Cmd) -> Result<(&'static str, Value), String> {
             "filter_stats",
             hook.as_ref().map_or(Value::Null, |h| json!({"hook": h})),
         ),
-        Cmd::States { hook, limit } => (
-            "states",
-            match hook {
-                Some(h) => json!({"hook": h, "limit": limit}),
-                None => json!({"limit": limit}),
-            },
-        ),
+        Cmd::States { args, limit, kill } => {
+            let (hook, expr) = states_args(args);
+            let mut p = json!({});
+            if let Some(h) = hook {
+                p["hook"] = json!(h);
+            }
+            if *kill {
+                let expr = expr.ok_or(
+                    "states --kill: an expression is required (`all` removes every state)",
+                )?;
+                p["expr"] = json!(expr);
+                return Ok(("kill_states", p));
+            }
+            p["limit"] = json!(limit);
+            if let Some(e) = expr {
+                p["expr"] = json!(e);
+            }
+            ("states", p)
+        }
         Cmd::Sampling { every } => ("sampling", json!({"every": every})),
         Cmd::Capture {
             head,
@@ -933,6 +962,17 @@ fn human(cmd: &Cmd, r: &Value) -> String {
             format!("{}generation {generation}\n", table(&rows))
         }
         Cmd::Rules { .. } => rules(r),
+        Cmd::States { kill: true, .. } => {
+            let mut o = String::new();
+            for h in arr(r, "hooks") {
+                o.push_str(&format!(
+                    "hook {}: {} states killed\n",
+                    text(&h["hook"]),
+                    text(&h["killed"])
+                ));
+            }
+            o
+        }
         Cmd::States { .. } => states(r),
         Cmd::Reload => {
             let diff = arr(r, "diff");
@@ -1036,6 +1076,19 @@ fn human(cmd: &Cmd, r: &Value) -> String {
 /// `rules`: the `rule_hits` of every hook as one table (HOOK, RULE,
 /// HITS, TEXT, in rule order), then every other stat (HOOK, STAT,
 /// LABELS, VALUE).
+/// `pfilctl states` words: the hook (a first word that does not start an
+/// expression) and the expression (the rest, joined), each if given.
+fn states_args(args: &[String]) -> (Option<&str>, Option<String>) {
+    let (hook, rest) = match args.first() {
+        Some(w) if !pfil_filters::ct::expr::KEYWORDS.contains(&w.as_str()) => {
+            (Some(w.as_str()), &args[1..])
+        }
+        _ => (None, args),
+    };
+    let expr = (!rest.is_empty()).then(|| rest.join(" "));
+    (hook, expr)
+}
+
 /// `states`: one table per `ct` hook, originator first.
 fn states(r: &Value) -> String {
     let mut o = String::new();

@@ -34,8 +34,18 @@ pub const READ_METHODS: &[&str] = &[
 /// The methods that change the configuration (`apply` even as a dry run:
 /// planning builds filters).
 pub const WRITE_METHODS: &[&str] = &[
-    "add", "set", "del", "link", "unlink", "apply", "sampling", "capture", "reap", "reload",
+    "add",
+    "set",
+    "del",
+    "link",
+    "unlink",
+    "apply",
+    "sampling",
+    "capture",
+    "reap",
+    "reload",
     "trace",
+    "kill_states",
 ];
 
 /// What the methods work on.
@@ -75,6 +85,14 @@ struct FilterStatsParams {
 struct StatesParams {
     hook: Option<String>,
     limit: Option<usize>,
+    expr: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KillStatesParams {
+    hook: Option<String>,
+    expr: String,
 }
 
 /// Most states one `states` reply lists by default.
@@ -363,7 +381,13 @@ pub fn filter_stats(reg: &Registry, hook: Option<&str>) -> Result<Value, RpcErro
 /// # Errors
 /// `no_such_hook`; `not_a_tracker` for a hook whose filter is not `ct`;
 /// `invalid_params` for a `limit` over [`MAX_STATES_LIMIT`].
-pub fn states(reg: &Registry, hook: Option<&str>, limit: Option<usize>) -> Result<Value, RpcError> {
+pub fn states(
+    reg: &Registry,
+    hook: Option<&str>,
+    limit: Option<usize>,
+    expr: Option<&str>,
+) -> Result<Value, RpcError> {
+    let expr = expr.map(state_expr).transpose()?;
     let limit = limit.unwrap_or(DEFAULT_STATES_LIMIT);
     if limit > MAX_STATES_LIMIT {
         return Err(RpcError::new(
@@ -382,10 +406,16 @@ pub fn states(reg: &Registry, hook: Option<&str>, limit: Option<usize>) -> Resul
         let f = reg.hook_filter(&name).map_err(|e| registry_error(&e))?;
         let any = f.as_any();
         let found = if let Some(ct) = any.and_then(|a| a.downcast_ref::<pfil_filters::Ct>()) {
-            Some(ct.list_states(limit))
+            Some(match &expr {
+                Some(x) => ct.list_matching(x, limit),
+                None => ct.list_states(limit),
+            })
         } else {
             any.and_then(|a| a.downcast_ref::<pfil_filters::Acl>())
-                .and_then(|a| a.list_states(limit))
+                .and_then(|a| match &expr {
+                    Some(x) => a.list_matching(x, limit),
+                    None => a.list_states(limit),
+                })
         };
         let Some((total, all)) = found else {
             if hook.is_some() {
@@ -417,6 +447,51 @@ pub fn states(reg: &Registry, hook: Option<&str>, limit: Option<usize>) -> Resul
         hooks.push(json!({"hook": name, "total": total, "states": rows}));
     }
     Ok(json!({"generation": generation, "hooks": hooks}))
+}
+
+fn state_expr(text: &str) -> Result<pfil_filters::ct::StateExpr, RpcError> {
+    pfil_filters::ct::StateExpr::parse(text)
+        .map_err(|e| RpcError::new(code::INVALID_PARAMS, "invalid_params", format!("expr: {e}")))
+}
+
+/// The `kill_states` result: the flows `expr` matched and removed, per
+/// hook (one hook, or every `ct` hook and `acl` with keep state).
+///
+/// # Errors
+/// `invalid_params` for a bad expression; `no_such_hook`;
+/// `not_a_tracker`.
+pub fn kill_states(reg: &Registry, hook: Option<&str>, expr: &str) -> Result<Value, RpcError> {
+    let expr = state_expr(expr)?;
+    let names: Vec<String> = match hook {
+        Some(h) => vec![h.to_owned()],
+        None => reg.hooks().into_iter().map(|h| h.name).collect(),
+    };
+    let mut hooks = Vec::new();
+    for name in names {
+        let f = reg.hook_filter(&name).map_err(|e| registry_error(&e))?;
+        let any = f.as_any();
+        let killed = if let Some(ct) = any.and_then(|a| a.downcast_ref::<pfil_filters::Ct>()) {
+            Some(ct.kill_states(&expr))
+        } else {
+            any.and_then(|a| a.downcast_ref::<pfil_filters::Acl>())
+                .and_then(|a| a.kill_states(&expr))
+        };
+        match killed {
+            Some(n) => {
+                tracing::info!(target: "pfil_ctl", hook = %name, killed = n, "control: states killed");
+                hooks.push(json!({"hook": name, "killed": n}));
+            }
+            None if hook.is_some() => {
+                return Err(RpcError::new(
+                    code::REGISTRY,
+                    "not_a_tracker",
+                    format!("hook `{name}` keeps no states: its filter is not `ct` (nor an `acl` with `keep state` rules)"),
+                ))
+            }
+            None => {}
+        }
+    }
+    Ok(json!({"generation": reg.generation(), "hooks": hooks}))
 }
 
 impl Target {
@@ -527,7 +602,11 @@ impl Target {
             }
             "states" => {
                 let sp = params::<StatesParams>(method, p)?;
-                states(reg, sp.hook.as_deref(), sp.limit)
+                states(reg, sp.hook.as_deref(), sp.limit, sp.expr.as_deref())
+            }
+            "kill_states" => {
+                let kp = params::<KillStatesParams>(method, p)?;
+                kill_states(reg, kp.hook.as_deref(), &kp.expr)
             }
             "sampling" => {
                 let sp = params::<SamplingParams>(method, p)?;

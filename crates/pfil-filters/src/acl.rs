@@ -98,6 +98,11 @@ struct Version {
     /// A rule has `keep state`: packets are looked up in the filter's
     /// state table first.
     keep: bool,
+    /// A rule matches or sets a mark: the marks path (rule by rule when
+    /// a rule matches one, since the trees do not look at marks).
+    marks: bool,
+    /// A rule matches a mark.
+    mark_match: bool,
 }
 
 /// `SEG` counters of one worker, on cache lines of its own, so workers
@@ -216,6 +221,8 @@ impl Version {
     ) -> Version {
         let classifier = CtClassifier::new(&rules);
         let keep = rules.rules.iter().any(|r| r.keep_state);
+        let mark_match = rules.rules.iter().any(|r| r.mark.is_some());
+        let marks = mark_match || rules.rules.iter().any(|r| r.set_mark.is_some());
         let mut carried = carried.into_iter();
         let leases: Vec<Option<Arc<Lease>>> = rules
             .rules
@@ -239,6 +246,8 @@ impl Version {
             leases,
             default_lease,
             keep,
+            marks,
+            mark_match,
         }
     }
 
@@ -265,6 +274,28 @@ impl Version {
             })
             .collect();
         (carried, Some(self.default_lease.clone()))
+    }
+
+    /// The first rule matching `k` (its `ct` and `mark` included).
+    #[inline]
+    fn classify(&self, k: &pfil_acl::Key) -> Option<u32> {
+        if self.mark_match {
+            return self
+                .rules
+                .rules
+                .iter()
+                .position(|r| r.matches(k) && r.ct_matches(k.ct))
+                .map(|i| i as u32);
+        }
+        self.classifier.classify(k)
+    }
+
+    /// Give `p` the mark rule `m` sets, if it sets one.
+    #[inline]
+    fn set_mark(&self, m: Option<u32>, p: &mut Packet<'_>) {
+        if let Some(v) = m.and_then(|i| self.rules.rules.get(i as usize)?.set_mark) {
+            p.set_mark(v);
+        }
     }
 
     /// The verdict for a classification result, counting the hit.
@@ -750,6 +781,10 @@ impl Filter for Acl {
                 return pkt.verdict();
             }
         }
+        if v.marks {
+            filter_batch_marks(&v, std::slice::from_mut(pkt), ctx);
+            return pkt.verdict();
+        }
         let mut k = key_of(pkt);
         k.ct = pkt.ct_bits();
         let m = v.classifier.classify(&k);
@@ -765,6 +800,9 @@ impl Filter for Acl {
             if let Some(t) = self.states.get() {
                 return filter_batch_keep(&v, t, pkts, ctx);
             }
+        }
+        if v.marks {
+            return filter_batch_marks(&v, pkts, ctx);
         }
         if v.classifier.uses_ct() {
             return filter_batch_ct(&v, pkts, ctx);
@@ -890,7 +928,7 @@ impl std::fmt::Debug for Acl {
 mod stateful;
 #[cfg(test)]
 mod stateful_tests;
-use stateful::{filter_batch_ct, filter_batch_keep};
+use stateful::{filter_batch_ct, filter_batch_keep, filter_batch_marks};
 
 #[cfg(test)]
 mod tests {

@@ -189,6 +189,11 @@ pub struct GenConfig {
     /// replayed: `pfild --pcap`), in order, round robin; `size`, the
     /// addresses and the ports are then unused.
     pub replay: Option<Arc<Vec<Vec<u8>>>>,
+    /// Traffic of this many UDP flows in both directions (0: off; the
+    /// synthetic port only, see [`crate::flows`]): first one frame each
+    /// way of every flow, in order (the flows set up), then the flows in
+    /// a scattered order, each a frame each way (established traffic).
+    pub flows: u32,
 }
 
 impl Default for GenConfig {
@@ -205,6 +210,7 @@ impl Default for GenConfig {
             dst_ports: vec![9],
             window: None,
             replay: None,
+            flows: 0,
         }
     }
 }

@@ -105,6 +105,7 @@
 
 mod config;
 mod error;
+pub mod flows;
 mod loops;
 mod outbox;
 mod port;

@@ -64,6 +64,8 @@ pub struct SyntheticPort {
     origin: Origin,
     templates: Arc<Vec<Vec<u8>>>,
     next: usize,
+    /// Many-flow traffic ([`GenConfig::flows`]): rewrites each frame.
+    flows: Option<crate::flows::FlowGen>,
     /// Bytes of every frame buffer.
     frame_size: usize,
     /// Frames of the pool not allocated yet (made on first use, so a pool
@@ -128,6 +130,15 @@ impl SyntheticPort {
             names: names.iter().map(|&n| n.to_owned()).collect(),
             pool,
             origin,
+            flows: (gen.flows > 0 && gen.replay.is_none()).then(|| {
+                let port = gen.dst_ports.first().copied().unwrap_or(9);
+                crate::flows::FlowGen::new(
+                    gen.flows,
+                    gen.src_ip.octets(),
+                    gen.dst_ip.octets(),
+                    port,
+                )
+            }),
             templates,
             next: 0,
             frame_size,
@@ -210,9 +221,12 @@ impl Port for SyntheticPort {
         while n < want {
             let Some(mut f) = self.take_free() else { break };
             let t = &self.templates[self.next];
-            self.next = (self.next + 1) % self.templates.len();
             f.buf[..t.len()].copy_from_slice(t);
             f.len = t.len() as u32;
+            match &mut self.flows {
+                Some(g) => g.write(&mut f.buf[..t.len()]),
+                None => self.next = (self.next + 1) % self.templates.len(),
+            }
             out.push(f);
             n += 1;
         }

@@ -402,6 +402,13 @@ struct GenOpts {
     #[arg(long, value_name = "P[,P..]", global = true, value_parser = ports,
           help = dst_ports_default())]
     dst_port: Option<Ports>,
+    /// --synthetic: N UDP flows both ways (flow f: from --src-ip plus f/16384
+    /// in the third octet, port 1024 + f%16384, to --dst-ip, the first
+    /// --dst-port): first a frame each way of every flow in order (the
+    /// flows set up), then the flows in a scattered order, a frame each
+    /// way (established traffic) [default: off]
+    #[arg(long, value_name = "N", global = true, value_parser = positive_u32)]
+    flows: Option<u32>,
     /// afxdp|xdp-live: send from an AF_XDP socket through the out head, or
     /// let the kernel generate (BPF_PROG_RUN with live frames, Linux >= 5.18;
     /// no hooks) [default: afxdp]
@@ -493,6 +500,7 @@ impl Args {
             || g.dst_ip.is_some()
             || g.src_port.is_some()
             || g.dst_port.is_some()
+            || g.flows.is_some()
             || g.engine.is_some();
         let g_built_opts = g.size.is_some()
             || g.src_mac.is_some()
@@ -521,6 +529,7 @@ impl Args {
             dst_ip: g.dst_ip.unwrap_or(d.dst_ip),
             src_port: g.src_port.unwrap_or(d.src_port),
             dst_ports: g.dst_port.map_or(d.dst_ports, |p| p.0),
+            flows: g.flows.unwrap_or(0),
             ..GenConfig::default()
         };
         let a = Args {
@@ -562,6 +571,9 @@ impl Args {
                 (None, false) => Control::Default,
             },
         };
+        if a.gen.flows > 0 && (!a.synthetic || a.pcap.is_some()) {
+            return usage("--flows applies to --synthetic only (not to `gen`, nor with --pcap)");
+        }
         if a.gen_opts_given && !a.synthetic && !matches!(a.mode, Mode::Gen { .. }) {
             return usage("generator options (--rate, --size, --src-*, --dst-*) apply to `gen` and to --synthetic only");
         }

@@ -275,3 +275,69 @@ fn pfilctl_states_lists_the_flows_and_set_keeps_them() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `pfilctl states [HOOK] EXPR` lists the flows an expression matches
+/// (with or without a hook named first), `--kill EXPR` removes them and
+/// counts them (`killed`), a bad expression is an error naming the word,
+/// and `--kill` wants an expression.
+#[test]
+fn pfilctl_states_by_expression_and_kill() {
+    use std::time::Duration;
+    let d = pfil_testnet::TempDir::new("pfild-ct-kill");
+    let sock = d.join("ctl").join("ct.sock").to_str().unwrap().to_owned();
+    // 100 flows from 198.18.0.1:1024-1123 to 198.18.0.2:9, set up within
+    // the first second, then each seen once a second both ways.
+    #[rustfmt::skip]
+    let p = spawn_controlled(
+        &["sink", "syn0", "--synthetic", "--flows", "100", "--rate", "200", "--hook", "ct:max 1000"],
+        &sock,
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    let total = |args: &[&str]| {
+        let mut a = vec!["states"];
+        a.extend_from_slice(args);
+        let j = ctl_json(&sock, &a);
+        j["hooks"][0]["total"].as_u64().unwrap()
+    };
+    assert_eq!(total(&["ct:1", "sport", "1030"]), 1);
+    assert_eq!(total(&["sport", "1030", "and", "dst", "198.18.0.2"]), 1);
+    assert_eq!(
+        total(&["ct:1", "src", "net", "198.18.0.0/24", "and", "dport", "9"]),
+        100
+    );
+    assert_eq!(total(&["ct:1", "proto", "tcp"]), 0);
+    assert_eq!(
+        total(&["ct:1", "not", "sport", "1030", "and", "proto", "udp"]),
+        99
+    );
+    assert_eq!(total(&["ct:1", "state", "established"]), 100);
+    let (code, _, err) = pfilctl(&["--socket", &sock, "states", "ct:1", "port", "http"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("`http` is not a port number"), "{err}");
+    let (code, _, err) = pfilctl(&["--socket", &sock, "states", "--kill"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("an expression is required"), "{err}");
+    let one = ctl_json(&sock, &["states", "--kill", "ct:1", "sport", "1030"]);
+    assert_eq!(one["hooks"][0]["killed"], 1, "{one}");
+    let text = ctl_ok(&sock, &["states", "--kill", "all"]);
+    let n: u64 = text
+        .trim()
+        .strip_prefix("hook ct:1: ")
+        .and_then(|t| t.strip_suffix(" states killed"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!((99..=100).contains(&n), "{text}");
+    let rules = ctl_ok(&sock, &["rules", "ct:1"]);
+    let killed = rules
+        .lines()
+        .find(|l| l.contains("killed"))
+        .unwrap_or_else(|| panic!("{rules}"));
+    assert!(killed.contains(&(n + 1).to_string()), "{rules}");
+    p.signal(libc::SIGINT);
+    let out = p.wait_output(Duration::from_secs(20));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

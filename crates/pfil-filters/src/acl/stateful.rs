@@ -38,14 +38,33 @@ pub(super) fn filter_batch_keep(
         }
         let mut k = key_of(p);
         k.ct = p.ct_bits();
-        let m = v.classifier.classify(&k);
+        k.mark = p.mark();
+        let m = v.classify(&k);
         let verdict = v.decide(m, ctx.worker);
+        v.set_mark(m, p);
         if verdict.is_pass() && m.is_some_and(|i| v.rules.rules[i as usize].keep_state) {
             let (st, reply) = t.track(c, len, run, ctx.worker);
             if st != pfil::CtState::Invalid {
                 p.set_ct(st, reply);
             }
         }
+        p.set_verdict(verdict);
+    }
+}
+
+/// The path of a ruleset whose rules match or set marks, packet by
+/// packet: the key with the packet's connection state and mark, the
+/// first matching rule (rule by rule if a rule matches a mark), its
+/// verdict and the mark it sets.
+#[inline(never)]
+pub(super) fn filter_batch_marks(v: &Version, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
+    for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
+        let mut k = key_of(p);
+        k.ct = p.ct_bits();
+        k.mark = p.mark();
+        let m = v.classify(&k);
+        let verdict = v.decide(m, ctx.worker);
+        v.set_mark(m, p);
         p.set_verdict(verdict);
     }
 }
@@ -103,5 +122,25 @@ pub(super) fn filter_batch_ct(v: &Version, pkts: &mut [Packet<'_>], ctx: &Ctx<'_
                 pkts[sub_idx[j]].set_verdict(verdict);
             }
         }
+    }
+}
+
+impl super::Acl {
+    /// How many keep-state flows `expr` matches, and at most `limit` of
+    /// them (`None`: no keep-state table).
+    pub fn list_matching(
+        &self,
+        expr: &crate::ct::StateExpr,
+        limit: usize,
+    ) -> Option<(usize, Vec<crate::ct::StateInfo>)> {
+        let t = self.states.get()?;
+        Some(t.states_matching(crate::ct::DEFAULT_MAX, limit, |s| expr.matches(s)))
+    }
+
+    /// Remove the keep-state flows `expr` matches; how many (`None`: no
+    /// keep-state table).
+    pub fn kill_states(&self, expr: &crate::ct::StateExpr) -> Option<usize> {
+        let t = self.states.get()?;
+        Some(t.kill(crate::ct::DEFAULT_MAX, |s| expr.matches(s)))
     }
 }

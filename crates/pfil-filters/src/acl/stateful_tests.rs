@@ -218,3 +218,72 @@ fn keep_state_lets_replies_back_and_nothing_else() {
     let s = acl.stats();
     assert!(s.iter().any(|x| x.name == "states"), "{s:?}");
 }
+
+/// `set mark` marks what a rule matches (pass or drop), a later acl's
+/// `mark V[/M]` matches it, a ruleset with marks keeps first-match order
+/// (a rule whose mark does not match is skipped), and `ct state` works
+/// with marks; the text round-trips.
+#[test]
+fn marks_are_set_by_one_acl_and_matched_by_the_next() {
+    let ctx = pfil::Ctx::new("h", Dir::In, 0);
+    let tagger = Acl::from_config(
+        "pass proto udp from 198.18.0.0/24 to any port 22 set mark 0x10; drop from 198.18.9.9 set mark 0x2f; pass all",
+        1,
+    )
+    .unwrap();
+    let gate = Acl::from_config(
+        "drop from 198.18.0.7 mark 0x10; pass ct state untracked mark 0x10/0xf0; pass count mark 0x20/0xf0; default drop",
+        1,
+    )
+    .unwrap();
+    let run = |f: Vec<u8>| {
+        let mut f = f;
+        let mut p = [Packet::new(&mut f)];
+        tagger.filter_batch(&mut p, &ctx);
+        let (v1, m1) = (p[0].verdict(), p[0].mark());
+        p[0].set_verdict(Verdict::Pass);
+        gate.filter_batch(&mut p, &ctx);
+        (v1, m1, p[0].verdict())
+    };
+    let ssh = udp4([198, 18, 0, 1], [198, 18, 1, 1], 5000, 22);
+    assert_eq!(run(ssh), (Verdict::Pass, 0x10, Verdict::Pass));
+    // Marked, but the gate's first rule matching it drops.
+    let ssh7 = udp4([198, 18, 0, 7], [198, 18, 1, 1], 5000, 22);
+    assert_eq!(run(ssh7), (Verdict::Pass, 0x10, Verdict::Dropped));
+    // Not marked: the gate's default.
+    let dns = udp4([198, 18, 0, 1], [198, 18, 1, 1], 5000, 53);
+    assert_eq!(run(dns), (Verdict::Pass, 0, Verdict::Dropped));
+    // A drop rule marks too; 0x2f & 0xf0 == 0x20.
+    let bad = udp4([198, 18, 9, 9], [198, 18, 1, 1], 5000, 53);
+    assert_eq!(run(bad), (Verdict::Dropped, 0x2f, Verdict::Pass));
+    // One packet by `filter` too.
+    let mut f = udp4([198, 18, 0, 1], [198, 18, 1, 1], 5000, 22);
+    let mut p = Packet::new(&mut f);
+    assert_eq!(tagger.filter(&mut p, &ctx), Verdict::Pass);
+    assert_eq!(p.mark(), 0x10);
+    assert_eq!(gate.filter(&mut p, &ctx), Verdict::Pass);
+    // Text round trip.
+    let rs = text::parse("pass mark 16/0xf0 keep state set mark 7\ndrop mark 0x20").unwrap();
+    assert_eq!(rs.rules[0].mark, Some((0x10, 0xf0)));
+    assert_eq!(rs.rules[0].set_mark, Some(7));
+    assert_eq!(rs.rules[1].mark, Some((0x20, u32::MAX)));
+    assert_eq!(text::parse(&text::to_text(&rs)).unwrap(), rs);
+}
+
+/// Bad marks are errors naming the column and what was expected.
+#[test]
+fn mark_errors_name_the_column() {
+    for (rules, col, says) in [
+        ("pass mark zz", 11, "a mark"),
+        ("pass mark 0x1ff/0xf0", 11, "no bits outside its mask"),
+        ("pass mark 0x100000000", 11, "a mark"),
+        ("pass set mark", 14, "a mark to set"),
+        ("pass set color 1", 10, "`mark` after `set`"),
+        ("pass all set mark -1", 19, "a mark to set"),
+        ("pass set mark 1 mark 2", 17, "end of line"),
+    ] {
+        let e = text::parse(rules).unwrap_err();
+        assert_eq!(e.column, col, "{rules}: {e}");
+        assert!(e.to_string().contains(says), "{rules}: {e}");
+    }
+}

@@ -63,11 +63,38 @@
 //! replies would be `new` or `invalid`. The shared table is right
 //! whatever the RSS; its cost is a lock per packet on one of up to 64
 //! shards (uncontended: a compare-and-swap and a store; two workers
-//! meet on a shard only when their packets hash to it at once). Not
-//! measured yet under many workers at high rates; per-worker tables with
-//! symmetric RSS set up by pfild are the alternative to measure against.
+//! meet on a shard only when their packets hash to it at once).
+//! Measured against per-worker tables (BENCHMARKS.md, "one shared table
+//! vs per-worker tables"): two workers sending both directions of the
+//! same flows cost 10 % more a packet at 1 000 flows and nothing
+//! measurable at 1 million; per-worker tables would need symmetric RSS.
 //!
 //! # Where this differs from Linux's conntrack
+//! Checked packet by packet: the test `tests/ct_oracle` sends the same
+//! frames (generated cases and real captures) through Linux's conntrack
+//! in namespaces of its own and through this hook, and fails on any
+//! difference not listed here (its allow-list names each with the same
+//! reason), once per TCP mode: `tcp strict` against Linux with
+//! `nf_conntrack_tcp_loose=0`, `tcp loose` against `=1`.
+//! - `tcp loose` is flags only (VPP's): a segment or RST outside the
+//!   window passes on its flow; Linux's loose mode only picks flows up
+//!   mid-stream and still checks windows. It also picks a flow up from a
+//!   FIN-ACK, where Linux's takes an ACK without FIN only.
+//! - A TCP segment wholly below the receiver's window (old data already
+//!   acknowledged): Linux passes it as `established` without updating
+//!   the flow ("SEQ is under the lower bound", `NFCT_TCP_IGNORE`); pf's
+//!   tracking calls it a bad state: `invalid`.
+//! - Segments (not SYNs) from the originator before any answer (a
+//!   one-sided capture, TCP Fast Open data): Linux's state table calls an
+//!   ACK from the originator in `SYN_SENT` invalid; pf knows no window of
+//!   the responder yet and lets them through: `new`.
+//! - SCTP: Linux has an SCTP state machine and calls chunks outside it
+//!   `invalid`; here SCTP is tracked like other protocols.
+//! - ICMPv6 neighbour discovery and MLD are `untracked` in Linux; here
+//!   they are tracked by address pair, as is every informational ICMP
+//!   message that is not an echo (Linux tracks timestamp, information
+//!   and address-mask requests by identifier and calls other
+//!   informational messages `invalid`).
 //! - State is created for every first packet the hook sees, also when a
 //!   later hook drops it (Linux confirms an entry only when its packet
 //!   leaves): unsolicited traffic takes table entries (`new`, short
@@ -76,16 +103,15 @@
 //!   `nf_conntrack_tcp_loose=1`, picks up mid-stream: here `tcp loose`).
 //! - IP fragments are not reassembled: `untracked` (Linux defragments
 //!   first).
-//! - ICMP messages that are neither echo nor errors (timestamps, router
-//!   and neighbour discovery) are tracked by address pair like other
-//!   protocols; an ICMP error is `related` if it quotes a tracked flow
-//!   and goes back to the quoted packet's sender, without pf's check of
-//!   a quoted TCP sequence number.
+//! - An ICMP error is `related` if it quotes a tracked flow and goes
+//!   back to the quoted packet's sender, without pf's check of a quoted
+//!   TCP sequence number.
 //!
 //! # Reconfiguring
 //! `pfilctl set` (in place, [`Filter::reconfigure`]) and `apply`
 //! ([`Filter::derive`]: the new filter shares the table) keep every
-//! state; `max` may change up to the `max` the table was built with.
+//! state; `max` may change up to the `max` the table was built with,
+//! and a config without `max` keeps that size (not the default).
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -98,6 +124,7 @@ use pfil::CtState;
 use pfil::{Filter, Packet};
 
 mod config;
+pub mod expr;
 mod filter;
 pub mod flow;
 #[cfg(test)]
@@ -111,11 +138,12 @@ mod tests;
 mod tests_filter;
 
 pub use config::{CtConfig, TcpMode, DEFAULT_MAX, MAX_MAX, SYNTAX};
+pub use expr::StateExpr;
 pub use filter::Ct;
 pub use states::StateInfo;
 
 use flow::{Class, FlowKey, Kind};
-use table::{Adaptive, Entry, Shard, Shards, LIVE, ORIG_A, ORIG_MORE, REPLY_SEEN};
+use table::{Adaptive, Entry, Peek, Shard, Shards, LIVE, ORIG_A, ORIG_MORE, REPLY_SEEN};
 
 /// Why a packet is `invalid` (the `reason` label of the `invalid` stat).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -204,6 +232,8 @@ pub struct Run {
 /// from one another.
 pub struct Table {
     shards: Shards,
+    /// Each shard's lock-free view, to prefetch ([`Table::prefetch`]).
+    peeks: Box<[Peek]>,
     shard_shift: u32,
     entries: AtomicUsize,
     built_for: usize,
@@ -212,6 +242,8 @@ pub struct Table {
     epoch: Instant,
     /// Per worker: invalid packets by reason, then refused.
     invalid: Box<[CachePadded<[AtomicU64; 8]>]>,
+    /// Flows removed by an operator ([`Table::kill`]).
+    killed: AtomicU64,
 }
 
 impl Table {
@@ -219,10 +251,12 @@ impl Table {
     pub fn new(max: usize, workers: usize) -> Table {
         let n = table::shards_for(max);
         let per = max.div_ceil(n);
+        let shards: Shards = (0..n)
+            .map(|_| CachePadded::new(Mutex::new(Shard::new(per))))
+            .collect();
         Table {
-            shards: (0..n)
-                .map(|_| CachePadded::new(Mutex::new(Shard::new(per))))
-                .collect(),
+            peeks: shards.iter().map(|s| lock(s).peek()).collect(),
+            shards,
             shard_shift: 64 - n.trailing_zeros(),
             entries: AtomicUsize::new(0),
             built_for: max,
@@ -234,6 +268,7 @@ impl Table {
             invalid: (0..workers.max(1))
                 .map(|_| CachePadded::new(Default::default()))
                 .collect(),
+            killed: AtomicU64::new(0),
         }
     }
 
@@ -283,10 +318,70 @@ impl Table {
         }
     }
 
+    /// The hash of the flow a packet of class `c` is looked up by (an
+    /// ICMP error's: the quoted flow's), for [`prefetch`](Self::prefetch)
+    /// and [`track_hashed`](Self::track_hashed).
+    #[inline]
+    pub fn hash_of(&self, c: &Class) -> Option<u64> {
+        match c {
+            Class::Flow(k, ..) | Class::Error(k, _) => Some(self.hash(k)),
+            Class::Untracked | Class::Invalid(_) => None,
+        }
+    }
+
+    fn shard_at(&self, h: u64) -> usize {
+        let i = if self.shard_shift >= 64 {
+            0
+        } else {
+            (h >> self.shard_shift) as usize
+        };
+        i.min(self.shards.len() - 1)
+    }
+
+    /// Start bringing in what the lookup of hash `h` will read: with
+    /// `entry` false its index slot, with `entry` true the entry that
+    /// slot names (read without the lock: a hint). A batch prefetches
+    /// slots a few packets ahead and entries fewer ahead, so that with a
+    /// table larger than the caches the misses of a burst overlap
+    /// instead of costing one DRAM latency each, in turn.
+    #[inline]
+    pub fn prefetch(&self, h: u64, entry: bool) {
+        let p = &self.peeks[self.shard_at(h)];
+        if entry {
+            if let Some(e) = p.entry(h as u32) {
+                // An entry (104 bytes) spans two or three cache lines.
+                table::prefetch(e);
+                table::prefetch(e.wrapping_add(64));
+                table::prefetch(e.wrapping_add(std::mem::size_of::<Entry>() - 1));
+            }
+        } else {
+            table::prefetch(p.slot(h as u32));
+        }
+    }
+
+    /// [`track`](Self::track) with the hash [`hash_of`](Self::hash_of)
+    /// gave for `c`.
+    pub fn track_hashed(
+        &self,
+        c: Class,
+        h: Option<u64>,
+        len: u32,
+        run: Run,
+        worker: usize,
+    ) -> (CtState, bool) {
+        match self.track_inner(c, h, len, run) {
+            Ok(r) => r,
+            Err(why) => {
+                self.count(worker, why);
+                (CtState::Invalid, false)
+            }
+        }
+    }
+
     /// Track one packet of class `c` and `len` bytes; its state and
     /// direction. Counts an invalid packet's reason in `worker`'s slot.
     pub fn track(&self, c: Class, len: u32, run: Run, worker: usize) -> (CtState, bool) {
-        match self.track_inner(c, len, run) {
+        match self.track_inner(c, None, len, run) {
             Ok(r) => r,
             Err(why) => {
                 self.count(worker, why);
@@ -310,7 +405,7 @@ impl Table {
     ) -> Option<(CtState, bool)> {
         let (key, src_a, kind) = match c {
             Class::Untracked | Class::Invalid(_) => return None,
-            Class::Error(..) => return self.track_inner(c, len, run).ok(),
+            Class::Error(..) => return self.track_inner(c, None, len, run).ok(),
             Class::Flow(key, src_a, kind) => (key, src_a, kind),
         };
         let h = self.hash(&key);
@@ -341,12 +436,18 @@ impl Table {
         self.built_for
     }
 
-    fn track_inner(&self, c: Class, len: u32, run: Run) -> Result<(CtState, bool), Invalid> {
+    fn track_inner(
+        &self,
+        c: Class,
+        h: Option<u64>,
+        len: u32,
+        run: Run,
+    ) -> Result<(CtState, bool), Invalid> {
         let (key, src_a, kind) = match c {
             Class::Untracked => return Ok((CtState::Untracked, false)),
             Class::Invalid(why) => return Err(why),
             Class::Error(key, sender_a) => {
-                let h = self.hash(&key);
+                let h = h.unwrap_or_else(|| self.hash(&key));
                 let s = self.shard(h);
                 let mut g = lock(s);
                 let ad = Adaptive::at(self.len(), run.max);
@@ -361,7 +462,7 @@ impl Table {
             }
             Class::Flow(key, src_a, kind) => (key, src_a, kind),
         };
-        let h = self.hash(&key);
+        let h = h.unwrap_or_else(|| self.hash(&key));
         let mut g = lock(self.shard(h));
         let ad = Adaptive::at(self.len(), run.max);
         let r = match self.live(&mut g, &key, h as u32, run.now, ad) {
@@ -386,12 +487,7 @@ impl Table {
     }
 
     fn shard(&self, h: u64) -> &Mutex<Shard> {
-        let i = if self.shard_shift >= 64 {
-            0
-        } else {
-            (h >> self.shard_shift) as usize
-        };
-        &self.shards[i.min(self.shards.len() - 1)]
+        &self.shards[self.shard_at(h)]
     }
 
     /// The id of `key`'s entry if it has not expired (an expired one is

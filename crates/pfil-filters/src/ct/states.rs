@@ -2,7 +2,7 @@
 
 use std::net::IpAddr;
 
-use super::table::{Adaptive, Entry, ORIG_A, REPLY_SEEN};
+use super::table::{Adaptive, Entry, LIVE, ORIG_A, REPLY_SEEN};
 use super::{tcp, PF_TIMEOUTS};
 
 /// A tracked flow, originator first.
@@ -69,5 +69,73 @@ impl StateInfo {
             packets: [u64::from(e.pkts[0]), u64::from(e.pkts[1])],
             bytes: e.bytes,
         }
+    }
+}
+
+impl super::Table {
+    /// How many flows `pred` holds for, and at most `limit` of them (`max`:
+    /// the limit in force, for the adaptive timeouts). Each shard's lock
+    /// is held only to copy its entries.
+    pub fn states_matching(
+        &self,
+        max: usize,
+        limit: usize,
+        pred: impl Fn(&StateInfo) -> bool,
+    ) -> (usize, Vec<StateInfo>) {
+        let now = self.now();
+        let ad = Adaptive::at(self.len(), max);
+        let (mut total, mut out) = (0, Vec::new());
+        for s in self.shards.iter() {
+            let copied: Vec<Entry> = super::lock(s).entries().copied().collect();
+            for e in &copied {
+                let info = StateInfo::of(e, now, ad);
+                if pred(&info) {
+                    total += 1;
+                    if out.len() < limit {
+                        out.push(info);
+                    }
+                }
+            }
+        }
+        (total, out)
+    }
+
+    /// Remove every flow `pred` holds for (`pfilctl states --kill`); how
+    /// many. A shard's entries are copied under its lock, judged without
+    /// it, and the chosen ones removed under it again if they still hold
+    /// the same flow (never a stall of the datapath longer than a copy).
+    /// Counted in `killed`.
+    pub fn kill(&self, max: usize, pred: impl Fn(&StateInfo) -> bool) -> usize {
+        let now = self.now();
+        let ad = Adaptive::at(self.len(), max);
+        let mut n = 0;
+        for s in self.shards.iter() {
+            let copied: Vec<(u32, Entry)> = super::lock(s).live().collect();
+            let doomed: Vec<(u32, Entry)> = copied
+                .into_iter()
+                .filter(|(_, e)| pred(&StateInfo::of(e, now, ad)))
+                .collect();
+            if doomed.is_empty() {
+                continue;
+            }
+            let mut g = super::lock(s);
+            for (id, e) in doomed {
+                let now_there = g.get(id);
+                if now_there.flags & LIVE != 0 && now_there.key == e.key {
+                    g.remove(id);
+                    n += 1;
+                }
+            }
+        }
+        self.entries
+            .fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
+        self.killed
+            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        n
+    }
+
+    /// Flows removed by [`kill`](Self::kill).
+    pub fn killed(&self) -> u64 {
+        self.killed.load(std::sync::atomic::Ordering::Relaxed)
     }
 }

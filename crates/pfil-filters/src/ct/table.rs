@@ -26,7 +26,16 @@
 //!   (freed entries are reused): the table stays at its peak size. At 1
 //!   million flows in a table built for 1 million, 125.6 bytes a flow
 //!   (measured by `a_flow_costs_at_most_128_bytes_at_a_million`).
+//! - **Prefetch.** A batch reads index slots and entries without the
+//!   lock only to prefetch them ([`Peek`]); the only unsafe code of the
+//!   tracker is here: the zeroed index seen as atomics (pages never
+//!   touched stay free) and the raw addresses a [`Peek`] keeps.
 
+// The crate denies unsafe code; this module needs it for the above, each
+// block with its reason.
+#![allow(unsafe_code)]
+
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Relaxed, Ordering::Release};
 use std::sync::Mutex;
 
 use super::flow::FlowKey;
@@ -96,11 +105,22 @@ impl Adaptive {
     }
 }
 
+// The index is a zeroed `u64` allocation seen as atomics (same size and
+// representation; the alignment is checked here).
+const _: () = assert!(std::mem::align_of::<AtomicU64>() == std::mem::align_of::<u64>());
+
 /// One shard.
+///
+/// Its index slots are atomics and each chunk's address is published in
+/// `chunk_ptrs`, so that a worker can read a slot and prefetch the entry
+/// it names without the shard's lock ([`Peek`]): a hint only, every
+/// lookup proper runs under the lock.
 pub struct Shard {
-    index: Box<[u64]>,
+    index: Box<[AtomicU64]>,
     mask: usize,
     chunks: Vec<Box<[Entry]>>,
+    /// The address of chunk `i` (null until allocated), for [`Peek`].
+    chunk_ptrs: Box<[AtomicPtr<Entry>]>,
     /// Ids handed out so far (ids below it are live or free).
     used: u32,
     free: Vec<u32>,
@@ -124,10 +144,19 @@ impl Shard {
     /// 4/3 of it, a power of two; inserts stop at 7/8 of the index).
     pub fn new(cap: usize) -> Shard {
         let slots = (cap + cap / 3 + 1).next_power_of_two().max(8);
+        let zeroed = Box::into_raw(vec![0u64; slots].into_boxed_slice());
+        // SAFETY: AtomicU64 has the size, alignment (checked above) and
+        // bit validity of u64, so the allocation is a valid [AtomicU64]
+        // of the same length; ownership moves to the new Box.
+        let index = unsafe { Box::from_raw(zeroed as *mut [AtomicU64]) };
+        let room = slots / 8 * 7;
         Shard {
-            index: vec![0u64; slots].into_boxed_slice(),
+            index,
             mask: slots - 1,
             chunks: Vec::new(),
+            chunk_ptrs: (0..room.div_ceil(CHUNK).max(1))
+                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                .collect(),
             used: 0,
             free: Vec::new(),
             live: 0,
@@ -146,7 +175,18 @@ impl Shard {
     pub fn bytes(&self) -> usize {
         self.index.len() * 8
             + self.chunks.len() * CHUNK * std::mem::size_of::<Entry>()
+            + self.chunk_ptrs.len() * 8
             + self.free.capacity() * 4
+    }
+
+    /// The lock-free view of this shard for prefetching.
+    pub fn peek(&self) -> Peek {
+        Peek {
+            index: self.index.as_ptr(),
+            mask: self.mask,
+            chunks: self.chunk_ptrs.as_ptr(),
+            nchunks: self.chunk_ptrs.len(),
+        }
     }
 
     /// The entry `id`.
@@ -163,7 +203,7 @@ impl Shard {
     pub fn find(&self, key: &FlowKey, hash: u32) -> Option<u32> {
         let mut pos = hash as usize & self.mask;
         loop {
-            let slot = self.index[pos];
+            let slot = self.index[pos].load(Relaxed);
             if slot == 0 {
                 return None;
             }
@@ -186,8 +226,11 @@ impl Shard {
             None => {
                 let id = self.used;
                 if id as usize % CHUNK == 0 && id as usize / CHUNK == self.chunks.len() {
-                    self.chunks
-                        .push(vec![Entry::default(); CHUNK].into_boxed_slice());
+                    let mut c = vec![Entry::default(); CHUNK].into_boxed_slice();
+                    if let Some(p) = self.chunk_ptrs.get(self.chunks.len()) {
+                        p.store(c.as_mut_ptr(), Release);
+                    }
+                    self.chunks.push(c);
                 }
                 self.used += 1;
                 id
@@ -195,10 +238,10 @@ impl Shard {
         };
         *self.get_mut(id) = e;
         let mut pos = e.hash as usize & self.mask;
-        while self.index[pos] != 0 {
+        while self.index[pos].load(Relaxed) != 0 {
             pos = (pos + 1) & self.mask;
         }
-        self.index[pos] = u64::from(e.hash) << 32 | u64::from(id + 1);
+        self.index[pos].store(u64::from(e.hash) << 32 | u64::from(id + 1), Relaxed);
         self.live += 1;
         self.inserts += 1;
         Some(id)
@@ -209,8 +252,8 @@ impl Shard {
         let hash = self.get(id).hash;
         let mut pos = hash as usize & self.mask;
         let want = u64::from(hash) << 32 | u64::from(id + 1);
-        while self.index[pos] != want {
-            if self.index[pos] == 0 {
+        while self.index[pos].load(Relaxed) != want {
+            if self.index[pos].load(Relaxed) == 0 {
                 debug_assert!(false, "entry {id} not in the index");
                 return;
             }
@@ -218,16 +261,20 @@ impl Shard {
         }
         let mut hole = pos;
         let mut next = (hole + 1) & self.mask;
-        while self.index[next] != 0 {
-            let home = (self.index[next] >> 32) as usize & self.mask;
+        loop {
+            let slot = self.index[next].load(Relaxed);
+            if slot == 0 {
+                break;
+            }
+            let home = (slot >> 32) as usize & self.mask;
             // Move the slot back if its home is not in (hole, next].
             if (next.wrapping_sub(home) & self.mask) >= (next.wrapping_sub(hole) & self.mask) {
-                self.index[hole] = self.index[next];
+                self.index[hole].store(slot, Relaxed);
                 hole = next;
             }
             next = (next + 1) & self.mask;
         }
-        self.index[hole] = 0;
+        self.index[hole].store(0, Relaxed);
         self.get_mut(id).flags = 0;
         self.free.push(id);
         self.live -= 1;
@@ -256,6 +303,17 @@ impl Shard {
         removed
     }
 
+    /// Every live entry with its id, copied.
+    pub fn live(&self) -> impl Iterator<Item = (u32, Entry)> + '_ {
+        self.chunks
+            .iter()
+            .flat_map(|c| c.iter())
+            .take(self.used as usize)
+            .enumerate()
+            .filter(|(_, e)| e.flags & LIVE != 0)
+            .map(|(i, e)| (i as u32, *e))
+    }
+
     /// Every live entry.
     pub fn entries(&self) -> impl Iterator<Item = &Entry> {
         self.chunks
@@ -264,6 +322,70 @@ impl Shard {
             .take(self.used as usize)
             .filter(|e| e.flags & LIVE != 0)
     }
+}
+
+/// Where a shard's index slots and chunks are, read without its lock to
+/// prefetch (VPP's way with a burst: the lookups of a batch are started
+/// before any is done, so their cache misses overlap). Valid while the
+/// shard lives: the index and the chunk-pointer array are allocated once
+/// and never move; chunks are only added (published with `Release`),
+/// never freed before the shard.
+#[derive(Clone, Copy, Debug)]
+pub struct Peek {
+    index: *const AtomicU64,
+    mask: usize,
+    chunks: *const AtomicPtr<Entry>,
+    nchunks: usize,
+}
+
+// SAFETY: a Peek only reads atomics (index slots, chunk pointers) of a
+// shard that outlives it (the Table holding both), and hands out
+// addresses to prefetch, never to dereference.
+unsafe impl Send for Peek {}
+// SAFETY: as for Send: shared reads of atomics only.
+unsafe impl Sync for Peek {}
+
+impl Peek {
+    /// The address of `hash`'s home slot.
+    #[inline]
+    pub fn slot(&self, hash: u32) -> *const u8 {
+        self.index.wrapping_add(hash as usize & self.mask).cast()
+    }
+
+    /// The address of the entry the home slot of `hash` names if its tag
+    /// is `hash` (a racy read: a hint, possibly stale), else `None`.
+    #[inline]
+    pub fn entry(&self, hash: u32) -> Option<*const u8> {
+        // SAFETY: the slot is in the index (masked offset), an atomic
+        // the shard keeps alive as long as this Peek is used.
+        let slot = unsafe { &*self.index.add(hash as usize & self.mask) }.load(Relaxed);
+        if slot == 0 || (slot >> 32) as u32 != hash {
+            return None;
+        }
+        let id = (slot as u32).wrapping_sub(1) as usize;
+        if id / CHUNK >= self.nchunks {
+            return None;
+        }
+        // SAFETY: `id / CHUNK` is below the array's length (checked).
+        let c = unsafe { &*self.chunks.add(id / CHUNK) }.load(std::sync::atomic::Ordering::Acquire);
+        if c.is_null() {
+            return None;
+        }
+        Some(c.wrapping_add(id % CHUNK).cast())
+    }
+}
+
+/// Hint the CPU to bring the cache line at `p` in (no fault, no effect
+/// on memory; nothing on targets without the instruction).
+#[inline(always)]
+pub fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint: it never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p.cast::<i8>(), std::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// The shards, each behind its lock.

@@ -111,9 +111,22 @@ fn states_survive_set_and_apply() {
     assert!(e.contains("over the 1000 flows"), "{e}");
     assert!(ct.derive("max 2000").unwrap().is_err());
     assert!(ct.reconfigure("max nope").unwrap().is_err());
-    // A config without `max` means the default (100 000): over it too.
-    assert!(ct.reconfigure("").unwrap().is_err());
+    // A config without `max` keeps the table's size (not the default,
+    // 100 000, which the table could not hold), and says so in its spec.
+    ct.reconfigure("max 600").unwrap().unwrap();
+    ct.reconfigure("tcp loose").unwrap().unwrap();
     assert_eq!(ct.config().max, 1000);
+    assert_eq!(ct.spec().unwrap(), "ct:max 1000 tcp loose");
+    ct.reconfigure("").unwrap().unwrap();
+    assert_eq!(ct.spec().unwrap(), "ct:max 1000 tcp strict");
+    let d = ct.derive("drop-invalid").unwrap().unwrap();
+    assert_eq!(d.spec().unwrap(), "ct:max 1000 tcp strict drop-invalid");
+    assert_eq!(ct.states().len(), 1);
+    // On a default-sized table, an empty config is still the bare `ct`.
+    let dflt = Ct::from_config("", 1).unwrap();
+    dflt.reconfigure("tcp loose").unwrap().unwrap();
+    dflt.reconfigure("").unwrap().unwrap();
+    assert_eq!(dflt.spec().unwrap(), "ct");
 }
 
 #[test]
@@ -261,4 +274,48 @@ fn a_shared_table_under_four_threads_leaks_nothing() {
     assert_eq!(table.states(20_000).len(), 256);
     let (ins, exp, _) = table.counts();
     assert_eq!(ins - exp, 256, "inserts {ins} expiries {exp}");
+}
+
+/// The pipelined batch (classify and hash a chunk, prefetch ahead, then
+/// track) gives every packet the state packet-by-packet tracking gives,
+/// across chunk boundaries, with dropped packets skipped.
+#[test]
+fn a_batch_agrees_with_packet_by_packet() {
+    let ctx = Ctx::new("h", Dir::In, 0);
+    let (batched, single) = (
+        Ct::from_config("", 1).unwrap(),
+        Ct::from_config("", 1).unwrap(),
+    );
+    let mut frames = Vec::new();
+    for i in 0..150u16 {
+        let f = i % 37;
+        frames.push(if i % 3 == 2 {
+            udp(B, 53, A, 1000 + f)
+        } else {
+            udp(A, 1000 + f, B, 53)
+        });
+    }
+    frames.push(echo4(B, A, true, 4));
+    let mut a: Vec<Vec<u8>> = frames.clone();
+    let mut pa: Vec<Packet<'_>> = a.iter_mut().map(|f| Packet::new(f)).collect();
+    for (i, p) in pa.iter_mut().enumerate() {
+        if i % 11 == 5 {
+            p.set_verdict(Verdict::Dropped);
+        }
+    }
+    batched.filter_batch(&mut pa, &ctx);
+    for (i, f) in frames.iter_mut().enumerate() {
+        let mut p = Packet::new(f);
+        if i % 11 == 5 {
+            assert_eq!(
+                pa[i].ct(),
+                (CtState::Untracked, false),
+                "#{i} was dropped before"
+            );
+            continue;
+        }
+        single.filter(&mut p, &ctx);
+        assert_eq!(pa[i].ct(), p.ct(), "#{i}");
+    }
+    assert_eq!(batched.table().len(), single.table().len());
 }

@@ -107,6 +107,13 @@ fn defaults_options_anywhere_and_last_one_wins() {
 }
 
 #[test]
+fn flows_on_the_synthetic_port() {
+    let a = p("sink syn0 --synthetic --flows 1000000").unwrap();
+    assert_eq!(a.gen.flows, 1_000_000);
+    assert_eq!(p("sink syn0 --synthetic").unwrap().gen.flows, 0);
+}
+
+#[test]
 fn refuses_bad_input_naming_the_option() {
     assert!(matches!(p("--help"), Err(ArgError::Help(_))));
     assert!(matches!(p("sink x -h"), Err(ArgError::Help(_))));
@@ -120,6 +127,9 @@ fn refuses_bad_input_naming_the_option() {
         ("sink x --cpus 1,a", "--cpus"),
         ("sink x --cpus 3-1", "--cpus"),
         ("sink x --synthetic --cpus 1", "--cpus"),
+        ("sink x --flows 10", "--flows applies to --synthetic only"),
+        ("gen x --flows 10", "--flows applies to --synthetic only"),
+        ("sink x --synthetic --flows 0", "--flows"),
         ("sink x --queues zero", "expected a queue count or `all`"),
         ("sink x --xdp-mode fast", "--xdp-mode"),
         ("sink x --bind fast", "--bind"),

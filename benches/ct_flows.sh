@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Connection tracking at scale (issue 26's speed targets), on one worker
+# of the synthetic port with `--flows N` traffic (N UDP flows, a frame
+# each way to set each up, then the flows in a scattered order, a frame
+# each way):
+#
+#   ct1k / ct1m: --hook 'ct:max 2M' --hook acl:@RULES (pass ct state
+#                established,related; pass new flows from the clients;
+#                default drop) at 1 000 and at 1 000 000 flows
+#   keep1k:      the same ct hook and an acl of `pass ... keep state;
+#                default drop` at 1 000 flows
+#   acl1k:       the stateless ClassBench acl1_1k at 1 000 flows
+#
+# Each sample is a difference of two runs, so set-up (the table, the
+# flows' first frames) cancels: established ns a frame = CPU time of
+# (2N + M frames) minus CPU time of (2N frames), over M; new flows a
+# second = N over the CPU time of (2N frames) minus that of 2 000 frames
+# (N = 1M: each flow's first frame and its reply). CPU time (user +
+# sys, /usr/bin/time) rather than wall time: on a shared machine the
+# process is descheduled, which wall time counts. Cases interleave,
+# RUNS rounds; medians and spread (min-max).
+#
+#   benches/ct_flows.sh [PFILD] [RUNS] [M]   (defaults: target/release/pfild, 5, 10000000)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PFILD=${1:-$ROOT/target/release/pfild}
+RUNS=${2:-5}
+M=${3:-10000000}
+PIN=()
+command -v taskset >/dev/null && PIN=(taskset -c 1)
+OUT=$(mktemp -d /tmp/ct-flows.XXXXXX)
+cat > "$OUT/ct.rules" <<'EOF'
+pass ct state established,related
+pass from 198.18.0.0/18 to 198.18.0.2 ct state new
+default drop
+EOF
+cat > "$OUT/keep.rules" <<'EOF'
+pass from 198.18.0.0/18 to 198.18.0.2 keep state
+default drop
+EOF
+ACL1K=$ROOT/data/classbench/acl1_1k
+cpu() { # flows count hooks...: CPU seconds of one run
+    local flows=$1 count=$2
+    shift 2
+    /usr/bin/time -f '%U %S' -o "$OUT/time" "${PIN[@]}" "$PFILD" sink syn0 --synthetic \
+        --flows "$flows" --count "$count" "$@" --no-control --quiet >/dev/null 2>&1
+    awk '{ printf "%.3f\n", $1 + $2 }' "$OUT/time"
+}
+est() { # name flows hooks...: one sample of ns a frame, established
+    local name=$1 flows=$2
+    shift 2
+    local a b
+    a=$(cpu "$flows" $((2 * flows)) "$@")
+    b=$(cpu "$flows" $((2 * flows + M)) "$@")
+    awk -v a="$a" -v b="$b" -v m="$M" 'BEGIN { printf "%.1f\n", (b - a) * 1e9 / m }' >> "$OUT/$name"
+}
+CT=(--hook 'ct:max 2M')
+echo "# ct_flows: $RUNS rounds, M=$M, $(date -u +%FT%TZ), $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null), $(nproc) CPUs: $(lscpu | sed -n 's/^Model name: *//p')"
+for r in $(seq "$RUNS"); do
+    est ct1k 1000 "${CT[@]}" --hook "acl:@$OUT/ct.rules"
+    est ct1m 1000000 "${CT[@]}" --hook "acl:@$OUT/ct.rules"
+    est keep1k 1000 "${CT[@]}" --hook "acl:@$OUT/keep.rules"
+    est acl1k 1000 --hook "acl:@$ACL1K"
+    a=$(cpu 1000000 2000 "${CT[@]}" --hook "acl:@$OUT/ct.rules")
+    b=$(cpu 1000000 2000000 "${CT[@]}" --hook "acl:@$OUT/ct.rules")
+    awk -v a="$a" -v b="$b" 'BEGIN { printf "%.0f\n", 999000 / (b - a) }' >> "$OUT/new1m"
+    echo "round $r done" >&2
+done
+med() { sort -n "$1" | awk '{ v[NR] = $1 } END { printf "%s (%s-%s)", v[int((NR + 1) / 2)], v[1], v[NR] }'; }
+m() { sort -n "$1" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+echo "| case | ns a frame, median (min-max) |"
+echo "|---|---:|"
+for c in ct1k ct1m keep1k acl1k; do
+    echo "| $c | $(med "$OUT/$c") |"
+done
+echo "| new flows a second, 1M flows (first frame + reply each) | $(med "$OUT/new1m") |"
+awk -v k="$(m "$OUT/ct1k")" -v g="$(m "$OUT/ct1m")" -v a="$(m "$OUT/acl1k")" -v s="$(m "$OUT/keep1k")" 'BEGIN {
+    printf "rate at 1M / rate at 1k: %.2f (target >= 0.5)\n", k / g
+    printf "ct+acl at 1k / acl1_1k: %.2f (target <= 1.5)\n", k / a
+    printf "ct+acl keep state at 1k / acl1_1k: %.2f\n", s / a
+}'
+echo "raw samples: $OUT"

@@ -1,0 +1,404 @@
+//! Linux is the oracle (issue 26): the same frames go through Linux's
+//! conntrack (namespaces of this test's own, see [`linux`]) and through
+//! the `ct` hook, one at a time, and the state of every packet (new,
+//! established, related, invalid, and the reply direction) must agree,
+//! except where pf-style tracking differs from Linux's by design: each
+//! such difference is in [`ALLOWED`], keyed by the kind of packet, with
+//! its reason (the `ct` module's docs list the same).
+//!
+//! Frames: the generated cases of [`cases`] (IPv4 and IPv6) and real
+//! captures: `tests/data/ct-oracle/*.pcap` (a few of tcpdump's test
+//! captures, BSD licence beside them) and every capture of the directory
+//! `$PFIL_CT_CAPTURES` (e.g. tcpdump's `tests/`; see
+//! scripts/replay-corpus.sh), each rewritten to the test's addresses
+//! (frames::Rewriter), at most [`FRAMES_PER_CAPTURE`] frames a capture
+//! and [`CAPTURE_BUDGET`] for all of them.
+//!
+//! `PFIL_CT_ORACLE_DUMP=DIR` writes each capture's frames as sent to
+//! `DIR` (frame `#i` of a message is stamped `i + 1` seconds).
+//!
+//! Needs root (skipped with a message otherwise; under `CI=true` a skip
+//! is a failure), `nft` and `conntrack` (scripts/setup.sh).
+
+mod cases;
+mod frames;
+mod linux;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use pfil::{CtState, Ctx, Dir, Filter, Packet};
+use pfil_filters::ct::Ct;
+
+use linux::{Oracle, Seen};
+
+/// Most frames taken from one capture.
+const FRAMES_PER_CAPTURE: usize = 400;
+/// Most time spent on captures (the generated cases always run).
+const CAPTURE_BUDGET: Duration = Duration::from_secs(90);
+
+/// A state as both trackers can say it: `(state, reply)`, the direction
+/// left out for invalid and untracked packets.
+type State = (&'static str, bool);
+
+fn linux_state(s: Seen) -> Option<State> {
+    Some(match s {
+        Seen::Tag(1) => ("new", false),
+        Seen::Tag(7) => ("new", true),
+        Seen::Tag(2) => ("established", false),
+        Seen::Tag(3) => ("established", true),
+        Seen::Tag(4) => ("related", false),
+        Seen::Tag(5) => ("related", true),
+        Seen::Tag(6) => ("invalid", false),
+        Seen::Tag(8) => ("untracked", false),
+        Seen::Tag(_) | Seen::Lost => return None,
+    })
+}
+
+fn pfil_state((s, reply): (CtState, bool)) -> State {
+    match s {
+        CtState::New => ("new", reply),
+        CtState::Established => ("established", reply),
+        CtState::Related => ("related", reply),
+        CtState::Invalid => ("invalid", false),
+        CtState::Untracked => ("untracked", false),
+    }
+}
+
+/// A direction of a TCP flow: addresses and ports, source first.
+type Way = Vec<u8>;
+
+/// The TCP directions a case has sent, to tell a segment sent before
+/// any answer.
+#[derive(Default)]
+struct Ways(std::collections::HashSet<Way>);
+
+impl Ways {
+    /// This TCP segment's direction and its reverse, or `None`.
+    fn of(f: &[u8]) -> Option<(Way, Way)> {
+        let (alen, src, l4) = match u16::from_be_bytes([f[12], f[13]]) {
+            0x0800 if f[23] == 6 => (4, 26, 14 + usize::from(f[14] & 0xf) * 4),
+            0x86dd if f[20] == 6 => (16, 22, 54),
+            _ => return None,
+        };
+        let (a, b) = (f.get(src..src + alen)?, f.get(src + alen..src + 2 * alen)?);
+        let (sp, dp) = (f.get(l4..l4 + 2)?, f.get(l4 + 2..l4 + 4)?);
+        Some(([a, sp, b, dp].concat(), [b, dp, a, sp].concat()))
+    }
+}
+
+/// The kind of a packet, for the allow-list: protocol and, for ICMP, the
+/// message's class; a TCP segment other than a SYN sent before its flow
+/// has seen any packet the other way is `tcp before any answer`.
+fn kind(f: &[u8], ways: &mut Ways) -> &'static str {
+    let (proto, l4) = match u16::from_be_bytes([f[12], f[13]]) {
+        0x0800 => (f[23], 14 + usize::from(f[14] & 0xf) * 4),
+        0x86dd => (f[20], 54),
+        _ => return "other",
+    };
+    let ty = f.get(l4).copied().unwrap_or(0);
+    match proto {
+        6 => {
+            let Some((way, back)) = Ways::of(f) else {
+                return "tcp";
+            };
+            let syn_only = f.get(l4 + 13).is_some_and(|&fl| fl & 0x12 == 0x02);
+            let first = !ways.0.contains(&back) && !syn_only;
+            ways.0.insert(way);
+            if first {
+                "tcp before any answer"
+            } else {
+                "tcp"
+            }
+        }
+        132 => "sctp",
+        17 => "udp",
+        1 => match ty {
+            0 | 8 => "icmp echo",
+            3 | 4 | 5 | 11 | 12 => "icmp error",
+            _ => "icmp informational",
+        },
+        58 => match ty {
+            128 | 129 => "icmp echo",
+            1..=4 => "icmp error",
+            130..=137 | 143 => "icmpv6 nd/mld",
+            _ => "icmp informational",
+        },
+        _ => "other protocol",
+    }
+}
+
+/// Differences by design: (TCP mode, case prefix, packet kind, Linux's
+/// state, the hook's state) and why. The mode is `strict` (the hook's
+/// `tcp strict`, Linux's `nf_conntrack_tcp_loose=0`), `loose` (`tcp
+/// loose`, `nf_conntrack_tcp_loose=1`) or `*`; a case prefix `capture:`
+/// is every capture.
+const ALLOWED: &[(&str, &str, &str, &str, &str, &str)] = &[
+    (
+        "loose",
+        "tcp_",
+        "tcp",
+        "invalid",
+        "established",
+        "`tcp loose` is flags only, as VPP's: no sequence checks, so a \
+         segment or RST out of the window passes on the flow; Linux's \
+         nf_conntrack_tcp_loose only lets it pick flows up mid-stream and \
+         still checks the window",
+    ),
+    (
+        "loose",
+        "tcp_no_flow_",
+        "tcp before any answer",
+        "invalid",
+        "new",
+        "`tcp loose` picks a flow up mid-stream from any segment but a \
+         SYN-ACK or a RST (a FIN-ACK too); Linux's loose pick-up takes an \
+         ACK without FIN only",
+    ),
+    (
+        "strict",
+        "tcp_out_of_window_",
+        "tcp",
+        "established",
+        "invalid",
+        "a segment wholly below the receiver's window (old data already \
+         acknowledged): Linux passes it without updating the flow \
+         (NFCT_TCP_IGNORE, 'SEQ is under the lower bound'), pf's tracking \
+         calls it a bad state (the hook: invalid)",
+    ),
+    (
+        "*",
+        "capture:",
+        "tcp before any answer",
+        "invalid",
+        "new",
+        "a segment (not a SYN) from the originator before any answer (a \
+         capture of one direction, or TCP Fast Open): Linux's state table \
+         calls an ACK from the originator in SYN_SENT invalid; pf's tracking \
+         knows no window of the responder yet and lets the originator's \
+         segments through (the hook: new, as the flow has no reply)",
+    ),
+    (
+        "*",
+        "capture:",
+        "sctp",
+        "invalid",
+        "*",
+        "Linux tracks SCTP with a state machine of its own (INIT, INIT ACK, \
+         COOKIE ECHO, verification tags) and calls chunks outside it \
+         invalid; the hook has no SCTP tracker and tracks SCTP like other \
+         protocols (addresses and ports)",
+    ),
+    (
+        "*",
+        "capture:",
+        "icmpv6 nd/mld",
+        "untracked",
+        "*",
+        "Linux leaves neighbour discovery and MLD untracked; the hook tracks \
+         non-echo informational ICMP by address pair like other protocols",
+    ),
+    (
+        "*",
+        "capture:",
+        "icmp informational",
+        "*",
+        "*",
+        "Linux tracks only echo, timestamp, information and address-mask \
+         requests (by identifier) and calls other informational ICMP invalid; \
+         the hook tracks every non-echo informational message by address pair",
+    ),
+];
+
+fn allowed(loose: bool, case: &str, kind: &str, linux: State, pfil: State) -> Option<&'static str> {
+    ALLOWED.iter().find_map(|&(mode, c, k, l, p, why)| {
+        let mode_ok = mode == "*" || (mode == "loose") == loose;
+        let case_ok = mode_ok && case.starts_with(c);
+        let ok = case_ok && k == kind && (l == "*" || l == linux.0) && (p == "*" || p == pfil.0);
+        ok.then_some(why)
+    })
+}
+
+/// What one case (or capture) gave.
+#[derive(Default)]
+struct Tally {
+    frames: usize,
+    agree: usize,
+    allowed: BTreeMap<&'static str, usize>,
+    lost: usize,
+    differ: Vec<String>,
+}
+
+fn run_case(oracle: &Oracle, loose: bool, name: &str, frames: &[Vec<u8>], t: &mut Tally) {
+    oracle.flush();
+    let ct = Ct::from_config(if loose { "tcp loose" } else { "" }, 1).expect("a ct config");
+    let mode = if loose { "loose" } else { "strict" };
+    let ctx = Ctx::new("oracle", Dir::In, 0);
+    let mut ways = Ways::default();
+    for (i, f) in frames.iter().enumerate() {
+        let kind = kind(f, &mut ways);
+        let seen = oracle.see(f);
+        let mut g = f.clone();
+        let mut batch = [Packet::new(&mut g)];
+        ct.filter_batch(&mut batch, &ctx);
+        let ours = pfil_state(batch[0].ct());
+        t.frames += 1;
+        let Some(theirs) = linux_state(seen) else {
+            t.lost += 1;
+            t.differ.push(format!(
+                "{mode} {name} #{i}: Linux {seen:?} (lost or untagged), ct {ours:?}"
+            ));
+            continue;
+        };
+        if theirs == ours {
+            t.agree += 1;
+        } else if let Some(why) = allowed(loose, name, kind, theirs, ours) {
+            *t.allowed.entry(why).or_default() += 1;
+        } else {
+            t.differ.push(format!(
+                "{mode} {name} #{i} ({kind}): Linux {theirs:?}, ct {ours:?}"
+            ));
+        }
+    }
+}
+
+/// The capture files to replay: the vendored ones and `$PFIL_CT_CAPTURES`.
+fn captures() -> Vec<std::path::PathBuf> {
+    let mut dirs = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ct-oracle")];
+    if let Some(d) = std::env::var_os("PFIL_CT_CAPTURES") {
+        dirs.push(d.into());
+    }
+    let mut files = Vec::new();
+    for d in dirs {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        let mut v: Vec<_> = rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                matches!(
+                    p.extension().and_then(|e| e.to_str()),
+                    Some("pcap" | "pcapng")
+                )
+            })
+            .collect();
+        v.sort();
+        files.extend(v);
+    }
+    files
+}
+
+/// A capture's frames the oracle can use, rewritten; `None` if it is not
+/// an Ethernet capture libpcap reads.
+fn capture_frames(path: &Path) -> Option<Vec<Vec<u8>>> {
+    let mut cap = pcap::Capture::from_file(path).ok()?;
+    if cap.get_datalink() != pcap::Linktype::ETHERNET {
+        return None;
+    }
+    let mut rw = frames::Rewriter::default();
+    let mut out = Vec::new();
+    while out.len() < FRAMES_PER_CAPTURE {
+        match cap.next_packet() {
+            Ok(p) => {
+                if let Some(f) = rw.rewrite(p.data, p.header.len as usize) {
+                    out.push(f);
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    Some(out)
+}
+
+#[test]
+fn linux_conntrack_and_the_ct_hook_agree_on_every_packet() {
+    if !pfil_testnet::require_root("linux_conntrack_and_the_ct_hook_agree_on_every_packet") {
+        return;
+    }
+    for tool in ["nft", "conntrack"] {
+        if std::process::Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            assert!(
+                !pfil_testnet::under_ci(),
+                "{tool} is missing under CI: scripts/setup.sh installs it"
+            );
+            eprintln!("SKIP: no {tool} (scripts/setup.sh installs it)");
+            return;
+        }
+    }
+    let oracle = Oracle::new();
+    let files = captures();
+    let mut loaded = Vec::new();
+    let mut skipped = 0;
+    for path in &files {
+        let name = format!(
+            "capture:{}",
+            path.file_name().unwrap_or_default().to_string_lossy()
+        );
+        match capture_frames(path) {
+            Some(f) if !f.is_empty() => {
+                if let Some(d) = std::env::var_os("PFIL_CT_ORACLE_DUMP") {
+                    // The frames as sent (frame i stamped i + 1 s), to read
+                    // a disagreement with `tcpdump -r`.
+                    let out = Path::new(&d).join(path.file_name().unwrap_or_default());
+                    pfil_testnet::write_pcap(&out.with_extension("pcap"), 1, &f);
+                }
+                loaded.push((name, f));
+            }
+            _ => skipped += 1,
+        }
+    }
+    let (mut generated, mut captured) = (Tally::default(), Tally::default());
+    let mut used = 0;
+    let start = Instant::now();
+    // Each TCP mode against Linux's: strict (pf's) with
+    // nf_conntrack_tcp_loose=0, loose (flags only) with =1.
+    for loose in [false, true] {
+        oracle.set_tcp_loose(loose);
+        for (name, frames) in cases::all() {
+            run_case(&oracle, loose, &name, &frames, &mut generated);
+        }
+        for (name, f) in &loaded {
+            if start.elapsed() > CAPTURE_BUDGET {
+                break;
+            }
+            used += 1;
+            run_case(&oracle, loose, name, f, &mut captured);
+        }
+    }
+    let (e, r) = oracle.names();
+    eprintln!(
+        "oracle ({e}, {r}): generated: {} frames, {} agree, allowed {:?}; captures: {used} replays (both TCP modes) of {} \
+         files ({skipped} unusable) in {:.1}s: {} frames, {} agree, allowed {:?}, {} lost",
+        generated.frames,
+        generated.agree,
+        generated.allowed,
+        files.len(),
+        start.elapsed().as_secs_f64(),
+        captured.frames,
+        captured.agree,
+        captured.allowed,
+        captured.lost,
+    );
+    let mut differ = generated.differ;
+    differ.extend(captured.differ);
+    assert!(
+        differ.is_empty(),
+        "{} packets where Linux's conntrack and the ct hook disagree (not by design):\n{}",
+        differ.len(),
+        differ
+            .iter()
+            .take(200)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(
+        generated.frames > 100
+            && generated.agree == generated.frames - generated.allowed.values().sum::<usize>()
+    );
+}
