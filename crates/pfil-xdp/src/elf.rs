@@ -161,7 +161,7 @@ impl<'a> Elf<'a> {
         let mut raw = Vec::with_capacity(shnum);
         for i in 0..shnum {
             let h = shoff
-                .checked_add(i.checked_mul(shentsize).unwrap_or(usize::MAX))
+                .checked_add(i.saturating_mul(shentsize))
                 .ok_or_else(|| ElfError::Malformed("section header table overflows".into()))?;
             let what = "section header";
             raw.push((

@@ -59,7 +59,12 @@ fn bpf(cmd: libc::c_long, attr: &mut Attr, what: &str) -> io::Result<libc::c_lon
     let r = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.0.as_mut_ptr(), attr.0.len()) };
     if r < 0 {
         let e = io::Error::last_os_error();
-        return Err(io::Error::new(e.kind(), format!("bpf({what}): {e}")));
+        // Keep the errno (tests compare it with the maps' own errors) and
+        // name the command.
+        return Err(match e.raw_os_error() {
+            Some(n) if what.starts_with("MAP_") => io::Error::from_raw_os_error(n),
+            _ => io::Error::new(e.kind(), format!("bpf({what}): {e}")),
+        });
     }
     Ok(r)
 }
@@ -144,6 +149,18 @@ impl KernelMap {
 
     /// Set `key` to `value` (`BPF_ANY`).
     pub fn update(&self, key: &[u8], value: &[u8]) -> io::Result<()> {
+        self.update_raw(key, value, 0)
+    }
+
+    /// Set `key` to `value` with `flags`; 0 or the negative errno.
+    pub fn update_flags(&self, key: &[u8], value: &[u8], flags: u64) -> i64 {
+        match self.update_raw(key, value, flags) {
+            Ok(()) => 0,
+            Err(e) => -i64::from(e.raw_os_error().unwrap_or(0)),
+        }
+    }
+
+    fn update_raw(&self, key: &[u8], value: &[u8], flags: u64) -> io::Result<()> {
         if key.len() != self.def.key_size as usize || value.len() != self.value_len {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -153,7 +170,8 @@ impl KernelMap {
         let mut a = Attr::new();
         a.u32(0, self.fd.as_raw_fd() as u32)
             .u64(8, key.as_ptr() as u64)
-            .u64(16, value.as_ptr() as u64);
+            .u64(16, value.as_ptr() as u64)
+            .u64(24, flags);
         bpf(BPF_MAP_UPDATE_ELEM, &mut a, "MAP_UPDATE_ELEM").map(drop)
     }
 

@@ -147,6 +147,10 @@ pub enum MapError {
     Exists,
     /// The map is full (`E2BIG`).
     Full,
+    /// An array index at or past `max_entries` (`E2BIG`, as the kernel).
+    Range,
+    /// An LPM_TRIE is full (`ENOSPC`, as the kernel's trie says it).
+    NoSpace,
     /// A bad key or value size, index or flag (`EINVAL`), with the reason.
     Invalid(String),
 }
@@ -157,7 +161,8 @@ impl MapError {
         match self {
             MapError::NotFound => -2,
             MapError::Exists => -17,
-            MapError::Full => -7,
+            MapError::Full | MapError::Range => -7,
+            MapError::NoSpace => -28,
             MapError::Invalid(_) => -22,
         }
     }
@@ -168,7 +173,8 @@ impl fmt::Display for MapError {
         match self {
             MapError::NotFound => f.write_str("no such key"),
             MapError::Exists => f.write_str("key exists"),
-            MapError::Full => f.write_str("map is full"),
+            MapError::Full | MapError::NoSpace => f.write_str("map is full"),
+            MapError::Range => f.write_str("index past max_entries"),
             MapError::Invalid(s) => f.write_str(s),
         }
     }
@@ -183,13 +189,19 @@ pub const BPF_NOEXIST: u64 = 1;
 /// `BPF_EXIST`: update only.
 pub const BPF_EXIST: u64 = 2;
 
+/// The LPM_TRIE entries of one prefix length: masked data → (slot, data
+/// as written).
+type LpmLevel = HashMap<Box<[u8]>, (u32, Box<[u8]>)>;
+
 /// Index of the hash-like maps: key → value slot.
 #[derive(Default)]
 struct Index {
     keys: HashMap<Box<[u8]>, u32>,
     free: Vec<u32>,
-    /// LPM_TRIE: prefix length → masked data → slot, longest first on lookup.
-    lpm: BTreeMap<u32, HashMap<Box<[u8]>, u32>>,
+    /// LPM_TRIE: prefix length → masked data → (slot, the key's data as
+    /// last written: the kernel keeps the bits past the prefix too and
+    /// gives them back when iterating).
+    lpm: BTreeMap<u32, LpmLevel>,
 }
 
 /// One map: definition, value arena and key index.
@@ -376,7 +388,9 @@ impl Map {
     }
 
     fn write_slot(&self, slot: u32, worker: usize, v: &[u8]) {
-        let n = v.len().min(self.value_size);
+        // Up to the padded stride: bpf(2) copies per-CPU values with their
+        // padding, and so does the control side here.
+        let n = v.len().min(self.stride);
         // SAFETY: slot_ptr is inside the arena with value_size bytes after
         // it; `v` is a separate Rust slice. Concurrent writers race on the
         // bytes as kernel maps do (module docs); plain byte copies.
@@ -384,15 +398,16 @@ impl Map {
     }
 
     fn read_slot(&self, slot: u32, worker: usize, out: &mut Vec<u8>) {
+        let n = if self.kind.per_cpu() {
+            self.stride
+        } else {
+            self.value_size
+        };
         let start = out.len();
-        out.resize(start + self.value_size, 0);
-        // SAFETY: as in write_slot; `out` has value_size bytes from start.
+        out.resize(start + n, 0);
+        // SAFETY: as in write_slot; `out` has n bytes from start, n <= stride.
         unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.slot_ptr(slot, worker),
-                out[start..].as_mut_ptr(),
-                self.value_size,
-            )
+            std::ptr::copy_nonoverlapping(self.slot_ptr(slot, worker), out[start..].as_mut_ptr(), n)
         };
     }
 
@@ -438,7 +453,7 @@ impl Map {
             idx.lpm
                 .range(..=max)
                 .rev()
-                .find_map(|(&plen, t)| t.get(&Self::masked(data, plen)).copied())
+                .find_map(|(&plen, t)| t.get(&Self::masked(data, plen)).map(|e| e.0))
         } else {
             idx.keys.get(key).copied()
         };
@@ -510,12 +525,7 @@ impl Map {
             return Err(MapError::Invalid(format!("update flags {flags:#x}")));
         }
         if self.kind.is_array() {
-            let slot = self.array_index(key).ok_or_else(|| {
-                MapError::Invalid(format!(
-                    "index past max_entries {} of {:?}",
-                    self.max_entries, self.name
-                ))
-            })?;
+            let slot = self.array_index(key).ok_or(MapError::Range)?;
             if flags == BPF_NOEXIST {
                 return Err(MapError::Exists);
             }
@@ -536,7 +546,7 @@ impl Map {
             (key.into(), None)
         };
         let existing = match lpm_plen {
-            Some(p) => idx.lpm.get(&p).and_then(|t| t.get(&k)).copied(),
+            Some(p) => idx.lpm.get(&p).and_then(|t| t.get(&k)).map(|e| e.0),
             None => idx.keys.get(&k).copied(),
         };
         match (existing, flags) {
@@ -544,6 +554,11 @@ impl Map {
             (None, BPF_EXIST) => return Err(MapError::NotFound),
             (Some(slot), _) => {
                 write(slot, false);
+                if let Some(p) = lpm_plen {
+                    if let Some(e) = idx.lpm.get_mut(&p).and_then(|t| t.get_mut(&k)) {
+                        e.1 = key[4..].into();
+                    }
+                }
                 if self.kind == MapType::LruHash {
                     self.lru[slot as usize]
                         .store(self.tick.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
@@ -564,12 +579,16 @@ impl Map {
                     .ok_or(MapError::Full)?;
                 idx.keys.remove(&victim).ok_or(MapError::Full)?
             }
+            None if self.kind == MapType::LpmTrie => return Err(MapError::NoSpace),
             None => return Err(MapError::Full),
         };
         write(slot, true);
         match lpm_plen {
             Some(p) => {
-                idx.lpm.entry(p).or_default().insert(k, slot);
+                idx.lpm
+                    .entry(p)
+                    .or_default()
+                    .insert(k, (slot, key[4..].into()));
             }
             None => {
                 idx.keys.insert(k, slot);
@@ -603,7 +622,7 @@ impl Map {
             let (plen, data) = self.lpm_split(key);
             let k = Self::masked(data, plen.min(data.len() as u32 * 8));
             let t = idx.lpm.get_mut(&plen).ok_or(MapError::NotFound)?;
-            let s = t.remove(&k).ok_or(MapError::NotFound)?;
+            let (s, _) = t.remove(&k).ok_or(MapError::NotFound)?;
             if t.is_empty() {
                 idx.lpm.remove(&plen);
             }
@@ -674,9 +693,9 @@ impl Map {
         if self.kind == MapType::LpmTrie {
             let mut out = Vec::new();
             for (plen, t) in &idx.lpm {
-                for k in t.keys() {
+                for (_, data) in t.values() {
                     let mut v = plen.to_le_bytes().to_vec();
-                    v.extend_from_slice(k);
+                    v.extend_from_slice(data);
                     out.push(v);
                 }
             }

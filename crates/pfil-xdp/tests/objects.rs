@@ -113,3 +113,71 @@ fn garbage_and_truncated_objects_are_errors_not_panics() {
     }
     assert!(Object::parse(b"not an elf").is_err());
 }
+
+mod clang;
+
+#[test]
+fn features_object_links_maps_global_data_and_subprograms() {
+    let Some(path) = clang::compile("features") else {
+        return;
+    };
+    let bytes = std::fs::read(&path).unwrap();
+    let obj = Object::parse(&bytes).unwrap();
+    assert_eq!(obj.license, "Dual MIT/GPL");
+    let names: Vec<(&str, MapType, MapOrigin)> = obj
+        .maps
+        .iter()
+        .map(|m| (m.name.as_str(), m.kind, m.origin.clone()))
+        .collect();
+    for want in [
+        ("legacy_counts", MapType::Array, MapOrigin::Legacy),
+        ("hash", MapType::Hash, MapOrigin::Btf),
+        ("lru", MapType::LruHash, MapOrigin::Btf),
+        ("pchash", MapType::PercpuHash, MapOrigin::Btf),
+        ("lpm", MapType::LpmTrie, MapOrigin::Btf),
+        ("ports", MapType::Devmap, MapOrigin::Btf),
+        (".data", MapType::Array, MapOrigin::Global),
+        (".rodata", MapType::Array, MapOrigin::Global),
+        (".bss", MapType::Array, MapOrigin::Global),
+    ] {
+        assert!(names.contains(&want), "missing {want:?} in {names:?}");
+    }
+    let lpm = obj.maps.iter().find(|m| m.name == "lpm").unwrap();
+    assert_eq!((lpm.key_size, lpm.value_size, lpm.flags), (8, 4, 1));
+    let rodata = obj.maps.iter().find(|m| m.name == ".rodata").unwrap();
+    assert!(rodata.readonly);
+    assert_eq!(rodata.init.as_deref(), Some(&1u32.to_le_bytes()[..]));
+    let data = obj.maps.iter().find(|m| m.name == ".data").unwrap();
+    assert_eq!(data.init.as_deref(), Some(&60u32.to_le_bytes()[..]));
+    assert!(obj.program(None).is_err(), "two programs: a name is needed");
+    let first = obj.program(Some("first")).unwrap();
+    assert_eq!(first.section, "xdp/first");
+    // `first` calls the .text subprogram: .text is appended after it.
+    assert!(first.insns.len() > 8 * 8);
+    let e = obj.program(Some("third")).unwrap_err().to_string();
+    assert!(e.contains("first") && e.contains("second"), "{e}");
+
+    if !kernel::available() {
+        eprintln!("skipped kernel half: bpf(2) needs root");
+        return;
+    }
+    for name in ["first", "second"] {
+        let p = obj.program(Some(name)).unwrap();
+        let k = kernel::KernelProgram::load(&obj, p).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let small = k.test_run(&[0u8; 60]).unwrap();
+        assert_eq!(small.action, 2, "{name}: XDP_PASS");
+        if name == "first" {
+            let big = k.test_run(&[0u8; 100]).unwrap();
+            assert_eq!(big.action, 1, "over the threshold: .rodata's XDP_DROP");
+            let counts = &k.maps[obj
+                .maps
+                .iter()
+                .position(|m| m.name == "legacy_counts")
+                .unwrap()];
+            assert_eq!(
+                counts.lookup(&1u32.to_le_bytes()).unwrap().unwrap(),
+                1u64.to_le_bytes()
+            );
+        }
+    }
+}
