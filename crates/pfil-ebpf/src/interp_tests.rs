@@ -1,0 +1,391 @@
+//! Interpreter tests, one group per instruction class.
+
+use crate::asm::assemble;
+use crate::env::{Signature, STACK_FRAME};
+use crate::{Env, Fault, Helpers, LoadOptions, MapRef, Program, Region};
+
+fn env() -> Env {
+    // SAFETY: no extra regions.
+    unsafe { Env::new(Vec::new(), core::ptr::null_mut()) }
+}
+
+fn load(text: &str) -> Program {
+    Program::load(
+        assemble(text).unwrap(),
+        &[],
+        &Helpers::new(),
+        &LoadOptions::default(),
+    )
+    .unwrap()
+}
+
+fn run(text: &str, mem: &mut [u8]) -> Result<u64, Fault> {
+    load(text).run_mem(&mut env(), mem)
+}
+
+fn r0(text: &str) -> u64 {
+    run(text, &mut []).unwrap()
+}
+
+#[test]
+fn alu64_wraps_and_divides_as_ebpf() {
+    assert_eq!(r0("lddw %r0, 0xffffffffffffffff\nadd %r0, 2\nexit"), 1);
+    assert_eq!(r0("mov %r0, 3\nsub %r0, 5\nexit"), (-2i64) as u64);
+    assert_eq!(
+        r0("lddw %r0, 0x100000000\nmul %r0, 0x10\nexit"),
+        0x10_0000_0000
+    );
+    assert_eq!(
+        r0("mov %r0, 7\nmov %r1, 0\ndiv %r0, %r1\nexit"),
+        0,
+        "div by zero is 0"
+    );
+    assert_eq!(
+        r0("mov %r0, 7\nmov %r1, 0\nmod %r0, %r1\nexit"),
+        7,
+        "mod by zero keeps dst"
+    );
+    assert_eq!(r0("mov %r0, -7\nsdiv %r0, 2\nexit"), (-3i64) as u64);
+    assert_eq!(r0("mov %r0, -7\nsmod %r0, 2\nexit"), (-1i64) as u64);
+    assert_eq!(
+        r0("lddw %r0, 0x8000000000000000\nsdiv %r0, -1\nexit"),
+        0x8000_0000_0000_0000
+    );
+    assert_eq!(r0("lddw %r0, 0x8000000000000000\nsmod %r0, -1\nexit"), 0);
+    assert_eq!(
+        r0("mov %r0, 1\nmov %r1, 65\nlsh %r0, %r1\nexit"),
+        2,
+        "shift count masked to 63"
+    );
+    assert_eq!(r0("mov %r0, -16\narsh %r0, 2\nexit"), (-4i64) as u64);
+    assert_eq!(r0("mov %r0, -16\nrsh %r0, 60\nexit"), 0xf);
+    assert_eq!(r0("mov %r0, 5\nneg %r0\nexit"), (-5i64) as u64);
+    assert_eq!(
+        r0("mov %r0, 0xf0\nor %r0, 0x0f\nand %r0, 0x3c\nxor %r0, 0xff\nexit"),
+        0xc3
+    );
+    assert_eq!(
+        r0("mov %r1, 0x80\nmovsx864 %r0, %r1\nexit"),
+        (-128i64) as u64
+    );
+    assert_eq!(
+        r0("lddw %r1, 0x80000000\nmovsx3264 %r0, %r1\nexit"),
+        0xffff_ffff_8000_0000
+    );
+}
+
+#[test]
+fn alu32_zero_extends() {
+    assert_eq!(r0("lddw %r0, 0xffffffffffffffff\nadd32 %r0, 2\nexit"), 1);
+    assert_eq!(
+        r0("lddw %r0, 0x1ffffffff\nmov32 %r0, %r0\nexit"),
+        0xffff_ffff
+    );
+    assert_eq!(
+        r0("lddw %r0, 0x100000007\nmov32 %r1, 0\nmod32 %r0, %r1\nexit"),
+        7,
+        "mod32 by zero zeroes the upper half"
+    );
+    assert_eq!(r0("mov32 %r0, 7\ndiv32 %r0, 0\nexit"), 0);
+    assert_eq!(
+        r0("mov32 %r0, -7\nsdiv32 %r0, 2\nexit"),
+        (-3i32) as u32 as u64
+    );
+    assert_eq!(
+        r0("mov32 %r0, 1\nlsh32 %r0, 33\nexit"),
+        2,
+        "shift count masked to 31"
+    );
+    assert_eq!(
+        r0("mov32 %r0, -16\narsh32 %r0, 2\nexit"),
+        (-4i32) as u32 as u64
+    );
+    assert_eq!(r0("mov32 %r0, 5\nneg32 %r0\nexit"), (-5i32) as u32 as u64);
+    assert_eq!(r0("mov %r1, 0x8080\nmovsx1632 %r0, %r1\nexit"), 0xffff_8080);
+}
+
+#[test]
+fn byte_swaps() {
+    assert_eq!(r0("lddw %r0, 0x1122334455667788\nbe16 %r0\nexit"), 0x8877);
+    assert_eq!(
+        r0("lddw %r0, 0x1122334455667788\nbe32 %r0\nexit"),
+        0x8877_6655
+    );
+    assert_eq!(
+        r0("lddw %r0, 0x1122334455667788\nbe64 %r0\nexit"),
+        0x8877_6655_4433_2211
+    );
+    assert_eq!(r0("lddw %r0, 0x1122334455667788\nle16 %r0\nexit"), 0x7788);
+    assert_eq!(
+        r0("lddw %r0, 0x1122334455667788\nle32 %r0\nexit"),
+        0x5566_7788
+    );
+    assert_eq!(
+        r0("lddw %r0, 0x1122334455667788\nbswap32 %r0\nexit"),
+        0x8877_6655
+    );
+}
+
+#[test]
+fn jumps_signed_unsigned_and_32_bit() {
+    let t = |cond: &str| r0(&format!("mov %r0, 0\n{cond}, +1\nexit\nmov %r0, 1\nexit"));
+    assert_eq!(t("mov %r1, -1\njgt %r1, 1"), 1);
+    assert_eq!(t("mov %r1, -1\njsgt %r1, 1"), 0);
+    assert_eq!(t("mov %r1, -1\njslt %r1, 0"), 1);
+    assert_eq!(t("mov %r1, 5\njset %r1, 4"), 1);
+    assert_eq!(t("mov %r1, 5\njset %r1, 2"), 0);
+    assert_eq!(t("lddw %r1, 0x100000001\njeq32 %r1, 1"), 1);
+    assert_eq!(t("lddw %r1, 0x100000001\njeq %r1, 1"), 0);
+    assert_eq!(t("mov %r1, 3\nmov %r2, 3\njle %r1, %r2"), 1);
+    assert_eq!(t("mov32 %r1, -1\njsgt32 %r1, 0"), 0);
+    assert_eq!(r0("mov %r0, 1\nja32 +1\nexit\nmov %r0, 2\nexit"), 2);
+}
+
+#[test]
+fn loads_and_stores_of_every_size() {
+    let mut mem = [0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x80, 0];
+    assert_eq!(run("ldxb %r0, [%r1+1]\nexit", &mut mem), Ok(0x22));
+    assert_eq!(run("ldxh %r0, [%r1+1]\nexit", &mut mem), Ok(0x3322));
+    assert_eq!(run("ldxw %r0, [%r1]\nexit", &mut mem), Ok(0x4433_2211));
+    assert_eq!(
+        run("ldxdw %r0, [%r1+2]\nexit", &mut mem),
+        Ok(0x0080_8877_6655_4433)
+    );
+    assert_eq!(
+        run("ldxsb %r0, [%r1+8]\nexit", &mut mem),
+        Ok((-128i64) as u64)
+    );
+    assert_eq!(
+        run("ldxsh %r0, [%r1+7]\nexit", &mut mem),
+        Ok(0xffff_ffff_ffff_8088)
+    );
+    assert_eq!(
+        run(
+            "stb [%r1+9], 0x7f\nstxh [%r1], %r2\nmov %r0, 0\nexit",
+            &mut mem
+        ),
+        Ok(0)
+    );
+    assert_eq!(
+        (mem[9], mem[0], mem[1]),
+        (0x7f, 10, 0),
+        "r2 held the length"
+    );
+    assert_eq!(
+        run("stdw [%r10-8], -1\nldxdw %r0, [%r10-8]\nexit", &mut mem),
+        Ok(u64::MAX)
+    );
+}
+
+#[test]
+fn accesses_outside_the_regions_fault() {
+    let mut mem = [0u8; 8];
+    let base = mem.as_ptr() as u64;
+    assert_eq!(
+        run("ldxw %r0, [%r1+6]\nexit", &mut mem),
+        Err(Fault::OutOfBounds {
+            pc: 0,
+            addr: base + 6,
+            len: 4,
+            write: false
+        })
+    );
+    assert_eq!(
+        run("mov %r0, 0\nstb [%r1-1], 1\nexit", &mut mem),
+        Err(Fault::OutOfBounds {
+            pc: 1,
+            addr: base - 1,
+            len: 1,
+            write: true
+        })
+    );
+    assert!(matches!(
+        run("ldxdw %r0, [%r10+0]\nexit", &mut mem),
+        Err(Fault::OutOfBounds { .. } | Fault::Context { .. })
+    ));
+    assert!(matches!(
+        run("ldxdw %r0, [%r10+24]\nexit", &mut mem),
+        Err(Fault::OutOfBounds { .. })
+    ));
+    assert!(matches!(
+        run("mov %r1, 0\nldxb %r0, [%r1]\nexit", &mut mem),
+        Err(Fault::OutOfBounds { .. })
+    ));
+    assert!(matches!(
+        run(
+            "lddw %r1, 0xfffffffffffffffe\nldxw %r0, [%r1]\nexit",
+            &mut mem
+        ),
+        Err(Fault::OutOfBounds { .. })
+    ));
+}
+
+#[test]
+fn read_only_regions_refuse_stores() {
+    let ro = [7u8; 16];
+    let region = Region {
+        start: ro.as_ptr() as u64,
+        len: 16,
+        writable: false,
+    };
+    // SAFETY: `ro` outlives the Env and no reference is taken during the run.
+    let mut e = unsafe { Env::new(vec![region], core::ptr::null_mut()) };
+    let maps = [MapRef {
+        handle: 0,
+        key_size: 4,
+        value_size: 16,
+        max_entries: 1,
+        direct: Some(region),
+    }];
+    let text = "lddw %r1, 0\nldxb %r0, [%r1+15]\nexit";
+    let mut insns = assemble(text).unwrap();
+    insns[0].src = crate::insn::PSEUDO_MAP_VALUE;
+    insns[1].imm = 0;
+    let p = Program::load(
+        insns.clone(),
+        &maps,
+        &Helpers::new(),
+        &LoadOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(p.run_mem(&mut e, &mut []), Ok(7));
+    insns[2] = assemble("stb [%r1+0], 1").unwrap()[0];
+    let p = Program::load(
+        insns.clone(),
+        &maps,
+        &Helpers::new(),
+        &LoadOptions::default(),
+    )
+    .unwrap();
+    assert!(matches!(
+        p.run_mem(&mut e, &mut []),
+        Err(Fault::OutOfBounds { write: true, .. })
+    ));
+    insns[1].imm = 16;
+    assert!(Program::load(insns, &maps, &Helpers::new(), &LoadOptions::default()).is_err());
+}
+
+#[test]
+fn xdp_context_converts_pointers() {
+    let p = load(
+        "ldxw %r2, [%r1+0]\nldxw %r3, [%r1+4]\nldxw %r4, [%r1+12]\nldxw %r5, [%r1+16]\n\
+                  mov %r0, %r3\nsub %r0, %r2\nlsh %r4, 8\nadd %r0, %r4\nlsh %r5, 16\nadd %r0, %r5\n\
+                  ldxb %r2, [%r2+0]\nlsh %r2, 24\nadd %r0, %r2\nexit",
+    );
+    let mut frame = [0u8; 128];
+    frame[32] = 9;
+    let out = p.run_xdp(&mut env(), &mut frame, 32, 60, 3, 5).unwrap();
+    assert_eq!(out.action, 60 + (3 << 8) + (5 << 16) + (9 << 24));
+    assert_eq!((out.data_meta, out.data, out.data_end), (32, 32, 92));
+    assert!(matches!(
+        load("stw [%r1+12], 1\nexit").run_xdp(&mut env(), &mut frame, 0, 60, 0, 0),
+        Err(Fault::OutOfBounds { .. })
+    ));
+    assert!(matches!(
+        load("ldxh %r0, [%r1+0]\nexit").run_xdp(&mut env(), &mut frame, 0, 60, 0, 0),
+        Err(Fault::Context { off: 0, .. })
+    ));
+    assert!(
+        matches!(
+            load("ldxw %r0, [%r1+0]\nldxb %r0, [%r0-1]\nexit").run_xdp(
+                &mut env(),
+                &mut frame,
+                10,
+                60,
+                0,
+                0
+            ),
+            Err(Fault::OutOfBounds { .. })
+        ),
+        "headroom is not the packet"
+    );
+}
+
+#[test]
+fn atomics_32_and_64() {
+    let t = |body: &str| r0(&format!("stdw [%r10-8], 10\nmov %r1, 3\n{body}\nexit"));
+    assert_eq!(t("lock add [%r10-8], %r1\nldxdw %r0, [%r10-8]"), 13);
+    assert_eq!(t("lock fetch add [%r10-8], %r1\nmov %r0, %r1"), 10);
+    assert_eq!(t("lock fetch or32 [%r10-8], %r1\nldxdw %r0, [%r10-8]"), 11);
+    assert_eq!(t("lock fetch and [%r10-8], %r1\nldxdw %r0, [%r10-8]"), 2);
+    assert_eq!(t("lock fetch xor [%r10-8], %r1\nldxdw %r0, [%r10-8]"), 9);
+    assert_eq!(
+        t("lock xchg [%r10-8], %r1\nldxdw %r0, [%r10-8]\nlsh %r0, 8\nadd %r0, %r1"),
+        (3 << 8) + 10
+    );
+    assert_eq!(
+        t("mov %r0, 10\nlock cmpxchg [%r10-8], %r1\nldxdw %r0, [%r10-8]"),
+        3
+    );
+    assert_eq!(
+        t("mov %r0, 9\nlock cmpxchg [%r10-8], %r1\nldxdw %r1, [%r10-8]\nlsh %r0, 8\nadd %r0, %r1"),
+        (10 << 8) + 10
+    );
+    assert!(matches!(
+        run("mov %r1, 1\nlock add [%r10-15], %r1\nexit", &mut []),
+        Err(Fault::Misaligned { pc: 1, .. })
+    ));
+}
+
+unsafe extern "C" fn sum_helper(r1: u64, r2: u64, _: u64, _: u64, _: u64, env: *mut Env) -> u64 {
+    // SAFETY: the engine passes the live Env (HelperFn contract).
+    let env = unsafe { &mut *env };
+    match env.check(r1, r2) {
+        Ok(b) => b.iter().map(|&x| x as u64).sum(),
+        Err(f) => {
+            env.fault(f);
+            0
+        }
+    }
+}
+
+#[test]
+fn helpers_get_checked_pointers() {
+    let mut h = Helpers::new();
+    h.insert(100, sum_helper, Signature { args: 2 });
+    let p = Program::load(
+        assemble("call 100\nexit").unwrap(),
+        &[],
+        &h,
+        &LoadOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(p.run_mem(&mut env(), &mut [1, 2, 3]), Ok(6));
+    let p = Program::load(
+        assemble("add %r2, 1\ncall 100\nexit").unwrap(),
+        &[],
+        &h,
+        &LoadOptions::default(),
+    )
+    .unwrap();
+    assert!(matches!(
+        p.run_mem(&mut env(), &mut [1, 2, 3]),
+        Err(Fault::OutOfBounds { pc: 1, .. })
+    ));
+}
+
+#[test]
+fn local_calls_save_registers_and_get_their_own_frame() {
+    let text = "mov %r6, 5\nstdw [%r10-8], 7\ncall local f\nldxdw %r1, [%r10-8]\nadd %r0, %r1\nadd %r0, %r6\nexit\n\
+                f:\nmov %r6, 100\nstdw [%r10-8], 1000\nmov %r0, %r10\nexit";
+    let e = &mut env();
+    let top = e.stack_top();
+    let got = load(text).run_mem(e, &mut []).unwrap();
+    assert_eq!(got, top - STACK_FRAME as u64 + 7 + 5);
+}
+
+#[test]
+fn recursion_runs_out_of_frames_and_loops_out_of_budget() {
+    assert!(matches!(
+        run("call local f\nf:\ncall local f\nexit", &mut []),
+        Err(Fault::CallDepth { .. })
+    ));
+    assert!(matches!(
+        run("l:\nja l", &mut []),
+        Err(Fault::Budget { .. })
+    ));
+    assert!(matches!(
+        run("mov %r0, 0", &mut []),
+        Err(Fault::PcOutOfRange { .. })
+    ));
+}

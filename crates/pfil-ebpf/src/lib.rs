@@ -1,0 +1,419 @@
+//! An eBPF engine for userspace XDP hooks.
+//!
+//! pfil-rs runs XDP programs (clang-compiled eBPF objects) as hooks. This
+//! crate is the engine under that: it decodes instructions ([`insn`]),
+//! verifies a program when it is loaded ([`Program::load`]) and runs it
+//! in a sandbox ([`Program::run_xdp`]). The ELF loader, the maps and the
+//! helpers' implementations live in the loader (`pfil-xdp`); the engine
+//! sees a map as a [`MapRef`] and a helper as a [`HelperFn`].
+//!
+//! # The sandbox
+//!
+//! Register values that are pointers are host addresses. Every load and
+//! store is checked to lie entirely inside one region of the run: the
+//! stack (512 bytes per frame), the context (`struct xdp_md`, read-only),
+//! the packet (`data_meta..data_end`, writable) and the regions the loader
+//! declared in [`Env::new`] (map values, global data). Anything else stops
+//! the run with a [`Fault`]; so do running out of the instruction budget,
+//! calls nested too deep, and faults raised by helpers. No input, whatever
+//! its bytes, makes the engine panic.
+//!
+//! ```
+//! use pfil_ebpf::{asm_exit, Env, Helpers, Insn, LoadOptions, Program};
+//! use pfil_ebpf::insn::*;
+//!
+//! // r0 = XDP_PASS (2) if the packet is at least 14 bytes long, else XDP_DROP (1).
+//! let prog = vec![
+//!     Insn::new(BPF_LDX | BPF_MEM | BPF_W, 2, 1, 0, 0), // r2 = ctx->data
+//!     Insn::new(BPF_LDX | BPF_MEM | BPF_W, 3, 1, 4, 0), // r3 = ctx->data_end
+//!     Insn::new(BPF_MOV | BPF_K | BPF_ALU64, 0, 0, 0, 1),
+//!     Insn::new(BPF_ADD | BPF_K | BPF_ALU64, 2, 0, 0, 14),
+//!     Insn::new(BPF_JGT | BPF_X | BPF_JMP, 2, 3, 1, 0),
+//!     Insn::new(BPF_MOV | BPF_K | BPF_ALU64, 0, 0, 0, 2),
+//!     asm_exit(),
+//! ];
+//! let prog = Program::load(prog, &[], &Helpers::new(), &LoadOptions::default())?;
+//! // SAFETY: no extra regions.
+//! let mut env = unsafe { Env::new(Vec::new(), core::ptr::null_mut()) };
+//! let mut frame = [0u8; 64];
+//! assert_eq!(prog.run_xdp(&mut env, &mut frame, 0, 60, 1, 0)?.action, 2);
+//! assert_eq!(prog.run_xdp(&mut env, &mut frame, 0, 10, 1, 0)?.action, 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod asm;
+pub mod env;
+pub mod insn;
+mod interp;
+
+pub use env::{Env, HelperFn, Helpers, Region, Signature};
+pub use insn::Insn;
+
+use insn::*;
+
+/// A malformed program image.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// The byte length is not a non-empty multiple of 8.
+    #[error("program of {0} bytes: eBPF instructions are 8-byte slots")]
+    Length(usize),
+}
+
+/// Why a program was refused at load.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[error("instruction {pc}: {reason}")]
+pub struct VerifyError {
+    /// The instruction the refusal is about.
+    pub pc: usize,
+    /// What is wrong, in words a user can act on.
+    pub reason: String,
+}
+
+impl VerifyError {
+    pub(crate) fn new(pc: usize, reason: impl Into<String>) -> Self {
+        VerifyError {
+            pc,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Why a run stopped without a result.
+#[derive(Debug, Clone, Copy, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fault {
+    /// A load or store outside every region of the run (or a store into a
+    /// read-only one).
+    #[error("instruction {pc}: {len}-byte {} at {addr:#x} outside the program's memory", if *write { "store" } else { "load" })]
+    OutOfBounds {
+        /// The instruction.
+        pc: usize,
+        /// The first byte's address.
+        addr: u64,
+        /// The access size.
+        len: u32,
+        /// Whether it was a store.
+        write: bool,
+    },
+    /// An access to the context the kernel would not allow (a store, or
+    /// a load of part of a pointer field).
+    #[error("instruction {pc}: {len}-byte access at offset {off} of the context")]
+    Context {
+        /// The instruction.
+        pc: usize,
+        /// Offset in `struct xdp_md`.
+        off: u32,
+        /// The access size.
+        len: u8,
+    },
+    /// An atomic operation on an address not aligned to its size.
+    #[error("instruction {pc}: misaligned atomic access at {addr:#x}")]
+    Misaligned {
+        /// The instruction.
+        pc: usize,
+        /// The address.
+        addr: u64,
+    },
+    /// The instruction budget ([`LoadOptions::max_insns_per_run`]) ran out.
+    #[error("instruction {pc}: instruction budget exhausted (a loop that does not end?)")]
+    Budget {
+        /// Where the run was.
+        pc: usize,
+    },
+    /// bpf-to-bpf calls nested deeper than 8 frames.
+    #[error(
+        "instruction {pc}: calls nested deeper than {} frames",
+        env::MAX_FRAMES
+    )]
+    CallDepth {
+        /// The call.
+        pc: usize,
+    },
+    /// Control reached a pc outside the program.
+    #[error("instruction {pc}: jump or fall-through out of the program")]
+    PcOutOfRange {
+        /// The jumping instruction.
+        pc: usize,
+    },
+    /// An instruction the engine cannot execute.
+    #[error("instruction {pc}: invalid instruction")]
+    InvalidInsn {
+        /// The instruction.
+        pc: usize,
+    },
+    /// A call to a helper the program was not given.
+    #[error("instruction {pc}: call to unknown helper {id}")]
+    UnknownHelper {
+        /// The call.
+        pc: usize,
+        /// The helper id.
+        id: u32,
+    },
+    /// A helper stopped the program ([`Env::fault`]).
+    #[error("instruction {pc}: helper failed: {reason}")]
+    Helper {
+        /// The call.
+        pc: usize,
+        /// What the helper found wrong.
+        reason: &'static str,
+    },
+}
+
+impl Fault {
+    /// The same fault at instruction `pc` (helpers raise faults without
+    /// knowing where the call was).
+    pub fn at(self, pc: usize) -> Fault {
+        match self {
+            Fault::OutOfBounds {
+                addr, len, write, ..
+            } => Fault::OutOfBounds {
+                pc,
+                addr,
+                len,
+                write,
+            },
+            Fault::Context { off, len, .. } => Fault::Context { pc, off, len },
+            Fault::Misaligned { addr, .. } => Fault::Misaligned { pc, addr },
+            Fault::Budget { .. } => Fault::Budget { pc },
+            Fault::CallDepth { .. } => Fault::CallDepth { pc },
+            Fault::PcOutOfRange { .. } => Fault::PcOutOfRange { pc },
+            Fault::InvalidInsn { .. } => Fault::InvalidInsn { pc },
+            Fault::UnknownHelper { id, .. } => Fault::UnknownHelper { pc, id },
+            Fault::Helper { reason, .. } => Fault::Helper { pc, reason },
+        }
+    }
+}
+
+/// What the loader tells the engine about one map of a program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MapRef {
+    /// The loader's opaque handle, loaded by `LDDW dst, map` (src 1).
+    pub handle: u64,
+    /// Key size in bytes.
+    pub key_size: u32,
+    /// Value size in bytes.
+    pub value_size: u32,
+    /// Maximum number of entries.
+    pub max_entries: u32,
+    /// For maps whose value is addressed directly (global data: `.data`,
+    /// `.rodata`, `.bss`), the value's memory, for `LDDW` with src 2. The
+    /// region must also be given to [`Env::new`] for the program to reach it.
+    pub direct: Option<Region>,
+}
+
+/// Options of [`Program::load`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LoadOptions {
+    /// Instructions a run may execute before [`Fault::Budget`]
+    /// (programs proven loop-free are not counted).
+    pub max_insns_per_run: u64,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            max_insns_per_run: 1_000_000,
+        }
+    }
+}
+
+/// The result of an XDP run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunOutcome {
+    /// r0 at exit: the XDP action (`XDP_ABORTED` 0, `XDP_DROP` 1,
+    /// `XDP_PASS` 2, `XDP_TX` 3, `XDP_REDIRECT` 4).
+    pub action: u64,
+    /// Offset of `data_meta` in the frame after the run.
+    pub data_meta: usize,
+    /// Offset of `data` in the frame after the run.
+    pub data: usize,
+    /// Offset of `data_end` in the frame after the run.
+    pub data_end: usize,
+}
+
+/// A loaded (verified) program.
+#[derive(Debug)]
+pub struct Program {
+    pub(crate) insns: Vec<Insn>,
+    pub(crate) helpers: Helpers,
+    /// Whether runs count instructions (the program may loop).
+    pub(crate) counted: bool,
+    pub(crate) max_insns: u64,
+}
+
+/// The final `exit` instruction, a convenience for hand-written programs.
+pub const fn asm_exit() -> Insn {
+    Insn::new(BPF_JMP | BPF_EXIT, 0, 0, 0, 0)
+}
+
+impl Insn {
+    /// The same instruction with source register `src`.
+    pub const fn with_src(mut self, src: u8) -> Insn {
+        self.src = src;
+        self
+    }
+}
+
+impl Program {
+    /// Verifies `insns` and prepares them to run: map references are
+    /// resolved against `maps`, helper calls against `helpers`.
+    ///
+    /// # Errors
+    ///
+    /// A [`VerifyError`] naming the first instruction refused and why.
+    pub fn load(
+        mut insns: Vec<Insn>,
+        maps: &[MapRef],
+        helpers: &Helpers,
+        opts: &LoadOptions,
+    ) -> Result<Program, VerifyError> {
+        resolve_maps(&mut insns, maps)?;
+        Ok(Program {
+            insns,
+            helpers: helpers.clone(),
+            counted: true,
+            max_insns: opts.max_insns_per_run,
+        })
+    }
+
+    /// The program's instructions (map references resolved).
+    pub fn insns(&self) -> &[Insn] {
+        &self.insns
+    }
+
+    /// Runs the program as XDP over the packet `frame[data_off..data_off +
+    /// data_len]`; the bytes before are headroom, those after tailroom.
+    ///
+    /// # Errors
+    ///
+    /// The [`Fault`] that stopped the run; also [`Fault::OutOfBounds`] at
+    /// pc 0 when the packet does not fit in `frame`.
+    pub fn run_xdp(
+        &self,
+        env: &mut Env,
+        frame: &mut [u8],
+        data_off: usize,
+        data_len: usize,
+        ingress_ifindex: u32,
+        rx_queue: u32,
+    ) -> Result<RunOutcome, Fault> {
+        let base = frame.as_mut_ptr() as u64;
+        let fits = data_off
+            .checked_add(data_len)
+            .is_some_and(|e| e <= frame.len());
+        if !fits {
+            return Err(Fault::OutOfBounds {
+                pc: 0,
+                addr: base + data_off as u64,
+                len: data_len as u32,
+                write: false,
+            });
+        }
+        let data = base + data_off as u64;
+        env.begin_packet(
+            (base, base + frame.len() as u64),
+            data,
+            data + data_len as u64,
+        );
+        env.set_ctx_field(0, data as u32);
+        env.set_ctx_field(4, (data + data_len as u64) as u32);
+        env.set_ctx_field(8, data as u32);
+        env.set_ctx_field(12, ingress_ifindex);
+        env.set_ctx_field(16, rx_queue);
+        env.set_ctx_field(20, 0);
+        let r = interp::run(self, env, env.ctx_addr());
+        let (meta, data, end) = env.packet();
+        env.end_packet();
+        let action = r?;
+        Ok(RunOutcome {
+            action,
+            data_meta: (meta - base) as usize,
+            data: (data - base) as usize,
+            data_end: (end - base) as usize,
+        })
+    }
+
+    /// Runs the program with r1 = the address of `mem` and r2 = its length
+    /// (`mem` is the packet region; the context is empty), as the
+    /// conformance suite and ubpf do.
+    ///
+    /// # Errors
+    ///
+    /// The [`Fault`] that stopped the run.
+    pub fn run_mem(&self, env: &mut Env, mem: &mut [u8]) -> Result<u64, Fault> {
+        let base = mem.as_mut_ptr() as u64;
+        let end = base + mem.len() as u64;
+        env.begin_packet((base, end), base, end);
+        let r = interp::run_with(self, env, base, mem.len() as u64);
+        env.end_packet();
+        r
+    }
+}
+
+/// Rewrites `LDDW` with a map pseudo-source into a plain 64-bit immediate.
+fn resolve_maps(insns: &mut [Insn], maps: &[MapRef]) -> Result<(), VerifyError> {
+    let mut pc = 0;
+    while pc < insns.len() {
+        if insns[pc].code == LDDW {
+            if pc + 1 >= insns.len() {
+                return Err(VerifyError::new(
+                    pc,
+                    "64-bit immediate load missing its second slot",
+                ));
+            }
+            let (src, imm, imm2) = (insns[pc].src, insns[pc].imm, insns[pc + 1].imm);
+            let value = match src {
+                0 => None,
+                PSEUDO_MAP_FD | PSEUDO_MAP_VALUE => {
+                    let m = maps.get(imm as u32 as usize).ok_or_else(|| {
+                        VerifyError::new(
+                            pc,
+                            format!("map index {imm} out of range ({} maps)", maps.len()),
+                        )
+                    })?;
+                    if src == PSEUDO_MAP_FD {
+                        if imm2 != 0 {
+                            return Err(VerifyError::new(
+                                pc,
+                                "map reference with a nonzero second immediate",
+                            ));
+                        }
+                        Some(m.handle)
+                    } else {
+                        let d = m.direct.ok_or_else(|| {
+                            VerifyError::new(
+                                pc,
+                                format!("map {imm} has no directly addressable value"),
+                            )
+                        })?;
+                        let off = imm2 as u32 as u64;
+                        if off >= d.len {
+                            return Err(VerifyError::new(
+                                pc,
+                                format!("offset {off} outside map {imm}'s {}-byte value", d.len),
+                            ));
+                        }
+                        Some(d.start + off)
+                    }
+                }
+                s => {
+                    return Err(VerifyError::new(
+                        pc,
+                        format!("64-bit immediate load with unsupported pseudo-source {s}"),
+                    ))
+                }
+            };
+            if let Some(v) = value {
+                insns[pc].src = 0;
+                insns[pc].imm = v as u32 as i32;
+                insns[pc + 1].imm = (v >> 32) as u32 as i32;
+            }
+            pc += 2;
+        } else {
+            pc += 1;
+        }
+    }
+    Ok(())
+}
