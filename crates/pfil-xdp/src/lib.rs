@@ -22,12 +22,17 @@
 
 pub mod btf;
 pub mod elf;
+pub mod filter;
+pub mod helpers;
 pub mod kernel;
 pub mod maps;
 pub mod object;
+pub mod program;
 
+pub use filter::{XdpConfig, XdpFault, XdpFilter};
 pub use maps::{Map, MapError, MapType};
 pub use object::{MapDef, MapOrigin, Object, Program};
+pub use program::{RunError, RunResult, XdpProgram};
 
 use thiserror::Error;
 
@@ -50,6 +55,9 @@ pub enum LoadError {
     /// The object uses something this loader does not do, named.
     #[error("unsupported: {0}")]
     Unsupported(String),
+    /// The engine's verifier refused the program (or a helper it calls).
+    #[error("verifier: {0}")]
+    Verify(String),
     /// The program asked for is not there.
     #[error("{0}")]
     NoProgram(String),

@@ -1,0 +1,254 @@
+//! The `xdp` hook: an [`XdpProgram`] as a pfil [`Filter`].
+//!
+//! Config (what follows `xdp:` in a spec): `@PATH` of a BPF object, then
+//! optionally `program NAME` when the object has several XDP programs:
+//! `xdp:@/usr/lib/x86_64-linux-gnu/bpf/xdpfilt_dny_udp.o`,
+//! `xdp:@filters.o program count_udp`.
+//!
+//! Verdicts: `XDP_PASS` → Pass; `XDP_DROP` → Dropped; `XDP_ABORTED` →
+//! Dropped and counted (`aborted`); `XDP_TX` and `XDP_REDIRECT` → Dropped
+//! and counted (`tx_refused`, `redirect_refused`) until ports hand hooks
+//! their outbox; any other action → Dropped and counted
+//! (`invalid_action`), as the kernel does. A program that faults
+//! (an access outside its regions, its instruction budget spent) is
+//! counted (`faults`) and contained as a panicking hook is: the chain
+//! quarantines the link and the link's fail mode decides the packet.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use crossbeam_utils::CachePadded;
+use pfil::{Ctx, Filter, FilterStat, Packet, Verdict};
+
+use crate::helpers::{XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX};
+use crate::program::{RunError, XdpProgram};
+use crate::Object;
+
+/// Largest object file `xdp:@PATH` reads.
+pub const MAX_OBJECT_BYTES: u64 = 64 << 20;
+
+const STATS: [(&str, &str); 6] = [
+    (
+        "aborted",
+        "Packets the program returned XDP_ABORTED for (dropped).",
+    ),
+    (
+        "invalid_action",
+        "Packets the program returned an unknown action for (dropped).",
+    ),
+    (
+        "tx_refused",
+        "XDP_TX verdicts the port could not send back (dropped).",
+    ),
+    (
+        "redirect_refused",
+        "XDP_REDIRECT verdicts the port could not send on (dropped).",
+    ),
+    (
+        "faults",
+        "Runs the sandbox stopped (the link was quarantined).",
+    ),
+    (
+        "busy",
+        "Packets dropped because their worker's run environment was in use.",
+    ),
+];
+
+/// The payload a faulting program's run unwinds with: the chain catches
+/// it as it catches a hook's panic and quarantines the link.
+#[derive(Debug)]
+pub struct XdpFault(pub String);
+
+/// An XDP program as a pfil hook.
+pub struct XdpFilter {
+    config: String,
+    prog: XdpProgram,
+    stats: Box<[CachePadded<[AtomicU64; 6]>]>,
+}
+
+/// The parts of an `xdp:` config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XdpConfig {
+    /// The object's path.
+    pub path: String,
+    /// The program's name, if given.
+    pub program: Option<String>,
+}
+
+impl XdpConfig {
+    /// Parse `@PATH [program NAME]`.
+    ///
+    /// # Errors
+    /// What the syntax expects.
+    pub fn parse(config: &str) -> Result<XdpConfig, String> {
+        let c = config.trim();
+        let Some(rest) = c.strip_prefix('@') else {
+            return Err(format!("OBJECT: `@PATH` of a BPF object file (got {c:?})"));
+        };
+        let (path, program) = match rest.rsplit_once(" program ") {
+            Some((p, n)) if !n.trim().is_empty() && !n.trim().contains(char::is_whitespace) => {
+                (p.trim(), Some(n.trim().to_owned()))
+            }
+            Some(_) => return Err("OBJECT: `program` needs one program name after it".into()),
+            None => (rest.trim(), None),
+        };
+        if path.is_empty() {
+            return Err("OBJECT: `@` needs the path of a BPF object after it".into());
+        }
+        Ok(XdpConfig {
+            path: path.to_owned(),
+            program,
+        })
+    }
+}
+
+/// Read an object file: a regular file of at most [`MAX_OBJECT_BYTES`].
+pub fn read_object(path: &str) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).map_err(|e| format!("@{path}: {e}"))?;
+    let meta = f.metadata().map_err(|e| format!("@{path}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("@{path}: not a regular file"));
+    }
+    if meta.len() > MAX_OBJECT_BYTES {
+        return Err(format!(
+            "@{path}: {} bytes, over the limit of {MAX_OBJECT_BYTES}",
+            meta.len()
+        ));
+    }
+    let mut body = Vec::new();
+    f.take(MAX_OBJECT_BYTES + 1)
+        .read_to_end(&mut body)
+        .map_err(|e| format!("@{path}: {e}"))?;
+    Ok(body)
+}
+
+impl XdpFilter {
+    /// Build from an `xdp:` config for a registry of `workers` worker slots.
+    ///
+    /// # Errors
+    /// A bad config, an unreadable file, or the loader's or verifier's
+    /// refusal, each naming what was wrong.
+    pub fn from_config(config: &str, workers: usize) -> Result<XdpFilter, String> {
+        Self::build(config, workers, &[])
+    }
+
+    fn build(config: &str, workers: usize, keep: &[Arc<crate::Map>]) -> Result<XdpFilter, String> {
+        let c = XdpConfig::parse(config)?;
+        let bytes = read_object(&c.path)?;
+        let obj = Object::parse(&bytes).map_err(|e| format!("@{}: {e}", c.path))?;
+        let prog = XdpProgram::load(&obj, c.program.as_deref(), workers, keep)
+            .map_err(|e| format!("@{}: {e}", c.path))?;
+        Ok(XdpFilter {
+            config: config.trim().to_owned(),
+            prog,
+            stats: (0..workers.max(1))
+                .map(|_| CachePadded::new(Default::default()))
+                .collect(),
+        })
+    }
+
+    /// The loaded program (its maps for the control side).
+    pub fn program(&self) -> &XdpProgram {
+        &self.prog
+    }
+
+    #[inline]
+    fn count(&self, worker: usize, which: usize) {
+        if let Some(s) = self.stats.get(worker) {
+            s[which].fetch_add(1, Relaxed);
+        }
+    }
+}
+
+impl Filter for XdpFilter {
+    fn filter(&self, pkt: &mut Packet<'_>, ctx: &Ctx<'_>) -> Verdict {
+        let (len, ifindex, queue) = (pkt.len(), pkt.ifindex(), pkt.queue());
+        let r = match self
+            .prog
+            .run(ctx.worker, pkt.frame_mut(), 0, len, ifindex, queue)
+        {
+            Ok(r) => r,
+            Err(RunError::Fault(f)) => {
+                self.count(ctx.worker, 4);
+                // Contained like a panicking hook: the chain catches the
+                // unwind, quarantines the link and applies its fail mode.
+                // resume_unwind skips the panic hook: a program's fault
+                // is not a bug of pfild.
+                std::panic::resume_unwind(Box::new(XdpFault(format!(
+                    "xdp program {:?}: {f}",
+                    self.prog.name()
+                ))));
+            }
+            Err(RunError::Worker(_)) => {
+                self.count(ctx.worker, 5);
+                return Verdict::Dropped;
+            }
+        };
+        if (r.data, r.end) != (0, len) {
+            pkt.narrow(r.data, r.end);
+        }
+        match r.action {
+            XDP_PASS => Verdict::Pass,
+            XDP_DROP => Verdict::Dropped,
+            XDP_ABORTED => {
+                self.count(ctx.worker, 0);
+                Verdict::Dropped
+            }
+            XDP_TX => {
+                self.count(ctx.worker, 2);
+                Verdict::Dropped
+            }
+            XDP_REDIRECT => {
+                self.count(ctx.worker, 3);
+                Verdict::Dropped
+            }
+            _ => {
+                self.count(ctx.worker, 1);
+                Verdict::Dropped
+            }
+        }
+    }
+
+    fn spec(&self) -> Option<String> {
+        Some(format!("xdp:{}", self.config))
+    }
+
+    fn derive(&self, config: &str) -> Option<Result<Arc<dyn Filter>, String>> {
+        Some(
+            Self::build(config, self.stats.len(), self.prog.maps())
+                .map(|f| Arc::new(f) as Arc<dyn Filter>),
+        )
+    }
+
+    fn stats(&self) -> Vec<FilterStat> {
+        STATS
+            .iter()
+            .enumerate()
+            .map(|(i, (name, help))| {
+                let v = self.stats.iter().map(|s| s[i].load(Relaxed)).sum();
+                FilterStat::counter(name, help, v)
+            })
+            .collect()
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_takes_a_path_and_an_optional_program() {
+        let c = XdpConfig::parse("@/x/y.o").unwrap();
+        assert_eq!((c.path.as_str(), c.program), ("/x/y.o", None));
+        let c = XdpConfig::parse("@/x/y.o program first").unwrap();
+        assert_eq!(c.program.as_deref(), Some("first"));
+        assert!(XdpConfig::parse("/x/y.o").unwrap_err().contains("@PATH"));
+        assert!(XdpConfig::parse("@").is_err());
+        assert!(XdpConfig::parse("@/x.o program ").is_err());
+    }
+}
