@@ -25,6 +25,11 @@ use pfil::Filter;
 
 use crate::{Count, DropUdpPort, Null};
 
+/// The `xdp` module's example: xdp-tools' xdp-filter in allow mode with
+/// UDP port filtering (its maps empty: everything passes), as Debian's
+/// `xdp-tools` installs it.
+pub const XDP_EXAMPLE: &str = "xdp:@/usr/lib/x86_64-linux-gnu/bpf/xdpfilt_alw_udp.o";
+
 /// What a factory gets besides the config: facts about the registry the
 /// filter will run in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -222,7 +227,8 @@ impl Catalog {
         Catalog::default()
     }
 
-    /// The real filters of this crate: `null`, `count`, `drop-udp:PORT`,
+    /// The real filters of this crate and `xdp:@PATH [program NAME]` (an
+    /// eBPF XDP object; see [`pfil_xdp`]): `null`, `count`, `drop-udp:PORT`,
     /// `bpf:ACTION EXPR`, `ratelimit:RATE ...`, `ct[:...]` (see
     /// [`crate::ct`]), `acl:RULES` (a rules file,
     /// or inline rules separated by `;`; see [`crate::acl`]).
@@ -288,6 +294,16 @@ impl Catalog {
                 |cfg, ctx| {
                     crate::Acl::from_config(cfg, ctx.max_workers)
                         .map(|a| Arc::new(a) as Arc<dyn Filter>)
+                },
+            ),
+            Module::with_config(
+                "xdp",
+                "@PATH [program NAME]",
+                "a clang-compiled eBPF XDP object, run sandboxed (see pfil_xdp)",
+                XDP_EXAMPLE,
+                |cfg, ctx| {
+                    pfil_xdp::XdpFilter::from_config(cfg, ctx.max_workers)
+                        .map(|f| Arc::new(f) as Arc<dyn Filter>)
                 },
             ),
         ];
@@ -439,7 +455,8 @@ mod tests {
                         "bpf:ACTION EXPR".into(),
                         "ratelimit:RATE [burst N] [per src|dst|flow] [table N]".into(),
                         "ct[:[max N] [tcp strict|loose] [drop-invalid]]".into(),
-                        "acl:RULES".into()
+                        "acl:RULES".into(),
+                        "xdp:@PATH [program NAME]".into()
                     ],
                 }
             );
@@ -483,9 +500,26 @@ mod tests {
         let names: Vec<_> = c.modules().map(Module::name).collect();
         assert_eq!(
             names,
-            ["null", "count", "drop-udp", "bpf", "ratelimit", "ct", "acl"]
+            [
+                "null",
+                "count",
+                "drop-udp",
+                "bpf",
+                "ratelimit",
+                "ct",
+                "acl",
+                "xdp"
+            ]
         );
         for m in c.modules() {
+            if m.name() == "xdp" && !std::path::Path::new(&m.example()[5..]).exists() {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "xdp-tools missing under CI"
+                );
+                eprintln!("skipped the xdp example: install xdp-tools");
+                continue;
+            }
             let f = c.create(m.example(), &ctx).unwrap();
             assert_eq!(verdict(&*f, &mut [0u8; 20]), Verdict::Pass, "{}", m.name());
             assert_eq!(verdict(&*f, &mut udp(80)), Verdict::Pass, "{}", m.name());
@@ -526,6 +560,6 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("(e.g. drop-udp:53)"), "{table}");
-        assert_eq!(table.lines().count(), 8, "{table}");
+        assert_eq!(table.lines().count(), 9, "{table}");
     }
 }
