@@ -109,6 +109,22 @@ enum Cmd {
         #[arg(long, value_name = "N", default_value_t = 10_000)]
         limit: usize,
     },
+    /// The maps of an `xdp` hook, like bpftool map: without NAME, list
+    /// them; `NAME dump`; `NAME lookup key BYTES`; `NAME update key BYTES
+    /// value BYTES [any|noexist|exist]`; `NAME delete key BYTES`. BYTES
+    /// as bpftool writes them: `key 0x35 0x00 0 0 value 10 0 0 0 0 0 0 0`
+    /// (decimal or 0x hex, one byte each); a per-CPU map's update with
+    /// one value sets every worker's
+    Map {
+        /// Hook name (`xdp:1`)
+        hook: String,
+        /// Map name (`filter_ports`)
+        name: Option<String>,
+        /// dump | lookup key BYTES | update key BYTES value BYTES [FLAG] |
+        /// delete key BYTES
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        op: Vec<String>,
+    },
     /// Live per-link cost, like top(1): packets/s, drops/s, ns/packet
     /// (from the timed batches) and the share of a CPU each link takes,
     /// most expensive first; refreshes until Ctrl-C or --count tables
@@ -676,6 +692,7 @@ fn request(cmd: &Cmd) -> Result<(&'static str, Value), String> {
             "filter_stats",
             hook.as_ref().map_or(Value::Null, |h| json!({"hook": h})),
         ),
+        Cmd::Map { hook, name, op } => crate::xdpmaps::request(hook, name.as_deref(), op)?,
         Cmd::States { hook, limit } => (
             "states",
             match hook {
@@ -934,6 +951,7 @@ fn human(cmd: &Cmd, r: &Value) -> String {
         }
         Cmd::Rules { .. } => rules(r),
         Cmd::States { .. } => states(r),
+        Cmd::Map { .. } => crate::xdpmaps::human(r),
         Cmd::Reload => {
             let diff = arr(r, "diff");
             let mut s = format!(

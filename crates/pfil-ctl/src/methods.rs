@@ -30,12 +30,24 @@ pub const READ_METHODS: &[&str] = &[
     "filter_stats",
     "states",
     "show",
+    "map",
 ];
 /// The methods that change the configuration (`apply` even as a dry run:
 /// planning builds filters).
 pub const WRITE_METHODS: &[&str] = &[
-    "add", "set", "del", "link", "unlink", "apply", "sampling", "capture", "reap", "reload",
+    "add",
+    "set",
+    "del",
+    "link",
+    "unlink",
+    "apply",
+    "sampling",
+    "capture",
+    "reap",
+    "reload",
     "trace",
+    "map_update",
+    "map_delete",
 ];
 
 /// What the methods work on.
@@ -529,6 +541,7 @@ impl Target {
                 let sp = params::<StatesParams>(method, p)?;
                 states(reg, sp.hook.as_deref(), sp.limit)
             }
+            "map" | "map_update" | "map_delete" => crate::xdpmaps::call(reg, method, p),
             "sampling" => {
                 let sp = params::<SamplingParams>(method, p)?;
                 reg.set_sampling(sp.every);
