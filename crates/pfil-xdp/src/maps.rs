@@ -613,7 +613,7 @@ impl Map {
         }
         if self.kind.is_array() {
             return Err(MapError::Invalid(format!(
-                "an {} cannot delete",
+                "a {} cannot delete",
                 self.kind.name()
             )));
         }
