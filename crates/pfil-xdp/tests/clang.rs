@@ -1,4 +1,5 @@
 //! Compiling the tests' C programs with `clang -O2 -g -target bpf`.
+#![allow(dead_code, reason = "each test binary uses part of this helper module")]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -6,7 +7,11 @@ use std::process::Command;
 /// The object compiled from `tests/c/NAME.c`, or `None` (with a message)
 /// when clang is missing outside CI.
 pub fn compile(name: &str) -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
+    compile_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c"), name)
+}
+
+/// The object compiled from `DIR/NAME.c`.
+pub fn compile_in(dir: &Path, name: &str) -> Option<PathBuf> {
     let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bpf");
     std::fs::create_dir_all(&out_dir).expect("tmpdir");
     let out = out_dir.join(format!("{name}.o"));

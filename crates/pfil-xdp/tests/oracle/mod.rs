@@ -3,7 +3,7 @@
 //! (`BPF_PROG_TEST_RUN` and [`XdpProgram::run`]), and everything
 //! compared: action, output bytes, map contents.
 
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test binary uses part of this helper module")]
 
 use pfil_xdp::kernel::{self, KernelProgram};
 use pfil_xdp::{Object, XdpProgram};
