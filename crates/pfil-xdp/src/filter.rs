@@ -85,11 +85,14 @@ impl XdpConfig {
         let Some(rest) = c.strip_prefix('@') else {
             return Err(format!("OBJECT: `@PATH` of a BPF object file (got {c:?})"));
         };
+        if rest == "program" || rest.ends_with(" program") {
+            return Err("OBJECT: `program` needs one program name after it".into());
+        }
         let (path, program) = match rest.rsplit_once(" program ") {
-            Some((p, n)) if !n.trim().is_empty() && !n.trim().contains(char::is_whitespace) => {
+            Some((p, n)) if !n.trim().contains(char::is_whitespace) => {
                 (p.trim(), Some(n.trim().to_owned()))
             }
-            Some(_) => return Err("OBJECT: `program` needs one program name after it".into()),
+            Some(_) => return Err("OBJECT: `program` takes one program name".into()),
             None => (rest.trim(), None),
         };
         if path.is_empty() {

@@ -124,15 +124,22 @@ unsafe extern "C" fn map_lookup_elem(
     let env = unsafe { &mut *env };
     let st = state(env) as *const RunState;
     // SAFETY: RunState is not the Env; the shared borrow lasts this call.
-    let Some(m) = (unsafe { &*st }).map(map) else {
+    let st = unsafe { &*st };
+    let Some(m) = st.map(map) else {
         return bad(env, "not a map of this program");
     };
-    let mut k = [0u8; 512];
-    let Ok(n) = copy_arg(env, key, m.key_size(), &mut k) else {
+    // A lookup only reads the key and writes no value: the key is used
+    // where it lies (no copy).
+    let Ok(k) = env.check(key, m.key_size() as u64) else {
+        env.fault(Fault::OutOfBounds {
+            pc: 0,
+            addr: key,
+            len: m.key_size() as u32,
+            write: false,
+        });
         return 0;
     };
-    // SAFETY: as above.
-    m.prog_lookup(&k[..n], unsafe { &*st }.worker) as u64
+    m.prog_lookup(k, st.worker) as u64
 }
 
 unsafe extern "C" fn map_update_elem(
