@@ -678,10 +678,20 @@ impl Target {
                     Some(c) => format!("{module}:{c}"),
                     None => module.to_owned(),
                 };
-                let filter = self
-                    .catalog
-                    .create(&spec, &BuildCtx::new(reg.max_workers()))
-                    .map_err(|e| catalog_error(&e))?;
+                // A filter that derives its successor carries over what it
+                // keeps (an xdp hook: the maps whose definition did not
+                // change); the others are built anew by the catalog.
+                let derived = match &sp.config {
+                    Some(c) => reg.derive_filter(&sp.hook, c).ok().flatten(),
+                    None => None,
+                };
+                let filter = match derived {
+                    Some(d) => d.filter,
+                    None => self
+                        .catalog
+                        .create(&spec, &BuildCtx::new(reg.max_workers()))
+                        .map_err(|e| catalog_error(&e))?,
+                };
                 let c = reg
                     .replace_filter_shared(&sp.hook, filter)
                     .map_err(|e| registry_error(&e))?;

@@ -208,15 +208,6 @@ pub(crate) fn call(
     }
 }
 
-/// One byte as bpftool takes it: decimal (`53`) or hex (`0x35`).
-fn byte(t: &str) -> Result<u8, String> {
-    let r = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        Some(h) => u8::from_str_radix(h, 16),
-        None => t.parse::<u8>(),
-    };
-    r.map_err(|_| format!("`{t}` is not a byte (0-255, or 0x00-0xff)"))
-}
-
 /// The bytes after `word` in `op` up to the next keyword.
 fn bytes_after(op: &[String], word: &str) -> Result<Option<Vec<u8>>, String> {
     let Some(i) = op.iter().position(|t| t == word) else {
@@ -225,7 +216,7 @@ fn bytes_after(op: &[String], word: &str) -> Result<Option<Vec<u8>>, String> {
     let v: Vec<u8> = op[i + 1..]
         .iter()
         .take_while(|t| !matches!(t.as_str(), "key" | "value" | "any" | "noexist" | "exist"))
-        .map(|t| byte(t))
+        .map(|t| pfil_xdp::config::parse_byte(t))
         .collect::<Result<_, _>>()?;
     if v.is_empty() {
         return Err(format!("`{word}` needs bytes after it"));

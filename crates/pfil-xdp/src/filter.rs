@@ -1,9 +1,6 @@
 //! The `xdp` hook: an [`XdpProgram`] as a pfil [`Filter`].
 //!
-//! Config (what follows `xdp:` in a spec): `@PATH` of a BPF object, then
-//! optionally `program NAME` when the object has several XDP programs:
-//! `xdp:@/usr/lib/x86_64-linux-gnu/bpf/xdpfilt_dny_udp.o`,
-//! `xdp:@filters.o program count_udp`.
+//! Config (what follows `xdp:` in a spec): see [`crate::config`].
 //!
 //! Verdicts: `XDP_PASS` → Pass; `XDP_DROP` → Dropped; `XDP_ABORTED` →
 //! Dropped and counted (`aborted`); `XDP_TX` and `XDP_REDIRECT` → Dropped
@@ -20,6 +17,7 @@ use std::sync::Arc;
 use crossbeam_utils::CachePadded;
 use pfil::{Ctx, Filter, FilterStat, Packet, Verdict};
 
+use crate::config::XdpConfig;
 use crate::helpers::{XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX};
 use crate::program::{RunError, XdpProgram};
 use crate::Object;
@@ -66,45 +64,6 @@ pub struct XdpFilter {
     stats: Box<[CachePadded<[AtomicU64; 6]>]>,
 }
 
-/// The parts of an `xdp:` config.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct XdpConfig {
-    /// The object's path.
-    pub path: String,
-    /// The program's name, if given.
-    pub program: Option<String>,
-}
-
-impl XdpConfig {
-    /// Parse `@PATH [program NAME]`.
-    ///
-    /// # Errors
-    /// What the syntax expects.
-    pub fn parse(config: &str) -> Result<XdpConfig, String> {
-        let c = config.trim();
-        let Some(rest) = c.strip_prefix('@') else {
-            return Err(format!("OBJECT: `@PATH` of a BPF object file (got {c:?})"));
-        };
-        if rest == "program" || rest.ends_with(" program") {
-            return Err("OBJECT: `program` needs one program name after it".into());
-        }
-        let (path, program) = match rest.rsplit_once(" program ") {
-            Some((p, n)) if !n.trim().contains(char::is_whitespace) => {
-                (p.trim(), Some(n.trim().to_owned()))
-            }
-            Some(_) => return Err("OBJECT: `program` takes one program name".into()),
-            None => (rest.trim(), None),
-        };
-        if path.is_empty() {
-            return Err("OBJECT: `@` needs the path of a BPF object after it".into());
-        }
-        Ok(XdpConfig {
-            path: path.to_owned(),
-            program,
-        })
-    }
-}
-
 /// Read an object file: a regular file of at most [`MAX_OBJECT_BYTES`].
 pub fn read_object(path: &str) -> Result<Vec<u8>, String> {
     use std::io::Read;
@@ -142,6 +101,24 @@ impl XdpFilter {
         let obj = Object::parse(&bytes).map_err(|e| format!("@{}: {e}", c.path))?;
         let prog = XdpProgram::load(&obj, c.program.as_deref(), workers, keep)
             .map_err(|e| format!("@{}: {e}", c.path))?;
+        for e in &c.entries {
+            let m = prog.map(&e.map).ok_or_else(|| {
+                let names: Vec<&str> = prog.maps().iter().map(|m| m.name()).collect();
+                format!(
+                    "map {}: the program has no such map (its maps: {})",
+                    e.map,
+                    names.join(", ")
+                )
+            })?;
+            let mut value = e.value.clone();
+            if m.kind().per_cpu() && value.len() == m.value_size() {
+                let stride = m.user_value_size() / m.workers();
+                value.resize(stride, 0);
+                value = value.repeat(m.workers());
+            }
+            m.update(&e.key, &value, crate::maps::BPF_ANY)
+                .map_err(|err| format!("map {} key {:?}: {err}", e.map, e.key))?;
+        }
         Ok(XdpFilter {
             config: config.trim().to_owned(),
             prog,
@@ -237,21 +214,5 @@ impl Filter for XdpFilter {
 
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         Some(self)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn config_takes_a_path_and_an_optional_program() {
-        let c = XdpConfig::parse("@/x/y.o").unwrap();
-        assert_eq!((c.path.as_str(), c.program), ("/x/y.o", None));
-        let c = XdpConfig::parse("@/x/y.o program first").unwrap();
-        assert_eq!(c.program.as_deref(), Some("first"));
-        assert!(XdpConfig::parse("/x/y.o").unwrap_err().contains("@PATH"));
-        assert!(XdpConfig::parse("@").is_err());
-        assert!(XdpConfig::parse("@/x.o program ").is_err());
     }
 }

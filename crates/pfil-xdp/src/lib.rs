@@ -21,6 +21,7 @@
 //! more than this needs).
 
 pub mod btf;
+pub mod config;
 pub mod elf;
 pub mod filter;
 pub mod helpers;
@@ -29,7 +30,8 @@ pub mod maps;
 pub mod object;
 pub mod program;
 
-pub use filter::{XdpConfig, XdpFault, XdpFilter};
+pub use config::XdpConfig;
+pub use filter::{XdpFault, XdpFilter};
 pub use maps::{Map, MapError, MapType};
 pub use object::{MapDef, MapOrigin, Object, Program};
 pub use program::{RunError, RunResult, XdpProgram};
