@@ -54,7 +54,7 @@ fn load_ctx(env: &Env, pc: usize, addr: u64, size: usize) -> Result<u64, Fault> 
         (0, 4) => Ok(env.data),
         (4, 4) => Ok(env.data_end),
         (8, 4) => Ok(env.meta),
-        (12.., _) if off + size as u64 <= CTX_SIZE as u64 => {
+        (12..=23, _) if off + size as u64 <= CTX_SIZE as u64 => {
             // SAFETY: `[addr, addr + size)` lies inside the context,
             // which the `Env` owns.
             Ok(unsafe {
@@ -292,10 +292,13 @@ pub(crate) fn run_with(prog: &Program, env: &mut Env, r1: u64, r2: u64) -> Resul
             return Err(Fault::PcOutOfRange { pc });
         };
         if counted {
-            if budget == 0 {
-                return Err(Fault::Budget { pc });
+            let cost = prog.loop_cost.get(pc).copied().unwrap_or(0) as u64;
+            if cost != 0 {
+                if budget < cost {
+                    return Err(Fault::Budget { pc });
+                }
+                budget -= cost;
             }
-            budget -= 1;
         }
         let dst = insn.dst as usize;
         let srcr = insn.src as usize;

@@ -45,6 +45,7 @@ pub mod asm;
 pub mod env;
 pub mod insn;
 mod interp;
+pub mod verify;
 
 pub use env::{Env, HelperFn, Helpers, Region, Signature};
 pub use insn::Insn;
@@ -207,14 +208,24 @@ pub struct MapRef {
 #[non_exhaustive]
 pub struct LoadOptions {
     /// Instructions a run may execute before [`Fault::Budget`]
-    /// (programs proven loop-free are not counted).
+    /// (programs proven loop-free are not counted; loops are charged
+    /// their body's length each time their head runs).
     pub max_insns_per_run: u64,
+    /// Also refuse what the kernel refuses although it is well defined
+    /// here (division by a zero immediate, shifts by an immediate out of
+    /// range). On by default; the conformance suite turns it off.
+    pub kernel_rules: bool,
+    /// How many argument registers hold a value at entry: 1 for XDP (r1,
+    /// the context), 2 for [`Program::run_mem`] (r1, r2).
+    pub entry_args: u8,
 }
 
 impl Default for LoadOptions {
     fn default() -> Self {
         LoadOptions {
             max_insns_per_run: 1_000_000,
+            kernel_rules: true,
+            entry_args: 1,
         }
     }
 }
@@ -240,6 +251,8 @@ pub struct Program {
     pub(crate) helpers: Helpers,
     /// Whether runs count instructions (the program may loop).
     pub(crate) counted: bool,
+    /// Budget charged at each loop head (see `verify::Analysis`).
+    pub(crate) loop_cost: Vec<u32>,
     pub(crate) max_insns: u64,
 }
 
@@ -270,10 +283,16 @@ impl Program {
         opts: &LoadOptions,
     ) -> Result<Program, VerifyError> {
         resolve_maps(&mut insns, maps)?;
+        let a = verify::verify(&insns, helpers, opts)?;
         Ok(Program {
             insns,
             helpers: helpers.clone(),
-            counted: true,
+            counted: a.has_loops,
+            loop_cost: if a.has_loops {
+                a.back_edge_cost
+            } else {
+                Vec::new()
+            },
             max_insns: opts.max_insns_per_run,
         })
     }
