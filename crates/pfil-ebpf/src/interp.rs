@@ -20,7 +20,7 @@ struct Frame {
 
 /// Reads `size` bytes at `addr` from a region, or the context.
 #[inline]
-fn load(env: &Env, pc: usize, addr: u64, size: usize) -> Result<u64, Fault> {
+pub(crate) fn load(env: &Env, pc: usize, addr: u64, size: usize) -> Result<u64, Fault> {
     if env.find(addr, size as u64).is_some() {
         // SAFETY: `find` proved `[addr, addr + size)` inside a region of
         // the run (see `Env::check`); unaligned reads are allowed.
@@ -76,7 +76,7 @@ fn load_ctx(env: &Env, pc: usize, addr: u64, size: usize) -> Result<u64, Fault> 
 
 /// Writes the low `size` bytes of `v` at `addr` in a writable region.
 #[inline]
-fn store(env: &Env, pc: usize, addr: u64, size: usize, v: u64) -> Result<(), Fault> {
+pub(crate) fn store(env: &Env, pc: usize, addr: u64, size: usize, v: u64) -> Result<(), Fault> {
     if env.find(addr, size as u64) == Some(true) {
         // SAFETY: `find` proved `[addr, addr + size)` inside a writable
         // region of the run.
@@ -99,7 +99,14 @@ fn store(env: &Env, pc: usize, addr: u64, size: usize, v: u64) -> Result<(), Fau
 }
 
 /// An atomic read-modify-write (`STX | ATOMIC`); returns the old value.
-fn atomic(env: &Env, pc: usize, insn: &Insn, addr: u64, src: u64, r0: u64) -> Result<u64, Fault> {
+pub(crate) fn atomic(
+    env: &Env,
+    pc: usize,
+    insn: &Insn,
+    addr: u64,
+    src: u64,
+    r0: u64,
+) -> Result<u64, Fault> {
     let size = insn.size();
     if env.find(addr, size as u64) != Some(true) {
         return Err(Fault::OutOfBounds {
@@ -268,11 +275,6 @@ fn cond(op: u8, wide: bool, a: u64, b: u64) -> Option<bool> {
         BPF_JSLE => sa <= sb,
         _ => return None,
     })
-}
-
-/// Runs `prog` from pc 0 with `r1` as its argument; returns r0.
-pub(crate) fn run(prog: &Program, env: &mut Env, r1: u64) -> Result<u64, Fault> {
-    run_with(prog, env, r1, 0)
 }
 
 /// Runs `prog` from pc 0 with `r1` and `r2` as its arguments; returns r0.

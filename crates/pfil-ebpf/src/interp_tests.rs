@@ -23,8 +23,25 @@ fn load(text: &str) -> Program {
     Program::load(assemble(text).unwrap(), &[], &Helpers::new(), &opts()).unwrap()
 }
 
+/// Runs on the interpreter and (on x86-64) on the JIT, which must agree
+/// on r0 or the fault and on the memory.
 fn run(text: &str, mem: &mut [u8]) -> Result<u64, Fault> {
-    load(text).run_mem(&mut env(), mem)
+    let p = load(text);
+    let orig = mem.to_vec();
+    let want = p.run_mem_interpreted(&mut env(), mem);
+    if p.is_jitted() {
+        // Same buffer, so that fault addresses compare equal.
+        let after = mem.to_vec();
+        mem.copy_from_slice(&orig);
+        let got = p.run_mem(&mut env(), mem);
+        assert_eq!(got, want, "JIT and interpreter differ on {text:?}");
+        assert_eq!(
+            &after[..],
+            &mem[..],
+            "JIT and interpreter wrote differently: {text:?}"
+        );
+    }
+    want
 }
 
 fn r0(text: &str) -> u64 {

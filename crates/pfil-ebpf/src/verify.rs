@@ -27,6 +27,8 @@ pub(crate) struct Analysis {
     pub back_edge_cost: Vec<u32>,
     /// Whether any back-edge exists.
     pub has_loops: bool,
+    /// The first pc of each function, in order (0 first).
+    pub functions: Vec<usize>,
 }
 
 type Result<T> = core::result::Result<T, VerifyError>;
@@ -537,6 +539,7 @@ pub(crate) fn verify(insns: &[Insn], helpers: &Helpers, opts: &LoadOptions) -> R
     Ok(Analysis {
         back_edge_cost,
         has_loops,
+        functions: starts,
     })
 }
 

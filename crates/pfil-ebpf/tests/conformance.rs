@@ -1,6 +1,7 @@
 //! The `bpf_conformance` suite (tests/conformance/*.data, see its
 //! README.md) on the engine: each program is assembled, loaded (verified)
-//! and run over its memory; r0 must be the listed result.
+//! and run over its memory on the interpreter and (on x86-64) the JIT;
+//! r0 must be the listed result on both.
 
 use std::path::Path;
 
@@ -80,7 +81,7 @@ unsafe extern "C" fn unwind(r1: u64, _: u64, _: u64, _: u64, _: u64, env: *mut E
 }
 
 #[test]
-fn conformance_suite_on_the_interpreter() {
+fn conformance_suite_on_the_interpreter_and_the_jit() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
@@ -116,7 +117,18 @@ fn conformance_suite_on_the_interpreter() {
                 // SAFETY: no extra regions.
                 let mut env = unsafe { Env::new(Vec::new(), core::ptr::null_mut()) };
                 let mut mem = case.mem.clone();
-                p.run_mem(&mut env, &mut mem).map_err(|f| f.to_string())
+                let interpreted = p.run_mem_interpreted(&mut env, &mut mem);
+                if cfg!(target_arch = "x86_64") {
+                    assert!(p.is_jitted());
+                    mem.copy_from_slice(&case.mem);
+                    let jitted = p.run_mem(&mut env, &mut mem);
+                    if jitted != interpreted {
+                        return Err(format!(
+                            "JIT gives {jitted:x?}, interpreter {interpreted:x?}"
+                        ));
+                    }
+                }
+                interpreted.map_err(|f| f.to_string())
             });
         match (outcome, case.result, case.error) {
             (Err(_), _, true) => passed += 1,

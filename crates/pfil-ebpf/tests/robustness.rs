@@ -40,13 +40,18 @@ fn opts() -> LoadOptions {
     o
 }
 
-/// Loads and, if accepted, runs the program both ways; only panics count.
+/// Loads and, if accepted, runs the program both ways (and on the
+/// interpreter too, which must agree); only panics and disagreements count.
 fn exercise(insns: Vec<Insn>) {
     let Ok(p) = Program::load(insns, &[], &helpers(), &opts()) else {
         return;
     };
     let mut mem = [0x5au8; 64];
-    let _ = p.run_mem(&mut env(), &mut mem);
+    let want = p.run_mem_interpreted(&mut env(), &mut mem);
+    let after = mem;
+    mem = [0x5au8; 64];
+    assert_eq!(p.run_mem(&mut env(), &mut mem), want);
+    assert_eq!(mem, after);
     let mut frame = [0u8; 256];
     let _ = p.run_xdp(&mut env(), &mut frame, 64, 100, 1, 0);
 }
@@ -128,9 +133,10 @@ proptest! {
         let addr = base_addr.wrapping_add(off as i64 as u64);
         let in_pkt = addr >= pkt && addr + len <= pkt + (hi - lo) as u64;
         let in_stack = addr >= stack_top - 4096 && addr + len <= stack_top;
-        // The context follows the stack; its non-pointer fields read.
+        // The context follows the stack: its fields read, the first three as
+        // the packet pointers.
         let ctx = e.ctx_addr();
-        let in_ctx = !store && addr >= ctx + 12 && addr + len <= ctx + 24;
+        let in_ctx = !store && ((addr >= ctx + 12 && addr + len <= ctx + 24) || (len == 4 && [ctx, ctx + 4, ctx + 8].contains(&addr)));
         let r = p.run_mem(&mut e, &mut buf[lo..hi]);
         if in_pkt || in_stack || in_ctx {
             prop_assert!(r.is_ok(), "{r:?}");
