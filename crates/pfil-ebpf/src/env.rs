@@ -120,6 +120,12 @@ pub struct Env {
     pub(crate) data: u64,
     pub(crate) data_end: u64,
     pending: Option<Fault>,
+    /// Nonzero when `pending` holds a fault (the JIT tests this byte).
+    pub(crate) faulted: u8,
+    /// The JIT's instruction budget for the current run.
+    pub(crate) budget: u64,
+    /// The JIT's native stack pointer at entry (to unwind on a fault).
+    pub(crate) jit_rsp: u64,
 }
 
 // SAFETY: the `Env` exclusively owns its scratch block; the raw `user`
@@ -150,6 +156,9 @@ impl Env {
             data: 0,
             data_end: 0,
             pending: None,
+            faulted: 0,
+            budget: 0,
+            jit_rsp: 0,
         }
     }
 
@@ -199,6 +208,7 @@ impl Env {
         self.data = data;
         self.data_end = end;
         self.pending = None;
+        self.faulted = 0;
     }
 
     pub(crate) fn end_packet(&mut self) {
@@ -233,10 +243,12 @@ impl Env {
     pub fn fault(&mut self, fault: Fault) {
         if self.pending.is_none() {
             self.pending = Some(fault);
+            self.faulted = 1;
         }
     }
 
     pub(crate) fn take_fault(&mut self) -> Option<Fault> {
+        self.faulted = 0;
         self.pending.take()
     }
 

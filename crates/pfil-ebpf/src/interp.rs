@@ -20,7 +20,7 @@ struct Frame {
 
 /// Reads `size` bytes at `addr` from a region, or the context.
 #[inline]
-fn load(env: &Env, pc: usize, addr: u64, size: usize) -> Result<u64, Fault> {
+pub(crate) fn load(env: &Env, pc: usize, addr: u64, size: usize) -> Result<u64, Fault> {
     if env.find(addr, size as u64).is_some() {
         // SAFETY: `find` proved `[addr, addr + size)` inside a region of
         // the run (see `Env::check`); unaligned reads are allowed.
@@ -54,7 +54,7 @@ fn load_ctx(env: &Env, pc: usize, addr: u64, size: usize) -> Result<u64, Fault> 
         (0, 4) => Ok(env.data),
         (4, 4) => Ok(env.data_end),
         (8, 4) => Ok(env.meta),
-        (12.., _) if off + size as u64 <= CTX_SIZE as u64 => {
+        (12..=23, _) if off + size as u64 <= CTX_SIZE as u64 => {
             // SAFETY: `[addr, addr + size)` lies inside the context,
             // which the `Env` owns.
             Ok(unsafe {
@@ -76,7 +76,7 @@ fn load_ctx(env: &Env, pc: usize, addr: u64, size: usize) -> Result<u64, Fault> 
 
 /// Writes the low `size` bytes of `v` at `addr` in a writable region.
 #[inline]
-fn store(env: &Env, pc: usize, addr: u64, size: usize, v: u64) -> Result<(), Fault> {
+pub(crate) fn store(env: &Env, pc: usize, addr: u64, size: usize, v: u64) -> Result<(), Fault> {
     if env.find(addr, size as u64) == Some(true) {
         // SAFETY: `find` proved `[addr, addr + size)` inside a writable
         // region of the run.
@@ -99,7 +99,14 @@ fn store(env: &Env, pc: usize, addr: u64, size: usize, v: u64) -> Result<(), Fau
 }
 
 /// An atomic read-modify-write (`STX | ATOMIC`); returns the old value.
-fn atomic(env: &Env, pc: usize, insn: &Insn, addr: u64, src: u64, r0: u64) -> Result<u64, Fault> {
+pub(crate) fn atomic(
+    env: &Env,
+    pc: usize,
+    insn: &Insn,
+    addr: u64,
+    src: u64,
+    r0: u64,
+) -> Result<u64, Fault> {
     let size = insn.size();
     if env.find(addr, size as u64) != Some(true) {
         return Err(Fault::OutOfBounds {
@@ -270,11 +277,6 @@ fn cond(op: u8, wide: bool, a: u64, b: u64) -> Option<bool> {
     })
 }
 
-/// Runs `prog` from pc 0 with `r1` as its argument; returns r0.
-pub(crate) fn run(prog: &Program, env: &mut Env, r1: u64) -> Result<u64, Fault> {
-    run_with(prog, env, r1, 0)
-}
-
 /// Runs `prog` from pc 0 with `r1` and `r2` as its arguments; returns r0.
 pub(crate) fn run_with(prog: &Program, env: &mut Env, r1: u64, r2: u64) -> Result<u64, Fault> {
     let insns = &prog.insns[..];
@@ -292,10 +294,13 @@ pub(crate) fn run_with(prog: &Program, env: &mut Env, r1: u64, r2: u64) -> Resul
             return Err(Fault::PcOutOfRange { pc });
         };
         if counted {
-            if budget == 0 {
-                return Err(Fault::Budget { pc });
+            let cost = prog.loop_cost.get(pc).copied().unwrap_or(0) as u64;
+            if cost != 0 {
+                if budget < cost {
+                    return Err(Fault::Budget { pc });
+                }
+                budget -= cost;
             }
-            budget -= 1;
         }
         let dst = insn.dst as usize;
         let srcr = insn.src as usize;

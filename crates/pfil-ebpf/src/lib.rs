@@ -45,6 +45,11 @@ pub mod asm;
 pub mod env;
 pub mod insn;
 mod interp;
+#[cfg(target_arch = "x86_64")]
+mod jit;
+pub mod verify;
+#[cfg(target_arch = "x86_64")]
+mod x86;
 
 pub use env::{Env, HelperFn, Helpers, Region, Signature};
 pub use insn::Insn;
@@ -207,14 +212,28 @@ pub struct MapRef {
 #[non_exhaustive]
 pub struct LoadOptions {
     /// Instructions a run may execute before [`Fault::Budget`]
-    /// (programs proven loop-free are not counted).
+    /// (programs proven loop-free are not counted; loops are charged
+    /// their body's length each time their head runs).
     pub max_insns_per_run: u64,
+    /// Also refuse what the kernel refuses although it is well defined
+    /// here (division by a zero immediate, shifts by an immediate out of
+    /// range). On by default; the conformance suite turns it off.
+    pub kernel_rules: bool,
+    /// How many argument registers hold a value at entry: 1 for XDP (r1,
+    /// the context), 2 for [`Program::run_mem`] (r1, r2).
+    pub entry_args: u8,
+    /// Compile to machine code (x86-64 only; the default there). Otherwise,
+    /// and elsewhere, the interpreter runs the program.
+    pub jit: bool,
 }
 
 impl Default for LoadOptions {
     fn default() -> Self {
         LoadOptions {
             max_insns_per_run: 1_000_000,
+            kernel_rules: true,
+            entry_args: 1,
+            jit: cfg!(target_arch = "x86_64"),
         }
     }
 }
@@ -240,7 +259,19 @@ pub struct Program {
     pub(crate) helpers: Helpers,
     /// Whether runs count instructions (the program may loop).
     pub(crate) counted: bool,
+    /// Budget charged at each loop head (see `verify::Analysis`).
+    pub(crate) loop_cost: Vec<u32>,
     pub(crate) max_insns: u64,
+    /// The machine code, when JIT-compiled.
+    #[cfg(target_arch = "x86_64")]
+    jit: Option<jit::JitCode>,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl core::fmt::Debug for jit::JitCode {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "JitCode({} bytes)", self.len())
+    }
 }
 
 /// The final `exit` instruction, a convenience for hand-written programs.
@@ -270,12 +301,77 @@ impl Program {
         opts: &LoadOptions,
     ) -> Result<Program, VerifyError> {
         resolve_maps(&mut insns, maps)?;
-        Ok(Program {
+        let a = verify::verify(&insns, helpers, opts)?;
+        Program {
             insns,
             helpers: helpers.clone(),
-            counted: true,
+            counted: a.has_loops,
+            loop_cost: if a.has_loops {
+                a.back_edge_cost.clone()
+            } else {
+                Vec::new()
+            },
             max_insns: opts.max_insns_per_run,
-        })
+            #[cfg(target_arch = "x86_64")]
+            jit: None,
+        }
+        .compiled(opts, &a)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn compiled(
+        mut self,
+        opts: &LoadOptions,
+        a: &verify::Analysis,
+    ) -> Result<Program, VerifyError> {
+        if opts.jit {
+            let code = jit::compile(&self.insns, &a.functions, &self.loop_cost, &self.helpers)
+                .map_err(|e| VerifyError::new(0, e))?;
+            self.jit = Some(code);
+        }
+        Ok(self)
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    fn compiled(self, _: &LoadOptions, _: &verify::Analysis) -> Result<Program, VerifyError> {
+        Ok(self)
+    }
+
+    /// Whether the program runs as machine code (else the interpreter).
+    pub fn is_jitted(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        return self.jit.is_some();
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    }
+
+    /// Runs with r1, r2 on the JIT if there is code, else the interpreter.
+    fn exec(&self, env: &mut Env, r1: u64, r2: u64) -> Result<u64, Fault> {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(code) = &self.jit {
+            let budget = if self.counted {
+                self.max_insns
+            } else {
+                u64::MAX
+            };
+            return code.run(env, r1, r2, budget);
+        }
+        interp::run_with(self, env, r1, r2)
+    }
+
+    /// Runs on the interpreter whatever `LoadOptions::jit` said: the
+    /// reference the JIT is compared with.
+    ///
+    /// # Errors
+    ///
+    /// The [`Fault`] that stopped the run.
+    pub fn run_mem_interpreted(&self, env: &mut Env, mem: &mut [u8]) -> Result<u64, Fault> {
+        let base = mem.as_mut_ptr() as u64;
+        let end = base + mem.len() as u64;
+        env.begin_packet((base, end), base, end);
+        let r = interp::run_with(self, env, base, mem.len() as u64);
+        env.end_packet();
+        r
     }
 
     /// The program's instructions (map references resolved).
@@ -323,7 +419,7 @@ impl Program {
         env.set_ctx_field(12, ingress_ifindex);
         env.set_ctx_field(16, rx_queue);
         env.set_ctx_field(20, 0);
-        let r = interp::run(self, env, env.ctx_addr());
+        let r = self.exec(env, env.ctx_addr(), 0);
         let (meta, data, end) = env.packet();
         env.end_packet();
         let action = r?;
@@ -346,7 +442,7 @@ impl Program {
         let base = mem.as_mut_ptr() as u64;
         let end = base + mem.len() as u64;
         env.begin_packet((base, end), base, end);
-        let r = interp::run_with(self, env, base, mem.len() as u64);
+        let r = self.exec(env, base, mem.len() as u64);
         env.end_packet();
         r
     }
