@@ -181,3 +181,28 @@ fn features_object_links_maps_global_data_and_subprograms() {
         }
     }
 }
+
+#[test]
+fn unsupported_helpers_and_map_types_are_refused_by_name() {
+    let Some(path) = clang::compile("bad_helper") else {
+        return;
+    };
+    let e = pfil_xdp::XdpFilter::from_config(&format!("@{}", path.display()), 1)
+        .err()
+        .unwrap();
+    assert!(e.contains("69") && e.contains("fib_lookup"), "{e}");
+    let Some(path) = clang::compile("bad_map") else {
+        return;
+    };
+    let e = pfil_xdp::XdpFilter::from_config(&format!("@{}", path.display()), 1)
+        .err()
+        .unwrap();
+    assert!(
+        e.contains("map type 27 (ringbuf) is not supported") && e.contains("events"),
+        "{e}"
+    );
+    let e = pfil_xdp::XdpFilter::from_config(&format!("@{BPF_DIR}/xdpdump_bpf.o"), 1)
+        .err()
+        .unwrap();
+    assert!(e.contains("CO-RE") || e.contains("no XDP program"), "{e}");
+}
