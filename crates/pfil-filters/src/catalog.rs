@@ -32,19 +32,47 @@ pub const XDP_EXAMPLE: &str = "xdp:@/usr/lib/x86_64-linux-gnu/bpf/xdpfilt_alw_ud
 
 /// What a factory gets besides the config: facts about the registry the
 /// filter will run in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct BuildCtx {
     /// Worker slots of the registry
     /// ([`Registry::max_workers`](pfil::Registry::max_workers)): filters
     /// with per-worker state size it by this.
     pub max_workers: usize,
+    /// The workers' outboxes, when the app's loops drain them
+    /// ([`pfil_port::LoopConfig::outboxes`]): a filter that sends frames
+    /// (an `xdp` hook's `XDP_TX`, `XDP_REDIRECT`) consumes them and asks
+    /// its worker to transmit them through these. `None`: it cannot.
+    pub outboxes: Option<Arc<pfil_port::Outboxes>>,
 }
+
+impl PartialEq for BuildCtx {
+    fn eq(&self, other: &BuildCtx) -> bool {
+        self.max_workers == other.max_workers
+            && match (&self.outboxes, &other.outboxes) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            }
+    }
+}
+
+impl Eq for BuildCtx {}
 
 impl BuildCtx {
     /// A context for a registry with `max_workers` worker slots.
     pub fn new(max_workers: usize) -> BuildCtx {
-        BuildCtx { max_workers }
+        BuildCtx {
+            max_workers,
+            outboxes: None,
+        }
+    }
+
+    /// This context with the workers' outboxes.
+    #[must_use]
+    pub fn with_outboxes(mut self, outboxes: Arc<pfil_port::Outboxes>) -> BuildCtx {
+        self.outboxes = Some(outboxes);
+        self
     }
 }
 
@@ -219,6 +247,9 @@ impl std::error::Error for CatalogError {}
 #[derive(Debug, Default)]
 pub struct Catalog {
     modules: Vec<Module>,
+    /// Outboxes given to every filter this catalog builds with a context
+    /// that has none ([`Catalog::with_outboxes`]).
+    outboxes: Option<Arc<pfil_port::Outboxes>>,
 }
 
 impl Catalog {
@@ -303,6 +334,7 @@ impl Catalog {
                 XDP_EXAMPLE,
                 |cfg, ctx| {
                     pfil_xdp::XdpFilter::from_config(cfg, ctx.max_workers)
+                        .map(|f| f.with_outboxes(ctx.outboxes.clone()))
                         .map(|f| Arc::new(f) as Arc<dyn Filter>)
                 },
             ),
@@ -356,11 +388,27 @@ impl Catalog {
             usage: m.usage(),
             expected,
         };
+        let with_ob;
+        let ctx = match (&ctx.outboxes, &self.outboxes) {
+            (None, Some(ob)) => {
+                with_ob = ctx.clone().with_outboxes(ob.clone());
+                &with_ob
+            }
+            _ => ctx,
+        };
         match (&m.config, config) {
             (None, Some(_)) => Err(bad(format!("`{name}` takes no config"))),
             (Some(c), None) if !m.optional => Err(bad(format!("{c} is missing"))),
             _ => (m.factory)(config, ctx).map_err(bad),
         }
+    }
+
+    /// This catalog, giving `outboxes` to the filters it builds (an app
+    /// whose loops drain them: [`pfil_port::LoopConfig::outboxes`]).
+    #[must_use]
+    pub fn with_outboxes(mut self, outboxes: Arc<pfil_port::Outboxes>) -> Catalog {
+        self.outboxes = Some(outboxes);
+        self
     }
 
     /// The modules as an aligned table, one per line (`usage  help`), for

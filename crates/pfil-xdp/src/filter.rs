@@ -3,9 +3,13 @@
 //! Config (what follows `xdp:` in a spec): see [`crate::config`].
 //!
 //! Verdicts: `XDP_PASS` → Pass; `XDP_DROP` → Dropped; `XDP_ABORTED` →
-//! Dropped and counted (`aborted`); `XDP_TX` and `XDP_REDIRECT` → Dropped
-//! and counted (`tx_refused`, `redirect_refused`) until ports hand hooks
-//! their outbox; any other action → Dropped and counted
+//! Dropped and counted (`aborted`); `XDP_TX` and `XDP_REDIRECT` →
+//! Consumed and sent by the worker through its outbox (back on the
+//! packet's interface, or on the redirect target), counted `tx` and
+//! `redirected`, when the filter has outboxes
+//! ([`XdpFilter::with_outboxes`]) and the frame a driver cookie, else
+//! Dropped and counted (`tx_refused`, `redirect_refused`); any other
+//! action → Dropped and counted
 //! (`invalid_action`), as the kernel does. A program that faults
 //! (an access outside its regions, its instruction budget spent) is
 //! counted (`faults`) and contained as a panicking hook is: the chain
@@ -16,6 +20,7 @@ use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 use pfil::{Ctx, Filter, FilterStat, Packet, Verdict};
+use pfil_port::Outboxes;
 
 use crate::config::XdpConfig;
 use crate::helpers::{XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX};
@@ -25,7 +30,7 @@ use crate::Object;
 /// Largest object file `xdp:@PATH` reads.
 pub const MAX_OBJECT_BYTES: u64 = 64 << 20;
 
-const STATS: [(&str, &str); 6] = [
+const STATS: [(&str, &str); 8] = [
     (
         "aborted",
         "Packets the program returned XDP_ABORTED for (dropped).",
@@ -50,6 +55,14 @@ const STATS: [(&str, &str); 6] = [
         "busy",
         "Packets dropped because their worker's run environment was in use.",
     ),
+    (
+        "tx",
+        "XDP_TX verdicts handed to the worker to send back out (consumed).",
+    ),
+    (
+        "redirected",
+        "XDP_REDIRECT verdicts handed to the worker to send out (consumed).",
+    ),
 ];
 
 /// The payload a faulting program's run unwinds with: the chain catches
@@ -61,7 +74,8 @@ pub struct XdpFault(pub String);
 pub struct XdpFilter {
     config: String,
     prog: XdpProgram,
-    stats: Box<[CachePadded<[AtomicU64; 6]>]>,
+    stats: Box<[CachePadded<[AtomicU64; 8]>]>,
+    outboxes: Option<Arc<Outboxes>>,
 }
 
 /// Read an object file: a regular file of at most [`MAX_OBJECT_BYTES`].
@@ -125,7 +139,43 @@ impl XdpFilter {
             stats: (0..workers.max(1))
                 .map(|_| CachePadded::new(Default::default()))
                 .collect(),
+            outboxes: None,
         })
+    }
+
+    /// This filter, sending `XDP_TX` and `XDP_REDIRECT` frames through the
+    /// workers' `outboxes` (the frame is consumed, and the worker sends it
+    /// on the interface: back where it came from for `XDP_TX`). Without
+    /// outboxes, or for a frame without a driver cookie, those verdicts
+    /// drop and are counted (`tx_refused`, `redirect_refused`).
+    #[must_use]
+    pub fn with_outboxes(mut self, outboxes: Option<Arc<Outboxes>>) -> XdpFilter {
+        self.outboxes = outboxes;
+        self
+    }
+
+    /// Hand the frame to the worker to send on `ifindex`: Consumed, or
+    /// Dropped and counted under `refused` when it cannot.
+    #[inline]
+    fn send(
+        &self,
+        pkt: &Packet<'_>,
+        worker: usize,
+        ifindex: u32,
+        sent: usize,
+        refused: usize,
+    ) -> Verdict {
+        let ob = self.outboxes.as_ref().and_then(|o| o.get(worker));
+        match ob {
+            Some(ob) if pkt.cookie() != 0 && ob.transmit(pkt.cookie(), ifindex).is_ok() => {
+                self.count(worker, sent);
+                Verdict::Consumed
+            }
+            _ => {
+                self.count(worker, refused);
+                Verdict::Dropped
+            }
+        }
     }
 
     /// The loaded program (its maps for the control side).
@@ -175,14 +225,14 @@ impl Filter for XdpFilter {
                 self.count(ctx.worker, 0);
                 Verdict::Dropped
             }
-            XDP_TX => {
-                self.count(ctx.worker, 2);
-                Verdict::Dropped
-            }
-            XDP_REDIRECT => {
-                self.count(ctx.worker, 3);
-                Verdict::Dropped
-            }
+            XDP_TX => self.send(pkt, ctx.worker, pkt.ifindex(), 6, 2),
+            XDP_REDIRECT => match r.redirect {
+                Some(ifindex) => self.send(pkt, ctx.worker, ifindex, 7, 3),
+                None => {
+                    self.count(ctx.worker, 3);
+                    Verdict::Dropped
+                }
+            },
             _ => {
                 self.count(ctx.worker, 1);
                 Verdict::Dropped
@@ -197,7 +247,7 @@ impl Filter for XdpFilter {
     fn derive(&self, config: &str) -> Option<Result<Arc<dyn Filter>, String>> {
         Some(
             Self::build(config, self.stats.len(), self.prog.maps())
-                .map(|f| Arc::new(f) as Arc<dyn Filter>),
+                .map(|f| Arc::new(f.with_outboxes(self.outboxes.clone())) as Arc<dyn Filter>),
         )
     }
 

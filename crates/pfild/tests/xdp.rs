@@ -200,3 +200,73 @@ fn pfilctl_map_reads_and_writes_a_running_hooks_maps_and_set_keeps_them() {
     assert_ne!(code, 0);
     assert!(err.contains("has no map `nope`"), "{err}");
 }
+
+/// `clang -O2 -g -target bpf` of pfil-xdp's test program `NAME.c` into
+/// `dir`, or `None` (outside CI) without clang.
+fn compile(dir: &std::path::Path, name: &str) -> Option<std::path::PathBuf> {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../pfil-xdp/tests/c/{name}.c"));
+    let out = dir.join(format!("{name}.o"));
+    let st = std::process::Command::new("clang")
+        .args(["-O2", "-g", "-target", "bpf", "-c"])
+        .arg(format!(
+            "-I/usr/include/{}-linux-gnu",
+            std::env::consts::ARCH
+        ))
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .status();
+    match st {
+        Ok(s) if s.success() => Some(out),
+        Ok(s) => panic!("clang {name}.c: {s}"),
+        Err(e) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "clang missing under CI: {e}"
+            );
+            eprintln!("skipped: clang not found ({e})");
+            None
+        }
+    }
+}
+
+#[test]
+fn xdp_tx_sends_frames_back_through_the_outbox() {
+    let dir = pfil_testnet::TempDir::new("pfil-xdp-tx");
+    let Some(obj) = compile(dir.path(), "oracle") else {
+        return;
+    };
+    let hook = format!("xdp:@{} program reflect", obj.display());
+    let out = pfild(&[
+        "sink",
+        "syn0",
+        "--synthetic",
+        "--count",
+        "1000",
+        "--hook",
+        &hook,
+        "--no-control",
+        "--quiet",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = totals(&out.stdout);
+    assert_eq!(
+        (num(&t, "rx"), num(&t, "in_consumed")),
+        (1000, 1000),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("consumed frames: released 0, sent 1000"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("tx 1000"),
+        "the filter's tx counter: {stdout}"
+    );
+}
