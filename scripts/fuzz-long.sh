@@ -42,9 +42,9 @@ if [ -z "$only" ] || [ "$only" = ctl ]; then
         cargo test --release -p pfil-ctl --test fuzz -- --nocapture
     done
 fi
-echo "fuzz-long: all green"
 if [ -z "$only" ] || [ "$only" = xdp ]; then
     export PFIL_XDP_MUTANTS="${PFIL_XDP_MUTANTS:-100000}"
     echo "fuzz-long: ${PFIL_XDP_MUTANTS} mutated BPF objects"
     cargo test --release -p pfil-xdp --test hostile -- --nocapture
 fi
+echo "fuzz-long: all green"
