@@ -120,6 +120,9 @@ enum Cmd {
         hook: String,
         /// Map name (`filter_ports`)
         name: Option<String>,
+        /// With dump: list at most N entries (the total is always given)
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
         /// dump | lookup key BYTES | update key BYTES value BYTES [FLAG] |
         /// delete key BYTES
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -692,7 +695,12 @@ fn request(cmd: &Cmd) -> Result<(&'static str, Value), String> {
             "filter_stats",
             hook.as_ref().map_or(Value::Null, |h| json!({"hook": h})),
         ),
-        Cmd::Map { hook, name, op } => crate::xdpmaps::request(hook, name.as_deref(), op)?,
+        Cmd::Map {
+            hook,
+            name,
+            op,
+            limit,
+        } => crate::xdpmaps::request(hook, name.as_deref(), op, *limit)?,
         Cmd::States { hook, limit } => (
             "states",
             match hook {

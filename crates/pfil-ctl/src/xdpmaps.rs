@@ -24,7 +24,14 @@ pub(crate) struct MapParams {
     map: Option<String>,
     #[serde(default)]
     key: Option<Vec<u8>>,
+    #[serde(default)]
+    limit: Option<usize>,
 }
+
+/// Entries one `map` dump lists by default.
+pub const DEFAULT_MAP_LIMIT: usize = 1000;
+/// Most entries one `map` dump lists.
+pub const MAX_MAP_LIMIT: usize = 100_000;
 
 /// Params of `map_update` and `map_delete`.
 #[derive(Deserialize)]
@@ -125,11 +132,22 @@ pub(crate) fn read(reg: &Registry, p: MapParams) -> Result<Value, RpcError> {
             )
         }
         (Some(m), None) => {
-            let mut entries = m.entries();
-            entries.sort();
-            let rows: Vec<Value> = entries.iter().map(|(k, v)| entry(m, k, v)).collect();
+            let limit = p.limit.unwrap_or(DEFAULT_MAP_LIMIT);
+            if limit > MAX_MAP_LIMIT {
+                return Err(RpcError::params(format!(
+                    "limit: at most {MAX_MAP_LIMIT} entries a reply, not {limit}"
+                )));
+            }
+            let mut keys = m.keys();
+            let total = keys.len();
+            keys.sort();
+            keys.truncate(limit);
+            let rows: Vec<Value> = keys
+                .iter()
+                .filter_map(|k| Some(entry(m, k, &m.lookup(k).ok().flatten()?)))
+                .collect();
             Ok(
-                json!({"generation": generation, "hook": p.hook, "map": describe(m), "entries": rows}),
+                json!({"generation": generation, "hook": p.hook, "map": describe(m), "total": total, "entries": rows}),
             )
         }
         (Some(m), Some(k)) => match m.lookup(&k).map_err(|e| map_error(m.name(), &e))? {
@@ -229,6 +247,7 @@ pub(crate) fn request(
     hook: &str,
     name: Option<&str>,
     op: &[String],
+    limit: Option<usize>,
 ) -> Result<(&'static str, Value), String> {
     let Some(name) = name else {
         return Ok(("map", json!({"hook": hook})));
@@ -237,7 +256,13 @@ pub(crate) fn request(
     let value = bytes_after(op, "value")?;
     let usage = "map HOOK NAME dump | lookup key BYTES | update key BYTES value BYTES [any|noexist|exist] | delete key BYTES";
     match op.first().map(String::as_str) {
-        Some("dump") | None if op.len() <= 1 => Ok(("map", json!({"hook": hook, "map": name}))),
+        Some("dump") | None if op.len() <= 1 => {
+            let mut p = json!({"hook": hook, "map": name});
+            if let Some(l) = limit {
+                p["limit"] = json!(l);
+            }
+            Ok(("map", p))
+        }
         Some("lookup") => {
             let key = key.ok_or(format!("lookup needs `key BYTES` ({usage})"))?;
             Ok(("map", json!({"hook": hook, "map": name, "key": key})))
@@ -312,10 +337,15 @@ pub(crate) fn human(r: &Value) -> String {
                 o.push_str(&format!("  value: {}\n", hexes(&e["value"])));
             }
         }
+        let total = r["total"].as_u64().unwrap_or(entries.len() as u64);
         o.push_str(&format!(
-            "Found {} element{}\n",
-            entries.len(),
-            if entries.len() == 1 { "" } else { "s" }
+            "Found {total} element{}{}\n",
+            if total == 1 { "" } else { "s" },
+            if total > entries.len() as u64 {
+                format!(" ({} listed: --limit N for more)", entries.len())
+            } else {
+                String::new()
+            }
         ));
         return o;
     }

@@ -44,8 +44,8 @@ pub enum RunError {
     /// touched).
     #[error(transparent)]
     Fault(#[from] Fault),
-    /// The worker index is out of range, or its environment is in use by
-    /// another thread (two threads claimed one worker index).
+    /// The worker's environment is in use by another thread (two threads
+    /// claimed one worker index, or indices past the slots that share one).
     #[error("worker {0} has no free run environment")]
     Worker(usize),
 }
@@ -188,7 +188,9 @@ impl XdpProgram {
         ifindex: u32,
         queue: u32,
     ) -> Result<RunResult, RunError> {
-        let slot = self.slots.get(worker).ok_or(RunError::Worker(worker))?;
+        // A worker index past the slots (a caller that is not a registry
+        // worker) shares a slot; the busy flag keeps two runs apart.
+        let slot = &self.slots[worker % self.slots.len()];
         if slot.busy.swap(true, Ordering::Acquire) {
             return Err(RunError::Worker(worker));
         }
