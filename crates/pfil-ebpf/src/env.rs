@@ -162,6 +162,15 @@ impl Env {
         }
     }
 
+    /// An environment with no regions besides the stack, the context and
+    /// the packet (enough for programs without maps, e.g. converted
+    /// classic BPF).
+    pub fn without_regions() -> Env {
+        // SAFETY: no regions to vouch for; `user` is null and never read
+        // by the engine.
+        unsafe { Env::new(Vec::new(), core::ptr::null_mut()) }
+    }
+
     /// The loader's pointer given to [`Env::new`].
     pub fn user<T>(&self) -> *mut T {
         self.user.cast()

@@ -178,19 +178,19 @@ impl JitCode {
         self.len
     }
 
-    /// Runs the code with r1, r2; `budget` is charged at loop heads.
-    pub(crate) fn run(&self, env: &mut Env, r1: u64, r2: u64, budget: u64) -> Result<u64, Fault> {
+    /// Runs the code with r1-r3 = `args`; `budget` is charged at loop heads.
+    pub(crate) fn run(&self, env: &mut Env, args: [u64; 3], budget: u64) -> Result<u64, Fault> {
         env.budget = budget;
         env.faulted = 0;
         let top = env.stack_top();
-        type Entry = unsafe extern "C" fn(u64, u64, *mut Env, u64) -> u64;
+        type Entry = unsafe extern "C" fn(u64, u64, u64, *mut Env, u64) -> u64;
         // SAFETY: `ptr` is the start of code built by `compile` with this
         // signature (prologue at offset 0).
         let f: Entry = unsafe { core::mem::transmute::<*mut u8, Entry>(self.ptr) };
         // SAFETY: the code only touches memory the verifier or the inline
         // and slow-path checks proved inside the run's regions, calls only
         // the program's helpers with the Env pointer, and returns.
-        let r0 = unsafe { f(r1, r2, env as *mut Env, top) };
+        let r0 = unsafe { f(args[0], args[1], args[2], env as *mut Env, top) };
         match env.take_fault() {
             Some(f) => Err(f),
             None => Ok(r0),
@@ -211,8 +211,8 @@ pub(crate) fn compile(
         a.push(r);
     }
     a.ri(5, true, RSP, 8);
-    a.rr(0x89, true, R12, RDX);
-    a.rr(0x89, true, RBP, RCX);
+    a.rr(0x89, true, R12, RCX);
+    a.rr(0x89, true, RBP, R8);
     a.store(8, R12, JIT_RSP, RSP);
     a.rr(0x31, false, RAX, RAX);
     let n = insns.len();
