@@ -398,6 +398,15 @@ impl Program {
         r
     }
 
+    /// The JIT's machine code (x86-64), for inspection (`objdump -D -b
+    /// binary -m i386:x86-64`); `None` when the interpreter runs it.
+    pub fn machine_code(&self) -> Option<&[u8]> {
+        #[cfg(target_arch = "x86_64")]
+        return self.jit.as_ref().map(|j| j.code());
+        #[cfg(not(target_arch = "x86_64"))]
+        None
+    }
+
     /// Whether the program stores only into its stack and calls no helper
     /// (so that [`Program::run_packet`] may hand it a shared packet).
     pub fn is_read_only(&self) -> bool {
