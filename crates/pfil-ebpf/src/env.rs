@@ -119,6 +119,9 @@ pub struct Env {
     pub(crate) meta: u64,
     pub(crate) data: u64,
     pub(crate) data_end: u64,
+    /// `data_end - size` for sizes 1, 2, 4, 8: the last start address of
+    /// an access of that size inside the packet (the JIT's inline check).
+    pub(crate) last: [u64; 4],
     pending: Option<Fault>,
     /// Nonzero when `pending` holds a fault (the JIT tests this byte).
     pub(crate) faulted: u8,
@@ -155,11 +158,21 @@ impl Env {
             meta: 0,
             data: 0,
             data_end: 0,
+            last: [0; 4],
             pending: None,
             faulted: 0,
             budget: 0,
             jit_rsp: 0,
         }
+    }
+
+    /// An environment with no regions besides the stack, the context and
+    /// the packet (enough for programs without maps, e.g. converted
+    /// classic BPF).
+    pub fn without_regions() -> Env {
+        // SAFETY: no regions to vouch for; `user` is null and never read
+        // by the engine.
+        unsafe { Env::new(Vec::new(), core::ptr::null_mut()) }
     }
 
     /// The loader's pointer given to [`Env::new`].
@@ -207,6 +220,7 @@ impl Env {
         self.meta = data;
         self.data = data;
         self.data_end = end;
+        self.last = last_starts(self.meta, end);
         self.pending = None;
         self.faulted = 0;
     }
@@ -216,6 +230,7 @@ impl Env {
         self.meta = 0;
         self.data = 0;
         self.data_end = 0;
+        self.last = [0; 4];
     }
 
     /// Moves the packet's bounds (for `bpf_xdp_adjust_head`, `_tail`,
@@ -235,6 +250,7 @@ impl Env {
         self.meta = meta;
         self.data = data;
         self.data_end = end;
+        self.last = last_starts(self.meta, end);
         Ok(())
     }
 
@@ -326,6 +342,18 @@ impl Env {
             }),
         }
     }
+}
+
+/// `end - size` for sizes 1, 2, 4, 8, saturating at `start - 1` (an
+/// empty packet then admits no access; `start` is a host address, never 0).
+fn last_starts(start: u64, end: u64) -> [u64; 4] {
+    [1u64, 2, 4, 8].map(|n| {
+        if end.wrapping_sub(start) >= n {
+            end - n
+        } else {
+            start.wrapping_sub(1)
+        }
+    })
 }
 
 impl Drop for Env {

@@ -277,12 +277,11 @@ fn cond(op: u8, wide: bool, a: u64, b: u64) -> Option<bool> {
     })
 }
 
-/// Runs `prog` from pc 0 with `r1` and `r2` as its arguments; returns r0.
-pub(crate) fn run_with(prog: &Program, env: &mut Env, r1: u64, r2: u64) -> Result<u64, Fault> {
+/// Runs `prog` from pc 0 with r1-r3 = `args`; returns r0.
+pub(crate) fn run_with(prog: &Program, env: &mut Env, args: [u64; 3]) -> Result<u64, Fault> {
     let insns = &prog.insns[..];
     let mut reg = [0u64; 11];
-    reg[1] = r1;
-    reg[2] = r2;
+    reg[1..4].copy_from_slice(&args);
     reg[10] = env.stack_top();
     let mut frames = [Frame::default(); MAX_FRAMES];
     let mut depth = 0usize;

@@ -421,3 +421,105 @@ fn loops_run_out_of_budget() {
     let p = Program::load(assemble(&count(40)).unwrap(), &[], &Helpers::new(), &small).unwrap();
     assert_eq!(p.run_mem(&mut env(), &mut []), Ok(40));
 }
+
+/// `bpf_xdp_adjust_head(ctx, delta)`, as a loader would write it.
+unsafe extern "C" fn adjust_head(_: u64, delta: u64, _: u64, _: u64, _: u64, env: *mut Env) -> u64 {
+    // SAFETY: the engine passes the live Env (HelperFn contract).
+    let env = unsafe { &mut *env };
+    let (meta, data, end) = env.packet();
+    let new = data.wrapping_add(delta as i32 as i64 as u64);
+    let meta = if meta == data { new } else { meta };
+    match env.set_packet(new, meta, end) {
+        Ok(()) => 0,
+        Err(_) => u64::MAX, // -EINVAL: the program sees the failure
+    }
+}
+
+#[test]
+fn moved_packet_bounds_hold_on_both_engines() {
+    let mut h = Helpers::new();
+    h.insert(44, adjust_head, Signature { args: 2 });
+    // Adjust by r7, then load the 4 bytes at the new ctx->data + r8.
+    let text = |delta: i32, at: i32| {
+        format!(
+            "mov %r6, %r1\nmov %r2, {delta}\ncall 44\nmov %r7, %r0\nldxw %r2, [%r6+0]\nadd %r2, {at}\n\
+             ldxw %r0, [%r2+0]\nexit"
+        )
+    };
+    for jit in [false, true] {
+        let o = LoadOptions {
+            jit,
+            ..LoadOptions::default()
+        };
+        let run = |t: String| {
+            let p = Program::load(assemble(&t).unwrap(), &[], &h, &o).unwrap();
+            let mut frame = [0u8; 64];
+            frame[12..16].copy_from_slice(&[1, 2, 3, 4]);
+            p.run_xdp(&mut env(), &mut frame, 16, 32, 0, 0)
+                .map(|o| (o.action, o.data, o.data_end))
+        };
+        // Grown into the headroom: the new first bytes are readable.
+        assert_eq!(run(text(-4, 0)), Ok((0x0403_0201, 12, 48)), "jit {jit}");
+        // Shrunk: the last 4 bytes of the old packet are no longer in it.
+        assert_eq!(run(text(8, 20)), Ok((0, 24, 48)), "jit {jit}");
+        assert!(
+            matches!(run(text(8, 21)), Err(Fault::OutOfBounds { pc: 6, .. })),
+            "jit {jit}"
+        );
+        // Beyond the frame: refused by the helper, bounds unchanged.
+        assert!(
+            matches!(run(text(-17, -1)), Err(Fault::OutOfBounds { pc: 6, .. })),
+            "jit {jit}"
+        );
+    }
+}
+
+/// `bpf_xdp_adjust_tail(ctx, delta)`.
+unsafe extern "C" fn adjust_tail(_: u64, delta: u64, _: u64, _: u64, _: u64, env: *mut Env) -> u64 {
+    // SAFETY: the engine passes the live Env (HelperFn contract).
+    let env = unsafe { &mut *env };
+    let (meta, data, end) = env.packet();
+    match env.set_packet(data, meta, end.wrapping_add(delta as i32 as i64 as u64)) {
+        Ok(()) => 0,
+        Err(_) => u64::MAX,
+    }
+}
+
+#[test]
+fn a_moved_tail_moves_the_jits_inline_bound() {
+    let mut h = Helpers::new();
+    h.insert(65, adjust_tail, Signature { args: 2 });
+    let text = |delta: i32, at: i32| {
+        format!("mov %r6, %r1\nmov %r2, {delta}\ncall 65\nldxw %r2, [%r6+0]\nldxdw %r0, [%r2+{at}]\nexit")
+    };
+    for jit in [false, true] {
+        let o = LoadOptions {
+            jit,
+            ..LoadOptions::default()
+        };
+        let run = |t: String| {
+            let p = Program::load(assemble(&t).unwrap(), &[], &h, &o).unwrap();
+            let mut frame = [7u8; 64];
+            p.run_xdp(&mut env(), &mut frame, 16, 32, 0, 0)
+                .map(|o| (o.action, o.data_end))
+        };
+        assert_eq!(
+            run(text(-8, 16)),
+            Ok((0x0707_0707_0707_0707, 40)),
+            "jit {jit}"
+        );
+        assert!(
+            matches!(run(text(-8, 17)), Err(Fault::OutOfBounds { pc: 4, .. })),
+            "jit {jit}"
+        );
+        assert_eq!(
+            run(text(8, 32)),
+            Ok((0x0707_0707_0707_0707, 56)),
+            "jit {jit}"
+        );
+        assert!(
+            matches!(run(text(8, 49)), Err(Fault::OutOfBounds { pc: 4, .. })),
+            "jit {jit}"
+        );
+    }
+}

@@ -30,7 +30,7 @@ use crate::{Fault, Helpers};
 const MAP: [u8; 11] = [RAX, RDI, RSI, RDX, RCX, R8, RBX, R13, R14, R15, RBP];
 
 const META: i32 = offset_of!(Env, meta) as i32;
-const END: i32 = offset_of!(Env, data_end) as i32;
+const LAST: i32 = offset_of!(Env, last) as i32;
 const FAULTED: i32 = offset_of!(Env, faulted) as i32;
 const BUDGET: i32 = offset_of!(Env, budget) as i32;
 const JIT_RSP: i32 = offset_of!(Env, jit_rsp) as i32;
@@ -173,24 +173,34 @@ impl JitCode {
         Ok(jit)
     }
 
+    /// The machine code.
+    pub(crate) fn code(&self) -> &[u8] {
+        // SAFETY: the mapping is `len` readable bytes, alive with `self`,
+        // never written after `new`.
+        unsafe { core::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
     /// Size of the machine code in bytes.
     pub(crate) fn len(&self) -> usize {
         self.len
     }
 
-    /// Runs the code with r1, r2; `budget` is charged at loop heads.
-    pub(crate) fn run(&self, env: &mut Env, r1: u64, r2: u64, budget: u64) -> Result<u64, Fault> {
+    /// Runs the code with r1-r3 = `args`; `budget` is charged at loop heads.
+    pub(crate) fn run(&self, env: &mut Env, args: [u64; 3], budget: u64) -> Result<u64, Fault> {
         env.budget = budget;
         env.faulted = 0;
         let top = env.stack_top();
-        type Entry = unsafe extern "C" fn(u64, u64, *mut Env, u64) -> u64;
+        type Entry = unsafe extern "C" fn(u64, u64, u64, *mut Env, u64) -> u64;
         // SAFETY: `ptr` is the start of code built by `compile` with this
         // signature (prologue at offset 0).
         let f: Entry = unsafe { core::mem::transmute::<*mut u8, Entry>(self.ptr) };
         // SAFETY: the code only touches memory the verifier or the inline
         // and slow-path checks proved inside the run's regions, calls only
         // the program's helpers with the Env pointer, and returns.
-        let r0 = unsafe { f(r1, r2, env as *mut Env, top) };
+        let r0 = unsafe { f(args[0], args[1], args[2], env as *mut Env, top) };
+        if env.faulted == 0 {
+            return Ok(r0);
+        }
         match env.take_fault() {
             Some(f) => Err(f),
             None => Ok(r0),
@@ -211,8 +221,8 @@ pub(crate) fn compile(
         a.push(r);
     }
     a.ri(5, true, RSP, 8);
-    a.rr(0x89, true, R12, RDX);
-    a.rr(0x89, true, RBP, RCX);
+    a.rr(0x89, true, R12, RCX);
+    a.rr(0x89, true, RBP, R8);
     a.store(8, R12, JIT_RSP, RSP);
     a.rr(0x31, false, RAX, RAX);
     let n = insns.len();
@@ -476,9 +486,8 @@ fn inline_check(a: &mut Asm, base: u8, off: i16, size: usize) -> [usize; 2] {
     a.cmp_mem(R11, R12, META);
     let j1 = a.jcc(cc::B);
     // r11 <= data_end - size (not r11 + size <= data_end, which wraps).
-    a.load64(R10, R12, END);
-    a.ri(5, true, R10, size as i32);
-    a.rr(0x39, true, R11, R10);
+    let idx = size.trailing_zeros() as i32;
+    a.cmp_mem(R11, R12, LAST + 8 * idx);
     let j2 = a.jcc(cc::A);
     [j1, j2]
 }

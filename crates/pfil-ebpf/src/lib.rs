@@ -42,6 +42,7 @@
 //! ```
 
 pub mod asm;
+pub mod cbpf;
 pub mod env;
 pub mod insn;
 mod interp;
@@ -155,6 +156,9 @@ pub enum Fault {
         /// The helper id.
         id: u32,
     },
+    /// [`Program::run_packet`] on a program that may write to memory.
+    #[error("the program may write outside its stack: it cannot run over a read-only packet")]
+    NotReadOnly,
     /// A helper stopped the program ([`Env::fault`]).
     #[error("instruction {pc}: helper failed: {reason}")]
     Helper {
@@ -186,6 +190,7 @@ impl Fault {
             Fault::InvalidInsn { .. } => Fault::InvalidInsn { pc },
             Fault::UnknownHelper { id, .. } => Fault::UnknownHelper { pc, id },
             Fault::Helper { reason, .. } => Fault::Helper { pc, reason },
+            Fault::NotReadOnly => Fault::NotReadOnly,
         }
     }
 }
@@ -262,6 +267,8 @@ pub struct Program {
     /// Budget charged at each loop head (see `verify::Analysis`).
     pub(crate) loop_cost: Vec<u32>,
     pub(crate) max_insns: u64,
+    /// No store outside the stack, no helper call.
+    read_only: bool,
     /// The machine code, when JIT-compiled.
     #[cfg(target_arch = "x86_64")]
     jit: Option<jit::JitCode>,
@@ -302,6 +309,11 @@ impl Program {
     ) -> Result<Program, VerifyError> {
         resolve_maps(&mut insns, maps)?;
         let a = verify::verify(&insns, helpers, opts)?;
+        let read_only = insns.iter().all(|i| match i.class() {
+            BPF_ST | BPF_STX => i.dst == 10 && i.code & 0xe0 == BPF_MEM,
+            BPF_JMP => !(i.op() == BPF_CALL && i.src == 0),
+            _ => true,
+        });
         Program {
             insns,
             helpers: helpers.clone(),
@@ -312,6 +324,7 @@ impl Program {
                 Vec::new()
             },
             max_insns: opts.max_insns_per_run,
+            read_only,
             #[cfg(target_arch = "x86_64")]
             jit: None,
         }
@@ -345,8 +358,10 @@ impl Program {
         false
     }
 
-    /// Runs with r1, r2 on the JIT if there is code, else the interpreter.
-    fn exec(&self, env: &mut Env, r1: u64, r2: u64) -> Result<u64, Fault> {
+    /// Runs with r1-r3 = `args` on the JIT if there is code, else the
+    /// interpreter.
+    #[inline]
+    fn exec(&self, env: &mut Env, args: [u64; 3]) -> Result<u64, Fault> {
         #[cfg(target_arch = "x86_64")]
         if let Some(code) = &self.jit {
             let budget = if self.counted {
@@ -354,9 +369,48 @@ impl Program {
             } else {
                 u64::MAX
             };
-            return code.run(env, r1, r2, budget);
+            return code.run(env, args, budget);
         }
-        interp::run_with(self, env, r1, r2)
+        interp::run_with(self, env, args)
+    }
+
+    /// Runs over a read-only packet: r1 = its address, r2 = its length,
+    /// r3 = `arg` (for a converted classic program, [`cbpf`], the length
+    /// on the wire). Only for programs that store nothing outside their
+    /// stack and call no helper ([`Program::is_read_only`]).
+    ///
+    /// # Errors
+    ///
+    /// The [`Fault`] that stopped the run; [`Fault::NotReadOnly`] for a
+    /// program that may write.
+    #[inline]
+    pub fn run_packet(&self, env: &mut Env, pkt: &[u8], arg: u64) -> Result<u64, Fault> {
+        if !self.read_only {
+            return Err(Fault::NotReadOnly);
+        }
+        let base = pkt.as_ptr() as u64;
+        let end = base + pkt.len() as u64;
+        env.begin_packet((base, end), base, end);
+        // The packet region is nominally writable, but this program has
+        // no store that can reach it and no helper that could.
+        let r = self.exec(env, [base, pkt.len() as u64, arg]);
+        env.end_packet();
+        r
+    }
+
+    /// The JIT's machine code (x86-64), for inspection (`objdump -D -b
+    /// binary -m i386:x86-64`); `None` when the interpreter runs it.
+    pub fn machine_code(&self) -> Option<&[u8]> {
+        #[cfg(target_arch = "x86_64")]
+        return self.jit.as_ref().map(|j| j.code());
+        #[cfg(not(target_arch = "x86_64"))]
+        None
+    }
+
+    /// Whether the program stores only into its stack and calls no helper
+    /// (so that [`Program::run_packet`] may hand it a shared packet).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     /// Runs on the interpreter whatever `LoadOptions::jit` said: the
@@ -369,7 +423,7 @@ impl Program {
         let base = mem.as_mut_ptr() as u64;
         let end = base + mem.len() as u64;
         env.begin_packet((base, end), base, end);
-        let r = interp::run_with(self, env, base, mem.len() as u64);
+        let r = interp::run_with(self, env, [base, mem.len() as u64, 0]);
         env.end_packet();
         r
     }
@@ -419,7 +473,7 @@ impl Program {
         env.set_ctx_field(12, ingress_ifindex);
         env.set_ctx_field(16, rx_queue);
         env.set_ctx_field(20, 0);
-        let r = self.exec(env, env.ctx_addr(), 0);
+        let r = self.exec(env, [env.ctx_addr(), 0, 0]);
         let (meta, data, end) = env.packet();
         env.end_packet();
         let action = r?;
@@ -442,7 +496,7 @@ impl Program {
         let base = mem.as_mut_ptr() as u64;
         let end = base + mem.len() as u64;
         env.begin_packet((base, end), base, end);
-        let r = self.exec(env, base, mem.len() as u64);
+        let r = self.exec(env, [base, mem.len() as u64, 0]);
         env.end_packet();
         r
     }
