@@ -4,6 +4,7 @@
 //! ```text
 //! @PATH [program NAME]
 //! map MAP key BYTES value BYTES      (any number, one per line or after `;`)
+//! verify kernel                      (optional)
 //! ```
 //!
 //! `@PATH` is a clang-compiled BPF object (a regular file of at most
@@ -20,6 +21,11 @@
 //! map filter_ports key 0x00 0x35 0 0 value 10 0 0 0 0 0 0 0
 //! """
 //! ```
+//!
+//! `verify kernel` asks the kernel's verifier too (`BPF_PROG_LOAD`, as
+//! root), as a second opinion: the hook is refused when the kernel
+//! refuses the program, with the end of the kernel's log. pfil's own
+//! verifier and run-time checks apply either way.
 //!
 //! A `set` to a config naming the same object keeps the maps whose
 //! definition did not change, with their contents, then applies the
@@ -46,6 +52,8 @@ pub struct XdpConfig {
     pub program: Option<String>,
     /// Map entries to set when the hook is built.
     pub entries: Vec<MapEntry>,
+    /// Ask the kernel's verifier too (`verify kernel`).
+    pub verify_kernel: bool,
 }
 
 /// One byte as bpftool takes it: decimal (`53`) or hex (`0x35`).
@@ -112,11 +120,20 @@ impl XdpConfig {
         if path.is_empty() {
             return Err("OBJECT: `@` needs the path of a BPF object after it".into());
         }
-        let entries = parts.map(entry).collect::<Result<Vec<_>, _>>()?;
+        let mut verify_kernel = false;
+        let mut entries = Vec::new();
+        for line in parts {
+            if line.split_whitespace().eq(["verify", "kernel"]) {
+                verify_kernel = true;
+            } else {
+                entries.push(entry(line)?);
+            }
+        }
         Ok(XdpConfig {
             path: path.to_owned(),
             program,
             entries,
+            verify_kernel,
         })
     }
 }

@@ -113,6 +113,19 @@ impl XdpFilter {
         let c = XdpConfig::parse(config)?;
         let bytes = read_object(&c.path)?;
         let obj = Object::parse(&bytes).map_err(|e| format!("@{}: {e}", c.path))?;
+        if c.verify_kernel {
+            let p = obj
+                .program(c.program.as_deref())
+                .map_err(|e| format!("@{}: {e}", c.path))?;
+            if !crate::kernel::available() {
+                return Err(format!(
+                    "@{}: `verify kernel` needs bpf(2) (root, CAP_BPF)",
+                    c.path
+                ));
+            }
+            crate::kernel::KernelProgram::load(&obj, p)
+                .map_err(|e| format!("@{}: the kernel's verifier refused it: {e}", c.path))?;
+        }
         let prog = XdpProgram::load(&obj, c.program.as_deref(), workers, keep)
             .map_err(|e| format!("@{}: {e}", c.path))?;
         for e in &c.entries {

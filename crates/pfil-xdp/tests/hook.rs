@@ -80,3 +80,31 @@ fn verdicts_faults_and_kept_maps() {
         "{e}"
     );
 }
+
+#[test]
+fn verify_kernel_asks_the_kernel_for_a_second_opinion() {
+    let Some(obj) = clang::compile("hostile") else {
+        return;
+    };
+    if !pfil_xdp::kernel::available() {
+        let e = XdpFilter::from_config(&format!("@{}\nverify kernel", obj.display()), 1)
+            .err()
+            .unwrap();
+        assert!(e.contains("needs bpf(2)"), "{e}");
+        return;
+    }
+    // The kernel refuses the read 100000 bytes past the frame that pfil
+    // only stops at run time.
+    let e = XdpFilter::from_config(&format!("@{}\nverify kernel", obj.display()), 1)
+        .err()
+        .unwrap();
+    assert!(e.contains("the kernel's verifier refused it"), "{e}");
+    let Some(good) = clang::compile("oracle") else {
+        return;
+    };
+    XdpFilter::from_config(
+        &format!("@{}  program route\nverify kernel", good.display()),
+        1,
+    )
+    .unwrap();
+}
