@@ -206,3 +206,52 @@ fn unsupported_helpers_and_map_types_are_refused_by_name() {
         .unwrap();
     assert!(e.contains("CO-RE") || e.contains("no XDP program"), "{e}");
 }
+
+#[test]
+fn every_installed_object_loads_or_is_refused_by_name() {
+    let Ok(dir) = std::fs::read_dir(BPF_DIR) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{BPF_DIR} missing under CI"
+        );
+        return;
+    };
+    let mut seen = 0;
+    for e in dir.flatten() {
+        let path = e.path();
+        if path.extension().is_none_or(|x| x != "o") {
+            continue;
+        }
+        seen += 1;
+        let names: Vec<String> = match Object::parse(&std::fs::read(&path).unwrap()) {
+            Ok(o) => o.programs.iter().map(|p| p.name.clone()).collect(),
+            Err(e) => {
+                eprintln!("{}: refused: {e}", path.display());
+                let m = e.to_string();
+                assert!(
+                    m.contains("unsupported") || m.contains("not supported"),
+                    "a refusal names its reason: {m}"
+                );
+                continue;
+            }
+        };
+        if names.is_empty() {
+            eprintln!("{}: no XDP program", path.display());
+        }
+        for n in names {
+            match pfil_xdp::XdpFilter::from_config(&format!("@{} program {n}", path.display()), 2) {
+                Ok(_) => eprintln!("{} {n}: loads", path.display()),
+                Err(e) => {
+                    eprintln!("{} {n}: refused: {e}", path.display());
+                    assert!(
+                        e.contains("unsupported")
+                            || e.contains("not supported")
+                            || e.contains("verifier"),
+                        "a refusal names its reason: {e}"
+                    );
+                }
+            }
+        }
+    }
+    assert!(seen >= 10);
+}
