@@ -3,9 +3,10 @@
 //! verdict, the same bytes, the same map contents (its counters
 //! included), frame for frame. Needs root; under CI it must run.
 //!
-//! Real captures: set `PFIL_XDP_CAPTURES` to a directory of classic pcap
-//! files (tcpdump's tests/, as scripts/replay-corpus.sh uses) to add
-//! their Ethernet frames.
+//! Real captures: the fifteen of tests/captures (from tcpdump's test
+//! suite, its licence beside them), and with `PFIL_XDP_CAPTURES=DIR` every
+//! classic pcap file of DIR (tcpdump's tests/, as
+//! scripts/replay-corpus.sh uses).
 
 mod oracle;
 
@@ -53,6 +54,9 @@ fn xdp_filter_programs_match_the_kernel_frame_for_frame() {
     }
     oracle::pin_cpu0();
     let mut traffic = frames::generated();
+    let vendored = frames::captures(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/captures"), 500);
+    assert!(vendored.len() > 100, "tests/captures: {} frames", vendored.len());
+    traffic.extend(vendored);
     if let Some(dir) = std::env::var_os("PFIL_XDP_CAPTURES") {
         let real = frames::captures(std::path::Path::new(&dir), 200);
         eprintln!(
