@@ -39,7 +39,7 @@ fn port_filter_example_drops_the_ports_in_its_map() {
     if !oracle::kernel_here() {
         return;
     }
-    oracle::pin_cpu0();
+    oracle::pin_cpu();
     let mut p = oracle::Pair::new(&std::fs::read(&obj).unwrap(), None);
     p.set("blocked_ports", &[0, 53], &[1]);
     p.set("blocked_ports", &[0, 22], &[1]);

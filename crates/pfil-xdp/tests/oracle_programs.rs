@@ -32,7 +32,7 @@ fn check(program: &str, setup: impl Fn(&Pair)) {
     let Some(path) = clang::compile("oracle") else {
         return;
     };
-    oracle::pin_cpu0();
+    oracle::pin_cpu();
     let bytes = std::fs::read(path).unwrap();
     let mut p = Pair::new(&bytes, Some(program));
     setup(&p);

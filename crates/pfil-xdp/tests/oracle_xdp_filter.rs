@@ -52,10 +52,17 @@ fn xdp_filter_programs_match_the_kernel_frame_for_frame() {
     if !oracle::kernel_here() {
         return;
     }
-    oracle::pin_cpu0();
+    oracle::pin_cpu();
     let mut traffic = frames::generated();
-    let vendored = frames::captures(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/captures"), 500);
-    assert!(vendored.len() > 100, "tests/captures: {} frames", vendored.len());
+    let vendored = frames::captures(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/captures"),
+        500,
+    );
+    assert!(
+        vendored.len() > 100,
+        "tests/captures: {} frames",
+        vendored.len()
+    );
     traffic.extend(vendored);
     if let Some(dir) = std::env::var_os("PFIL_XDP_CAPTURES") {
         let real = frames::captures(std::path::Path::new(&dir), 200);

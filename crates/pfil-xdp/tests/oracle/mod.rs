@@ -27,20 +27,36 @@ pub fn kernel_here() -> bool {
     false
 }
 
-/// Pin the calling thread to CPU 0, so the kernel's per-CPU values land
-/// where pfil's worker 0 writes.
-pub fn pin_cpu0() {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET and
-    // sched_setaffinity take pointers to it for the call only.
+/// Pin the calling thread to the first CPU it may run on, so the
+/// kernel's per-CPU values land in that CPU's slot, and return it: pfil
+/// runs as the worker of the same index ([`Pair::run`]).
+pub fn pin_cpu() -> usize {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity
+    // fills it and sched_setaffinity reads it, for the calls only.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(0, &mut set);
         assert_eq!(
-            libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set),
-            0,
-            "pin to CPU 0"
+            libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set),
+            0
         );
+        let cpu = (0..libc::CPU_SETSIZE as usize)
+            .find(|&c| libc::CPU_ISSET(c, &set))
+            .expect("a CPU");
+        let mut one: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut one);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of_val(&one), &one),
+            0,
+            "pin to CPU {cpu}"
+        );
+        CPU.with(|c| c.set(cpu));
+        cpu
     }
+}
+
+thread_local! {
+    /// The CPU [`pin_cpu`] pinned this thread to.
+    static CPU: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// One object in both places.
@@ -107,7 +123,7 @@ impl Pair {
         buf[HEADROOM..HEADROOM + frame.len()].copy_from_slice(frame);
         let r = self
             .ours
-            .run(0, &mut buf, HEADROOM, frame.len(), 1, 0)
+            .run(CPU.with(|c| c.get()), &mut buf, HEADROOM, frame.len(), 1, 0)
             .unwrap_or_else(|e| panic!("{what}: pfil faulted: {e} (kernel: action {})", k.action));
         assert_eq!(
             r.action,
