@@ -140,7 +140,16 @@ pub(crate) fn read(reg: &Registry, p: MapParams) -> Result<Value, RpcError> {
             }
             let mut keys = m.keys();
             let total = keys.len();
-            keys.sort();
+            // Arrays list their indices in order already; the others in
+            // key byte order, so a dump is stable.
+            if !matches!(
+                m.kind(),
+                pfil_xdp::MapType::Array
+                    | pfil_xdp::MapType::PercpuArray
+                    | pfil_xdp::MapType::Devmap
+            ) {
+                keys.sort();
+            }
             keys.truncate(limit);
             let rows: Vec<Value> = keys
                 .iter()
