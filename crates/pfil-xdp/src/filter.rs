@@ -228,7 +228,8 @@ impl Filter for XdpFilter {
                 return Verdict::Dropped;
             }
         };
-        if (r.data, r.end) != (0, len) {
+        let narrowed = (r.data, r.end) != (0, len);
+        if narrowed {
             pkt.narrow(r.data, r.end);
         }
         match r.action {
@@ -238,9 +239,15 @@ impl Filter for XdpFilter {
                 self.count(ctx.worker, 0);
                 Verdict::Dropped
             }
-            XDP_TX => self.send(pkt, ctx.worker, pkt.ifindex(), 6, 2),
+            // The worker sends the frame as the driver holds it: one the
+            // program narrowed would go out whole, so it is refused.
+            XDP_TX if !narrowed => self.send(pkt, ctx.worker, pkt.ifindex(), 6, 2),
+            XDP_TX => {
+                self.count(ctx.worker, 2);
+                Verdict::Dropped
+            }
             XDP_REDIRECT => match r.redirect {
-                Some(ifindex) => self.send(pkt, ctx.worker, ifindex, 7, 3),
+                Some(ifindex) if !narrowed => self.send(pkt, ctx.worker, ifindex, 7, 3),
                 None => {
                     self.count(ctx.worker, 3);
                     Verdict::Dropped
