@@ -248,7 +248,7 @@ impl Filter for XdpFilter {
             }
             XDP_REDIRECT => match r.redirect {
                 Some(ifindex) if !narrowed => self.send(pkt, ctx.worker, ifindex, 7, 3),
-                None => {
+                _ => {
                     self.count(ctx.worker, 3);
                     Verdict::Dropped
                 }
