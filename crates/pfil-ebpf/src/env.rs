@@ -220,7 +220,7 @@ impl Env {
         self.meta = data;
         self.data = data;
         self.data_end = end;
-        self.last = last_starts(self.meta, end);
+        self.last = last_starts(end);
         self.pending = None;
         self.faulted = 0;
     }
@@ -230,7 +230,6 @@ impl Env {
         self.meta = 0;
         self.data = 0;
         self.data_end = 0;
-        self.last = [0; 4];
     }
 
     /// Moves the packet's bounds (for `bpf_xdp_adjust_head`, `_tail`,
@@ -250,7 +249,7 @@ impl Env {
         self.meta = meta;
         self.data = data;
         self.data_end = end;
-        self.last = last_starts(self.meta, end);
+        self.last = last_starts(end);
         Ok(())
     }
 
@@ -344,16 +343,17 @@ impl Env {
     }
 }
 
-/// `end - size` for sizes 1, 2, 4, 8, saturating at `start - 1` (an
-/// empty packet then admits no access; `start` is a host address, never 0).
-fn last_starts(start: u64, end: u64) -> [u64; 4] {
-    [1u64, 2, 4, 8].map(|n| {
-        if end.wrapping_sub(start) >= n {
-            end - n
-        } else {
-            start.wrapping_sub(1)
-        }
-    })
+/// `end - size` for sizes 1, 2, 4, 8. For a packet shorter than `size`
+/// this is below its start, so the JIT's check (`start <= addr <= last`)
+/// admits nothing; `end` is a host address, far above 8.
+#[inline]
+fn last_starts(end: u64) -> [u64; 4] {
+    [
+        end.wrapping_sub(1),
+        end.wrapping_sub(2),
+        end.wrapping_sub(4),
+        end.wrapping_sub(8),
+    ]
 }
 
 impl Drop for Env {
