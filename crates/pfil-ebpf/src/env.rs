@@ -99,7 +99,7 @@ impl core::fmt::Debug for Helpers {
 /// pointer, so that references to the `Env` (a helper's `&mut Env`) never
 /// cover the bytes the program accesses through raw pointers.
 #[repr(C, align(16))]
-struct Scratch {
+pub(crate) struct Scratch {
     stack: [u8; STACK_SIZE],
     ctx: [u8; CTX_SIZE],
 }
@@ -110,7 +110,7 @@ struct Scratch {
 /// holds the packet bounds of the current run and the extra regions the
 /// loader declared (map value arenas, global data).
 pub struct Env {
-    scratch: NonNull<Scratch>,
+    pub(crate) scratch: NonNull<Scratch>,
     regions: Vec<Region>,
     user: *mut c_void,
     /// The frame of the current run (headroom and tailroom included).
@@ -173,6 +173,16 @@ impl Env {
         // SAFETY: no regions to vouch for; `user` is null and never read
         // by the engine.
         unsafe { Env::new(Vec::new(), core::ptr::null_mut()) }
+    }
+
+    /// Zeroes the stack. A run may read stack bytes it did not write (the
+    /// verifier does not track stack contents), which are then what an
+    /// earlier run left: clear between programs that must not see each
+    /// other's data.
+    pub fn clear_stack(&mut self) {
+        // SAFETY: the scratch block is ours and no run is in progress
+        // (`&mut self`).
+        unsafe { (*self.scratch.as_ptr()).stack.fill(0) };
     }
 
     /// The loader's pointer given to [`Env::new`].

@@ -21,7 +21,7 @@
 
 use core::mem::offset_of;
 
-use crate::env::{Env, STACK_FRAME};
+use crate::env::{Env, STACK_FRAME, STACK_SIZE};
 use crate::insn::*;
 use crate::x86::{cc, reg::*, Asm};
 use crate::{Fault, Helpers};
@@ -30,6 +30,9 @@ use crate::{Fault, Helpers};
 const MAP: [u8; 11] = [RAX, RDI, RSI, RDX, RCX, R8, RBX, R13, R14, R15, RBP];
 
 const META: i32 = offset_of!(Env, meta) as i32;
+const DATA: i32 = offset_of!(Env, data) as i32;
+const DATA_END: i32 = offset_of!(Env, data_end) as i32;
+const SCRATCH: i32 = offset_of!(Env, scratch) as i32;
 const LAST: i32 = offset_of!(Env, last) as i32;
 const FAULTED: i32 = offset_of!(Env, faulted) as i32;
 const BUDGET: i32 = offset_of!(Env, budget) as i32;
@@ -213,6 +216,7 @@ pub(crate) fn compile(
     insns: &[Insn],
     functions: &[usize],
     loop_cost: &[u32],
+    ctx_load: &[bool],
     helpers: &Helpers,
 ) -> Result<JitCode, String> {
     let mut a = Asm::default();
@@ -321,6 +325,17 @@ pub(crate) fn compile(
                 let sx = i.code & 0xe0 == BPF_MEMSX;
                 if i.src == 10 {
                     a.load(size, sx, d, RBP, i.off as i32);
+                } else if ctx_load.get(pc) == Some(&true) {
+                    // A context field (the verifier checked the offset).
+                    match i.off {
+                        0 => a.load64(d, R12, DATA),
+                        4 => a.load64(d, R12, DATA_END),
+                        8 => a.load64(d, R12, META),
+                        off => {
+                            a.load64(R10, R12, SCRATCH);
+                            a.load(size, sx, d, R10, STACK_SIZE as i32 + off as i32);
+                        }
+                    }
                 } else {
                     let jumps = inline_check(&mut a, s, i.off, size);
                     a.load(size, sx, d, R11, 0);

@@ -227,6 +227,12 @@ pub struct LoadOptions {
     /// How many argument registers hold a value at entry: 1 for XDP (r1,
     /// the context), 2 for [`Program::run_mem`] (r1, r2).
     pub entry_args: u8,
+    /// r1 at entry is the XDP context (`struct xdp_md`): loads through it
+    /// (and its copies) are field reads with the kernel's conversion,
+    /// checked at load and compiled inline; stores into it are refused.
+    /// On by default; off for programs whose r1 is plain memory
+    /// ([`Program::run_mem`] as the conformance suite uses it).
+    pub xdp_ctx: bool,
     /// Compile to machine code (x86-64 only; the default there). Otherwise,
     /// and elsewhere, the interpreter runs the program.
     pub jit: bool,
@@ -238,6 +244,7 @@ impl Default for LoadOptions {
             max_insns_per_run: 1_000_000,
             kernel_rules: true,
             entry_args: 1,
+            xdp_ctx: true,
             jit: cfg!(target_arch = "x86_64"),
         }
     }
@@ -269,6 +276,8 @@ pub struct Program {
     pub(crate) max_insns: u64,
     /// No store outside the stack, no helper call.
     read_only: bool,
+    /// Loads through the context, by pc (`verify::Analysis::ctx_load`).
+    pub(crate) ctx_load: Vec<bool>,
     /// The machine code, when JIT-compiled.
     #[cfg(target_arch = "x86_64")]
     jit: Option<jit::JitCode>,
@@ -325,6 +334,7 @@ impl Program {
             },
             max_insns: opts.max_insns_per_run,
             read_only,
+            ctx_load: a.ctx_load.clone(),
             #[cfg(target_arch = "x86_64")]
             jit: None,
         }
@@ -338,8 +348,14 @@ impl Program {
         a: &verify::Analysis,
     ) -> Result<Program, VerifyError> {
         if opts.jit {
-            let code = jit::compile(&self.insns, &a.functions, &self.loop_cost, &self.helpers)
-                .map_err(|e| VerifyError::new(0, e))?;
+            let code = jit::compile(
+                &self.insns,
+                &a.functions,
+                &self.loop_cost,
+                &self.ctx_load,
+                &self.helpers,
+            )
+            .map_err(|e| VerifyError::new(0, e))?;
             self.jit = Some(code);
         }
         Ok(self)

@@ -11,7 +11,7 @@
 //! for each taken back-edge. Memory safety does not rest on it: every
 //! access is checked at run time (see [`Env`](crate::Env)).
 
-use crate::env::{Helpers, MAX_FRAMES, STACK_FRAME};
+use crate::env::{Helpers, CTX_SIZE, MAX_FRAMES, STACK_FRAME};
 use crate::insn::*;
 use crate::{LoadOptions, VerifyError};
 
@@ -29,6 +29,9 @@ pub(crate) struct Analysis {
     pub has_loops: bool,
     /// The first pc of each function, in order (0 first).
     pub functions: Vec<usize>,
+    /// For each pc, whether it is a load through the XDP context (a
+    /// field read with the kernel's conversion); empty when there is none.
+    pub ctx_load: Vec<bool>,
 }
 
 type Result<T> = core::result::Result<T, VerifyError>;
@@ -500,10 +503,17 @@ pub(crate) fn verify(insns: &[Insn], helpers: &Helpers, opts: &LoadOptions) -> R
     if let Some(pc) = (0..n).find(|&pc| !second[pc] && seen[pc] == 0) {
         return err(pc, "unreachable instruction");
     }
-    // Initialised registers: callers before callees (reverse post-order).
-    let mut entry = vec![None::<u16>; nf];
-    entry[0] = Some(((1u16 << (opts.entry_args.min(5) + 1)) - 2) | bit(10));
-    let mut at: Vec<Option<u16>> = vec![None; n];
+    // Initialised registers (low 16 bits) and registers holding the XDP
+    // context (high 16 bits), meet = intersection; callers before callees
+    // (reverse post-order).
+    let ctx0 = if opts.xdp_ctx {
+        u32::from(bit(1)) << 16
+    } else {
+        0
+    };
+    let mut entry = vec![None::<u32>; nf];
+    entry[0] = Some(u32::from(((1u16 << (opts.entry_args.min(5) + 1)) - 2) | bit(10)) | ctx0);
+    let mut at: Vec<Option<u32>> = vec![None; n];
     for &f in order.iter().rev() {
         let s = starts[f];
         let end = starts.get(f + 1).copied().unwrap_or(n);
@@ -511,8 +521,9 @@ pub(crate) fn verify(insns: &[Insn], helpers: &Helpers, opts: &LoadOptions) -> R
         let mut work = vec![s];
         while let Some(pc) = work.pop() {
             let Some(st) = at[pc] else { continue };
+            let (init, ctx) = (st as u16, (st >> 16) as u16);
             let u = uses[pc];
-            let missing = u.reads & !st;
+            let missing = u.reads & !init;
             if missing != 0 {
                 let r = missing.trailing_zeros();
                 return err(
@@ -520,10 +531,17 @@ pub(crate) fn verify(insns: &[Insn], helpers: &Helpers, opts: &LoadOptions) -> R
                     format!("reads r{r}, which is not initialised on every path here"),
                 );
             }
-            let out = ((st & !u.kills) | u.writes) | bit(10);
+            let i = &insns[pc];
+            // A copy of the context is the context; any other write is not.
+            let mut ctx_out = ctx & !u.kills & !u.writes;
+            if i.code == BPF_ALU64 | BPF_MOV | BPF_X && i.off == 0 && ctx & bit(i.src) != 0 {
+                ctx_out |= bit(i.dst);
+            }
+            let out =
+                u32::from((init & !u.kills) | u.writes | bit(10)) | (u32::from(ctx_out) << 16);
             if let Ok(k) = calls.binary_search_by_key(&pc, |c| c.0) {
                 let g = func_of(calls[k].1);
-                let args = (st & R1_R5) | bit(10);
+                let args = u32::from((init & R1_R5) | bit(10)) | (u32::from(ctx & R1_R5) << 16);
                 entry[g] = Some(entry[g].map_or(args, |e| e & args));
             }
             for t in succ[pc].into_iter().flatten() {
@@ -536,10 +554,36 @@ pub(crate) fn verify(insns: &[Insn], helpers: &Helpers, opts: &LoadOptions) -> R
             }
         }
     }
+    // Accesses through the context, decided now that the states are final.
+    let mut ctx_load = vec![false; n];
+    for pc in 0..n {
+        let (Some(st), false) = (at[pc], second[pc]) else {
+            continue;
+        };
+        let ctx = (st >> 16) as u16;
+        let i = &insns[pc];
+        match i.class() {
+            BPF_LDX if ctx & bit(i.src) != 0 => {
+                let (off, size) = (i.off as i64, i.size() as i64);
+                let sx = i.code & 0xe0 == BPF_MEMSX;
+                let pointer = matches!(off, 0 | 4 | 8) && size == 4 && !sx;
+                if !(pointer || (off >= 12 && off + size <= CTX_SIZE as i64)) {
+                    return err(pc, format!("invalid access to the context: {size} bytes at offset {off} of struct xdp_md"));
+                }
+                ctx_load[pc] = true;
+            }
+            BPF_ST | BPF_STX if ctx & bit(i.dst) != 0 => {
+                return err(pc, "store into the context (struct xdp_md is read-only)");
+            }
+            _ => {}
+        }
+    }
+    let has_ctx_loads = ctx_load.iter().any(|&b| b);
     Ok(Analysis {
         back_edge_cost,
         has_loops,
         functions: starts,
+        ctx_load: if has_ctx_loads { ctx_load } else { Vec::new() },
     })
 }
 
