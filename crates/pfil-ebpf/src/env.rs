@@ -59,6 +59,12 @@ pub struct Signature {
 }
 
 /// The helpers a program may call, by kernel helper id.
+///
+/// Helper 1 (`bpf_map_lookup_elem`) has a contract the verifier relies
+/// on: called with r1 = the handle of map `i` (from `LDDW`), it returns
+/// 0 or the address of that map's value: `value_size` bytes, 8-aligned,
+/// readable and writable until the run ends. Accesses inside the value
+/// after a null check are then compiled without a run-time check.
 #[derive(Clone, Default)]
 pub struct Helpers {
     table: Vec<Option<(HelperFn, Signature)>>,

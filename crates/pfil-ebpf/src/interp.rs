@@ -428,7 +428,7 @@ pub(crate) fn run_with(prog: &Program, env: &mut Env, args: [u64; 3]) -> Result<
             BPF_LDX => {
                 let addr = reg[srcr].wrapping_add(insn.off as i64 as u64);
                 let size = insn.size();
-                let v = if prog.ctx_load.get(pc) == Some(&true) {
+                let v = if prog.access.get(pc) == Some(&crate::verify::Access::Ctx) {
                     ctx_field(env, insn.off as u64, size)
                 } else {
                     load(env, pc, addr, size)?

@@ -585,3 +585,81 @@ fn a_moved_tail_moves_the_jits_inline_bound() {
         );
     }
 }
+
+/// `bpf_map_lookup_elem` over one 24-byte value (8-aligned), found for a
+/// nonzero 4-byte key; the value arena is the `user` pointer.
+unsafe extern "C" fn lookup(_: u64, key: u64, _: u64, _: u64, _: u64, env: *mut Env) -> u64 {
+    // SAFETY: the engine passes the live Env (HelperFn contract).
+    let env = unsafe { &mut *env };
+    match env.check(key, 4) {
+        Ok(k) if k != [0; 4] => env.user::<u8>() as u64,
+        Ok(_) => 0,
+        Err(f) => {
+            env.fault(f);
+            0
+        }
+    }
+}
+
+#[test]
+fn map_values_checked_for_null_are_accessed_directly() {
+    use crate::verify::Access;
+    let text = |key: u32, off: i32| {
+        format!(
+            "stw [%r10-4], {key}\nlddw %r1, 0\nmov %r2, %r10\nadd %r2, -4\ncall 1\njeq %r0, 0, miss\n\
+             ldxdw %r3, [%r0+0]\nadd %r3, 5\nstxdw [%r0+0], %r3\nmov %r4, 1\nlock add [%r0+8], %r4\n\
+             lock fetch add [%r0+8], %r4\nstw [%r0+{off}], 7\nldxw %r0, [%r0+16]\nadd %r0, %r4\nexit\n\
+             miss:\nmov %r0, 99\nexit"
+        )
+    };
+    let maps = [MapRef {
+        handle: 0xfeed,
+        key_size: 4,
+        value_size: 24,
+        max_entries: 1,
+        direct: None,
+    }];
+    let mut h = Helpers::new();
+    h.insert(1, lookup, Signature { args: 2 });
+    for jit in [false, true] {
+        let o = LoadOptions {
+            jit,
+            ..LoadOptions::default()
+        };
+        let load = |t: String| {
+            let mut insns = assemble(&t).unwrap();
+            insns[1].src = crate::insn::PSEUDO_MAP_FD;
+            Program::load(insns, &maps, &h, &o).unwrap()
+        };
+        let mut arena = [0u64; 3];
+        arena[0] = 10;
+        let region = Region {
+            start: arena.as_ptr() as u64,
+            len: 24,
+            writable: true,
+        };
+        let p = load(text(1, 16));
+        let marked: Vec<usize> = (0..p.insns.len())
+            .filter(|&pc| p.access.get(pc) == Some(&Access::Value))
+            .collect();
+        assert_eq!(marked, [7, 9, 11, 12, 13, 14], "jit {jit}");
+        // SAFETY: `arena` outlives the Env; no reference to it during runs.
+        let mut e = unsafe { Env::new(vec![region], arena.as_mut_ptr().cast()) };
+        let mut frame = [0u8; 64];
+        let r = p.run_xdp(&mut e, &mut frame, 0, 60, 0, 0).unwrap();
+        assert_eq!(r.action, 7 + 1, "jit {jit}");
+        let r = load(text(0, 16))
+            .run_xdp(&mut e, &mut frame, 0, 60, 0, 0)
+            .unwrap();
+        assert_eq!(r.action, 99);
+        // Outside the value: checked at run time, and it faults.
+        let p = load(text(1, 21));
+        assert_eq!(p.access.get(13), Some(&Access::Checked));
+        assert!(matches!(
+            p.run_xdp(&mut e, &mut frame, 0, 60, 0, 0),
+            Err(Fault::OutOfBounds { pc: 13, .. })
+        ));
+        drop(e);
+        assert_eq!(arena, [10 + 5 + 5, 2 + 2, 7], "jit {jit}");
+    }
+}

@@ -23,6 +23,7 @@ use core::mem::offset_of;
 
 use crate::env::{Env, STACK_FRAME, STACK_SIZE};
 use crate::insn::*;
+use crate::verify::Access;
 use crate::x86::{cc, reg::*, Asm};
 use crate::{Fault, Helpers};
 
@@ -216,7 +217,7 @@ pub(crate) fn compile(
     insns: &[Insn],
     functions: &[usize],
     loop_cost: &[u32],
-    ctx_load: &[bool],
+    access: &[Access],
     helpers: &Helpers,
 ) -> Result<JitCode, String> {
     let mut a = Asm::default();
@@ -325,7 +326,10 @@ pub(crate) fn compile(
                 let sx = i.code & 0xe0 == BPF_MEMSX;
                 if i.src == 10 {
                     a.load(size, sx, d, RBP, i.off as i32);
-                } else if ctx_load.get(pc) == Some(&true) {
+                } else if access.get(pc) == Some(&Access::Value) {
+                    // Inside a map value: the verifier proved it.
+                    a.load(size, sx, d, s, i.off as i32);
+                } else if access.get(pc) == Some(&Access::Ctx) {
                     // A context field (the verifier checked the offset).
                     match i.off {
                         0 => a.load64(d, R12, DATA),
@@ -364,6 +368,8 @@ pub(crate) fn compile(
                 };
                 if i.dst == 10 {
                     emit(&mut a, RBP, i.off as i32);
+                } else if access.get(pc) == Some(&Access::Value) {
+                    emit(&mut a, d, i.off as i32);
                 } else {
                     let jumps = inline_check(&mut a, d, i.off, size);
                     emit(&mut a, R11, 0);
@@ -377,8 +383,13 @@ pub(crate) fn compile(
                     });
                 }
             }
+            _ if access.get(pc) == Some(&Access::Value) => {
+                // Add (or fetch-add) inside a map value: `lock add` or
+                // `lock xadd` (which leaves the old value in the source).
+                a.lock_add(i.size() == 8, d, i.off as i32, s, i.imm & BPF_FETCH != 0);
+            }
             _ => {
-                // STX | ATOMIC, always through Rust.
+                // STX | ATOMIC, through Rust.
                 a.lea(R11, d, i.off as i32);
                 a.rr(0x89, true, R10, s);
                 save(&mut a);

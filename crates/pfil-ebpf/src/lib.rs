@@ -276,8 +276,8 @@ pub struct Program {
     pub(crate) max_insns: u64,
     /// No store outside the stack, no helper call.
     read_only: bool,
-    /// Loads through the context, by pc (`verify::Analysis::ctx_load`).
-    pub(crate) ctx_load: Vec<bool>,
+    /// How each access is made, by pc (`verify::Analysis::access`).
+    pub(crate) access: Vec<verify::Access>,
     /// The machine code, when JIT-compiled.
     #[cfg(target_arch = "x86_64")]
     jit: Option<jit::JitCode>,
@@ -316,8 +316,8 @@ impl Program {
         helpers: &Helpers,
         opts: &LoadOptions,
     ) -> Result<Program, VerifyError> {
-        resolve_maps(&mut insns, maps)?;
-        let a = verify::verify(&insns, helpers, opts)?;
+        let map_refs = resolve_maps(&mut insns, maps)?;
+        let a = verify::verify(&insns, helpers, opts, &map_refs, maps)?;
         let read_only = insns.iter().all(|i| match i.class() {
             BPF_ST | BPF_STX => i.dst == 10 && i.code & 0xe0 == BPF_MEM,
             BPF_JMP => !(i.op() == BPF_CALL && i.src == 0),
@@ -334,7 +334,7 @@ impl Program {
             },
             max_insns: opts.max_insns_per_run,
             read_only,
-            ctx_load: a.ctx_load.clone(),
+            access: a.access.clone(),
             #[cfg(target_arch = "x86_64")]
             jit: None,
         }
@@ -352,7 +352,7 @@ impl Program {
                 &self.insns,
                 &a.functions,
                 &self.loop_cost,
-                &self.ctx_load,
+                &self.access,
                 &self.helpers,
             )
             .map_err(|e| VerifyError::new(0, e))?;
@@ -519,7 +519,8 @@ impl Program {
 }
 
 /// Rewrites `LDDW` with a map pseudo-source into a plain 64-bit immediate.
-fn resolve_maps(insns: &mut [Insn], maps: &[MapRef]) -> Result<(), VerifyError> {
+fn resolve_maps(insns: &mut [Insn], maps: &[MapRef]) -> Result<Vec<(usize, u32)>, VerifyError> {
+    let mut refs = Vec::new();
     let mut pc = 0;
     while pc < insns.len() {
         if insns[pc].code == LDDW {
@@ -540,6 +541,7 @@ fn resolve_maps(insns: &mut [Insn], maps: &[MapRef]) -> Result<(), VerifyError> 
                         )
                     })?;
                     if src == PSEUDO_MAP_FD {
+                        refs.push((pc, imm as u32));
                         if imm2 != 0 {
                             return Err(VerifyError::new(
                                 pc,
@@ -581,5 +583,5 @@ fn resolve_maps(insns: &mut [Insn], maps: &[MapRef]) -> Result<(), VerifyError> 
             pc += 1;
         }
     }
-    Ok(())
+    Ok(refs)
 }
