@@ -305,6 +305,23 @@ pub fn convert(prog: &[CInsn]) -> Result<Vec<Insn>, String> {
                     o.jump(Insn::new(BPF_JMP | BPF_JA, 0, 0, 0, 0), Target::Classic(t));
                     continue;
                 }
+                // `if A op v goto next else goto f` is one inverted jump.
+                let inverse = match op {
+                    BPF_JEQ => Some(BPF_JNE),
+                    BPF_JGT => Some(BPF_JLE),
+                    BPF_JGE => Some(BPF_JLT),
+                    _ => None,
+                };
+                if let (true, Some(inv)) = (t == pc + 1, inverse) {
+                    o.jump(
+                        Insn {
+                            code: (cmp.code & !0xf0) | inv,
+                            ..cmp
+                        },
+                        Target::Classic(f),
+                    );
+                    continue;
+                }
                 o.jump(cmp, Target::Classic(t));
                 if f != pc + 1 {
                     o.jump(Insn::new(BPF_JMP | BPF_JA, 0, 0, 0, 0), Target::Classic(f));

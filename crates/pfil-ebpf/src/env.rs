@@ -59,6 +59,12 @@ pub struct Signature {
 }
 
 /// The helpers a program may call, by kernel helper id.
+///
+/// Helper 1 (`bpf_map_lookup_elem`) has a contract the verifier relies
+/// on: called with r1 = the handle of map `i` (from `LDDW`), it returns
+/// 0 or the address of that map's value: `value_size` bytes, 8-aligned,
+/// readable and writable until the run ends. Accesses inside the value
+/// after a null check are then compiled without a run-time check.
 #[derive(Clone, Default)]
 pub struct Helpers {
     table: Vec<Option<(HelperFn, Signature)>>,
@@ -99,7 +105,7 @@ impl core::fmt::Debug for Helpers {
 /// pointer, so that references to the `Env` (a helper's `&mut Env`) never
 /// cover the bytes the program accesses through raw pointers.
 #[repr(C, align(16))]
-struct Scratch {
+pub(crate) struct Scratch {
     stack: [u8; STACK_SIZE],
     ctx: [u8; CTX_SIZE],
 }
@@ -110,7 +116,7 @@ struct Scratch {
 /// holds the packet bounds of the current run and the extra regions the
 /// loader declared (map value arenas, global data).
 pub struct Env {
-    scratch: NonNull<Scratch>,
+    pub(crate) scratch: NonNull<Scratch>,
     regions: Vec<Region>,
     user: *mut c_void,
     /// The frame of the current run (headroom and tailroom included).
@@ -175,6 +181,16 @@ impl Env {
         unsafe { Env::new(Vec::new(), core::ptr::null_mut()) }
     }
 
+    /// Zeroes the stack. A run may read stack bytes it did not write (the
+    /// verifier does not track stack contents), which are then what an
+    /// earlier run left: clear between programs that must not see each
+    /// other's data.
+    pub fn clear_stack(&mut self) {
+        // SAFETY: the scratch block is ours and no run is in progress
+        // (`&mut self`).
+        unsafe { (*self.scratch.as_ptr()).stack.fill(0) };
+    }
+
     /// The loader's pointer given to [`Env::new`].
     pub fn user<T>(&self) -> *mut T {
         self.user.cast()
@@ -220,7 +236,7 @@ impl Env {
         self.meta = data;
         self.data = data;
         self.data_end = end;
-        self.last = last_starts(self.meta, end);
+        self.last = last_starts(end);
         self.pending = None;
         self.faulted = 0;
     }
@@ -230,7 +246,6 @@ impl Env {
         self.meta = 0;
         self.data = 0;
         self.data_end = 0;
-        self.last = [0; 4];
     }
 
     /// Moves the packet's bounds (for `bpf_xdp_adjust_head`, `_tail`,
@@ -250,7 +265,7 @@ impl Env {
         self.meta = meta;
         self.data = data;
         self.data_end = end;
-        self.last = last_starts(self.meta, end);
+        self.last = last_starts(end);
         Ok(())
     }
 
@@ -344,16 +359,17 @@ impl Env {
     }
 }
 
-/// `end - size` for sizes 1, 2, 4, 8, saturating at `start - 1` (an
-/// empty packet then admits no access; `start` is a host address, never 0).
-fn last_starts(start: u64, end: u64) -> [u64; 4] {
-    [1u64, 2, 4, 8].map(|n| {
-        if end.wrapping_sub(start) >= n {
-            end - n
-        } else {
-            start.wrapping_sub(1)
-        }
-    })
+/// `end - size` for sizes 1, 2, 4, 8. For a packet shorter than `size`
+/// this is below its start, so the JIT's check (`start <= addr <= last`)
+/// admits nothing; `end` is a host address, far above 8.
+#[inline]
+fn last_starts(end: u64) -> [u64; 4] {
+    [
+        end.wrapping_sub(1),
+        end.wrapping_sub(2),
+        end.wrapping_sub(4),
+        end.wrapping_sub(8),
+    ]
 }
 
 impl Drop for Env {

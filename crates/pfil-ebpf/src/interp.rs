@@ -74,6 +74,31 @@ fn load_ctx(env: &Env, pc: usize, addr: u64, size: usize) -> Result<u64, Fault> 
     }
 }
 
+/// A context field the verifier found read through the context: the
+/// packet pointers for 4-byte loads at 0, 4, 8, else the stored field
+/// (the verifier allowed only those).
+#[inline]
+pub(crate) fn ctx_field(env: &Env, off: u64, size: usize) -> u64 {
+    match off {
+        0 => env.data,
+        4 => env.data_end,
+        8 => env.meta,
+        _ => {
+            let addr = env.ctx_addr() + off.min(CTX_SIZE as u64 - size as u64);
+            // SAFETY: `[addr, addr + size)` lies inside the context (the
+            // offset is clamped to it), which the `Env` owns.
+            unsafe {
+                match size {
+                    1 => (addr as *const u8).read() as u64,
+                    2 => (addr as *const u16).read_unaligned() as u64,
+                    4 => (addr as *const u32).read_unaligned() as u64,
+                    _ => (addr as *const u64).read_unaligned(),
+                }
+            }
+        }
+    }
+}
+
 /// Writes the low `size` bytes of `v` at `addr` in a writable region.
 #[inline]
 pub(crate) fn store(env: &Env, pc: usize, addr: u64, size: usize, v: u64) -> Result<(), Fault> {
@@ -403,7 +428,11 @@ pub(crate) fn run_with(prog: &Program, env: &mut Env, args: [u64; 3]) -> Result<
             BPF_LDX => {
                 let addr = reg[srcr].wrapping_add(insn.off as i64 as u64);
                 let size = insn.size();
-                let v = load(env, pc, addr, size)?;
+                let v = if prog.access.get(pc) == Some(&crate::verify::Access::Ctx) {
+                    ctx_field(env, insn.off as u64, size)
+                } else {
+                    load(env, pc, addr, size)?
+                };
                 reg[dst] = match insn.code & 0xe0 {
                     BPF_MEM => v,
                     BPF_MEMSX => match size {

@@ -15,6 +15,7 @@ fn opts() -> LoadOptions {
     LoadOptions {
         kernel_rules: false,
         entry_args: 2,
+        xdp_ctx: false,
         ..LoadOptions::default()
     }
 }
@@ -289,39 +290,100 @@ fn read_only_regions_refuse_stores() {
     assert!(Program::load(insns, &maps, &Helpers::new(), &LoadOptions::default()).is_err());
 }
 
+/// An XDP program as the kernel sees it: r1 is the context.
+fn load_xdp(text: &str, jit: bool) -> Result<Program, crate::VerifyError> {
+    let o = LoadOptions {
+        jit,
+        ..LoadOptions::default()
+    };
+    Program::load(assemble(text).unwrap(), &[], &Helpers::new(), &o)
+}
+
 #[test]
 fn xdp_context_converts_pointers() {
-    let p = load(
-        "ldxw %r2, [%r1+0]\nldxw %r3, [%r1+4]\nldxw %r4, [%r1+12]\nldxw %r5, [%r1+16]\n\
-                  mov %r0, %r3\nsub %r0, %r2\nlsh %r4, 8\nadd %r0, %r4\nlsh %r5, 16\nadd %r0, %r5\n\
-                  ldxb %r2, [%r2+0]\nlsh %r2, 24\nadd %r0, %r2\nexit",
-    );
-    let mut frame = [0u8; 128];
-    frame[32] = 9;
-    let out = p.run_xdp(&mut env(), &mut frame, 32, 60, 3, 5).unwrap();
-    assert_eq!(out.action, 60 + (3 << 8) + (5 << 16) + (9 << 24));
-    assert_eq!((out.data_meta, out.data, out.data_end), (32, 32, 92));
-    assert!(matches!(
-        load("mov %r0, 0\nstw [%r1+12], 1\nexit").run_xdp(&mut env(), &mut frame, 0, 60, 0, 0),
-        Err(Fault::OutOfBounds { .. })
-    ));
-    assert!(matches!(
-        load("ldxh %r0, [%r1+0]\nexit").run_xdp(&mut env(), &mut frame, 0, 60, 0, 0),
-        Err(Fault::Context { off: 0, .. })
-    ));
-    assert!(
-        matches!(
-            load("ldxw %r0, [%r1+0]\nldxb %r0, [%r0-1]\nexit").run_xdp(
-                &mut env(),
-                &mut frame,
-                10,
-                60,
-                0,
-                0
-            ),
-            Err(Fault::OutOfBounds { .. })
-        ),
-        "headroom is not the packet"
+    for jit in [false, true] {
+        let p = load_xdp(
+            "mov %r9, %r1
+ldxw %r2, [%r1+0]
+ldxw %r3, [%r9+4]
+ldxw %r4, [%r1+12]
+ldxh %r5, [%r1+16]
+\
+             mov %r0, %r3
+sub %r0, %r2
+lsh %r4, 8
+add %r0, %r4
+lsh %r5, 16
+add %r0, %r5
+\
+             ldxb %r2, [%r2+0]
+lsh %r2, 24
+add %r0, %r2
+exit",
+            jit,
+        )
+        .unwrap();
+        let mut frame = [0u8; 128];
+        frame[32] = 9;
+        let out = p.run_xdp(&mut env(), &mut frame, 32, 60, 3, 5).unwrap();
+        assert_eq!(
+            out.action,
+            60 + (3 << 8) + (5 << 16) + (9 << 24),
+            "jit {jit}"
+        );
+        assert_eq!((out.data_meta, out.data, out.data_end), (32, 32, 92));
+        let p = load_xdp(
+            "ldxw %r0, [%r1+0]
+ldxb %r0, [%r0-1]
+exit",
+            jit,
+        )
+        .unwrap();
+        let r = p.run_xdp(&mut env(), &mut frame, 10, 60, 0, 0);
+        assert!(
+            matches!(r, Err(Fault::OutOfBounds { .. })),
+            "headroom is not the packet"
+        );
+    }
+    // What the kernel refuses at load, so do we.
+    let refuse = |t: &str| load_xdp(t, false).unwrap_err().reason;
+    assert!(refuse(
+        "mov %r0, 0
+stw [%r1+12], 1
+exit"
+    )
+    .contains("context"));
+    assert!(refuse(
+        "ldxh %r0, [%r1+0]
+exit"
+    )
+    .contains("context"));
+    assert!(refuse(
+        "ldxw %r0, [%r1+22]
+exit"
+    )
+    .contains("context"));
+    assert!(refuse(
+        "mov %r2, %r1
+ldxdw %r0, [%r2+0]
+exit"
+    )
+    .contains("context"));
+    // Context arithmetic makes an ordinary pointer, checked at run time.
+    let p = load_xdp(
+        "mov %r2, %r1
+add %r2, 4
+ldxw %r0, [%r2+0]
+exit",
+        true,
+    )
+    .unwrap();
+    let mut frame = [0u8; 64];
+    let r = p.run_xdp(&mut env(), &mut frame, 0, 60, 0, 0).unwrap();
+    assert_eq!(
+        r.action,
+        frame.as_ptr() as u64 + 60,
+        "runtime conversion of data_end"
     );
 }
 
@@ -521,5 +583,83 @@ fn a_moved_tail_moves_the_jits_inline_bound() {
             matches!(run(text(8, 49)), Err(Fault::OutOfBounds { pc: 4, .. })),
             "jit {jit}"
         );
+    }
+}
+
+/// `bpf_map_lookup_elem` over one 24-byte value (8-aligned), found for a
+/// nonzero 4-byte key; the value arena is the `user` pointer.
+unsafe extern "C" fn lookup(_: u64, key: u64, _: u64, _: u64, _: u64, env: *mut Env) -> u64 {
+    // SAFETY: the engine passes the live Env (HelperFn contract).
+    let env = unsafe { &mut *env };
+    match env.check(key, 4) {
+        Ok(k) if k != [0; 4] => env.user::<u8>() as u64,
+        Ok(_) => 0,
+        Err(f) => {
+            env.fault(f);
+            0
+        }
+    }
+}
+
+#[test]
+fn map_values_checked_for_null_are_accessed_directly() {
+    use crate::verify::Access;
+    let text = |key: u32, off: i32| {
+        format!(
+            "stw [%r10-4], {key}\nlddw %r1, 0\nmov %r2, %r10\nadd %r2, -4\ncall 1\njeq %r0, 0, miss\n\
+             ldxdw %r3, [%r0+0]\nadd %r3, 5\nstxdw [%r0+0], %r3\nmov %r4, 1\nlock add [%r0+8], %r4\n\
+             lock fetch add [%r0+8], %r4\nstw [%r0+{off}], 7\nldxw %r0, [%r0+16]\nadd %r0, %r4\nexit\n\
+             miss:\nmov %r0, 99\nexit"
+        )
+    };
+    let maps = [MapRef {
+        handle: 0xfeed,
+        key_size: 4,
+        value_size: 24,
+        max_entries: 1,
+        direct: None,
+    }];
+    let mut h = Helpers::new();
+    h.insert(1, lookup, Signature { args: 2 });
+    for jit in [false, true] {
+        let o = LoadOptions {
+            jit,
+            ..LoadOptions::default()
+        };
+        let load = |t: String| {
+            let mut insns = assemble(&t).unwrap();
+            insns[1].src = crate::insn::PSEUDO_MAP_FD;
+            Program::load(insns, &maps, &h, &o).unwrap()
+        };
+        let mut arena = [0u64; 3];
+        arena[0] = 10;
+        let region = Region {
+            start: arena.as_ptr() as u64,
+            len: 24,
+            writable: true,
+        };
+        let p = load(text(1, 16));
+        let marked: Vec<usize> = (0..p.insns.len())
+            .filter(|&pc| p.access.get(pc) == Some(&Access::Value))
+            .collect();
+        assert_eq!(marked, [7, 9, 11, 12, 13, 14], "jit {jit}");
+        // SAFETY: `arena` outlives the Env; no reference to it during runs.
+        let mut e = unsafe { Env::new(vec![region], arena.as_mut_ptr().cast()) };
+        let mut frame = [0u8; 64];
+        let r = p.run_xdp(&mut e, &mut frame, 0, 60, 0, 0).unwrap();
+        assert_eq!(r.action, 7 + 1, "jit {jit}");
+        let r = load(text(0, 16))
+            .run_xdp(&mut e, &mut frame, 0, 60, 0, 0)
+            .unwrap();
+        assert_eq!(r.action, 99);
+        // Outside the value: checked at run time, and it faults.
+        let p = load(text(1, 21));
+        assert_eq!(p.access.get(13), Some(&Access::Checked));
+        assert!(matches!(
+            p.run_xdp(&mut e, &mut frame, 0, 60, 0, 0),
+            Err(Fault::OutOfBounds { pc: 13, .. })
+        ));
+        drop(e);
+        assert_eq!(arena, [10 + 5 + 5, 2 + 2, 7], "jit {jit}");
     }
 }

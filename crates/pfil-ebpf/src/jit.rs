@@ -21,8 +21,9 @@
 
 use core::mem::offset_of;
 
-use crate::env::{Env, STACK_FRAME};
+use crate::env::{Env, STACK_FRAME, STACK_SIZE};
 use crate::insn::*;
+use crate::verify::Access;
 use crate::x86::{cc, reg::*, Asm};
 use crate::{Fault, Helpers};
 
@@ -30,6 +31,9 @@ use crate::{Fault, Helpers};
 const MAP: [u8; 11] = [RAX, RDI, RSI, RDX, RCX, R8, RBX, R13, R14, R15, RBP];
 
 const META: i32 = offset_of!(Env, meta) as i32;
+const DATA: i32 = offset_of!(Env, data) as i32;
+const DATA_END: i32 = offset_of!(Env, data_end) as i32;
+const SCRATCH: i32 = offset_of!(Env, scratch) as i32;
 const LAST: i32 = offset_of!(Env, last) as i32;
 const FAULTED: i32 = offset_of!(Env, faulted) as i32;
 const BUDGET: i32 = offset_of!(Env, budget) as i32;
@@ -213,6 +217,7 @@ pub(crate) fn compile(
     insns: &[Insn],
     functions: &[usize],
     loop_cost: &[u32],
+    access: &[Access],
     helpers: &Helpers,
 ) -> Result<JitCode, String> {
     let mut a = Asm::default();
@@ -321,6 +326,20 @@ pub(crate) fn compile(
                 let sx = i.code & 0xe0 == BPF_MEMSX;
                 if i.src == 10 {
                     a.load(size, sx, d, RBP, i.off as i32);
+                } else if access.get(pc) == Some(&Access::Value) {
+                    // Inside a map value: the verifier proved it.
+                    a.load(size, sx, d, s, i.off as i32);
+                } else if access.get(pc) == Some(&Access::Ctx) {
+                    // A context field (the verifier checked the offset).
+                    match i.off {
+                        0 => a.load64(d, R12, DATA),
+                        4 => a.load64(d, R12, DATA_END),
+                        8 => a.load64(d, R12, META),
+                        off => {
+                            a.load64(R10, R12, SCRATCH);
+                            a.load(size, sx, d, R10, STACK_SIZE as i32 + off as i32);
+                        }
+                    }
                 } else {
                     let jumps = inline_check(&mut a, s, i.off, size);
                     a.load(size, sx, d, R11, 0);
@@ -349,6 +368,8 @@ pub(crate) fn compile(
                 };
                 if i.dst == 10 {
                     emit(&mut a, RBP, i.off as i32);
+                } else if access.get(pc) == Some(&Access::Value) {
+                    emit(&mut a, d, i.off as i32);
                 } else {
                     let jumps = inline_check(&mut a, d, i.off, size);
                     emit(&mut a, R11, 0);
@@ -362,8 +383,13 @@ pub(crate) fn compile(
                     });
                 }
             }
+            _ if access.get(pc) == Some(&Access::Value) => {
+                // Add (or fetch-add) inside a map value: `lock add` or
+                // `lock xadd` (which leaves the old value in the source).
+                a.lock_add(i.size() == 8, d, i.off as i32, s, i.imm & BPF_FETCH != 0);
+            }
             _ => {
-                // STX | ATOMIC, always through Rust.
+                // STX | ATOMIC, through Rust.
                 a.lea(R11, d, i.off as i32);
                 a.rr(0x89, true, R10, s);
                 save(&mut a);

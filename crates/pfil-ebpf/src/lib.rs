@@ -227,6 +227,12 @@ pub struct LoadOptions {
     /// How many argument registers hold a value at entry: 1 for XDP (r1,
     /// the context), 2 for [`Program::run_mem`] (r1, r2).
     pub entry_args: u8,
+    /// r1 at entry is the XDP context (`struct xdp_md`): loads through it
+    /// (and its copies) are field reads with the kernel's conversion,
+    /// checked at load and compiled inline; stores into it are refused.
+    /// On by default; off for programs whose r1 is plain memory
+    /// ([`Program::run_mem`] as the conformance suite uses it).
+    pub xdp_ctx: bool,
     /// Compile to machine code (x86-64 only; the default there). Otherwise,
     /// and elsewhere, the interpreter runs the program.
     pub jit: bool,
@@ -238,6 +244,7 @@ impl Default for LoadOptions {
             max_insns_per_run: 1_000_000,
             kernel_rules: true,
             entry_args: 1,
+            xdp_ctx: true,
             jit: cfg!(target_arch = "x86_64"),
         }
     }
@@ -269,6 +276,8 @@ pub struct Program {
     pub(crate) max_insns: u64,
     /// No store outside the stack, no helper call.
     read_only: bool,
+    /// How each access is made, by pc (`verify::Analysis::access`).
+    pub(crate) access: Vec<verify::Access>,
     /// The machine code, when JIT-compiled.
     #[cfg(target_arch = "x86_64")]
     jit: Option<jit::JitCode>,
@@ -307,8 +316,8 @@ impl Program {
         helpers: &Helpers,
         opts: &LoadOptions,
     ) -> Result<Program, VerifyError> {
-        resolve_maps(&mut insns, maps)?;
-        let a = verify::verify(&insns, helpers, opts)?;
+        let map_refs = resolve_maps(&mut insns, maps)?;
+        let a = verify::verify(&insns, helpers, opts, &map_refs, maps)?;
         let read_only = insns.iter().all(|i| match i.class() {
             BPF_ST | BPF_STX => i.dst == 10 && i.code & 0xe0 == BPF_MEM,
             BPF_JMP => !(i.op() == BPF_CALL && i.src == 0),
@@ -325,6 +334,7 @@ impl Program {
             },
             max_insns: opts.max_insns_per_run,
             read_only,
+            access: a.access.clone(),
             #[cfg(target_arch = "x86_64")]
             jit: None,
         }
@@ -338,8 +348,14 @@ impl Program {
         a: &verify::Analysis,
     ) -> Result<Program, VerifyError> {
         if opts.jit {
-            let code = jit::compile(&self.insns, &a.functions, &self.loop_cost, &self.helpers)
-                .map_err(|e| VerifyError::new(0, e))?;
+            let code = jit::compile(
+                &self.insns,
+                &a.functions,
+                &self.loop_cost,
+                &self.access,
+                &self.helpers,
+            )
+            .map_err(|e| VerifyError::new(0, e))?;
             self.jit = Some(code);
         }
         Ok(self)
@@ -503,7 +519,8 @@ impl Program {
 }
 
 /// Rewrites `LDDW` with a map pseudo-source into a plain 64-bit immediate.
-fn resolve_maps(insns: &mut [Insn], maps: &[MapRef]) -> Result<(), VerifyError> {
+fn resolve_maps(insns: &mut [Insn], maps: &[MapRef]) -> Result<Vec<(usize, u32)>, VerifyError> {
+    let mut refs = Vec::new();
     let mut pc = 0;
     while pc < insns.len() {
         if insns[pc].code == LDDW {
@@ -524,6 +541,7 @@ fn resolve_maps(insns: &mut [Insn], maps: &[MapRef]) -> Result<(), VerifyError> 
                         )
                     })?;
                     if src == PSEUDO_MAP_FD {
+                        refs.push((pc, imm as u32));
                         if imm2 != 0 {
                             return Err(VerifyError::new(
                                 pc,
@@ -565,5 +583,5 @@ fn resolve_maps(insns: &mut [Insn], maps: &[MapRef]) -> Result<(), VerifyError> 
             pc += 1;
         }
     }
-    Ok(())
+    Ok(refs)
 }

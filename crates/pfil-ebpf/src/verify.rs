@@ -11,13 +11,26 @@
 //! for each taken back-edge. Memory safety does not rest on it: every
 //! access is checked at run time (see [`Env`](crate::Env)).
 
-use crate::env::{Helpers, MAX_FRAMES, STACK_FRAME};
+use crate::env::{Helpers, CTX_SIZE, MAX_FRAMES, STACK_FRAME};
 use crate::insn::*;
-use crate::{LoadOptions, VerifyError};
+use crate::{LoadOptions, MapRef, VerifyError};
 
 /// The most instructions a program may have (the kernel's
 /// `BPF_COMPLEXITY_LIMIT_INSNS`).
 pub const MAX_INSNS: usize = 1_000_000;
+
+/// How an instruction's memory access is made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Checked at run time against the run's regions.
+    #[default]
+    Checked,
+    /// A field of the XDP context (a load; the offset checked at load).
+    Ctx,
+    /// Inside a map value returned by `bpf_map_lookup_elem` and checked
+    /// for null: no run-time check.
+    Value,
+}
 
 /// What the verifier learnt about an accepted program.
 #[derive(Debug, Clone, Default)]
@@ -29,6 +42,9 @@ pub(crate) struct Analysis {
     pub has_loops: bool,
     /// The first pc of each function, in order (0 first).
     pub functions: Vec<usize>,
+    /// For each pc, how its memory access is made; empty when every
+    /// access is checked at run time.
+    pub access: Vec<Access>,
 }
 
 type Result<T> = core::result::Result<T, VerifyError>;
@@ -329,7 +345,13 @@ fn successors(pc: usize, i: &Insn) -> ([Option<i64>; 2], Option<i64>) {
 }
 
 /// Verifies `insns` (map references already resolved).
-pub(crate) fn verify(insns: &[Insn], helpers: &Helpers, opts: &LoadOptions) -> Result<Analysis> {
+pub(crate) fn verify(
+    insns: &[Insn],
+    helpers: &Helpers,
+    opts: &LoadOptions,
+    map_refs: &[(usize, u32)],
+    maps: &[MapRef],
+) -> Result<Analysis> {
     let kernel_rules = opts.kernel_rules;
     let n = insns.len();
     if n == 0 {
@@ -500,10 +522,25 @@ pub(crate) fn verify(insns: &[Insn], helpers: &Helpers, opts: &LoadOptions) -> R
     if let Some(pc) = (0..n).find(|&pc| !second[pc] && seen[pc] == 0) {
         return err(pc, "unreachable instruction");
     }
-    // Initialised registers: callers before callees (reverse post-order).
-    let mut entry = vec![None::<u16>; nf];
-    entry[0] = Some(((1u16 << (opts.entry_args.min(5) + 1)) - 2) | bit(10));
-    let mut at: Vec<Option<u16>> = vec![None; n];
+    // Initialised registers and register types (the context, map
+    // pointers, map values maybe null, map values), meet = intersection;
+    // callers before callees (reverse post-order).
+    let mut entry = vec![None::<State>; nf];
+    let mut first = State {
+        init: ((1u16 << (opts.entry_args.min(5) + 1)) - 2) | bit(10),
+        ty: [OTHER; 11],
+    };
+    if opts.xdp_ctx {
+        first.ty[1] = CTX;
+    }
+    entry[0] = Some(first);
+    let map_at = |pc: usize| {
+        map_refs
+            .binary_search_by_key(&pc, |m| m.0)
+            .ok()
+            .map(|k| map_refs[k].1)
+    };
+    let mut at: Vec<Option<State>> = vec![None; n];
     for &f in order.iter().rev() {
         let s = starts[f];
         let end = starts.get(f + 1).copied().unwrap_or(n);
@@ -512,7 +549,7 @@ pub(crate) fn verify(insns: &[Insn], helpers: &Helpers, opts: &LoadOptions) -> R
         while let Some(pc) = work.pop() {
             let Some(st) = at[pc] else { continue };
             let u = uses[pc];
-            let missing = u.reads & !st;
+            let missing = u.reads & !st.init;
             if missing != 0 {
                 let r = missing.trailing_zeros();
                 return err(
@@ -520,15 +557,59 @@ pub(crate) fn verify(insns: &[Insn], helpers: &Helpers, opts: &LoadOptions) -> R
                     format!("reads r{r}, which is not initialised on every path here"),
                 );
             }
-            let out = ((st & !u.kills) | u.writes) | bit(10);
+            let i = &insns[pc];
+            let mut out = State {
+                init: (st.init & !u.kills) | u.writes | bit(10),
+                ty: st.ty,
+            };
+            for r in 0..11 {
+                if (u.kills | u.writes) & bit(r) != 0 {
+                    out.ty[r as usize] = OTHER;
+                }
+            }
+            if i.code == BPF_ALU64 | BPF_MOV | BPF_X && i.off == 0 {
+                // A copy keeps the type.
+                out.ty[i.dst as usize] = st.ty[i.src as usize];
+            } else if let (LDDW, Some(m)) = (i.code, map_at(pc)) {
+                out.ty[i.dst as usize] = MAP | m;
+            } else if i.code == BPF_JMP | BPF_CALL
+                && i.src == 0
+                && i.imm as u32 == helper::MAP_LOOKUP_ELEM
+                && st.ty[1] & KIND == MAP
+            {
+                // The helper's contract (see `Helpers`): null or the value.
+                out.ty[0] = NULLABLE | (st.ty[1] & !KIND);
+            }
             if let Ok(k) = calls.binary_search_by_key(&pc, |c| c.0) {
                 let g = func_of(calls[k].1);
-                let args = (st & R1_R5) | bit(10);
-                entry[g] = Some(entry[g].map_or(args, |e| e & args));
+                let mut args = State {
+                    init: (st.init & R1_R5) | bit(10),
+                    ty: [OTHER; 11],
+                };
+                args.ty[1..6].copy_from_slice(&st.ty[1..6]);
+                entry[g] = Some(entry[g].map_or(args, |e| e.meet(&args)));
             }
-            for t in succ[pc].into_iter().flatten() {
+            // `if rX == 0` / `if rX != 0` on a map value maybe null: the
+            // value on the non-null edge, a number on the other.
+            let null_check = i.class() == BPF_JMP
+                && matches!(i.op(), BPF_JEQ | BPF_JNE)
+                && i.code & BPF_X == 0
+                && i.imm == 0
+                && st.ty[i.dst as usize] & KIND == NULLABLE;
+            for (k, t) in succ[pc].into_iter().enumerate() {
+                let Some(t) = t else { continue };
                 debug_assert!(t >= s && t < end);
-                let new = at[t].map_or(out, |old| old & out);
+                let mut o = out;
+                if null_check && succ[pc][0] != succ[pc][1] {
+                    let taken = k == 1;
+                    let non_null = taken == (i.op() == BPF_JNE);
+                    o.ty[i.dst as usize] = if non_null {
+                        VALUE | (st.ty[i.dst as usize] & !KIND)
+                    } else {
+                        OTHER
+                    };
+                }
+                let new = at[t].map_or(o, |old| old.meet(&o));
                 if at[t] != Some(new) {
                     at[t] = Some(new);
                     work.push(t);
@@ -536,11 +617,87 @@ pub(crate) fn verify(insns: &[Insn], helpers: &Helpers, opts: &LoadOptions) -> R
             }
         }
     }
+    // Accesses the types decide, now that the states are final.
+    let mut access = vec![Access::Checked; n];
+    for pc in 0..n {
+        let (Some(st), false) = (at[pc], second[pc]) else {
+            continue;
+        };
+        let i = &insns[pc];
+        let (off, size) = (i.off as i64, i.size() as i64);
+        let base = match i.class() {
+            BPF_LDX => i.src,
+            BPF_ST | BPF_STX => i.dst,
+            _ => continue,
+        };
+        let ty = st.ty[base as usize];
+        if base == 10 {
+            continue;
+        }
+        if ty == CTX {
+            if i.class() != BPF_LDX {
+                return err(pc, "store into the context (struct xdp_md is read-only)");
+            }
+            let sx = i.code & 0xe0 == BPF_MEMSX;
+            let pointer = matches!(off, 0 | 4 | 8) && size == 4 && !sx;
+            if !(pointer || (off >= 12 && off + size <= CTX_SIZE as i64)) {
+                return err(pc, format!("invalid access to the context: {size} bytes at offset {off} of struct xdp_md"));
+            }
+            access[pc] = Access::Ctx;
+        } else if ty & KIND == VALUE {
+            // A map value (its helper returned value_size bytes, 8-aligned):
+            // inside it, no run-time check; outside, the run-time check.
+            let value_size = maps
+                .get((ty & !KIND) as usize)
+                .map_or(0, |m| m.value_size as i64);
+            let inside = off >= 0 && off + size <= value_size;
+            let atomic = i.code & 0xe0 == BPF_ATOMIC;
+            let inline_atomic =
+                !atomic || (i.imm & !BPF_FETCH == BPF_ADD as i32 && off % size == 0);
+            if inside && inline_atomic {
+                access[pc] = Access::Value;
+            }
+        }
+    }
+    let any = access.iter().any(|&a| a != Access::Checked);
     Ok(Analysis {
         back_edge_cost,
         has_loops,
         functions: starts,
+        access: if any { access } else { Vec::new() },
     })
+}
+
+/// Register types (a kind in the top bits, a map index below).
+const OTHER: u32 = 0;
+const CTX: u32 = 1;
+const KIND: u32 = 0xf000_0000;
+const MAP: u32 = 0x1000_0000;
+const NULLABLE: u32 = 0x2000_0000;
+const VALUE: u32 = 0x3000_0000;
+
+/// The dataflow state at an instruction.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct State {
+    /// Initialised registers.
+    init: u16,
+    /// Each register's type.
+    ty: [u32; 11],
+}
+
+impl State {
+    fn meet(&self, o: &State) -> State {
+        let mut ty = self.ty;
+        for (t, u) in ty.iter_mut().zip(o.ty) {
+            if *t != u {
+                *t = OTHER;
+            }
+        }
+        State {
+            init: self.init & o.init,
+            ty,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -268,6 +268,20 @@ impl Asm {
         }
     }
 
+    /// `lock add [base + disp], src` or, with `fetch`, `lock xadd` (the old
+    /// value into `src`); 64-bit when `w`, else 32-bit (zero-extended).
+    pub fn lock_add(&mut self, w: bool, base: u8, disp: i32, src: u8, fetch: bool) {
+        self.b(0xf0);
+        self.rex(w, src, base, false);
+        if fetch {
+            self.b(0x0f);
+            self.b(0xc1);
+        } else {
+            self.b(0x01);
+        }
+        self.modrm_mem(src, base, disp);
+    }
+
     /// `lea dst, [base + disp]`.
     pub fn lea(&mut self, dst: u8, base: u8, disp: i32) {
         self.rex(true, dst, base, false);

@@ -166,6 +166,7 @@ proptest! {
         let ebpf = convert(&prog).unwrap();
         let mut o = LoadOptions::default();
         o.entry_args = 3;
+        o.xdp_ctx = false;
         for jit in [false, true] {
             o.jit = jit;
             let p = Program::load(ebpf.clone(), &[], &Helpers::new(), &o).map_err(|e| TestCaseError::fail(format!("{e}: {prog:?}")))?;

@@ -209,6 +209,7 @@ proptest! {
         let mut o = LoadOptions::default();
         o.kernel_rules = false;
         o.entry_args = 2;
+        o.xdp_ctx = false;
         o.max_insns_per_run = 5000;
         let p = match Program::load(insns.clone(), &[], &h, &o) {
             Ok(p) => p,

@@ -37,23 +37,48 @@ fn opts() -> LoadOptions {
     o.max_insns_per_run = 10_000;
     o.kernel_rules = false;
     o.entry_args = 2;
+    o.xdp_ctx = false;
     o
 }
 
 /// Loads and, if accepted, runs the program both ways (and on the
 /// interpreter too, which must agree); only panics and disagreements count.
 fn exercise(insns: Vec<Insn>) {
-    let Ok(p) = Program::load(insns, &[], &helpers(), &opts()) else {
+    let Ok(p) = Program::load(insns.clone(), &[], &helpers(), &opts()) else {
         return;
     };
+    let mut e = env();
     let mut mem = [0x5au8; 64];
-    let want = p.run_mem_interpreted(&mut env(), &mut mem);
+    let want = p.run_mem_interpreted(&mut e, &mut mem);
     let after = mem;
     mem = [0x5au8; 64];
-    assert_eq!(p.run_mem(&mut env(), &mut mem), want);
+    e.clear_stack();
+    assert_eq!(p.run_mem(&mut e, &mut mem), want);
     assert_eq!(mem, after);
     let mut frame = [0u8; 256];
     let _ = p.run_xdp(&mut env(), &mut frame, 64, 100, 1, 0);
+    // As an XDP program (r1 the context): both engines agree too.
+    let mut o = opts();
+    o.xdp_ctx = true;
+    o.entry_args = 1;
+    // One Env (same addresses), its stack cleared before each run.
+    let mut e = env();
+    let mut frame = [0x33u8; 256];
+    let runs: Vec<_> = [false, true]
+        .into_iter()
+        .filter_map(|jit| {
+            o.jit = jit;
+            let p = Program::load(insns.clone(), &[], &helpers(), &o).ok()?;
+            frame = [0x33u8; 256];
+            e.clear_stack();
+            let r = p.run_xdp(&mut e, &mut frame, 64, 100, 1, 0);
+            Some((r.map_err(|f| f.to_string()), frame))
+        })
+        .collect();
+    if let [a, b] = &runs[..] {
+        assert_eq!(a.0, b.0);
+        assert!(a.1 == b.1);
+    }
 }
 
 /// Programs that pass the verifier, to mutate.

@@ -119,6 +119,7 @@ fn engine(insns: &[Insn]) -> Option<Arc<pfil_ebpf::Program>> {
     let ebpf = pfil_ebpf::cbpf::convert(&classic).ok()?;
     let mut opts = pfil_ebpf::LoadOptions::default();
     opts.entry_args = 3;
+    opts.xdp_ctx = false;
     pfil_ebpf::Program::load(ebpf, &[], &pfil_ebpf::Helpers::new(), &opts)
         .ok()
         .map(Arc::new)
