@@ -128,6 +128,12 @@ unsafe extern "C" fn map_lookup_elem(
     let Some(m) = st.map(map) else {
         return bad(env, "not a map of this program");
     };
+    // The engine compiles accesses to a looked-up value as writable
+    // without checks (ebpf-api.md, helper 1): a read-only map (`.rodata`,
+    // reached by programs through direct loads, not lookups) gives none.
+    if m.readonly() {
+        return 0;
+    }
     // A lookup only reads the key and writes no value: the key is used
     // where it lies (no copy).
     let Ok(k) = env.check(key, m.key_size() as u64) else {

@@ -352,6 +352,10 @@ impl Map {
     pub fn flags(&self) -> u32 {
         self.flags
     }
+    /// Programs may not write it (`.rodata`).
+    pub fn readonly(&self) -> bool {
+        self.readonly
+    }
     /// Workers with their own value (1 unless per-CPU).
     pub fn workers(&self) -> usize {
         self.workers
