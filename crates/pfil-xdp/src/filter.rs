@@ -206,58 +206,35 @@ impl XdpFilter {
 
 impl Filter for XdpFilter {
     fn filter(&self, pkt: &mut Packet<'_>, ctx: &Ctx<'_>) -> Verdict {
-        let (len, ifindex, queue) = (pkt.len(), pkt.ifindex(), pkt.queue());
-        let r = match self
-            .prog
-            .run(ctx.worker, pkt.frame_mut(), 0, len, ifindex, queue)
-        {
-            Ok(r) => r,
-            Err(RunError::Fault(f)) => {
-                self.count(ctx.worker, 4);
-                // Contained like a panicking hook: the chain catches the
-                // unwind, quarantines the link and applies its fail mode.
-                // resume_unwind skips the panic hook: a program's fault
-                // is not a bug of pfild.
-                std::panic::resume_unwind(Box::new(XdpFault(format!(
-                    "xdp program {:?}: {f}",
-                    self.prog.name()
-                ))));
-            }
-            Err(RunError::Worker(_)) => {
+        match self.prog.claim(ctx.worker) {
+            Ok(mut claim) => self.decide(&mut claim, pkt, ctx.worker),
+            Err(_) => {
                 self.count(ctx.worker, 5);
-                return Verdict::Dropped;
+                Verdict::Dropped
+            }
+        }
+    }
+
+    /// One claim of the worker's run environment for the whole batch.
+    fn filter_batch(&self, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
+        let mut claim = match self.prog.claim(ctx.worker) {
+            Ok(c) => c,
+            Err(_) => {
+                for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
+                    self.count(ctx.worker, 5);
+                    p.set_verdict(Verdict::Dropped);
+                }
+                return;
             }
         };
-        let narrowed = (r.data, r.end) != (0, len);
-        if narrowed {
-            pkt.narrow(r.data, r.end);
+        for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
+            let v = self.decide(&mut claim, p, ctx.worker);
+            p.set_verdict(v);
         }
-        match r.action {
-            XDP_PASS => Verdict::Pass,
-            XDP_DROP => Verdict::Dropped,
-            XDP_ABORTED => {
-                self.count(ctx.worker, 0);
-                Verdict::Dropped
-            }
-            // The worker sends the frame as the driver holds it: one the
-            // program narrowed would go out whole, so it is refused.
-            XDP_TX if !narrowed => self.send(pkt, ctx.worker, pkt.ifindex(), 6, 2),
-            XDP_TX => {
-                self.count(ctx.worker, 2);
-                Verdict::Dropped
-            }
-            XDP_REDIRECT => match r.redirect {
-                Some(ifindex) if !narrowed => self.send(pkt, ctx.worker, ifindex, 7, 3),
-                _ => {
-                    self.count(ctx.worker, 3);
-                    Verdict::Dropped
-                }
-            },
-            _ => {
-                self.count(ctx.worker, 1);
-                Verdict::Dropped
-            }
-        }
+    }
+
+    fn batched(&self) -> bool {
+        true
     }
 
     fn spec(&self) -> Option<String> {
@@ -284,5 +261,67 @@ impl Filter for XdpFilter {
 
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         Some(self)
+    }
+}
+
+impl XdpFilter {
+    /// Run the program on one packet with a claimed environment and turn
+    /// its action into a verdict (see the module docs).
+    #[inline]
+    fn decide(
+        &self,
+        claim: &mut crate::program::Claim<'_>,
+        pkt: &mut Packet<'_>,
+        worker: usize,
+    ) -> Verdict {
+        let (len, ifindex, queue) = (pkt.len(), pkt.ifindex(), pkt.queue());
+        let r = match claim.run(pkt.frame_mut(), 0, len, ifindex, queue) {
+            Ok(r) => r,
+            Err(RunError::Fault(f)) => {
+                self.count(worker, 4);
+                // Contained like a panicking hook: the chain catches the
+                // unwind, quarantines the link and applies its fail mode.
+                // resume_unwind skips the panic hook: a program's fault
+                // is not a bug of pfild.
+                std::panic::resume_unwind(Box::new(XdpFault(format!(
+                    "xdp program {:?}: {f}",
+                    self.prog.name()
+                ))));
+            }
+            Err(RunError::Worker(_)) => {
+                self.count(worker, 5);
+                return Verdict::Dropped;
+            }
+        };
+        let narrowed = (r.data, r.end) != (0, len);
+        if narrowed {
+            pkt.narrow(r.data, r.end);
+        }
+        match r.action {
+            XDP_PASS => Verdict::Pass,
+            XDP_DROP => Verdict::Dropped,
+            XDP_ABORTED => {
+                self.count(worker, 0);
+                Verdict::Dropped
+            }
+            // The worker sends the frame as the driver holds it: one the
+            // program narrowed would go out whole, so it is refused.
+            XDP_TX if !narrowed => self.send(pkt, worker, pkt.ifindex(), 6, 2),
+            XDP_TX => {
+                self.count(worker, 2);
+                Verdict::Dropped
+            }
+            XDP_REDIRECT => match r.redirect {
+                Some(ifindex) if !narrowed => self.send(pkt, worker, ifindex, 7, 3),
+                _ => {
+                    self.count(worker, 3);
+                    Verdict::Dropped
+                }
+            },
+            _ => {
+                self.count(worker, 1);
+                Verdict::Dropped
+            }
+        }
     }
 }

@@ -188,21 +188,59 @@ impl XdpProgram {
         ifindex: u32,
         queue: u32,
     ) -> Result<RunResult, RunError> {
-        // A worker index past the slots (a caller that is not a registry
-        // worker) shares a slot; the busy flag keeps two runs apart.
+        self.claim(worker)?.run(frame, data, len, ifindex, queue)
+    }
+
+    /// Claim worker `worker`'s run environment for several runs (a
+    /// batch): one atomic exchange for all of them. A worker index past
+    /// the slots (a caller that is not a registry worker) shares a slot.
+    ///
+    /// # Errors
+    /// [`RunError::Worker`] when another thread holds that slot.
+    #[inline]
+    pub fn claim(&self, worker: usize) -> Result<Claim<'_>, RunError> {
         let slot = &self.slots[worker % self.slots.len()];
         if slot.busy.swap(true, Ordering::Acquire) {
             return Err(RunError::Worker(worker));
         }
-        // SAFETY: we won the slot's busy flag: no other thread touches
-        // this Env or its RunState until we release it below.
-        let env = unsafe { &mut *slot.env.get() };
+        Ok(Claim { prog: self, slot })
+    }
+}
+
+/// A worker's run environment, held by one thread until dropped
+/// ([`XdpProgram::claim`]).
+pub struct Claim<'p> {
+    prog: &'p XdpProgram,
+    slot: &'p Slot,
+}
+
+impl Claim<'_> {
+    /// Run the program on `frame[data..data + len]` (see
+    /// [`XdpProgram::run`]).
+    ///
+    /// # Errors
+    /// A [`Fault`] of the program.
+    #[inline]
+    pub fn run(
+        &mut self,
+        frame: &mut [u8],
+        data: usize,
+        len: usize,
+        ifindex: u32,
+        queue: u32,
+    ) -> Result<RunResult, RunError> {
+        // SAFETY: this Claim won the slot's busy flag: no other thread
+        // touches this Env or its RunState until it is dropped, and
+        // `&mut self` keeps two runs of this claim apart.
+        let env = unsafe { &mut *self.slot.env.get() };
         // SAFETY: as above.
-        unsafe { (*slot._state.get()).redirect = None };
-        let out = self.prog.run_xdp(env, frame, data, len, ifindex, queue);
+        unsafe { (*self.slot._state.get()).redirect = None };
+        let out = self
+            .prog
+            .prog
+            .run_xdp(env, frame, data, len, ifindex, queue);
         // SAFETY: as above.
-        let redirect = unsafe { (*slot._state.get()).redirect };
-        slot.busy.store(false, Ordering::Release);
+        let redirect = unsafe { (*self.slot._state.get()).redirect };
         let o = out?;
         Ok(RunResult {
             action: o.action,
@@ -211,6 +249,12 @@ impl XdpProgram {
             end: o.data_end,
             redirect,
         })
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.slot.busy.store(false, Ordering::Release);
     }
 }
 
