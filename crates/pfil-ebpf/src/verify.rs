@@ -537,6 +537,10 @@ pub(crate) fn verify(
     if opts.xdp_ctx {
         first.ty[1] = CTX;
     }
+    if opts.packet_args {
+        first.ty[1] = PKT;
+        first.ty[2] = PKT_END;
+    }
     entry[0] = Some(first);
     let map_at = |pc: usize| {
         map_refs
