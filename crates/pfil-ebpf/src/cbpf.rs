@@ -3,14 +3,17 @@
 //! engine (and JIT) as XDP programs.
 //!
 //! Mapping: A is r0, X is r7, the scratch words `M[0..16]` are the 64
-//! bytes below r10, r6 holds the packet's start, r8 the bytes at hand and
-//! r9 the length on the wire. All arithmetic is 32-bit, as in classic BPF.
+//! bytes below r10, r6 holds the packet's start, r2 its end, r8 the
+//! bytes at hand and r9 the length on the wire. Loads at constant offsets
+//! compare `data + end` with the end pointer, as XDP programs do, so
+//! that the verifier proves them (load with
+//! [`LoadOptions::packet_args`](crate::LoadOptions::packet_args)). All arithmetic is 32-bit, as in classic BPF.
 //! A packet load beyond the bytes at hand, a division by a zero X, make
 //! the program return 0, as libpcap's interpreter does; shifts by 32 or
 //! more give 0 (libpcap's `checked_shl` semantics, not x86's masking).
 //!
 //! Run the result with [`Program::run_packet`](crate::Program::run_packet)
-//! (r1 = packet, r2 = its length, r3 = the length on the wire).
+//! (r1 = packet start, r2 = packet end, r3 = the length on the wire).
 
 use crate::insn::*;
 
@@ -62,6 +65,8 @@ const A: u8 = 0;
 const X: u8 = 7;
 const PKT: u8 = 6;
 const CAPLEN: u8 = 8;
+/// The packet's end pointer, as [`Program::run_packet`](crate::Program::run_packet) passes it.
+const PKT_END: u8 = 2;
 const WIRELEN: u8 = 9;
 
 fn alu32(op: u8, dst: u8, imm: i32) -> Insn {
@@ -118,6 +123,15 @@ fn load_abs(o: &mut Out, dst: u8, k: u32, size: usize) {
         o.push(Insn::new(0, 0, 0, 0, (end >> 32) as i32));
         o.jump(
             Insn::new(BPF_JMP | BPF_JGT | BPF_X, 4, CAPLEN, 0, 0),
+            Target::Zero,
+        );
+    } else if end <= 0xffff {
+        // if data + end > data_end: return 0 (the verifier then knows the
+        // bytes are there, and the load needs no run-time check).
+        o.push(alu64x(BPF_MOV, 4, PKT));
+        o.push(alu64(BPF_ADD, 4, end as i32));
+        o.jump(
+            Insn::new(BPF_JMP | BPF_JGT | BPF_X, 4, PKT_END, 0, 0),
             Target::Zero,
         );
     } else {
@@ -193,7 +207,8 @@ pub fn convert(prog: &[CInsn]) -> Result<Vec<Insn>, String> {
         jumps: Vec::new(),
     };
     o.push(alu64x(BPF_MOV, PKT, 1));
-    o.push(alu64x(BPF_MOV, CAPLEN, 2));
+    o.push(alu64x(BPF_MOV, CAPLEN, PKT_END));
+    o.push(alu64x(BPF_SUB, CAPLEN, PKT));
     o.push(alu64x(BPF_MOV, WIRELEN, 3));
     o.push(alu64(BPF_MOV, A, 0));
     o.push(alu64(BPF_MOV, X, 0));

@@ -663,3 +663,89 @@ fn map_values_checked_for_null_are_accessed_directly() {
         assert_eq!(arena, [10 + 5 + 5, 2 + 2, 7], "jit {jit}");
     }
 }
+
+#[test]
+fn packet_bytes_proven_by_a_data_end_comparison_are_accessed_directly() {
+    use crate::verify::Access;
+    // Ethernet: if data + 14 > data_end, drop; else read the EtherType,
+    // write a byte, and read 4 bytes at 20 (not proven: checked).
+    let text = "ldxw %r2, [%r1+0]\nldxw %r3, [%r1+4]\nmov %r4, %r2\nadd %r4, 14\nmov %r0, 1\n\
+                jgt %r4, %r3, out\nldxh %r0, [%r2+12]\nstb [%r2+0], 0xaa\nldxb %r5, [%r4-1]\n\
+                add %r0, %r5\njlt %r3, %r4, out\nldxw %r5, [%r2+20]\nadd %r0, %r5\nout:\nexit";
+    for jit in [false, true] {
+        let p = load_xdp(text, jit).unwrap();
+        let marked: Vec<Access> = (6..12)
+            .map(|pc| p.access.get(pc).copied().unwrap_or_default())
+            .collect();
+        assert_eq!(
+            marked,
+            [
+                Access::Packet,
+                Access::Packet,
+                Access::Packet,
+                Access::Checked,
+                Access::Checked,
+                Access::Checked
+            ],
+            "jit {jit}"
+        );
+        for len in 0..40 {
+            let mut frame = [0x11u8; 64];
+            let r = p.run_xdp(&mut env(), &mut frame, 8, len, 0, 0);
+            let want = if len < 14 {
+                Ok(1)
+            } else if len < 24 {
+                Err(())
+            } else {
+                Ok(0x1111 + 0x11 + 0x1111_1111)
+            };
+            assert_eq!(
+                r.map(|o| o.action).map_err(|_| ()),
+                want,
+                "jit {jit} len {len}"
+            );
+            assert_eq!(frame[8], if len >= 14 { 0xaa } else { 0x11 });
+        }
+    }
+    // The reverse comparison, and a helper call forgetting what was proven.
+    let p = load_xdp(
+        "ldxw %r2, [%r1+0]\nldxw %r3, [%r1+4]\nmov %r4, %r2\nadd %r4, 8\nmov %r0, 0\njge %r3, %r4, ok\nexit\n\
+         ok:\nldxdw %r0, [%r2+0]\nexit",
+        true,
+    )
+    .unwrap();
+    assert_eq!(p.access.get(7), Some(&Access::Packet));
+    // Each form, on the side where it proves nothing and where it does.
+    for (cmp, proven_when_taken) in [
+        ("jgt %r4, %r3", false),
+        ("jge %r4, %r3", false),
+        ("jlt %r4, %r3", true),
+        ("jle %r4, %r3", true),
+        ("jgt %r3, %r4", true),
+        ("jge %r3, %r4", true),
+        ("jlt %r3, %r4", false),
+        ("jle %r3, %r4", false),
+    ] {
+        let t = format!(
+            "ldxw %r2, [%r1+0]\nldxw %r3, [%r1+4]\nmov %r4, %r2\nadd %r4, 4\nmov %r0, 0\n{cmp}, taken\n\
+             ldxw %r0, [%r2+0]\nexit\ntaken:\nldxw %r0, [%r2+0]\nexit"
+        );
+        let p = load_xdp(&t, true).unwrap();
+        let (fall, taken) = (
+            p.access.get(6).copied().unwrap_or_default(),
+            p.access.get(8).copied().unwrap_or_default(),
+        );
+        let want = |proven: bool| {
+            if proven {
+                Access::Packet
+            } else {
+                Access::Checked
+            }
+        };
+        assert_eq!(
+            (fall, taken),
+            (want(!proven_when_taken), want(proven_when_taken)),
+            "{cmp}"
+        );
+    }
+}

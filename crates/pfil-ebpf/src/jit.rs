@@ -326,8 +326,8 @@ pub(crate) fn compile(
                 let sx = i.code & 0xe0 == BPF_MEMSX;
                 if i.src == 10 {
                     a.load(size, sx, d, RBP, i.off as i32);
-                } else if access.get(pc) == Some(&Access::Value) {
-                    // Inside a map value: the verifier proved it.
+                } else if matches!(access.get(pc), Some(Access::Value | Access::Packet)) {
+                    // Inside a map value or the packet: the verifier proved it.
                     a.load(size, sx, d, s, i.off as i32);
                 } else if access.get(pc) == Some(&Access::Ctx) {
                     // A context field (the verifier checked the offset).
@@ -368,7 +368,7 @@ pub(crate) fn compile(
                 };
                 if i.dst == 10 {
                     emit(&mut a, RBP, i.off as i32);
-                } else if access.get(pc) == Some(&Access::Value) {
+                } else if matches!(access.get(pc), Some(Access::Value | Access::Packet)) {
                     emit(&mut a, d, i.off as i32);
                 } else {
                     let jumps = inline_check(&mut a, d, i.off, size);

@@ -233,6 +233,11 @@ pub struct LoadOptions {
     /// On by default; off for programs whose r1 is plain memory
     /// ([`Program::run_mem`] as the conformance suite uses it).
     pub xdp_ctx: bool,
+    /// r1 and r2 at entry are the packet's start and end, as
+    /// [`Program::run_packet`] passes them: comparisons of `r1 + n` with
+    /// r2 prove packet bytes, as for XDP's `data` and `data_end`. Off by
+    /// default.
+    pub packet_args: bool,
     /// Compile to machine code (x86-64 only; the default there). Otherwise,
     /// and elsewhere, the interpreter runs the program.
     pub jit: bool,
@@ -245,6 +250,7 @@ impl Default for LoadOptions {
             kernel_rules: true,
             entry_args: 1,
             xdp_ctx: true,
+            packet_args: false,
             jit: cfg!(target_arch = "x86_64"),
         }
     }
@@ -390,8 +396,8 @@ impl Program {
         interp::run_with(self, env, args)
     }
 
-    /// Runs over a read-only packet: r1 = its address, r2 = its length,
-    /// r3 = `arg` (for a converted classic program, [`cbpf`], the length
+    /// Runs over a read-only packet: r1 = its start, r2 = its end (one
+    /// past the last byte), r3 = `arg` (for a converted classic program, [`cbpf`], the length
     /// on the wire). Only for programs that store nothing outside their
     /// stack and call no helper ([`Program::is_read_only`]).
     ///
@@ -409,7 +415,7 @@ impl Program {
         env.begin_packet((base, end), base, end);
         // The packet region is nominally writable, but this program has
         // no store that can reach it and no helper that could.
-        let r = self.exec(env, [base, pkt.len() as u64, arg]);
+        let r = self.exec(env, [base, end, arg]);
         env.end_packet();
         r
     }

@@ -30,6 +30,9 @@ pub(crate) enum Access {
     /// Inside a map value returned by `bpf_map_lookup_elem` and checked
     /// for null: no run-time check.
     Value,
+    /// Inside the packet bytes a comparison with `data_end` proved
+    /// there: no run-time check.
+    Packet,
 }
 
 /// What the verifier learnt about an accepted program.
@@ -529,9 +532,14 @@ pub(crate) fn verify(
     let mut first = State {
         init: ((1u16 << (opts.entry_args.min(5) + 1)) - 2) | bit(10),
         ty: [OTHER; 11],
+        range: 0,
     };
     if opts.xdp_ctx {
         first.ty[1] = CTX;
+    }
+    if opts.packet_args {
+        first.ty[1] = PKT;
+        first.ty[2] = PKT_END;
     }
     entry[0] = Some(first);
     let map_at = |pc: usize| {
@@ -561,15 +569,44 @@ pub(crate) fn verify(
             let mut out = State {
                 init: (st.init & !u.kills) | u.writes | bit(10),
                 ty: st.ty,
+                range: st.range,
             };
             for r in 0..11 {
                 if (u.kills | u.writes) & bit(r) != 0 {
                     out.ty[r as usize] = OTHER;
                 }
             }
+            if i.class() == BPF_JMP && i.op() == BPF_CALL {
+                // A helper may move the packet (adjust_head): forget it.
+                out.range = 0;
+                for t in out.ty.iter_mut() {
+                    if matches!(*t & KIND, PKT | PKT_END) {
+                        *t = OTHER;
+                    }
+                }
+            }
+            let (dty, sty) = (st.ty[i.dst as usize], st.ty[i.src as usize]);
             if i.code == BPF_ALU64 | BPF_MOV | BPF_X && i.off == 0 {
                 // A copy keeps the type.
-                out.ty[i.dst as usize] = st.ty[i.src as usize];
+                out.ty[i.dst as usize] = sty;
+            } else if i.code == BPF_ALU64 | BPF_ADD | BPF_K && dty & KIND == PKT {
+                // data + k: still a packet pointer while 0 <= k < 2^16.
+                let k = (dty & !KIND) as i64 + i.imm as i64;
+                out.ty[i.dst as usize] = if (0..=0xffff).contains(&k) {
+                    PKT | k as u32
+                } else {
+                    OTHER
+                };
+            } else if i.class() == BPF_LDX
+                && sty == CTX
+                && i.code & 0xe0 == BPF_MEM
+                && i.size() == 4
+            {
+                out.ty[i.dst as usize] = match i.off {
+                    0 => PKT,
+                    4 => PKT_END,
+                    _ => OTHER,
+                };
             } else if let (LDDW, Some(m)) = (i.code, map_at(pc)) {
                 out.ty[i.dst as usize] = MAP | m;
             } else if i.code == BPF_JMP | BPF_CALL
@@ -585,9 +622,26 @@ pub(crate) fn verify(
                 let mut args = State {
                     init: (st.init & R1_R5) | bit(10),
                     ty: [OTHER; 11],
+                    range: 0,
                 };
                 args.ty[1..6].copy_from_slice(&st.ty[1..6]);
                 entry[g] = Some(entry[g].map_or(args, |e| e.meet(&args)));
+            }
+            // `if data + n > data_end` and its forms: n bytes of packet on
+            // the edge where the comparison says data + n <= data_end.
+            let mut pkt_edge: Option<(bool, u32)> = None;
+            if i.class() == BPF_JMP && i.code & BPF_X != 0 {
+                let (a, b) = (dty, sty);
+                let n = |t: u32| t & !KIND;
+                pkt_edge = match (a & KIND, b & KIND, i.op()) {
+                    // data + n OP data_end: (true: on the taken edge)
+                    (PKT, PKT_END, BPF_JGT | BPF_JGE) => Some((false, n(a))),
+                    (PKT, PKT_END, BPF_JLT | BPF_JLE) => Some((true, n(a))),
+                    // data_end OP data + n
+                    (PKT_END, PKT, BPF_JGT | BPF_JGE) => Some((true, n(b))),
+                    (PKT_END, PKT, BPF_JLT | BPF_JLE) => Some((false, n(b))),
+                    _ => None,
+                };
             }
             // `if rX == 0` / `if rX != 0` on a map value maybe null: the
             // value on the non-null edge, a number on the other.
@@ -600,6 +654,11 @@ pub(crate) fn verify(
                 let Some(t) = t else { continue };
                 debug_assert!(t >= s && t < end);
                 let mut o = out;
+                if let Some((on_taken, n)) = pkt_edge {
+                    if (k == 1) == on_taken && succ[pc][0] != succ[pc][1] {
+                        o.range = o.range.max(n);
+                    }
+                }
                 if null_check && succ[pc][0] != succ[pc][1] {
                     let taken = k == 1;
                     let non_null = taken == (i.op() == BPF_JNE);
@@ -644,6 +703,12 @@ pub(crate) fn verify(
                 return err(pc, format!("invalid access to the context: {size} bytes at offset {off} of struct xdp_md"));
             }
             access[pc] = Access::Ctx;
+        } else if ty & KIND == PKT && i.code & 0xe0 != BPF_ATOMIC {
+            // Inside the bytes a comparison with data_end proved there.
+            let start = (ty & !KIND) as i64 + off;
+            if start >= 0 && start + size <= st.range as i64 {
+                access[pc] = Access::Packet;
+            }
         } else if ty & KIND == VALUE {
             // A map value (its helper returned value_size bytes, 8-aligned):
             // inside it, no run-time check; outside, the run-time check.
@@ -675,6 +740,9 @@ const KIND: u32 = 0xf000_0000;
 const MAP: u32 = 0x1000_0000;
 const NULLABLE: u32 = 0x2000_0000;
 const VALUE: u32 = 0x3000_0000;
+/// `data + k` (k in the low bits).
+const PKT: u32 = 0x4000_0000;
+const PKT_END: u32 = 0x5000_0000;
 
 /// The dataflow state at an instruction.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -683,6 +751,8 @@ struct State {
     init: u16,
     /// Each register's type.
     ty: [u32; 11],
+    /// Bytes from `data` known to lie in the packet.
+    range: u32,
 }
 
 impl State {
@@ -696,6 +766,7 @@ impl State {
         State {
             init: self.init & o.init,
             ty,
+            range: self.range.min(o.range),
         }
     }
 }

@@ -167,6 +167,7 @@ proptest! {
         let mut o = LoadOptions::default();
         o.entry_args = 3;
         o.xdp_ctx = false;
+        o.packet_args = true;
         for jit in [false, true] {
             o.jit = jit;
             let p = Program::load(ebpf.clone(), &[], &Helpers::new(), &o).map_err(|e| TestCaseError::fail(format!("{e}: {prog:?}")))?;
@@ -177,4 +178,46 @@ proptest! {
             prop_assert_eq!(got, Ok(want), "jit {} {:?}", jit, prog);
         }
     }
+}
+
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn proven_loads_compile_without_the_run_time_check() {
+    // ldh [12]; ldb [23]; ret a
+    let prog = [
+        CInsn {
+            code: 0x28,
+            jt: 0,
+            jf: 0,
+            k: 12,
+        },
+        CInsn {
+            code: 0x30,
+            jt: 0,
+            jf: 0,
+            k: 23,
+        },
+        CInsn {
+            code: 0x16,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+    ];
+    let ebpf = convert(&prog).unwrap();
+    let size = |packet_args: bool| {
+        let mut o = LoadOptions::default();
+        o.entry_args = 3;
+        o.xdp_ctx = false;
+        o.packet_args = packet_args;
+        let p = Program::load(ebpf.clone(), &[], &Helpers::new(), &o).unwrap();
+        let mut env = Env::without_regions();
+        let mut pkt = [0u8; 30];
+        pkt[23] = 0x42;
+        assert_eq!(p.run_packet(&mut env, &pkt, 30), Ok(0x42));
+        assert_eq!(p.run_packet(&mut env, &pkt[..20], 20), Ok(0));
+        p.machine_code().unwrap().len()
+    };
+    let (checked, proven) = (size(false), size(true));
+    assert!(proven < checked, "{proven} >= {checked}");
 }

@@ -171,3 +171,33 @@ fn largest_xdp_filter_program_loads_in_under_20_ms() {
     );
     assert!(best < Duration::from_millis(20), "{best:?}");
 }
+
+/// ns per frame of `xdpfilt_alw_udp.o` on an IPv4 UDP frame to port 53
+/// (map lookups missing), JIT and interpreter; run with
+/// `cargo test --release -p pfil-ebpf --test xdp_filter -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn xdp_filter_ns_per_frame() {
+    let path = std::path::Path::new(DIR).join("xdpfilt_alw_udp.o");
+    let Ok(elf) = std::fs::read(&path) else {
+        eprintln!("skipped: {} not installed", path.display());
+        return;
+    };
+    let (insns, maps) = xdp_section(&elf);
+    let f = &frames()[0];
+    for jit in [true, false] {
+        let p = load(&insns, maps, jit).unwrap();
+        // SAFETY: no extra regions.
+        let mut env = unsafe { Env::new(Vec::new(), core::ptr::null_mut()) };
+        let mut buf = vec![0u8; 256 + f.len()];
+        buf[256..].copy_from_slice(f);
+        let n = 2_000_000;
+        let t = Instant::now();
+        for _ in 0..n {
+            let r = p.run_xdp(&mut env, &mut buf, 256, f.len(), 1, 0).unwrap();
+            std::hint::black_box(r);
+        }
+        let ns = t.elapsed().as_nanos() as f64 / n as f64;
+        eprintln!("{} jit={jit}: {ns:.1} ns/frame", path.display());
+    }
+}

@@ -120,6 +120,7 @@ fn engine(insns: &[Insn]) -> Option<Arc<pfil_ebpf::Program>> {
     let mut opts = pfil_ebpf::LoadOptions::default();
     opts.entry_args = 3;
     opts.xdp_ctx = false;
+    opts.packet_args = true;
     pfil_ebpf::Program::load(ebpf, &[], &pfil_ebpf::Helpers::new(), &opts)
         .ok()
         .map(Arc::new)
