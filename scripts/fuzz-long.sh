@@ -8,14 +8,18 @@
 #   oversized and deeply nested input, many connections) with
 #   PFIL_CTL_FUZZ_CASES cases (default 10000, a few minutes) in each of
 #   PFIL_CTL_FUZZ_RUNS runs (default 3), each from a seed of its own,
-#   printed (PFIL_CTL_FUZZ_SEED=N replays one run; with it, one run).
+#   printed (PFIL_CTL_FUZZ_SEED=N replays one run; with it, one run);
+# - hostile BPF objects (crates/pfil-xdp/tests/hostile.rs: xdp-filter's
+#   objects with bytes flipped, loaded and run on frames: refused or
+#   contained, never a crash) with PFIL_XDP_MUTANTS mutants (default
+#   100000).
 # CI runs the same tests with a few thousand property cases and 240
 # control cases (`cargo test --workspace`); run this before a release or
 # after touching Packet::headers, a filter or the control server.
 #
 #   scripts/fuzz-long.sh                 # the defaults
 #   PROPTEST_CASES=1000000 PFIL_CTL_FUZZ_CASES=100000 scripts/fuzz-long.sh
-#   FUZZ_ONLY=ctl scripts/fuzz-long.sh   # only the control fuzzer (or: props)
+#   FUZZ_ONLY=ctl scripts/fuzz-long.sh   # only the control fuzzer (or: props, xdp)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PROPTEST_CASES="${PROPTEST_CASES:-100000}"
@@ -25,17 +29,22 @@ if [ -n "${PFIL_CTL_FUZZ_SEED:-}" ]; then
     runs=1
 fi
 only="${FUZZ_ONLY:-}"
-if [ "$only" != ctl ]; then
+if [ -z "$only" ] || [ "$only" = props ]; then
     echo "fuzz-long: ${PROPTEST_CASES} cases per property"
     cargo test --release -p pfil --test proptest_packets
     cargo test --release -p pfil-filters --test proptest_filters
     cargo test --release -p pfil-bench --test proptest_lock_hooks
 fi
-if [ "$only" != props ]; then
+if [ -z "$only" ] || [ "$only" = ctl ]; then
     echo "fuzz-long: control protocol, ${runs} runs of ${PFIL_CTL_FUZZ_CASES} cases"
     for _ in $(seq "$runs"); do
         # The seed is printed first: a failure names the one to replay.
         cargo test --release -p pfil-ctl --test fuzz -- --nocapture
     done
+fi
+if [ -z "$only" ] || [ "$only" = xdp ]; then
+    export PFIL_XDP_MUTANTS="${PFIL_XDP_MUTANTS:-100000}"
+    echo "fuzz-long: ${PFIL_XDP_MUTANTS} mutated BPF objects"
+    cargo test --release -p pfil-xdp --test hostile -- --nocapture
 fi
 echo "fuzz-long: all green"

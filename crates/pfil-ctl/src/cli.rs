@@ -126,6 +126,25 @@ enum Cmd {
         #[arg(long)]
         kill: bool,
     },
+    /// The maps of an `xdp` hook, like bpftool map: without NAME, list
+    /// them; `NAME dump`; `NAME lookup key BYTES`; `NAME update key BYTES
+    /// value BYTES [any|noexist|exist]`; `NAME delete key BYTES`. BYTES
+    /// as bpftool writes them: `key 0x35 0x00 0 0 value 10 0 0 0 0 0 0 0`
+    /// (decimal or 0x hex, one byte each); a per-CPU map's update with
+    /// one value sets every worker's
+    Map {
+        /// Hook name (`xdp:1`)
+        hook: String,
+        /// Map name (`filter_ports`)
+        name: Option<String>,
+        /// With dump: list at most N entries (the total is always given)
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        /// dump | lookup key BYTES | update key BYTES value BYTES [FLAG] |
+        /// delete key BYTES
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        op: Vec<String>,
+    },
     /// Live per-link cost, like top(1): packets/s, drops/s, ns/packet
     /// (from the timed batches) and the share of a CPU each link takes,
     /// most expensive first; refreshes until Ctrl-C or --count tables
@@ -693,6 +712,12 @@ fn request(cmd: &Cmd) -> Result<(&'static str, Value), String> {
             "filter_stats",
             hook.as_ref().map_or(Value::Null, |h| json!({"hook": h})),
         ),
+        Cmd::Map {
+            hook,
+            name,
+            op,
+            limit,
+        } => crate::xdpmaps::request(hook, name.as_deref(), op, *limit)?,
         Cmd::States { args, limit, kill } => {
             let (hook, expr) = states_args(args);
             let mut p = json!({});
@@ -974,6 +999,7 @@ fn human(cmd: &Cmd, r: &Value) -> String {
             o
         }
         Cmd::States { .. } => states(r),
+        Cmd::Map { .. } => crate::xdpmaps::human(r),
         Cmd::Reload => {
             let diff = arr(r, "diff");
             let mut s = format!(

@@ -39,6 +39,7 @@ pub mod metrics;
 pub mod rpc;
 mod server;
 pub mod trace;
+mod xdpmaps;
 
 pub use client::{Client, ClientError};
 pub use methods::{committed_json, filter_stats, stats, READ_METHODS, WRITE_METHODS};

@@ -30,6 +30,7 @@ pub const READ_METHODS: &[&str] = &[
     "filter_stats",
     "states",
     "show",
+    "map",
 ];
 /// The methods that change the configuration (`apply` even as a dry run:
 /// planning builds filters).
@@ -46,6 +47,8 @@ pub const WRITE_METHODS: &[&str] = &[
     "reload",
     "trace",
     "kill_states",
+    "map_update",
+    "map_delete",
 ];
 
 /// What the methods work on.
@@ -608,6 +611,7 @@ impl Target {
                 let kp = params::<KillStatesParams>(method, p)?;
                 kill_states(reg, kp.hook.as_deref(), &kp.expr)
             }
+            "map" | "map_update" | "map_delete" => crate::xdpmaps::call(reg, method, p),
             "sampling" => {
                 let sp = params::<SamplingParams>(method, p)?;
                 reg.set_sampling(sp.every);
@@ -744,10 +748,20 @@ impl Target {
                     Some(c) => format!("{module}:{c}"),
                     None => module.to_owned(),
                 };
-                let filter = self
-                    .catalog
-                    .create(&spec, &BuildCtx::new(reg.max_workers()))
-                    .map_err(|e| catalog_error(&e))?;
+                // A filter that derives its successor carries over what it
+                // keeps (an xdp hook: the maps whose definition did not
+                // change); the others are built anew by the catalog.
+                let derived = match &sp.config {
+                    Some(c) => reg.derive_filter(&sp.hook, c).ok().flatten(),
+                    None => None,
+                };
+                let filter = match derived {
+                    Some(d) => d.filter,
+                    None => self
+                        .catalog
+                        .create(&spec, &BuildCtx::new(reg.max_workers()))
+                        .map_err(|e| catalog_error(&e))?,
+                };
                 let c = reg
                     .replace_filter_shared(&sp.hook, filter)
                     .map_err(|e| registry_error(&e))?;

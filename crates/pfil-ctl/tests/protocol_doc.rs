@@ -36,6 +36,7 @@ const SOURCES: &[(&str, &str)] = &[
         include_str!("../src/capture/session.rs"),
     ),
     ("trace.rs", include_str!("../src/trace.rs")),
+    ("xdpmaps.rs", include_str!("../src/xdpmaps.rs")),
 ];
 
 /// The `id` of a JSON-RPC line as written (`None`: no id member).

@@ -2,10 +2,15 @@
 //!
 //! The expression is compiled by libpcap itself (through the `pcap`
 //! crate, on a dead handle), so it means exactly what it means to
-//! tcpdump; the classic-BPF program libpcap produces is validated and
-//! then run by an interpreter of our own: bounds-checked safe Rust,
-//! shared by all workers without a lock (libpcap's handle is not `Sync`),
-//! no call into C on the datapath.
+//! tcpdump; the classic-BPF program libpcap produces is validated,
+//! converted to eBPF as the kernel's `bpf_convert_filter` does
+//! ([`pfil_ebpf::cbpf`]: every packet load bounds-checked, returning 0
+//! beyond the bytes at hand as libpcap does) and run by the eBPF engine,
+//! JIT-compiled on x86-64; shared by all workers without a lock, each
+//! worker with its own engine environment (stack) in a thread-local; no
+//! call into C on the datapath. An interpreter of our own (safe Rust)
+//! stays as the reference and as the fallback where the engine does not
+//! take the program.
 //!
 //! Config: `ACTION EXPRESSION`, where ACTION says what a frame that
 //! *matches* gets: `drop` (`bpf:drop udp port 53`: matching frames are
@@ -31,7 +36,9 @@
 //! assert!(e.contains("syntax error"), "{e}");
 //! ```
 
+use std::cell::RefCell;
 use std::fmt;
+use std::sync::Arc;
 
 mod sandbox;
 
@@ -73,11 +80,50 @@ pub enum Link {
 }
 
 /// A validated classic-BPF program.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct Program {
     insns: Box<[Insn]>,
-    /// The same, decoded once: what [`Program::run`] interprets.
+    /// The same, decoded once: what the reference interpreter runs.
     ops: Box<[Op]>,
+    /// The same, converted to eBPF and loaded (JIT-compiled on x86-64):
+    /// what [`Program::run`] runs. `None` if the engine refused it (a
+    /// program whose eBPF form needs jumps too long), then the
+    /// interpreter runs it.
+    engine: Option<Arc<pfil_ebpf::Program>>,
+}
+
+impl PartialEq for Program {
+    fn eq(&self, other: &Program) -> bool {
+        self.insns == other.insns
+    }
+}
+
+impl Eq for Program {}
+
+thread_local! {
+    /// Each worker's engine environment (its eBPF stack), made on first use.
+    static ENV: RefCell<Option<pfil_ebpf::Env>> = const { RefCell::new(None) };
+}
+
+/// Converts and loads a validated program on the eBPF engine.
+fn engine(insns: &[Insn]) -> Option<Arc<pfil_ebpf::Program>> {
+    let classic: Vec<pfil_ebpf::cbpf::CInsn> = insns
+        .iter()
+        .map(|i| pfil_ebpf::cbpf::CInsn {
+            code: i.code,
+            jt: i.jt,
+            jf: i.jf,
+            k: i.k,
+        })
+        .collect();
+    let ebpf = pfil_ebpf::cbpf::convert(&classic).ok()?;
+    let mut opts = pfil_ebpf::LoadOptions::default();
+    opts.entry_args = 3;
+    opts.xdp_ctx = false;
+    opts.packet_args = true;
+    pfil_ebpf::Program::load(ebpf, &[], &pfil_ebpf::Helpers::new(), &opts)
+        .ok()
+        .map(Arc::new)
 }
 
 /// A validated instruction, decoded: one dense `match` per step.
@@ -367,6 +413,7 @@ impl Program {
         }
         Ok(Program {
             ops: insns.iter().map(decode).collect(),
+            engine: engine(&insns),
             insns: insns.into_boxed_slice(),
         })
     }
@@ -381,8 +428,31 @@ impl Program {
     /// (0: no match; tcpdump keeps frames with a nonzero value). A load
     /// beyond the bytes at hand, or a division by zero, returns 0, as in
     /// libpcap.
+    #[inline]
     pub fn run(&self, pkt: &[u8], wirelen: u32) -> u32 {
+        if let Some(engine) = &self.engine {
+            let r = ENV.with(|env| {
+                let mut env = env.borrow_mut();
+                let env = env.get_or_insert_with(pfil_ebpf::Env::without_regions);
+                engine.run_packet(env, pkt, u64::from(wirelen))
+            });
+            // The converted program checks its own loads; a fault would be
+            // an engine bug, so the reference decides then.
+            if let Ok(v) = r {
+                return v as u32;
+            }
+        }
+        self.run_interpreted(pkt, wirelen)
+    }
+
+    /// [`Program::run`] on the reference interpreter (not the engine).
+    pub fn run_interpreted(&self, pkt: &[u8], wirelen: u32) -> u32 {
         self.exec(pkt, wirelen).unwrap_or(0)
+    }
+
+    /// Whether the program runs on the eBPF engine (else the interpreter).
+    pub fn on_engine(&self) -> bool {
+        self.engine.is_some()
     }
 
     /// The interpreter: `None` where libpcap returns 0 (a load beyond

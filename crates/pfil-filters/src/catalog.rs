@@ -25,21 +25,54 @@ use pfil::Filter;
 
 use crate::{Count, DropUdpPort, Null};
 
+/// The `xdp` module's example: xdp-tools' xdp-filter in allow mode with
+/// UDP port filtering (its maps empty: everything passes), as Debian's
+/// `xdp-tools` installs it.
+pub const XDP_EXAMPLE: &str = "xdp:@/usr/lib/x86_64-linux-gnu/bpf/xdpfilt_alw_udp.o";
+
 /// What a factory gets besides the config: facts about the registry the
 /// filter will run in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct BuildCtx {
     /// Worker slots of the registry
     /// ([`Registry::max_workers`](pfil::Registry::max_workers)): filters
     /// with per-worker state size it by this.
     pub max_workers: usize,
+    /// The workers' outboxes, when the app's loops drain them
+    /// ([`pfil_port::LoopConfig::outboxes`]): a filter that sends frames
+    /// (an `xdp` hook's `XDP_TX`, `XDP_REDIRECT`) consumes them and asks
+    /// its worker to transmit them through these. `None`: it cannot.
+    pub outboxes: Option<Arc<pfil_port::Outboxes>>,
 }
+
+impl PartialEq for BuildCtx {
+    fn eq(&self, other: &BuildCtx) -> bool {
+        self.max_workers == other.max_workers
+            && match (&self.outboxes, &other.outboxes) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            }
+    }
+}
+
+impl Eq for BuildCtx {}
 
 impl BuildCtx {
     /// A context for a registry with `max_workers` worker slots.
     pub fn new(max_workers: usize) -> BuildCtx {
-        BuildCtx { max_workers }
+        BuildCtx {
+            max_workers,
+            outboxes: None,
+        }
+    }
+
+    /// This context with the workers' outboxes.
+    #[must_use]
+    pub fn with_outboxes(mut self, outboxes: Arc<pfil_port::Outboxes>) -> BuildCtx {
+        self.outboxes = Some(outboxes);
+        self
     }
 }
 
@@ -214,6 +247,9 @@ impl std::error::Error for CatalogError {}
 #[derive(Debug, Default)]
 pub struct Catalog {
     modules: Vec<Module>,
+    /// Outboxes given to every filter this catalog builds with a context
+    /// that has none ([`Catalog::with_outboxes`]).
+    outboxes: Option<Arc<pfil_port::Outboxes>>,
 }
 
 impl Catalog {
@@ -222,7 +258,8 @@ impl Catalog {
         Catalog::default()
     }
 
-    /// The real filters of this crate: `null`, `count`, `drop-udp:PORT`,
+    /// The real filters of this crate and `xdp:@PATH [program NAME]` (an
+    /// eBPF XDP object; see [`pfil_xdp`]): `null`, `count`, `drop-udp:PORT`,
     /// `bpf:ACTION EXPR`, `ratelimit:RATE ...`, `ct[:...]` (see
     /// [`crate::ct`]), `acl:RULES` (a rules file,
     /// or inline rules separated by `;`; see [`crate::acl`]).
@@ -290,6 +327,17 @@ impl Catalog {
                         .map(|a| Arc::new(a) as Arc<dyn Filter>)
                 },
             ),
+            Module::with_config(
+                "xdp",
+                "@PATH [program NAME]",
+                "a clang-compiled eBPF XDP object, run sandboxed (see pfil_xdp)",
+                XDP_EXAMPLE,
+                |cfg, ctx| {
+                    pfil_xdp::XdpFilter::from_config(cfg, ctx.max_workers)
+                        .map(|f| f.with_outboxes(ctx.outboxes.clone()))
+                        .map(|f| Arc::new(f) as Arc<dyn Filter>)
+                },
+            ),
         ];
         for m in modules {
             c.register(m).expect("built-in names are distinct");
@@ -340,11 +388,27 @@ impl Catalog {
             usage: m.usage(),
             expected,
         };
+        let with_ob;
+        let ctx = match (&ctx.outboxes, &self.outboxes) {
+            (None, Some(ob)) => {
+                with_ob = ctx.clone().with_outboxes(ob.clone());
+                &with_ob
+            }
+            _ => ctx,
+        };
         match (&m.config, config) {
             (None, Some(_)) => Err(bad(format!("`{name}` takes no config"))),
             (Some(c), None) if !m.optional => Err(bad(format!("{c} is missing"))),
             _ => (m.factory)(config, ctx).map_err(bad),
         }
+    }
+
+    /// This catalog, giving `outboxes` to the filters it builds (an app
+    /// whose loops drain them: [`pfil_port::LoopConfig::outboxes`]).
+    #[must_use]
+    pub fn with_outboxes(mut self, outboxes: Arc<pfil_port::Outboxes>) -> Catalog {
+        self.outboxes = Some(outboxes);
+        self
     }
 
     /// The modules as an aligned table, one per line (`usage  help`), for
@@ -439,7 +503,8 @@ mod tests {
                         "bpf:ACTION EXPR".into(),
                         "ratelimit:RATE [burst N] [per src|dst|flow] [table N]".into(),
                         "ct[:[max N] [tcp strict|loose] [drop-invalid]]".into(),
-                        "acl:RULES".into()
+                        "acl:RULES".into(),
+                        "xdp:@PATH [program NAME]".into()
                     ],
                 }
             );
@@ -483,9 +548,26 @@ mod tests {
         let names: Vec<_> = c.modules().map(Module::name).collect();
         assert_eq!(
             names,
-            ["null", "count", "drop-udp", "bpf", "ratelimit", "ct", "acl"]
+            [
+                "null",
+                "count",
+                "drop-udp",
+                "bpf",
+                "ratelimit",
+                "ct",
+                "acl",
+                "xdp"
+            ]
         );
         for m in c.modules() {
+            if m.name() == "xdp" && !std::path::Path::new(&m.example()[5..]).exists() {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "xdp-tools missing under CI"
+                );
+                eprintln!("skipped the xdp example: install xdp-tools");
+                continue;
+            }
             let f = c.create(m.example(), &ctx).unwrap();
             assert_eq!(verdict(&*f, &mut [0u8; 20]), Verdict::Pass, "{}", m.name());
             assert_eq!(verdict(&*f, &mut udp(80)), Verdict::Pass, "{}", m.name());
@@ -526,6 +608,6 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("(e.g. drop-udp:53)"), "{table}");
-        assert_eq!(table.lines().count(), 8, "{table}");
+        assert_eq!(table.lines().count(), 9, "{table}");
     }
 }

@@ -28,6 +28,8 @@ pub use bpf::{Bpf, BpfAction};
 pub use catalog::{BuildCtx, Catalog, CatalogError, Factory, Module};
 pub use count::{Count, DirCount};
 pub use ct::{Ct, CtConfig};
+/// The `xdp` module's filter (an eBPF XDP object), from `pfil-xdp`.
+pub use pfil_xdp::XdpFilter as Xdp;
 pub use port::DropUdpPort;
 pub use ratelimit::{RateConfig, RateLimit};
 

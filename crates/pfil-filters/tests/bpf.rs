@@ -185,6 +185,25 @@ fn agrees_with_libpcaps_interpreter_on_real_frames() {
     }
 }
 
+#[test]
+fn the_engine_runs_every_expression_and_agrees_with_the_interpreter() {
+    let frames = frames();
+    for e in EXPRS {
+        let p = Program::compile(e, Link::Ethernet).unwrap();
+        assert!(p.on_engine(), "`{e}` not taken by the eBPF engine");
+        for f in &frames {
+            for cut in [f.len(), f.len() / 2, 1] {
+                let f = &f[..cut.min(f.len())];
+                assert_eq!(
+                    p.run(f, f.len() as u32 + 4),
+                    p.run_interpreted(f, f.len() as u32 + 4),
+                    "`{e}` on {f:02x?}"
+                );
+            }
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
     #[test]

@@ -428,6 +428,21 @@ impl<'a> Packet<'a> {
         self.frame
     }
 
+    /// Narrow the frame to `frame[start..end]`: a hook removed bytes at
+    /// the front or the back (an XDP program's `bpf_xdp_adjust_head` or
+    /// `_tail`). Later hooks see the narrowed frame; drops the parse
+    /// cache. Returns `false` and changes nothing when the range is not
+    /// inside the frame.
+    pub fn narrow(&mut self, start: usize, end: usize) -> bool {
+        if start > end || end > self.frame.len() {
+            return false;
+        }
+        self.parsed.set(0);
+        let f = std::mem::take(&mut self.frame);
+        self.frame = &mut f[start..end];
+        true
+    }
+
     /// Frame length in bytes.
     #[inline]
     #[expect(

@@ -47,6 +47,7 @@ impl std::fmt::Display for StopReason {
 fn loop_config(a: &Args) -> LoopConfig {
     LoopConfig {
         spin_us: a.spin_us,
+        outboxes: hooks::outboxes(),
         ..LoopConfig::new()
     }
 }
@@ -390,6 +391,7 @@ pub fn run(a: &Args, file: Option<(PathBuf, Settings)>) -> Result<(), String> {
     };
     let reg = Registry::with_max_workers(workers.max(DEFAULT_MAX_WORKERS));
     reg.set_sampling(a.sample_every);
+    hooks::init_outboxes(reg.max_workers());
     let ifaces = a.mode.ifaces();
     for i in &ifaces {
         run::head_for(&reg, i).map_err(|e| format!("head `{i}`: {e}"))?;

@@ -2,17 +2,42 @@
 //! built-ins plus the lock-study hooks of pfil-bench. The help text lists
 //! the same catalog, so the names are written once.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use pfil::{Dir, Dirs, Filter, PacketKind, Placement, Registry};
 use pfil_filters::{BuildCtx, Catalog};
+use pfil_port::Outboxes;
+
+/// The workers' outboxes: every loop drains them, and the filters the
+/// catalog builds send consumed frames through them (an `xdp` hook's
+/// `XDP_TX` and `XDP_REDIRECT`).
+static OUTBOXES: OnceLock<Arc<Outboxes>> = OnceLock::new();
+/// Requests one worker's outbox holds.
+const OUTBOX_CAPACITY: usize = 4096;
+
+/// Make the outboxes for a registry of `workers` slots (once; later
+/// calls return the first ones).
+pub fn init_outboxes(workers: usize) -> Arc<Outboxes> {
+    OUTBOXES
+        .get_or_init(|| Arc::new(Outboxes::new(workers, OUTBOX_CAPACITY)))
+        .clone()
+}
+
+/// The outboxes, once made.
+pub fn outboxes() -> Option<Arc<Outboxes>> {
+    OUTBOXES.get().cloned()
+}
 
 /// pfild's catalog: [`Catalog::builtin`] and the lock-study hooks (`mutex`,
-/// `rwlock`, `brlock`, `epoch`), which benchmarks link with `--hook`.
+/// `rwlock`, `brlock`, `epoch`), which benchmarks link with `--hook`;
+/// with the workers' outboxes once they are made.
 pub fn catalog() -> Catalog {
     let mut c = Catalog::builtin();
     pfil_bench::lockstudy::register(&mut c).expect("lock-study names are not built-in names");
-    c
+    match outboxes() {
+        Some(ob) => c.with_outboxes(ob),
+        None => c,
+    }
 }
 
 /// Build the filter for one `--hook` spec. Returns its module (the hook

@@ -1,0 +1,388 @@
+//! The per-worker run environment: stack, context, packet bounds, the
+//! regions a program may touch, and the helper ABI.
+//!
+//! Every load and store a program makes (and every pointer a helper is
+//! handed) is checked here to lie inside one region of the run.
+
+use core::ffi::c_void;
+use core::ptr::NonNull;
+
+use crate::Fault;
+
+/// Bytes of stack per frame (the kernel's `MAX_BPF_STACK`).
+pub const STACK_FRAME: usize = 512;
+/// Frames a run may have: the program and 7 nested bpf-to-bpf calls (the
+/// kernel's `MAX_CALL_FRAMES`).
+pub const MAX_FRAMES: usize = 8;
+/// Total stack bytes of a run.
+pub const STACK_SIZE: usize = STACK_FRAME * MAX_FRAMES;
+/// Size of the XDP context, `struct xdp_md`.
+pub const CTX_SIZE: usize = 24;
+
+/// A span of host memory a program may access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    /// Host address of the first byte.
+    pub start: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// Whether stores are allowed.
+    pub writable: bool,
+}
+
+impl Region {
+    /// Whether `[addr, addr + len)` lies inside the region.
+    #[inline]
+    pub fn contains(&self, addr: u64, len: u64) -> bool {
+        addr >= self.start && len <= self.len && addr - self.start <= self.len - len
+    }
+}
+
+/// A helper function: the kernel's calling convention (arguments in r1-r5,
+/// result in r0) plus the run's [`Env`] as sixth argument, so that the
+/// SysV x86-64 ABI passes all six in registers.
+///
+/// # Safety
+///
+/// The engine calls it with `env` pointing to the live [`Env`] of the run
+/// and with no other reference to that `Env` alive; the helper must treat
+/// r1-r5 as untrusted numbers and reach memory only through
+/// [`Env::check`] and [`Env::check_mut`].
+pub type HelperFn =
+    unsafe extern "C" fn(r1: u64, r2: u64, r3: u64, r4: u64, r5: u64, env: *mut Env) -> u64;
+
+/// What the verifier needs to know of a helper.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Signature {
+    /// How many of r1-r5 the helper reads (they must be initialised).
+    pub args: u8,
+}
+
+/// The helpers a program may call, by kernel helper id.
+///
+/// Helper 1 (`bpf_map_lookup_elem`) has a contract the verifier relies
+/// on: called with r1 = the handle of map `i` (from `LDDW`), it returns
+/// 0 or the address of that map's value: `value_size` bytes, 8-aligned,
+/// readable and writable until the run ends. Accesses inside the value
+/// after a null check are then compiled without a run-time check.
+#[derive(Clone, Default)]
+pub struct Helpers {
+    table: Vec<Option<(HelperFn, Signature)>>,
+}
+
+impl Helpers {
+    /// No helpers.
+    pub fn new() -> Self {
+        Helpers::default()
+    }
+
+    /// Adds (or replaces) helper `id`.
+    pub fn insert(&mut self, id: u32, f: HelperFn, sig: Signature) {
+        let i = id as usize;
+        if self.table.len() <= i {
+            self.table.resize(i + 1, None);
+        }
+        self.table[i] = Some((f, sig));
+    }
+
+    /// Helper `id`, if present.
+    #[inline]
+    pub fn get(&self, id: u32) -> Option<(HelperFn, Signature)> {
+        self.table.get(id as usize).copied().flatten()
+    }
+}
+
+impl core::fmt::Debug for Helpers {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let ids: Vec<usize> = (0..self.table.len())
+            .filter(|&i| self.table[i].is_some())
+            .collect();
+        f.debug_struct("Helpers").field("ids", &ids).finish()
+    }
+}
+
+/// Stack and context live in one heap block the `Env` owns through a raw
+/// pointer, so that references to the `Env` (a helper's `&mut Env`) never
+/// cover the bytes the program accesses through raw pointers.
+#[repr(C, align(16))]
+pub(crate) struct Scratch {
+    stack: [u8; STACK_SIZE],
+    ctx: [u8; CTX_SIZE],
+}
+
+/// The environment of one worker's runs.
+///
+/// It owns the stack (`STACK_FRAME` bytes per frame) and the context, and
+/// holds the packet bounds of the current run and the extra regions the
+/// loader declared (map value arenas, global data).
+pub struct Env {
+    pub(crate) scratch: NonNull<Scratch>,
+    regions: Vec<Region>,
+    user: *mut c_void,
+    /// The frame of the current run (headroom and tailroom included).
+    frame: (u64, u64),
+    /// `data_meta`, `data`, `data_end` of the current run.
+    pub(crate) meta: u64,
+    pub(crate) data: u64,
+    pub(crate) data_end: u64,
+    /// `data_end - size` for sizes 1, 2, 4, 8: the last start address of
+    /// an access of that size inside the packet (the JIT's inline check).
+    pub(crate) last: [u64; 4],
+    pending: Option<Fault>,
+    /// Nonzero when `pending` holds a fault (the JIT tests this byte).
+    pub(crate) faulted: u8,
+    /// The JIT's instruction budget for the current run.
+    pub(crate) budget: u64,
+    /// The JIT's native stack pointer at entry (to unwind on a fault).
+    pub(crate) jit_rsp: u64,
+}
+
+// SAFETY: the `Env` exclusively owns its scratch block; the raw `user`
+// pointer and the regions are the loader's, who promised in `Env::new`
+// that they stay valid while the `Env` lives, wherever it is used.
+unsafe impl Send for Env {}
+
+impl Env {
+    /// An environment whose programs may also touch `regions`; `user` is
+    /// handed back to helpers by [`Env::user`].
+    ///
+    /// # Safety
+    ///
+    /// Every region must be memory that stays valid (and, when writable,
+    /// writable) for as long as this `Env` is used, and that Rust code does
+    /// not hold references into while a program runs.
+    pub unsafe fn new(regions: Vec<Region>, user: *mut c_void) -> Env {
+        let scratch = Box::new(Scratch {
+            stack: [0; STACK_SIZE],
+            ctx: [0; CTX_SIZE],
+        });
+        Env {
+            scratch: NonNull::from(Box::leak(scratch)),
+            regions,
+            user,
+            frame: (0, 0),
+            meta: 0,
+            data: 0,
+            data_end: 0,
+            last: [0; 4],
+            pending: None,
+            faulted: 0,
+            budget: 0,
+            jit_rsp: 0,
+        }
+    }
+
+    /// An environment with no regions besides the stack, the context and
+    /// the packet (enough for programs without maps, e.g. converted
+    /// classic BPF).
+    pub fn without_regions() -> Env {
+        // SAFETY: no regions to vouch for; `user` is null and never read
+        // by the engine.
+        unsafe { Env::new(Vec::new(), core::ptr::null_mut()) }
+    }
+
+    /// Zeroes the stack. A run may read stack bytes it did not write (the
+    /// verifier does not track stack contents), which are then what an
+    /// earlier run left: clear between programs that must not see each
+    /// other's data.
+    pub fn clear_stack(&mut self) {
+        // SAFETY: the scratch block is ours and no run is in progress
+        // (`&mut self`).
+        unsafe { (*self.scratch.as_ptr()).stack.fill(0) };
+    }
+
+    /// The loader's pointer given to [`Env::new`].
+    pub fn user<T>(&self) -> *mut T {
+        self.user.cast()
+    }
+
+    /// Host address one past the top of the stack (r10 of the main frame).
+    #[inline]
+    pub fn stack_top(&self) -> u64 {
+        self.stack_base() + STACK_SIZE as u64
+    }
+
+    #[inline]
+    pub(crate) fn stack_base(&self) -> u64 {
+        self.scratch.as_ptr() as u64
+    }
+
+    /// Host address of the context (`struct xdp_md`).
+    #[inline]
+    pub fn ctx_addr(&self) -> u64 {
+        self.stack_base() + STACK_SIZE as u64
+    }
+
+    pub(crate) fn set_ctx_field(&mut self, off: usize, v: u32) {
+        let p = (self.ctx_addr() as usize + off) as *mut u32;
+        // SAFETY: `off` is one of the context's u32 fields (below
+        // CTX_SIZE, 4-aligned in the 16-aligned scratch block we own).
+        unsafe { p.write(v) }
+    }
+
+    /// The current packet: `(data_meta, data, data_end)` host addresses.
+    pub fn packet(&self) -> (u64, u64, u64) {
+        (self.meta, self.data, self.data_end)
+    }
+
+    /// The frame around the packet (headroom and tailroom included), as
+    /// `(start, end)` host addresses.
+    pub fn frame(&self) -> (u64, u64) {
+        self.frame
+    }
+
+    pub(crate) fn begin_packet(&mut self, frame: (u64, u64), data: u64, end: u64) {
+        self.frame = frame;
+        self.meta = data;
+        self.data = data;
+        self.data_end = end;
+        self.last = last_starts(end);
+        self.pending = None;
+        self.faulted = 0;
+    }
+
+    pub(crate) fn end_packet(&mut self) {
+        self.frame = (0, 0);
+        self.meta = 0;
+        self.data = 0;
+        self.data_end = 0;
+    }
+
+    /// Moves the packet's bounds (for `bpf_xdp_adjust_head`, `_tail`,
+    /// `_meta`): `meta <= data <= end`, all inside the frame.
+    ///
+    /// # Errors
+    ///
+    /// [`Fault::Helper`] when the bounds are out of order or leave the frame;
+    /// nothing is changed then.
+    pub fn set_packet(&mut self, data: u64, meta: u64, end: u64) -> Result<(), Fault> {
+        if !(self.frame.0 <= meta && meta <= data && data <= end && end <= self.frame.1) {
+            return Err(Fault::Helper {
+                pc: 0,
+                reason: "packet bounds outside the frame",
+            });
+        }
+        self.meta = meta;
+        self.data = data;
+        self.data_end = end;
+        self.last = last_starts(end);
+        Ok(())
+    }
+
+    /// Stops the program after the running helper returns, with `fault`
+    /// (its `pc` is filled in by the engine).
+    pub fn fault(&mut self, fault: Fault) {
+        if self.pending.is_none() {
+            self.pending = Some(fault);
+            self.faulted = 1;
+        }
+    }
+
+    pub(crate) fn take_fault(&mut self) -> Option<Fault> {
+        self.faulted = 0;
+        self.pending.take()
+    }
+
+    /// Which region `[addr, addr + len)` lies in, and whether it may be
+    /// written; `None` when it lies in none (the context excluded).
+    #[inline]
+    pub(crate) fn find(&self, addr: u64, len: u64) -> Option<bool> {
+        let stack = Region {
+            start: self.stack_base(),
+            len: STACK_SIZE as u64,
+            writable: true,
+        };
+        if stack.contains(addr, len) {
+            return Some(true);
+        }
+        let pkt = Region {
+            start: self.meta,
+            len: self.data_end.wrapping_sub(self.meta),
+            writable: true,
+        };
+        if pkt.contains(addr, len) {
+            return Some(true);
+        }
+        self.regions
+            .iter()
+            .find(|r| r.contains(addr, len))
+            .map(|r| r.writable)
+    }
+
+    /// Whether `[addr, addr + len)` overlaps the context.
+    #[inline]
+    pub(crate) fn in_ctx(&self, addr: u64, len: u64) -> bool {
+        let c = self.ctx_addr();
+        addr < c + CTX_SIZE as u64 && addr.wrapping_add(len) > c
+    }
+
+    /// The bytes `[addr, addr + len)` if they lie in one readable region
+    /// of the run (a helper's pointer argument).
+    ///
+    /// # Errors
+    ///
+    /// [`Fault::OutOfBounds`] otherwise.
+    pub fn check(&self, addr: u64, len: u64) -> Result<&[u8], Fault> {
+        match self.find(addr, len) {
+            // SAFETY: the range lies in a region: our own stack, the packet
+            // of the current run (borrowed mutably by `run_xdp`), or one
+            // the loader promised valid in `Env::new`.
+            Some(_) => Ok(unsafe { core::slice::from_raw_parts(addr as *const u8, len as usize) }),
+            None => Err(Fault::OutOfBounds {
+                pc: 0,
+                addr,
+                len: len as u32,
+                write: false,
+            }),
+        }
+    }
+
+    /// The bytes `[addr, addr + len)` if they lie in one writable region.
+    ///
+    /// # Errors
+    ///
+    /// [`Fault::OutOfBounds`] otherwise.
+    pub fn check_mut(&mut self, addr: u64, len: u64) -> Result<&mut [u8], Fault> {
+        match self.find(addr, len) {
+            Some(true) => {
+                // SAFETY: as in `check`, and the region is writable; the
+                // `&mut self` borrow keeps a second slice from this `Env` away.
+                Ok(unsafe { core::slice::from_raw_parts_mut(addr as *mut u8, len as usize) })
+            }
+            _ => Err(Fault::OutOfBounds {
+                pc: 0,
+                addr,
+                len: len as u32,
+                write: true,
+            }),
+        }
+    }
+}
+
+/// `end - size` for sizes 1, 2, 4, 8. For a packet shorter than `size`
+/// this is below its start, so the JIT's check (`start <= addr <= last`)
+/// admits nothing; `end` is a host address, far above 8.
+#[inline]
+fn last_starts(end: u64) -> [u64; 4] {
+    [
+        end.wrapping_sub(1),
+        end.wrapping_sub(2),
+        end.wrapping_sub(4),
+        end.wrapping_sub(8),
+    ]
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        // SAFETY: `scratch` came from `Box::leak` in `new` and is freed once.
+        drop(unsafe { Box::from_raw(self.scratch.as_ptr()) });
+    }
+}
+
+impl core::fmt::Debug for Env {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Env")
+            .field("regions", &self.regions)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,652 @@
+//! The x86-64 JIT: one pass over the verified program, same semantics as
+//! the interpreter (which stays the reference).
+//!
+//! Register mapping (SysV, so helpers are called with r1-r5 in place and
+//! the [`Env`] as sixth argument):
+//!
+//! | eBPF | r0  | r1  | r2  | r3  | r4  | r5 | r6  | r7  | r8  | r9  | r10 |
+//! |------|-----|-----|-----|-----|-----|----|-----|-----|-----|-----|-----|
+//! | x86  | rax | rdi | rsi | rdx | rcx | r8 | rbx | r13 | r14 | r15 | rbp |
+//!
+//! r12 holds the `Env`; r10 and r11 are scratch. Accesses through r10
+//! are not checked at run time (the verifier proved them inside the
+//! frame, and r10 is read-only). Other loads and stores are checked
+//! inline against the packet (`data_meta..data_end`, read from the `Env`
+//! so helpers may move it) and otherwise go to a slow path in Rust that
+//! checks the stack, the context and the loader's regions, exactly as the
+//! interpreter. Faults unwind to the entry with the native stack pointer
+//! saved in the `Env`. Loop heads subtract their cost from a budget in the
+//! `Env`. Division by zero follows eBPF (no `#DE`: zero divisors and
+//! `INT_MIN / -1` are tested before `div`).
+
+use core::mem::offset_of;
+
+use crate::env::{Env, STACK_FRAME, STACK_SIZE};
+use crate::insn::*;
+use crate::verify::Access;
+use crate::x86::{cc, reg::*, Asm};
+use crate::{Fault, Helpers};
+
+/// eBPF register → x86 register.
+const MAP: [u8; 11] = [RAX, RDI, RSI, RDX, RCX, R8, RBX, R13, R14, R15, RBP];
+
+const META: i32 = offset_of!(Env, meta) as i32;
+const DATA: i32 = offset_of!(Env, data) as i32;
+const DATA_END: i32 = offset_of!(Env, data_end) as i32;
+const SCRATCH: i32 = offset_of!(Env, scratch) as i32;
+const LAST: i32 = offset_of!(Env, last) as i32;
+const FAULTED: i32 = offset_of!(Env, faulted) as i32;
+const BUDGET: i32 = offset_of!(Env, budget) as i32;
+const JIT_RSP: i32 = offset_of!(Env, jit_rsp) as i32;
+
+/// Flags of a slow-path memory access.
+const WRITE: u64 = 1 << 8;
+const SIGN: u64 = 1 << 9;
+
+/// The slow path of a load or store: the full region check.
+extern "C" fn rt_mem(env: *mut Env, addr: u64, flags: u64, value: u64, pc: u64) -> u64 {
+    // SAFETY: the JIT passes the run's live Env; no Rust reference to it
+    // is alive while JIT code runs (`run` only holds the raw pointer).
+    let env = unsafe { &mut *env };
+    let size = (flags & 0xff) as usize;
+    let pc = pc as usize;
+    if flags & WRITE != 0 {
+        if let Err(f) = crate::interp::store(env, pc, addr, size, value) {
+            env.fault(f);
+        }
+        return 0;
+    }
+    match crate::interp::load(env, pc, addr, size) {
+        Ok(v) if flags & SIGN != 0 => match size {
+            1 => v as i8 as i64 as u64,
+            2 => v as i16 as i64 as u64,
+            _ => v as i32 as i64 as u64,
+        },
+        Ok(v) => v,
+        Err(f) => {
+            env.fault(f);
+            0
+        }
+    }
+}
+
+/// An atomic read-modify-write; returns the old value.
+extern "C" fn rt_atomic(env: *mut Env, addr: u64, src: u64, r0: u64, op_size: u64, pc: u64) -> u64 {
+    // SAFETY: as in `rt_mem`.
+    let env = unsafe { &mut *env };
+    let size = if op_size >> 32 == 8 { BPF_DW } else { BPF_W };
+    let insn = Insn::new(BPF_STX | BPF_ATOMIC | size, 0, 0, 0, op_size as u32 as i32);
+    match crate::interp::atomic(env, pc as usize, &insn, addr, src, r0) {
+        Ok(v) => v,
+        Err(f) => {
+            env.fault(f);
+            0
+        }
+    }
+}
+
+/// Records a fault found by JIT code: `kind` 0 gives the pending
+/// (helper) fault its pc, 1 is an exhausted budget.
+extern "C" fn rt_fault(env: *mut Env, kind: u64, pc: u64) {
+    // SAFETY: as in `rt_mem`.
+    let env = unsafe { &mut *env };
+    let pc = pc as usize;
+    let f = match (kind, env.take_fault()) {
+        (0, Some(f)) => f.at(pc),
+        _ => Fault::Budget { pc },
+    };
+    env.fault(f);
+}
+
+/// Out-of-line code emitted after the program.
+enum Stub {
+    /// A load or store that failed the inline packet check.
+    Mem {
+        jumps: [usize; 2],
+        back: usize,
+        pc: usize,
+        flags: u64,
+        dst: u8,
+        value: Value,
+    },
+    /// A helper left a fault pending.
+    Pending { jump: usize, pc: usize },
+    /// A loop head ran out of budget.
+    Budget { jump: usize, pc: usize },
+}
+
+/// The value a slow-path store writes.
+#[derive(Clone, Copy)]
+enum Value {
+    None,
+    Reg(u8),
+    Imm(i32),
+}
+
+/// Executable code: mapped read-write, filled, then made read-execute.
+pub(crate) struct JitCode {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is immutable (read-execute) once built and owned by
+// this value alone; running it from several threads at once is fine (each
+// run has its own Env).
+unsafe impl Send for JitCode {}
+// SAFETY: as above.
+unsafe impl Sync for JitCode {}
+
+impl Drop for JitCode {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` are the mapping made in `JitCode::new`,
+        // unmapped once.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+impl JitCode {
+    fn new(code: &[u8]) -> Result<JitCode, String> {
+        let len = code.len().max(1);
+        // SAFETY: an anonymous private mapping; the result is checked.
+        let p = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(format!(
+                "mmap of {len} bytes for the JIT failed: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        let jit = JitCode { ptr: p.cast(), len };
+        // SAFETY: the mapping is `len >= code.len()` bytes, writable, ours.
+        unsafe { core::ptr::copy_nonoverlapping(code.as_ptr(), jit.ptr, code.len()) };
+        // SAFETY: the same mapping, now made read-execute (W^X).
+        if unsafe { libc::mprotect(p, len, libc::PROT_READ | libc::PROT_EXEC) } != 0 {
+            return Err(format!(
+                "mprotect of the JIT code failed: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(jit)
+    }
+
+    /// The machine code.
+    pub(crate) fn code(&self) -> &[u8] {
+        // SAFETY: the mapping is `len` readable bytes, alive with `self`,
+        // never written after `new`.
+        unsafe { core::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// Size of the machine code in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Runs the code with r1-r3 = `args`; `budget` is charged at loop heads.
+    pub(crate) fn run(&self, env: &mut Env, args: [u64; 3], budget: u64) -> Result<u64, Fault> {
+        env.budget = budget;
+        env.faulted = 0;
+        let top = env.stack_top();
+        type Entry = unsafe extern "C" fn(u64, u64, u64, *mut Env, u64) -> u64;
+        // SAFETY: `ptr` is the start of code built by `compile` with this
+        // signature (prologue at offset 0).
+        let f: Entry = unsafe { core::mem::transmute::<*mut u8, Entry>(self.ptr) };
+        // SAFETY: the code only touches memory the verifier or the inline
+        // and slow-path checks proved inside the run's regions, calls only
+        // the program's helpers with the Env pointer, and returns.
+        let r0 = unsafe { f(args[0], args[1], args[2], env as *mut Env, top) };
+        if env.faulted == 0 {
+            return Ok(r0);
+        }
+        match env.take_fault() {
+            Some(f) => Err(f),
+            None => Ok(r0),
+        }
+    }
+}
+
+/// Compiles a verified program.
+pub(crate) fn compile(
+    insns: &[Insn],
+    functions: &[usize],
+    loop_cost: &[u32],
+    access: &[Access],
+    helpers: &Helpers,
+) -> Result<JitCode, String> {
+    let mut a = Asm::default();
+    // Prologue: save the callee-saved registers, align the stack.
+    for r in [RBP, RBX, R12, R13, R14, R15] {
+        a.push(r);
+    }
+    a.ri(5, true, RSP, 8);
+    a.rr(0x89, true, R12, RCX);
+    a.rr(0x89, true, RBP, R8);
+    a.store(8, R12, JIT_RSP, RSP);
+    a.rr(0x31, false, RAX, RAX);
+    let n = insns.len();
+    let mut native = vec![0usize; n + 1];
+    let mut fixups: Vec<(usize, usize)> = Vec::new();
+    let mut exits: Vec<usize> = Vec::new();
+    let mut stubs: Vec<Stub> = Vec::new();
+    let main_end = functions.get(1).copied().unwrap_or(n);
+    let mut pc = 0;
+    while pc < n {
+        native[pc] = a.pos();
+        let i = insns[pc];
+        if let Some(&cost) = loop_cost.get(pc) {
+            if cost != 0 {
+                a.sub_mem_imm(R12, BUDGET, cost as i32);
+                stubs.push(Stub::Budget {
+                    jump: a.jcc(cc::B),
+                    pc,
+                });
+            }
+        }
+        let d = MAP[(i.dst as usize).min(10)];
+        let s = MAP[(i.src as usize).min(10)];
+        let x = i.code & BPF_X != 0;
+        match i.class() {
+            BPF_ALU | BPF_ALU64 => alu(&mut a, &i, d, s, x),
+            BPF_JMP | BPF_JMP32 => {
+                let w = i.class() == BPF_JMP;
+                match i.op() {
+                    BPF_JA => {
+                        let off = if w { i.off as i64 } else { i.imm as i64 };
+                        fixups.push((a.jmp(), (pc as i64 + 1 + off) as usize));
+                    }
+                    BPF_CALL if i.src == PSEUDO_CALL => {
+                        for r in [RBX, R13, R14, R15, RBP] {
+                            a.push(r);
+                        }
+                        a.ri(5, true, RBP, STACK_FRAME as i32);
+                        fixups.push((a.call_rel(), (pc as i64 + 1 + i.imm as i64) as usize));
+                        for r in [RBP, R15, R14, R13, RBX] {
+                            a.pop(r);
+                        }
+                    }
+                    BPF_CALL => {
+                        let (f, _) = helpers
+                            .get(i.imm as u32)
+                            .ok_or_else(|| format!("helper {} vanished", i.imm))?;
+                        a.rr(0x89, true, R9, R12);
+                        a.mov_imm64(R11, f as *const () as u64);
+                        a.call_r(R11);
+                        a.cmp_mem8(R12, FAULTED, 0);
+                        stubs.push(Stub::Pending {
+                            jump: a.jcc(cc::NE),
+                            pc,
+                        });
+                    }
+                    BPF_EXIT => {
+                        if pc < main_end {
+                            exits.push(a.jmp());
+                        } else {
+                            a.ret();
+                        }
+                    }
+                    op => {
+                        if x {
+                            a.rr(if op == BPF_JSET { 0x85 } else { 0x39 }, w, d, s);
+                        } else if op == BPF_JSET {
+                            a.test_ri(w, d, i.imm);
+                        } else {
+                            a.ri(7, w, d, i.imm);
+                        }
+                        let c = match op {
+                            BPF_JEQ => cc::E,
+                            BPF_JNE | BPF_JSET => cc::NE,
+                            BPF_JGT => cc::A,
+                            BPF_JGE => cc::AE,
+                            BPF_JLT => cc::B,
+                            BPF_JLE => cc::BE,
+                            BPF_JSGT => cc::G,
+                            BPF_JSGE => cc::GE,
+                            BPF_JSLT => cc::L,
+                            _ => cc::LE,
+                        };
+                        fixups.push((a.jcc(c), (pc as i64 + 1 + i.off as i64) as usize));
+                    }
+                }
+            }
+            BPF_LD => {
+                let hi = insns.get(pc + 1).map_or(0, |h| h.imm as u32 as u64);
+                a.mov_imm64(d, (i.imm as u32 as u64) | (hi << 32));
+                pc += 1;
+                native[pc] = a.pos();
+            }
+            BPF_LDX => {
+                let size = i.size();
+                let sx = i.code & 0xe0 == BPF_MEMSX;
+                if i.src == 10 {
+                    a.load(size, sx, d, RBP, i.off as i32);
+                } else if matches!(access.get(pc), Some(Access::Value | Access::Packet)) {
+                    // Inside a map value or the packet: the verifier proved it.
+                    a.load(size, sx, d, s, i.off as i32);
+                } else if access.get(pc) == Some(&Access::Ctx) {
+                    // A context field (the verifier checked the offset).
+                    match i.off {
+                        0 => a.load64(d, R12, DATA),
+                        4 => a.load64(d, R12, DATA_END),
+                        8 => a.load64(d, R12, META),
+                        off => {
+                            a.load64(R10, R12, SCRATCH);
+                            a.load(size, sx, d, R10, STACK_SIZE as i32 + off as i32);
+                        }
+                    }
+                } else {
+                    let jumps = inline_check(&mut a, s, i.off, size);
+                    a.load(size, sx, d, R11, 0);
+                    let flags = size as u64 | if sx { SIGN } else { 0 };
+                    stubs.push(Stub::Mem {
+                        jumps,
+                        back: a.pos(),
+                        pc,
+                        flags,
+                        dst: d,
+                        value: Value::None,
+                    });
+                }
+            }
+            BPF_ST | BPF_STX if i.code & 0xe0 == BPF_MEM => {
+                let size = i.size();
+                let value = if i.class() == BPF_ST {
+                    Value::Imm(i.imm)
+                } else {
+                    Value::Reg(s)
+                };
+                let emit = |a: &mut Asm, base: u8, disp: i32| match value {
+                    Value::Imm(v) => a.store_imm(size, base, disp, v),
+                    Value::Reg(r) => a.store(size, base, disp, r),
+                    Value::None => {}
+                };
+                if i.dst == 10 {
+                    emit(&mut a, RBP, i.off as i32);
+                } else if matches!(access.get(pc), Some(Access::Value | Access::Packet)) {
+                    emit(&mut a, d, i.off as i32);
+                } else {
+                    let jumps = inline_check(&mut a, d, i.off, size);
+                    emit(&mut a, R11, 0);
+                    stubs.push(Stub::Mem {
+                        jumps,
+                        back: a.pos(),
+                        pc,
+                        flags: size as u64 | WRITE,
+                        dst: 0,
+                        value,
+                    });
+                }
+            }
+            _ if access.get(pc) == Some(&Access::Value) => {
+                // Add (or fetch-add) inside a map value: `lock add` or
+                // `lock xadd` (which leaves the old value in the source).
+                a.lock_add(i.size() == 8, d, i.off as i32, s, i.imm & BPF_FETCH != 0);
+            }
+            _ => {
+                // STX | ATOMIC, through Rust.
+                a.lea(R11, d, i.off as i32);
+                a.rr(0x89, true, R10, s);
+                save(&mut a);
+                a.rr(0x89, true, RCX, RAX);
+                a.rr(0x89, true, RDI, R12);
+                a.rr(0x89, true, RSI, R11);
+                a.rr(0x89, true, RDX, R10);
+                a.mov_imm64(R8, (i.imm as u32 as u64) | ((i.size() as u64) << 32));
+                a.mov_imm64(R9, pc as u64);
+                a.mov_imm64(R11, rt_atomic as *const () as u64);
+                a.call_r(R11);
+                a.rr(0x89, true, R11, RAX);
+                restore(&mut a);
+                a.cmp_mem8(R12, FAULTED, 0);
+                exits_on(&mut a, &mut exits);
+                if i.imm == BPF_CMPXCHG {
+                    a.rr(0x89, true, RAX, R11);
+                } else if i.imm & BPF_FETCH != 0 {
+                    a.rr(0x89, true, s, R11);
+                }
+            }
+        }
+        pc += 1;
+    }
+    native[n] = a.pos();
+    // Stubs.
+    for stub in stubs {
+        match stub {
+            Stub::Mem {
+                jumps,
+                back,
+                pc,
+                flags,
+                dst,
+                value,
+            } => {
+                let here = a.pos();
+                for j in jumps {
+                    a.patch(j, here);
+                }
+                match value {
+                    Value::Reg(r) => a.rr(0x89, true, R10, r),
+                    Value::Imm(v) => a.mov_imm64(R10, v as i64 as u64),
+                    Value::None => {}
+                }
+                save(&mut a);
+                a.rr(0x89, true, RDI, R12);
+                a.rr(0x89, true, RSI, R11);
+                a.mov_imm64(RDX, flags);
+                a.rr(0x89, true, RCX, R10);
+                a.mov_imm64(R8, pc as u64);
+                a.mov_imm64(R11, rt_mem as *const () as u64);
+                a.call_r(R11);
+                a.rr(0x89, true, R11, RAX);
+                restore(&mut a);
+                a.cmp_mem8(R12, FAULTED, 0);
+                exits_on(&mut a, &mut exits);
+                if flags & WRITE == 0 {
+                    a.rr(0x89, true, dst, R11);
+                }
+                let j = a.jmp();
+                a.patch(j, back);
+            }
+            Stub::Pending { jump, pc } | Stub::Budget { jump, pc } => {
+                let kind = u64::from(matches!(stub, Stub::Budget { .. }));
+                let here = a.pos();
+                a.patch(jump, here);
+                a.rr(0x89, true, RDI, R12);
+                a.mov_imm64(RSI, kind);
+                a.mov_imm64(RDX, pc as u64);
+                a.mov_imm64(R11, rt_fault as *const () as u64);
+                a.call_r(R11);
+                exits.push(a.jmp());
+            }
+        }
+    }
+    // The exit: unwind to the entry's stack pointer, restore, return r0.
+    let exit = a.pos();
+    a.load64(RSP, R12, JIT_RSP);
+    a.ri(0, true, RSP, 8);
+    for r in [R15, R14, R13, R12, RBX, RBP] {
+        a.pop(r);
+    }
+    a.ret();
+    for j in exits {
+        a.patch(j, exit);
+    }
+    for (at, t) in fixups {
+        let to = *native
+            .get(t)
+            .ok_or_else(|| format!("jump target {t} outside the program"))?;
+        a.patch(at, to);
+    }
+    JitCode::new(&a.buf)
+}
+
+/// `jne exit` after a `cmp byte [r12 + FAULTED], 0`.
+fn exits_on(a: &mut Asm, exits: &mut Vec<usize>) {
+    exits.push(a.jcc(cc::NE));
+}
+
+/// Saves the caller-saved eBPF registers (r0-r5) around a call into Rust;
+/// 48 bytes, so the stack stays 16-byte aligned.
+fn save(a: &mut Asm) {
+    for r in [RAX, RDI, RSI, RDX, RCX, R8] {
+        a.push(r);
+    }
+}
+
+fn restore(a: &mut Asm) {
+    for r in [R8, RCX, RDX, RSI, RDI, RAX] {
+        a.pop(r);
+    }
+}
+
+/// `r11 = base + off`, then jumps (to be patched to the slow path) unless
+/// `[r11, r11 + size)` lies in the packet.
+fn inline_check(a: &mut Asm, base: u8, off: i16, size: usize) -> [usize; 2] {
+    a.lea(R11, base, off as i32);
+    a.cmp_mem(R11, R12, META);
+    let j1 = a.jcc(cc::B);
+    // r11 <= data_end - size (not r11 + size <= data_end, which wraps).
+    let idx = size.trailing_zeros() as i32;
+    a.cmp_mem(R11, R12, LAST + 8 * idx);
+    let j2 = a.jcc(cc::A);
+    [j1, j2]
+}
+
+/// Arithmetic.
+fn alu(a: &mut Asm, i: &Insn, d: u8, s: u8, x: bool) {
+    let w = i.class() == BPF_ALU64;
+    let op = i.op();
+    match op {
+        BPF_MOV => match (x, i.off) {
+            (true, 0) => a.rr(0x89, w, d, s),
+            (true, bits) => a.movsx(w, d, s, bits as u8),
+            (false, _) if w => a.mov_imm64(d, i.imm as i64 as u64),
+            (false, _) => a.mov_imm32(d, i.imm as u32),
+        },
+        BPF_ADD | BPF_SUB | BPF_OR | BPF_AND | BPF_XOR => {
+            let (opc, ext) = match op {
+                BPF_ADD => (0x01, 0),
+                BPF_SUB => (0x29, 5),
+                BPF_OR => (0x09, 1),
+                BPF_AND => (0x21, 4),
+                _ => (0x31, 6),
+            };
+            if x {
+                a.rr(opc, w, d, s);
+            } else {
+                a.ri(ext, w, d, i.imm);
+            }
+        }
+        BPF_MUL => {
+            if x {
+                a.imul(w, d, s);
+            } else {
+                a.mov_imm64(R11, i.imm as i64 as u64);
+                a.imul(w, d, R11);
+            }
+        }
+        BPF_NEG => a.unary(3, w, d),
+        BPF_LSH | BPF_RSH | BPF_ARSH => {
+            let ext = match op {
+                BPF_LSH => 4,
+                BPF_RSH => 5,
+                _ => 7,
+            };
+            if !x {
+                a.shift_i(ext, w, d, (i.imm as u8) & if w { 63 } else { 31 });
+            } else if s == RCX {
+                a.shift_cl(ext, w, d);
+            } else {
+                a.rr(0x89, true, R11, RCX);
+                a.rr(0x89, true, RCX, s);
+                if d == RCX {
+                    a.shift_cl(ext, w, R11);
+                    a.rr(0x89, true, RCX, R11);
+                } else {
+                    a.shift_cl(ext, w, d);
+                    a.rr(0x89, true, RCX, R11);
+                }
+            }
+        }
+        BPF_DIV | BPF_MOD => divide(
+            a,
+            w,
+            op == BPF_DIV,
+            i.off == 1,
+            d,
+            if x { Some(s) } else { None },
+            i.imm,
+        ),
+        _ => {
+            // BPF_END
+            let swap = w || x;
+            match (i.imm, swap) {
+                (16, false) => a.movzx16(d, d),
+                (32, false) => a.rr(0x89, false, d, d),
+                (16, true) => {
+                    a.rol16_8(d);
+                    a.movzx16(d, d);
+                }
+                (32, true) => a.bswap(false, d),
+                (64, true) => a.bswap(true, d),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Division and remainder with eBPF's rules for zero and `INT_MIN / -1`.
+fn divide(a: &mut Asm, w: bool, div: bool, signed: bool, d: u8, src: Option<u8>, imm: i32) {
+    match src {
+        Some(s) => a.rr(0x89, true, R11, s),
+        None if w => a.mov_imm64(R11, imm as i64 as u64),
+        None => a.mov_imm32(R11, imm as u32),
+    }
+    a.rr(0x85, w, R11, R11);
+    let nonzero = a.jcc(cc::NE);
+    if div {
+        a.rr(0x31, false, d, d);
+    } else if !w {
+        a.rr(0x89, false, d, d);
+    }
+    let mut done = vec![a.jmp()];
+    let p = a.pos();
+    a.patch(nonzero, p);
+    if signed {
+        a.ri(7, w, R11, -1);
+        let not_minus_one = a.jcc(cc::NE);
+        if div {
+            a.unary(3, w, d);
+        } else {
+            a.rr(0x31, false, d, d);
+        }
+        done.push(a.jmp());
+        let p = a.pos();
+        a.patch(not_minus_one, p);
+    }
+    a.push(RAX);
+    a.push(RDX);
+    if d != RAX {
+        a.rr(0x89, true, RAX, d);
+    }
+    if signed {
+        a.cqo(w);
+    } else {
+        a.rr(0x31, false, RDX, RDX);
+    }
+    a.unary(if signed { 7 } else { 6 }, w, R11);
+    a.rr(0x89, true, R11, if div { RAX } else { RDX });
+    a.pop(RDX);
+    a.pop(RAX);
+    a.rr(0x89, w, d, R11);
+    let p = a.pos();
+    for j in done {
+        a.patch(j, p);
+    }
+}

@@ -1,0 +1,593 @@
+//! An eBPF engine for userspace XDP hooks.
+//!
+//! pfil-rs runs XDP programs (clang-compiled eBPF objects) as hooks. This
+//! crate is the engine under that: it decodes instructions ([`insn`]),
+//! verifies a program when it is loaded ([`Program::load`]) and runs it
+//! in a sandbox ([`Program::run_xdp`]). The ELF loader, the maps and the
+//! helpers' implementations live in the loader (`pfil-xdp`); the engine
+//! sees a map as a [`MapRef`] and a helper as a [`HelperFn`].
+//!
+//! # The sandbox
+//!
+//! Register values that are pointers are host addresses. Every load and
+//! store is checked to lie entirely inside one region of the run: the
+//! stack (512 bytes per frame), the context (`struct xdp_md`, read-only),
+//! the packet (`data_meta..data_end`, writable) and the regions the loader
+//! declared in [`Env::new`] (map values, global data). Anything else stops
+//! the run with a [`Fault`]; so do running out of the instruction budget,
+//! calls nested too deep, and faults raised by helpers. No input, whatever
+//! its bytes, makes the engine panic.
+//!
+//! ```
+//! use pfil_ebpf::{asm_exit, Env, Helpers, Insn, LoadOptions, Program};
+//! use pfil_ebpf::insn::*;
+//!
+//! // r0 = XDP_PASS (2) if the packet is at least 14 bytes long, else XDP_DROP (1).
+//! let prog = vec![
+//!     Insn::new(BPF_LDX | BPF_MEM | BPF_W, 2, 1, 0, 0), // r2 = ctx->data
+//!     Insn::new(BPF_LDX | BPF_MEM | BPF_W, 3, 1, 4, 0), // r3 = ctx->data_end
+//!     Insn::new(BPF_MOV | BPF_K | BPF_ALU64, 0, 0, 0, 1),
+//!     Insn::new(BPF_ADD | BPF_K | BPF_ALU64, 2, 0, 0, 14),
+//!     Insn::new(BPF_JGT | BPF_X | BPF_JMP, 2, 3, 1, 0),
+//!     Insn::new(BPF_MOV | BPF_K | BPF_ALU64, 0, 0, 0, 2),
+//!     asm_exit(),
+//! ];
+//! let prog = Program::load(prog, &[], &Helpers::new(), &LoadOptions::default())?;
+//! // SAFETY: no extra regions.
+//! let mut env = unsafe { Env::new(Vec::new(), core::ptr::null_mut()) };
+//! let mut frame = [0u8; 64];
+//! assert_eq!(prog.run_xdp(&mut env, &mut frame, 0, 60, 1, 0)?.action, 2);
+//! assert_eq!(prog.run_xdp(&mut env, &mut frame, 0, 10, 1, 0)?.action, 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod asm;
+pub mod cbpf;
+pub mod env;
+pub mod insn;
+mod interp;
+#[cfg(target_arch = "x86_64")]
+mod jit;
+pub mod verify;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+pub use env::{Env, HelperFn, Helpers, Region, Signature};
+pub use insn::Insn;
+
+use insn::*;
+
+/// A malformed program image.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// The byte length is not a non-empty multiple of 8.
+    #[error("program of {0} bytes: eBPF instructions are 8-byte slots")]
+    Length(usize),
+}
+
+/// Why a program was refused at load.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[error("instruction {pc}: {reason}")]
+pub struct VerifyError {
+    /// The instruction the refusal is about.
+    pub pc: usize,
+    /// What is wrong, in words a user can act on.
+    pub reason: String,
+}
+
+impl VerifyError {
+    pub(crate) fn new(pc: usize, reason: impl Into<String>) -> Self {
+        VerifyError {
+            pc,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Why a run stopped without a result.
+#[derive(Debug, Clone, Copy, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fault {
+    /// A load or store outside every region of the run (or a store into a
+    /// read-only one).
+    #[error("instruction {pc}: {len}-byte {} at {addr:#x} outside the program's memory", if *write { "store" } else { "load" })]
+    OutOfBounds {
+        /// The instruction.
+        pc: usize,
+        /// The first byte's address.
+        addr: u64,
+        /// The access size.
+        len: u32,
+        /// Whether it was a store.
+        write: bool,
+    },
+    /// An access to the context the kernel would not allow (a store, or
+    /// a load of part of a pointer field).
+    #[error("instruction {pc}: {len}-byte access at offset {off} of the context")]
+    Context {
+        /// The instruction.
+        pc: usize,
+        /// Offset in `struct xdp_md`.
+        off: u32,
+        /// The access size.
+        len: u8,
+    },
+    /// An atomic operation on an address not aligned to its size.
+    #[error("instruction {pc}: misaligned atomic access at {addr:#x}")]
+    Misaligned {
+        /// The instruction.
+        pc: usize,
+        /// The address.
+        addr: u64,
+    },
+    /// The instruction budget ([`LoadOptions::max_insns_per_run`]) ran out.
+    #[error("instruction {pc}: instruction budget exhausted (a loop that does not end?)")]
+    Budget {
+        /// Where the run was.
+        pc: usize,
+    },
+    /// bpf-to-bpf calls nested deeper than 8 frames.
+    #[error(
+        "instruction {pc}: calls nested deeper than {} frames",
+        env::MAX_FRAMES
+    )]
+    CallDepth {
+        /// The call.
+        pc: usize,
+    },
+    /// Control reached a pc outside the program.
+    #[error("instruction {pc}: jump or fall-through out of the program")]
+    PcOutOfRange {
+        /// The jumping instruction.
+        pc: usize,
+    },
+    /// An instruction the engine cannot execute.
+    #[error("instruction {pc}: invalid instruction")]
+    InvalidInsn {
+        /// The instruction.
+        pc: usize,
+    },
+    /// A call to a helper the program was not given.
+    #[error("instruction {pc}: call to unknown helper {id}")]
+    UnknownHelper {
+        /// The call.
+        pc: usize,
+        /// The helper id.
+        id: u32,
+    },
+    /// [`Program::run_packet`] on a program that may write to memory.
+    #[error("the program may write outside its stack: it cannot run over a read-only packet")]
+    NotReadOnly,
+    /// A helper stopped the program ([`Env::fault`]).
+    #[error("instruction {pc}: helper failed: {reason}")]
+    Helper {
+        /// The call.
+        pc: usize,
+        /// What the helper found wrong.
+        reason: &'static str,
+    },
+}
+
+impl Fault {
+    /// The same fault at instruction `pc` (helpers raise faults without
+    /// knowing where the call was).
+    pub fn at(self, pc: usize) -> Fault {
+        match self {
+            Fault::OutOfBounds {
+                addr, len, write, ..
+            } => Fault::OutOfBounds {
+                pc,
+                addr,
+                len,
+                write,
+            },
+            Fault::Context { off, len, .. } => Fault::Context { pc, off, len },
+            Fault::Misaligned { addr, .. } => Fault::Misaligned { pc, addr },
+            Fault::Budget { .. } => Fault::Budget { pc },
+            Fault::CallDepth { .. } => Fault::CallDepth { pc },
+            Fault::PcOutOfRange { .. } => Fault::PcOutOfRange { pc },
+            Fault::InvalidInsn { .. } => Fault::InvalidInsn { pc },
+            Fault::UnknownHelper { id, .. } => Fault::UnknownHelper { pc, id },
+            Fault::Helper { reason, .. } => Fault::Helper { pc, reason },
+            Fault::NotReadOnly => Fault::NotReadOnly,
+        }
+    }
+}
+
+/// What the loader tells the engine about one map of a program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MapRef {
+    /// The loader's opaque handle, loaded by `LDDW dst, map` (src 1).
+    pub handle: u64,
+    /// Key size in bytes.
+    pub key_size: u32,
+    /// Value size in bytes.
+    pub value_size: u32,
+    /// Maximum number of entries.
+    pub max_entries: u32,
+    /// For maps whose value is addressed directly (global data: `.data`,
+    /// `.rodata`, `.bss`), the value's memory, for `LDDW` with src 2. The
+    /// region must also be given to [`Env::new`] for the program to reach it.
+    pub direct: Option<Region>,
+}
+
+/// Options of [`Program::load`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LoadOptions {
+    /// Instructions a run may execute before [`Fault::Budget`]
+    /// (programs proven loop-free are not counted; loops are charged
+    /// their body's length each time their head runs).
+    pub max_insns_per_run: u64,
+    /// Also refuse what the kernel refuses although it is well defined
+    /// here (division by a zero immediate, shifts by an immediate out of
+    /// range). On by default; the conformance suite turns it off.
+    pub kernel_rules: bool,
+    /// How many argument registers hold a value at entry: 1 for XDP (r1,
+    /// the context), 2 for [`Program::run_mem`] (r1, r2).
+    pub entry_args: u8,
+    /// r1 at entry is the XDP context (`struct xdp_md`): loads through it
+    /// (and its copies) are field reads with the kernel's conversion,
+    /// checked at load and compiled inline; stores into it are refused.
+    /// On by default; off for programs whose r1 is plain memory
+    /// ([`Program::run_mem`] as the conformance suite uses it).
+    pub xdp_ctx: bool,
+    /// r1 and r2 at entry are the packet's start and end, as
+    /// [`Program::run_packet`] passes them: comparisons of `r1 + n` with
+    /// r2 prove packet bytes, as for XDP's `data` and `data_end`. Off by
+    /// default.
+    pub packet_args: bool,
+    /// Compile to machine code (x86-64 only; the default there). Otherwise,
+    /// and elsewhere, the interpreter runs the program.
+    pub jit: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            max_insns_per_run: 1_000_000,
+            kernel_rules: true,
+            entry_args: 1,
+            xdp_ctx: true,
+            packet_args: false,
+            jit: cfg!(target_arch = "x86_64"),
+        }
+    }
+}
+
+/// The result of an XDP run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunOutcome {
+    /// r0 at exit: the XDP action (`XDP_ABORTED` 0, `XDP_DROP` 1,
+    /// `XDP_PASS` 2, `XDP_TX` 3, `XDP_REDIRECT` 4).
+    pub action: u64,
+    /// Offset of `data_meta` in the frame after the run.
+    pub data_meta: usize,
+    /// Offset of `data` in the frame after the run.
+    pub data: usize,
+    /// Offset of `data_end` in the frame after the run.
+    pub data_end: usize,
+}
+
+/// A loaded (verified) program.
+#[derive(Debug)]
+pub struct Program {
+    pub(crate) insns: Vec<Insn>,
+    pub(crate) helpers: Helpers,
+    /// Whether runs count instructions (the program may loop).
+    pub(crate) counted: bool,
+    /// Budget charged at each loop head (see `verify::Analysis`).
+    pub(crate) loop_cost: Vec<u32>,
+    pub(crate) max_insns: u64,
+    /// No store outside the stack, no helper call.
+    read_only: bool,
+    /// How each access is made, by pc (`verify::Analysis::access`).
+    pub(crate) access: Vec<verify::Access>,
+    /// The machine code, when JIT-compiled.
+    #[cfg(target_arch = "x86_64")]
+    jit: Option<jit::JitCode>,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl core::fmt::Debug for jit::JitCode {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "JitCode({} bytes)", self.len())
+    }
+}
+
+/// The final `exit` instruction, a convenience for hand-written programs.
+pub const fn asm_exit() -> Insn {
+    Insn::new(BPF_JMP | BPF_EXIT, 0, 0, 0, 0)
+}
+
+impl Insn {
+    /// The same instruction with source register `src`.
+    pub const fn with_src(mut self, src: u8) -> Insn {
+        self.src = src;
+        self
+    }
+}
+
+impl Program {
+    /// Verifies `insns` and prepares them to run: map references are
+    /// resolved against `maps`, helper calls against `helpers`.
+    ///
+    /// # Errors
+    ///
+    /// A [`VerifyError`] naming the first instruction refused and why.
+    pub fn load(
+        mut insns: Vec<Insn>,
+        maps: &[MapRef],
+        helpers: &Helpers,
+        opts: &LoadOptions,
+    ) -> Result<Program, VerifyError> {
+        let map_refs = resolve_maps(&mut insns, maps)?;
+        let a = verify::verify(&insns, helpers, opts, &map_refs, maps)?;
+        let read_only = insns.iter().all(|i| match i.class() {
+            BPF_ST | BPF_STX => i.dst == 10 && i.code & 0xe0 == BPF_MEM,
+            BPF_JMP => !(i.op() == BPF_CALL && i.src == 0),
+            _ => true,
+        });
+        Program {
+            insns,
+            helpers: helpers.clone(),
+            counted: a.has_loops,
+            loop_cost: if a.has_loops {
+                a.back_edge_cost.clone()
+            } else {
+                Vec::new()
+            },
+            max_insns: opts.max_insns_per_run,
+            read_only,
+            access: a.access.clone(),
+            #[cfg(target_arch = "x86_64")]
+            jit: None,
+        }
+        .compiled(opts, &a)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn compiled(
+        mut self,
+        opts: &LoadOptions,
+        a: &verify::Analysis,
+    ) -> Result<Program, VerifyError> {
+        if opts.jit {
+            let code = jit::compile(
+                &self.insns,
+                &a.functions,
+                &self.loop_cost,
+                &self.access,
+                &self.helpers,
+            )
+            .map_err(|e| VerifyError::new(0, e))?;
+            self.jit = Some(code);
+        }
+        Ok(self)
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    fn compiled(self, _: &LoadOptions, _: &verify::Analysis) -> Result<Program, VerifyError> {
+        Ok(self)
+    }
+
+    /// Whether the program runs as machine code (else the interpreter).
+    pub fn is_jitted(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        return self.jit.is_some();
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    }
+
+    /// Runs with r1-r3 = `args` on the JIT if there is code, else the
+    /// interpreter.
+    #[inline]
+    fn exec(&self, env: &mut Env, args: [u64; 3]) -> Result<u64, Fault> {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(code) = &self.jit {
+            let budget = if self.counted {
+                self.max_insns
+            } else {
+                u64::MAX
+            };
+            return code.run(env, args, budget);
+        }
+        interp::run_with(self, env, args)
+    }
+
+    /// Runs over a read-only packet: r1 = its start, r2 = its end (one
+    /// past the last byte), r3 = `arg` (for a converted classic program, [`cbpf`], the length
+    /// on the wire). Only for programs that store nothing outside their
+    /// stack and call no helper ([`Program::is_read_only`]).
+    ///
+    /// # Errors
+    ///
+    /// The [`Fault`] that stopped the run; [`Fault::NotReadOnly`] for a
+    /// program that may write.
+    #[inline]
+    pub fn run_packet(&self, env: &mut Env, pkt: &[u8], arg: u64) -> Result<u64, Fault> {
+        if !self.read_only {
+            return Err(Fault::NotReadOnly);
+        }
+        let base = pkt.as_ptr() as u64;
+        let end = base + pkt.len() as u64;
+        env.begin_packet((base, end), base, end);
+        // The packet region is nominally writable, but this program has
+        // no store that can reach it and no helper that could.
+        let r = self.exec(env, [base, end, arg]);
+        env.end_packet();
+        r
+    }
+
+    /// The JIT's machine code (x86-64), for inspection (`objdump -D -b
+    /// binary -m i386:x86-64`); `None` when the interpreter runs it.
+    pub fn machine_code(&self) -> Option<&[u8]> {
+        #[cfg(target_arch = "x86_64")]
+        return self.jit.as_ref().map(|j| j.code());
+        #[cfg(not(target_arch = "x86_64"))]
+        None
+    }
+
+    /// Whether the program stores only into its stack and calls no helper
+    /// (so that [`Program::run_packet`] may hand it a shared packet).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Runs on the interpreter whatever `LoadOptions::jit` said: the
+    /// reference the JIT is compared with.
+    ///
+    /// # Errors
+    ///
+    /// The [`Fault`] that stopped the run.
+    pub fn run_mem_interpreted(&self, env: &mut Env, mem: &mut [u8]) -> Result<u64, Fault> {
+        let base = mem.as_mut_ptr() as u64;
+        let end = base + mem.len() as u64;
+        env.begin_packet((base, end), base, end);
+        let r = interp::run_with(self, env, [base, mem.len() as u64, 0]);
+        env.end_packet();
+        r
+    }
+
+    /// The program's instructions (map references resolved).
+    pub fn insns(&self) -> &[Insn] {
+        &self.insns
+    }
+
+    /// Runs the program as XDP over the packet `frame[data_off..data_off +
+    /// data_len]`; the bytes before are headroom, those after tailroom.
+    ///
+    /// # Errors
+    ///
+    /// The [`Fault`] that stopped the run; also [`Fault::OutOfBounds`] at
+    /// pc 0 when the packet does not fit in `frame`.
+    pub fn run_xdp(
+        &self,
+        env: &mut Env,
+        frame: &mut [u8],
+        data_off: usize,
+        data_len: usize,
+        ingress_ifindex: u32,
+        rx_queue: u32,
+    ) -> Result<RunOutcome, Fault> {
+        let base = frame.as_mut_ptr() as u64;
+        let fits = data_off
+            .checked_add(data_len)
+            .is_some_and(|e| e <= frame.len());
+        if !fits {
+            return Err(Fault::OutOfBounds {
+                pc: 0,
+                addr: base + data_off as u64,
+                len: data_len as u32,
+                write: false,
+            });
+        }
+        let data = base + data_off as u64;
+        env.begin_packet(
+            (base, base + frame.len() as u64),
+            data,
+            data + data_len as u64,
+        );
+        env.set_ctx_field(0, data as u32);
+        env.set_ctx_field(4, (data + data_len as u64) as u32);
+        env.set_ctx_field(8, data as u32);
+        env.set_ctx_field(12, ingress_ifindex);
+        env.set_ctx_field(16, rx_queue);
+        env.set_ctx_field(20, 0);
+        let r = self.exec(env, [env.ctx_addr(), 0, 0]);
+        let (meta, data, end) = env.packet();
+        env.end_packet();
+        let action = r?;
+        Ok(RunOutcome {
+            action,
+            data_meta: (meta - base) as usize,
+            data: (data - base) as usize,
+            data_end: (end - base) as usize,
+        })
+    }
+
+    /// Runs the program with r1 = the address of `mem` and r2 = its length
+    /// (`mem` is the packet region; the context is empty), as the
+    /// conformance suite and ubpf do.
+    ///
+    /// # Errors
+    ///
+    /// The [`Fault`] that stopped the run.
+    pub fn run_mem(&self, env: &mut Env, mem: &mut [u8]) -> Result<u64, Fault> {
+        let base = mem.as_mut_ptr() as u64;
+        let end = base + mem.len() as u64;
+        env.begin_packet((base, end), base, end);
+        let r = self.exec(env, [base, mem.len() as u64, 0]);
+        env.end_packet();
+        r
+    }
+}
+
+/// Rewrites `LDDW` with a map pseudo-source into a plain 64-bit immediate.
+fn resolve_maps(insns: &mut [Insn], maps: &[MapRef]) -> Result<Vec<(usize, u32)>, VerifyError> {
+    let mut refs = Vec::new();
+    let mut pc = 0;
+    while pc < insns.len() {
+        if insns[pc].code == LDDW {
+            if pc + 1 >= insns.len() {
+                return Err(VerifyError::new(
+                    pc,
+                    "64-bit immediate load missing its second slot",
+                ));
+            }
+            let (src, imm, imm2) = (insns[pc].src, insns[pc].imm, insns[pc + 1].imm);
+            let value = match src {
+                0 => None,
+                PSEUDO_MAP_FD | PSEUDO_MAP_VALUE => {
+                    let m = maps.get(imm as u32 as usize).ok_or_else(|| {
+                        VerifyError::new(
+                            pc,
+                            format!("map index {imm} out of range ({} maps)", maps.len()),
+                        )
+                    })?;
+                    if src == PSEUDO_MAP_FD {
+                        refs.push((pc, imm as u32));
+                        if imm2 != 0 {
+                            return Err(VerifyError::new(
+                                pc,
+                                "map reference with a nonzero second immediate",
+                            ));
+                        }
+                        Some(m.handle)
+                    } else {
+                        let d = m.direct.ok_or_else(|| {
+                            VerifyError::new(
+                                pc,
+                                format!("map {imm} has no directly addressable value"),
+                            )
+                        })?;
+                        let off = imm2 as u32 as u64;
+                        if off >= d.len {
+                            return Err(VerifyError::new(
+                                pc,
+                                format!("offset {off} outside map {imm}'s {}-byte value", d.len),
+                            ));
+                        }
+                        Some(d.start + off)
+                    }
+                }
+                s => {
+                    return Err(VerifyError::new(
+                        pc,
+                        format!("64-bit immediate load with unsupported pseudo-source {s}"),
+                    ))
+                }
+            };
+            if let Some(v) = value {
+                insns[pc].src = 0;
+                insns[pc].imm = v as u32 as i32;
+                insns[pc + 1].imm = (v >> 32) as u32 as i32;
+            }
+            pc += 2;
+        } else {
+            pc += 1;
+        }
+    }
+    Ok(refs)
+}

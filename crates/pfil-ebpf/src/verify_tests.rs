@@ -1,0 +1,189 @@
+//! Verifier tests: each refusal, and what it accepts.
+
+use crate::asm::assemble;
+use crate::env::Signature;
+use crate::{Env, Helpers, LoadOptions, Program, VerifyError};
+
+fn refuse(text: &str) -> VerifyError {
+    refuse_with(text, &Helpers::new())
+}
+
+fn refuse_with(text: &str, h: &Helpers) -> VerifyError {
+    let e = Program::load(assemble(text).unwrap(), &[], h, &LoadOptions::default()).unwrap_err();
+    eprintln!("{text:?} -> {e}");
+    e
+}
+
+fn accept(text: &str) -> Program {
+    Program::load(
+        assemble(text).unwrap(),
+        &[],
+        &Helpers::new(),
+        &LoadOptions::default(),
+    )
+    .unwrap()
+}
+
+unsafe extern "C" fn nop(_: u64, _: u64, _: u64, _: u64, _: u64, _: *mut Env) -> u64 {
+    0
+}
+
+#[test]
+fn structure_is_checked() {
+    assert!(refuse("mov %r0, 0").reason.contains("falls off the end"));
+    assert_eq!(refuse("mov %r0, 0\nja +5\nexit").pc, 1);
+    assert!(refuse("mov %r0, 0\nexit\nexit")
+        .reason
+        .contains("unreachable"));
+    assert!(refuse("mov %r10, 0\nexit").reason.contains("read-only"));
+    assert!(refuse("mov %r0, 0\nldxdw %r10, [%r1+0]\nexit")
+        .reason
+        .contains("read-only"));
+    let mut p = assemble("lddw %r0, 5\njeq %r1, 0, -3\nexit").unwrap();
+    assert!(Program::load(p.clone(), &[], &Helpers::new(), &LoadOptions::default()).is_ok());
+    p[2].off = -2;
+    assert!(
+        Program::load(p.clone(), &[], &Helpers::new(), &LoadOptions::default())
+            .unwrap_err()
+            .reason
+            .contains("middle of the 64-bit")
+    );
+    p[0].off = 1;
+    assert!(
+        Program::load(p, &[], &Helpers::new(), &LoadOptions::default())
+            .unwrap_err()
+            .reason
+            .contains("reserved")
+    );
+    assert!(Program::load(vec![], &[], &Helpers::new(), &LoadOptions::default()).is_err());
+}
+
+#[test]
+fn reserved_fields_and_unknown_opcodes_are_refused() {
+    let exit = assemble("exit").unwrap()[0];
+    let mov0 = assemble("mov %r0, 0").unwrap()[0];
+    let with = |i: crate::Insn| vec![mov0, i, exit];
+    for bad in [
+        crate::Insn::new(0xb7, 0, 1, 0, 0),  // mov K with a src register
+        crate::Insn::new(0xbf, 0, 1, 0, 5),  // mov X with an imm
+        crate::Insn::new(0x07, 0, 0, 3, 1),  // add with an offset
+        crate::Insn::new(0xe7, 0, 0, 0, 0),  // ALU64 op 0xe0
+        crate::Insn::new(0x8f, 0, 1, 0, 0),  // neg X
+        crate::Insn::new(0xdc, 0, 0, 0, 8),  // be8
+        crate::Insn::new(0xdf, 0, 0, 0, 16), // ALU64 END X
+        crate::Insn::new(0x20, 0, 0, 0, 0),  // LD ABS
+        crate::Insn::new(0x9d, 0, 0, 0, 0),  // exit in JMP32
+        crate::Insn::new(0x8d, 1, 0, 0, 0),  // callx
+        crate::Insn::new(0xe5, 0, 0, 0, 0),  // JMP op 0xe0
+        crate::Insn::new(0xdb, 10, 1, -8, 0x02), // atomic op 2
+        crate::Insn::new(0xd3, 10, 1, -8, 0), // atomic of 1 byte
+        crate::Insn::new(0x99, 0, 1, 0, 0),  // ldxsdw
+        crate::Insn::new(0xbf, 0, 11, 0, 0), // r11
+    ] {
+        let e = Program::load(with(bad), &[], &Helpers::new(), &LoadOptions::default());
+        assert!(e.is_err(), "{bad:?} accepted");
+        assert_eq!(e.unwrap_err().pc, 1, "{bad:?}");
+    }
+}
+
+#[test]
+fn uninitialised_registers_are_refused_on_some_path() {
+    assert_eq!(refuse("exit").pc, 0);
+    assert!(refuse("mov %r0, %r2\nexit").reason.contains("r2"));
+    let e = refuse("jeq %r1, 0, +1\nmov %r3, 1\nmov %r0, %r3\nexit");
+    assert_eq!((e.pc, e.reason.contains("r3")), (2, true));
+    accept("mov %r3, 2\njeq %r1, 0, +1\nmov %r3, 1\nmov %r0, %r3\nexit");
+    let mut h = Helpers::new();
+    h.insert(5, nop, Signature { args: 0 });
+    h.insert(2, nop, Signature { args: 3 });
+    assert!(refuse_with("mov %r6, %r1\ncall 5\nmov %r0, %r1\nexit", &h)
+        .reason
+        .contains("r1"));
+    assert!(refuse_with("mov %r1, 0\nmov %r2, 0\ncall 2\nexit", &h)
+        .reason
+        .contains("r3"));
+    // A callee sees only what every caller set.
+    accept("mov %r2, 1\ncall local f\nexit\nf:\nmov %r0, %r2\nexit");
+    let e = refuse(
+        "jeq %r1, 0, +2\nmov %r2, 1\ncall local f\ncall local f\nexit\nf:\nmov %r0, %r2\nexit",
+    );
+    assert_eq!(e.pc, 5);
+}
+
+#[test]
+fn helpers_must_be_given_and_are_named() {
+    let e = refuse("call 44\nexit");
+    assert!(
+        e.reason.contains("44") && e.reason.contains("bpf_xdp_adjust_head"),
+        "{e}"
+    );
+    assert!(refuse("call 9999\nexit").reason.contains("9999"));
+}
+
+#[test]
+fn stack_offsets_from_r10_stay_in_the_frame() {
+    accept("stdw [%r10-512], 1\nldxdw %r0, [%r10-512]\nexit");
+    assert!(refuse("stdw [%r10-513], 1\nmov %r0, 0\nexit")
+        .reason
+        .contains("stack"));
+    assert!(refuse("mov %r0, 0\nstw [%r10-2], 1\nexit")
+        .reason
+        .contains("stack"));
+    assert!(refuse("mov %r0, 0\nstxb [%r10+0], %r0\nexit")
+        .reason
+        .contains("stack"));
+}
+
+#[test]
+fn call_graphs_without_cycles_and_at_most_eight_deep() {
+    let e = refuse("call local f\nexit\nf:\ncall local f\nmov %r0, 0\nexit");
+    assert!(e.reason.contains("recursive"), "{e}");
+    let e = refuse("call local f\nexit\nf:\ncall local g\nexit\ng:\ncall local f\nexit");
+    assert!(e.reason.contains("recursive"), "{e}");
+    let chain = |n: usize| {
+        let mut t = String::from("call local f1\nexit\n");
+        for i in 1..n {
+            t += &format!("f{i}:\ncall local f{}\nexit\n", i + 1);
+        }
+        t + &format!("f{n}:\nmov %r0, 7\nexit\n")
+    };
+    assert_eq!(accept(&chain(7)).run_mem(&mut env(), &mut []), Ok(7));
+    assert!(refuse(&chain(8)).reason.contains("deeper"));
+    assert!(refuse("mov %r0, 0\ncall local f\nf:\nexit")
+        .reason
+        .contains("falls through"));
+    assert!(refuse("ja +2\nf:\nmov %r0, 0\nexit\ncall local f\nexit")
+        .reason
+        .contains("another function"));
+}
+
+fn env() -> Env {
+    // SAFETY: no extra regions.
+    unsafe { Env::new(Vec::new(), core::ptr::null_mut()) }
+}
+
+#[test]
+fn loop_free_programs_are_not_counted() {
+    let p = accept("mov %r0, 0\njeq %r1, 0, +1\nadd %r0, 1\nexit");
+    assert!(!p.counted);
+    let p = accept("mov %r0, 0\nl:\nadd %r0, 1\njlt %r0, 10, l\nexit");
+    assert!(p.counted);
+    assert_eq!(p.loop_cost[1], 2);
+}
+
+#[test]
+fn kernel_rules_refuse_zero_divisors_and_wide_shifts() {
+    assert!(refuse("mov %r0, 1\ndiv %r0, 0\nexit")
+        .reason
+        .contains("zero"));
+    assert!(refuse("mov %r0, 1\nmod32 %r0, 0\nexit")
+        .reason
+        .contains("zero"));
+    assert!(refuse("mov %r0, 1\nlsh32 %r0, 32\nexit")
+        .reason
+        .contains("shift"));
+    assert!(refuse("mov %r0, 1\narsh %r0, -1\nexit")
+        .reason
+        .contains("shift"));
+    accept("mov %r0, 1\nlsh %r0, 63\nexit");
+}

@@ -1,0 +1,182 @@
+//! The `xdp:` config: the object, the program, and map contents that are
+//! configuration.
+//!
+//! ```text
+//! @PATH [program NAME]
+//! map MAP key BYTES value BYTES      (any number, one per line or after `;`)
+//! verify kernel                      (optional)
+//! ```
+//!
+//! `@PATH` is a clang-compiled BPF object (a regular file of at most
+//! [`MAX_OBJECT_BYTES`](crate::filter::MAX_OBJECT_BYTES)); `program NAME`
+//! picks one when it has several XDP programs. Each `map` line sets one
+//! entry when the hook is built, with bytes as bpftool writes them
+//! (decimal or `0x` hex, one byte each); a per-CPU map's entry given one
+//! value gets it for every worker. So a configuration file carries what
+//! the program needs to run (the ports xdp-filter denies):
+//!
+//! ```toml
+//! [hooks."xdp:dns"]
+//! config = """@/usr/lib/x86_64-linux-gnu/bpf/xdpfilt_dny_udp.o
+//! map filter_ports key 0x00 0x35 0 0 value 10 0 0 0 0 0 0 0
+//! """
+//! ```
+//!
+//! `verify kernel` asks the kernel's verifier too (`BPF_PROG_LOAD`, as
+//! root), as a second opinion: the hook is refused when the kernel
+//! refuses the program, with the end of the kernel's log. pfil's own
+//! verifier and run-time checks apply either way.
+//!
+//! A `set` to a config naming the same object keeps the maps whose
+//! definition did not change, with their contents, then applies the
+//! config's `map` lines; an entry written at run time (`pfilctl map ...
+//! update`) stays until deleted.
+
+/// One `map` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapEntry {
+    /// The map's name.
+    pub map: String,
+    /// The key's bytes.
+    pub key: Vec<u8>,
+    /// The value's bytes.
+    pub value: Vec<u8>,
+}
+
+/// The parts of an `xdp:` config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XdpConfig {
+    /// The object's path.
+    pub path: String,
+    /// The program's name, if given.
+    pub program: Option<String>,
+    /// Map entries to set when the hook is built.
+    pub entries: Vec<MapEntry>,
+    /// Ask the kernel's verifier too (`verify kernel`).
+    pub verify_kernel: bool,
+}
+
+/// One byte as bpftool takes it: decimal (`53`) or hex (`0x35`).
+pub fn parse_byte(t: &str) -> Result<u8, String> {
+    let r = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => u8::from_str_radix(h, 16),
+        None => t.parse::<u8>(),
+    };
+    r.map_err(|_| format!("`{t}` is not a byte (0-255, or 0x00-0xff)"))
+}
+
+fn entry(line: &str) -> Result<MapEntry, String> {
+    let t: Vec<&str> = line.split_whitespace().collect();
+    let usage = "map MAP key BYTES value BYTES";
+    let (Some(&"map"), Some(name)) = (t.first(), t.get(1)) else {
+        return Err(format!("MAPS: expected `{usage}`, got `{line}`"));
+    };
+    let k = t.iter().position(|w| *w == "key");
+    let v = t.iter().position(|w| *w == "value");
+    let (Some(k), Some(v)) = (k, v) else {
+        return Err(format!("MAPS: expected `{usage}`, got `{line}`"));
+    };
+    if k != 2 || v <= k + 1 || v + 1 >= t.len() {
+        return Err(format!(
+            "MAPS: expected `{usage}` with bytes after key and value, got `{line}`"
+        ));
+    }
+    let bytes = |ws: &[&str]| {
+        ws.iter()
+            .map(|w| parse_byte(w))
+            .collect::<Result<Vec<u8>, String>>()
+    };
+    Ok(MapEntry {
+        map: (*name).to_owned(),
+        key: bytes(&t[k + 1..v]).map_err(|e| format!("MAPS: {name}: key: {e}"))?,
+        value: bytes(&t[v + 1..]).map_err(|e| format!("MAPS: {name}: value: {e}"))?,
+    })
+}
+
+impl XdpConfig {
+    /// Parse a config (see the [module docs](self)).
+    ///
+    /// # Errors
+    /// What the syntax expects.
+    pub fn parse(config: &str) -> Result<XdpConfig, String> {
+        let mut parts = config
+            .split(['\n', ';'])
+            .map(str::trim)
+            .filter(|l| !l.is_empty());
+        let c = parts.next().unwrap_or("");
+        let Some(rest) = c.strip_prefix('@') else {
+            return Err(format!("OBJECT: `@PATH` of a BPF object file (got {c:?})"));
+        };
+        if rest == "program" || rest.ends_with(" program") {
+            return Err("OBJECT: `program` needs one program name after it".into());
+        }
+        let (path, program) = match rest.rsplit_once(" program ") {
+            Some((p, n)) if !n.trim().contains(char::is_whitespace) => {
+                (p.trim(), Some(n.trim().to_owned()))
+            }
+            Some(_) => return Err("OBJECT: `program` takes one program name".into()),
+            None => (rest.trim(), None),
+        };
+        if path.is_empty() {
+            return Err("OBJECT: `@` needs the path of a BPF object after it".into());
+        }
+        let mut verify_kernel = false;
+        let mut entries = Vec::new();
+        for line in parts {
+            if line.split_whitespace().eq(["verify", "kernel"]) {
+                verify_kernel = true;
+            } else {
+                entries.push(entry(line)?);
+            }
+        }
+        Ok(XdpConfig {
+            path: path.to_owned(),
+            program,
+            entries,
+            verify_kernel,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_takes_a_path_an_optional_program_and_map_lines() {
+        let c = XdpConfig::parse("@/x/y.o").unwrap();
+        assert_eq!(
+            (c.path.as_str(), c.program, c.entries.len()),
+            ("/x/y.o", None, 0)
+        );
+        let c = XdpConfig::parse("@/x/y.o program first").unwrap();
+        assert_eq!(c.program.as_deref(), Some("first"));
+        assert!(XdpConfig::parse("/x/y.o").unwrap_err().contains("@PATH"));
+        assert!(XdpConfig::parse("@").is_err());
+        assert!(XdpConfig::parse("@/x.o program ").is_err());
+        let c = XdpConfig::parse(
+            "@/x.o\nmap ports key 0x00 0x35 0 0 value 10 0 0 0 0 0 0 0\n; map m key 1 value 2",
+        )
+        .unwrap();
+        assert_eq!(c.entries.len(), 2);
+        assert_eq!(c.entries[0].key, [0, 0x35, 0, 0]);
+        assert_eq!(c.entries[0].value, [10, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            c.entries[1],
+            MapEntry {
+                map: "m".into(),
+                key: vec![1],
+                value: vec![2]
+            }
+        );
+        for bad in [
+            "@/x.o\nmap",
+            "@/x.o\nmap m key value 1",
+            "@/x.o\nmap m key 1 value",
+            "@/x.o\nmap m key 256 value 1",
+            "@/x.o\nports 1 2",
+        ] {
+            assert!(XdpConfig::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! The `xdp` hook: an [`XdpProgram`] as a pfil [`Filter`].
+//!
+//! Config (what follows `xdp:` in a spec): see [`crate::config`].
+//!
+//! Verdicts: `XDP_PASS` → Pass; `XDP_DROP` → Dropped; `XDP_ABORTED` →
+//! Dropped and counted (`aborted`); `XDP_TX` and `XDP_REDIRECT` →
+//! Consumed and sent by the worker through its outbox (back on the
+//! packet's interface, or on the redirect target), counted `tx` and
+//! `redirected`, when the filter has outboxes
+//! ([`XdpFilter::with_outboxes`]) and the frame a driver cookie, else
+//! Dropped and counted (`tx_refused`, `redirect_refused`); any other
+//! action → Dropped and counted
+//! (`invalid_action`), as the kernel does. A program that faults
+//! (an access outside its regions, its instruction budget spent) is
+//! counted (`faults`) and contained as a panicking hook is: the chain
+//! quarantines the link and the link's fail mode decides the packet.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use crossbeam_utils::CachePadded;
+use pfil::{Ctx, Filter, FilterStat, Packet, Verdict};
+use pfil_port::Outboxes;
+
+use crate::config::XdpConfig;
+use crate::helpers::{XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX};
+use crate::program::{RunError, XdpProgram};
+use crate::Object;
+
+/// Largest object file `xdp:@PATH` reads.
+pub const MAX_OBJECT_BYTES: u64 = 64 << 20;
+
+const STATS: [(&str, &str); 8] = [
+    (
+        "aborted",
+        "Packets the program returned XDP_ABORTED for (dropped).",
+    ),
+    (
+        "invalid_action",
+        "Packets the program returned an unknown action for (dropped).",
+    ),
+    (
+        "tx_refused",
+        "XDP_TX verdicts the port could not send back (dropped).",
+    ),
+    (
+        "redirect_refused",
+        "XDP_REDIRECT verdicts the port could not send on (dropped).",
+    ),
+    (
+        "faults",
+        "Runs the sandbox stopped (the link was quarantined).",
+    ),
+    (
+        "busy",
+        "Packets dropped because their worker's run environment was in use.",
+    ),
+    (
+        "tx",
+        "XDP_TX verdicts handed to the worker to send back out (consumed).",
+    ),
+    (
+        "redirected",
+        "XDP_REDIRECT verdicts handed to the worker to send out (consumed).",
+    ),
+];
+
+/// The payload a faulting program's run unwinds with: the chain catches
+/// it as it catches a hook's panic and quarantines the link.
+#[derive(Debug)]
+pub struct XdpFault(pub String);
+
+/// An XDP program as a pfil hook.
+pub struct XdpFilter {
+    config: String,
+    prog: XdpProgram,
+    stats: Box<[CachePadded<[AtomicU64; 8]>]>,
+    outboxes: Option<Arc<Outboxes>>,
+}
+
+/// Read an object file: a regular file of at most [`MAX_OBJECT_BYTES`].
+pub fn read_object(path: &str) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).map_err(|e| format!("@{path}: {e}"))?;
+    let meta = f.metadata().map_err(|e| format!("@{path}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("@{path}: not a regular file"));
+    }
+    if meta.len() > MAX_OBJECT_BYTES {
+        return Err(format!(
+            "@{path}: {} bytes, over the limit of {MAX_OBJECT_BYTES}",
+            meta.len()
+        ));
+    }
+    let mut body = Vec::new();
+    f.take(MAX_OBJECT_BYTES + 1)
+        .read_to_end(&mut body)
+        .map_err(|e| format!("@{path}: {e}"))?;
+    Ok(body)
+}
+
+impl XdpFilter {
+    /// Build from an `xdp:` config for a registry of `workers` worker slots.
+    ///
+    /// # Errors
+    /// A bad config, an unreadable file, or the loader's or verifier's
+    /// refusal, each naming what was wrong.
+    pub fn from_config(config: &str, workers: usize) -> Result<XdpFilter, String> {
+        Self::build(config, workers, &[])
+    }
+
+    fn build(config: &str, workers: usize, keep: &[Arc<crate::Map>]) -> Result<XdpFilter, String> {
+        let c = XdpConfig::parse(config)?;
+        let bytes = read_object(&c.path)?;
+        let obj = Object::parse(&bytes).map_err(|e| format!("@{}: {e}", c.path))?;
+        if c.verify_kernel {
+            let p = obj
+                .program(c.program.as_deref())
+                .map_err(|e| format!("@{}: {e}", c.path))?;
+            if !crate::kernel::available() {
+                return Err(format!(
+                    "@{}: `verify kernel` needs bpf(2) (root, CAP_BPF)",
+                    c.path
+                ));
+            }
+            crate::kernel::KernelProgram::load(&obj, p)
+                .map_err(|e| format!("@{}: the kernel's verifier refused it: {e}", c.path))?;
+        }
+        let prog = XdpProgram::load(&obj, c.program.as_deref(), workers, keep)
+            .map_err(|e| format!("@{}: {e}", c.path))?;
+        for e in &c.entries {
+            let m = prog.map(&e.map).ok_or_else(|| {
+                let names: Vec<&str> = prog.maps().iter().map(|m| m.name()).collect();
+                format!(
+                    "map {}: the program has no such map (its maps: {})",
+                    e.map,
+                    names.join(", ")
+                )
+            })?;
+            let mut value = e.value.clone();
+            if m.kind().per_cpu() && value.len() == m.value_size() {
+                let stride = m.user_value_size() / m.workers();
+                value.resize(stride, 0);
+                value = value.repeat(m.workers());
+            }
+            m.update(&e.key, &value, crate::maps::BPF_ANY)
+                .map_err(|err| format!("map {} key {:?}: {err}", e.map, e.key))?;
+        }
+        Ok(XdpFilter {
+            config: config.trim().to_owned(),
+            prog,
+            stats: (0..workers.max(1))
+                .map(|_| CachePadded::new(Default::default()))
+                .collect(),
+            outboxes: None,
+        })
+    }
+
+    /// This filter, sending `XDP_TX` and `XDP_REDIRECT` frames through the
+    /// workers' `outboxes` (the frame is consumed, and the worker sends it
+    /// on the interface: back where it came from for `XDP_TX`). Without
+    /// outboxes, or for a frame without a driver cookie, those verdicts
+    /// drop and are counted (`tx_refused`, `redirect_refused`).
+    #[must_use]
+    pub fn with_outboxes(mut self, outboxes: Option<Arc<Outboxes>>) -> XdpFilter {
+        self.outboxes = outboxes;
+        self
+    }
+
+    /// Hand the frame to the worker to send on `ifindex`: Consumed, or
+    /// Dropped and counted under `refused` when it cannot.
+    #[inline]
+    fn send(
+        &self,
+        pkt: &Packet<'_>,
+        worker: usize,
+        ifindex: u32,
+        sent: usize,
+        refused: usize,
+    ) -> Verdict {
+        let ob = self.outboxes.as_ref().and_then(|o| o.get(worker));
+        match ob {
+            Some(ob) if pkt.cookie() != 0 && ob.transmit(pkt.cookie(), ifindex).is_ok() => {
+                self.count(worker, sent);
+                Verdict::Consumed
+            }
+            _ => {
+                self.count(worker, refused);
+                Verdict::Dropped
+            }
+        }
+    }
+
+    /// The loaded program (its maps for the control side).
+    pub fn program(&self) -> &XdpProgram {
+        &self.prog
+    }
+
+    #[inline]
+    fn count(&self, worker: usize, which: usize) {
+        if let Some(s) = self.stats.get(worker) {
+            s[which].fetch_add(1, Relaxed);
+        }
+    }
+}
+
+impl Filter for XdpFilter {
+    fn filter(&self, pkt: &mut Packet<'_>, ctx: &Ctx<'_>) -> Verdict {
+        match self.prog.claim(ctx.worker) {
+            Ok(mut claim) => self.decide(&mut claim, pkt, ctx.worker),
+            Err(_) => {
+                self.count(ctx.worker, 5);
+                Verdict::Dropped
+            }
+        }
+    }
+
+    /// One claim of the worker's run environment for the whole batch.
+    fn filter_batch(&self, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
+        let mut claim = match self.prog.claim(ctx.worker) {
+            Ok(c) => c,
+            Err(_) => {
+                for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
+                    self.count(ctx.worker, 5);
+                    p.set_verdict(Verdict::Dropped);
+                }
+                return;
+            }
+        };
+        for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
+            let v = self.decide(&mut claim, p, ctx.worker);
+            p.set_verdict(v);
+        }
+    }
+
+    fn batched(&self) -> bool {
+        true
+    }
+
+    fn spec(&self) -> Option<String> {
+        Some(format!("xdp:{}", self.config))
+    }
+
+    fn derive(&self, config: &str) -> Option<Result<Arc<dyn Filter>, String>> {
+        Some(
+            Self::build(config, self.stats.len(), self.prog.maps())
+                .map(|f| Arc::new(f.with_outboxes(self.outboxes.clone())) as Arc<dyn Filter>),
+        )
+    }
+
+    fn stats(&self) -> Vec<FilterStat> {
+        STATS
+            .iter()
+            .enumerate()
+            .map(|(i, (name, help))| {
+                let v = self.stats.iter().map(|s| s[i].load(Relaxed)).sum();
+                FilterStat::counter(name, help, v)
+            })
+            .collect()
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+}
+
+impl XdpFilter {
+    /// Run the program on one packet with a claimed environment and turn
+    /// its action into a verdict (see the module docs).
+    #[inline]
+    fn decide(
+        &self,
+        claim: &mut crate::program::Claim<'_>,
+        pkt: &mut Packet<'_>,
+        worker: usize,
+    ) -> Verdict {
+        let (len, ifindex, queue) = (pkt.len(), pkt.ifindex(), pkt.queue());
+        let r = match claim.run(pkt.frame_mut(), 0, len, ifindex, queue) {
+            Ok(r) => r,
+            Err(RunError::Fault(f)) => {
+                self.count(worker, 4);
+                // Contained like a panicking hook: the chain catches the
+                // unwind, quarantines the link and applies its fail mode.
+                // resume_unwind skips the panic hook: a program's fault
+                // is not a bug of pfild.
+                std::panic::resume_unwind(Box::new(XdpFault(format!(
+                    "xdp program {:?}: {f}",
+                    self.prog.name()
+                ))));
+            }
+            Err(RunError::Worker(_)) => {
+                self.count(worker, 5);
+                return Verdict::Dropped;
+            }
+        };
+        let narrowed = (r.data, r.end) != (0, len);
+        if narrowed {
+            pkt.narrow(r.data, r.end);
+        }
+        match r.action {
+            XDP_PASS => Verdict::Pass,
+            XDP_DROP => Verdict::Dropped,
+            XDP_ABORTED => {
+                self.count(worker, 0);
+                Verdict::Dropped
+            }
+            // The worker sends the frame as the driver holds it: one the
+            // program narrowed would go out whole, so it is refused.
+            XDP_TX if !narrowed => self.send(pkt, worker, pkt.ifindex(), 6, 2),
+            XDP_TX => {
+                self.count(worker, 2);
+                Verdict::Dropped
+            }
+            XDP_REDIRECT => match r.redirect {
+                Some(ifindex) if !narrowed => self.send(pkt, worker, ifindex, 7, 3),
+                _ => {
+                    self.count(worker, 3);
+                    Verdict::Dropped
+                }
+            },
+            _ => {
+                self.count(worker, 1);
+                Verdict::Dropped
+            }
+        }
+    }
+}

@@ -1,0 +1,535 @@
+//! The kernel helpers an XDP program may call, in userspace.
+//!
+//! Each helper is an `extern "C"` function with the engine's
+//! [`HelperFn`] ABI. The run's loader state ([`RunState`]) comes from
+//! [`Env::user`]; every pointer argument is checked with [`Env::check`]
+//! before use; map handles are checked against the program's own maps. A
+//! helper never panics: a bad argument is the kernel's error return, or
+//! a [`Fault`] when the kernel's verifier would have refused the call.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use pfil_ebpf::{Env, Fault, HelperFn, Helpers, Signature};
+
+use crate::maps::{Map, MapType};
+
+/// XDP actions.
+pub const XDP_ABORTED: u64 = 0;
+/// `XDP_DROP`.
+pub const XDP_DROP: u64 = 1;
+/// `XDP_PASS`.
+pub const XDP_PASS: u64 = 2;
+/// `XDP_TX`.
+pub const XDP_TX: u64 = 3;
+/// `XDP_REDIRECT`.
+pub const XDP_REDIRECT: u64 = 4;
+
+const EINVAL: i64 = -22;
+const EACCES: i64 = -13;
+/// `ETH_HLEN`: a frame never shrinks below an Ethernet header.
+const ETH_HLEN: u64 = 14;
+/// The most metadata `bpf_xdp_adjust_meta` allows (the kernel's 32).
+const META_MAX: u64 = 32;
+
+/// trace_printk lines a worker may log per second.
+const PRINTK_PER_SEC: u32 = 20;
+
+/// What helpers of one worker's runs share: the program's maps, the
+/// worker's index, the redirect target of the current run.
+#[derive(Debug)]
+pub struct RunState {
+    /// The program's maps, by index (handles are their addresses).
+    pub maps: Vec<Arc<Map>>,
+    /// The worker running (`bpf_get_smp_processor_id`).
+    pub worker: usize,
+    /// Set by `bpf_redirect`/`bpf_redirect_map`: the ifindex to send to.
+    pub redirect: Option<u32>,
+    /// xorshift state for `bpf_get_prandom_u32`.
+    pub rng: u64,
+    /// trace_printk rate limit: (second of the window, lines in it,
+    /// lines suppressed).
+    pub printk: (u64, u32, u64),
+    /// Program name, for trace_printk lines.
+    pub program: String,
+    epoch: Instant,
+}
+
+impl RunState {
+    /// The state of worker `worker` of a program with `maps`.
+    pub fn new(maps: Vec<Arc<Map>>, worker: usize, program: String) -> RunState {
+        RunState {
+            maps,
+            worker,
+            redirect: None,
+            rng: 0x9E37_79B9_7F4A_7C15 ^ ((worker as u64 + 1) << 17),
+            printk: (0, 0, 0),
+            program,
+            epoch: Instant::now(),
+        }
+    }
+
+    fn map(&self, handle: u64) -> Option<&Map> {
+        self.maps
+            .iter()
+            .map(|m| &**m)
+            .find(|m| std::ptr::from_ref(*m) as u64 == handle)
+    }
+}
+
+fn state(env: &mut Env) -> &mut RunState {
+    // SAFETY: the loader builds every Env it runs programs with from a
+    // boxed RunState that outlives it (XdpProgram's worker slots), and a
+    // worker's Env is used by one thread at a time.
+    unsafe { &mut *env.user::<RunState>() }
+}
+
+fn bad(env: &mut Env, reason: &'static str) -> u64 {
+    env.fault(Fault::Helper { pc: 0, reason });
+    0
+}
+
+/// A copy of the `len` bytes a program passed at `addr` (keys, values:
+/// they may point into the very map being written).
+fn copy_arg(env: &mut Env, addr: u64, len: usize, buf: &mut [u8; 512]) -> Result<usize, ()> {
+    let Ok(src) = env.check(addr, len as u64) else {
+        env.fault(Fault::OutOfBounds {
+            pc: 0,
+            addr,
+            len: len as u32,
+            write: false,
+        });
+        return Err(());
+    };
+    if len > buf.len() {
+        env.fault(Fault::Helper {
+            pc: 0,
+            reason: "key or value larger than 512 bytes",
+        });
+        return Err(());
+    }
+    buf[..len].copy_from_slice(src);
+    Ok(len)
+}
+
+unsafe extern "C" fn map_lookup_elem(
+    map: u64,
+    key: u64,
+    _: u64,
+    _: u64,
+    _: u64,
+    env: *mut Env,
+) -> u64 {
+    // SAFETY: the engine passes its live Env (HelperFn contract).
+    let env = unsafe { &mut *env };
+    let st = state(env) as *const RunState;
+    // SAFETY: RunState is not the Env; the shared borrow lasts this call.
+    let st = unsafe { &*st };
+    let Some(m) = st.map(map) else {
+        return bad(env, "not a map of this program");
+    };
+    // The engine compiles accesses to a looked-up value as writable
+    // without checks (ebpf-api.md, helper 1): a read-only map (`.rodata`,
+    // reached by programs through direct loads, not lookups) gives none.
+    if m.readonly() {
+        return 0;
+    }
+    // A lookup only reads the key and writes no value: the key is used
+    // where it lies (no copy).
+    let Ok(k) = env.check(key, m.key_size() as u64) else {
+        env.fault(Fault::OutOfBounds {
+            pc: 0,
+            addr: key,
+            len: m.key_size() as u32,
+            write: false,
+        });
+        return 0;
+    };
+    m.prog_lookup(k, st.worker) as u64
+}
+
+unsafe extern "C" fn map_update_elem(
+    map: u64,
+    key: u64,
+    value: u64,
+    flags: u64,
+    _: u64,
+    env: *mut Env,
+) -> u64 {
+    // SAFETY: the engine passes its live Env (HelperFn contract).
+    let env = unsafe { &mut *env };
+    let st = state(env) as *const RunState;
+    // SAFETY: RunState is not the Env; the shared borrow lasts this call.
+    let Some(m) = (unsafe { &*st }).map(map) else {
+        return bad(env, "not a map of this program");
+    };
+    let (mut k, mut v) = ([0u8; 512], [0u8; 512]);
+    let Ok(kn) = copy_arg(env, key, m.key_size(), &mut k) else {
+        return 0;
+    };
+    let Ok(vn) = copy_arg(env, value, m.value_size(), &mut v) else {
+        return 0;
+    };
+    // SAFETY: as above.
+    match m.prog_update(&k[..kn], &v[..vn], flags, unsafe { &*st }.worker) {
+        Ok(()) => 0,
+        Err(e) => e.errno() as u64,
+    }
+}
+
+unsafe extern "C" fn map_delete_elem(
+    map: u64,
+    key: u64,
+    _: u64,
+    _: u64,
+    _: u64,
+    env: *mut Env,
+) -> u64 {
+    // SAFETY: the engine passes its live Env (HelperFn contract).
+    let env = unsafe { &mut *env };
+    let st = state(env) as *const RunState;
+    // SAFETY: RunState is not the Env; the shared borrow lasts this call.
+    let Some(m) = (unsafe { &*st }).map(map) else {
+        return bad(env, "not a map of this program");
+    };
+    let mut k = [0u8; 512];
+    let Ok(n) = copy_arg(env, key, m.key_size(), &mut k) else {
+        return 0;
+    };
+    match m.delete(&k[..n]) {
+        Ok(()) => 0,
+        Err(e) => e.errno() as u64,
+    }
+}
+
+unsafe extern "C" fn ktime_get_ns(_: u64, _: u64, _: u64, _: u64, _: u64, _env: *mut Env) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}
+
+unsafe extern "C" fn get_prandom_u32(_: u64, _: u64, _: u64, _: u64, _: u64, env: *mut Env) -> u64 {
+    // SAFETY: the engine passes its live Env (HelperFn contract).
+    let st = state(unsafe { &mut *env });
+    let mut x = st.rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    st.rng = x;
+    x >> 32
+}
+
+unsafe extern "C" fn get_smp_processor_id(
+    _: u64,
+    _: u64,
+    _: u64,
+    _: u64,
+    _: u64,
+    env: *mut Env,
+) -> u64 {
+    // SAFETY: the engine passes its live Env (HelperFn contract).
+    state(unsafe { &mut *env }).worker as u64
+}
+
+/// One's-complement sum of 32-bit words, folded to 32 bits with end-around
+/// carry (what x86's csum_partial gives for 4-byte multiples).
+fn csum32(words: &[u8], seed: u64) -> u64 {
+    let mut sum = seed & 0xffff_ffff;
+    for w in words.chunks_exact(4) {
+        sum += u64::from(u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+    }
+    while sum >> 32 != 0 {
+        sum = (sum & 0xffff_ffff) + (sum >> 32);
+    }
+    sum
+}
+
+unsafe extern "C" fn csum_diff(
+    from: u64,
+    from_size: u64,
+    to: u64,
+    to_size: u64,
+    seed: u64,
+    env: *mut Env,
+) -> u64 {
+    // SAFETY: the engine passes its live Env (HelperFn contract).
+    let env = unsafe { &mut *env };
+    if (from_size | to_size) & 3 != 0 || from_size + to_size > 512 {
+        return EINVAL as u64;
+    }
+    let mut diff = [0u8; 512];
+    let (f, t) = (from_size as usize, to_size as usize);
+    if f > 0 {
+        let Ok(src) = env.check(from, from_size) else {
+            return bad(env, "csum_diff: `from` outside the program's memory");
+        };
+        for (d, s) in diff[..f].iter_mut().zip(src) {
+            *d = !s;
+        }
+    }
+    if t > 0 {
+        let Ok(src) = env.check(to, to_size) else {
+            return bad(env, "csum_diff: `to` outside the program's memory");
+        };
+        diff[f..f + t].copy_from_slice(src);
+    }
+    csum32(&diff[..f + t], seed)
+}
+
+unsafe extern "C" fn xdp_adjust_head(
+    _ctx: u64,
+    delta: u64,
+    _: u64,
+    _: u64,
+    _: u64,
+    env: *mut Env,
+) -> u64 {
+    // SAFETY: the engine passes its live Env (HelperFn contract).
+    let env = unsafe { &mut *env };
+    let (meta, data, end) = env.packet();
+    let (start, _) = env.frame();
+    let delta = delta as i32 as i64;
+    let metalen = data - meta;
+    let new_data = (data as i64).wrapping_add(delta) as u64;
+    if new_data < start + metalen || new_data > end.saturating_sub(ETH_HLEN) {
+        return EINVAL as u64;
+    }
+    let new_meta = new_data - metalen;
+    if metalen > 0 {
+        // SAFETY: both ranges lie in the frame (checked above: new_meta >=
+        // start, and new_data <= end); memmove semantics.
+        unsafe { std::ptr::copy(meta as *const u8, new_meta as *mut u8, metalen as usize) };
+    }
+    match env.set_packet(new_data, new_meta, end) {
+        Ok(()) => 0,
+        Err(_) => EINVAL as u64,
+    }
+}
+
+unsafe extern "C" fn xdp_adjust_meta(
+    _ctx: u64,
+    delta: u64,
+    _: u64,
+    _: u64,
+    _: u64,
+    env: *mut Env,
+) -> u64 {
+    // SAFETY: the engine passes its live Env (HelperFn contract).
+    let env = unsafe { &mut *env };
+    let (meta, data, end) = env.packet();
+    let (start, _) = env.frame();
+    let new_meta = (meta as i64).wrapping_add(delta as i32 as i64) as u64;
+    if new_meta < start || new_meta > data {
+        return EINVAL as u64;
+    }
+    let metalen = data - new_meta;
+    if metalen & 3 != 0 || metalen > META_MAX {
+        return EACCES as u64;
+    }
+    match env.set_packet(data, new_meta, end) {
+        Ok(()) => 0,
+        Err(_) => EINVAL as u64,
+    }
+}
+
+unsafe extern "C" fn xdp_adjust_tail(
+    _ctx: u64,
+    delta: u64,
+    _: u64,
+    _: u64,
+    _: u64,
+    env: *mut Env,
+) -> u64 {
+    // SAFETY: the engine passes its live Env (HelperFn contract).
+    let env = unsafe { &mut *env };
+    let (meta, data, end) = env.packet();
+    let (_, frame_end) = env.frame();
+    let delta = delta as i32 as i64;
+    let new_end = (end as i64).wrapping_add(delta) as u64;
+    if new_end > frame_end || new_end < data + ETH_HLEN {
+        return EINVAL as u64;
+    }
+    if new_end > end {
+        // SAFETY: [end, new_end) lies in the frame's tailroom (new_end <=
+        // frame_end); the kernel clears grown tail bytes too.
+        unsafe { std::ptr::write_bytes(end as *mut u8, 0, (new_end - end) as usize) };
+    }
+    match env.set_packet(data, meta, new_end) {
+        Ok(()) => 0,
+        Err(_) => EINVAL as u64,
+    }
+}
+
+unsafe extern "C" fn redirect(
+    ifindex: u64,
+    flags: u64,
+    _: u64,
+    _: u64,
+    _: u64,
+    env: *mut Env,
+) -> u64 {
+    // SAFETY: the engine passes its live Env (HelperFn contract).
+    let st = state(unsafe { &mut *env });
+    if flags != 0 {
+        return XDP_ABORTED;
+    }
+    st.redirect = Some(ifindex as u32);
+    XDP_REDIRECT
+}
+
+unsafe extern "C" fn redirect_map(
+    map: u64,
+    key: u64,
+    flags: u64,
+    _: u64,
+    _: u64,
+    env: *mut Env,
+) -> u64 {
+    // SAFETY: the engine passes its live Env (HelperFn contract).
+    let env = unsafe { &mut *env };
+    let st = state(env);
+    let Some(m) = st.map(map) else {
+        return bad(env, "not a map of this program");
+    };
+    if m.kind() != MapType::Devmap {
+        return bad(env, "bpf_redirect_map on a map that is not a devmap");
+    }
+    let target = m.prog_lookup(&(key as u32).to_le_bytes(), 0);
+    if target.is_null() {
+        return flags & 3;
+    }
+    // SAFETY: a devmap value is at least 4 bytes (Map::new checks), the
+    // pointer is inside its arena.
+    let ifindex = unsafe { std::ptr::read_unaligned(target.cast::<u32>()) };
+    if ifindex == 0 {
+        return flags & 3;
+    }
+    st.redirect = Some(ifindex);
+    XDP_REDIRECT
+}
+
+unsafe extern "C" fn trace_printk(
+    fmt: u64,
+    size: u64,
+    a1: u64,
+    a2: u64,
+    a3: u64,
+    env: *mut Env,
+) -> u64 {
+    // SAFETY: the engine passes its live Env (HelperFn contract).
+    let env = unsafe { &mut *env };
+    let Ok(bytes) = env.check(fmt, size) else {
+        return bad(env, "trace_printk: format outside the program's memory");
+    };
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    let line = format_printk(&bytes[..end], [a1, a2, a3]);
+    let st = state(env);
+    let sec = st.epoch.elapsed().as_secs();
+    if st.printk.0 != sec {
+        if st.printk.2 > 0 {
+            tracing::warn!(program = %st.program, suppressed = st.printk.2, "trace_printk lines suppressed (rate limit)");
+        }
+        st.printk = (sec, 0, 0);
+    }
+    if st.printk.1 >= PRINTK_PER_SEC {
+        st.printk.2 += 1;
+    } else {
+        st.printk.1 += 1;
+        tracing::info!(program = %st.program, worker = st.worker, "{}", line.trim_end());
+    }
+    line.len() as u64
+}
+
+/// The kernel's trace_printk formats: `%d %i %u %x %X %ld %lu %lx %lld
+/// %llu %llx %p %c %%`; `%s` (a pointer the kernel would probe) prints as
+/// an address.
+fn format_printk(fmt: &[u8], args: [u64; 3]) -> String {
+    let mut out = String::new();
+    let mut it = fmt.iter().copied().peekable();
+    let mut ai = 0;
+    while let Some(c) = it.next() {
+        if c != b'%' {
+            out.push(c as char);
+            continue;
+        }
+        let mut longs = 0;
+        while it.peek() == Some(&b'l') {
+            longs += 1;
+            it.next();
+        }
+        let conv = it.next().unwrap_or(b'%');
+        if conv == b'%' {
+            out.push('%');
+            continue;
+        }
+        let a = args.get(ai).copied().unwrap_or(0);
+        ai += 1;
+        let a32 = longs == 0;
+        match conv {
+            b'd' | b'i' if a32 => out.push_str(&(a as i32).to_string()),
+            b'd' | b'i' => out.push_str(&(a as i64).to_string()),
+            b'u' if a32 => out.push_str(&(a as u32).to_string()),
+            b'u' => out.push_str(&a.to_string()),
+            b'x' if a32 => out.push_str(&format!("{:x}", a as u32)),
+            b'X' if a32 => out.push_str(&format!("{:X}", a as u32)),
+            b'x' => out.push_str(&format!("{a:x}")),
+            b'X' => out.push_str(&format!("{a:X}")),
+            b'c' => out.push(a as u8 as char),
+            _ => out.push_str(&format!("{a:#x}")),
+        }
+    }
+    out
+}
+
+/// The helpers of an XDP program, by kernel id.
+pub fn xdp_helpers() -> Helpers {
+    let table: [(u32, HelperFn, u8); 13] = [
+        (1, map_lookup_elem, 2),
+        (2, map_update_elem, 4),
+        (3, map_delete_elem, 2),
+        (5, ktime_get_ns, 0),
+        (6, trace_printk, 2),
+        (7, get_prandom_u32, 0),
+        (8, get_smp_processor_id, 0),
+        (23, redirect, 2),
+        (28, csum_diff, 5),
+        (44, xdp_adjust_head, 2),
+        (51, redirect_map, 3),
+        (54, xdp_adjust_meta, 2),
+        (65, xdp_adjust_tail, 2),
+    ];
+    let mut h = Helpers::new();
+    for (id, f, args) in table {
+        h.insert(id, f, Signature { args });
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printk_formats_like_the_kernel() {
+        assert_eq!(
+            format_printk(b"len %d port %u x=%x %%", [u64::MAX, 53, 255]),
+            "len -1 port 53 x=ff %"
+        );
+        assert_eq!(
+            format_printk(b"%llu %lx", [1 << 40, 16, 0]),
+            "1099511627776 10"
+        );
+    }
+
+    #[test]
+    fn csum_folds_with_end_around_carry() {
+        assert_eq!(csum32(&[0xff; 8], 0), 0xffff_ffff);
+        assert_eq!(csum32(&[1, 0, 0, 0], 0xffff_ffff), 1);
+    }
+}

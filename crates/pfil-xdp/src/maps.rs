@@ -1,0 +1,595 @@
+//! The maps a program shares with its workers and the control side.
+//!
+//! # Storage
+//! Every value lives in one arena allocated when the map is made, sized
+//! for `max_entries` entries (times the worker count for per-CPU maps),
+//! each value padded to 8 bytes. The arena never moves or grows, so a
+//! pointer a program got from `bpf_map_lookup_elem` stays inside it for
+//! as long as the map lives: the engine is told the whole arena as one
+//! region ([`Map::region`]).
+//!
+//! # Concurrency (the kernel's, in userspace)
+//! - Values are read and written in place by programs and by the control
+//!   side without locks, as in the kernel: two workers updating one value
+//!   race, and a reader may see a torn value. Programs that need atomicity
+//!   use per-CPU maps or atomic instructions, as they must in the kernel.
+//! - ARRAY, PERCPU_ARRAY and DEVMAP lookups are an index computation: no
+//!   lock, no shared write.
+//! - HASH, PERCPU_HASH, LRU_HASH and LPM_TRIE keep their key index under a
+//!   reader-writer lock: a lookup takes it shared, an insert or delete
+//!   exclusive (the kernel serialises them per bucket; here per map). The
+//!   value slot of a deleted key goes back to a free list and may be reused
+//!   by the next insert while a program still holds its pointer, as with
+//!   the kernel's preallocated hash maps.
+//! - Per-CPU maps have one value per worker; a program sees its worker's
+//!   (`bpf_get_smp_processor_id` is the worker index), the control side
+//!   reads and writes all of them, concatenated, as bpf(2) does.
+
+use std::cell::UnsafeCell;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::RwLock;
+
+use crate::object::MapDef;
+
+pub use types::{MapError, MapType, BPF_ANY, BPF_EXIST, BPF_NOEXIST};
+
+mod types;
+
+/// The LPM_TRIE entries of one prefix length: masked data → (slot, data
+/// as written).
+type LpmLevel = HashMap<Box<[u8]>, (u32, Box<[u8]>)>;
+
+/// Index of the hash-like maps: key → value slot.
+#[derive(Default)]
+struct Index {
+    keys: HashMap<Box<[u8]>, u32>,
+    free: Vec<u32>,
+    /// LPM_TRIE: prefix length → masked data → (slot, the key's data as
+    /// last written: the kernel keeps the bits past the prefix too and
+    /// gives them back when iterating).
+    lpm: BTreeMap<u32, LpmLevel>,
+}
+
+/// One map: definition, value arena and key index.
+pub struct Map {
+    name: String,
+    kind: MapType,
+    key_size: usize,
+    value_size: usize,
+    max_entries: usize,
+    flags: u32,
+    readonly: bool,
+    workers: usize,
+    /// Bytes between two values (value size rounded up to 8).
+    stride: usize,
+    arena: Box<[UnsafeCell<u64>]>,
+    index: RwLock<Index>,
+    /// LRU_HASH: last use of each slot (a global tick).
+    lru: Box<[AtomicU64]>,
+    tick: AtomicU64,
+}
+
+// SAFETY: the arena is shared by design: programs and the control side
+// read and write values in place without locks, exactly as the kernel's
+// maps are shared between CPUs (see the module docs). Every access goes
+// through raw pointers inside the arena's bounds; the key index is behind
+// a lock.
+unsafe impl Sync for Map {}
+// SAFETY: nothing in Map is tied to a thread.
+unsafe impl Send for Map {}
+
+/// An arena region as the engine takes it: start address, length, write
+/// permission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArenaRegion {
+    /// Host address of the first byte.
+    pub start: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// Programs may store into it.
+    pub writable: bool,
+}
+
+/// The most bytes one map's arena may take (a hostile object must not
+/// make pfild allocate without bound).
+pub const MAX_ARENA: usize = 1 << 30;
+
+impl Map {
+    /// Allocate the map `def` for `workers` workers and fill its initial
+    /// value (global data).
+    ///
+    /// # Errors
+    /// Sizes the kernel refuses (a zero key or value, a key that is not 4
+    /// bytes for an array, an LPM key without its prefix) or an arena over
+    /// [`MAX_ARENA`].
+    pub fn new(def: &MapDef, workers: usize) -> Result<Map, MapError> {
+        let inv = |m: String| MapError::Invalid(format!("map {:?}: {m}", def.name));
+        let (ks, vs, n) = (
+            def.key_size as usize,
+            def.value_size as usize,
+            def.max_entries as usize,
+        );
+        if vs == 0 || n == 0 || ks == 0 {
+            return Err(inv(format!(
+                "key size {ks}, value size {vs}, max_entries {n}: none may be 0"
+            )));
+        }
+        if def.kind.is_array() && ks != 4 {
+            return Err(inv(format!(
+                "an {} has 4-byte keys, not {ks}",
+                def.kind.name()
+            )));
+        }
+        if def.kind == MapType::Devmap && vs != 4 && vs != 8 {
+            return Err(inv(format!("a devmap value is 4 or 8 bytes, not {vs}")));
+        }
+        if def.kind == MapType::LpmTrie && (ks <= 4 || ks > 4 + 256) {
+            return Err(inv(format!(
+                "an lpm_trie key is 4 bytes of prefix length then 1-256 bytes, not {ks}"
+            )));
+        }
+        let workers = if def.kind.per_cpu() {
+            workers.max(1)
+        } else {
+            1
+        };
+        let stride = vs.div_ceil(8) * 8;
+        let bytes = stride
+            .checked_mul(n)
+            .and_then(|b| b.checked_mul(workers))
+            .filter(|&b| b <= MAX_ARENA)
+            .ok_or_else(|| {
+                inv(format!(
+                    "{n} entries of {vs} bytes exceed {MAX_ARENA} bytes"
+                ))
+            })?;
+        let arena: Box<[UnsafeCell<u64>]> = (0..bytes / 8).map(|_| UnsafeCell::new(0)).collect();
+        let lru = if def.kind == MapType::LruHash {
+            (0..n).map(|_| AtomicU64::new(0)).collect()
+        } else {
+            Box::default()
+        };
+        let index = Index {
+            free: (0..n as u32).rev().collect(),
+            ..Index::default()
+        };
+        let m = Map {
+            name: def.name.clone(),
+            kind: def.kind,
+            key_size: ks,
+            value_size: vs,
+            max_entries: n,
+            flags: def.flags,
+            readonly: def.readonly,
+            workers,
+            stride,
+            arena,
+            index: RwLock::new(index),
+            lru,
+            tick: AtomicU64::new(0),
+        };
+        if let Some(init) = &def.init {
+            m.write_slot(0, 0, init);
+        }
+        Ok(m)
+    }
+
+    /// The map's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// Its type.
+    pub fn kind(&self) -> MapType {
+        self.kind
+    }
+    /// Key size in bytes.
+    pub fn key_size(&self) -> usize {
+        self.key_size
+    }
+    /// Value size in bytes, for one worker.
+    pub fn value_size(&self) -> usize {
+        self.value_size
+    }
+    /// Maximum number of entries.
+    pub fn max_entries(&self) -> usize {
+        self.max_entries
+    }
+    /// `map_flags`.
+    pub fn flags(&self) -> u32 {
+        self.flags
+    }
+    /// Programs may not write it (`.rodata`).
+    pub fn readonly(&self) -> bool {
+        self.readonly
+    }
+    /// Workers with their own value (1 unless per-CPU).
+    pub fn workers(&self) -> usize {
+        self.workers
+    }
+    /// Size of a value on the control side: the value, or for per-CPU
+    /// maps one 8-byte-padded value per worker, as bpf(2) gives them.
+    pub fn user_value_size(&self) -> usize {
+        if self.kind.per_cpu() {
+            self.stride * self.workers
+        } else {
+            self.value_size
+        }
+    }
+
+    /// The arena as a region for the engine (read-only for `.rodata`).
+    pub fn region(&self) -> ArenaRegion {
+        ArenaRegion {
+            start: self.base() as u64,
+            len: (self.arena.len() * 8) as u64,
+            writable: !self.readonly,
+        }
+    }
+
+    fn base(&self) -> *mut u8 {
+        UnsafeCell::raw_get(self.arena.as_ptr()).cast::<u8>()
+    }
+
+    fn slot_ptr(&self, slot: u32, worker: usize) -> *mut u8 {
+        let off = (slot as usize * self.workers + worker) * self.stride;
+        debug_assert!(off + self.value_size <= self.arena.len() * 8);
+        // SAFETY: slot < max_entries and worker < workers (callers), so
+        // off + stride is within the arena allocation.
+        unsafe { self.base().add(off) }
+    }
+
+    fn write_slot(&self, slot: u32, worker: usize, v: &[u8]) {
+        // Up to the padded stride: bpf(2) copies per-CPU values with their
+        // padding, and so does the control side here.
+        let n = v.len().min(self.stride);
+        // SAFETY: slot_ptr is inside the arena with value_size bytes after
+        // it; `v` is a separate Rust slice. Concurrent writers race on the
+        // bytes as kernel maps do (module docs); plain byte copies.
+        unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), self.slot_ptr(slot, worker), n) };
+    }
+
+    fn read_slot(&self, slot: u32, worker: usize, out: &mut Vec<u8>) {
+        let n = if self.kind.per_cpu() {
+            self.stride
+        } else {
+            self.value_size
+        };
+        let start = out.len();
+        out.resize(start + n, 0);
+        // SAFETY: as in write_slot; `out` has n bytes from start, n <= stride.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.slot_ptr(slot, worker), out[start..].as_mut_ptr(), n)
+        };
+    }
+
+    fn zero_slot(&self, slot: u32) {
+        for w in 0..self.workers {
+            // SAFETY: as in write_slot.
+            unsafe { std::ptr::write_bytes(self.slot_ptr(slot, w), 0, self.stride) };
+        }
+    }
+
+    fn array_index(&self, key: &[u8]) -> Option<u32> {
+        let k = u32::from_le_bytes(key.get(..4)?.try_into().ok()?);
+        ((k as usize) < self.max_entries).then_some(k)
+    }
+
+    fn lpm_split<'k>(&self, key: &'k [u8]) -> (u32, &'k [u8]) {
+        let plen = u32::from_le_bytes([key[0], key[1], key[2], key[3]]);
+        (plen, &key[4..])
+    }
+
+    fn masked(data: &[u8], plen: u32) -> Box<[u8]> {
+        let mut d = data.to_vec();
+        for (i, b) in d.iter_mut().enumerate() {
+            let bit = (i as u32) * 8;
+            if bit >= plen {
+                *b = 0;
+            } else if plen - bit < 8 {
+                *b &= 0xffu8 << (8 - (plen - bit));
+            }
+        }
+        d.into_boxed_slice()
+    }
+
+    /// The slot holding `key`, for a program (LRU: marks it used).
+    fn find(&self, key: &[u8]) -> Option<u32> {
+        if self.kind.is_array() {
+            return self.array_index(key);
+        }
+        let idx = self.index.read();
+        let slot = if self.kind == MapType::LpmTrie {
+            let (max, data) = self.lpm_split(key);
+            let max = max.min(data.len() as u32 * 8);
+            idx.lpm
+                .range(..=max)
+                .rev()
+                .find_map(|(&plen, t)| t.get(&Self::masked(data, plen)).map(|e| e.0))
+        } else {
+            idx.keys.get(key).copied()
+        };
+        if let (Some(s), MapType::LruHash) = (slot, self.kind) {
+            self.lru[s as usize]
+                .store(self.tick.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
+        }
+        slot
+    }
+
+    /// `bpf_map_lookup_elem` for worker `worker`: the value's address, or
+    /// null. `key` must be `key_size` bytes.
+    pub fn prog_lookup(&self, key: &[u8], worker: usize) -> *mut u8 {
+        if key.len() != self.key_size || worker >= self.workers && self.kind.per_cpu() {
+            return std::ptr::null_mut();
+        }
+        match self.find(key) {
+            Some(s) => self.slot_ptr(s, if self.kind.per_cpu() { worker } else { 0 }),
+            None => std::ptr::null_mut(),
+        }
+    }
+
+    /// `bpf_map_update_elem` from a program of worker `worker`: for
+    /// per-CPU maps only that worker's value is written (a new entry's
+    /// other values are zeroed), as in the kernel.
+    pub fn prog_update(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        flags: u64,
+        worker: usize,
+    ) -> Result<(), MapError> {
+        if self.kind == MapType::Devmap {
+            return Err(MapError::Invalid(
+                "a devmap is updated from the control side only".into(),
+            ));
+        }
+        self.update_with(key, flags, |slot, fresh| {
+            if fresh {
+                self.zero_slot(slot);
+            }
+            self.write_slot(
+                slot,
+                if self.kind.per_cpu() {
+                    worker.min(self.workers - 1)
+                } else {
+                    0
+                },
+                value,
+            );
+        })
+    }
+
+    fn update_with(
+        &self,
+        key: &[u8],
+        flags: u64,
+        write: impl FnOnce(u32, bool),
+    ) -> Result<(), MapError> {
+        if key.len() != self.key_size {
+            return Err(MapError::Invalid(format!(
+                "key of {} bytes, map {:?} has {}",
+                key.len(),
+                self.name,
+                self.key_size
+            )));
+        }
+        if flags > BPF_EXIST {
+            return Err(MapError::Invalid(format!("update flags {flags:#x}")));
+        }
+        if self.kind.is_array() {
+            let slot = self.array_index(key).ok_or(MapError::Range)?;
+            if flags == BPF_NOEXIST {
+                return Err(MapError::Exists);
+            }
+            write(slot, false);
+            return Ok(());
+        }
+        let mut idx = self.index.write();
+        let (k, lpm_plen): (Box<[u8]>, Option<u32>) = if self.kind == MapType::LpmTrie {
+            let (plen, data) = self.lpm_split(key);
+            if plen > data.len() as u32 * 8 {
+                return Err(MapError::Invalid(format!(
+                    "prefix length {plen} > {} bits",
+                    data.len() * 8
+                )));
+            }
+            (Self::masked(data, plen), Some(plen))
+        } else {
+            (key.into(), None)
+        };
+        let existing = match lpm_plen {
+            Some(p) => idx.lpm.get(&p).and_then(|t| t.get(&k)).map(|e| e.0),
+            None => idx.keys.get(&k).copied(),
+        };
+        match (existing, flags) {
+            (Some(_), BPF_NOEXIST) => return Err(MapError::Exists),
+            (None, BPF_EXIST) => return Err(MapError::NotFound),
+            (Some(slot), _) => {
+                write(slot, false);
+                if let Some(p) = lpm_plen {
+                    if let Some(e) = idx.lpm.get_mut(&p).and_then(|t| t.get_mut(&k)) {
+                        e.1 = key[4..].into();
+                    }
+                }
+                if self.kind == MapType::LruHash {
+                    self.lru[slot as usize]
+                        .store(self.tick.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
+                }
+                return Ok(());
+            }
+            (None, _) => {}
+        }
+        let slot = match idx.free.pop() {
+            Some(s) => s,
+            None if self.kind == MapType::LruHash => {
+                // Evict the least recently used entry.
+                let (victim, _) = idx
+                    .keys
+                    .iter()
+                    .map(|(k, &s)| (k.clone(), self.lru[s as usize].load(Ordering::Relaxed)))
+                    .min_by_key(|(_, t)| *t)
+                    .ok_or(MapError::Full)?;
+                idx.keys.remove(&victim).ok_or(MapError::Full)?
+            }
+            None if self.kind == MapType::LpmTrie => return Err(MapError::NoSpace),
+            None => return Err(MapError::Full),
+        };
+        write(slot, true);
+        match lpm_plen {
+            Some(p) => {
+                idx.lpm
+                    .entry(p)
+                    .or_default()
+                    .insert(k, (slot, key[4..].into()));
+            }
+            None => {
+                idx.keys.insert(k, slot);
+            }
+        }
+        if self.kind == MapType::LruHash {
+            self.lru[slot as usize]
+                .store(self.tick.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Delete `key` (programs and control side).
+    pub fn delete(&self, key: &[u8]) -> Result<(), MapError> {
+        if key.len() != self.key_size {
+            return Err(MapError::Invalid(format!(
+                "key of {} bytes, map {:?} has {}",
+                key.len(),
+                self.name,
+                self.key_size
+            )));
+        }
+        if self.kind.is_array() {
+            return Err(MapError::Invalid(format!(
+                "a {} cannot delete",
+                self.kind.name()
+            )));
+        }
+        let mut idx = self.index.write();
+        let slot = if self.kind == MapType::LpmTrie {
+            let (plen, data) = self.lpm_split(key);
+            let k = Self::masked(data, plen.min(data.len() as u32 * 8));
+            let t = idx.lpm.get_mut(&plen).ok_or(MapError::NotFound)?;
+            let (s, _) = t.remove(&k).ok_or(MapError::NotFound)?;
+            if t.is_empty() {
+                idx.lpm.remove(&plen);
+            }
+            s
+        } else {
+            idx.keys.remove(key).ok_or(MapError::NotFound)?
+        };
+        idx.free.push(slot);
+        Ok(())
+    }
+
+    /// Control side: the value of `key` (all workers' for per-CPU maps,
+    /// each padded to 8 bytes), `None` if absent. An LPM_TRIE lookup is a
+    /// longest-prefix match, as bpf(2)'s.
+    pub fn lookup(&self, key: &[u8]) -> Result<Option<Vec<u8>>, MapError> {
+        if key.len() != self.key_size {
+            return Err(MapError::Invalid(format!(
+                "key of {} bytes, map {:?} has {}",
+                key.len(),
+                self.name,
+                self.key_size
+            )));
+        }
+        let Some(slot) = self.find(key) else {
+            return Ok(None);
+        };
+        let mut out = Vec::with_capacity(self.user_value_size());
+        for w in 0..self.workers {
+            self.read_slot(slot, w, &mut out);
+            if self.kind.per_cpu() {
+                out.resize(out.len().div_ceil(8) * 8, 0);
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// Control side: set `key` to `value` ([`Map::user_value_size`] bytes)
+    /// with `flags` ([`BPF_ANY`], [`BPF_NOEXIST`], [`BPF_EXIST`]).
+    pub fn update(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
+        if value.len() != self.user_value_size() {
+            return Err(MapError::Invalid(format!(
+                "value of {} bytes, map {:?} takes {}",
+                value.len(),
+                self.name,
+                self.user_value_size()
+            )));
+        }
+        self.update_with(key, flags, |slot, _| {
+            if self.kind.per_cpu() {
+                for (w, chunk) in value.chunks(self.stride).enumerate() {
+                    self.write_slot(slot, w, chunk);
+                }
+            } else {
+                self.write_slot(slot, 0, value);
+            }
+        })
+    }
+
+    /// Control side: every key, in an unspecified order (for arrays every
+    /// index).
+    pub fn keys(&self) -> Vec<Vec<u8>> {
+        if self.kind.is_array() {
+            return (0..self.max_entries as u32)
+                .map(|i| i.to_le_bytes().to_vec())
+                .collect();
+        }
+        let idx = self.index.read();
+        if self.kind == MapType::LpmTrie {
+            let mut out = Vec::new();
+            for (plen, t) in &idx.lpm {
+                for (_, data) in t.values() {
+                    let mut v = plen.to_le_bytes().to_vec();
+                    v.extend_from_slice(data);
+                    out.push(v);
+                }
+            }
+            return out;
+        }
+        idx.keys.keys().map(|k| k.to_vec()).collect()
+    }
+
+    /// Control side: every (key, value) pair.
+    pub fn entries(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.keys()
+            .into_iter()
+            .filter_map(|k| {
+                let v = self.lookup(&k).ok().flatten()?;
+                Some((k, v))
+            })
+            .collect()
+    }
+
+    /// Whether `def` describes this map (same type and sizes): a program
+    /// swapped in by `pfilctl set` keeps such a map and its contents.
+    pub fn same_definition(&self, def: &MapDef) -> bool {
+        self.name == def.name
+            && self.kind == def.kind
+            && self.key_size == def.key_size as usize
+            && self.value_size == def.value_size as usize
+            && self.max_entries == def.max_entries as usize
+            && self.flags == def.flags
+            && self.readonly == def.readonly
+            && def.init.is_none()
+    }
+}
+
+impl fmt::Debug for Map {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Map")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("key_size", &self.key_size)
+            .field("value_size", &self.value_size)
+            .field("max_entries", &self.max_entries)
+            .finish_non_exhaustive()
+    }
+}

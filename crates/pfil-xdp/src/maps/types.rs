@@ -1,0 +1,159 @@
+//! The map types and the errors of map operations, with the kernel's
+//! numbers and errnos.
+
+use std::fmt;
+
+/// The map types this crate runs (the kernel's `enum bpf_map_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MapType {
+    /// `BPF_MAP_TYPE_HASH` (1).
+    Hash,
+    /// `BPF_MAP_TYPE_ARRAY` (2).
+    Array,
+    /// `BPF_MAP_TYPE_PERCPU_HASH` (5).
+    PercpuHash,
+    /// `BPF_MAP_TYPE_PERCPU_ARRAY` (6).
+    PercpuArray,
+    /// `BPF_MAP_TYPE_LRU_HASH` (9).
+    LruHash,
+    /// `BPF_MAP_TYPE_LPM_TRIE` (11).
+    LpmTrie,
+    /// `BPF_MAP_TYPE_DEVMAP` (14).
+    Devmap,
+}
+
+const MAP_TYPE_NAMES: [&str; 31] = [
+    "unspec",
+    "hash",
+    "array",
+    "prog_array",
+    "perf_event_array",
+    "percpu_hash",
+    "percpu_array",
+    "stack_trace",
+    "cgroup_array",
+    "lru_hash",
+    "lru_percpu_hash",
+    "lpm_trie",
+    "array_of_maps",
+    "hash_of_maps",
+    "devmap",
+    "sockmap",
+    "cpumap",
+    "xskmap",
+    "sockhash",
+    "cgroup_storage",
+    "reuseport_sockarray",
+    "percpu_cgroup_storage",
+    "queue",
+    "stack",
+    "sk_storage",
+    "devmap_hash",
+    "struct_ops",
+    "ringbuf",
+    "inode_storage",
+    "task_storage",
+    "bloom_filter",
+];
+
+impl MapType {
+    /// The type for the kernel's number, or an error naming an unsupported one.
+    pub fn from_raw(n: u32) -> Result<MapType, String> {
+        Ok(match n {
+            1 => MapType::Hash,
+            2 => MapType::Array,
+            5 => MapType::PercpuHash,
+            6 => MapType::PercpuArray,
+            9 => MapType::LruHash,
+            11 => MapType::LpmTrie,
+            14 => MapType::Devmap,
+            _ => {
+                let name = MAP_TYPE_NAMES.get(n as usize).copied().unwrap_or("unknown");
+                return Err(format!("map type {n} ({name}) is not supported"));
+            }
+        })
+    }
+
+    /// The kernel's number.
+    pub fn raw(self) -> u32 {
+        match self {
+            MapType::Hash => 1,
+            MapType::Array => 2,
+            MapType::PercpuHash => 5,
+            MapType::PercpuArray => 6,
+            MapType::LruHash => 9,
+            MapType::LpmTrie => 11,
+            MapType::Devmap => 14,
+        }
+    }
+
+    /// The kernel's name (`percpu_array`).
+    pub fn name(self) -> &'static str {
+        MAP_TYPE_NAMES[self.raw() as usize]
+    }
+
+    /// One value per worker.
+    pub fn per_cpu(self) -> bool {
+        matches!(self, MapType::PercpuHash | MapType::PercpuArray)
+    }
+
+    pub(crate) fn is_array(self) -> bool {
+        matches!(
+            self,
+            MapType::Array | MapType::PercpuArray | MapType::Devmap
+        )
+    }
+}
+
+/// Why a map operation failed; [`MapError::errno`] is what a helper returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MapError {
+    /// No such key (`ENOENT`).
+    NotFound,
+    /// The key exists and `BPF_NOEXIST` was asked (`EEXIST`).
+    Exists,
+    /// The map is full (`E2BIG`).
+    Full,
+    /// An array index at or past `max_entries` (`E2BIG`, as the kernel).
+    Range,
+    /// An LPM_TRIE is full (`ENOSPC`, as the kernel's trie says it).
+    NoSpace,
+    /// A bad key or value size, index or flag (`EINVAL`), with the reason.
+    Invalid(String),
+}
+
+impl MapError {
+    /// The negative errno a helper returns for it.
+    pub fn errno(&self) -> i64 {
+        match self {
+            MapError::NotFound => -2,
+            MapError::Exists => -17,
+            MapError::Full | MapError::Range => -7,
+            MapError::NoSpace => -28,
+            MapError::Invalid(_) => -22,
+        }
+    }
+}
+
+impl fmt::Display for MapError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MapError::NotFound => f.write_str("no such key"),
+            MapError::Exists => f.write_str("key exists"),
+            MapError::Full | MapError::NoSpace => f.write_str("map is full"),
+            MapError::Range => f.write_str("index past max_entries"),
+            MapError::Invalid(s) => f.write_str(s),
+        }
+    }
+}
+
+impl std::error::Error for MapError {}
+
+/// `BPF_ANY`: create or update.
+pub const BPF_ANY: u64 = 0;
+/// `BPF_NOEXIST`: create only.
+pub const BPF_NOEXIST: u64 = 1;
+/// `BPF_EXIST`: update only.
+pub const BPF_EXIST: u64 = 2;

@@ -1,0 +1,277 @@
+//! A program ready to run: verified by the engine, with its maps
+//! allocated (or kept from the program it replaces) and one run
+//! environment per worker.
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use pfil_ebpf::{Env, Fault, Insn, LoadOptions, MapRef, Region};
+
+use crate::helpers::{xdp_helpers, RunState};
+use crate::object::{MapOrigin, Object};
+use crate::{LoadError, Map};
+
+/// One worker's run environment, used by one thread at a time.
+struct Slot {
+    busy: AtomicBool,
+    /// The Env and the RunState its `user` pointer points to (boxed, so
+    /// the pointer stays valid while the slot moves).
+    env: UnsafeCell<Env>,
+    _state: Box<UnsafeCell<RunState>>,
+}
+
+/// What a run returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunResult {
+    /// The XDP action (r0).
+    pub action: u64,
+    /// Offset of `data_meta` in the frame after the run.
+    pub meta: usize,
+    /// Offset of `data`.
+    pub data: usize,
+    /// Offset of `data_end`.
+    pub end: usize,
+    /// Where `bpf_redirect`/`bpf_redirect_map` asked to send the frame.
+    pub redirect: Option<u32>,
+}
+
+/// Why a run gave no result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The program faulted (contained: nothing outside its regions was
+    /// touched).
+    #[error(transparent)]
+    Fault(#[from] Fault),
+    /// The worker's environment is in use by another thread (two threads
+    /// claimed one worker index, or indices past the slots that share one).
+    #[error("worker {0} has no free run environment")]
+    Worker(usize),
+}
+
+/// A loaded XDP program and its maps.
+pub struct XdpProgram {
+    name: String,
+    section: String,
+    defs: Vec<crate::MapDef>,
+    maps: Vec<Arc<Map>>,
+    prog: pfil_ebpf::Program,
+    slots: Box<[Slot]>,
+}
+
+// SAFETY: a slot's Env and RunState are only touched by the thread that
+// won its `busy` flag (run); everything else is immutable or Sync.
+unsafe impl Sync for XdpProgram {}
+// SAFETY: as above; nothing is tied to a thread.
+unsafe impl Send for XdpProgram {}
+
+impl XdpProgram {
+    /// Load program `name` (or the object's only XDP program) for
+    /// `workers` workers. Maps of `keep` whose definition matches one of
+    /// the object's (same name, type, sizes, flags) are reused with their
+    /// contents; the others are made new.
+    ///
+    /// # Errors
+    /// The object's refusals ([`Object::program`]), a map the kernel
+    /// would refuse, or the engine's verifier's reason.
+    pub fn load(
+        obj: &Object,
+        name: Option<&str>,
+        workers: usize,
+        keep: &[Arc<Map>],
+    ) -> Result<XdpProgram, LoadError> {
+        let p = obj.program(name)?;
+        let mut maps = Vec::with_capacity(obj.maps.len());
+        for d in &obj.maps {
+            let kept = keep
+                .iter()
+                .find(|m| m.same_definition(d) && m.workers() == workers_of(d, workers));
+            maps.push(match kept {
+                Some(m) => m.clone(),
+                None => Arc::new(Map::new(d, workers).map_err(|e| LoadError::Map(e.to_string()))?),
+            });
+        }
+        let refs: Vec<MapRef> = maps
+            .iter()
+            .zip(&obj.maps)
+            .map(|(m, d)| {
+                let r = m.region();
+                MapRef {
+                    handle: Arc::as_ptr(m) as u64,
+                    key_size: d.key_size,
+                    value_size: d.value_size,
+                    max_entries: d.max_entries,
+                    direct: (d.origin == MapOrigin::Global).then_some(Region {
+                        start: r.start,
+                        len: u64::from(d.value_size),
+                        writable: r.writable,
+                    }),
+                }
+            })
+            .collect();
+        let insns = Insn::decode_all(&p.insns).map_err(|e| LoadError::Malformed(e.to_string()))?;
+        let prog = pfil_ebpf::Program::load(insns, &refs, &xdp_helpers(), &LoadOptions::default())
+            .map_err(|e| LoadError::Verify(format!("program {:?}: {e}", p.name)))?;
+        let regions: Vec<Region> = maps
+            .iter()
+            .map(|m| {
+                let r = m.region();
+                Region {
+                    start: r.start,
+                    len: r.len,
+                    writable: r.writable,
+                }
+            })
+            .collect();
+        let slots = (0..workers.max(1))
+            .map(|w| {
+                let state = Box::new(UnsafeCell::new(RunState::new(
+                    maps.clone(),
+                    w,
+                    p.name.clone(),
+                )));
+                // SAFETY: the regions are the maps' arenas, which `state`
+                // (and the XdpProgram) keep alive as long as the Env; Rust
+                // code touches them only through raw pointers (maps.rs).
+                let env = unsafe { Env::new(regions.clone(), state.get().cast()) };
+                Slot {
+                    busy: AtomicBool::new(false),
+                    env: UnsafeCell::new(env),
+                    _state: state,
+                }
+            })
+            .collect();
+        Ok(XdpProgram {
+            name: p.name.clone(),
+            section: p.section.clone(),
+            defs: obj.maps.clone(),
+            maps,
+            prog,
+            slots,
+        })
+    }
+
+    /// The program's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// The section it came from.
+    pub fn section(&self) -> &str {
+        &self.section
+    }
+    /// Its maps, in the object's order.
+    pub fn maps(&self) -> &[Arc<Map>] {
+        &self.maps
+    }
+    /// The map named `name`.
+    pub fn map(&self, name: &str) -> Option<&Arc<Map>> {
+        self.maps.iter().find(|m| m.name() == name)
+    }
+    /// The definitions the maps were made from.
+    pub fn map_defs(&self) -> &[crate::MapDef] {
+        &self.defs
+    }
+
+    /// Run the program as worker `worker` on `frame[data..data + len]`
+    /// (bytes before are headroom, after tailroom), arriving on
+    /// `ifindex`/`queue`.
+    ///
+    /// # Errors
+    /// A [`Fault`] of the program, or a worker slot in use.
+    pub fn run(
+        &self,
+        worker: usize,
+        frame: &mut [u8],
+        data: usize,
+        len: usize,
+        ifindex: u32,
+        queue: u32,
+    ) -> Result<RunResult, RunError> {
+        self.claim(worker)?.run(frame, data, len, ifindex, queue)
+    }
+
+    /// Claim worker `worker`'s run environment for several runs (a
+    /// batch): one atomic exchange for all of them. A worker index past
+    /// the slots (a caller that is not a registry worker) shares a slot.
+    ///
+    /// # Errors
+    /// [`RunError::Worker`] when another thread holds that slot.
+    #[inline]
+    pub fn claim(&self, worker: usize) -> Result<Claim<'_>, RunError> {
+        let slot = &self.slots[worker % self.slots.len()];
+        if slot.busy.swap(true, Ordering::Acquire) {
+            return Err(RunError::Worker(worker));
+        }
+        Ok(Claim { prog: self, slot })
+    }
+}
+
+/// A worker's run environment, held by one thread until dropped
+/// ([`XdpProgram::claim`]).
+pub struct Claim<'p> {
+    prog: &'p XdpProgram,
+    slot: &'p Slot,
+}
+
+impl Claim<'_> {
+    /// Run the program on `frame[data..data + len]` (see
+    /// [`XdpProgram::run`]).
+    ///
+    /// # Errors
+    /// A [`Fault`] of the program.
+    #[inline]
+    pub fn run(
+        &mut self,
+        frame: &mut [u8],
+        data: usize,
+        len: usize,
+        ifindex: u32,
+        queue: u32,
+    ) -> Result<RunResult, RunError> {
+        // SAFETY: this Claim won the slot's busy flag: no other thread
+        // touches this Env or its RunState until it is dropped, and
+        // `&mut self` keeps two runs of this claim apart.
+        let env = unsafe { &mut *self.slot.env.get() };
+        // SAFETY: as above.
+        unsafe { (*self.slot._state.get()).redirect = None };
+        let out = self
+            .prog
+            .prog
+            .run_xdp(env, frame, data, len, ifindex, queue);
+        // SAFETY: as above.
+        let redirect = unsafe { (*self.slot._state.get()).redirect };
+        let o = out?;
+        Ok(RunResult {
+            action: o.action,
+            meta: o.data_meta,
+            data: o.data,
+            end: o.data_end,
+            redirect,
+        })
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.slot.busy.store(false, Ordering::Release);
+    }
+}
+
+fn workers_of(d: &crate::MapDef, workers: usize) -> usize {
+    if d.kind.per_cpu() {
+        workers.max(1)
+    } else {
+        1
+    }
+}
+
+impl std::fmt::Debug for XdpProgram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpProgram")
+            .field("name", &self.name)
+            .field("section", &self.section)
+            .field("maps", &self.maps)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// A program that reads past its frame when the first byte is 0x99 (the
+// kernel's verifier would refuse it; pfil's sandbox stops it at run
+// time), and counts frames in an array the control side reads.
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); __type(key, __u32); __type(value, __u64); } seen SEC(".maps");
+
+SEC("xdp")
+int hostile(struct xdp_md *ctx)
+{
+	unsigned char *data = (void *)(long)ctx->data;
+	__u32 k = 0;
+	__u64 *c = bpf_map_lookup_elem(&seen, &k);
+	if (c)
+		*c += 1;
+	if (data[0] == 0x99)
+		return data[100000];
+	return data[0] == 0x01 ? XDP_DROP : data[0] == 0x00 ? XDP_ABORTED : XDP_PASS;
+}
+
+char LICENSE[] SEC("license") = "GPL";

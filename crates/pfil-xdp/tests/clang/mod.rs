@@ -1,0 +1,40 @@
+//! Compiling the tests' C programs with `clang -O2 -g -target bpf`.
+#![allow(dead_code, reason = "each test binary uses part of this helper module")]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The object compiled from `tests/c/NAME.c`, or `None` (with a message)
+/// when clang is missing outside CI.
+pub fn compile(name: &str) -> Option<PathBuf> {
+    compile_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c"), name)
+}
+
+/// The object compiled from `DIR/NAME.c`.
+pub fn compile_in(dir: &Path, name: &str) -> Option<PathBuf> {
+    let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bpf");
+    std::fs::create_dir_all(&out_dir).expect("tmpdir");
+    let out = out_dir.join(format!("{name}.o"));
+    // Debian keeps <asm/types.h> under the multiarch directory, which
+    // clang does not search for -target bpf.
+    let multiarch = format!("/usr/include/{}-linux-gnu", std::env::consts::ARCH);
+    let status = Command::new("clang")
+        .args(["-O2", "-g", "-target", "bpf", "-Wall", "-c"])
+        .arg(format!("-I{multiarch}"))
+        .arg(dir.join(format!("{name}.c")))
+        .arg("-o")
+        .arg(&out)
+        .status();
+    match status {
+        Ok(s) if s.success() => Some(out),
+        Ok(s) => panic!("clang failed on {name}.c: {s}"),
+        Err(e) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "clang missing under CI: {e} (scripts/setup.sh installs it)"
+            );
+            eprintln!("skipped: clang not found ({e}); install clang to run this test");
+            None
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! Maps: the control-side API against the kernel's own maps, operation
+//! for operation (as root), and the sizes and errors without it.
+
+use pfil_xdp::maps::{BPF_ANY, BPF_EXIST, BPF_NOEXIST};
+use pfil_xdp::{kernel, Map, MapDef, MapError, MapType, Object};
+
+mod clang;
+
+fn defs() -> Option<Vec<MapDef>> {
+    let path = clang::compile("features")?;
+    Some(Object::parse(&std::fs::read(path).unwrap()).unwrap().maps)
+}
+
+fn def(defs: &[MapDef], name: &str) -> MapDef {
+    defs.iter().find(|m| m.name == name).unwrap().clone()
+}
+
+#[test]
+fn array_keys_are_indices_and_cannot_be_deleted() {
+    let Some(defs) = defs() else { return };
+    let m = Map::new(&def(&defs, "legacy_counts"), 2).unwrap();
+    assert_eq!(m.keys().len(), 4);
+    m.update(&2u32.to_le_bytes(), &9u64.to_le_bytes(), BPF_ANY)
+        .unwrap();
+    assert_eq!(
+        m.lookup(&2u32.to_le_bytes()).unwrap().unwrap(),
+        9u64.to_le_bytes()
+    );
+    assert_eq!(
+        m.update(&2u32.to_le_bytes(), &9u64.to_le_bytes(), BPF_NOEXIST),
+        Err(MapError::Exists)
+    );
+    assert_eq!(
+        m.update(&4u32.to_le_bytes(), &[0; 8], BPF_ANY),
+        Err(MapError::Range)
+    );
+    assert!(matches!(
+        m.delete(&2u32.to_le_bytes()),
+        Err(MapError::Invalid(_))
+    ));
+}
+
+#[test]
+fn per_cpu_values_are_one_padded_value_per_worker() {
+    let Some(defs) = defs() else { return };
+    let m = Map::new(&def(&defs, "pchash"), 3).unwrap();
+    assert_eq!(m.user_value_size(), 24);
+    let v: Vec<u8> = [1u64, 2, 3].iter().flat_map(|x| x.to_le_bytes()).collect();
+    m.update(&5u64.to_le_bytes(), &v, BPF_ANY).unwrap();
+    for w in 0..3 {
+        let p = m.prog_lookup(&5u64.to_le_bytes(), w);
+        assert!(!p.is_null());
+        // SAFETY: a non-null lookup result points at value_size (4) bytes
+        // inside the map's arena, which lives as long as `m`.
+        let got = unsafe { std::ptr::read_unaligned(p.cast::<u32>()) };
+        assert_eq!(got as usize, w + 1);
+    }
+    m.prog_update(&6u64.to_le_bytes(), &7u32.to_le_bytes(), BPF_ANY, 1)
+        .unwrap();
+    let got = m.lookup(&6u64.to_le_bytes()).unwrap().unwrap();
+    assert_eq!(
+        got,
+        [0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+    );
+}
+
+#[test]
+fn lru_evicts_the_least_recently_used() {
+    let Some(defs) = defs() else { return };
+    let m = Map::new(&def(&defs, "lru"), 1).unwrap();
+    for k in 0..8u32 {
+        m.update(&k.to_le_bytes(), &k.to_le_bytes(), BPF_ANY)
+            .unwrap();
+    }
+    assert!(!m.prog_lookup(&0u32.to_le_bytes(), 0).is_null()); // 0 is now recent
+    m.update(&8u32.to_le_bytes(), &8u32.to_le_bytes(), BPF_ANY)
+        .unwrap();
+    assert!(
+        m.lookup(&1u32.to_le_bytes()).unwrap().is_none(),
+        "1 was the oldest"
+    );
+    assert!(m.lookup(&0u32.to_le_bytes()).unwrap().is_some());
+    assert_eq!(m.keys().len(), 8);
+}
+
+/// A small deterministic generator (no dependency, reproducible).
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+}
+
+fn errno_of(r: &Result<(), MapError>) -> i64 {
+    match r {
+        Ok(()) => 0,
+        Err(e) => e.errno(),
+    }
+}
+
+#[test]
+fn hash_lpm_and_array_agree_with_the_kernel_op_for_op() {
+    let Some(defs) = defs() else { return };
+    if !kernel::available() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "bpf(2) unavailable under CI"
+        );
+        eprintln!("skipped: bpf(2) needs root");
+        return;
+    }
+    let cpus = kernel::possible_cpus();
+    for name in ["hash", "lpm", "legacy_counts", "pchash"] {
+        let d = def(&defs, name);
+        let ours = Map::new(&d, cpus).unwrap();
+        let theirs = kernel::KernelMap::create(&d).unwrap();
+        let mut rng = Lcg(name.len() as u64);
+        for step in 0..400 {
+            let mut key = vec![0u8; d.key_size as usize];
+            for b in key.iter_mut() {
+                *b = (rng.next() % 3) as u8 * 0x40;
+            }
+            if d.kind == MapType::LpmTrie {
+                key[..4].copy_from_slice(&((rng.next() % 33) as u32).to_le_bytes());
+            }
+            if d.kind == MapType::Array || d.kind == MapType::PercpuHash {
+                key[..4].copy_from_slice(&((rng.next() % 6) as u32).to_le_bytes());
+            }
+            let value: Vec<u8> = (0..ours.user_value_size())
+                .map(|_| rng.next() as u8)
+                .collect();
+            let flags = [BPF_ANY, BPF_NOEXIST, BPF_EXIST][(rng.next() % 3) as usize];
+            match rng.next() % 4 {
+                0 | 1 => {
+                    let a = ours.update(&key, &value, flags);
+                    let b = theirs.update_flags(&key, &value, flags);
+                    assert_eq!(
+                        errno_of(&a),
+                        b,
+                        "{name} step {step}: update {key:?} flags {flags}"
+                    );
+                }
+                2 => {
+                    let a = ours.delete(&key);
+                    let b = theirs
+                        .delete(&key)
+                        .map_or_else(|e| -i64::from(e.raw_os_error().unwrap_or(0)), |_| 0);
+                    assert_eq!(errno_of(&a), b, "{name} step {step}: delete {key:?}");
+                }
+                _ => {
+                    let a = ours.lookup(&key).unwrap();
+                    let b = theirs.lookup(&key).unwrap();
+                    assert_eq!(a, b, "{name} step {step}: lookup {key:?}");
+                }
+            }
+        }
+        let mut a = ours.entries();
+        let mut b = theirs.entries().unwrap();
+        a.sort();
+        b.sort();
+        assert_eq!(a, b, "{name}: contents after 400 operations");
+    }
+}

@@ -1,0 +1,257 @@
+//! The loader on real objects: xdp-tools' xdp-filter programs as Debian
+//! installs them, and the kernel's verifier as a second opinion on the
+//! linked instructions.
+
+use pfil_xdp::{kernel, MapOrigin, MapType, Object};
+
+const BPF_DIR: &str = "/usr/lib/x86_64-linux-gnu/bpf";
+const XDPFILT: [&str; 10] = [
+    "xdpfilt_alw_all",
+    "xdpfilt_alw_eth",
+    "xdpfilt_alw_ip",
+    "xdpfilt_alw_tcp",
+    "xdpfilt_alw_udp",
+    "xdpfilt_dny_all",
+    "xdpfilt_dny_eth",
+    "xdpfilt_dny_ip",
+    "xdpfilt_dny_tcp",
+    "xdpfilt_dny_udp",
+];
+
+fn read(name: &str) -> Option<Vec<u8>> {
+    let path = format!("{BPF_DIR}/{name}.o");
+    match std::fs::read(&path) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{path}: {e} (scripts/setup.sh installs xdp-tools)"
+            );
+            eprintln!("skipped: {path}: {e} (install xdp-tools)");
+            None
+        }
+    }
+}
+
+#[test]
+fn xdp_filter_objects_parse_with_their_btf_maps() {
+    for name in XDPFILT {
+        let Some(bytes) = read(name) else { return };
+        let obj = Object::parse(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(obj.license, "GPL", "{name}");
+        let prog = obj.program(None).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(prog.section, "xdp");
+        let stats = obj
+            .maps
+            .iter()
+            .find(|m| m.name == "xdp_stats_map")
+            .expect("xdp_stats_map");
+        assert_eq!(
+            (stats.kind, stats.key_size, stats.origin.clone()),
+            (MapType::PercpuArray, 4, MapOrigin::Btf)
+        );
+        if name.ends_with("udp") || name.ends_with("tcp") {
+            let ports = obj
+                .maps
+                .iter()
+                .find(|m| m.name == "filter_ports")
+                .expect("filter_ports");
+            assert_eq!(
+                (ports.kind, ports.key_size, ports.max_entries),
+                (MapType::PercpuArray, 4, 65536),
+                "{name}"
+            );
+        }
+        if name.ends_with("all") {
+            for m in [
+                "filter_ports",
+                "filter_ipv4",
+                "filter_ipv6",
+                "filter_ethernet",
+            ] {
+                assert!(obj.maps.iter().any(|d| d.name == m), "{name}: no {m}");
+            }
+        }
+    }
+}
+
+#[test]
+fn xdp_filter_objects_pass_the_kernel_verifier_as_linked() {
+    if !kernel::available() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "bpf(2) unavailable under CI (needs root)"
+        );
+        eprintln!("skipped: bpf(2) needs root");
+        return;
+    }
+    for name in XDPFILT {
+        let Some(bytes) = read(name) else { return };
+        let obj = Object::parse(&bytes).unwrap();
+        let prog = obj.program(None).unwrap();
+        let k = kernel::KernelProgram::load(&obj, prog).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let run = k.test_run(&[0u8; 64]).unwrap();
+        assert!(run.action <= 4, "{name}: action {}", run.action);
+    }
+}
+
+#[test]
+fn garbage_and_truncated_objects_are_errors_not_panics() {
+    let Some(bytes) = read("xdpfilt_dny_all") else {
+        return;
+    };
+    for cut in (0..bytes.len()).step_by(97) {
+        let _ = Object::parse(&bytes[..cut]);
+    }
+    let mut flipped = bytes.clone();
+    let mut x: u32 = 12345;
+    for _ in 0..2000 {
+        x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+        let i = (x as usize >> 4) % flipped.len();
+        flipped[i] ^= (x >> 24) as u8 | 1;
+        let _ = Object::parse(&flipped);
+    }
+    assert!(Object::parse(b"not an elf").is_err());
+}
+
+mod clang;
+
+#[test]
+fn features_object_links_maps_global_data_and_subprograms() {
+    let Some(path) = clang::compile("features") else {
+        return;
+    };
+    let bytes = std::fs::read(&path).unwrap();
+    let obj = Object::parse(&bytes).unwrap();
+    assert_eq!(obj.license, "Dual MIT/GPL");
+    let names: Vec<(&str, MapType, MapOrigin)> = obj
+        .maps
+        .iter()
+        .map(|m| (m.name.as_str(), m.kind, m.origin.clone()))
+        .collect();
+    for want in [
+        ("legacy_counts", MapType::Array, MapOrigin::Legacy),
+        ("hash", MapType::Hash, MapOrigin::Btf),
+        ("lru", MapType::LruHash, MapOrigin::Btf),
+        ("pchash", MapType::PercpuHash, MapOrigin::Btf),
+        ("lpm", MapType::LpmTrie, MapOrigin::Btf),
+        ("ports", MapType::Devmap, MapOrigin::Btf),
+        (".data", MapType::Array, MapOrigin::Global),
+        (".rodata", MapType::Array, MapOrigin::Global),
+        (".bss", MapType::Array, MapOrigin::Global),
+    ] {
+        assert!(names.contains(&want), "missing {want:?} in {names:?}");
+    }
+    let lpm = obj.maps.iter().find(|m| m.name == "lpm").unwrap();
+    assert_eq!((lpm.key_size, lpm.value_size, lpm.flags), (8, 4, 1));
+    let rodata = obj.maps.iter().find(|m| m.name == ".rodata").unwrap();
+    assert!(rodata.readonly);
+    assert_eq!(rodata.init.as_deref(), Some(&1u32.to_le_bytes()[..]));
+    let data = obj.maps.iter().find(|m| m.name == ".data").unwrap();
+    assert_eq!(data.init.as_deref(), Some(&60u32.to_le_bytes()[..]));
+    assert!(obj.program(None).is_err(), "two programs: a name is needed");
+    let first = obj.program(Some("first")).unwrap();
+    assert_eq!(first.section, "xdp/first");
+    // `first` calls the .text subprogram: .text is appended after it.
+    assert!(first.insns.len() > 8 * 8);
+    let e = obj.program(Some("third")).unwrap_err().to_string();
+    assert!(e.contains("first") && e.contains("second"), "{e}");
+
+    if !kernel::available() {
+        eprintln!("skipped kernel half: bpf(2) needs root");
+        return;
+    }
+    for name in ["first", "second"] {
+        let p = obj.program(Some(name)).unwrap();
+        let k = kernel::KernelProgram::load(&obj, p).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let small = k.test_run(&[0u8; 60]).unwrap();
+        assert_eq!(small.action, 2, "{name}: XDP_PASS");
+        if name == "first" {
+            let big = k.test_run(&[0u8; 100]).unwrap();
+            assert_eq!(big.action, 1, "over the threshold: .rodata's XDP_DROP");
+            let counts = &k.maps[obj
+                .maps
+                .iter()
+                .position(|m| m.name == "legacy_counts")
+                .unwrap()];
+            assert_eq!(
+                counts.lookup(&1u32.to_le_bytes()).unwrap().unwrap(),
+                1u64.to_le_bytes()
+            );
+        }
+    }
+}
+
+#[test]
+fn unsupported_helpers_and_map_types_are_refused_by_name() {
+    let Some(path) = clang::compile("bad_helper") else {
+        return;
+    };
+    let e = pfil_xdp::XdpFilter::from_config(&format!("@{}", path.display()), 1)
+        .err()
+        .unwrap();
+    assert!(e.contains("69") && e.contains("fib_lookup"), "{e}");
+    let Some(path) = clang::compile("bad_map") else {
+        return;
+    };
+    let e = pfil_xdp::XdpFilter::from_config(&format!("@{}", path.display()), 1)
+        .err()
+        .unwrap();
+    assert!(
+        e.contains("map type 27 (ringbuf) is not supported") && e.contains("events"),
+        "{e}"
+    );
+    let e = pfil_xdp::XdpFilter::from_config(&format!("@{BPF_DIR}/xdpdump_bpf.o"), 1)
+        .err()
+        .unwrap();
+    assert!(e.contains("CO-RE") || e.contains("no XDP program"), "{e}");
+}
+
+#[test]
+fn every_installed_object_loads_or_is_refused_by_name() {
+    let Ok(dir) = std::fs::read_dir(BPF_DIR) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{BPF_DIR} missing under CI"
+        );
+        return;
+    };
+    let mut seen = 0;
+    for e in dir.flatten() {
+        let path = e.path();
+        if path.extension().is_none_or(|x| x != "o") {
+            continue;
+        }
+        seen += 1;
+        let names: Vec<String> = match Object::parse(&std::fs::read(&path).unwrap()) {
+            Ok(o) => o.programs.iter().map(|p| p.name.clone()).collect(),
+            Err(e) => {
+                eprintln!("{}: refused: {e}", path.display());
+                let m = e.to_string();
+                assert!(
+                    m.contains("unsupported") || m.contains("not supported"),
+                    "a refusal names its reason: {m}"
+                );
+                continue;
+            }
+        };
+        if names.is_empty() {
+            eprintln!("{}: no XDP program", path.display());
+        }
+        for n in names {
+            match pfil_xdp::XdpFilter::from_config(&format!("@{} program {n}", path.display()), 2) {
+                Ok(_) => eprintln!("{} {n}: loads", path.display()),
+                Err(e) => {
+                    eprintln!("{} {n}: refused: {e}", path.display());
+                    assert!(
+                        e.contains("unsupported")
+                            || e.contains("not supported")
+                            || e.contains("verifier"),
+                        "a refusal names its reason: {e}"
+                    );
+                }
+            }
+        }
+    }
+    assert!(seen >= 10);
+}

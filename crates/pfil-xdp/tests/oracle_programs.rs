@@ -1,0 +1,83 @@
+//! Programs written for the oracle (tests/c/oracle.c), run by the kernel
+//! and by pfil on the same frames: rewrite with an incremental checksum
+//! and XDP_TX, adjust head/tail/meta (shrinking and growing), LPM routes,
+//! an LRU of sources, per-CPU counters. Needs root; under CI it must run.
+
+mod clang;
+mod oracle;
+
+use oracle::frames::{self, V4_A, V4_B, V4_C};
+use oracle::Pair;
+
+fn traffic() -> Vec<(String, Vec<u8>)> {
+    let mut t = frames::generated();
+    // Sources from many addresses, so the LRU sees inserts and hits.
+    for i in 0..200u8 {
+        let mut f = frames::eth(frames::MAC_B, frames::MAC_A, 0, 0x0800);
+        f.extend(frames::ipv4(
+            [198, 18, 1, i % 50],
+            [198, 18, (i % 3) * 64, i],
+            17,
+            &frames::l4(17, 1, 2),
+        ));
+        t.push((format!("source {i}"), f));
+    }
+    t
+}
+
+fn check(program: &str, setup: impl Fn(&Pair)) {
+    if !oracle::kernel_here() {
+        return;
+    }
+    let Some(path) = clang::compile("oracle") else {
+        return;
+    };
+    oracle::pin_cpu();
+    let bytes = std::fs::read(path).unwrap();
+    let mut p = Pair::new(&bytes, Some(program));
+    setup(&p);
+    let mut actions = [0usize; 5];
+    for (what, f) in traffic() {
+        let a = p.run(&f, &format!("{program}: {what}"));
+        if let Some(c) = actions.get_mut(a as usize) {
+            *c += 1;
+        }
+    }
+    p.same_maps(program);
+    eprintln!(
+        "{program}: {} frames agree, actions aborted/drop/pass/tx: {:?}",
+        p.runs,
+        &actions[..4]
+    );
+}
+
+#[test]
+fn reflect_rewrites_and_transmits_like_the_kernel() {
+    check("reflect", |_| {});
+}
+
+#[test]
+fn adjust_head_tail_and_meta_like_the_kernel() {
+    check("adjust", |_| {});
+}
+
+#[test]
+fn grow_head_and_tail_like_the_kernel() {
+    check("grow", |_| {});
+}
+
+#[test]
+fn lpm_routes_lru_sources_and_per_cpu_counters_like_the_kernel() {
+    check("route", |p| {
+        let key = |plen: u32, a: [u8; 4]| {
+            let mut k = plen.to_le_bytes().to_vec();
+            k.extend_from_slice(&a);
+            k
+        };
+        p.set("routes", &key(15, [198, 18, 0, 0]), &2u32.to_le_bytes());
+        p.set("routes", &key(24, [198, 18, 0, 0]), &1u32.to_le_bytes());
+        p.set("routes", &key(32, V4_A), &0u32.to_le_bytes());
+        p.set("routes", &key(26, [198, 18, 128, 0]), &1u32.to_le_bytes());
+        let _ = (V4_B, V4_C);
+    });
+}
