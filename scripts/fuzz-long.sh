@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Long fuzz run, in release mode:
-# - every packet-parsing and filter property test of pfil, pfil-filters
-#   and the lock-study hooks of pfil-bench with PROPTEST_CASES cases each
-#   (default 100000);
+# - every packet-parsing and filter property test of pfil, pfil-filters,
+#   the lock-study hooks of pfil-bench and the eBPF engine (random and
+#   mutated programs, JIT vs interpreter, classic BPF) with
+#   PROPTEST_CASES cases each (default 100000);
 # - the control-protocol fuzzer (crates/pfil-ctl/tests/fuzz.rs: mutated
 #   JSON-RPC requests from PROTOCOL.md's examples, hostile framing,
 #   oversized and deeply nested input, many connections) with
@@ -34,6 +35,8 @@ if [ -z "$only" ] || [ "$only" = props ]; then
     cargo test --release -p pfil --test proptest_packets
     cargo test --release -p pfil-filters --test proptest_filters
     cargo test --release -p pfil-bench --test proptest_lock_hooks
+    # The eBPF engine: hostile programs, JIT vs interpreter, classic BPF.
+    cargo test --release -p pfil-ebpf --test robustness --test differential --test cbpf
 fi
 if [ -z "$only" ] || [ "$only" = ctl ]; then
     echo "fuzz-long: control protocol, ${runs} runs of ${PFIL_CTL_FUZZ_CASES} cases"

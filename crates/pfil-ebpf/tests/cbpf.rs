@@ -148,8 +148,17 @@ fn gen(kind: u8, a: u32, b: u32, left: usize) -> CInsn {
     CInsn { code, jt, jf, k }
 }
 
+/// Property cases: `PROPTEST_CASES` when set (`scripts/fuzz-long.sh`),
+/// else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(2000), ..ProptestConfig::default() })]
 
     #[test]
     fn converted_classic_programs_agree(

@@ -194,8 +194,17 @@ fn build(ops: &[(u8, u32, u32, i32)], seeds: &[u64; 10]) -> Vec<Insn> {
     p
 }
 
+/// Property cases: `PROPTEST_CASES` when set (`scripts/fuzz-long.sh`),
+/// else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(3000), ..ProptestConfig::default() })]
 
     #[test]
     fn jit_agrees_with_the_interpreter(
@@ -284,7 +293,7 @@ fn parse_program(steps: &[(u8, u8, i16, u8)]) -> Vec<Insn> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(3000), ..ProptestConfig::default() })]
 
     #[test]
     fn proven_packet_accesses_agree_with_checked_ones(

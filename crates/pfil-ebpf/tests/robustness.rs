@@ -89,8 +89,17 @@ const SEEDS: &[&str] = &[
     "lddw %r0, 0x1122334455667788\nmov32 %r1, 7\nsdiv32 %r0, %r1\nsmod %r0, %r1\nmovsx864 %r0, %r0\narsh %r0, 3\nexit",
 ];
 
+/// Property cases: `PROPTEST_CASES` when set (`scripts/fuzz-long.sh`),
+/// else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(2000), ..ProptestConfig::default() })]
 
     #[test]
     fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
