@@ -224,6 +224,7 @@ mod tests {
                 "ratelimit",
                 "ct",
                 "acl",
+                "xdp",
                 "mutex",
                 "rwlock",
                 "brlock",
