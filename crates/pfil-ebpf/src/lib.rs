@@ -210,6 +210,22 @@ pub struct MapRef {
     /// `.rodata`, `.bss`), the value's memory, for `LDDW` with src 2. The
     /// region must also be given to [`Env::new`] for the program to reach it.
     pub direct: Option<Region>,
+    /// For array maps (ARRAY, PERCPU_ARRAY) whose lookups the JIT may
+    /// compile inline, as the kernel's `array_map_gen_lookup`: no helper
+    /// call. Requires `key_size` 4; the value addresses come from the
+    /// run's [`Env`] ([`Env::set_array_bases`]).
+    pub array: Option<ArrayLayout>,
+}
+
+/// Where an array map's values lie, for lookups compiled inline: value
+/// `k` (for `k < max_entries`) of the running worker is at
+/// `base + k * stride`, `base` being the map's entry of
+/// [`Env::set_array_bases`] (per worker for per-CPU arrays).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArrayLayout {
+    /// Bytes from one value to the next (at least `value_size`, a
+    /// multiple of 8).
+    pub stride: u64,
 }
 
 /// Options of [`Program::load`].
@@ -287,6 +303,9 @@ pub struct Program {
     /// The machine code, when JIT-compiled.
     #[cfg(target_arch = "x86_64")]
     jit: Option<jit::JitCode>,
+    /// Array bases ([`Env::set_array_bases`]) the machine code reads: one
+    /// more than the highest map index of an inlined lookup, or 0.
+    need_bases: usize,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -343,8 +362,9 @@ impl Program {
             access: a.access.clone(),
             #[cfg(target_arch = "x86_64")]
             jit: None,
+            need_bases: 0,
         }
-        .compiled(opts, &a)
+        .compiled(opts, &a, maps)
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -352,6 +372,7 @@ impl Program {
         mut self,
         opts: &LoadOptions,
         a: &verify::Analysis,
+        maps: &[MapRef],
     ) -> Result<Program, VerifyError> {
         if opts.jit {
             let code = jit::compile(
@@ -360,15 +381,28 @@ impl Program {
                 &self.loop_cost,
                 &self.access,
                 &self.helpers,
+                &a.lookups,
+                maps,
             )
             .map_err(|e| VerifyError::new(0, e))?;
             self.jit = Some(code);
+            self.need_bases = a
+                .lookups
+                .iter()
+                .map(|l| l.1 as usize + 1)
+                .max()
+                .unwrap_or(0);
         }
         Ok(self)
     }
 
     #[cfg(not(target_arch = "x86_64"))]
-    fn compiled(self, _: &LoadOptions, _: &verify::Analysis) -> Result<Program, VerifyError> {
+    fn compiled(
+        self,
+        _: &LoadOptions,
+        _: &verify::Analysis,
+        _: &[MapRef],
+    ) -> Result<Program, VerifyError> {
         Ok(self)
     }
 
@@ -386,6 +420,12 @@ impl Program {
     fn exec(&self, env: &mut Env, args: [u64; 3]) -> Result<u64, Fault> {
         #[cfg(target_arch = "x86_64")]
         if let Some(code) = &self.jit {
+            if env.array_bases() < self.need_bases {
+                return Err(Fault::Helper {
+                    pc: 0,
+                    reason: "the run environment gives no base for an inlined array lookup",
+                });
+            }
             let budget = if self.counted {
                 self.max_insns
             } else {

@@ -3,7 +3,9 @@
 //! # Storage
 //! Every value lives in one arena allocated when the map is made, sized
 //! for `max_entries` entries (times the worker count for per-CPU maps),
-//! each value padded to 8 bytes. The arena never moves or grows, so a
+//! each value padded to 8 bytes; a per-CPU map has one section per worker
+//! (its values contiguous, as in the kernel's per-CPU areas), padded to
+//! whole cache lines. The arena never moves or grows, so a
 //! pointer a program got from `bpf_map_lookup_elem` stays inside it for
 //! as long as the map lives: the engine is told the whole arena as one
 //! region ([`Map::region`]).
@@ -65,6 +67,9 @@ pub struct Map {
     workers: usize,
     /// Bytes between two values (value size rounded up to 8).
     stride: usize,
+    /// Bytes of one worker's values (per-CPU maps; worker w's value of
+    /// slot s is at `w * section + s * stride`).
+    section: usize,
     arena: Box<[UnsafeCell<u64>]>,
     index: RwLock<Index>,
     /// LRU_HASH: last use of each slot (a global tick).
@@ -137,8 +142,14 @@ impl Map {
             1
         };
         let stride = vs.div_ceil(8) * 8;
-        let bytes = stride
+        // Per-CPU maps: one section per worker (the kernel's per-CPU
+        // areas), a whole number of cache lines, so that workers updating
+        // their own values do not share lines and a worker's values are
+        // dense.
+        let section = stride
             .checked_mul(n)
+            .map(|b| if workers > 1 { b.div_ceil(64) * 64 } else { b });
+        let bytes = section
             .and_then(|b| b.checked_mul(workers))
             .filter(|&b| b <= MAX_ARENA)
             .ok_or_else(|| {
@@ -166,6 +177,7 @@ impl Map {
             readonly: def.readonly,
             workers,
             stride,
+            section: section.unwrap_or(0),
             arena,
             index: RwLock::new(index),
             lru,
@@ -228,12 +240,24 @@ impl Map {
         }
     }
 
+    /// For a writable ARRAY or PERCPU_ARRAY, where worker `worker`'s value
+    /// 0 lies and the bytes from one of its values to the next: the
+    /// engine compiles lookups in such maps inline (`MapRef::array`).
+    pub(crate) fn array_layout(&self, worker: usize) -> Option<(u64, u64)> {
+        let array = matches!(self.kind, MapType::Array | MapType::PercpuArray);
+        if !array || self.readonly || worker >= self.workers && self.kind.per_cpu() {
+            return None;
+        }
+        let w = if self.kind.per_cpu() { worker } else { 0 };
+        Some((self.slot_ptr(0, w) as u64, self.stride as u64))
+    }
+
     fn base(&self) -> *mut u8 {
         UnsafeCell::raw_get(self.arena.as_ptr()).cast::<u8>()
     }
 
     fn slot_ptr(&self, slot: u32, worker: usize) -> *mut u8 {
-        let off = (slot as usize * self.workers + worker) * self.stride;
+        let off = worker * self.section + slot as usize * self.stride;
         debug_assert!(off + self.value_size <= self.arena.len() * 8);
         // SAFETY: slot < max_entries and worker < workers (callers), so
         // off + stride is within the arena allocation.
