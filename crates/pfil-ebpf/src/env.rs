@@ -269,8 +269,11 @@ impl Env {
         self.data = data;
         self.data_end = end;
         self.last = last_starts(end);
-        self.pending = None;
-        self.faulted = 0;
+        // `faulted` is nonzero exactly when a fault is pending.
+        if self.faulted != 0 {
+            self.pending = None;
+            self.faulted = 0;
+        }
     }
 
     pub(crate) fn end_packet(&mut self) {

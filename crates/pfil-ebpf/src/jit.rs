@@ -193,7 +193,6 @@ impl JitCode {
     /// Runs the code with r1-r3 = `args`; `budget` is charged at loop heads.
     pub(crate) fn run(&self, env: &mut Env, args: [u64; 3], budget: u64) -> Result<u64, Fault> {
         env.budget = budget;
-        env.faulted = 0;
         let top = env.stack_top();
         type Entry = unsafe extern "C" fn(u64, u64, u64, *mut Env, u64) -> u64;
         // SAFETY: `ptr` is the start of code built by `compile` with this

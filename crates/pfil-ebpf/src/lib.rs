@@ -529,12 +529,11 @@ impl Program {
             data,
             data + data_len as u64,
         );
-        env.set_ctx_field(0, data as u32);
-        env.set_ctx_field(4, (data + data_len as u64) as u32);
-        env.set_ctx_field(8, data as u32);
+        // Only the plain fields: data, data_end and data_meta are read
+        // from the Env (the verifier allows nothing but their 4-byte
+        // loads, converted), egress_ifindex stays 0 from `Env::new`.
         env.set_ctx_field(12, ingress_ifindex);
         env.set_ctx_field(16, rx_queue);
-        env.set_ctx_field(20, 0);
         let r = self.exec(env, [env.ctx_addr(), 0, 0]);
         let (meta, data, end) = env.packet();
         env.end_packet();
