@@ -40,14 +40,31 @@ unsafe extern "C" fn lookup(_map: u64, key: u64, _: u64, _: u64, _: u64, env: *m
 /// the packet when `in_packet`); r0 = lookup(map 0, r2); r0 = r0 ?
 /// *(u64 *)r0 : 999`.
 fn program(key: u32, in_packet: bool) -> Vec<Insn> {
-    let mut p = vec![Insn::new(BPF_ST | BPF_MEM | BPF_W, 10, 0, -8, key as i32)];
+    program_at(key, in_packet, 8)
+}
+
+/// As [`program`], the key `depth` bytes below r10.
+fn program_at(key: u32, in_packet: bool, depth: i16) -> Vec<Insn> {
+    let mut p = vec![Insn::new(
+        BPF_ST | BPF_MEM | BPF_W,
+        10,
+        0,
+        -depth,
+        key as i32,
+    )];
     if in_packet {
         p.push(Insn::new(BPF_LDX | BPF_MEM | BPF_W, 2, 1, 0, 0)); // r2 = data
-        p.push(Insn::new(BPF_LDX | BPF_MEM | BPF_W, 3, 10, -8, 0));
+        p.push(Insn::new(BPF_LDX | BPF_MEM | BPF_W, 3, 10, -depth, 0));
         p.push(Insn::new(BPF_STX | BPF_MEM | BPF_W, 2, 3, 0, 0));
     } else {
         p.push(Insn::new(BPF_MOV | BPF_X | BPF_ALU64, 2, 10, 0, 0));
-        p.push(Insn::new(BPF_ADD | BPF_K | BPF_ALU64, 2, 0, 0, -8));
+        p.push(Insn::new(
+            BPF_ADD | BPF_K | BPF_ALU64,
+            2,
+            0,
+            0,
+            -i32::from(depth),
+        ));
     }
     p.extend([
         Insn::new(LDDW, 1, PSEUDO_MAP_FD, 0, 0),
@@ -164,4 +181,43 @@ fn inlined_lookups_are_not_helper_calls() {
     // `call r11` (41 ff d3) is how the JIT calls helpers.
     let calls = |c: &[u8]| c.windows(3).filter(|w| w == &[0x41, 0xff, 0xd3]).count();
     assert!(calls(p) > calls(s), "{} vs {}", calls(p), calls(s));
+}
+
+proptest::proptest! {
+    /// Any key at any depth of the frame: the JIT (inline) and the
+    /// interpreter (helper) give the same value or the same miss.
+    #[test]
+    fn inline_lookups_match_the_interpreter(key in proptest::prelude::any::<u32>(), small in 0u32..8, depth in 4i16..=512, w in 0u64..2) {
+        let key = if small < 6 { small } else { key };
+        let insns = program_at(key, false, depth);
+        let (jit, reference) = (load(insns.clone(), true), load(insns, false));
+        let mut w = worker(w);
+        proptest::prop_assert_eq!(run(&jit, &mut w), run(&reference, &mut w));
+    }
+}
+
+#[test]
+fn a_callers_stack_key_in_a_callee_is_looked_up_by_the_helper() {
+    // main: key 1 at its r10 - 8, r2 = that address, call f; f stores key
+    // 3 at its own r10 - 8 and looks r2 up: the caller's key (1) counts.
+    let insns = vec![
+        Insn::new(BPF_ST | BPF_MEM | BPF_W, 10, 0, -8, 1),
+        Insn::new(BPF_MOV | BPF_X | BPF_ALU64, 2, 10, 0, 0),
+        Insn::new(BPF_ADD | BPF_K | BPF_ALU64, 2, 0, 0, -8),
+        Insn::new(BPF_JMP | BPF_CALL, 0, PSEUDO_CALL, 0, 1),
+        asm_exit(),
+        Insn::new(BPF_ST | BPF_MEM | BPF_W, 10, 0, -8, 3),
+        Insn::new(LDDW, 1, PSEUDO_MAP_FD, 0, 0),
+        Insn::new(0, 0, 0, 0, 0),
+        Insn::new(BPF_JMP | BPF_CALL, 0, 0, 0, 1),
+        Insn::new(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2, 0),
+        Insn::new(BPF_LDX | BPF_MEM | BPF_DW, 0, 0, 0, 0),
+        asm_exit(),
+        Insn::new(BPF_MOV | BPF_K | BPF_ALU64, 0, 0, 0, 999),
+        asm_exit(),
+    ];
+    let mut w = worker(1);
+    for jit in [true, false] {
+        assert_eq!(run(&load(insns.clone(), jit), &mut w), Ok(101), "jit {jit}");
+    }
 }
