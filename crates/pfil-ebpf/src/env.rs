@@ -245,6 +245,7 @@ impl Env {
         self.stack_base() + STACK_SIZE as u64
     }
 
+    #[inline]
     pub(crate) fn set_ctx_field(&mut self, off: usize, v: u32) {
         let p = (self.ctx_addr() as usize + off) as *mut u32;
         // SAFETY: `off` is one of the context's u32 fields (below
@@ -263,6 +264,7 @@ impl Env {
         self.frame
     }
 
+    #[inline]
     pub(crate) fn begin_packet(&mut self, frame: (u64, u64), data: u64, end: u64) {
         self.frame = frame;
         self.meta = data;
@@ -276,6 +278,7 @@ impl Env {
         }
     }
 
+    #[inline]
     pub(crate) fn end_packet(&mut self) {
         self.frame = (0, 0);
         self.meta = 0;

@@ -191,6 +191,7 @@ impl JitCode {
     }
 
     /// Runs the code with r1-r3 = `args`; `budget` is charged at loop heads.
+    #[inline]
     pub(crate) fn run(&self, env: &mut Env, args: [u64; 3], budget: u64) -> Result<u64, Fault> {
         env.budget = budget;
         let top = env.stack_top();

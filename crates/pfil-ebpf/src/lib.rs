@@ -502,6 +502,7 @@ impl Program {
     ///
     /// The [`Fault`] that stopped the run; also [`Fault::OutOfBounds`] at
     /// pc 0 when the packet does not fit in `frame`.
+    #[inline]
     pub fn run_xdp(
         &self,
         env: &mut Env,

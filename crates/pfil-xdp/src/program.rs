@@ -213,7 +213,9 @@ impl XdpProgram {
     /// [`RunError::Worker`] when another thread holds that slot.
     #[inline]
     pub fn claim(&self, worker: usize) -> Result<Claim<'_>, RunError> {
-        let slot = &self.slots[worker % self.slots.len()];
+        let n = self.slots.len();
+        // No division on the common path (a registry worker's index).
+        let slot = &self.slots[if worker < n { worker } else { worker % n }];
         if slot.busy.swap(true, Ordering::Acquire) {
             return Err(RunError::Worker(worker));
         }
