@@ -157,7 +157,13 @@ impl Map {
                     "{n} entries of {vs} bytes exceed {MAX_ARENA} bytes"
                 ))
             })?;
-        let arena: Box<[UnsafeCell<u64>]> = (0..bytes / 8).map(|_| UnsafeCell::new(0)).collect();
+        // Zeroed by the allocator (fresh pages are not touched until used:
+        // a large map costs nothing at load).
+        let zeroed: Box<[u64]> = vec![0u64; bytes / 8].into_boxed_slice();
+        // SAFETY: UnsafeCell<u64> is repr(transparent) over u64, so the
+        // slice has the same layout; ownership moves from one Box to the other.
+        let arena: Box<[UnsafeCell<u64>]> =
+            unsafe { Box::from_raw(Box::into_raw(zeroed) as *mut [UnsafeCell<u64>]) };
         let lru = if def.kind == MapType::LruHash {
             (0..n).map(|_| AtomicU64::new(0)).collect()
         } else {
