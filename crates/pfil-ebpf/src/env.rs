@@ -135,6 +135,10 @@ pub struct Env {
     pub(crate) budget: u64,
     /// The JIT's native stack pointer at entry (to unwind on a fault).
     pub(crate) jit_rsp: u64,
+    /// Per map index, the address of value 0 of an inlined array map
+    /// ([`Env::set_array_bases`]); `bases_ptr` is its start for the JIT.
+    bases: Vec<u64>,
+    pub(crate) bases_ptr: *const u64,
 }
 
 // SAFETY: the `Env` exclusively owns its scratch block; the raw `user`
@@ -169,7 +173,35 @@ impl Env {
             faulted: 0,
             budget: 0,
             jit_rsp: 0,
+            bases: Vec::new(),
+            bases_ptr: core::ptr::null(),
         }
+    }
+
+    /// Declares where the values of array maps are for this environment's
+    /// runs: `bases[i]` for map `i` (the index into the `maps` given to
+    /// [`Program::load`](crate::Program::load)), the running worker's own
+    /// copy for a per-CPU array. Lookups in maps whose
+    /// [`MapRef::array`](crate::MapRef::array) is set are then compiled
+    /// inline by the JIT; a run needing a base this `Env` lacks faults.
+    ///
+    /// # Safety
+    ///
+    /// For every program run with this `Env` and every map `i` of it with
+    /// an [`ArrayLayout`](crate::ArrayLayout) `l`, the bytes
+    /// `bases[i] + k * l.stride .. + value_size` for `k < max_entries`
+    /// must be valid, writable, 8-aligned memory for as long as this `Env`
+    /// is used, which Rust code holds no references into while a program
+    /// runs (as the regions of [`Env::new`], which must cover them too).
+    pub unsafe fn set_array_bases(&mut self, bases: Vec<u64>) {
+        self.bases = bases;
+        self.bases_ptr = self.bases.as_ptr();
+    }
+
+    /// How many array bases [`Env::set_array_bases`] gave.
+    #[inline]
+    pub(crate) fn array_bases(&self) -> usize {
+        self.bases.len()
     }
 
     /// An environment with no regions besides the stack, the context and
@@ -213,6 +245,7 @@ impl Env {
         self.stack_base() + STACK_SIZE as u64
     }
 
+    #[inline]
     pub(crate) fn set_ctx_field(&mut self, off: usize, v: u32) {
         let p = (self.ctx_addr() as usize + off) as *mut u32;
         // SAFETY: `off` is one of the context's u32 fields (below
@@ -231,16 +264,21 @@ impl Env {
         self.frame
     }
 
+    #[inline]
     pub(crate) fn begin_packet(&mut self, frame: (u64, u64), data: u64, end: u64) {
         self.frame = frame;
         self.meta = data;
         self.data = data;
         self.data_end = end;
         self.last = last_starts(end);
-        self.pending = None;
-        self.faulted = 0;
+        // `faulted` is nonzero exactly when a fault is pending.
+        if self.faulted != 0 {
+            self.pending = None;
+            self.faulted = 0;
+        }
     }
 
+    #[inline]
     pub(crate) fn end_packet(&mut self) {
         self.frame = (0, 0);
         self.meta = 0;

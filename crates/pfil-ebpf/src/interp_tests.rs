@@ -261,6 +261,7 @@ fn read_only_regions_refuse_stores() {
         value_size: 16,
         max_entries: 1,
         direct: Some(region),
+        array: None,
     }];
     let text = "lddw %r1, 0\nmov %r0, 0\nldxb %r0, [%r1+15]\nexit";
     let mut insns = assemble(text).unwrap();
@@ -618,6 +619,7 @@ fn map_values_checked_for_null_are_accessed_directly() {
         value_size: 24,
         max_entries: 1,
         direct: None,
+        array: None,
     }];
     let mut h = Helpers::new();
     h.insert(1, lookup, Signature { args: 2 });

@@ -25,7 +25,7 @@ use crate::env::{Env, STACK_FRAME, STACK_SIZE};
 use crate::insn::*;
 use crate::verify::Access;
 use crate::x86::{cc, reg::*, Asm};
-use crate::{Fault, Helpers};
+use crate::{Fault, Helpers, MapRef};
 
 /// eBPF register → x86 register.
 const MAP: [u8; 11] = [RAX, RDI, RSI, RDX, RCX, R8, RBX, R13, R14, R15, RBP];
@@ -38,6 +38,7 @@ const LAST: i32 = offset_of!(Env, last) as i32;
 const FAULTED: i32 = offset_of!(Env, faulted) as i32;
 const BUDGET: i32 = offset_of!(Env, budget) as i32;
 const JIT_RSP: i32 = offset_of!(Env, jit_rsp) as i32;
+const BASES: i32 = offset_of!(Env, bases_ptr) as i32;
 
 /// Flags of a slow-path memory access.
 const WRITE: u64 = 1 << 8;
@@ -190,9 +191,9 @@ impl JitCode {
     }
 
     /// Runs the code with r1-r3 = `args`; `budget` is charged at loop heads.
+    #[inline]
     pub(crate) fn run(&self, env: &mut Env, args: [u64; 3], budget: u64) -> Result<u64, Fault> {
         env.budget = budget;
-        env.faulted = 0;
         let top = env.stack_top();
         type Entry = unsafe extern "C" fn(u64, u64, u64, *mut Env, u64) -> u64;
         // SAFETY: `ptr` is the start of code built by `compile` with this
@@ -219,6 +220,8 @@ pub(crate) fn compile(
     loop_cost: &[u32],
     access: &[Access],
     helpers: &Helpers,
+    lookups: &[(usize, u32, u32)],
+    maps: &[MapRef],
 ) -> Result<JitCode, String> {
     let mut a = Asm::default();
     // Prologue: save the callee-saved registers, align the stack.
@@ -270,6 +273,34 @@ pub(crate) fn compile(
                         for r in [RBP, R15, R14, R13, RBX] {
                             a.pop(r);
                         }
+                    }
+                    BPF_CALL if lookup_at(lookups, pc).is_some() => {
+                        // bpf_map_lookup_elem on an array, inline (the
+                        // kernel's array_map_gen_lookup): r0 = index <
+                        // max_entries ? base + index * stride : 0.
+                        let (m, depth) = lookup_at(lookups, pc).unwrap_or_default();
+                        let mr = maps
+                            .get(m as usize)
+                            .ok_or("inlined lookup of a missing map")?;
+                        let stride = mr.array.map_or(0, |l| l.stride);
+                        a.load(4, false, R11, RBP, -(depth as i32));
+                        a.ri(7, false, R11, mr.max_entries as i32);
+                        let miss = a.jcc(cc::AE);
+                        if stride.is_power_of_two() {
+                            a.shift_i(4, true, R11, stride.trailing_zeros() as u8);
+                        } else {
+                            a.mov_imm32(R10, stride as u32);
+                            a.imul(true, R11, R10);
+                        }
+                        a.load64(RAX, R12, BASES);
+                        a.load64(RAX, RAX, m as i32 * 8);
+                        a.rr(0x01, true, RAX, R11);
+                        let done = a.jmp();
+                        let here = a.pos();
+                        a.patch(miss, here);
+                        a.rr(0x31, false, RAX, RAX);
+                        let here = a.pos();
+                        a.patch(done, here);
                     }
                     BPF_CALL => {
                         let (f, _) = helpers
@@ -484,6 +515,14 @@ pub(crate) fn compile(
         a.patch(at, to);
     }
     JitCode::new(&a.buf)
+}
+
+/// The inlined lookup at `pc`: (map index, key depth below r10).
+fn lookup_at(lookups: &[(usize, u32, u32)], pc: usize) -> Option<(u32, u32)> {
+    lookups
+        .binary_search_by_key(&pc, |l| l.0)
+        .ok()
+        .map(|k| (lookups[k].1, lookups[k].2))
 }
 
 /// `jne exit` after a `cmp byte [r12 + FAULTED], 0`.

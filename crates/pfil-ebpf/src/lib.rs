@@ -48,12 +48,16 @@ pub mod insn;
 mod interp;
 #[cfg(target_arch = "x86_64")]
 mod jit;
+mod maps;
 pub mod verify;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
 pub use env::{Env, HelperFn, Helpers, Region, Signature};
 pub use insn::Insn;
+pub use maps::{ArrayLayout, MapRef};
+
+use maps::resolve_maps;
 
 use insn::*;
 
@@ -195,23 +199,6 @@ impl Fault {
     }
 }
 
-/// What the loader tells the engine about one map of a program.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MapRef {
-    /// The loader's opaque handle, loaded by `LDDW dst, map` (src 1).
-    pub handle: u64,
-    /// Key size in bytes.
-    pub key_size: u32,
-    /// Value size in bytes.
-    pub value_size: u32,
-    /// Maximum number of entries.
-    pub max_entries: u32,
-    /// For maps whose value is addressed directly (global data: `.data`,
-    /// `.rodata`, `.bss`), the value's memory, for `LDDW` with src 2. The
-    /// region must also be given to [`Env::new`] for the program to reach it.
-    pub direct: Option<Region>,
-}
-
 /// Options of [`Program::load`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -287,6 +274,9 @@ pub struct Program {
     /// The machine code, when JIT-compiled.
     #[cfg(target_arch = "x86_64")]
     jit: Option<jit::JitCode>,
+    /// Array bases ([`Env::set_array_bases`]) the machine code reads: one
+    /// more than the highest map index of an inlined lookup, or 0.
+    need_bases: usize,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -343,8 +333,9 @@ impl Program {
             access: a.access.clone(),
             #[cfg(target_arch = "x86_64")]
             jit: None,
+            need_bases: 0,
         }
-        .compiled(opts, &a)
+        .compiled(opts, &a, maps)
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -352,6 +343,7 @@ impl Program {
         mut self,
         opts: &LoadOptions,
         a: &verify::Analysis,
+        maps: &[MapRef],
     ) -> Result<Program, VerifyError> {
         if opts.jit {
             let code = jit::compile(
@@ -360,15 +352,28 @@ impl Program {
                 &self.loop_cost,
                 &self.access,
                 &self.helpers,
+                &a.lookups,
+                maps,
             )
             .map_err(|e| VerifyError::new(0, e))?;
             self.jit = Some(code);
+            self.need_bases = a
+                .lookups
+                .iter()
+                .map(|l| l.1 as usize + 1)
+                .max()
+                .unwrap_or(0);
         }
         Ok(self)
     }
 
     #[cfg(not(target_arch = "x86_64"))]
-    fn compiled(self, _: &LoadOptions, _: &verify::Analysis) -> Result<Program, VerifyError> {
+    fn compiled(
+        self,
+        _: &LoadOptions,
+        _: &verify::Analysis,
+        _: &[MapRef],
+    ) -> Result<Program, VerifyError> {
         Ok(self)
     }
 
@@ -386,6 +391,12 @@ impl Program {
     fn exec(&self, env: &mut Env, args: [u64; 3]) -> Result<u64, Fault> {
         #[cfg(target_arch = "x86_64")]
         if let Some(code) = &self.jit {
+            if env.array_bases() < self.need_bases {
+                return Err(Fault::Helper {
+                    pc: 0,
+                    reason: "the run environment gives no base for an inlined array lookup",
+                });
+            }
             let budget = if self.counted {
                 self.max_insns
             } else {
@@ -462,6 +473,7 @@ impl Program {
     ///
     /// The [`Fault`] that stopped the run; also [`Fault::OutOfBounds`] at
     /// pc 0 when the packet does not fit in `frame`.
+    #[inline]
     pub fn run_xdp(
         &self,
         env: &mut Env,
@@ -489,12 +501,11 @@ impl Program {
             data,
             data + data_len as u64,
         );
-        env.set_ctx_field(0, data as u32);
-        env.set_ctx_field(4, (data + data_len as u64) as u32);
-        env.set_ctx_field(8, data as u32);
+        // Only the plain fields: data, data_end and data_meta are read
+        // from the Env (the verifier allows nothing but their 4-byte
+        // loads, converted), egress_ifindex stays 0 from `Env::new`.
         env.set_ctx_field(12, ingress_ifindex);
         env.set_ctx_field(16, rx_queue);
-        env.set_ctx_field(20, 0);
         let r = self.exec(env, [env.ctx_addr(), 0, 0]);
         let (meta, data, end) = env.packet();
         env.end_packet();
@@ -522,72 +533,4 @@ impl Program {
         env.end_packet();
         r
     }
-}
-
-/// Rewrites `LDDW` with a map pseudo-source into a plain 64-bit immediate.
-fn resolve_maps(insns: &mut [Insn], maps: &[MapRef]) -> Result<Vec<(usize, u32)>, VerifyError> {
-    let mut refs = Vec::new();
-    let mut pc = 0;
-    while pc < insns.len() {
-        if insns[pc].code == LDDW {
-            if pc + 1 >= insns.len() {
-                return Err(VerifyError::new(
-                    pc,
-                    "64-bit immediate load missing its second slot",
-                ));
-            }
-            let (src, imm, imm2) = (insns[pc].src, insns[pc].imm, insns[pc + 1].imm);
-            let value = match src {
-                0 => None,
-                PSEUDO_MAP_FD | PSEUDO_MAP_VALUE => {
-                    let m = maps.get(imm as u32 as usize).ok_or_else(|| {
-                        VerifyError::new(
-                            pc,
-                            format!("map index {imm} out of range ({} maps)", maps.len()),
-                        )
-                    })?;
-                    if src == PSEUDO_MAP_FD {
-                        refs.push((pc, imm as u32));
-                        if imm2 != 0 {
-                            return Err(VerifyError::new(
-                                pc,
-                                "map reference with a nonzero second immediate",
-                            ));
-                        }
-                        Some(m.handle)
-                    } else {
-                        let d = m.direct.ok_or_else(|| {
-                            VerifyError::new(
-                                pc,
-                                format!("map {imm} has no directly addressable value"),
-                            )
-                        })?;
-                        let off = imm2 as u32 as u64;
-                        if off >= d.len {
-                            return Err(VerifyError::new(
-                                pc,
-                                format!("offset {off} outside map {imm}'s {}-byte value", d.len),
-                            ));
-                        }
-                        Some(d.start + off)
-                    }
-                }
-                s => {
-                    return Err(VerifyError::new(
-                        pc,
-                        format!("64-bit immediate load with unsupported pseudo-source {s}"),
-                    ))
-                }
-            };
-            if let Some(v) = value {
-                insns[pc].src = 0;
-                insns[pc].imm = v as u32 as i32;
-                insns[pc + 1].imm = (v >> 32) as u32 as i32;
-            }
-            pc += 2;
-        } else {
-            pc += 1;
-        }
-    }
-    Ok(refs)
 }

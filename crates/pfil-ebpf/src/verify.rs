@@ -48,6 +48,11 @@ pub(crate) struct Analysis {
     /// For each pc, how its memory access is made; empty when every
     /// access is checked at run time.
     pub access: Vec<Access>,
+    /// `bpf_map_lookup_elem` calls the JIT compiles inline: (pc, map
+    /// index, the key's depth below r10), by pc. The map is an array
+    /// ([`MapRef::array`]) with 4-byte keys and the key lies in the
+    /// caller's frame.
+    pub lookups: Vec<(usize, u32, u32)>,
 }
 
 type Result<T> = core::result::Result<T, VerifyError>;
@@ -549,6 +554,7 @@ pub(crate) fn verify(
             .map(|k| map_refs[k].1)
     };
     let mut at: Vec<Option<State>> = vec![None; n];
+    let mut lookups: Vec<(usize, u32, u32)> = Vec::new();
     for &f in order.iter().rev() {
         let s = starts[f];
         let end = starts.get(f + 1).copied().unwrap_or(n);
@@ -586,9 +592,20 @@ pub(crate) fn verify(
                 }
             }
             let (dty, sty) = (st.ty[i.dst as usize], st.ty[i.src as usize]);
-            if i.code == BPF_ALU64 | BPF_MOV | BPF_X && i.off == 0 {
+            if i.code == BPF_ALU64 | BPF_MOV | BPF_X && i.off == 0 && i.src == 10 {
+                // The frame pointer: a stack pointer at depth 0.
+                out.ty[i.dst as usize] = STACK;
+            } else if i.code == BPF_ALU64 | BPF_MOV | BPF_X && i.off == 0 {
                 // A copy keeps the type.
                 out.ty[i.dst as usize] = sty;
+            } else if i.code == BPF_ALU64 | BPF_ADD | BPF_K && dty & KIND == STACK {
+                // r10 - k: still in the frame while 0 <= k <= STACK_FRAME.
+                let k = (dty & !KIND) as i64 - i.imm as i64;
+                out.ty[i.dst as usize] = if (0..=STACK_FRAME as i64).contains(&k) {
+                    STACK | k as u32
+                } else {
+                    OTHER
+                };
             } else if i.code == BPF_ALU64 | BPF_ADD | BPF_K && dty & KIND == PKT {
                 // data + k: still a packet pointer while 0 <= k < 2^16.
                 let k = (dty & !KIND) as i64 + i.imm as i64;
@@ -615,7 +632,18 @@ pub(crate) fn verify(
                 && st.ty[1] & KIND == MAP
             {
                 // The helper's contract (see `Helpers`): null or the value.
-                out.ty[0] = NULLABLE | (st.ty[1] & !KIND);
+                let m = st.ty[1] & !KIND;
+                out.ty[0] = NULLABLE | m;
+                // An array map with its key in this frame: inline.
+                let depth = (st.ty[2] & KIND == STACK).then_some(st.ty[2] & !KIND);
+                if let (Some(k), Some(mr)) = (depth, maps.get(m as usize)) {
+                    let fits = mr
+                        .array
+                        .is_some_and(|l| l.stride % 8 == 0 && l.stride <= i32::MAX as u64);
+                    if fits && mr.key_size == 4 && k >= 4 {
+                        lookups.push((pc, m, k));
+                    }
+                }
             }
             if let Ok(k) = calls.binary_search_by_key(&pc, |c| c.0) {
                 let g = func_of(calls[k].1);
@@ -625,6 +653,12 @@ pub(crate) fn verify(
                     range: 0,
                 };
                 args.ty[1..6].copy_from_slice(&st.ty[1..6]);
+                // The caller's stack pointers are not the callee's r10.
+                for t in args.ty.iter_mut() {
+                    if *t & KIND == STACK {
+                        *t = OTHER;
+                    }
+                }
                 entry[g] = Some(entry[g].map_or(args, |e| e.meet(&args)));
             }
             // `if data + n > data_end` and its forms: n bytes of packet on
@@ -730,6 +764,16 @@ pub(crate) fn verify(
         has_loops,
         functions: starts,
         access: if any { access } else { Vec::new() },
+        lookups: {
+            // The dataflow may visit a pc several times: keep the facts
+            // of its final state only.
+            lookups.retain(|&(pc, m, k)| {
+                at[pc].is_some_and(|st| st.ty[1] == MAP | m && st.ty[2] == STACK | k)
+            });
+            lookups.sort_unstable();
+            lookups.dedup();
+            lookups
+        },
     })
 }
 
@@ -743,6 +787,8 @@ const VALUE: u32 = 0x3000_0000;
 /// `data + k` (k in the low bits).
 const PKT: u32 = 0x4000_0000;
 const PKT_END: u32 = 0x5000_0000;
+/// `r10 - k` of the current frame (k in the low bits, 0..=512).
+const STACK: u32 = 0x6000_0000;
 
 /// The dataflow state at an instruction.
 #[derive(Clone, Copy, PartialEq, Eq)]

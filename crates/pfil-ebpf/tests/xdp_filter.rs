@@ -94,6 +94,7 @@ fn load(insns: &[Insn], maps: usize, jit: bool) -> Result<Program, pfil_ebpf::Ve
             value_size: 8,
             max_entries: 1,
             direct: None,
+            array: None,
         })
         .collect();
     let mut o = LoadOptions::default();

@@ -265,6 +265,20 @@ impl Filter for XdpFilter {
 }
 
 impl XdpFilter {
+    /// A run faulted: count it and unwind. Contained like a panicking
+    /// hook: the chain catches the unwind, quarantines the link and
+    /// applies its fail mode. resume_unwind skips the panic hook: a
+    /// program's fault is not a bug of pfild.
+    #[cold]
+    #[inline(never)]
+    fn fault(&self, worker: usize, f: pfil_ebpf::Fault) -> ! {
+        self.count(worker, 4);
+        std::panic::resume_unwind(Box::new(XdpFault(format!(
+            "xdp program {:?}: {f}",
+            self.prog.name()
+        ))));
+    }
+
     /// Run the program on one packet with a claimed environment and turn
     /// its action into a verdict (see the module docs).
     #[inline]
@@ -277,17 +291,7 @@ impl XdpFilter {
         let (len, ifindex, queue) = (pkt.len(), pkt.ifindex(), pkt.queue());
         let r = match claim.run(pkt.frame_mut(), 0, len, ifindex, queue) {
             Ok(r) => r,
-            Err(RunError::Fault(f)) => {
-                self.count(worker, 4);
-                // Contained like a panicking hook: the chain catches the
-                // unwind, quarantines the link and applies its fail mode.
-                // resume_unwind skips the panic hook: a program's fault
-                // is not a bug of pfild.
-                std::panic::resume_unwind(Box::new(XdpFault(format!(
-                    "xdp program {:?}: {f}",
-                    self.prog.name()
-                ))));
-            }
+            Err(RunError::Fault(f)) => self.fault(worker, f),
             Err(RunError::Worker(_)) => {
                 self.count(worker, 5);
                 return Verdict::Dropped;

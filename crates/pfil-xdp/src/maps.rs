@@ -3,7 +3,9 @@
 //! # Storage
 //! Every value lives in one arena allocated when the map is made, sized
 //! for `max_entries` entries (times the worker count for per-CPU maps),
-//! each value padded to 8 bytes. The arena never moves or grows, so a
+//! each value padded to 8 bytes; a per-CPU map has one section per worker
+//! (its values contiguous, as in the kernel's per-CPU areas), padded to
+//! whole cache lines. The arena never moves or grows, so a
 //! pointer a program got from `bpf_map_lookup_elem` stays inside it for
 //! as long as the map lives: the engine is told the whole arena as one
 //! region ([`Map::region`]).
@@ -36,6 +38,7 @@ use crate::object::MapDef;
 
 pub use types::{MapError, MapType, BPF_ANY, BPF_EXIST, BPF_NOEXIST};
 
+mod arena;
 mod types;
 
 /// The LPM_TRIE entries of one prefix length: masked data → (slot, data
@@ -65,6 +68,9 @@ pub struct Map {
     workers: usize,
     /// Bytes between two values (value size rounded up to 8).
     stride: usize,
+    /// Bytes of one worker's values (per-CPU maps; worker w's value of
+    /// slot s is at `w * section + s * stride`).
+    section: usize,
     arena: Box<[UnsafeCell<u64>]>,
     index: RwLock<Index>,
     /// LRU_HASH: last use of each slot (a global tick).
@@ -137,8 +143,14 @@ impl Map {
             1
         };
         let stride = vs.div_ceil(8) * 8;
-        let bytes = stride
+        // Per-CPU maps: one section per worker (the kernel's per-CPU
+        // areas), a whole number of cache lines, so that workers updating
+        // their own values do not share lines and a worker's values are
+        // dense.
+        let section = stride
             .checked_mul(n)
+            .map(|b| if workers > 1 { b.div_ceil(64) * 64 } else { b });
+        let bytes = section
             .and_then(|b| b.checked_mul(workers))
             .filter(|&b| b <= MAX_ARENA)
             .ok_or_else(|| {
@@ -146,7 +158,13 @@ impl Map {
                     "{n} entries of {vs} bytes exceed {MAX_ARENA} bytes"
                 ))
             })?;
-        let arena: Box<[UnsafeCell<u64>]> = (0..bytes / 8).map(|_| UnsafeCell::new(0)).collect();
+        // Zeroed by the allocator (fresh pages are not touched until used:
+        // a large map costs nothing at load).
+        let zeroed: Box<[u64]> = vec![0u64; bytes / 8].into_boxed_slice();
+        // SAFETY: UnsafeCell<u64> is repr(transparent) over u64, so the
+        // slice has the same layout; ownership moves from one Box to the other.
+        let arena: Box<[UnsafeCell<u64>]> =
+            unsafe { Box::from_raw(Box::into_raw(zeroed) as *mut [UnsafeCell<u64>]) };
         let lru = if def.kind == MapType::LruHash {
             (0..n).map(|_| AtomicU64::new(0)).collect()
         } else {
@@ -166,6 +184,7 @@ impl Map {
             readonly: def.readonly,
             workers,
             stride,
+            section: section.unwrap_or(0),
             arena,
             index: RwLock::new(index),
             lru,
@@ -216,58 +235,6 @@ impl Map {
             self.stride * self.workers
         } else {
             self.value_size
-        }
-    }
-
-    /// The arena as a region for the engine (read-only for `.rodata`).
-    pub fn region(&self) -> ArenaRegion {
-        ArenaRegion {
-            start: self.base() as u64,
-            len: (self.arena.len() * 8) as u64,
-            writable: !self.readonly,
-        }
-    }
-
-    fn base(&self) -> *mut u8 {
-        UnsafeCell::raw_get(self.arena.as_ptr()).cast::<u8>()
-    }
-
-    fn slot_ptr(&self, slot: u32, worker: usize) -> *mut u8 {
-        let off = (slot as usize * self.workers + worker) * self.stride;
-        debug_assert!(off + self.value_size <= self.arena.len() * 8);
-        // SAFETY: slot < max_entries and worker < workers (callers), so
-        // off + stride is within the arena allocation.
-        unsafe { self.base().add(off) }
-    }
-
-    fn write_slot(&self, slot: u32, worker: usize, v: &[u8]) {
-        // Up to the padded stride: bpf(2) copies per-CPU values with their
-        // padding, and so does the control side here.
-        let n = v.len().min(self.stride);
-        // SAFETY: slot_ptr is inside the arena with value_size bytes after
-        // it; `v` is a separate Rust slice. Concurrent writers race on the
-        // bytes as kernel maps do (module docs); plain byte copies.
-        unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), self.slot_ptr(slot, worker), n) };
-    }
-
-    fn read_slot(&self, slot: u32, worker: usize, out: &mut Vec<u8>) {
-        let n = if self.kind.per_cpu() {
-            self.stride
-        } else {
-            self.value_size
-        };
-        let start = out.len();
-        out.resize(start + n, 0);
-        // SAFETY: as in write_slot; `out` has n bytes from start, n <= stride.
-        unsafe {
-            std::ptr::copy_nonoverlapping(self.slot_ptr(slot, worker), out[start..].as_mut_ptr(), n)
-        };
-    }
-
-    fn zero_slot(&self, slot: u32) {
-        for w in 0..self.workers {
-            // SAFETY: as in write_slot.
-            unsafe { std::ptr::write_bytes(self.slot_ptr(slot, w), 0, self.stride) };
         }
     }
 

@@ -107,6 +107,9 @@ impl XdpProgram {
                         len: u64::from(d.value_size),
                         writable: r.writable,
                     }),
+                    array: m
+                        .array_layout(0)
+                        .map(|(_, stride)| pfil_ebpf::ArrayLayout { stride }),
                 }
             })
             .collect();
@@ -134,7 +137,18 @@ impl XdpProgram {
                 // SAFETY: the regions are the maps' arenas, which `state`
                 // (and the XdpProgram) keep alive as long as the Env; Rust
                 // code touches them only through raw pointers (maps.rs).
-                let env = unsafe { Env::new(regions.clone(), state.get().cast()) };
+                let mut env = unsafe { Env::new(regions.clone(), state.get().cast()) };
+                // Worker w's values of the array maps (0 for the others,
+                // which have no `MapRef::array` and so no inlined lookup).
+                let bases = maps
+                    .iter()
+                    .map(|m| m.array_layout(w).map_or(0, |(b, _)| b))
+                    .collect();
+                // SAFETY: for a map with `array` set, value k < max_entries
+                // of worker w is at base + k * stride, value_size bytes
+                // 8-aligned inside its arena (a region above), kept alive
+                // by `state` as long as the Env.
+                unsafe { env.set_array_bases(bases) };
                 Slot {
                     busy: AtomicBool::new(false),
                     env: UnsafeCell::new(env),
@@ -199,7 +213,9 @@ impl XdpProgram {
     /// [`RunError::Worker`] when another thread holds that slot.
     #[inline]
     pub fn claim(&self, worker: usize) -> Result<Claim<'_>, RunError> {
-        let slot = &self.slots[worker % self.slots.len()];
+        let n = self.slots.len();
+        // No division on the common path (a registry worker's index).
+        let slot = &self.slots[if worker < n { worker } else { worker % n }];
         if slot.busy.swap(true, Ordering::Acquire) {
             return Err(RunError::Worker(worker));
         }

@@ -1,0 +1,109 @@
+//! Maps as the engine sees them ([`MapRef`]) and the relocation of the
+//! `LDDW` instructions that refer to them.
+
+use crate::insn::*;
+use crate::{Region, VerifyError};
+
+/// What the loader tells the engine about one map of a program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MapRef {
+    /// The loader's opaque handle, loaded by `LDDW dst, map` (src 1).
+    pub handle: u64,
+    /// Key size in bytes.
+    pub key_size: u32,
+    /// Value size in bytes.
+    pub value_size: u32,
+    /// Maximum number of entries.
+    pub max_entries: u32,
+    /// For maps whose value is addressed directly (global data: `.data`,
+    /// `.rodata`, `.bss`), the value's memory, for `LDDW` with src 2. The
+    /// region must also be given to [`Env::new`](crate::Env::new) for the program to reach it.
+    pub direct: Option<Region>,
+    /// For array maps (ARRAY, PERCPU_ARRAY) whose lookups the JIT may
+    /// compile inline, as the kernel's `array_map_gen_lookup`: no helper
+    /// call. Requires `key_size` 4; the value addresses come from the
+    /// run's [`Env`](crate::Env) ([`Env::set_array_bases`](crate::Env::set_array_bases)).
+    pub array: Option<ArrayLayout>,
+}
+
+/// Where an array map's values lie, for lookups compiled inline: value
+/// `k` (for `k < max_entries`) of the running worker is at
+/// `base + k * stride`, `base` being the map's entry of
+/// [`Env::set_array_bases`](crate::Env::set_array_bases) (per worker for per-CPU arrays).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArrayLayout {
+    /// Bytes from one value to the next (at least `value_size`, a
+    /// multiple of 8).
+    pub stride: u64,
+}
+
+/// Rewrites `LDDW` with a map pseudo-source into a plain 64-bit immediate.
+pub(crate) fn resolve_maps(
+    insns: &mut [Insn],
+    maps: &[MapRef],
+) -> Result<Vec<(usize, u32)>, VerifyError> {
+    let mut refs = Vec::new();
+    let mut pc = 0;
+    while pc < insns.len() {
+        if insns[pc].code == LDDW {
+            if pc + 1 >= insns.len() {
+                return Err(VerifyError::new(
+                    pc,
+                    "64-bit immediate load missing its second slot",
+                ));
+            }
+            let (src, imm, imm2) = (insns[pc].src, insns[pc].imm, insns[pc + 1].imm);
+            let value = match src {
+                0 => None,
+                PSEUDO_MAP_FD | PSEUDO_MAP_VALUE => {
+                    let m = maps.get(imm as u32 as usize).ok_or_else(|| {
+                        VerifyError::new(
+                            pc,
+                            format!("map index {imm} out of range ({} maps)", maps.len()),
+                        )
+                    })?;
+                    if src == PSEUDO_MAP_FD {
+                        refs.push((pc, imm as u32));
+                        if imm2 != 0 {
+                            return Err(VerifyError::new(
+                                pc,
+                                "map reference with a nonzero second immediate",
+                            ));
+                        }
+                        Some(m.handle)
+                    } else {
+                        let d = m.direct.ok_or_else(|| {
+                            VerifyError::new(
+                                pc,
+                                format!("map {imm} has no directly addressable value"),
+                            )
+                        })?;
+                        let off = imm2 as u32 as u64;
+                        if off >= d.len {
+                            return Err(VerifyError::new(
+                                pc,
+                                format!("offset {off} outside map {imm}'s {}-byte value", d.len),
+                            ));
+                        }
+                        Some(d.start + off)
+                    }
+                }
+                s => {
+                    return Err(VerifyError::new(
+                        pc,
+                        format!("64-bit immediate load with unsupported pseudo-source {s}"),
+                    ))
+                }
+            };
+            if let Some(v) = value {
+                insns[pc].src = 0;
+                insns[pc].imm = v as u32 as i32;
+                insns[pc + 1].imm = (v >> 32) as u32 as i32;
+            }
+            pc += 2;
+        } else {
+            pc += 1;
+        }
+    }
+    Ok(refs)
+}

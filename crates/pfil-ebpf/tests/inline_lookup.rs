@@ -1,0 +1,223 @@
+//! Lookups in array maps compiled inline by the JIT (`MapRef::array`,
+//! `Env::set_array_bases`) give what the helper gives on the interpreter:
+//! the same index bounds (`index < max_entries`, unsigned), the running
+//! worker's values, and the helper call where the key is not in the frame.
+
+use pfil_ebpf::insn::*;
+use pfil_ebpf::{
+    asm_exit, ArrayLayout, Env, Fault, Helpers, Insn, LoadOptions, MapRef, Program, Region,
+    Signature,
+};
+
+const MAX: u32 = 5;
+/// 16 bytes between values (an 8-byte value padded as a per-CPU section
+/// would not be: any multiple of 8 works).
+const STRIDE: u64 = 16;
+
+/// The reference helper: the key read through the Env's checks, the value
+/// of the worker whose base `user` points to.
+unsafe extern "C" fn lookup(_map: u64, key: u64, _: u64, _: u64, _: u64, env: *mut Env) -> u64 {
+    // SAFETY: the engine passes its live Env.
+    let env = unsafe { &mut *env };
+    let Ok(k) = env.check(key, 4) else {
+        env.fault(Fault::Helper {
+            pc: 0,
+            reason: "bad key",
+        });
+        return 0;
+    };
+    let k = u32::from_le_bytes([k[0], k[1], k[2], k[3]]);
+    // SAFETY: the tests make `user` point to the worker's base.
+    let base = unsafe { *env.user::<u64>() };
+    if k < MAX {
+        base + u64::from(k) * STRIDE
+    } else {
+        0
+    }
+}
+
+/// `*(u32 *)(r10 - 8) = key; r2 = r10 - 8 (or a copy of the key in
+/// the packet when `in_packet`); r0 = lookup(map 0, r2); r0 = r0 ?
+/// *(u64 *)r0 : 999`.
+fn program(key: u32, in_packet: bool) -> Vec<Insn> {
+    program_at(key, in_packet, 8)
+}
+
+/// As [`program`], the key `depth` bytes below r10.
+fn program_at(key: u32, in_packet: bool, depth: i16) -> Vec<Insn> {
+    let mut p = vec![Insn::new(
+        BPF_ST | BPF_MEM | BPF_W,
+        10,
+        0,
+        -depth,
+        key as i32,
+    )];
+    if in_packet {
+        p.push(Insn::new(BPF_LDX | BPF_MEM | BPF_W, 2, 1, 0, 0)); // r2 = data
+        p.push(Insn::new(BPF_LDX | BPF_MEM | BPF_W, 3, 10, -depth, 0));
+        p.push(Insn::new(BPF_STX | BPF_MEM | BPF_W, 2, 3, 0, 0));
+    } else {
+        p.push(Insn::new(BPF_MOV | BPF_X | BPF_ALU64, 2, 10, 0, 0));
+        p.push(Insn::new(
+            BPF_ADD | BPF_K | BPF_ALU64,
+            2,
+            0,
+            0,
+            -i32::from(depth),
+        ));
+    }
+    p.extend([
+        Insn::new(LDDW, 1, PSEUDO_MAP_FD, 0, 0),
+        Insn::new(0, 0, 0, 0, 0),
+        Insn::new(BPF_JMP | BPF_CALL, 0, 0, 0, 1),
+        Insn::new(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2, 0),
+        Insn::new(BPF_LDX | BPF_MEM | BPF_DW, 0, 0, 0, 0),
+        asm_exit(),
+        Insn::new(BPF_MOV | BPF_K | BPF_ALU64, 0, 0, 0, 999),
+        asm_exit(),
+    ]);
+    p
+}
+
+fn load(insns: Vec<Insn>, jit: bool) -> Program {
+    let mut h = Helpers::new();
+    h.insert(1, lookup, Signature { args: 2 });
+    let maps = [MapRef {
+        handle: 0x1000,
+        key_size: 4,
+        value_size: 8,
+        max_entries: MAX,
+        direct: None,
+        array: Some(ArrayLayout { stride: STRIDE }),
+    }];
+    let mut o = LoadOptions::default();
+    o.jit = jit;
+    Program::load(insns, &maps, &h, &o).unwrap()
+}
+
+/// One worker's values (`worker * 100 + index`) and its Env.
+struct Worker {
+    arena: Box<[u64]>,
+    base: Box<u64>,
+    env: Env,
+}
+
+fn worker(w: u64) -> Worker {
+    let mut arena: Box<[u64]> = vec![0; (MAX as u64 * STRIDE / 8) as usize].into();
+    for k in 0..MAX as usize {
+        arena[k * STRIDE as usize / 8] = w * 100 + k as u64;
+    }
+    let start = arena.as_ptr() as u64;
+    let mut base = Box::new(start);
+    let region = Region {
+        start,
+        len: arena.len() as u64 * 8,
+        writable: true,
+    };
+    // SAFETY: the arena and the base outlive the Env (fields of Worker,
+    // dropped together; the Env is not used after).
+    let mut env = unsafe { Env::new(vec![region], (&mut *base as *mut u64).cast()) };
+    // SAFETY: value k < MAX is at start + k * STRIDE, 8 bytes, in the arena.
+    unsafe { env.set_array_bases(vec![start]) };
+    Worker { arena, base, env }
+}
+
+fn run(p: &Program, w: &mut Worker) -> Result<u64, Fault> {
+    let mut frame = [0u8; 64];
+    p.run_xdp(&mut w.env, &mut frame, 0, 64, 1, 0)
+        .map(|o| o.action)
+}
+
+#[test]
+fn inline_array_lookups_agree_with_the_helper_at_the_bounds() {
+    let mut workers = [worker(0), worker(1)];
+    for key in [
+        0,
+        1,
+        MAX - 1,
+        MAX,
+        MAX + 1,
+        0x7fff_ffff,
+        0x8000_0000,
+        u32::MAX,
+    ] {
+        for in_packet in [false, true] {
+            let jit = load(program(key, in_packet), true);
+            let reference = load(program(key, in_packet), false);
+            for w in workers.iter_mut() {
+                let want = run(&reference, w).unwrap();
+                assert_eq!(run(&jit, w).unwrap(), want, "key {key}");
+                let expect = if key < MAX {
+                    w.arena[key as usize * STRIDE as usize / 8]
+                } else {
+                    999
+                };
+                assert_eq!(want, expect, "key {key}, base {:#x}", *w.base);
+            }
+        }
+    }
+}
+
+#[test]
+fn an_env_without_array_bases_faults_instead_of_guessing() {
+    let jit = load(program(0, false), true);
+    if !jit.is_jitted() {
+        return;
+    }
+    let mut w = worker(0);
+    // SAFETY: no bases: nothing to vouch for.
+    unsafe { w.env.set_array_bases(Vec::new()) };
+    assert!(matches!(run(&jit, &mut w), Err(Fault::Helper { .. })));
+}
+
+#[test]
+fn inlined_lookups_are_not_helper_calls() {
+    // The machine code of a stack key has no call; a packet key's has.
+    let stack = load(program(1, false), true);
+    let packet = load(program(1, true), true);
+    let (Some(s), Some(p)) = (stack.machine_code(), packet.machine_code()) else {
+        return;
+    };
+    // `call r11` (41 ff d3) is how the JIT calls helpers.
+    let calls = |c: &[u8]| c.windows(3).filter(|w| w == &[0x41, 0xff, 0xd3]).count();
+    assert!(calls(p) > calls(s), "{} vs {}", calls(p), calls(s));
+}
+
+proptest::proptest! {
+    /// Any key at any depth of the frame: the JIT (inline) and the
+    /// interpreter (helper) give the same value or the same miss.
+    #[test]
+    fn inline_lookups_match_the_interpreter(key in proptest::prelude::any::<u32>(), small in 0u32..8, depth in 4i16..=512, w in 0u64..2) {
+        let key = if small < 6 { small } else { key };
+        let insns = program_at(key, false, depth);
+        let (jit, reference) = (load(insns.clone(), true), load(insns, false));
+        let mut w = worker(w);
+        proptest::prop_assert_eq!(run(&jit, &mut w), run(&reference, &mut w));
+    }
+}
+
+#[test]
+fn a_callers_stack_key_in_a_callee_is_looked_up_by_the_helper() {
+    // main: key 1 at its r10 - 8, r2 = that address, call f; f stores key
+    // 3 at its own r10 - 8 and looks r2 up: the caller's key (1) counts.
+    let insns = vec![
+        Insn::new(BPF_ST | BPF_MEM | BPF_W, 10, 0, -8, 1),
+        Insn::new(BPF_MOV | BPF_X | BPF_ALU64, 2, 10, 0, 0),
+        Insn::new(BPF_ADD | BPF_K | BPF_ALU64, 2, 0, 0, -8),
+        Insn::new(BPF_JMP | BPF_CALL, 0, PSEUDO_CALL, 0, 1),
+        asm_exit(),
+        Insn::new(BPF_ST | BPF_MEM | BPF_W, 10, 0, -8, 3),
+        Insn::new(LDDW, 1, PSEUDO_MAP_FD, 0, 0),
+        Insn::new(0, 0, 0, 0, 0),
+        Insn::new(BPF_JMP | BPF_CALL, 0, 0, 0, 1),
+        Insn::new(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2, 0),
+        Insn::new(BPF_LDX | BPF_MEM | BPF_DW, 0, 0, 0, 0),
+        asm_exit(),
+        Insn::new(BPF_MOV | BPF_K | BPF_ALU64, 0, 0, 0, 999),
+        asm_exit(),
+    ];
+    let mut w = worker(1);
+    for jit in [true, false] {
+        assert_eq!(run(&load(insns.clone(), jit), &mut w), Ok(101), "jit {jit}");
+    }
+}
