@@ -177,6 +177,7 @@ impl Filter for Ct {
                     p.set_verdict(Verdict::Dropped);
                 }
             }
+            self.table.sweep_next(chunk.len() * super::table::SWEEP, run);
         }
     }
 

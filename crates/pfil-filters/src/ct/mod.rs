@@ -244,6 +244,9 @@ pub struct Table {
     invalid: Box<[CachePadded<[AtomicU64; 8]>]>,
     /// Flows removed by an operator ([`Table::kill`]).
     killed: AtomicU64,
+    /// The shard [`Table::sweep_next`] sweeps next (racy between
+    /// workers: two may sweep one shard, no harm).
+    sweep_at: AtomicUsize,
 }
 
 impl Table {
@@ -269,6 +272,7 @@ impl Table {
                 .map(|_| CachePadded::new(Default::default()))
                 .collect(),
             killed: AtomicU64::new(0),
+            sweep_at: AtomicUsize::new(0),
         }
     }
 
@@ -369,7 +373,7 @@ impl Table {
         run: Run,
         worker: usize,
     ) -> (CtState, bool) {
-        match self.track_inner(c, h, len, run) {
+        match self.track_inner(c, h, len, run, false) {
             Ok(r) => r,
             Err(why) => {
                 self.count(worker, why);
@@ -381,7 +385,7 @@ impl Table {
     /// Track one packet of class `c` and `len` bytes; its state and
     /// direction. Counts an invalid packet's reason in `worker`'s slot.
     pub fn track(&self, c: Class, len: u32, run: Run, worker: usize) -> (CtState, bool) {
-        match self.track_inner(c, None, len, run) {
+        match self.track_inner(c, None, len, run, true) {
             Ok(r) => r,
             Err(why) => {
                 self.count(worker, why);
@@ -405,7 +409,7 @@ impl Table {
     ) -> Option<(CtState, bool)> {
         let (key, src_a, kind) = match c {
             Class::Untracked | Class::Invalid(_) => return None,
-            Class::Error(..) => return self.track_inner(c, None, len, run).ok(),
+            Class::Error(..) => return self.track_inner(c, None, len, run, true).ok(),
             Class::Flow(key, src_a, kind) => (key, src_a, kind),
         };
         let h = self.hash(&key);
@@ -442,6 +446,7 @@ impl Table {
         h: Option<u64>,
         len: u32,
         run: Run,
+        sweep: bool,
     ) -> Result<(CtState, bool), Invalid> {
         let (key, src_a, kind) = match c {
             Class::Untracked => return Ok((CtState::Untracked, false)),
@@ -479,11 +484,29 @@ impl Table {
             }
             None => self.create(&mut g, key, h as u32, src_a, kind, len, run, ad),
         };
-        let gone = g.sweep(table::SWEEP, |e| expired(e, run.now, ad));
+        if sweep {
+            let gone = g.sweep(table::SWEEP, |e| expired(e, run.now, ad));
+            if gone > 0 {
+                self.entries.fetch_sub(gone, Relaxed);
+            }
+        }
+        r
+    }
+
+    /// Sweep `n` entries of the next shard (round robin) for expired
+    /// ones: what a batch of `n / SWEEP` packets does once
+    /// ([`track_hashed`](Self::track_hashed) sweeps nothing), a lock
+    /// taken once and the entries read in order rather than a few at each
+    /// packet's lock.
+    pub fn sweep_next(&self, n: usize, run: Run) {
+        let i = self.sweep_at.load(Relaxed);
+        self.sweep_at.store(i.wrapping_add(1), Relaxed);
+        let mut g = lock(&self.shards[i % self.shards.len()]);
+        let ad = Adaptive::at(self.len(), run.max);
+        let gone = g.sweep(n, |e| expired(e, run.now, ad));
         if gone > 0 {
             self.entries.fetch_sub(gone, Relaxed);
         }
-        r
     }
 
     fn shard(&self, h: u64) -> &Mutex<Shard> {

@@ -287,7 +287,7 @@ impl Shard {
         if self.used == 0 {
             return 0;
         }
-        for _ in 0..n {
+        for _ in 0..n.min(self.used as usize) {
             if self.cursor >= self.used {
                 self.cursor = 0;
             }
