@@ -103,6 +103,23 @@ struct Version {
     marks: bool,
     /// A rule matches a mark.
     mark_match: bool,
+    /// Per part of the classifier: the rule every IPv4 key of that part
+    /// matches, if its first rule matches any packet (a `pass ct state
+    /// established,related` leading the ruleset): the ct path answers it
+    /// without classifying.
+    catch_all: Box<[Option<u32>]>,
+}
+
+/// Whether `r` matches every packet (whatever its connection state: the
+/// part it is in decided that).
+fn matches_any(r: &pfil_acl::Rule) -> bool {
+    *r == pfil_acl::Rule {
+        count: r.count,
+        ct_state: r.ct_state,
+        ct_dir: r.ct_dir,
+        keep_state: r.keep_state,
+        ..pfil_acl::Rule::any(r.action)
+    }
 }
 
 /// `SEG` counters of one worker, on cache lines of its own, so workers
@@ -237,7 +254,17 @@ impl Version {
             .map(|l| l.as_ref().map_or(NO_COUNTER, |l| l.id))
             .collect();
         let default_lease = default.unwrap_or_else(|| slab.lease());
+        let catch_all = (0..classifier.parts())
+            .map(|pi| {
+                let first = match classifier.part(pi).1 {
+                    Some(map) => *map.first()?,
+                    None => 0,
+                };
+                matches_any(rules.rules.get(first as usize)?).then_some(first)
+            })
+            .collect();
         Version {
+            catch_all,
             rules,
             classifier,
             counter_of,

@@ -104,6 +104,14 @@ pub(super) fn filter_batch_ct(v: &Version, pkts: &mut [Packet<'_>], ctx: &Ctx<'_
             i += 1;
         }
         for pi in 0..v.classifier.parts() {
+            if let Some(Some(rule)) = v.catch_all.get(pi) {
+                // Its first rule matches every packet of the part: no
+                // classifying.
+                for j in (0..n).filter(|&j| usize::from(part[j]) == pi) {
+                    pkts[idx[j]].set_verdict(v.decide(Some(*rule), ctx.worker));
+                }
+                continue;
+            }
             let mut m = 0;
             for j in 0..n {
                 if usize::from(part[j]) == pi {
