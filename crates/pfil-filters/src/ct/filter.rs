@@ -147,31 +147,36 @@ impl Filter for Ct {
         let run = self.run();
         let drop_invalid = self.drop_invalid.load(Relaxed);
         for chunk in pkts.chunks_mut(PIPE) {
-            let mut cls: [Option<(flow::Class, Option<u64>)>; PIPE] = [None; PIPE];
-            for (p, c) in chunk.iter().zip(cls.iter_mut()) {
+            // Bit i: packet i is tracked (not dropped by an earlier hook).
+            let mut tracked = 0u32;
+            let mut cls = [flow::Class::Untracked; PIPE];
+            let mut hs = [None; PIPE];
+            for (i, p) in chunk.iter().enumerate() {
                 if p.verdict().is_pass() {
                     let k = flow::classify(p);
-                    let h = self.table.hash_of(&k);
-                    *c = Some((k, h));
+                    hs[i] = self.table.hash_of(&k);
+                    cls[i] = k;
+                    tracked |= 1 << i;
                 }
             }
-            let hash = |i: usize| cls.get(i).and_then(|c| c.as_ref()).and_then(|c| c.1);
+            let hash = |i: usize| hs.get(i).copied().flatten();
             for i in 0..AHEAD.min(chunk.len()) {
                 if let Some(h) = hash(i) {
                     self.table.prefetch(h, false);
                 }
             }
-            for i in 0..chunk.len() {
+            for (i, p) in chunk.iter_mut().enumerate() {
                 if let Some(h) = hash(i + AHEAD) {
                     self.table.prefetch(h, false);
                 }
                 if let Some(h) = hash(i + AHEAD / 2) {
                     self.table.prefetch(h, true);
                 }
-                let Some((c, h)) = cls[i] else { continue };
-                let p = &mut chunk[i];
+                if tracked & 1 << i == 0 {
+                    continue;
+                }
                 let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
-                let (s, reply) = self.table.track_hashed(c, h, len, run, ctx.worker);
+                let (s, reply) = self.table.track_hashed(cls[i], hs[i], len, run, ctx.worker);
                 p.set_ct(s, reply);
                 if drop_invalid && s == CtState::Invalid {
                     p.set_verdict(Verdict::Dropped);

@@ -234,7 +234,9 @@ pub struct Table {
     shards: Shards,
     /// Each shard's lock-free view, to prefetch ([`Table::prefetch`]).
     peeks: Box<[Peek]>,
-    shard_shift: u32,
+    /// Shards - 1 (a power of two): a hash's shard is its bits 32 and up
+    /// under this mask (its low 32 bits place it in the shard's index).
+    shard_mask: usize,
     entries: AtomicUsize,
     built_for: usize,
     /// Random seeds of the key hash.
@@ -260,7 +262,7 @@ impl Table {
         Table {
             peeks: shards.iter().map(|s| lock(s).peek()).collect(),
             shards,
-            shard_shift: 64 - n.trailing_zeros(),
+            shard_mask: n - 1,
             entries: AtomicUsize::new(0),
             built_for: max,
             seeds: {
@@ -333,13 +335,9 @@ impl Table {
         }
     }
 
+    #[inline]
     fn shard_at(&self, h: u64) -> usize {
-        let i = if self.shard_shift >= 64 {
-            0
-        } else {
-            (h >> self.shard_shift) as usize
-        };
-        i.min(self.shards.len() - 1)
+        (h >> 32) as usize & self.shard_mask
     }
 
     /// Start bringing in what the lookup of hash `h` will read: with
@@ -470,8 +468,10 @@ impl Table {
         let h = h.unwrap_or_else(|| self.hash(&key));
         let mut g = lock(self.shard(h));
         let ad = Adaptive::at(self.len(), run.max);
-        let r = match self.live(&mut g, &key, h as u32, run.now, ad) {
-            Some(id) => {
+        let found = g.find(&key, h as u32);
+        let r = match found {
+            // The hit: found, not expired, updated (one entry lookup).
+            Some(id) if !expired(g.get(id), run.now, ad) => {
                 let e = g.get_mut(id);
                 match update(e, src_a, kind, len, run) {
                     Err(Reopen) => {
@@ -481,6 +481,10 @@ impl Table {
                     }
                     Ok(r) => r,
                 }
+            }
+            Some(id) => {
+                self.expire(&mut g, id);
+                self.create(&mut g, key, h as u32, src_a, kind, len, run, ad)
             }
             None => self.create(&mut g, key, h as u32, src_a, kind, len, run, ad),
         };
@@ -518,12 +522,18 @@ impl Table {
     fn live(&self, g: &mut Shard, key: &FlowKey, h: u32, now: u32, ad: Adaptive) -> Option<u32> {
         let id = g.find(key, h)?;
         if expired(g.get(id), now, ad) {
-            g.remove(id);
-            g.expiries += 1;
-            self.entries.fetch_sub(1, Relaxed);
+            self.expire(g, id);
             return None;
         }
         Some(id)
+    }
+
+    /// Remove entry `id`, expired.
+    #[cold]
+    fn expire(&self, g: &mut Shard, id: u32) {
+        g.remove(id);
+        g.expiries += 1;
+        self.entries.fetch_sub(1, Relaxed);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -630,6 +640,7 @@ fn lock(s: &Mutex<Shard>) -> std::sync::MutexGuard<'_, Shard> {
 }
 
 /// Whether `e` has outlived its timeout at `now`, scaled by `ad`.
+#[inline]
 pub fn expired(e: &Entry, now: u32, ad: Adaptive) -> bool {
     let t = u64::from(PF_TIMEOUTS[usize::from(e.timeout).min(PF_TIMEOUTS.len() - 1)]);
     u64::from(now.saturating_sub(e.last)) * ad.den > t * ad.num
@@ -639,6 +650,7 @@ pub fn expired(e: &Entry, now: u32, ad: Adaptive) -> bool {
 struct Reopen;
 
 /// Update entry `e` with a packet from side `src_a` (is the key's `a`).
+#[inline]
 fn update(
     e: &mut Entry,
     src_a: bool,

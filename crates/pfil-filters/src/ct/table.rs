@@ -91,10 +91,15 @@ pub struct Adaptive {
 
 impl Adaptive {
     /// The scale at `n` entries of `max`.
+    #[inline]
     pub fn at(n: usize, max: usize) -> Adaptive {
         let (n, max) = (n as u64, max as u64);
-        let (start, end) = (max * 6 / 10, max * 12 / 10);
-        if n <= start || end <= start {
+        let start = max * 6 / 10;
+        if n <= start {
+            return Adaptive { num: 1, den: 1 };
+        }
+        let end = max * 12 / 10;
+        if end <= start {
             Adaptive { num: 1, den: 1 }
         } else {
             Adaptive {
@@ -190,16 +195,19 @@ impl Shard {
     }
 
     /// The entry `id`.
+    #[inline]
     pub fn get(&self, id: u32) -> &Entry {
         &self.chunks[id as usize / CHUNK][id as usize % CHUNK]
     }
 
     /// The entry `id`, to update.
+    #[inline]
     pub fn get_mut(&mut self, id: u32) -> &mut Entry {
         &mut self.chunks[id as usize / CHUNK][id as usize % CHUNK]
     }
 
     /// The id of `key`'s entry.
+    #[inline]
     pub fn find(&self, key: &FlowKey, hash: u32) -> Option<u32> {
         let mut pos = hash as usize & self.mask;
         loop {
