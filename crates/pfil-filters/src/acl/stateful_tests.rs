@@ -314,8 +314,11 @@ fn a_leading_catch_all_rule_answers_its_state_without_classifying() {
     )
     .unwrap();
     let v = all.current.load();
-    assert!(v.catch_all.iter().any(|c| *c == Some(0)), "{:?}", v.catch_all);
-    assert!(v.catch_all.iter().all(|c| *c != Some(1)), "a proto is not any");
+    assert!(v.catch_all.contains(&Some(0)), "{:?}", v.catch_all);
+    assert!(
+        v.catch_all.iter().all(|c| *c != Some(1)),
+        "a proto is not any"
+    );
     assert_eq!(run(&all, &[Est, New, Est, Est]), [Pass, Pass, Pass, Pass]);
     let hits = all.hits();
     assert_eq!((hits[0].hits, hits[1].hits), (3, 1), "{hits:?}");
@@ -324,6 +327,11 @@ fn a_leading_catch_all_rule_answers_its_state_without_classifying() {
         1,
     )
     .unwrap();
-    assert!(tcp_only.current.load().catch_all.iter().all(Option::is_none));
+    assert!(tcp_only
+        .current
+        .load()
+        .catch_all
+        .iter()
+        .all(Option::is_none));
     assert_eq!(run(&tcp_only, &[Est, New]), [Dropped, Dropped]);
 }

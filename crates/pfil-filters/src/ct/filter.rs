@@ -182,7 +182,8 @@ impl Filter for Ct {
                     p.set_verdict(Verdict::Dropped);
                 }
             }
-            self.table.sweep_next(chunk.len() * super::table::SWEEP, run);
+            self.table
+                .sweep_next(chunk.len() * super::table::SWEEP, run);
         }
     }
 
