@@ -146,7 +146,7 @@ impl Filter for Ct {
     /// its flow's shard lock, the index slot of the packet 8
     /// places on and the entry of the one 4 on prefetched
     /// meanwhile (as VPP does with a burst), so that with a table larger
-    /// than the caches the misses overlap (from [`PREFETCH_FROM`]
+    /// than the caches the misses overlap (from 8 192
     /// entries: a smaller table is in the caches).
     fn filter_batch(&self, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
         let run = self.run();
