@@ -33,7 +33,7 @@ pub(super) struct Version {
     pub(super) marks: bool,
     /// A rule matches a mark.
     pub(super) mark_match: bool,
-    /// Per part of the classifier: the rule every IPv4 key of that part
+    /// Per part of the classifier: the rule every packet of that part
     /// matches, if its first rule matches any packet (a `pass ct state
     /// established,related` leading the ruleset): the ct path answers it
     /// without classifying.
