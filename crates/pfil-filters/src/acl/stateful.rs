@@ -89,7 +89,12 @@ pub(super) fn filter_batch_ct(v: &Version, pkts: &mut [Packet<'_>], ctx: &Ctx<'_
             let p = &pkts[i];
             if p.verdict().is_pass() {
                 let pi = v.classifier.part_of(p.ct_bits());
-                if key_v4_into(p, &mut keys[n]) {
+                if let Some(Some(rule)) = v.catch_all.get(pi) {
+                    // Its part's first rule matches every packet: no key,
+                    // no classifying.
+                    let verdict = v.decide(Some(*rule), ctx.worker);
+                    pkts[i].set_verdict(verdict);
+                } else if key_v4_into(p, &mut keys[n]) {
                     idx[n] = i;
                     part[n] = pi as u8;
                     n += 1;

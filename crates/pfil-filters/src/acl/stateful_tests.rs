@@ -287,3 +287,51 @@ fn mark_errors_name_the_column() {
         assert!(e.to_string().contains(says), "{rules}: {e}");
     }
 }
+
+/// A part whose first rule matches every packet (`pass ct state
+/// established,related` leading) is answered without classifying, with
+/// the rule's counter; a leading rule with any other field is
+/// classified: packets it does not match fall through.
+#[test]
+fn a_leading_catch_all_rule_answers_its_state_without_classifying() {
+    use pfil::{CtState, Ctx};
+    let ctx = Ctx::new("h", Dir::In, 0);
+    let (a, b) = ([198, 18, 0, 1], [198, 18, 0, 9]);
+    let run = |acl: &Acl, states: &[CtState]| -> Vec<Verdict> {
+        let mut frames: Vec<Vec<u8>> = states.iter().map(|_| udp4(a, b, 5000, 53)).collect();
+        let mut batch: Vec<Packet<'_>> = frames.iter_mut().map(|f| Packet::new(f)).collect();
+        for (p, s) in batch.iter_mut().zip(states) {
+            p.set_ct(*s, false);
+        }
+        acl.filter_batch(&mut batch, &ctx);
+        batch.iter().map(|p| p.verdict()).collect()
+    };
+    use CtState::{Established as Est, New};
+    use Verdict::{Dropped, Pass};
+    let all = Acl::from_config(
+        "pass count ct state established,related; pass count proto udp ct state new; default drop",
+        1,
+    )
+    .unwrap();
+    let v = all.current.load();
+    assert!(v.catch_all.contains(&Some(0)), "{:?}", v.catch_all);
+    assert!(
+        v.catch_all.iter().all(|c| *c != Some(1)),
+        "a proto is not any"
+    );
+    assert_eq!(run(&all, &[Est, New, Est, Est]), [Pass, Pass, Pass, Pass]);
+    let hits = all.hits();
+    assert_eq!((hits[0].hits, hits[1].hits), (3, 1), "{hits:?}");
+    let tcp_only = Acl::from_config(
+        "pass count proto tcp ct state established,related; default drop",
+        1,
+    )
+    .unwrap();
+    assert!(tcp_only
+        .current
+        .load()
+        .catch_all
+        .iter()
+        .all(Option::is_none));
+    assert_eq!(run(&tcp_only, &[Est, New]), [Dropped, Dropped]);
+}

@@ -59,6 +59,33 @@ impl FlowKey {
         )
     }
 
+    /// The key of an IPv4 packet from `src:sp` to `dst:dp` (addresses in
+    /// host order, as [`pfil::FiveTupleV4`] has them), and whether `src` is
+    /// the key's `a` side: [`FlowKey::new`] with the addresses' bytes,
+    /// compared as integers (the same order: big-endian bytes, zeros
+    /// after).
+    #[inline(always)]
+    pub fn v4(src: u32, sp: u16, dst: u32, dp: u16, proto: u8) -> (FlowKey, bool) {
+        let src_is_a = (src, sp) <= (dst, dp);
+        let (a, pa, b, pb) = if src_is_a {
+            (src, sp, dst, dp)
+        } else {
+            (dst, dp, src, sp)
+        };
+        let wide = |x: u32| (u128::from(x) << 96).to_be_bytes();
+        (
+            FlowKey {
+                a: wide(a),
+                b: wide(b),
+                pa,
+                pb,
+                proto,
+                v6: false,
+            },
+            src_is_a,
+        )
+    }
+
     /// The key as five words (for hashing).
     #[inline]
     pub fn words(&self) -> [u64; 5] {
@@ -161,7 +188,31 @@ fn echo(v6: bool) -> (u8, u8) {
 }
 
 /// Classify a packet.
+#[inline]
 pub fn classify(p: &Packet<'_>) -> Class {
+    // The commonest shape, untagged Ethernet, IPv4 without options, not a
+    // fragment, UDP or TCP: its 5-tuple is cached in the packet, every
+    // check below is already made (the IP packet holds the transport
+    // header and fits in the frame), and the TCP fields are at fixed
+    // offsets.
+    if let Some(t) = p.plain_five_tuple_v4() {
+        let (k, a) = FlowKey::v4(t.src, t.src_port, t.dst, t.dst_port, t.protocol);
+        if t.protocol == 17 {
+            return Class::Flow(k, a, Kind::Udp);
+        }
+        let f = p.frame();
+        let end = be16(f, 16).map_or(0, |l| 14 + usize::from(l));
+        return match tcp_seg(f, 34, end.min(f.len())) {
+            Some(seg) if t.protocol == 6 => Class::Flow(k, a, Kind::Tcp(seg)),
+            _ => classify_general(p),
+        };
+    }
+    classify_general(p)
+}
+
+/// [`classify`] of any shape.
+#[inline(never)]
+pub(super) fn classify_general(p: &Packet<'_>) -> Class {
     let Some(v) = p.parsed() else {
         // Unparseable: invalid if it claims to be IP, else untracked.
         return match p.kind() {

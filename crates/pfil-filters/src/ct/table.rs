@@ -14,11 +14,14 @@
 //!   (the flood's). Before refusing, the shard sweeps a few more entries
 //!   for expired ones, and timeouts shrink as the table fills (pf's
 //!   adaptive timeouts, [`Adaptive`]).
-//! - **Expiry.** No full scan, ever: each packet that takes a shard's
-//!   lock also looks at [`SWEEP`] entries of that shard at its cursor and
-//!   removes the expired ones; a lookup that finds an expired entry
-//!   removes it. A shard with no traffic keeps its expired entries until
-//!   traffic comes (listing them marks them expired).
+//! - **Expiry.** No full scan, ever: a batch through the `ct` hook
+//!   sweeps [`SWEEP`] entries per packet of one shard, the next in turn
+//!   (`Table::sweep_next`: one lock a batch, the entries read in order),
+//!   and a packet tracked on its own (`Table::track`, the acl's `keep
+//!   state`) looks at [`SWEEP`] entries of its shard at the shard's cursor
+//!   under its lock; expired entries are removed. A lookup that finds an
+//!   expired entry removes it. A table with no traffic keeps its expired
+//!   entries until traffic comes (listing them marks them expired).
 //! - **Memory.** An entry is 104 bytes; the index has at least 4/3 slot
 //!   per entry the shard can hold, rounded up to a power of two (8 bytes
 //!   each, allocated zeroed: pages never touched cost nothing). Entries
@@ -91,10 +94,15 @@ pub struct Adaptive {
 
 impl Adaptive {
     /// The scale at `n` entries of `max`.
+    #[inline]
     pub fn at(n: usize, max: usize) -> Adaptive {
         let (n, max) = (n as u64, max as u64);
-        let (start, end) = (max * 6 / 10, max * 12 / 10);
-        if n <= start || end <= start {
+        let start = max * 6 / 10;
+        if n <= start {
+            return Adaptive { num: 1, den: 1 };
+        }
+        let end = max * 12 / 10;
+        if end <= start {
             Adaptive { num: 1, den: 1 }
         } else {
             Adaptive {
@@ -118,7 +126,7 @@ const _: () = assert!(std::mem::align_of::<AtomicU64>() == std::mem::align_of::<
 pub struct Shard {
     index: Box<[AtomicU64]>,
     mask: usize,
-    chunks: Vec<Box<[Entry]>>,
+    chunks: Vec<Box<[Entry; CHUNK]>>,
     /// The address of chunk `i` (null until allocated), for [`Peek`].
     chunk_ptrs: Box<[AtomicPtr<Entry>]>,
     /// Ids handed out so far (ids below it are live or free).
@@ -190,16 +198,19 @@ impl Shard {
     }
 
     /// The entry `id`.
+    #[inline]
     pub fn get(&self, id: u32) -> &Entry {
         &self.chunks[id as usize / CHUNK][id as usize % CHUNK]
     }
 
     /// The entry `id`, to update.
+    #[inline]
     pub fn get_mut(&mut self, id: u32) -> &mut Entry {
         &mut self.chunks[id as usize / CHUNK][id as usize % CHUNK]
     }
 
     /// The id of `key`'s entry.
+    #[inline]
     pub fn find(&self, key: &FlowKey, hash: u32) -> Option<u32> {
         let mut pos = hash as usize & self.mask;
         loop {
@@ -226,7 +237,7 @@ impl Shard {
             None => {
                 let id = self.used;
                 if id as usize % CHUNK == 0 && id as usize / CHUNK == self.chunks.len() {
-                    let mut c = vec![Entry::default(); CHUNK].into_boxed_slice();
+                    let mut c = Box::new([Entry::default(); CHUNK]);
                     if let Some(p) = self.chunk_ptrs.get(self.chunks.len()) {
                         p.store(c.as_mut_ptr(), Release);
                     }
@@ -287,7 +298,7 @@ impl Shard {
         if self.used == 0 {
             return 0;
         }
-        for _ in 0..n {
+        for _ in 0..n.min(self.used as usize) {
             if self.cursor >= self.used {
                 self.cursor = 0;
             }

@@ -163,6 +163,52 @@ fn handshake(t: &mut T) {
     assert_eq!(t.see(tcp(A, 1000, B, 80, ACK, 101, 5001, 0)), (Est, false));
 }
 
+/// The fast path of plain IPv4 UDP and TCP frames (the packet's cached
+/// 5-tuple) classifies as the general one: keys in both directions, the
+/// TCP fields (window scale of a SYN included); a frame the fast path
+/// declines (padding, truncated) still classified by the general one.
+#[test]
+fn the_plain_path_classifies_as_the_general_one() {
+    let udp = |src, sp, dst, dp| {
+        let mut v = Vec::new();
+        eth()
+            .ipv4(src, dst, 64)
+            .udp(sp, dp)
+            .write(&mut v, &[1, 2, 3])
+            .unwrap();
+        v
+    };
+    let mut frames = vec![
+        udp(A, 1000, B, 53),
+        udp(B, 53, A, 1000),
+        udp(A, 53, A, 53),
+        udp(A, 9, B, 8),
+        udp(B, 8, A, 9),
+        tcp(A, 1000, B, 80, SYN, 7, 0, 0),
+        tcp(B, 80, A, 1000, SYN | ACK, 9, 8, 0),
+        tcp(A, 1000, B, 80, ACK | PSH, 8, 10, 100),
+        tcp_win(A, 1, B, 2, SYN, 1, 0, 0, 512, Some(9)),
+        tcp_win(B, 2, A, 1, SYN | ACK, 1, 2, 0, 512, Some(20)),
+    ];
+    let mut padded = udp(A, 1000, B, 53);
+    padded.extend_from_slice(&[0; 20]);
+    frames.push(padded);
+    let mut cut = tcp(A, 1000, B, 80, ACK, 8, 10, 100);
+    cut.truncate(60);
+    frames.push(cut);
+    let mut plain = 0;
+    for (i, f) in frames.into_iter().enumerate() {
+        let (mut x, mut y) = (f.clone(), f);
+        let p = Packet::new(&mut x);
+        plain += usize::from(p.plain_five_tuple_v4().is_some());
+        let fast = flow::classify(&p);
+        let general = flow::classify_general(&Packet::new(&mut y));
+        assert_eq!(fast, general, "frame {i}");
+        assert!(!matches!(fast, flow::Class::Untracked), "frame {i}");
+    }
+    assert!(plain >= 10, "the fast path ran ({plain} frames)");
+}
+
 #[test]
 fn tcp_handshake_data_both_ways_and_retransmissions() {
     let mut t = T::new();

@@ -1,0 +1,512 @@
+//! The [`Table`]: tracking a packet (lookup, update, creation, expiry
+//! under each shard's lock), its hash and counters, and the per-state
+//! update of an entry.
+
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use crossbeam_utils::CachePadded;
+use pfil::CtState;
+#[cfg(doc)]
+use pfil::{Filter, Packet};
+
+use super::*;
+
+/// The state table, shared by all workers and by the filters derived
+/// from one another.
+pub struct Table {
+    pub(super) shards: Shards,
+    /// Each shard's lock-free view, to prefetch ([`Table::prefetch`]).
+    pub(super) peeks: Box<[Peek]>,
+    /// Shards - 1 (a power of two): a hash's shard is its bits 32 and up
+    /// under this mask (its low 32 bits place it in the shard's index).
+    pub(super) shard_mask: usize,
+    pub(super) entries: AtomicUsize,
+    pub(super) built_for: usize,
+    /// Random seeds of the key hash.
+    pub(super) seeds: [u64; 4],
+    pub(super) epoch: Instant,
+    /// Per worker: invalid packets by reason, then refused.
+    pub(super) invalid: Box<[CachePadded<[AtomicU64; 8]>]>,
+    /// Flows removed by an operator ([`Table::kill`]).
+    pub(super) killed: AtomicU64,
+    /// The shard [`Table::sweep_next`] sweeps next (racy between
+    /// workers: two may sweep one shard, no harm).
+    pub(super) sweep_at: AtomicUsize,
+}
+
+impl Table {
+    /// A table for up to `max` entries, with counter slots for `workers`.
+    pub fn new(max: usize, workers: usize) -> Table {
+        let n = table::shards_for(max);
+        let per = max.div_ceil(n);
+        let shards: Shards = (0..n)
+            .map(|_| CachePadded::new(Mutex::new(Shard::new(per))))
+            .collect();
+        Table {
+            peeks: shards.iter().map(|s| lock(s).peek()).collect(),
+            shards,
+            shard_mask: n - 1,
+            entries: AtomicUsize::new(0),
+            built_for: max,
+            seeds: {
+                let rs = std::hash::RandomState::new();
+                [0u64, 1, 2, 3].map(|i| rs.hash_one(i) | 1)
+            },
+            epoch: Instant::now(),
+            invalid: (0..workers.max(1))
+                .map(|_| CachePadded::new(Default::default()))
+                .collect(),
+            killed: AtomicU64::new(0),
+            sweep_at: AtomicUsize::new(0),
+        }
+    }
+
+    /// Seconds since the table was made.
+    pub fn now(&self) -> u32 {
+        u32::try_from(self.epoch.elapsed().as_secs()).unwrap_or(u32::MAX)
+    }
+
+    /// Flows in the table.
+    pub fn len(&self) -> usize {
+        self.entries.load(Relaxed)
+    }
+
+    /// Whether the table holds no flow.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes the table has allocated (indexes, entries, free lists).
+    pub fn bytes(&self) -> usize {
+        std::mem::size_of::<Table>()
+            + self
+                .shards
+                .iter()
+                .map(|s| lock(s).bytes() + std::mem::size_of_val(s))
+                .sum::<usize>()
+    }
+
+    /// The key's hash: folded 64x64->128 multiplies of its five words
+    /// with random seeds (foldhash's mixing step), so that a sender cannot
+    /// choose keys that collide without knowing the seeds. SipHash cost
+    /// about 250 instructions a packet here; this about 30.
+    #[inline]
+    pub(super) fn hash(&self, k: &FlowKey) -> u64 {
+        let w = k.words();
+        let s = &self.seeds;
+        let h1 = fold(w[0] ^ s[0], w[1] ^ s[1]);
+        let h2 = fold(w[2] ^ s[2], w[3] ^ s[3]);
+        let h3 = fold(w[4] ^ s[1], h1 ^ s[2]);
+        fold(h2 ^ s[3], h3 ^ s[0])
+    }
+
+    pub(super) fn count(&self, worker: usize, r: Invalid) {
+        if let Some(c) = self.invalid.get(worker) {
+            let a = &c[r as usize];
+            a.store(a.load(Relaxed) + 1, Relaxed);
+        }
+    }
+
+    /// The hash of the flow a packet of class `c` is looked up by (an
+    /// ICMP error's: the quoted flow's), for [`prefetch`](Self::prefetch)
+    /// and [`track_hashed`](Self::track_hashed).
+    #[inline]
+    pub fn hash_of(&self, c: &Class) -> Option<u64> {
+        match c {
+            Class::Flow(k, ..) | Class::Error(k, _) => Some(self.hash(k)),
+            Class::Untracked | Class::Invalid(_) => None,
+        }
+    }
+
+    #[inline]
+    pub(super) fn shard_at(&self, h: u64) -> usize {
+        (h >> 32) as usize & self.shard_mask
+    }
+
+    /// Start bringing in what the lookup of hash `h` will read: with
+    /// `entry` false its index slot, with `entry` true the entry that
+    /// slot names (read without the lock: a hint). A batch prefetches
+    /// slots a few packets ahead and entries fewer ahead, so that with a
+    /// table larger than the caches the misses of a burst overlap
+    /// instead of costing one DRAM latency each, in turn.
+    #[inline]
+    pub fn prefetch(&self, h: u64, entry: bool) {
+        let p = &self.peeks[self.shard_at(h)];
+        if entry {
+            if let Some(e) = p.entry(h as u32) {
+                // An entry (104 bytes) spans two or three cache lines.
+                table::prefetch(e);
+                table::prefetch(e.wrapping_add(64));
+                table::prefetch(e.wrapping_add(std::mem::size_of::<Entry>() - 1));
+            }
+        } else {
+            table::prefetch(p.slot(h as u32));
+        }
+    }
+
+    /// [`track`](Self::track) with the hash [`hash_of`](Self::hash_of)
+    /// gave for `c`.
+    pub fn track_hashed(
+        &self,
+        c: Class,
+        h: Option<u64>,
+        len: u32,
+        run: Run,
+        worker: usize,
+    ) -> (CtState, bool) {
+        match self.track_inner(c, h, len, run, false) {
+            Ok(r) => r,
+            Err(why) => {
+                self.count(worker, why);
+                (CtState::Invalid, false)
+            }
+        }
+    }
+
+    /// Track one packet of class `c` and `len` bytes; its state and
+    /// direction. Counts an invalid packet's reason in `worker`'s slot.
+    pub fn track(&self, c: Class, len: u32, run: Run, worker: usize) -> (CtState, bool) {
+        match self.track_inner(c, None, len, run, true) {
+            Ok(r) => r,
+            Err(why) => {
+                self.count(worker, why);
+                (CtState::Invalid, false)
+            }
+        }
+    }
+
+    /// Track a packet only if it belongs to a flow in the table (or is an
+    /// ICMP error quoting one): its state and direction (`invalid` if it
+    /// fails the flow's checks, its reason counted), or `None` when it
+    /// belongs to none. A SYN on a TCP flow closed both ways removes the
+    /// flow and gives `None`: the port is reused, a new flow. What the
+    /// acl's `keep state` runs first; [`track`](Self::track) creates.
+    pub fn track_existing(
+        &self,
+        c: Class,
+        len: u32,
+        run: Run,
+        worker: usize,
+    ) -> Option<(CtState, bool)> {
+        let (key, src_a, kind) = match c {
+            Class::Untracked | Class::Invalid(_) => return None,
+            Class::Error(..) => return self.track_inner(c, None, len, run, true).ok(),
+            Class::Flow(key, src_a, kind) => (key, src_a, kind),
+        };
+        let h = self.hash(&key);
+        let mut g = lock(self.shard(h));
+        let ad = Adaptive::at(self.len(), run.max);
+        let id = self.live(&mut g, &key, h as u32, run.now, ad)?;
+        let r = match update(g.get_mut(id), src_a, kind, len, run) {
+            Err(Reopen) => {
+                g.remove(id);
+                self.entries.fetch_sub(1, Relaxed);
+                None
+            }
+            Ok(Ok(r)) => Some(r),
+            Ok(Err(why)) => {
+                self.count(worker, why);
+                Some((CtState::Invalid, false))
+            }
+        };
+        let gone = g.sweep(table::SWEEP, |e| expired(e, run.now, ad));
+        if gone > 0 {
+            self.entries.fetch_sub(gone, Relaxed);
+        }
+        r
+    }
+
+    /// The `max` the table was built for.
+    pub fn built_for(&self) -> usize {
+        self.built_for
+    }
+
+    pub(super) fn track_inner(
+        &self,
+        c: Class,
+        h: Option<u64>,
+        len: u32,
+        run: Run,
+        sweep: bool,
+    ) -> Result<(CtState, bool), Invalid> {
+        let (key, src_a, kind) = match c {
+            Class::Untracked => return Ok((CtState::Untracked, false)),
+            Class::Invalid(why) => return Err(why),
+            Class::Error(key, sender_a) => {
+                let h = h.unwrap_or_else(|| self.hash(&key));
+                let s = self.shard(h);
+                let mut g = lock(s);
+                let ad = Adaptive::at(self.len(), run.max);
+                let id = self
+                    .live(&mut g, &key, h as u32, run.now, ad)
+                    .ok_or(Invalid::NoState)?;
+                let e = g.get(id);
+                // The quoted packet went in the original direction: the
+                // error comes back in the reply direction.
+                let quoted_orig = (e.flags & ORIG_A != 0) == sender_a;
+                return Ok((CtState::Related, quoted_orig));
+            }
+            Class::Flow(key, src_a, kind) => (key, src_a, kind),
+        };
+        let h = h.unwrap_or_else(|| self.hash(&key));
+        let mut g = lock(self.shard(h));
+        let ad = Adaptive::at(self.len(), run.max);
+        let found = g.find(&key, h as u32);
+        let r = match found {
+            // The hit: found, not expired, updated (one entry lookup).
+            Some(id) if !expired(g.get(id), run.now, ad) => {
+                let e = g.get_mut(id);
+                match update(e, src_a, kind, len, run) {
+                    Err(Reopen) => {
+                        g.remove(id);
+                        self.entries.fetch_sub(1, Relaxed);
+                        self.create(&mut g, key, h as u32, src_a, kind, len, run, ad)
+                    }
+                    Ok(r) => r,
+                }
+            }
+            Some(id) => {
+                self.expire(&mut g, id);
+                self.create(&mut g, key, h as u32, src_a, kind, len, run, ad)
+            }
+            None => self.create(&mut g, key, h as u32, src_a, kind, len, run, ad),
+        };
+        if sweep {
+            let gone = g.sweep(table::SWEEP, |e| expired(e, run.now, ad));
+            if gone > 0 {
+                self.entries.fetch_sub(gone, Relaxed);
+            }
+        }
+        r
+    }
+
+    /// Sweep `n` entries of the next shard (round robin) for expired
+    /// ones: what a batch of `n / SWEEP` packets does once
+    /// ([`track_hashed`](Self::track_hashed) sweeps nothing), a lock
+    /// taken once and the entries read in order rather than a few at each
+    /// packet's lock.
+    pub fn sweep_next(&self, n: usize, run: Run) {
+        let i = self.sweep_at.load(Relaxed);
+        self.sweep_at.store(i.wrapping_add(1), Relaxed);
+        let mut g = lock(&self.shards[i % self.shards.len()]);
+        let ad = Adaptive::at(self.len(), run.max);
+        let gone = g.sweep(n, |e| expired(e, run.now, ad));
+        if gone > 0 {
+            self.entries.fetch_sub(gone, Relaxed);
+        }
+    }
+
+    pub(super) fn shard(&self, h: u64) -> &Mutex<Shard> {
+        &self.shards[self.shard_at(h)]
+    }
+
+    /// The id of `key`'s entry if it has not expired (an expired one is
+    /// removed).
+    pub(super) fn live(
+        &self,
+        g: &mut Shard,
+        key: &FlowKey,
+        h: u32,
+        now: u32,
+        ad: Adaptive,
+    ) -> Option<u32> {
+        let id = g.find(key, h)?;
+        if expired(g.get(id), now, ad) {
+            self.expire(g, id);
+            return None;
+        }
+        Some(id)
+    }
+
+    /// Remove entry `id`, expired.
+    #[cold]
+    pub(super) fn expire(&self, g: &mut Shard, id: u32) {
+        g.remove(id);
+        g.expiries += 1;
+        self.entries.fetch_sub(1, Relaxed);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn create(
+        &self,
+        g: &mut Shard,
+        key: FlowKey,
+        h: u32,
+        src_a: bool,
+        kind: Kind,
+        len: u32,
+        run: Run,
+        ad: Adaptive,
+    ) -> Result<(CtState, bool), Invalid> {
+        let mut e = Entry {
+            key,
+            hash: h,
+            flags: LIVE | if src_a { ORIG_A } else { 0 },
+            created: run.now,
+            last: run.now,
+            pkts: [1, 0],
+            bytes: [u64::from(len), 0],
+            ..Entry::default()
+        };
+        e.timeout = match kind {
+            Kind::Tcp(seg) => {
+                tcp::may_open(&seg, run.loose)?;
+                e.peers = tcp::open(&seg);
+                Timeout::TcpFirst
+            }
+            Kind::Udp => Timeout::UdpFirst,
+            Kind::EchoRequest => Timeout::IcmpFirst,
+            Kind::EchoReply => return Err(Invalid::NoState),
+            Kind::Other => Timeout::OtherFirst,
+        } as u8;
+        if self.len() >= run.max {
+            // Make room from this shard's expired entries first.
+            let gone = g.sweep(64, |e| expired(e, run.now, ad));
+            self.entries.fetch_sub(gone, Relaxed);
+            if self.len() >= run.max {
+                return Err(Invalid::Limit);
+            }
+        }
+        g.insert(e).ok_or(Invalid::Limit)?;
+        self.entries.fetch_add(1, Relaxed);
+        Ok((CtState::New, false))
+    }
+
+    /// Every flow, as [`StateInfo`] ([`states_limited`](Self::states_limited)
+    /// without a limit).
+    pub fn states(&self, max: usize) -> Vec<StateInfo> {
+        self.states_limited(max, usize::MAX)
+    }
+
+    /// At most `limit` flows, as [`StateInfo`], in table order (`max`: the
+    /// limit in force, for the adaptive timeouts). Each shard's lock is
+    /// held only to copy its entries (104 bytes each); they are turned
+    /// into [`StateInfo`] after.
+    pub fn states_limited(&self, max: usize, limit: usize) -> Vec<StateInfo> {
+        let now = self.now();
+        let ad = Adaptive::at(self.len(), max);
+        let mut copied: Vec<Entry> = Vec::new();
+        for s in self.shards.iter() {
+            if copied.len() >= limit {
+                break;
+            }
+            let g = lock(s);
+            let room = limit - copied.len();
+            copied.extend(g.entries().take(room).copied());
+        }
+        copied.iter().map(|e| StateInfo::of(e, now, ad)).collect()
+    }
+
+    /// Created, expired, and invalid packets by reason ([`Invalid`] as
+    /// index; `limit` is the refused).
+    pub fn counts(&self) -> (u64, u64, [u64; 7]) {
+        let (mut ins, mut exp) = (0, 0);
+        for s in self.shards.iter() {
+            let g = lock(s);
+            ins += g.inserts;
+            exp += g.expiries;
+        }
+        let mut inv = [0u64; 7];
+        for w in self.invalid.iter() {
+            for (i, v) in inv.iter_mut().enumerate() {
+                *v += w[i].load(Relaxed);
+            }
+        }
+        (ins, exp, inv)
+    }
+}
+
+/// The high and low halves of `a × b` XORed.
+#[inline(always)]
+pub(super) fn fold(a: u64, b: u64) -> u64 {
+    let p = u128::from(a) * u128::from(b);
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+/// A shard's lock, even if a panic poisoned it (the shard's data stays
+/// consistent between operations).
+pub(super) fn lock(s: &Mutex<Shard>) -> std::sync::MutexGuard<'_, Shard> {
+    s.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `e` has outlived its timeout at `now`, scaled by `ad`.
+#[inline]
+pub fn expired(e: &Entry, now: u32, ad: Adaptive) -> bool {
+    let t = u64::from(PF_TIMEOUTS[usize::from(e.timeout).min(PF_TIMEOUTS.len() - 1)]);
+    u64::from(now.saturating_sub(e.last)) * ad.den > t * ad.num
+}
+
+/// A SYN reopened a closed TCP flow.
+pub(super) struct Reopen;
+
+/// Update entry `e` with a packet from side `src_a` (is the key's `a`).
+#[inline]
+pub(super) fn update(
+    e: &mut Entry,
+    src_a: bool,
+    kind: Kind,
+    len: u32,
+    run: Run,
+) -> Result<Result<(CtState, bool), Invalid>, Reopen> {
+    let from = usize::from((e.flags & ORIG_A != 0) != src_a);
+    let reply = from == 1;
+    let ok = match kind {
+        Kind::Tcp(seg) => {
+            let out = if run.loose {
+                tcp::track_loose(&mut e.peers, from, &seg)
+            } else {
+                tcp::track(&mut e.peers, from, &seg)
+            };
+            match out {
+                tcp::Outcome::Reopen => return Err(Reopen),
+                tcp::Outcome::Invalid(why) => Err(why),
+                tcp::Outcome::Valid => {
+                    e.timeout = tcp::timeout(&e.peers) as u8;
+                    Ok(())
+                }
+            }
+        }
+        Kind::Udp | Kind::Other => {
+            let (single, multiple) = if kind == Kind::Udp {
+                (Timeout::UdpSingle, Timeout::UdpMultiple)
+            } else {
+                (Timeout::OtherSingle, Timeout::OtherMultiple)
+            };
+            if reply {
+                e.flags |= REPLY_SEEN;
+            } else {
+                e.flags |= ORIG_MORE;
+            }
+            e.timeout = if e.flags & REPLY_SEEN != 0 {
+                multiple
+            } else {
+                single
+            } as u8;
+            Ok(())
+        }
+        Kind::EchoRequest => Ok(()),
+        Kind::EchoReply if reply => {
+            e.timeout = Timeout::IcmpError as u8;
+            Ok(())
+        }
+        Kind::EchoReply => Err(Invalid::NoState),
+    };
+    if let Err(why) = ok {
+        return Ok(Err(why));
+    }
+    if reply {
+        e.flags |= REPLY_SEEN;
+    }
+    e.last = run.now;
+    e.pkts[from] = e.pkts[from].saturating_add(1);
+    e.bytes[from] = e.bytes[from].saturating_add(u64::from(len));
+    let state = if e.flags & REPLY_SEEN != 0 {
+        CtState::Established
+    } else {
+        CtState::New
+    };
+    Ok(Ok((state, reply)))
+}
