@@ -21,12 +21,12 @@ impl Packet<'_> {
     #[inline]
     fn parse_now(&self) -> Layout {
         if self.kind == PacketKind::Ethernet {
-            if let Some((l, h)) = parse::fast::ethernet_ipv4_plain(self.frame) {
+            if let Some((l, h)) = parse::fast::ethernet_ipv4_plain(self.frame()) {
                 self.set_plain(l, h);
                 return l;
             }
         }
-        let l = parse::parse_general(self.frame, self.kind);
+        let l = parse::parse_general(self.frame(), self.kind);
         debug_assert_eq!(l.link & LINK_TUPLE, 0, "a parsed layout with LINK_TUPLE");
         // Masked too in release builds: the bit is the tuple's validity,
         // which only `set_plain` may claim.
@@ -133,7 +133,7 @@ impl Packet<'_> {
         // Plain, parsed by another path than the plain decoder or first
         // looked at through `udp_dst_port`: store the tuple now.
         let w = self.parsed.get();
-        match self.frame.first_chunk::<42>() {
+        match self.frame().first_chunk::<42>() {
             Some(h) if Layout::is_plain_ipv4_word(w) => {
                 self.set_plain(Layout::from_word(w), h);
                 true
@@ -151,7 +151,7 @@ impl Packet<'_> {
     pub fn parsed(&self) -> Option<Parsed<'_>> {
         let l = self.layout();
         (l.state() == ParseState::Ok).then_some(Parsed {
-            frame: self.frame,
+            frame: self.frame(),
             l,
         })
     }
@@ -166,7 +166,7 @@ impl Packet<'_> {
         if self.parsed.get() != 0 || self.kind != PacketKind::Ethernet {
             return None;
         }
-        parse::fast::ethernet_ipv4_plain(self.frame)
+        parse::fast::ethernet_ipv4_plain(self.frame())
     }
 
     /// [`first_look_plain`](Self::first_look_plain) that caches the
@@ -191,7 +191,7 @@ impl Packet<'_> {
             return self.stored_tuple().map(|t| t.dst_port);
         }
         if w == PLAIN_UDP {
-            if let Some(h) = self.frame.first_chunk::<38>() {
+            if let Some(h) = self.frame().first_chunk::<38>() {
                 return Some(u16::from_be_bytes([h[36], h[37]]));
             }
         }

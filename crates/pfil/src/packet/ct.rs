@@ -3,7 +3,7 @@
 use std::fmt;
 
 /// The connection state a tracker (the `ct` hook) gave a packet, in
-/// netfilter's words ([`Packet::ct`]).
+/// netfilter's words ([`Packet::ct`](super::Packet::ct)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum CtState {

@@ -5,8 +5,9 @@
 
 use std::cell::{Cell, UnsafeCell};
 use std::fmt;
+use std::marker::PhantomData;
 use std::mem::MaybeUninit;
-use std::net::IpAddr;
+use std::ptr::NonNull;
 
 use crate::{PacketKind, Verdict};
 
@@ -14,12 +15,14 @@ mod cache;
 mod ct;
 mod headers;
 mod parse;
+mod room;
 #[cfg(test)]
 mod tests;
 mod view;
 
 pub use ct::CtState;
 pub use headers::{Headers, IpHeaders, Transport};
+pub use room::RoomError;
 pub use view::{FiveTupleV4, FiveTupleV6, Parsed};
 
 /// One frame in a batch.
@@ -37,7 +40,16 @@ pub use view::{FiveTupleV4, FiveTupleV6, Parsed};
 /// extraction with the stack moved 16 bytes at a time, 1.34-1.40x aligned.)
 #[repr(align(64))]
 pub struct Packet<'a> {
-    frame: &'a mut [u8],
+    /// The frame's first byte, in the buffer the packet was built over
+    /// (which `_buffer` borrows): the buffer holds `head` bytes before it
+    /// and `tail` bytes after the frame's `len` ([`Packet::in_buffer`]).
+    data: NonNull<u8>,
+    /// The frame's length (bits 0..32), the headroom (bits 32..48) and
+    /// the tailroom (48..64), as one word: a frame without room is stored
+    /// (and read) as its length alone, as the slice it was before.
+    span: u64,
+    /// The buffer, borrowed for as long as the packet lives.
+    _buffer: PhantomData<&'a mut [u8]>,
     kind: PacketKind,
     ifindex: u32,
     queue: u32,
@@ -291,8 +303,13 @@ impl<'a> Packet<'a> {
     /// never parsed as what it is not.
     #[inline]
     pub fn with_kind(frame: &'a mut [u8], kind: PacketKind) -> Self {
+        // A frame of 4 GiB or more is no port's: its first 4 GiB - 1
+        // bytes, never past its end (one instruction, no branch).
+        let len = frame.len().min(u32::MAX as usize) as u64;
         Packet {
-            frame,
+            data: NonNull::from(frame).cast(),
+            span: len,
+            _buffer: PhantomData,
             kind,
             ifindex: 0,
             queue: 0,
@@ -331,7 +348,10 @@ impl<'a> Packet<'a> {
     /// The frame bytes.
     #[inline]
     pub fn frame(&self) -> &[u8] {
-        self.frame
+        // SAFETY: `data..data + len` lies in the buffer the packet borrows
+        // for 'a (every constructor and adjustment keeps it there), and
+        // `&self` lends it shared for no longer than the packet.
+        unsafe { std::slice::from_raw_parts(self.data.as_ptr(), self.len()) }
     }
 
     /// The frame bytes, writable. Drops the parse cache, since the hook may
@@ -339,22 +359,9 @@ impl<'a> Packet<'a> {
     #[inline]
     pub fn frame_mut(&mut self) -> &mut [u8] {
         self.parsed.set(0);
-        self.frame
-    }
-
-    /// Narrow the frame to `frame[start..end]`: a hook removed bytes at
-    /// the front or the back (an XDP program's `bpf_xdp_adjust_head` or
-    /// `_tail`). Later hooks see the narrowed frame; drops the parse
-    /// cache. Returns `false` and changes nothing when the range is not
-    /// inside the frame.
-    pub fn narrow(&mut self, start: usize, end: usize) -> bool {
-        if start > end || end > self.frame.len() {
-            return false;
-        }
-        self.parsed.set(0);
-        let f = std::mem::take(&mut self.frame);
-        self.frame = &mut f[start..end];
-        true
+        // SAFETY: as in `frame`; `&mut self` makes the loan exclusive (the
+        // packet holds the buffer's only borrow).
+        unsafe { std::slice::from_raw_parts_mut(self.data.as_ptr(), self.len()) }
     }
 
     /// Frame length in bytes.
@@ -364,7 +371,7 @@ impl<'a> Packet<'a> {
         reason = "a frame is never looked at as a collection"
     )]
     pub fn len(&self) -> usize {
-        self.frame.len()
+        self.span as u32 as usize
     }
 
     /// What the frame starts with.
@@ -479,7 +486,9 @@ impl<'a> Packet<'a> {
 impl fmt::Debug for Packet<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Packet")
-            .field("len", &self.frame.len())
+            .field("len", &self.len())
+            .field("headroom", &self.headroom())
+            .field("tailroom", &self.tailroom())
             .field("kind", &self.kind)
             .field("ifindex", &self.ifindex)
             .field("queue", &self.queue)

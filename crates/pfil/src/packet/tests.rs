@@ -2,6 +2,7 @@
 
 use super::*;
 use etherparse::PacketBuilder;
+use std::net::IpAddr;
 
 #[test]
 fn parse_cache_is_8_bytes_and_a_packet_one_cache_line() {
