@@ -27,6 +27,16 @@ use crate::stats::Stats;
 /// longest frame, up to [`MAX_REPLAY_FRAME`]).
 pub const SYNTHETIC_FRAME: usize = 2048;
 
+/// Bytes of every synthetic (and replayed) frame's buffer before its
+/// packet: the kernel's XDP headroom (`XDP_PACKET_HEADROOM`), so hooks can
+/// push headers (`bpf_xdp_adjust_head` with a negative delta, `_meta`).
+pub const SYNTHETIC_HEADROOM: usize = 256;
+
+/// Bytes of every synthetic frame's buffer after its longest packet
+/// (a shorter packet has the rest of [`SYNTHETIC_FRAME`] too), so hooks
+/// can grow the tail (`bpf_xdp_adjust_tail`).
+pub const SYNTHETIC_TAILROOM: usize = 256;
+
 /// The longest captured frame a synthetic port replays: 256 KiB,
 /// libpcap's largest snap length for Ethernet (`MAXIMUM_SNAPLEN`), so
 /// every frame libpcap reads from a capture fits: GRO/TSO host captures
@@ -41,6 +51,9 @@ pub const MAX_REPLAY_FRAME: usize = 262_144;
 #[must_use = "a dropped frame is lost to the pool: tx, recycle or hold it"]
 pub struct SyntheticFrame {
     buf: Box<[u8]>,
+    /// Where the packet starts in `buf` ([`SYNTHETIC_HEADROOM`] when
+    /// built, 0 when written through `buffer` and `set_len`).
+    off: u32,
     len: u32,
     /// Its address in the pool (its index times the port's frame size).
     addr: u32,
@@ -120,7 +133,9 @@ impl SyntheticPort {
         let frame_size = templates
             .iter()
             .map(Vec::len)
-            .fold(SYNTHETIC_FRAME, usize::max);
+            .fold(SYNTHETIC_FRAME, usize::max)
+            + SYNTHETIC_HEADROOM
+            + SYNTHETIC_TAILROOM;
         // Addresses stay below 2^32 (cookies): at most 2^20 frames of 2 KiB,
         // fewer larger ones.
         let most = ((1usize << 32) / frame_size).min(1 << 20);
@@ -178,6 +193,7 @@ impl SyntheticPort {
         let made = self.total as usize - self.unborn - 1;
         Some(SyntheticFrame {
             buf: vec![0u8; self.frame_size].into_boxed_slice(),
+            off: 0,
             len: 0,
             addr: (made * self.frame_size) as u32,
             pool: self.pool,
@@ -221,10 +237,20 @@ impl Port for SyntheticPort {
         while n < want {
             let Some(mut f) = self.take_free() else { break };
             let t = &self.templates[self.next];
-            f.buf[..t.len()].copy_from_slice(t);
+            // Every template fits after the headroom (`new` sized the
+            // buffers for the longest); `get_mut` keeps it panic-free.
+            let Some(b) = f
+                .buf
+                .get_mut(SYNTHETIC_HEADROOM..SYNTHETIC_HEADROOM + t.len())
+            else {
+                self.free.push(f);
+                break;
+            };
+            b.copy_from_slice(t);
+            f.off = SYNTHETIC_HEADROOM as u32;
             f.len = t.len() as u32;
             match &mut self.flows {
-                Some(g) => g.write(&mut f.buf[..t.len()]),
+                Some(g) => g.write(b),
                 None => self.next = (self.next + 1) % self.templates.len(),
             }
             out.push(f);
@@ -281,6 +307,7 @@ impl Port for SyntheticPort {
 
     fn alloc(&mut self) -> Option<SyntheticFrame> {
         let mut f = self.take_free()?;
+        f.off = 0;
         f.len = 0;
         self.out += 1;
         Some(f)
@@ -298,7 +325,25 @@ impl Port for SyntheticPort {
     }
 
     fn bytes<'a>(&'a self, frame: &'a mut SyntheticFrame) -> &'a mut [u8] {
-        &mut frame.buf[..frame.len as usize]
+        let (off, len) = (frame.off as usize, frame.len as usize);
+        frame.buf.get_mut(off..off + len).unwrap_or_default()
+    }
+
+    #[inline]
+    fn room<'a>(&'a self, frame: &'a mut SyntheticFrame) -> (&'a mut [u8], usize, usize) {
+        (&mut frame.buf[..], frame.off as usize, frame.len as usize)
+    }
+
+    fn set_span(&self, frame: &mut SyntheticFrame, start: usize, len: usize) -> bool {
+        if start
+            .checked_add(len)
+            .is_none_or(|end| end > frame.buf.len())
+        {
+            return false;
+        }
+        frame.off = start as u32;
+        frame.len = len as u32;
+        true
     }
 
     fn buffer<'a>(&'a self, frame: &'a mut SyntheticFrame) -> &'a mut [u8] {
@@ -309,6 +354,7 @@ impl Port for SyntheticPort {
         if len > frame.buf.len() {
             return false;
         }
+        frame.off = 0;
         frame.len = len as u32;
         true
     }

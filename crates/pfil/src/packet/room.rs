@@ -223,6 +223,38 @@ impl<'a> Packet<'a> {
         true
     }
 
+    /// Make the frame `buffer[start..end]` of the buffer
+    /// [`buffer_mut`](Self::buffer_mut) lends (headroom, frame and
+    /// tailroom): what code that moved the frame's bounds in that buffer
+    /// (an XDP program's `data` and `data_end`) made of it. Drops the
+    /// parse cache.
+    ///
+    /// # Errors
+    /// [`RoomError::OutsideBuffer`], and nothing changes, when the range
+    /// is not inside that buffer.
+    pub fn set_frame(&mut self, start: usize, end: usize) -> Result<(), RoomError> {
+        let (len, head, tail) = (self.len(), self.headroom(), self.tailroom());
+        let whole = head + len + tail;
+        if start > end || end > whole || end - start > LEN_MAX {
+            return Err(RoomError::OutsideBuffer {
+                start,
+                len: end.saturating_sub(start),
+                buffer: whole,
+            });
+        }
+        self.parsed.set(0);
+        // SAFETY: `data - head .. data + len + tail` is in the buffer (see
+        // `buffer_mut`) and start <= end <= head + len + tail (checked):
+        // the new start is in it or one past its end.
+        self.data = unsafe { self.data.sub(head).add(start) };
+        self.span = span(
+            end - start,
+            start.min(ROOM_MAX),
+            (whole - end).min(ROOM_MAX),
+        );
+        Ok(())
+    }
+
     /// The whole buffer the packet may use, writable: headroom, frame and
     /// tailroom, and where the frame starts in it (the headroom). For a
     /// hook that runs code expecting the kernel's view (an XDP program's
@@ -350,6 +382,27 @@ mod tests {
         p.frame_mut()[..4].copy_from_slice(b"TAG!");
         let s = 300 - p.tailroom() - p.len();
         assert_eq!(&buf[s..s + 4], b"TAG!");
+    }
+
+    #[test]
+    fn set_frame_places_the_frame_anywhere_in_its_buffer() {
+        let mut buf: Vec<u8> = (0..64u8).collect();
+        let copy = buf.clone();
+        let mut p = Packet::in_buffer(&mut buf, 16, 8).unwrap();
+        for (start, end, ok) in [
+            (0, 64, true),
+            (60, 64, true),
+            (64, 64, true),
+            (10, 9, false),
+            (3, 65, false),
+            (2, 40, true),
+        ] {
+            assert_eq!(p.set_frame(start, end).is_ok(), ok, "{start}..{end}");
+            if ok {
+                assert_eq!(p.frame(), &copy[start..end]);
+                assert_eq!((p.headroom(), p.tailroom()), (start, 64 - end));
+            }
+        }
     }
 
     #[test]
