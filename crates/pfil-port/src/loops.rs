@@ -89,12 +89,9 @@ fn run_heads<P: Port>(
         let cookie = out.epoch | f.addr();
         let (buf, start, len) = port.room(f);
         // A port's room is its buffer and the packet in it; one that gave
-        // a range outside would get an empty packet, never a panic.
-        let p = match Packet::in_buffer(buf, start, len) {
-            Ok(p) => p,
-            Err(_) => Packet::new(Default::default()),
-        };
-        p.with_origin(origin.ifindex, origin.queue)
+        // a range outside gets it cut to the buffer, never a panic.
+        Packet::in_buffer_clamped(buf, start, len)
+            .with_origin(origin.ifindex, origin.queue)
             .with_cookie(cookie)
     }));
     // Verdicts are tallied in one pass over the batch: after the in head

@@ -95,6 +95,8 @@ pub struct SyntheticPort {
     /// Frames given to the loops and not back yet (held ones included).
     out: u64,
     sent: u64,
+    /// Bytes of the packets sent, as they were when sent.
+    sent_bytes: u64,
 }
 
 impl SyntheticPort {
@@ -167,6 +169,7 @@ impl SyntheticPort {
             total: frames as u64,
             out: 0,
             sent: 0,
+            sent_bytes: 0,
         })
     }
 
@@ -178,6 +181,12 @@ impl SyntheticPort {
     /// Frames sent (TX) so far.
     pub fn sent(&self) -> u64 {
         self.sent
+    }
+
+    /// Bytes of the packets sent (TX) so far, each as long as it was when
+    /// sent (a hook may have grown or narrowed it).
+    pub fn sent_bytes(&self) -> u64 {
+        self.sent_bytes
     }
 
     /// A free frame: from the pool, or a new one while the pool has
@@ -287,6 +296,7 @@ impl Port for SyntheticPort {
     fn tx(&mut self, _port: PortId, frames: &mut Batch<SyntheticFrame>) -> Result<usize> {
         let n = frames.len();
         for f in frames.drain(..) {
+            self.sent_bytes += u64::from(f.len);
             self.recycle(f);
         }
         self.sent += n as u64;
@@ -329,7 +339,7 @@ impl Port for SyntheticPort {
         frame.buf.get_mut(off..off + len).unwrap_or_default()
     }
 
-    #[inline]
+    #[inline(always)]
     fn room<'a>(&'a self, frame: &'a mut SyntheticFrame) -> (&'a mut [u8], usize, usize) {
         (&mut frame.buf[..], frame.off as usize, frame.len as usize)
     }
@@ -514,6 +524,69 @@ mod tests {
         assert_eq!(s.generated, s.tx + s.filtered());
         let c = port.counts();
         assert!(c.adds_up() && c.free == c.total, "{c:?}");
+    }
+
+    /// Frames a hook grew into the headroom (an 8-byte tag) and the
+    /// tailroom (4 bytes) are forwarded grown: the port sends what the
+    /// packet holds, and the bytes the hook wrote are where it wrote them.
+    #[test]
+    fn grown_frames_are_forwarded_grown() {
+        let reg = Registry::new();
+        let a = head_for(&reg, "syn0").unwrap();
+        let b = head_for(&reg, "syn1").unwrap();
+        let seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let seen2 = seen.clone();
+        reg.add_hook(
+            "grow",
+            PacketKind::Ethernet,
+            Dirs::BOTH,
+            |p: &mut Packet<'_>, _: &Ctx<'_>| {
+                assert_eq!((p.headroom(), p.len()), (SYNTHETIC_HEADROOM, 64));
+                assert!(p.tailroom() >= SYNTHETIC_TAILROOM);
+                if p.adjust_head(-8).is_err() || p.adjust_tail(4).is_err() {
+                    return Verdict::Dropped;
+                }
+                p.frame_mut()[..8].copy_from_slice(b"PFILTAG!");
+                Verdict::Pass
+            },
+        )
+        .unwrap();
+        reg.add_hook(
+            "look",
+            PacketKind::Ethernet,
+            Dirs::BOTH,
+            move |p: &mut Packet<'_>, _: &Ctx<'_>| {
+                if p.frame().starts_with(b"PFILTAG!") && p.len() == 76 {
+                    seen2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                Verdict::Pass
+            },
+        )
+        .unwrap();
+        reg.link("syn0", Dir::In, "grow", Placement::Prepend)
+            .unwrap();
+        reg.link("syn1", Dir::Out, "look", Placement::Prepend)
+            .unwrap();
+        let gen = GenConfig {
+            count: 1_000,
+            size: 64,
+            ..GenConfig::default()
+        };
+        let mut port = SyntheticPort::new(&gen, &["syn0", "syn1"], Origin::default(), 0).unwrap();
+        let mut w = reg.worker().unwrap();
+        let stats = Stats::default();
+        let mut lw = LoopWorker {
+            reg: &reg,
+            worker: &mut w,
+            stats: &stats,
+            back: None,
+        };
+        let ends = (PortId::new(0), PortId::new(1));
+        forward_loop(&mut port, ends, (&a, &b), &mut lw, &LoopConfig::new()).unwrap();
+        let s = stats.snapshot();
+        assert_eq!((s.rx, s.tx, s.refused), (1_000, 1_000, 0), "{s:?}");
+        assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed), 1_000);
+        assert_eq!(port.sent_bytes(), 1_000 * 76);
     }
 
     /// Consumed frames are held under their cookies, released through the

@@ -2,6 +2,11 @@
 //!
 //! Config (what follows `xdp:` in a spec): see [`crate::config`].
 //!
+//! The program runs over the packet's buffer ([`Packet::buffer_mut`]):
+//! it may grow the frame into the headroom and tailroom the port gave,
+//! and later hooks, and the port that sends it, see the frame as the
+//! program left it ([`Packet::set_frame`]).
+//!
 //! Verdicts: `XDP_PASS` → Pass; `XDP_DROP` → Dropped; `XDP_ABORTED` →
 //! Dropped and counted (`aborted`); `XDP_TX` and `XDP_REDIRECT` →
 //! Consumed and sent by the worker through its outbox (back on the
@@ -76,6 +81,8 @@ pub struct XdpFilter {
     prog: XdpProgram,
     stats: Box<[CachePadded<[AtomicU64; 8]>]>,
     outboxes: Option<Arc<Outboxes>>,
+    /// The program calls `bpf_xdp_adjust_head` (see `batched`).
+    moves_head: bool,
 }
 
 /// Read an object file: a regular file of at most [`MAX_OBJECT_BYTES`].
@@ -148,6 +155,7 @@ impl XdpFilter {
         }
         Ok(XdpFilter {
             config: config.trim().to_owned(),
+            moves_head: prog.moves_head(),
             prog,
             stats: (0..workers.max(1))
                 .map(|_| CachePadded::new(Default::default()))
@@ -234,7 +242,12 @@ impl Filter for XdpFilter {
     }
 
     fn batched(&self) -> bool {
-        true
+        // The chain's batch path tells the packets of a batch apart by the
+        // frame's address (to put back packets a batch hook moved), which
+        // `bpf_xdp_adjust_head` changes: a program that calls it runs
+        // packet by packet, so the frame it moved is not taken for another
+        // packet (and dropped).
+        !self.moves_head
     }
 
     fn spec(&self) -> Option<String> {

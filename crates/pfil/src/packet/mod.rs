@@ -44,10 +44,12 @@ pub struct Packet<'a> {
     /// (which `_buffer` borrows): the buffer holds `head` bytes before it
     /// and `tail` bytes after the frame's `len` ([`Packet::in_buffer`]).
     data: NonNull<u8>,
-    /// The frame's length (bits 0..32), the headroom (bits 32..48) and
-    /// the tailroom (48..64), as one word: a frame without room is stored
-    /// (and read) as its length alone, as the slice it was before.
-    span: u64,
+    /// The frame's length.
+    len: u32,
+    /// Bytes of the buffer before `data` (at most 64 KiB - 1).
+    head: u16,
+    /// Bytes of the buffer after the frame (at most 64 KiB - 1).
+    tail: u16,
     /// The buffer, borrowed for as long as the packet lives.
     _buffer: PhantomData<&'a mut [u8]>,
     kind: PacketKind,
@@ -305,10 +307,12 @@ impl<'a> Packet<'a> {
     pub fn with_kind(frame: &'a mut [u8], kind: PacketKind) -> Self {
         // A frame of 4 GiB or more is no port's: its first 4 GiB - 1
         // bytes, never past its end (one instruction, no branch).
-        let len = frame.len().min(u32::MAX as usize) as u64;
+        let len = frame.len().min(u32::MAX as usize) as u32;
         Packet {
             data: NonNull::from(frame).cast(),
-            span: len,
+            len,
+            head: 0,
+            tail: 0,
             _buffer: PhantomData,
             kind,
             ifindex: 0,
@@ -371,7 +375,7 @@ impl<'a> Packet<'a> {
         reason = "a frame is never looked at as a collection"
     )]
     pub fn len(&self) -> usize {
-        self.span as u32 as usize
+        self.len as usize
     }
 
     /// What the frame starts with.

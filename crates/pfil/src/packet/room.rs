@@ -65,12 +65,10 @@ impl fmt::Display for RoomError {
 
 impl std::error::Error for RoomError {}
 
-/// The span word of a frame of `len` bytes with `head` bytes of headroom
-/// and `tail` of tailroom (each at most [`ROOM_MAX`]).
-#[inline]
-fn span(len: usize, head: usize, tail: usize) -> u64 {
-    debug_assert!(len <= LEN_MAX && head <= ROOM_MAX && tail <= ROOM_MAX);
-    len as u64 | (head as u64) << 32 | (tail as u64) << 48
+/// `n` as a room: at most [`ROOM_MAX`] (a port with more offers that).
+#[inline(always)]
+fn room(n: usize) -> u16 {
+    n.min(ROOM_MAX) as u16
 }
 
 impl<'a> Packet<'a> {
@@ -84,7 +82,7 @@ impl<'a> Packet<'a> {
     ///
     /// # Errors
     /// [`RoomError::OutsideBuffer`] when the frame is not inside `buffer`.
-    #[inline]
+    #[inline(always)]
     pub fn in_buffer(buffer: &'a mut [u8], start: usize, len: usize) -> Result<Self, RoomError> {
         let outside = RoomError::OutsideBuffer {
             start,
@@ -100,7 +98,9 @@ impl<'a> Packet<'a> {
             // SAFETY: start <= buffer.len() (checked above): the pointer
             // stays inside the buffer or one past its end.
             data: unsafe { base.add(start) },
-            span: span(len, start.min(ROOM_MAX), tail.min(ROOM_MAX)),
+            len: len as u32,
+            head: room(start),
+            tail: room(tail),
             _buffer: PhantomData,
             kind: PacketKind::Ethernet,
             ifindex: 0,
@@ -114,12 +114,52 @@ impl<'a> Packet<'a> {
         })
     }
 
+    /// [`in_buffer`](Self::in_buffer) that cannot fail: the frame is cut
+    /// to the buffer (a `start` past its end gives an empty frame at the
+    /// end, a `len` past it is shortened). For drivers whose frames are in
+    /// their buffers by construction: no branch, nothing to handle.
+    #[inline(always)]
+    pub fn in_buffer_clamped(buffer: &'a mut [u8], start: usize, len: usize) -> Self {
+        let whole = buffer.len();
+        let start = start.min(whole);
+        let len = len.min(whole - start).min(LEN_MAX);
+        let base = NonNull::from(buffer).cast::<u8>();
+        Packet {
+            // SAFETY: start <= buffer.len(): inside the buffer or one past
+            // its end.
+            data: unsafe { base.add(start) },
+            len: len as u32,
+            head: room(start),
+            tail: room(whole - start - len),
+            _buffer: PhantomData,
+            kind: PacketKind::Ethernet,
+            ifindex: 0,
+            queue: 0,
+            verdict: Verdict::Pass,
+            parsed: Cell::new(0),
+            tuple: UnsafeCell::new(MaybeUninit::uninit()),
+            cookie: 0,
+            mark: 0,
+            ct: 0,
+        }
+    }
+
+    /// Record a frame of `len` bytes (at most [`LEN_MAX`]) with `head` and
+    /// `tail` bytes of room around it (each offered up to [`ROOM_MAX`]).
+    #[inline]
+    fn set_bounds(&mut self, len: usize, head: usize, tail: usize) {
+        debug_assert!(len <= LEN_MAX);
+        self.len = len as u32;
+        self.head = room(head);
+        self.tail = room(tail);
+    }
+
     /// Bytes of the buffer before the frame that
     /// [`adjust_head`](Self::adjust_head) can grow it into (0 for a packet
     /// made by [`new`](Self::new)).
     #[inline]
     pub fn headroom(&self) -> usize {
-        (self.span >> 32) as u16 as usize
+        usize::from(self.head)
     }
 
     /// Bytes of the buffer after the frame that
@@ -127,7 +167,7 @@ impl<'a> Packet<'a> {
     /// made by [`new`](Self::new)).
     #[inline]
     pub fn tailroom(&self) -> usize {
-        (self.span >> 48) as usize
+        usize::from(self.tail)
     }
 
     /// Move the frame's start by `delta` bytes, as the kernel's
@@ -159,12 +199,12 @@ impl<'a> Packet<'a> {
             // SAFETY: n <= headroom: the new start is in the buffer
             // (`head` bytes before `data` belong to it).
             self.data = unsafe { self.data.sub(n) };
-            self.span = span(len + n, head - n, tail);
+            self.set_bounds(len + n, head - n, tail);
         } else {
             // SAFETY: n <= len: the new start is in the frame or one past
             // its end, inside the buffer.
             self.data = unsafe { self.data.add(n) };
-            self.span = span(len - n, (head + n).min(ROOM_MAX), tail);
+            self.set_bounds(len - n, head + n, tail);
         }
         Ok(())
     }
@@ -193,11 +233,11 @@ impl<'a> Packet<'a> {
             });
         }
         self.parsed.set(0);
-        self.span = if delta > 0 {
-            span(len + n, head, tail - n)
+        if delta > 0 {
+            self.set_bounds(len + n, head, tail - n);
         } else {
-            span(len - n, head, (tail + n).min(ROOM_MAX))
-        };
+            self.set_bounds(len - n, head, tail + n);
+        }
         Ok(())
     }
 
@@ -215,11 +255,7 @@ impl<'a> Packet<'a> {
         self.parsed.set(0);
         // SAFETY: start <= len: inside the frame or one past its end.
         self.data = unsafe { self.data.add(start) };
-        self.span = span(
-            end - start,
-            (head + start).min(ROOM_MAX),
-            (tail + (len - end)).min(ROOM_MAX),
-        );
+        self.set_bounds(end - start, head + start, tail + (len - end));
         true
     }
 
@@ -247,11 +283,7 @@ impl<'a> Packet<'a> {
         // `buffer_mut`) and start <= end <= head + len + tail (checked):
         // the new start is in it or one past its end.
         self.data = unsafe { self.data.sub(head).add(start) };
-        self.span = span(
-            end - start,
-            start.min(ROOM_MAX),
-            (whole - end).min(ROOM_MAX),
-        );
+        self.set_bounds(end - start, start, whole - end);
         Ok(())
     }
 
@@ -318,6 +350,11 @@ mod tests {
                     buffer: 10
                 })
             );
+        }
+        // Clamped: cut to the buffer, never outside it.
+        for (start, len, want) in [(2, 5, (2, 5, 3)), (8, 5, (8, 2, 0)), (12, 1, (10, 0, 0))] {
+            let p = Packet::in_buffer_clamped(&mut small, start, len);
+            assert_eq!((p.headroom(), p.len(), p.tailroom()), want);
         }
         // Room beyond 64 KiB - 1 is left alone, the frame found anyway.
         let mut big = vec![7u8; 70_000 + 100 + 70_000];
