@@ -133,10 +133,19 @@ fn run_heads<P: Port>(
         out.out_consumed = consumed.saturating_sub(out.in_consumed);
     }
     if sends {
-        let spans: ArrayVec<(usize, usize), BATCH> =
-            pkts.iter().map(|p| (p.headroom(), p.len())).collect();
+        // Only the frames a hook moved or resized (rare): one byte test a
+        // frame otherwise.
+        let moved: ArrayVec<(usize, usize, usize), BATCH> = pkts
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.bounds_changed())
+            .map(|(i, p)| (i, p.headroom(), p.len()))
+            .collect();
         drop(pkts);
-        for ((f, (start, len)), v) in frames.iter_mut().zip(spans).zip(out.v.iter_mut()) {
+        for (i, start, len) in moved {
+            let (Some(f), Some(v)) = (frames.get_mut(i), out.v.get_mut(i)) else {
+                continue;
+            };
             if *v == Verdict::Pass && !port.set_span(f, start, len) {
                 *v = Verdict::Dropped;
                 out.unsendable += 1;

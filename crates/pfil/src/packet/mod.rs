@@ -79,6 +79,8 @@ pub struct Packet<'a> {
     /// The connection-tracking annotation ([`Packet::ct`]): bits 0..=2 a
     /// [`CtState`], bit 7 the reply direction. 0: untracked.
     ct: u8,
+    /// A hook moved the frame's bounds ([`Packet::bounds_changed`]).
+    moved: bool,
 }
 
 /// Bit of [`Packet`]'s `ct` byte: the packet goes in the reply direction.
@@ -323,6 +325,7 @@ impl<'a> Packet<'a> {
             cookie: 0,
             mark: 0,
             ct: 0,
+            moved: false,
         }
     }
 

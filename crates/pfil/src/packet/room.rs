@@ -111,6 +111,7 @@ impl<'a> Packet<'a> {
             cookie: 0,
             mark: 0,
             ct: 0,
+            moved: false,
         })
     }
 
@@ -141,6 +142,7 @@ impl<'a> Packet<'a> {
             cookie: 0,
             mark: 0,
             ct: 0,
+            moved: false,
         }
     }
 
@@ -149,9 +151,21 @@ impl<'a> Packet<'a> {
     #[inline]
     fn set_bounds(&mut self, len: usize, head: usize, tail: usize) {
         debug_assert!(len <= LEN_MAX);
+        self.moved = true;
         self.len = len as u32;
         self.head = room(head);
         self.tail = room(tail);
+    }
+
+    /// Whether a hook changed the frame's start or length since the
+    /// packet was built ([`adjust_head`](Self::adjust_head),
+    /// [`adjust_tail`](Self::adjust_tail), [`narrow`](Self::narrow),
+    /// [`set_frame`](Self::set_frame)): a driver that sends the frame
+    /// then takes its new bounds ([`headroom`](Self::headroom),
+    /// [`len`](Self::len)).
+    #[inline]
+    pub fn bounds_changed(&self) -> bool {
+        self.moved
     }
 
     /// Bytes of the buffer before the frame that
@@ -335,8 +349,12 @@ mod tests {
         assert_eq!((p.len(), p.headroom(), p.tailroom()), (n, 0, 0));
         let mut buf = vec![0u8; 256 + n + 64];
         buf[256..256 + n].copy_from_slice(&udp_frame(53));
-        let p = Packet::in_buffer(&mut buf, 256, n).unwrap();
+        let mut p = Packet::in_buffer(&mut buf, 256, n).unwrap();
         assert_eq!((p.len(), p.headroom(), p.tailroom()), (n, 256, 64));
+        assert!(!p.bounds_changed());
+        let _ = p.buffer_mut();
+        p.frame_mut()[0] = 2;
+        assert!(!p.bounds_changed(), "writing is not moving");
         assert_eq!(p.frame(), &udp_frame(53)[..]);
         assert_eq!(p.udp_dst_port(), Some(53));
         // Outside the buffer, or overflowing: refused with what was asked.
@@ -414,6 +432,7 @@ mod tests {
             let (b, at) = p.buffer_mut();
             assert_eq!((b.len(), at), (300, start));
         }
+        assert!(p.bounds_changed());
         // The bytes it grew into are the buffer's, writable in place.
         p.adjust_head(-4).unwrap();
         p.frame_mut()[..4].copy_from_slice(b"TAG!");
