@@ -142,6 +142,38 @@ impl FrameArea {
         unsafe { std::slice::from_raw_parts_mut(self.mem.base().add(start), size) }
     }
 
+    /// The whole buffer of `frame` and where its packet is in it:
+    /// `(buffer, off, len)`; the bytes before are headroom (the kernel's
+    /// XDP headroom on RX), those after tailroom. An empty buffer and an
+    /// empty packet for a frame [`buffer`](FrameArea::buffer) refuses, or
+    /// whose packet would not fit (never a panic).
+    #[inline]
+    pub fn room<'a>(&'a self, frame: &'a mut Frame) -> (&'a mut [u8], usize, usize) {
+        let (off, len) = (frame.off as usize, frame.len as usize);
+        let b = self.buffer(frame);
+        if off + len > b.len() {
+            return (Default::default(), 0, 0);
+        }
+        (b, off, len)
+    }
+
+    /// Say that `frame` holds a packet of `len` bytes from `off` of its
+    /// [`buffer`](FrameArea::buffer) (a hook moved or resized it, within
+    /// its headroom and tailroom); `false` (and no change) if that leaves
+    /// the frame. TX sends `off..off + len`.
+    #[inline]
+    pub fn set_span(&self, frame: &mut Frame, off: usize, len: usize) -> bool {
+        if off
+            .checked_add(len)
+            .is_none_or(|end| end > self.frame_size as usize)
+        {
+            return false;
+        }
+        frame.off = off as u32;
+        frame.len = len as u32;
+        true
+    }
+
     /// Say that `frame` holds a packet of `len` bytes written at the start
     /// of its [`buffer`](FrameArea::buffer); `false` (and no change) if it
     /// exceeds the frame size.
@@ -186,5 +218,24 @@ mod tests {
         assert!(area.buffer(&mut past).is_empty());
         let mut huge = area.frame(u64::MAX - 2047, 0, 60);
         assert!(area.buffer(&mut huge).is_empty());
+    }
+
+    /// A frame's room is its whole frame around the packet; a new span
+    /// inside it is taken (and is what TX sends), one outside refused.
+    #[test]
+    fn room_and_span_stay_inside_the_frame() {
+        let mem = sys::Mmap::anonymous(4 * 2048).unwrap();
+        let area = FrameArea::new(mem, 2048, 4, 7);
+        let mut f = area.frame(2048, 256, 60);
+        let (b, off, len) = area.room(&mut f);
+        assert_eq!((b.len(), off, len), (2048, 256, 60));
+        assert!(area.set_span(&mut f, 248, 68));
+        assert_eq!(FrameArea::desc(&f), (2048 + 248, 68));
+        assert_eq!(area.bytes(&mut f).len(), 68);
+        assert!(!area.set_span(&mut f, 2000, 49));
+        assert!(!area.set_span(&mut f, usize::MAX, 2));
+        assert_eq!(FrameArea::desc(&f), (2048 + 248, 68));
+        let mut bad = area.frame(2048, 2040, 60);
+        assert_eq!(area.room(&mut bad).0.len(), 0);
     }
 }

@@ -361,6 +361,16 @@ impl pfil_port::Port for Umem {
     }
 
     #[inline]
+    fn room<'a>(&'a self, frame: &'a mut Frame) -> (&'a mut [u8], usize, usize) {
+        self.shared.area.room(frame)
+    }
+
+    #[inline]
+    fn set_span(&self, frame: &mut Frame, start: usize, len: usize) -> bool {
+        self.shared.area.set_span(frame, start, len)
+    }
+
+    #[inline]
     fn held(&mut self) -> &mut pfil_port::Held<Frame> {
         &mut self.held
     }

@@ -73,6 +73,18 @@
 //! [`Port::set_len`] gave it), [`Port::buffer`] the whole
 //! [`Port::frame_size`] bytes.
 //!
+//! **Room.** The loops build each packet over [`Port::room`]: the frame's
+//! buffer and where the packet lies in it, so hooks can grow it into the
+//! bytes before (headroom) and after (tailroom), as XDP programs do. A
+//! port whose packets sit after room (the synthetic port: 256 bytes;
+//! AF_XDP: the kernel's 256 on RX) says so there, and takes back what the
+//! hooks made of the packet with [`Port::set_span`]: the loops call it on
+//! every frame that passes to be sent (forward, generator) and on every
+//! outbox transmit of [`Outbox::transmit_packet`], and the frame goes out
+//! from that start, that long. The defaults offer no room; a frame whose
+//! start a hook moved is then refused (counted `refused`), never sent as
+//! it was.
+//!
 //! **The pool.** It must hold more frames than
 //! [`LoopConfig::held_limit`] (frames hooks may keep) plus what the port
 //! keeps posted for receiving (its fill depth: fill and RX rings) plus
@@ -119,7 +131,7 @@ pub use arrayvec;
 pub use config::{GenConfig, LoopConfig, Window, DEFAULT_HELD_LIMIT, MAX_CATCH_UP_MS};
 pub use error::{Error, Result};
 pub use loops::{forward_loop, gen_loop, sink_loop, LoopWorker, REAP_EVERY};
-pub use outbox::{Outbox, OutboxFull, Outboxes, Request};
+pub use outbox::{Outbox, OutboxFull, Outboxes, Request, Span};
 pub use port::{Batch, FrameCounts, Held, Origin, Port, PortFrame, PortId, BATCH};
 pub use spawn::{head_for, Finished, Running};
 pub use stats::{Stats, StatsSnapshot};

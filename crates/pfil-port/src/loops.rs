@@ -44,18 +44,26 @@ struct Verdicts {
     in_consumed: u64,
     out_dropped: u64,
     out_consumed: u64,
+    /// Passing frames a hook moved or resized that the port could not
+    /// take back as they are now ([`Port::set_span`]): dropped (their
+    /// verdict turned to `Dropped`) rather than sent as they were.
+    unsendable: u64,
 }
 
 /// Run `head_in` (In) and then `head_out` (Out) over the frames in one
-/// pinned generation.
+/// pinned generation. Each packet is built over its frame's buffer
+/// ([`Port::room`]), so hooks may grow it into the room around it; with
+/// `sends` (the frames that pass go out), each passing frame then takes
+/// the packet's bounds as the hooks left them ([`Port::set_span`]), so
+/// what goes out is what the hooks made.
 #[inline]
 fn run_heads<P: Port>(
     port: &mut P,
     frames: &mut Batch<P::Frame>,
     origin: Origin,
     heads: (Option<&Head>, Option<&Head>),
-    reg: &Registry,
-    worker: &mut Worker,
+    (reg, worker): (&Registry, &mut Worker),
+    sends: bool,
 ) -> Verdicts {
     let mut out = Verdicts {
         v: [Verdict::Pass; BATCH],
@@ -64,6 +72,7 @@ fn run_heads<P: Port>(
         in_consumed: 0,
         out_dropped: 0,
         out_consumed: 0,
+        unsendable: 0,
     };
     let hin = heads.0.filter(|h| h.is_hooked(Dir::In));
     let hout = heads.1.filter(|h| h.is_hooked(Dir::Out));
@@ -78,7 +87,10 @@ fn run_heads<P: Port>(
     let mut pkts: ArrayVec<Packet<'_>, BATCH> = ArrayVec::new();
     pkts.extend(frames.iter_mut().map(|f| {
         let cookie = out.epoch | f.addr();
-        Packet::new(port.bytes(f))
+        let (buf, start, len) = port.room(f);
+        // A port's room is its buffer and the packet in it; one that gave
+        // a range outside gets it cut to the buffer, never a panic.
+        Packet::in_buffer_clamped(buf, start, len)
             .with_origin(origin.ifindex, origin.queue)
             .with_cookie(cookie)
     }));
@@ -120,6 +132,26 @@ fn run_heads<P: Port>(
         out.out_dropped = dropped.saturating_sub(out.in_dropped);
         out.out_consumed = consumed.saturating_sub(out.in_consumed);
     }
+    if sends {
+        // Only the frames a hook moved or resized (rare): one byte test a
+        // frame otherwise.
+        let moved: ArrayVec<(usize, usize, usize), BATCH> = pkts
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.bounds_changed())
+            .map(|(i, p)| (i, p.headroom(), p.len()))
+            .collect();
+        drop(pkts);
+        for (i, start, len) in moved {
+            let (Some(f), Some(v)) = (frames.get_mut(i), out.v.get_mut(i)) else {
+                continue;
+            };
+            if *v == Verdict::Pass && !port.set_span(f, start, len) {
+                *v = Verdict::Dropped;
+                out.unsendable += 1;
+            }
+        }
+    }
     out
 }
 
@@ -135,7 +167,7 @@ fn dispose<P: Port>(
     mut pass: Option<&mut Batch<P::Frame>>,
 ) -> u64 {
     let n = frames.len() as u64;
-    if v.in_dropped + v.in_consumed + v.out_dropped + v.out_consumed == 0 {
+    if v.in_dropped + v.in_consumed + v.out_dropped + v.out_consumed + v.unsendable == 0 {
         // Every frame passed (the common case): move the batch whole.
         match pass {
             Some(p) => p.extend(frames.drain(..)),
@@ -214,12 +246,28 @@ fn serve_outbox<P: Port>(
         let Some(req) = ob.pop() else { break };
         let (cookie, to) = match req {
             Request::Release { cookie } => (cookie, None),
-            Request::Transmit { cookie, ifindex } => (cookie, Some(ifindex)),
+            Request::Transmit {
+                cookie,
+                ifindex,
+                span,
+            } => (cookie, Some((ifindex, span))),
         };
-        let Some(f) = port.held().take(cookie) else {
+        let Some(mut f) = port.held().take(cookie) else {
             Stats::add(&st.stale, 1);
             continue;
         };
+        // Sent as the hook left the packet (grown, narrowed), or, when the
+        // port cannot place it so, refused rather than sent as it was.
+        let placed = match to {
+            Some((_, Some(sp))) => port.set_span(&mut f, sp.start as usize, sp.len as usize),
+            _ => true,
+        };
+        let to = to.map(|(ifx, _)| ifx);
+        if !placed {
+            port.recycle(f);
+            Stats::add(&st.refused, 1);
+            continue;
+        }
         let target = to.and_then(|ifx| port.find(ifx));
         match (to, target) {
             (None, _) => {
@@ -405,7 +453,14 @@ pub fn sink_loop<P: Port>(
             }
             idle.busy();
             reap.batch(port);
-            let v = run_heads(port, frames, origin, (Some(head), None), w.reg, w.worker);
+            let v = run_heads(
+                port,
+                frames,
+                origin,
+                (Some(head), None),
+                (w.reg, w.worker),
+                false,
+            );
             let passed = dispose(port, frames, &v, None);
             count_rx::<P>(st, n as u64);
             Stats::add(&st.in_dropped, v.in_dropped);
@@ -461,8 +516,8 @@ pub fn forward_loop<P: Port>(
                     frames,
                     origin,
                     (Some(hin), Some(hout)),
-                    w.reg,
-                    w.worker,
+                    (w.reg, w.worker),
+                    true,
                 );
                 let passed = dispose(port, frames, &v, Some(pass));
                 let sent = send_all(port, dst, pass);
@@ -472,6 +527,7 @@ pub fn forward_loop<P: Port>(
                 Stats::add(&st.in_dropped, v.in_dropped);
                 Stats::add(&st.in_consumed, v.in_consumed);
                 Stats::add(&st.out_dropped, v.out_dropped);
+                Stats::add(&st.refused, v.unsendable);
                 Stats::add(&st.out_consumed, v.out_consumed);
                 Stats::add(&st.passed, passed);
                 Stats::add(&st.tx, sent.sent);
@@ -597,13 +653,21 @@ pub fn gen_loop<P: Port>(
             }
             let n = frames.len() as u64;
             built += n;
-            let v = run_heads(port, frames, origin, (None, Some(head)), w.reg, w.worker);
+            let v = run_heads(
+                port,
+                frames,
+                origin,
+                (None, Some(head)),
+                (w.reg, w.worker),
+                true,
+            );
             let passed = dispose(port, frames, &v, Some(pass));
             let out = send_all(port, id, pass);
             let dropped = out.dropped;
             sent += out.sent;
             Stats::add(&st.generated, n);
             Stats::add(&st.out_dropped, v.out_dropped);
+            Stats::add(&st.refused, v.unsendable);
             Stats::add(&st.out_consumed, v.out_consumed);
             Stats::add(&st.passed, passed);
             Stats::add(&st.tx, out.sent);

@@ -44,14 +44,28 @@ pub enum Request {
         /// The packet's cookie.
         cookie: u64,
     },
-    /// Send the frame (as it is now) on the worker's port on `ifindex`.
+    /// Send the frame on the worker's port on `ifindex`.
     Transmit {
         /// The packet's cookie.
         cookie: u64,
         /// Interface index of the port to send on (e.g. the packet's own
         /// [`ifindex`](pfil::Packet::ifindex) to send it back out).
         ifindex: u32,
+        /// Where the packet is in the frame's buffer when a hook moved or
+        /// resized it ([`Outbox::transmit_packet`]); `None`: as the port
+        /// holds it ([`Outbox::transmit`]).
+        span: Option<Span>,
     },
+}
+
+/// Where a packet lies in its frame's buffer: `len` bytes from `start`
+/// (the packet's [`headroom`](pfil::Packet::headroom)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    /// Offset of the packet's first byte in the frame's buffer.
+    pub start: u32,
+    /// The packet's length.
+    pub len: u32,
 }
 
 /// The outbox was full: the request was not queued.
@@ -93,7 +107,32 @@ impl Outbox {
     /// # Errors
     /// [`OutboxFull`].
     pub fn transmit(&self, cookie: u64, ifindex: u32) -> Result<(), OutboxFull> {
-        self.push(Request::Transmit { cookie, ifindex })
+        self.push(Request::Transmit {
+            cookie,
+            ifindex,
+            span: None,
+        })
+    }
+
+    /// Ask the worker to send `pkt`'s frame on its port on `ifindex` as
+    /// the packet holds it now: from its current start, its current
+    /// length (a hook may have grown or narrowed it into the room the port
+    /// gave, [`pfil::Packet::adjust_head`]). The packet's cookie names
+    /// the frame; the hook returns [`pfil::Verdict::Consumed`] for it.
+    ///
+    /// # Errors
+    /// [`OutboxFull`], as [`transmit`](Self::transmit).
+    pub fn transmit_packet(&self, pkt: &pfil::Packet<'_>, ifindex: u32) -> Result<(), OutboxFull> {
+        // A port's headroom is far below 4 GiB, a frame's length too
+        // (Packet keeps both within u32).
+        self.push(Request::Transmit {
+            cookie: pkt.cookie(),
+            ifindex,
+            span: Some(Span {
+                start: pkt.headroom() as u32,
+                len: pkt.len() as u32,
+            }),
+        })
     }
 
     fn push(&self, r: Request) -> Result<(), OutboxFull> {
@@ -159,7 +198,8 @@ mod tests {
             o.pop(),
             Some(Request::Transmit {
                 cookie: 2,
-                ifindex: 7
+                ifindex: 7,
+                span: None
             })
         );
         assert!(o.is_empty());

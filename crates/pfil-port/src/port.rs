@@ -274,6 +274,27 @@ pub trait Port {
     /// `false` (no change) if that exceeds the frame size.
     fn set_len(&self, frame: &mut Self::Frame, len: usize) -> bool;
 
+    /// The buffer of `frame` and where its packet lies in it: `(buffer,
+    /// start, len)`, the packet being `buffer[start..start + len]`. The
+    /// loops build each [`pfil::Packet`] over it
+    /// ([`pfil::Packet::in_buffer`]), so hooks may grow the packet into
+    /// the bytes before it (headroom) and after it (tailroom). The
+    /// default: the packet alone ([`bytes`](Port::bytes)), no room.
+    #[inline]
+    fn room<'a>(&'a self, frame: &'a mut Self::Frame) -> (&'a mut [u8], usize, usize) {
+        let b = self.bytes(frame);
+        let len = b.len();
+        (b, 0, len)
+    }
+    /// Say `frame`'s packet is now `len` bytes from `start` of the buffer
+    /// [`room`](Port::room) gave (a hook moved or resized it); `false`
+    /// (no change) if that is outside the buffer. The default, for ports
+    /// without room: only `start == 0`, as [`set_len`](Port::set_len).
+    #[inline]
+    fn set_span(&self, frame: &mut Self::Frame, start: usize, len: usize) -> bool {
+        start == 0 && self.set_len(frame, len)
+    }
+
     /// The frames hooks consumed. The loops push and take frames here;
     /// frames still held when a loop returns stay here (counted as
     /// `held`) until the caller gives them back ([`Held::pop_oldest`],

@@ -51,7 +51,9 @@ pub struct Stats {
     pub stale: AtomicU64,
     /// Outbox transmits that did not go out: to an interface the worker
     /// has no port on, or not queued (TX ring full after bounded retries,
-    /// or a TX error). The frame was released.
+    /// or a TX error). The frame was released. Also passing frames a hook
+    /// moved or resized that the port cannot send as they are now
+    /// ([`crate::Port::set_span`]): dropped rather than sent as they were.
     pub refused: AtomicU64,
 }
 

@@ -27,6 +27,16 @@ use crate::stats::Stats;
 /// longest frame, up to [`MAX_REPLAY_FRAME`]).
 pub const SYNTHETIC_FRAME: usize = 2048;
 
+/// Bytes of every synthetic (and replayed) frame's buffer before its
+/// packet: the kernel's XDP headroom (`XDP_PACKET_HEADROOM`), so hooks can
+/// push headers (`bpf_xdp_adjust_head` with a negative delta, `_meta`).
+pub const SYNTHETIC_HEADROOM: usize = 256;
+
+/// Bytes of every synthetic frame's buffer after its longest packet
+/// (a shorter packet has the rest of [`SYNTHETIC_FRAME`] too), so hooks
+/// can grow the tail (`bpf_xdp_adjust_tail`).
+pub const SYNTHETIC_TAILROOM: usize = 256;
+
 /// The longest captured frame a synthetic port replays: 256 KiB,
 /// libpcap's largest snap length for Ethernet (`MAXIMUM_SNAPLEN`), so
 /// every frame libpcap reads from a capture fits: GRO/TSO host captures
@@ -41,6 +51,9 @@ pub const MAX_REPLAY_FRAME: usize = 262_144;
 #[must_use = "a dropped frame is lost to the pool: tx, recycle or hold it"]
 pub struct SyntheticFrame {
     buf: Box<[u8]>,
+    /// Where the packet starts in `buf` ([`SYNTHETIC_HEADROOM`] when
+    /// built, 0 when written through `buffer` and `set_len`).
+    off: u32,
     len: u32,
     /// Its address in the pool (its index times the port's frame size).
     addr: u32,
@@ -82,6 +95,8 @@ pub struct SyntheticPort {
     /// Frames given to the loops and not back yet (held ones included).
     out: u64,
     sent: u64,
+    /// Bytes of the packets sent, as they were when sent.
+    sent_bytes: u64,
 }
 
 impl SyntheticPort {
@@ -120,7 +135,9 @@ impl SyntheticPort {
         let frame_size = templates
             .iter()
             .map(Vec::len)
-            .fold(SYNTHETIC_FRAME, usize::max);
+            .fold(SYNTHETIC_FRAME, usize::max)
+            + SYNTHETIC_HEADROOM
+            + SYNTHETIC_TAILROOM;
         // Addresses stay below 2^32 (cookies): at most 2^20 frames of 2 KiB,
         // fewer larger ones.
         let most = ((1usize << 32) / frame_size).min(1 << 20);
@@ -152,6 +169,7 @@ impl SyntheticPort {
             total: frames as u64,
             out: 0,
             sent: 0,
+            sent_bytes: 0,
         })
     }
 
@@ -163,6 +181,12 @@ impl SyntheticPort {
     /// Frames sent (TX) so far.
     pub fn sent(&self) -> u64 {
         self.sent
+    }
+
+    /// Bytes of the packets sent (TX) so far, each as long as it was when
+    /// sent (a hook may have grown or narrowed it).
+    pub fn sent_bytes(&self) -> u64 {
+        self.sent_bytes
     }
 
     /// A free frame: from the pool, or a new one while the pool has
@@ -178,6 +202,7 @@ impl SyntheticPort {
         let made = self.total as usize - self.unborn - 1;
         Some(SyntheticFrame {
             buf: vec![0u8; self.frame_size].into_boxed_slice(),
+            off: 0,
             len: 0,
             addr: (made * self.frame_size) as u32,
             pool: self.pool,
@@ -221,10 +246,20 @@ impl Port for SyntheticPort {
         while n < want {
             let Some(mut f) = self.take_free() else { break };
             let t = &self.templates[self.next];
-            f.buf[..t.len()].copy_from_slice(t);
+            // Every template fits after the headroom (`new` sized the
+            // buffers for the longest); `get_mut` keeps it panic-free.
+            let Some(b) = f
+                .buf
+                .get_mut(SYNTHETIC_HEADROOM..SYNTHETIC_HEADROOM + t.len())
+            else {
+                self.free.push(f);
+                break;
+            };
+            b.copy_from_slice(t);
+            f.off = SYNTHETIC_HEADROOM as u32;
             f.len = t.len() as u32;
             match &mut self.flows {
-                Some(g) => g.write(&mut f.buf[..t.len()]),
+                Some(g) => g.write(b),
                 None => self.next = (self.next + 1) % self.templates.len(),
             }
             out.push(f);
@@ -261,6 +296,7 @@ impl Port for SyntheticPort {
     fn tx(&mut self, _port: PortId, frames: &mut Batch<SyntheticFrame>) -> Result<usize> {
         let n = frames.len();
         for f in frames.drain(..) {
+            self.sent_bytes += u64::from(f.len);
             self.recycle(f);
         }
         self.sent += n as u64;
@@ -281,6 +317,7 @@ impl Port for SyntheticPort {
 
     fn alloc(&mut self) -> Option<SyntheticFrame> {
         let mut f = self.take_free()?;
+        f.off = 0;
         f.len = 0;
         self.out += 1;
         Some(f)
@@ -298,7 +335,25 @@ impl Port for SyntheticPort {
     }
 
     fn bytes<'a>(&'a self, frame: &'a mut SyntheticFrame) -> &'a mut [u8] {
-        &mut frame.buf[..frame.len as usize]
+        let (off, len) = (frame.off as usize, frame.len as usize);
+        frame.buf.get_mut(off..off + len).unwrap_or_default()
+    }
+
+    #[inline(always)]
+    fn room<'a>(&'a self, frame: &'a mut SyntheticFrame) -> (&'a mut [u8], usize, usize) {
+        (&mut frame.buf[..], frame.off as usize, frame.len as usize)
+    }
+
+    fn set_span(&self, frame: &mut SyntheticFrame, start: usize, len: usize) -> bool {
+        if start
+            .checked_add(len)
+            .is_none_or(|end| end > frame.buf.len())
+        {
+            return false;
+        }
+        frame.off = start as u32;
+        frame.len = len as u32;
+        true
     }
 
     fn buffer<'a>(&'a self, frame: &'a mut SyntheticFrame) -> &'a mut [u8] {
@@ -309,6 +364,7 @@ impl Port for SyntheticPort {
         if len > frame.buf.len() {
             return false;
         }
+        frame.off = 0;
         frame.len = len as u32;
         true
     }
@@ -468,6 +524,69 @@ mod tests {
         assert_eq!(s.generated, s.tx + s.filtered());
         let c = port.counts();
         assert!(c.adds_up() && c.free == c.total, "{c:?}");
+    }
+
+    /// Frames a hook grew into the headroom (an 8-byte tag) and the
+    /// tailroom (4 bytes) are forwarded grown: the port sends what the
+    /// packet holds, and the bytes the hook wrote are where it wrote them.
+    #[test]
+    fn grown_frames_are_forwarded_grown() {
+        let reg = Registry::new();
+        let a = head_for(&reg, "syn0").unwrap();
+        let b = head_for(&reg, "syn1").unwrap();
+        let seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let seen2 = seen.clone();
+        reg.add_hook(
+            "grow",
+            PacketKind::Ethernet,
+            Dirs::BOTH,
+            |p: &mut Packet<'_>, _: &Ctx<'_>| {
+                assert_eq!((p.headroom(), p.len()), (SYNTHETIC_HEADROOM, 64));
+                assert!(p.tailroom() >= SYNTHETIC_TAILROOM);
+                if p.adjust_head(-8).is_err() || p.adjust_tail(4).is_err() {
+                    return Verdict::Dropped;
+                }
+                p.frame_mut()[..8].copy_from_slice(b"PFILTAG!");
+                Verdict::Pass
+            },
+        )
+        .unwrap();
+        reg.add_hook(
+            "look",
+            PacketKind::Ethernet,
+            Dirs::BOTH,
+            move |p: &mut Packet<'_>, _: &Ctx<'_>| {
+                if p.frame().starts_with(b"PFILTAG!") && p.len() == 76 {
+                    seen2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                Verdict::Pass
+            },
+        )
+        .unwrap();
+        reg.link("syn0", Dir::In, "grow", Placement::Prepend)
+            .unwrap();
+        reg.link("syn1", Dir::Out, "look", Placement::Prepend)
+            .unwrap();
+        let gen = GenConfig {
+            count: 1_000,
+            size: 64,
+            ..GenConfig::default()
+        };
+        let mut port = SyntheticPort::new(&gen, &["syn0", "syn1"], Origin::default(), 0).unwrap();
+        let mut w = reg.worker().unwrap();
+        let stats = Stats::default();
+        let mut lw = LoopWorker {
+            reg: &reg,
+            worker: &mut w,
+            stats: &stats,
+            back: None,
+        };
+        let ends = (PortId::new(0), PortId::new(1));
+        forward_loop(&mut port, ends, (&a, &b), &mut lw, &LoopConfig::new()).unwrap();
+        let s = stats.snapshot();
+        assert_eq!((s.rx, s.tx, s.refused), (1_000, 1_000, 0), "{s:?}");
+        assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed), 1_000);
+        assert_eq!(port.sent_bytes(), 1_000 * 76);
     }
 
     /// Consumed frames are held under their cookies, released through the

@@ -26,12 +26,16 @@ use pfil_port::{
 
 /// Bytes of every frame buffer.
 const FRAME: usize = 2048;
+/// Where RX puts a packet in its frame: the room before it is headroom.
+const HEADROOM: usize = 64;
 
 /// A frame token: it owns its buffer (so `bytes` of two frames never
 /// overlap, as the loops need when they hold a batch of slices at once).
 #[derive(Debug)]
 struct RingFrame {
     buf: Box<[u8; FRAME]>,
+    /// The packet is `buf[off..off + len]`.
+    off: usize,
     len: usize,
     index: u32,
 }
@@ -88,6 +92,9 @@ struct RingPort {
     fail_after: Option<usize>,
     /// RX looks that found a frame on the wire but no free buffer.
     no_buffer: u64,
+    /// Offer no room around packets (the `Port` defaults of `room` and
+    /// `set_span`), as a port written before them.
+    roomless: bool,
 }
 
 impl RingPort {
@@ -109,6 +116,7 @@ impl RingPort {
             free: (0..pool as u32)
                 .map(|index| RingFrame {
                     buf: Box::new([0; FRAME]),
+                    off: 0,
                     len: 0,
                     index,
                 })
@@ -118,6 +126,7 @@ impl RingPort {
             total: pool as u64,
             fail_after: None,
             no_buffer: 0,
+            roomless: false,
         }
     }
 
@@ -160,7 +169,8 @@ impl Port for RingPort {
                 break;
             };
             let bytes = end.wire.pop_front().unwrap();
-            f.buf[..bytes.len()].copy_from_slice(&bytes);
+            f.off = if self.roomless { 0 } else { HEADROOM };
+            f.buf[f.off..f.off + bytes.len()].copy_from_slice(&bytes);
             f.len = bytes.len();
             out.push(f);
             n += 1;
@@ -187,7 +197,9 @@ impl Port for RingPort {
             }
         }
         for f in frames.drain(..n) {
-            self.ends[port.index()].sent.push(f.buf[..f.len].to_vec());
+            self.ends[port.index()]
+                .sent
+                .push(f.buf[f.off..f.off + f.len].to_vec());
             self.completion.push(f);
         }
         if fail {
@@ -209,14 +221,31 @@ impl Port for RingPort {
 
     fn alloc(&mut self) -> Option<RingFrame> {
         let mut f = self.free.pop()?;
-        f.len = 0;
+        (f.off, f.len) = (0, 0);
         Some(f)
     }
     fn recycle(&mut self, frame: RingFrame) {
         self.free.push(frame);
     }
     fn bytes<'a>(&'a self, frame: &'a mut RingFrame) -> &'a mut [u8] {
-        &mut frame.buf[..frame.len]
+        &mut frame.buf[frame.off..frame.off + frame.len]
+    }
+    fn room<'a>(&'a self, frame: &'a mut RingFrame) -> (&'a mut [u8], usize, usize) {
+        if self.roomless {
+            let len = frame.len;
+            return (&mut frame.buf[..len], 0, len);
+        }
+        (&mut frame.buf[..], frame.off, frame.len)
+    }
+    fn set_span(&self, frame: &mut RingFrame, start: usize, len: usize) -> bool {
+        if self.roomless {
+            return start == 0 && self.set_len(frame, len);
+        }
+        if start.checked_add(len).is_none_or(|e| e > FRAME) {
+            return false;
+        }
+        (frame.off, frame.len) = (start, len);
+        true
     }
     fn buffer<'a>(&'a self, frame: &'a mut RingFrame) -> &'a mut [u8] {
         &mut frame.buf[..]
@@ -225,7 +254,7 @@ impl Port for RingPort {
         if len > FRAME {
             return false;
         }
-        frame.len = len;
+        (frame.off, frame.len) = (0, len);
         true
     }
 
@@ -459,4 +488,116 @@ fn held_frames_stay_held_after_the_loop() {
         port.recycle(f);
     }
     assert_eq!(port.counts().free, port.counts().total);
+}
+
+/// A hook that pushes an 8-byte tag in front of every frame (into the
+/// port's headroom) and trims 4 bytes off its end.
+fn tag_and_trim(p: &mut Packet<'_>) -> bool {
+    if p.adjust_head(-8).is_err() || p.adjust_tail(-4).is_err() {
+        return false;
+    }
+    p.frame_mut()[..8].copy_from_slice(b"TAG-TAG!");
+    true
+}
+
+fn tagged(f: &[u8]) -> Vec<u8> {
+    let mut t = b"TAG-TAG!".to_vec();
+    t.extend_from_slice(&f[..f.len() - 4]);
+    t
+}
+
+/// A frame a hook grew into the headroom and trimmed goes out on the
+/// other end as the hook left it, forwarded (it passed) or transmitted
+/// through the outbox (it was consumed), never as it came in.
+#[test]
+fn frames_go_out_as_hooks_resized_them() {
+    for through_outbox in [false, true] {
+        let reg = Registry::new();
+        let ob = Arc::new(Outboxes::new(reg.max_workers(), 1024));
+        let ob2 = ob.clone();
+        reg.add_hook(
+            "tag:all",
+            PacketKind::Ethernet,
+            Dirs::BOTH,
+            move |p: &mut Packet<'_>, cx: &Ctx<'_>| {
+                if !tag_and_trim(p) {
+                    return Verdict::Dropped;
+                }
+                if !through_outbox {
+                    return Verdict::Pass;
+                }
+                ob2.get(cx.worker).unwrap().transmit_packet(p, 2).unwrap();
+                Verdict::Consumed
+            },
+        )
+        .unwrap();
+        head_for(&reg, "ring-a").unwrap();
+        reg.link("ring-a", Dir::In, "tag:all", Placement::Prepend)
+            .unwrap();
+        let frames = wire(3 * BATCH);
+        let port = RingPort::new(4 * BATCH, frames.clone());
+        let lc = LoopConfig {
+            outboxes: Some(ob),
+            ..LoopConfig::new()
+        };
+        let (port, r, stats, stopped) = forward(&reg, port, lc, Duration::from_secs(10));
+        assert!(r.is_ok() && !stopped, "{r:?}");
+        let want: Vec<Vec<u8>> = frames.iter().map(|f| tagged(f)).collect();
+        assert_eq!(
+            port.ends[1].sent, want,
+            "through the outbox: {through_outbox}"
+        );
+        let s = stats.snapshot();
+        assert_eq!(s.refused, 0, "{s:?}");
+    }
+}
+
+/// A port without room (the `Port` defaults): a frame a hook narrowed at
+/// its front cannot be sent as it is now, so it is refused and counted,
+/// never sent as it came; one narrowed at its end goes out narrowed.
+#[test]
+fn a_port_without_room_refuses_what_it_cannot_send_as_changed() {
+    let reg = Registry::new();
+    reg.add_hook(
+        "narrow:odd",
+        PacketKind::Ethernet,
+        Dirs::BOTH,
+        |p: &mut Packet<'_>, _: &Ctx<'_>| {
+            let odd = p.frame()[21] % 2 == 1;
+            let r = if odd {
+                p.adjust_head(2)
+            } else {
+                p.adjust_tail(-2)
+            };
+            assert!(
+                r.is_ok()
+                    && p.headroom() == usize::from(odd) * 2
+                    && p.tailroom() == usize::from(!odd) * 2
+            );
+            Verdict::Pass
+        },
+    )
+    .unwrap();
+    head_for(&reg, "ring-a").unwrap();
+    reg.link("ring-a", Dir::In, "narrow:odd", Placement::Prepend)
+        .unwrap();
+    let frames = wire(BATCH);
+    let mut port = RingPort::new(4 * BATCH, frames.clone());
+    port.roomless = true;
+    let (port, r, stats, _) = forward(&reg, port, LoopConfig::new(), Duration::from_secs(10));
+    assert!(r.is_ok(), "{r:?}");
+    let want: Vec<Vec<u8>> = frames
+        .iter()
+        .filter(|f| f[21] % 2 == 0)
+        .map(|f| f[..f.len() - 2].to_vec())
+        .collect();
+    assert_eq!(port.ends[1].sent, want);
+    let s = stats.snapshot();
+    assert_eq!(
+        (s.refused, s.tx),
+        (BATCH as u64 / 2, BATCH as u64 / 2),
+        "{s:?}"
+    );
+    let c = port.counts();
+    assert!(c.adds_up() && c.app == 0, "{c:?}");
 }

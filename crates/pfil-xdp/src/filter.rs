@@ -2,6 +2,11 @@
 //!
 //! Config (what follows `xdp:` in a spec): see [`crate::config`].
 //!
+//! The program runs over the packet's buffer ([`Packet::buffer_mut`]):
+//! it may grow the frame into the headroom and tailroom the port gave,
+//! and later hooks, and the port that sends it, see the frame as the
+//! program left it ([`Packet::set_frame`]).
+//!
 //! Verdicts: `XDP_PASS` → Pass; `XDP_DROP` → Dropped; `XDP_ABORTED` →
 //! Dropped and counted (`aborted`); `XDP_TX` and `XDP_REDIRECT` →
 //! Consumed and sent by the worker through its outbox (back on the
@@ -76,6 +81,8 @@ pub struct XdpFilter {
     prog: XdpProgram,
     stats: Box<[CachePadded<[AtomicU64; 8]>]>,
     outboxes: Option<Arc<Outboxes>>,
+    /// The program calls `bpf_xdp_adjust_head` (see `batched`).
+    moves_head: bool,
 }
 
 /// Read an object file: a regular file of at most [`MAX_OBJECT_BYTES`].
@@ -148,6 +155,7 @@ impl XdpFilter {
         }
         Ok(XdpFilter {
             config: config.trim().to_owned(),
+            moves_head: prog.moves_head(),
             prog,
             stats: (0..workers.max(1))
                 .map(|_| CachePadded::new(Default::default()))
@@ -180,7 +188,7 @@ impl XdpFilter {
     ) -> Verdict {
         let ob = self.outboxes.as_ref().and_then(|o| o.get(worker));
         match ob {
-            Some(ob) if pkt.cookie() != 0 && ob.transmit(pkt.cookie(), ifindex).is_ok() => {
+            Some(ob) if pkt.cookie() != 0 && ob.transmit_packet(pkt, ifindex).is_ok() => {
                 self.count(worker, sent);
                 Verdict::Consumed
             }
@@ -234,7 +242,12 @@ impl Filter for XdpFilter {
     }
 
     fn batched(&self) -> bool {
-        true
+        // The chain's batch path tells the packets of a batch apart by the
+        // frame's address (to put back packets a batch hook moved), which
+        // `bpf_xdp_adjust_head` changes: a program that calls it runs
+        // packet by packet, so the frame it moved is not taken for another
+        // packet (and dropped).
+        !self.moves_head
     }
 
     fn spec(&self) -> Option<String> {
@@ -288,8 +301,13 @@ impl XdpFilter {
         pkt: &mut Packet<'_>,
         worker: usize,
     ) -> Verdict {
-        let (len, ifindex, queue) = (pkt.len(), pkt.ifindex(), pkt.queue());
-        let r = match claim.run(pkt.frame_mut(), 0, len, ifindex, queue) {
+        let (ifindex, queue) = (pkt.ifindex(), pkt.queue());
+        let (len, head) = (pkt.len(), pkt.headroom());
+        // The program sees the frame in its buffer: it may grow it into
+        // the headroom and tailroom the port gave (data_meta lives in the
+        // headroom too, as the kernel's).
+        let (buf, data) = pkt.buffer_mut();
+        let r = match claim.run(buf, data, len, ifindex, queue) {
             Ok(r) => r,
             Err(RunError::Fault(f)) => self.fault(worker, f),
             Err(RunError::Worker(_)) => {
@@ -297,9 +315,13 @@ impl XdpFilter {
                 return Verdict::Dropped;
             }
         };
-        let narrowed = (r.data, r.end) != (0, len);
-        if narrowed {
-            pkt.narrow(r.data, r.end);
+        // Later hooks, and the port that sends the frame, see it as the
+        // program left it. The engine keeps data..data_end in the buffer
+        // it was given; a range outside it would be the engine's bug, and
+        // the frame is dropped rather than sent wrong.
+        if (r.data, r.end) != (head, head + len) && pkt.set_frame(r.data, r.end).is_err() {
+            self.count(worker, 1);
+            return Verdict::Dropped;
         }
         match r.action {
             XDP_PASS => Verdict::Pass,
@@ -308,15 +330,11 @@ impl XdpFilter {
                 self.count(worker, 0);
                 Verdict::Dropped
             }
-            // The worker sends the frame as the driver holds it: one the
-            // program narrowed would go out whole, so it is refused.
-            XDP_TX if !narrowed => self.send(pkt, worker, pkt.ifindex(), 6, 2),
-            XDP_TX => {
-                self.count(worker, 2);
-                Verdict::Dropped
-            }
+            // The worker sends the frame as the packet holds it now
+            // (grown, narrowed or as it came).
+            XDP_TX => self.send(pkt, worker, pkt.ifindex(), 6, 2),
             XDP_REDIRECT => match r.redirect {
-                Some(ifindex) if !narrowed => self.send(pkt, worker, ifindex, 7, 3),
+                Some(ifindex) => self.send(pkt, worker, ifindex, 7, 3),
                 _ => {
                     self.count(worker, 3);
                     Verdict::Dropped

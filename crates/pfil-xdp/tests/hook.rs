@@ -108,3 +108,78 @@ fn verify_kernel_asks_the_kernel_for_a_second_opinion() {
     )
     .unwrap();
 }
+
+/// Through the hook, a program grows the packet into the room its buffer
+/// has (16 bytes of head, 8 of tail, as tests/c/oracle.c's `grow`), and
+/// the next hook sees the grown frame; a packet without room
+/// (`Packet::new`) makes the growth fail as on a kernel driver without
+/// headroom (the program aborts). `adjust` (shrink, tag, metadata) works
+/// in both.
+#[test]
+fn programs_grow_into_the_packets_room() {
+    let Some(obj) = clang::compile("oracle") else {
+        return;
+    };
+    let filter = |prog: &str| {
+        Arc::new(XdpFilter::from_config(&format!("@{} program {prog}", obj.display()), 1).unwrap())
+    };
+    let (grow, adjust) = (filter("grow"), filter("adjust"));
+    let reg = Registry::with_max_workers(1);
+    let head = reg
+        .register_head("h", PacketKind::Ethernet, Dirs::BOTH)
+        .unwrap();
+    reg.add_hook_shared("xdp:grow", PacketKind::Ethernet, Dirs::BOTH, grow.clone())
+        .unwrap();
+    let opts = LinkOptions {
+        placement: Placement::Append,
+        fail: FailMode::Closed,
+    };
+    reg.link("h", Dir::In, "xdp:grow", opts.clone()).unwrap();
+    let mut w = reg.worker().unwrap();
+    let frame: Vec<u8> = (0..64u8).collect();
+    let mut buf = vec![0xeeu8; 256 + 64 + 256];
+    buf[256..320].copy_from_slice(&frame);
+    let mut p = Packet::in_buffer(&mut buf, 256, 64).unwrap();
+    assert_eq!(head.run_one(Dir::In, &mut w, &mut p), Verdict::Pass);
+    let mut want = vec![0x5a; 16];
+    want.extend_from_slice(&frame);
+    want.extend_from_slice(&[0; 8]);
+    assert_eq!(p.frame(), &want[..]);
+    assert_eq!((p.headroom(), p.tailroom()), (240, 248));
+    let mut bare = frame.clone();
+    assert_eq!(
+        head.run_one(Dir::In, &mut w, &mut Packet::new(&mut bare)),
+        Verdict::Dropped
+    );
+    assert_eq!(counter(&grow, "aborted"), 1);
+
+    reg.add_hook_shared(
+        "xdp:adjust",
+        PacketKind::Ethernet,
+        Dirs::BOTH,
+        adjust.clone(),
+    )
+    .unwrap();
+    reg.unlink("h", Dir::In, "xdp:grow").unwrap();
+    reg.link("h", Dir::In, "xdp:adjust", opts).unwrap();
+    let mut tagged = 0xfeed_0000u32.to_be_bytes().to_vec();
+    tagged[2..4].copy_from_slice(&frame[12..14]);
+    tagged.extend_from_slice(&frame[14..60]);
+    for room in [false, true] {
+        let mut buf = vec![0u8; 256 + 64 + 256];
+        let at = if room { 256 } else { 0 };
+        buf[at..at + 64].copy_from_slice(&frame);
+        let mut p = if room {
+            Packet::in_buffer(&mut buf, 256, 64).unwrap()
+        } else {
+            Packet::new(&mut buf[..64])
+        };
+        assert_eq!(
+            head.run_one(Dir::In, &mut w, &mut p),
+            Verdict::Pass,
+            "room {room}"
+        );
+        assert_eq!(p.frame(), &tagged[..], "room {room}");
+    }
+    assert_eq!(counter(&adjust, "aborted"), 0);
+}

@@ -67,6 +67,13 @@ fn grow_head_and_tail_like_the_kernel() {
 }
 
 #[test]
+fn push_a_tag_into_the_headroom_like_the_kernel() {
+    check("push_tx", |_| {});
+    check("push_pass", |_| {});
+    check("tagged_tx", |_| {});
+}
+
+#[test]
 fn lpm_routes_lru_sources_and_per_cpu_counters_like_the_kernel() {
     check("route", |p| {
         let key = |plen: u32, a: [u8; 4]| {

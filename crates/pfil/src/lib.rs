@@ -123,7 +123,7 @@ pub use filters::Derived;
 pub use head::{Head, Snapshot, Worker};
 pub use info::{HeadInfo, HookInfo, LinkInfo};
 pub use packet::{
-    CtState, FiveTupleV4, FiveTupleV6, Headers, IpHeaders, Packet, Parsed, Transport, L4,
+    CtState, FiveTupleV4, FiveTupleV6, Headers, IpHeaders, Packet, Parsed, RoomError, Transport, L4,
 };
 pub use parse::validate_name;
 pub use quarantine::{Reaped, MAX_KEPT_REAPED};

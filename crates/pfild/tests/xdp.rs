@@ -270,3 +270,56 @@ fn xdp_tx_sends_frames_back_through_the_outbox() {
         "the filter's tx counter: {stdout}"
     );
 }
+
+/// A program that pushes an 8-byte tag into the synthetic port's
+/// headroom: with `XDP_TX` the grown frame goes out through the outbox
+/// (not refused, not aborted); with `XDP_PASS` the next hook sees the
+/// grown frame (a second program sends back out only frames that start
+/// with the tag, and drops the rest), and a forwarder passes it on.
+#[test]
+fn a_program_growing_the_head_sends_and_passes_the_grown_frame() {
+    let dir = pfil_testnet::TempDir::new("pfil-xdp-push");
+    let Some(obj) = compile(dir.path(), "oracle") else {
+        return;
+    };
+    let hook = |prog: &str| format!("xdp:@{} program {prog}", obj.display());
+    let run = |args: &[&str]| {
+        let out = pfild(args);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (totals(&out.stdout), stdout)
+    };
+    let (push_tx, push_pass, tagged_tx) = (hook("push_tx"), hook("push_pass"), hook("tagged_tx"));
+    let common = ["--synthetic", "--count", "1000", "--no-control", "--quiet"];
+    // XDP_TX of the grown frame.
+    let mut a = vec!["sink", "syn0", "--hook", &push_tx];
+    a.extend(common);
+    let (t, stdout) = run(&a);
+    assert_eq!(
+        (num(&t, "rx"), num(&t, "in_consumed")),
+        (1000, 1000),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("consumed frames: released 0, sent 1000"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("aborted 1"), "{stdout}");
+    // XDP_PASS of the grown frame: the next hook sees the tag.
+    let mut a = vec!["sink", "syn0", "--hook", &push_pass, "--hook", &tagged_tx];
+    a.extend(common);
+    let (t, stdout) = run(&a);
+    assert_eq!(
+        (num(&t, "rx"), num(&t, "in_consumed")),
+        (1000, 1000),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("consumed frames: released 0, sent 1000"),
+        "{stdout}"
+    );
+}

@@ -133,4 +133,41 @@ count:
 	return k < 3 ? k : XDP_PASS;
 }
 
+/* An 8-byte tag ("PFILTAG!" in memory) pushed in front of the frame,
+ * into the headroom: sent back out (push_tx) or passed on (push_pass). */
+#define PFIL_TAG 0x214741544c494650ULL
+
+static __always_inline int push_tag(struct xdp_md *ctx)
+{
+	if (bpf_xdp_adjust_head(ctx, -8))
+		return -1;
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	if (data + 8 > end)
+		return -1;
+	*(__u64 *)data = PFIL_TAG;
+	return 0;
+}
+
+SEC("xdp")
+int push_tx(struct xdp_md *ctx)
+{
+	return push_tag(ctx) ? XDP_ABORTED : XDP_TX;
+}
+
+SEC("xdp")
+int push_pass(struct xdp_md *ctx)
+{
+	return push_tag(ctx) ? XDP_ABORTED : XDP_PASS;
+}
+
+/* Send back out a frame that starts with the tag; drop any other. */
+SEC("xdp")
+int tagged_tx(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	if (data + 8 > end)
+		return XDP_DROP;
+	return *(__u64 *)data == PFIL_TAG ? XDP_TX : XDP_DROP;
+}
+
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
