@@ -1,6 +1,7 @@
 //! Map lookups as programs make them (`Map::prog_lookup`), by map type,
 //! from 1 and 2 threads at once: what the concurrency design costs (an
-//! index computation for arrays; a shared read lock for hash maps).
+//! index computation for arrays; a lock-free chained index for hash
+//! maps; a shared read lock for LPM tries).
 //!
 //! `cargo bench -p pfil-xdp --bench map_lookup` (ns per lookup per
 //! thread, median of 5 rounds; the types interleaved in each round).
@@ -59,7 +60,11 @@ fn main() {
         k.extend_from_slice(&[198, 18, 0, 0]);
         lpm.update(&k, &[0; 8], 0).unwrap();
     }
-    let n = 2_000_000;
+    // MAP_LOOKUP_N: fewer lookups a round (for callgrind).
+    let n = std::env::var("MAP_LOOKUP_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2_000_000);
     let lpm_key = |i: u32| {
         let mut k = 32u32.to_le_bytes().to_vec();
         k.extend_from_slice(&[198, 18, (i >> 8) as u8, i as u8]);

@@ -17,10 +17,12 @@
 //!   use per-CPU maps or atomic instructions, as they must in the kernel.
 //! - ARRAY, PERCPU_ARRAY and DEVMAP lookups are an index computation: no
 //!   lock, no shared write.
-//! - HASH, PERCPU_HASH, LRU_HASH and LPM_TRIE keep their key index under a
-//!   reader-writer lock: a lookup takes it shared, an insert or delete
-//!   exclusive (the kernel serialises them per bucket; here per map). The
-//!   value slot of a deleted key goes back to a free list and may be reused
+//! - HASH, PERCPU_HASH and LRU_HASH lookups take no lock: a chained
+//!   index allocated with the map, read under per-slot sequence numbers,
+//!   hashed with a keyed multiply-fold (see `maps/table.rs`). Inserts and
+//!   deletes are serialised by the map's index lock (the kernel serialises
+//!   them per bucket; here per map). LPM_TRIE lookups take that lock
+//!   shared. The value slot of a deleted key goes back to a free list and may be reused
 //!   by the next insert while a program still holds its pointer, as with
 //!   the kernel's preallocated hash maps.
 //! - Per-CPU maps have one value per worker; a program sees its worker's
@@ -39,7 +41,12 @@ use crate::object::MapDef;
 pub use types::{MapError, MapType, BPF_ANY, BPF_EXIST, BPF_NOEXIST};
 
 mod arena;
+mod table;
+#[cfg(test)]
+mod table_tests;
 mod types;
+
+use table::Table;
 
 /// The LPM_TRIE entries of one prefix length: masked data → (slot, data
 /// as written).
@@ -73,6 +80,9 @@ pub struct Map {
     section: usize,
     arena: Box<[UnsafeCell<u64>]>,
     index: RwLock<Index>,
+    /// HASH, PERCPU_HASH, LRU_HASH: the index as programs read it,
+    /// without the lock (the lock serialises its writers).
+    table: Option<Table>,
     /// LRU_HASH: last use of each slot (a global tick).
     lru: Box<[AtomicU64]>,
     tick: AtomicU64,
@@ -170,6 +180,14 @@ impl Map {
         } else {
             Box::default()
         };
+        let table = match def.kind {
+            MapType::Hash | MapType::PercpuHash | MapType::LruHash => {
+                Some(Table::new(n, ks, MAX_ARENA).ok_or_else(|| {
+                    inv(format!("{n} keys of {ks} bytes exceed {MAX_ARENA} bytes"))
+                })?)
+            }
+            _ => None,
+        };
         let index = Index {
             free: (0..n as u32).rev().collect(),
             ..Index::default()
@@ -187,6 +205,7 @@ impl Map {
             section: section.unwrap_or(0),
             arena,
             index: RwLock::new(index),
+            table,
             lru,
             tick: AtomicU64::new(0),
         };
@@ -266,8 +285,16 @@ impl Map {
         if self.kind.is_array() {
             return self.array_index(key);
         }
-        let idx = self.index.read();
-        let slot = if self.kind == MapType::LpmTrie {
+        let slot = if let Some(t) = &self.table {
+            match t.find(key) {
+                Some(found) => found,
+                None => {
+                    let _writers_out = self.index.read();
+                    t.find_locked(key)
+                }
+            }
+        } else if self.kind == MapType::LpmTrie {
+            let idx = self.index.read();
             let (max, data) = self.lpm_split(key);
             let max = max.min(data.len() as u32 * 8);
             idx.lpm
@@ -275,7 +302,7 @@ impl Map {
                 .rev()
                 .find_map(|(&plen, t)| t.get(&Self::masked(data, plen)).map(|e| e.0))
         } else {
-            idx.keys.get(key).copied()
+            self.index.read().keys.get(key).copied()
         };
         if let (Some(s), MapType::LruHash) = (slot, self.kind) {
             self.lru[s as usize]
@@ -397,7 +424,11 @@ impl Map {
                     .map(|(k, &s)| (k.clone(), self.lru[s as usize].load(Ordering::Relaxed)))
                     .min_by_key(|(_, t)| *t)
                     .ok_or(MapError::Full)?;
-                idx.keys.remove(&victim).ok_or(MapError::Full)?
+                let s = idx.keys.remove(&victim).ok_or(MapError::Full)?;
+                if let Some(t) = &self.table {
+                    t.remove(s, &victim);
+                }
+                s
             }
             None if self.kind == MapType::LpmTrie => return Err(MapError::NoSpace),
             None => return Err(MapError::Full),
@@ -411,6 +442,9 @@ impl Map {
                     .insert(k, (slot, key[4..].into()));
             }
             None => {
+                if let Some(t) = &self.table {
+                    t.insert(slot, &k);
+                }
                 idx.keys.insert(k, slot);
             }
         }
@@ -448,7 +482,11 @@ impl Map {
             }
             s
         } else {
-            idx.keys.remove(key).ok_or(MapError::NotFound)?
+            let s = idx.keys.remove(key).ok_or(MapError::NotFound)?;
+            if let Some(t) = &self.table {
+                t.remove(s, key);
+            }
+            s
         };
         idx.free.push(slot);
         Ok(())
