@@ -177,7 +177,28 @@ pub struct Config {
     /// rule, or [`SINGLE_TREE_FLOOR`] units if that is more; otherwise
     /// (or with 0) the rules are partitioned.
     pub single_tree_budget: usize,
+    /// The most leaf entries (rule copies, padding included) a tree may
+    /// have in one leaf: a tree whose build needs a larger leaf, or more
+    /// than [`tree_budget`](Self::tree_budget) units, is split into two
+    /// trees over the first and the second half of its rules (as rte_acl
+    /// splits a trie that grows too large), up to
+    /// [`max_trees`](Self::max_trees) trees per address family.
+    pub leaf_bound: usize,
+    /// The memory a tree may use before it is split: 32-byte units per
+    /// rule, or [`SINGLE_TREE_FLOOR`] units if that is more.
+    pub tree_budget: usize,
+    /// Most trees per address family. With every tree within
+    /// [`leaf_bound`](Self::leaf_bound), a lookup compares at most
+    /// `max_trees × leaf_bound` leaf entries ([`Stats::worst_entries`]
+    /// gives the actual bound of a build, [`Stats::bounded`] whether it
+    /// held).
+    pub max_trees: usize,
 }
+
+/// The bound on the leaf entries one lookup compares, with the default
+/// [`Config`]: [`Config::max_trees`] × [`Config::leaf_bound`]. A build
+/// that cannot meet it says so ([`Stats::bounded`] false).
+pub const WORST_ENTRIES: usize = 16 * 64;
 
 impl Default for Config {
     fn default() -> Config {
@@ -191,6 +212,9 @@ impl Default for Config {
             single_tree_budget: 16,
             root_cut_bits: 16,
             root_spfac: 64.0,
+            leaf_bound: 64,
+            tree_budget: 32,
+            max_trees: 16,
         }
     }
 }
@@ -215,6 +239,20 @@ pub struct Stats {
     pub max_depth: usize,
     /// Bytes of the lookup structure (nodes, entries, lists, rules).
     pub bytes: usize,
+    /// The most leaf entries one lookup can compare (padding included):
+    /// per address family, the sum over its trees of the tree's largest
+    /// leaf; the larger of the two families.
+    pub worst_entries: usize,
+    /// Trees that came from splitting a tree that outgrew
+    /// [`Config::leaf_bound`] or [`Config::tree_budget`] (0: none was
+    /// split).
+    pub split_trees: usize,
+    /// Every tree met [`Config::leaf_bound`] within its budget. False: the
+    /// build ran out of trees ([`Config::max_trees`]) or of memory
+    /// ([`Config::max_entries`]) and some tree has larger leaves; lookups
+    /// are still exact, [`worst_entries`](Self::worst_entries) says how
+    /// slow they can get.
+    pub bounded: bool,
 }
 
 /// Bias that maps unsigned order to signed order (`x ^ BIAS32 as i32`):
@@ -377,7 +415,8 @@ impl Block {
 /// An IPv4 key as the trees see it: 32 bytes, two vector stores.
 #[derive(Clone, Copy, Default)]
 struct K4 {
-    /// The cut fields src, dst, sport, dport, proto, then at [`PR`] the
+    /// The cut fields src, dst, sport, dport and the protocol lane
+    /// (`proto << 1 | has_ports`), then at [`PR`] the same protocol lane
     /// protocol lane of the blocks (`proto << 1 | has_ports`); 8 slots so
     /// that a field number masked with 7 needs no bounds check.
     f: [u32; 8],
@@ -505,7 +544,7 @@ impl K4 {
                 dst,
                 u32::from(sport),
                 u32::from(dport),
-                u32::from(proto),
+                u32::from(proto) << 1 | u32::from(has & has::PORTS != 0),
                 u32::from(proto) << 1 | u32::from(has & has::PORTS != 0),
                 0,
                 0,
@@ -790,6 +829,7 @@ impl Classifier {
         b.leaves.clear();
         let v6 = b.family(&v6);
         let mut stats = b.stats;
+        stats.worst_entries = b.worst;
         let (mem, blocks) = (b.mem, b.blocks);
         stats.rules = rules.len();
         stats.trees = trees.len() + v6.len();
@@ -1445,26 +1485,19 @@ impl BRule {
     /// Rule `r` with source and destination ranges `s` and `d` in the
     /// address fields; `confirm`: every lane hit is checked on the rule.
     fn with_addrs(i: usize, r: &Rule, s: (u32, u32), d: (u32, u32), confirm: bool) -> BRule {
-        let lo = [
-            s.0,
-            d.0,
-            u32::from(r.sport.0),
-            u32::from(r.dport.0),
-            u32::from(r.proto.0),
-        ];
-        let hi = [
-            s.1,
-            d.1,
-            u32::from(r.sport.1),
-            u32::from(r.dport.1),
-            u32::from(r.proto.1),
-        ];
+        let lo = [s.0, d.0, u32::from(r.sport.0), u32::from(r.dport.0), 0];
+        let hi = [s.1, d.1, u32::from(r.sport.1), u32::from(r.dport.1), 0];
         let needs_ports = r.needs() & has::PORTS != 0;
         let (p0, p1) = (u16::from(r.proto.0) << 1, u16::from(r.proto.1) << 1 | 1);
         // The protocol lane holds `proto << 1 | has_ports`: a rule that
         // needs ports and names one protocol is exact; one with a range of
         // protocols that needs ports is a superset, confirmed on the rule.
         let pr = if needs_ports { (p0 | 1, p1) } else { (p0, p1) };
+        // The fifth cut field is the protocol lane, so that a rule needing
+        // ports is an exact box there and may prune the rules after it.
+        let (mut lo, mut hi) = (lo, hi);
+        lo[4] = u32::from(pr.0);
+        hi[4] = u32::from(pr.1);
         let extra = confirm
             || r.vlan.is_some()
             || r.tcp_flags.1 != 0
@@ -1474,7 +1507,7 @@ impl BRule {
         BRule {
             lo,
             hi,
-            plain: !extra && !needs_ports,
+            plain: !extra,
             lane: Lane {
                 src: s,
                 dst: d,
@@ -1493,6 +1526,10 @@ type Cut = (usize, u8, usize, u8);
 
 /// An aligned box: per field, the low end and log2 of the width.
 type Boxx = [(u32, u8); DIMS];
+
+/// The box of a tree's root: every field whole (the protocol lane is 9
+/// bits).
+const FULL: Boxx = [(0, 32), (0, 32), (0, 16), (0, 16), (0, 9)];
 
 fn box_hi(b: (u32, u8)) -> u32 {
     if b.1 >= 32 {
@@ -1543,8 +1580,16 @@ struct Builder<'a> {
     stats: Stats,
     /// Memory cap in 32-byte units (block lanes plus node words / 4).
     cap: usize,
-    /// The cap was reached: some nodes became leaves early.
+    /// The cap was reached (or, in a trial, a leaf outgrew
+    /// [`Config::leaf_bound`]): some nodes became leaves early.
     capped: bool,
+    /// A trial build ([`Builder::trial`]): stop at the cap or at a leaf
+    /// over the bound, the tree will be thrown away.
+    trial: bool,
+    /// Entries of the largest leaf of the tree being built.
+    tree_worst: usize,
+    /// The most entries a lookup compares in the families built so far.
+    worst: usize,
 }
 
 impl<'a> Builder<'a> {
@@ -1557,9 +1602,15 @@ impl<'a> Builder<'a> {
             // ([`EMPTY`], no blocks), which a batch tests without a branch.
             blocks: vec![Block::PAD],
             leaves: HashMap::default(),
-            stats: Stats::default(),
+            stats: Stats {
+                bounded: true,
+                ..Stats::default()
+            },
             cap,
             capped: false,
+            trial: false,
+            tree_worst: 0,
+            worst: 0,
         }
     }
 
@@ -1574,7 +1625,6 @@ impl<'a> Builder<'a> {
     /// subset do not replicate the rules of another; subsets under
     /// 1/[`Config::merge_below`] of the rules join the general one.
     fn family(&mut self, ids: &[u32]) -> Vec<Tree> {
-        let full = [(0u32, 32u8), (0, 32), (0, 16), (0, 16), (0, 8)];
         let width = 1u64 << (32 - u32::from(self.cfg.small_prefix.min(32)));
         let mut subsets: [Vec<u32>; 4] = Default::default();
         for &i in ids {
@@ -1590,43 +1640,84 @@ impl<'a> Builder<'a> {
             }
         }
         subsets[0].sort_unstable();
-        if self.cfg.single_tree_budget > 0
-            && ids.len() <= SINGLE_TREE_MAX_RULES
-            && subsets.iter().filter(|s| !s.is_empty()).count() > 1
-        {
+        let parts = subsets.iter().filter(|s| !s.is_empty()).count();
+        if self.cfg.single_tree_budget > 0 && ids.len() <= SINGLE_TREE_MAX_RULES && parts > 1 {
             // One tree if it is small enough: the cap stops the build
             // early when it is not, and what it built is dropped.
-            let (mem, blocks, stats) = (self.mem.len(), self.blocks.len(), self.stats);
             let budget = (ids.len() * self.cfg.single_tree_budget).max(SINGLE_TREE_FLOOR);
-            self.cap = (self.used() + budget).min(self.cfg.max_entries);
-            let (root, cut) = self.build_root(full, ids);
-            let fits = !self.capped;
-            self.cap = self.cfg.max_entries;
-            self.capped = false;
-            if fits {
-                return vec![Tree {
-                    root,
-                    cut,
-                    min_id: ids[0],
-                }];
+            if let Some(t) = self.trial(ids, budget) {
+                self.worst = self.worst.max(self.tree_worst);
+                return vec![t];
             }
-            self.mem.truncate(mem);
-            self.blocks.truncate(blocks);
-            self.stats = stats;
-            self.leaves
-                .retain(|_, r| ((*r & START_MASK) as usize) < blocks);
         }
-        let mut trees: Vec<Tree> = subsets
-            .into_iter()
-            .filter(|s| !s.is_empty())
-            .map(|ids| {
-                let min_id = ids[0];
-                let (root, cut) = self.build_root(full, &ids);
-                Tree { root, cut, min_id }
-            })
-            .collect();
+        // Each subset a tree within its budget and the leaf bound, split
+        // in halves (by rule order) while it is not and trees are left.
+        let mut queue: std::collections::VecDeque<Vec<u32>> =
+            subsets.into_iter().filter(|s| !s.is_empty()).collect();
+        let mut trees = Vec::new();
+        let mut worst = 0;
+        while let Some(ids) = queue.pop_front() {
+            let budget = (ids.len() * self.cfg.tree_budget).max(SINGLE_TREE_FLOOR);
+            if let Some(t) = self.trial(&ids, budget) {
+                trees.push(t);
+                worst += self.tree_worst;
+                continue;
+            }
+            if ids.len() >= 2 && trees.len() + queue.len() + 2 <= self.cfg.max_trees.max(1) {
+                // Breadth first: every subset that fails is halved before
+                // any half is halved again, so the trees end up of about
+                // the same size.
+                let (a, b) = ids.split_at(ids.len() / 2);
+                self.stats.split_trees += 1;
+                queue.push_back(a.to_vec());
+                queue.push_back(b.to_vec());
+                continue;
+            }
+            // Out of trees: this one as large as the memory cap lets it
+            // be; the build says so if a leaf is over the bound.
+            self.tree_worst = 0;
+            let (root, cut) = self.build_root(FULL, &ids);
+            if self.tree_worst > self.cfg.leaf_bound.max(BLOCK) {
+                self.stats.bounded = false;
+            }
+            trees.push(Tree {
+                root,
+                cut,
+                min_id: ids[0],
+            });
+            worst += self.tree_worst;
+        }
+        self.worst = self.worst.max(worst);
         trees.sort_by_key(|t| t.min_id);
         trees
+    }
+
+    /// Builds a tree over `ids` if it fits in `budget` more units (and
+    /// the memory cap) with no leaf over [`Config::leaf_bound`] entries;
+    /// otherwise rolls back what it built and returns `None`.
+    fn trial(&mut self, ids: &[u32], budget: usize) -> Option<Tree> {
+        let (mem, blocks, stats) = (self.mem.len(), self.blocks.len(), self.stats);
+        self.cap = (self.used() + budget).min(self.cfg.max_entries);
+        self.trial = true;
+        self.tree_worst = 0;
+        let (root, cut) = self.build_root(FULL, ids);
+        let fits = !self.capped;
+        self.cap = self.cfg.max_entries;
+        self.capped = false;
+        self.trial = false;
+        if fits {
+            return Some(Tree {
+                root,
+                cut,
+                min_id: ids[0],
+            });
+        }
+        self.mem.truncate(mem);
+        self.blocks.truncate(blocks);
+        self.stats = stats;
+        self.leaves
+            .retain(|_, r| ((*r & START_MASK) as usize) < blocks);
+        None
     }
 
     /// Builds a tree's root for `ids` (sorted): a leaf, or the offset of
@@ -1662,7 +1753,7 @@ impl<'a> Builder<'a> {
         maxb: u8,
         spfac: f64,
     ) -> Result<(usize, (usize, u8, u8, usize, u8, u8)), u64> {
-        if self.capped && self.cap < self.cfg.max_entries {
+        if self.trial && self.capped {
             // A trial past its cap: it will be thrown away.
             return Err(EMPTY);
         }
@@ -1903,6 +1994,13 @@ impl<'a> Builder<'a> {
         if ids.is_empty() {
             // Its first block is the padding block 0, which a batch tests
             // without looking at the number of blocks.
+            return EMPTY;
+        }
+        let entries = ids.len().div_ceil(BLOCK) * BLOCK;
+        self.tree_worst = self.tree_worst.max(entries);
+        if self.trial && entries > self.cfg.leaf_bound.max(BLOCK) {
+            // Over the bound: the trial fails.
+            self.capped = true;
             return EMPTY;
         }
         if let Some(&r) = self.leaves.get(ids) {
