@@ -1664,19 +1664,24 @@ impl<'a> Builder<'a> {
                 continue;
             }
             if ids.len() >= 2 && trees.len() + queue.len() + 2 <= self.cfg.max_trees.max(1) {
-                // Breadth first: every subset that fails is halved before
-                // any half is halved again, so the trees end up of about
+                // Breadth first: every subset that fails is split before
+                // any part is split again, so the trees end up of about
                 // the same size.
-                let (a, b) = ids.split_at(ids.len() / 2);
+                let (a, b) = self.halves(&ids);
                 self.stats.split_trees += 1;
-                queue.push_back(a.to_vec());
-                queue.push_back(b.to_vec());
+                queue.push_back(a);
+                queue.push_back(b);
                 continue;
             }
-            // Out of trees: this one as large as the memory cap lets it
-            // be; the build says so if a leaf is over the bound.
+            // Out of trees: this one as large as its share of what is
+            // left under the memory cap lets it be; the build says so if
+            // a leaf is over the bound.
             self.tree_worst = 0;
+            let share = self.cfg.max_entries.saturating_sub(self.used()) / (queue.len() + 1);
+            self.cap = (self.used() + share.max(budget)).min(self.cfg.max_entries);
             let (root, cut) = self.build_root(FULL, &ids);
+            self.cap = self.cfg.max_entries;
+            self.capped = false;
             if self.tree_worst > self.cfg.leaf_bound.max(BLOCK) {
                 self.stats.bounded = false;
             }
@@ -1690,6 +1695,33 @@ impl<'a> Builder<'a> {
         self.worst = self.worst.max(worst);
         trees.sort_by_key(|t| t.min_id);
         trees
+    }
+
+    /// Two parts of `ids` (sorted) for two trees, each sorted: by shape if
+    /// a shape splits them evenly enough (at least 1/8 on each side), so
+    /// that each part's rules are narrow in the same field (the rules
+    /// whose source is the narrower address and the others; those whose
+    /// source port range is the narrower and the others), else the first
+    /// and the second half in rule order.
+    fn halves(&self, ids: &[u32]) -> (Vec<u32>, Vec<u32>) {
+        let width = |r: &BRule, d: usize| r.hi[d] - r.lo[d];
+        let shapes: [&dyn Fn(&BRule) -> bool; 2] = [&|r| width(r, 0) < width(r, 1), &|r| {
+            width(r, 2) < width(r, 3)
+        }];
+        let best = shapes
+            .iter()
+            .map(|f| {
+                let n = ids.iter().filter(|&&i| f(&self.br[i as usize])).count();
+                (n.min(ids.len() - n), f)
+            })
+            .max_by_key(|&(m, _)| m);
+        if let Some((m, f)) = best {
+            if m >= ids.len() / 8 && m > 0 {
+                return ids.iter().partition(|&&i| f(&self.br[i as usize]));
+            }
+        }
+        let (a, b) = ids.split_at(ids.len() / 2);
+        (a.to_vec(), b.to_vec())
     }
 
     /// Builds a tree over `ids` if it fits in `budget` more units (and
