@@ -64,9 +64,32 @@
 //! # Pruning and memory
 //! A node keeps only the rules that meet its box, in priority order, and
 //! drops every rule after the first one that covers the whole box
-//! unconditionally. Leaves with the same rule list are stored once. When
-//! the structure reaches [`Config::max_entries`] units, the remaining
-//! nodes become leaves (slower, never wrong).
+//! unconditionally. The fifth cut field is the blocks' protocol lane
+//! (`proto << 1 | has_ports`), so a rule with port ranges and one protocol
+//! is an exact box too and prunes the rules after it. Leaves with the same
+//! rule list are stored once. When the structure reaches
+//! [`Config::max_entries`] units, the remaining nodes become leaves
+//! (slower, never wrong).
+//!
+//! # Bounded worst case
+//! A lookup compares at most one leaf per tree, so its worst case is the
+//! sum over the trees of their largest leaf ([`Stats::worst_entries`]).
+//! Every tree is built as a trial: within [`Config::tree_budget`] units
+//! per rule and with no leaf over [`Config::leaf_bound`] entries. A
+//! trial that fails is rolled back and its rules split in two trees (as
+//! rte_acl splits a trie that grows too large): by shape when one splits
+//! them evenly (the rules whose source is the narrower address against
+//! the others, or whose source port range is the narrower; a
+//! cross-product of wide sources with wide destinations comes apart into
+//! two trees that each cut their narrow field), else the first and the
+//! second half in rule order; breadth first, up to [`Config::max_trees`]
+//! per family. With the defaults a lookup compares at most
+//! [`WORST_ENTRIES`] = 16 × 64 leaf entries. A ruleset that cannot be cut
+//! that way (thousands of overlapping port ranges, rules that differ only
+//! in TCP flags) gets its last trees as large as the memory cap lets
+//! them be, and the build says so: [`Stats::bounded`] false, with the
+//! actual worst case in [`Stats::worst_entries`]. There is no linear-scan
+//! fallback: every tree is cut as far as the cap allows.
 //!
 //! # Batches
 //! [`Classifier::classify_batch_v4`] (and [`Classify::classify_batch`]) go
