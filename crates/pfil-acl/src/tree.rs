@@ -10,7 +10,8 @@
 //! one tree over all of them, and keeps it if it fits in
 //! [`Config::single_tree_budget`] 32-byte units per rule, or
 //! [`SINGLE_TREE_FLOOR`] units for a small set (the trial stops at that
-//! cap): one walk per lookup is worth memory (acl1_10k, when it was
+//! cap), with leaves of at most [`Config::leaf_bound`] times the number
+//! of subsets it replaces (the same worst case as the subsets' trees): one walk per lookup is worth memory (acl1_10k, when it was
 //! measured: one tree of 5.2 MiB, 264 instructions a lookup, against two
 //! trees of 2.8 MiB and 279 with more mispredicted branches). Otherwise the
 //! IPv4 rules are split by whether their source and destination prefixes
@@ -75,7 +76,7 @@
 //! A lookup compares at most one leaf per tree, so its worst case is the
 //! sum over the trees of their largest leaf ([`Stats::worst_entries`]).
 //! Every tree is built as a trial: within [`Config::tree_budget`] units
-//! per rule and with no leaf over [`Config::leaf_bound`] entries. A
+//! per rule of its family and with no leaf over [`Config::leaf_bound`] entries. A
 //! trial that fails is rolled back and its rules split in two trees (as
 //! rte_acl splits a trie that grows too large): by shape when one splits
 //! them evenly (the rules whose source is the narrower address against
@@ -208,7 +209,9 @@ pub struct Config {
     /// [`max_trees`](Self::max_trees) trees per address family.
     pub leaf_bound: usize,
     /// The memory a tree may use before it is split: 32-byte units per
-    /// rule, or [`SINGLE_TREE_FLOOR`] units if that is more.
+    /// rule of its address family (not of the tree), or
+    /// [`SINGLE_TREE_FLOOR`] units if that is more; all trees together
+    /// stay within [`max_entries`](Self::max_entries).
     pub tree_budget: usize,
     /// Most trees per address family. With every tree within
     /// [`leaf_bound`](Self::leaf_bound), a lookup compares at most
@@ -236,7 +239,7 @@ impl Default for Config {
             root_cut_bits: 16,
             root_spfac: 64.0,
             leaf_bound: 64,
-            tree_budget: 32,
+            tree_budget: 64,
             max_trees: 16,
         }
     }
@@ -1611,6 +1614,8 @@ struct Builder<'a> {
     trial: bool,
     /// Entries of the largest leaf of the tree being built.
     tree_worst: usize,
+    /// In a trial, the most entries a leaf may have.
+    leaf_limit: usize,
     /// The most entries a lookup compares in the families built so far.
     worst: usize,
 }
@@ -1633,6 +1638,7 @@ impl<'a> Builder<'a> {
             capped: false,
             trial: false,
             tree_worst: 0,
+            leaf_limit: 0,
             worst: 0,
         }
     }
@@ -1667,8 +1673,15 @@ impl<'a> Builder<'a> {
         if self.cfg.single_tree_budget > 0 && ids.len() <= SINGLE_TREE_MAX_RULES && parts > 1 {
             // One tree if it is small enough: the cap stops the build
             // early when it is not, and what it built is dropped.
+            // It replaces up to four trees, so its leaves may be up to
+            // four times the bound: the worst case of a lookup is the
+            // same.
             let budget = (ids.len() * self.cfg.single_tree_budget).max(SINGLE_TREE_FLOOR);
-            if let Some(t) = self.trial(ids, budget) {
+            let leaf_limit = self
+                .cfg
+                .leaf_bound
+                .saturating_mul(parts.min(self.cfg.max_trees));
+            if let Some(t) = self.trial(ids, budget, leaf_limit) {
                 self.worst = self.worst.max(self.tree_worst);
                 return vec![t];
             }
@@ -1679,9 +1692,14 @@ impl<'a> Builder<'a> {
             subsets.into_iter().filter(|s| !s.is_empty()).collect();
         let mut trees = Vec::new();
         let mut worst = 0;
+        // Per tree, a budget in proportion to the family's rules, not the
+        // tree's: a subset of a few rules that replicate may need more
+        // than its share (acl2_10k: a 10 MiB tree over a third of the
+        // rules, which 1 KiB per rule of its own split in two trees and
+        // 1.22x the instructions a lookup).
+        let budget = (ids.len() * self.cfg.tree_budget).max(SINGLE_TREE_FLOOR);
         while let Some(ids) = queue.pop_front() {
-            let budget = (ids.len() * self.cfg.tree_budget).max(SINGLE_TREE_FLOOR);
-            if let Some(t) = self.trial(&ids, budget) {
+            if let Some(t) = self.trial(&ids, budget, self.cfg.leaf_bound) {
                 trees.push(t);
                 worst += self.tree_worst;
                 continue;
@@ -1748,9 +1766,10 @@ impl<'a> Builder<'a> {
     }
 
     /// Builds a tree over `ids` if it fits in `budget` more units (and
-    /// the memory cap) with no leaf over [`Config::leaf_bound`] entries;
-    /// otherwise rolls back what it built and returns `None`.
-    fn trial(&mut self, ids: &[u32], budget: usize) -> Option<Tree> {
+    /// the memory cap) with no leaf over `leaf_limit` entries; otherwise
+    /// rolls back what it built and returns `None`.
+    fn trial(&mut self, ids: &[u32], budget: usize, leaf_limit: usize) -> Option<Tree> {
+        self.leaf_limit = leaf_limit.max(BLOCK);
         let (mem, blocks, stats) = (self.mem.len(), self.blocks.len(), self.stats);
         self.cap = (self.used() + budget).min(self.cfg.max_entries);
         self.trial = true;
@@ -2053,7 +2072,7 @@ impl<'a> Builder<'a> {
         }
         let entries = ids.len().div_ceil(BLOCK) * BLOCK;
         self.tree_worst = self.tree_worst.max(entries);
-        if self.trial && entries > self.cfg.leaf_bound.max(BLOCK) {
+        if self.trial && entries > self.leaf_limit {
             // Over the bound: the trial fails.
             self.capped = true;
             return EMPTY;
