@@ -103,3 +103,13 @@ fn a_build_that_cannot_meet_the_bound_says_so() {
     };
     assert!(Classifier::with_config(&rs, &cfg).stats().bounded);
 }
+
+#[test]
+fn the_classbench_sets_in_the_repository_meet_the_bound() {
+    let dir = classbench::data_dir().expect("data/classbench");
+    for name in ["acl1_1k", "acl1_10k", "fw1_1k", "fw1_10k"] {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        let rs = classbench::parse(&text, pfil_acl::Action::Drop).unwrap();
+        check(&rs, 300, 2, true);
+    }
+}
