@@ -88,6 +88,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod adversarial;
 pub mod classbench;
 pub mod ctsplit;
 mod linear;

@@ -10,7 +10,8 @@
 //! one tree over all of them, and keeps it if it fits in
 //! [`Config::single_tree_budget`] 32-byte units per rule, or
 //! [`SINGLE_TREE_FLOOR`] units for a small set (the trial stops at that
-//! cap): one walk per lookup is worth memory (acl1_10k, when it was
+//! cap), with leaves of at most [`Config::leaf_bound`] times the number
+//! of subsets it replaces (the same worst case as the subsets' trees): one walk per lookup is worth memory (acl1_10k, when it was
 //! measured: one tree of 5.2 MiB, 264 instructions a lookup, against two
 //! trees of 2.8 MiB and 279 with more mispredicted branches). Otherwise the
 //! IPv4 rules are split by whether their source and destination prefixes
@@ -64,9 +65,32 @@
 //! # Pruning and memory
 //! A node keeps only the rules that meet its box, in priority order, and
 //! drops every rule after the first one that covers the whole box
-//! unconditionally. Leaves with the same rule list are stored once. When
-//! the structure reaches [`Config::max_entries`] units, the remaining
-//! nodes become leaves (slower, never wrong).
+//! unconditionally. The fifth cut field is the blocks' protocol lane
+//! (`proto << 1 | has_ports`), so a rule with port ranges and one protocol
+//! is an exact box too and prunes the rules after it. Leaves with the same
+//! rule list are stored once. When the structure reaches
+//! [`Config::max_entries`] units, the remaining nodes become leaves
+//! (slower, never wrong).
+//!
+//! # Bounded worst case
+//! A lookup compares at most one leaf per tree, so its worst case is the
+//! sum over the trees of their largest leaf ([`Stats::worst_entries`]).
+//! Every tree is built as a trial: within [`Config::tree_budget`] units
+//! per rule of its family and with no leaf over [`Config::leaf_bound`] entries. A
+//! trial that fails is rolled back and its rules split in two trees (as
+//! rte_acl splits a trie that grows too large): by shape when one splits
+//! them evenly (the rules whose source is the narrower address against
+//! the others, or whose source port range is the narrower; a
+//! cross-product of wide sources with wide destinations comes apart into
+//! two trees that each cut their narrow field), else the first and the
+//! second half in rule order; breadth first, up to [`Config::max_trees`]
+//! per family. With the defaults a lookup compares at most
+//! [`WORST_ENTRIES`] = 16 × 64 leaf entries. A ruleset that cannot be cut
+//! that way (thousands of overlapping port ranges, rules that differ only
+//! in TCP flags) gets its last trees as large as the memory cap lets
+//! them be, and the build says so: [`Stats::bounded`] false, with the
+//! actual worst case in [`Stats::worst_entries`]. There is no linear-scan
+//! fallback: every tree is cut as far as the cap allows.
 //!
 //! # Batches
 //! [`Classifier::classify_batch_v4`] (and [`Classify::classify_batch`]) go
@@ -177,7 +201,30 @@ pub struct Config {
     /// rule, or [`SINGLE_TREE_FLOOR`] units if that is more; otherwise
     /// (or with 0) the rules are partitioned.
     pub single_tree_budget: usize,
+    /// The most leaf entries (rule copies, padding included) a tree may
+    /// have in one leaf: a tree whose build needs a larger leaf, or more
+    /// than [`tree_budget`](Self::tree_budget) units, is split into two
+    /// trees over the first and the second half of its rules (as rte_acl
+    /// splits a trie that grows too large), up to
+    /// [`max_trees`](Self::max_trees) trees per address family.
+    pub leaf_bound: usize,
+    /// The memory a tree may use before it is split: 32-byte units per
+    /// rule of its address family (not of the tree), or
+    /// [`SINGLE_TREE_FLOOR`] units if that is more; all trees together
+    /// stay within [`max_entries`](Self::max_entries).
+    pub tree_budget: usize,
+    /// Most trees per address family. With every tree within
+    /// [`leaf_bound`](Self::leaf_bound), a lookup compares at most
+    /// `max_trees × leaf_bound` leaf entries ([`Stats::worst_entries`]
+    /// gives the actual bound of a build, [`Stats::bounded`] whether it
+    /// held).
+    pub max_trees: usize,
 }
+
+/// The bound on the leaf entries one lookup compares, with the default
+/// [`Config`]: [`Config::max_trees`] × [`Config::leaf_bound`]. A build
+/// that cannot meet it says so ([`Stats::bounded`] false).
+pub const WORST_ENTRIES: usize = 16 * 64;
 
 impl Default for Config {
     fn default() -> Config {
@@ -191,6 +238,9 @@ impl Default for Config {
             single_tree_budget: 16,
             root_cut_bits: 16,
             root_spfac: 64.0,
+            leaf_bound: 64,
+            tree_budget: 64,
+            max_trees: 16,
         }
     }
 }
@@ -215,6 +265,20 @@ pub struct Stats {
     pub max_depth: usize,
     /// Bytes of the lookup structure (nodes, entries, lists, rules).
     pub bytes: usize,
+    /// The most leaf entries one lookup can compare (padding included):
+    /// per address family, the sum over its trees of the tree's largest
+    /// leaf; the larger of the two families.
+    pub worst_entries: usize,
+    /// Trees that came from splitting a tree that outgrew
+    /// [`Config::leaf_bound`] or [`Config::tree_budget`] (0: none was
+    /// split).
+    pub split_trees: usize,
+    /// Every tree met [`Config::leaf_bound`] within its budget. False: the
+    /// build ran out of trees ([`Config::max_trees`]) or of memory
+    /// ([`Config::max_entries`]) and some tree has larger leaves; lookups
+    /// are still exact, [`worst_entries`](Self::worst_entries) says how
+    /// slow they can get.
+    pub bounded: bool,
 }
 
 /// Bias that maps unsigned order to signed order (`x ^ BIAS32 as i32`):
@@ -377,7 +441,8 @@ impl Block {
 /// An IPv4 key as the trees see it: 32 bytes, two vector stores.
 #[derive(Clone, Copy, Default)]
 struct K4 {
-    /// The cut fields src, dst, sport, dport, proto, then at [`PR`] the
+    /// The cut fields src, dst, sport, dport and the protocol lane
+    /// (`proto << 1 | has_ports`), then at [`PR`] the same protocol lane
     /// protocol lane of the blocks (`proto << 1 | has_ports`); 8 slots so
     /// that a field number masked with 7 needs no bounds check.
     f: [u32; 8],
@@ -506,7 +571,7 @@ impl K4 {
                 dst,
                 u32::from(sport),
                 u32::from(dport),
-                u32::from(proto),
+                u32::from(proto) << 1 | u32::from(has & has::PORTS != 0),
                 u32::from(proto) << 1 | u32::from(has & has::PORTS != 0),
                 0,
                 0,
@@ -791,6 +856,7 @@ impl Classifier {
         b.leaves.clear();
         let v6 = b.family(&v6);
         let mut stats = b.stats;
+        stats.worst_entries = b.worst;
         let (mem, blocks) = (b.mem, b.blocks);
         stats.rules = rules.len();
         stats.trees = trees.len() + v6.len();
@@ -1446,26 +1512,19 @@ impl BRule {
     /// Rule `r` with source and destination ranges `s` and `d` in the
     /// address fields; `confirm`: every lane hit is checked on the rule.
     fn with_addrs(i: usize, r: &Rule, s: (u32, u32), d: (u32, u32), confirm: bool) -> BRule {
-        let lo = [
-            s.0,
-            d.0,
-            u32::from(r.sport.0),
-            u32::from(r.dport.0),
-            u32::from(r.proto.0),
-        ];
-        let hi = [
-            s.1,
-            d.1,
-            u32::from(r.sport.1),
-            u32::from(r.dport.1),
-            u32::from(r.proto.1),
-        ];
+        let lo = [s.0, d.0, u32::from(r.sport.0), u32::from(r.dport.0), 0];
+        let hi = [s.1, d.1, u32::from(r.sport.1), u32::from(r.dport.1), 0];
         let needs_ports = r.needs() & has::PORTS != 0;
         let (p0, p1) = (u16::from(r.proto.0) << 1, u16::from(r.proto.1) << 1 | 1);
         // The protocol lane holds `proto << 1 | has_ports`: a rule that
         // needs ports and names one protocol is exact; one with a range of
         // protocols that needs ports is a superset, confirmed on the rule.
         let pr = if needs_ports { (p0 | 1, p1) } else { (p0, p1) };
+        // The fifth cut field is the protocol lane, so that a rule needing
+        // ports is an exact box there and may prune the rules after it.
+        let (mut lo, mut hi) = (lo, hi);
+        lo[4] = u32::from(pr.0);
+        hi[4] = u32::from(pr.1);
         let extra = confirm
             || r.vlan.is_some()
             || r.tcp_flags.1 != 0
@@ -1475,7 +1534,7 @@ impl BRule {
         BRule {
             lo,
             hi,
-            plain: !extra && !needs_ports,
+            plain: !extra,
             lane: Lane {
                 src: s,
                 dst: d,
@@ -1494,6 +1553,10 @@ type Cut = (usize, u8, usize, u8);
 
 /// An aligned box: per field, the low end and log2 of the width.
 type Boxx = [(u32, u8); DIMS];
+
+/// The box of a tree's root: every field whole (the protocol lane is 9
+/// bits).
+const FULL: Boxx = [(0, 32), (0, 32), (0, 16), (0, 16), (0, 9)];
 
 fn box_hi(b: (u32, u8)) -> u32 {
     if b.1 >= 32 {
@@ -1544,8 +1607,18 @@ struct Builder<'a> {
     stats: Stats,
     /// Memory cap in 32-byte units (block lanes plus node words / 4).
     cap: usize,
-    /// The cap was reached: some nodes became leaves early.
+    /// The cap was reached (or, in a trial, a leaf outgrew
+    /// [`Config::leaf_bound`]): some nodes became leaves early.
     capped: bool,
+    /// A trial build ([`Builder::trial`]): stop at the cap or at a leaf
+    /// over the bound, the tree will be thrown away.
+    trial: bool,
+    /// Entries of the largest leaf of the tree being built.
+    tree_worst: usize,
+    /// In a trial, the most entries a leaf may have.
+    leaf_limit: usize,
+    /// The most entries a lookup compares in the families built so far.
+    worst: usize,
 }
 
 impl<'a> Builder<'a> {
@@ -1558,9 +1631,16 @@ impl<'a> Builder<'a> {
             // ([`EMPTY`], no blocks), which a batch tests without a branch.
             blocks: vec![Block::PAD],
             leaves: HashMap::default(),
-            stats: Stats::default(),
+            stats: Stats {
+                bounded: true,
+                ..Stats::default()
+            },
             cap,
             capped: false,
+            trial: false,
+            tree_worst: 0,
+            leaf_limit: 0,
+            worst: 0,
         }
     }
 
@@ -1575,7 +1655,6 @@ impl<'a> Builder<'a> {
     /// subset do not replicate the rules of another; subsets under
     /// 1/[`Config::merge_below`] of the rules join the general one.
     fn family(&mut self, ids: &[u32]) -> Vec<Tree> {
-        let full = [(0u32, 32u8), (0, 32), (0, 16), (0, 16), (0, 8)];
         let width = 1u64 << (32 - u32::from(self.cfg.small_prefix.min(32)));
         let mut subsets: [Vec<u32>; 4] = Default::default();
         for &i in ids {
@@ -1591,43 +1670,129 @@ impl<'a> Builder<'a> {
             }
         }
         subsets[0].sort_unstable();
-        if self.cfg.single_tree_budget > 0
-            && ids.len() <= SINGLE_TREE_MAX_RULES
-            && subsets.iter().filter(|s| !s.is_empty()).count() > 1
-        {
+        let parts = subsets.iter().filter(|s| !s.is_empty()).count();
+        if self.cfg.single_tree_budget > 0 && ids.len() <= SINGLE_TREE_MAX_RULES && parts > 1 {
             // One tree if it is small enough: the cap stops the build
             // early when it is not, and what it built is dropped.
-            let (mem, blocks, stats) = (self.mem.len(), self.blocks.len(), self.stats);
+            // It replaces up to four trees, so its leaves may be up to
+            // four times the bound: the worst case of a lookup is the
+            // same.
             let budget = (ids.len() * self.cfg.single_tree_budget).max(SINGLE_TREE_FLOOR);
-            self.cap = (self.used() + budget).min(self.cfg.max_entries);
-            let (root, cut) = self.build_root(full, ids);
-            let fits = !self.capped;
+            let leaf_limit = self
+                .cfg
+                .leaf_bound
+                .saturating_mul(parts.min(self.cfg.max_trees));
+            if let Some(t) = self.trial(ids, budget, leaf_limit) {
+                self.worst = self.worst.max(self.tree_worst);
+                return vec![t];
+            }
+        }
+        // Each subset a tree within its budget and the leaf bound, split
+        // in halves (by rule order) while it is not and trees are left.
+        let mut queue: std::collections::VecDeque<Vec<u32>> =
+            subsets.into_iter().filter(|s| !s.is_empty()).collect();
+        let mut trees = Vec::new();
+        let mut worst = 0;
+        // Per tree, a budget in proportion to the family's rules, not the
+        // tree's: a subset of a few rules that replicate may need more
+        // than its share (acl2_10k: a 10 MiB tree over a third of the
+        // rules, which 1 KiB per rule of its own split in two trees and
+        // 1.22x the instructions a lookup).
+        let budget = (ids.len() * self.cfg.tree_budget).max(SINGLE_TREE_FLOOR);
+        while let Some(ids) = queue.pop_front() {
+            if let Some(t) = self.trial(&ids, budget, self.cfg.leaf_bound) {
+                trees.push(t);
+                worst += self.tree_worst;
+                continue;
+            }
+            if ids.len() >= 2 && trees.len() + queue.len() + 2 <= self.cfg.max_trees.max(1) {
+                // Breadth first: every subset that fails is split before
+                // any part is split again, so the trees end up of about
+                // the same size.
+                let (a, b) = self.halves(&ids);
+                self.stats.split_trees += 1;
+                queue.push_back(a);
+                queue.push_back(b);
+                continue;
+            }
+            // Out of trees: this one as large as its share of what is
+            // left under the memory cap lets it be; the build says so if
+            // a leaf is over the bound.
+            self.tree_worst = 0;
+            let share = self.cfg.max_entries.saturating_sub(self.used()) / (queue.len() + 1);
+            self.cap = (self.used() + share.max(budget)).min(self.cfg.max_entries);
+            let (root, cut) = self.build_root(FULL, &ids);
             self.cap = self.cfg.max_entries;
             self.capped = false;
-            if fits {
-                return vec![Tree {
-                    root,
-                    cut,
-                    min_id: ids[0],
-                }];
+            if self.tree_worst > self.cfg.leaf_bound.max(BLOCK) {
+                self.stats.bounded = false;
             }
-            self.mem.truncate(mem);
-            self.blocks.truncate(blocks);
-            self.stats = stats;
-            self.leaves
-                .retain(|_, r| ((*r & START_MASK) as usize) < blocks);
+            trees.push(Tree {
+                root,
+                cut,
+                min_id: ids[0],
+            });
+            worst += self.tree_worst;
         }
-        let mut trees: Vec<Tree> = subsets
-            .into_iter()
-            .filter(|s| !s.is_empty())
-            .map(|ids| {
-                let min_id = ids[0];
-                let (root, cut) = self.build_root(full, &ids);
-                Tree { root, cut, min_id }
-            })
-            .collect();
+        self.worst = self.worst.max(worst);
         trees.sort_by_key(|t| t.min_id);
         trees
+    }
+
+    /// Two parts of `ids` (sorted) for two trees, each sorted: by shape if
+    /// a shape splits them evenly enough (at least 1/8 on each side), so
+    /// that each part's rules are narrow in the same field (the rules
+    /// whose source is the narrower address and the others; those whose
+    /// source port range is the narrower and the others), else the first
+    /// and the second half in rule order.
+    fn halves(&self, ids: &[u32]) -> (Vec<u32>, Vec<u32>) {
+        let width = |r: &BRule, d: usize| r.hi[d] - r.lo[d];
+        let shapes: [&dyn Fn(&BRule) -> bool; 2] = [&|r| width(r, 0) < width(r, 1), &|r| {
+            width(r, 2) < width(r, 3)
+        }];
+        let best = shapes
+            .iter()
+            .map(|f| {
+                let n = ids.iter().filter(|&&i| f(&self.br[i as usize])).count();
+                (n.min(ids.len() - n), f)
+            })
+            .max_by_key(|&(m, _)| m);
+        if let Some((m, f)) = best {
+            if m >= ids.len() / 8 && m > 0 {
+                return ids.iter().partition(|&&i| f(&self.br[i as usize]));
+            }
+        }
+        let (a, b) = ids.split_at(ids.len() / 2);
+        (a.to_vec(), b.to_vec())
+    }
+
+    /// Builds a tree over `ids` if it fits in `budget` more units (and
+    /// the memory cap) with no leaf over `leaf_limit` entries; otherwise
+    /// rolls back what it built and returns `None`.
+    fn trial(&mut self, ids: &[u32], budget: usize, leaf_limit: usize) -> Option<Tree> {
+        self.leaf_limit = leaf_limit.max(BLOCK);
+        let (mem, blocks, stats) = (self.mem.len(), self.blocks.len(), self.stats);
+        self.cap = (self.used() + budget).min(self.cfg.max_entries);
+        self.trial = true;
+        self.tree_worst = 0;
+        let (root, cut) = self.build_root(FULL, ids);
+        let fits = !self.capped;
+        self.cap = self.cfg.max_entries;
+        self.capped = false;
+        self.trial = false;
+        if fits {
+            return Some(Tree {
+                root,
+                cut,
+                min_id: ids[0],
+            });
+        }
+        self.mem.truncate(mem);
+        self.blocks.truncate(blocks);
+        self.stats = stats;
+        self.leaves
+            .retain(|_, r| ((*r & START_MASK) as usize) < blocks);
+        None
     }
 
     /// Builds a tree's root for `ids` (sorted): a leaf, or the offset of
@@ -1663,7 +1828,7 @@ impl<'a> Builder<'a> {
         maxb: u8,
         spfac: f64,
     ) -> Result<(usize, (usize, u8, u8, usize, u8, u8)), u64> {
-        if self.capped && self.cap < self.cfg.max_entries {
+        if self.trial && self.capped {
             // A trial past its cap: it will be thrown away.
             return Err(EMPTY);
         }
@@ -1904,6 +2069,13 @@ impl<'a> Builder<'a> {
         if ids.is_empty() {
             // Its first block is the padding block 0, which a batch tests
             // without looking at the number of blocks.
+            return EMPTY;
+        }
+        let entries = ids.len().div_ceil(BLOCK) * BLOCK;
+        self.tree_worst = self.tree_worst.max(entries);
+        if self.trial && entries > self.leaf_limit {
+            // Over the bound: the trial fails.
+            self.capped = true;
             return EMPTY;
         }
         if let Some(&r) = self.leaves.get(ids) {

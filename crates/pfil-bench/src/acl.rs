@@ -17,7 +17,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use pfil_acl::{classbench, Action, Classifier, Classify, Config, Key, KeyV4, Linear, Ruleset};
+use pfil_acl::{
+    adversarial, classbench, Action, Classifier, Classify, Config, Key, KeyV4, Linear, Ruleset,
+};
 use pfil_stats::Sample;
 
 /// Flags of `pfil-bench acl`.
@@ -27,7 +29,9 @@ pub struct AclArgs {
     /// the repository's `data/classbench`).
     #[arg(long)]
     dir: Option<PathBuf>,
-    /// Rule sets to measure, comma-separated file names in the directory.
+    /// Rule sets to measure, comma-separated: file names in the directory,
+    /// or generated adversarial sets `adv-KIND-N[-SEED]` (KIND cross,
+    /// ports, wild or mixed; `pfil_acl::adversarial`).
     #[arg(
         long,
         value_delimiter = ',',
@@ -96,6 +100,16 @@ pub struct AclArgs {
     /// Classifier build parameter: merge subsets below 1/N of the rules.
     #[arg(long)]
     merge_below: Option<usize>,
+    /// Classifier build parameter: largest leaf before a tree is split.
+    #[arg(long)]
+    leaf_bound: Option<usize>,
+    /// Classifier build parameter: 32-byte units per rule a tree may use
+    /// before it is split.
+    #[arg(long)]
+    tree_budget: Option<usize>,
+    /// Classifier build parameter: most trees per address family.
+    #[arg(long)]
+    max_trees: Option<usize>,
     /// Also time the lockstep batch lookup (`ours-lockstep`).
     #[arg(long)]
     lockstep: bool,
@@ -123,9 +137,14 @@ struct Set {
     /// uses), if every header is IPv4.
     keys_v4: Option<Vec<KeyV4>>,
     trace_path: PathBuf,
+    /// The rules as dpdk-test-acl reads them.
+    rules_file: PathBuf,
     build_ms: Vec<f64>,
     /// rte_acl algorithms that ran and agreed.
     algs: Vec<String>,
+    /// rte_acl's runtime memory (its build's "runtime memory footprint"
+    /// debug lines, the most over the algorithms), 0 if not known.
+    dpdk_mem: usize,
     cases: Vec<Case>,
 }
 
@@ -154,6 +173,9 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
     cfg.root_spfac = a.root_spfac.unwrap_or(cfg.root_spfac);
     cfg.small_prefix = a.small_prefix.unwrap_or(cfg.small_prefix);
     cfg.merge_below = a.merge_below.unwrap_or(cfg.merge_below);
+    cfg.leaf_bound = a.leaf_bound.unwrap_or(cfg.leaf_bound);
+    cfg.tree_budget = a.tree_budget.unwrap_or(cfg.tree_budget);
+    cfg.max_trees = a.max_trees.unwrap_or(cfg.max_trees);
     writeln!(out, "classifier config: {cfg:?}").unwrap();
     if a.ipv6 {
         writeln!(
@@ -164,10 +186,21 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
     }
     let mut sets = Vec::new();
     for name in &a.sets {
-        let path = dir.join(name);
-        let text =
-            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let v4 = classbench::parse(&text, Action::Drop).map_err(|e| format!("{name}: {e}"))?;
+        // A generated set (adv-KIND-N[-SEED]) is written out for
+        // dpdk-test-acl; a file is read from the directory.
+        let (v4, rules_file) = if name.starts_with("adv-") {
+            let rs = adversarial::from_name(name)?;
+            let path = work.join(format!("{name}.rules"));
+            let text = adversarial::to_classbench(&rs)?;
+            std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+            (rs, path)
+        } else {
+            let path = dir.join(name);
+            let text =
+                std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let rs = classbench::parse(&text, Action::Drop).map_err(|e| format!("{name}: {e}"))?;
+            (rs, path)
+        };
         let rules = if a.ipv6 {
             classbench::to_ipv6(&v4)
         } else {
@@ -204,8 +237,10 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
             keys,
             keys_v4,
             trace_path,
+            rules_file,
             build_ms,
             algs: Vec::new(),
+            dpdk_mem: 0,
             cases: Vec::new(),
         });
     }
@@ -254,7 +289,10 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
         }
         for alg in &a.algs {
             match dpdk_results(a, s, alg) {
-                Ok(res) => {
+                Ok((res, mem)) => {
+                    if let Some(m) = mem {
+                        s.dpdk_mem = s.dpdk_mem.max(m);
+                    }
                     let differ =
                         res.len() != batch.len() || res.iter().zip(&batch).any(|(r, b)| *r != *b);
                     let n = res.iter().zip(&batch).filter(|(r, b)| r != b).count();
@@ -360,10 +398,10 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
     .unwrap();
     writeln!(
         out,
-        "| set | rules | linear | ours (batch) | rte_acl best (alg) | ours / rte_acl | ours vs rte_acl, Student's t at 95 % | build ms (median) | memory |"
+        "| set | rules | linear | ours (batch) | rte_acl best (alg) | ours / rte_acl | ours vs rte_acl, Student's t at 95 % | build ms (median) | memory | rte_acl memory | worst-case entries |"
     )
     .unwrap();
-    writeln!(out, "|---|---|---|---|---|---|---|---|---|").unwrap();
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|").unwrap();
     for s in &sets {
         let med = |c: &Case| {
             Sample::from_values(c.ns.iter().copied()).map(|x| (x.median(), x.min(), x.max()))
@@ -419,7 +457,7 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
         let st = s.ours.stats();
         writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.2} MiB |",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.2} MiB | {} | {}{} |",
             s.name,
             s.rules.rules.len(),
             cell(lin),
@@ -428,7 +466,14 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
             ratio,
             t,
             bm[bm.len() / 2],
-            st.bytes as f64 / (1 << 20) as f64
+            st.bytes as f64 / (1 << 20) as f64,
+            if s.dpdk_mem > 0 {
+                format!("{:.2} MiB", s.dpdk_mem as f64 / (1 << 20) as f64)
+            } else {
+                "-".into()
+            },
+            st.worst_entries,
+            if st.bounded { "" } else { " (not bounded)" }
         )
         .unwrap();
     }
@@ -437,8 +482,18 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
         let st = s.ours.stats();
         writeln!(
             out,
-            "{}: trees {} nodes {} leaves {} entries {} max leaf {} max depth {} bytes {}",
-            s.name, st.trees, st.nodes, st.leaves, st.entries, st.max_leaf, st.max_depth, st.bytes
+            "{}: trees {} (split {}) nodes {} leaves {} entries {} max leaf {} max depth {} bytes {}; worst case {} entries compared{}",
+            s.name,
+            st.trees,
+            st.split_trees,
+            st.nodes,
+            st.leaves,
+            st.entries,
+            st.max_leaf,
+            st.max_depth,
+            st.bytes,
+            st.worst_entries,
+            if st.bounded { "" } else { " (BOUND NOT MET)" }
         )
         .unwrap();
         let (mut t, mut n, mut e) = (0, 0, 0);
@@ -518,9 +573,13 @@ fn ns_per(d: Duration, n: usize) -> f64 {
 
 fn dpdk(a: &AclArgs, s: &Set, alg: &str, iters: usize, verbose: u32) -> Result<String, String> {
     let mut cmd = Command::new(&a.dpdk);
-    cmd.args(a.eal.split_whitespace())
-        .arg("--")
-        .arg(format!("--rulesf={}", rules_path(a, &s.name)?.display()))
+    cmd.args(a.eal.split_whitespace());
+    if verbose >= 2 {
+        // The build's memory report, on stderr.
+        cmd.arg("--log-level=lib.acl:debug");
+    }
+    cmd.arg("--")
+        .arg(format!("--rulesf={}", s.rules_file.display()))
         .arg(format!("--tracef={}", s.trace_path.display()))
         .arg(format!("--tracenum={}", s.keys.len()))
         .arg(format!("--iter={iters}"))
@@ -538,21 +597,40 @@ fn dpdk(a: &AclArgs, s: &Set, alg: &str, iters: usize, verbose: u32) -> Result<S
             .unwrap_or("");
         return Err(format!("exit {}: {last}", o.status));
     }
-    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+    let mut text = String::from_utf8_lossy(&o.stdout).into_owned();
+    if verbose >= 2 {
+        text.push('\n');
+        text.push_str(&String::from_utf8_lossy(&o.stderr));
+    }
+    Ok(text)
 }
 
-fn rules_path(a: &AclArgs, name: &str) -> Result<PathBuf, String> {
-    a.dir
-        .clone()
-        .or_else(classbench::data_dir)
-        .map(|d| d.join(name))
-        .ok_or_else(|| "no ClassBench directory".into())
+/// rte_acl's runtime memory from its build's debug report: the sum of the
+/// `... bytes used: N` lines after `runtime memory footprint`.
+fn dpdk_memory(text: &str) -> Option<usize> {
+    let at = text.find("runtime memory footprint")?;
+    let mut sum = 0;
+    let mut any = false;
+    for l in text[at..].lines().skip(1) {
+        let Some((_, n)) = l.split_once("bytes used: ") else {
+            break;
+        };
+        let last = n.rsplit('/').next()?.trim();
+        sum += last.parse::<usize>().ok()?;
+        any = true;
+    }
+    any.then_some(sum)
 }
 
 /// rte_acl's rule for every header, from `--verbose=2` output
 /// (`ipv4_5tuple: N, category: 0, result: R`, `R` = rule index or
 /// 4294967295 for no match).
-fn dpdk_results(a: &AclArgs, s: &Set, alg: &str) -> Result<Vec<Option<u32>>, String> {
+#[allow(clippy::type_complexity)]
+fn dpdk_results(
+    a: &AclArgs,
+    s: &Set,
+    alg: &str,
+) -> Result<(Vec<Option<u32>>, Option<usize>), String> {
     let text = dpdk(a, s, alg, 1, 2)?;
     if let Some(raw) = &a.raw {
         let keep: String = text
@@ -587,7 +665,7 @@ fn dpdk_results(a: &AclArgs, s: &Set, alg: &str) -> Result<Vec<Option<u32>>, Str
     if seen != s.keys.len() {
         return Err(format!("{seen} results for {} headers", s.keys.len()));
     }
-    Ok(res)
+    Ok((res, dpdk_memory(&text)))
 }
 
 /// ns/packet of one timed dpdk-test-acl run (`... pkt/sec` line).
@@ -624,5 +702,17 @@ mod tests {
                  117348679 cycles (0.05 sec), 117.35 cycles/pkt, 20877951.25 pkt/sec\n";
         assert_eq!(parse_pps(t), Some(20877951.25));
         assert_eq!(parse_pps("nothing"), None);
+    }
+
+    #[test]
+    fn reads_the_memory_report() {
+        let t = "ACL: x\nruntime memory footprint on socket -1:\n\
+                 single nodes/bytes used: 130121/1040968\n\
+                 quad nodes/vectors/bytes used: 101622/333230/2665840\n\
+                 DFA nodes/group64/bytes used: 107283/375926/192476168\n\
+                 match nodes/bytes used: 2000/256000\n\
+                 node limit for tree split: 2048\n";
+        assert_eq!(dpdk_memory(t), Some(1040968 + 2665840 + 192476168 + 256000));
+        assert_eq!(dpdk_memory("nothing"), None);
     }
 }
