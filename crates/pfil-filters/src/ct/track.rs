@@ -459,11 +459,8 @@ pub(super) fn update(
             } else {
                 (Timeout::OtherSingle, Timeout::OtherMultiple)
             };
-            if reply {
-                e.flags |= REPLY_SEEN;
-            } else {
-                e.flags |= ORIG_MORE;
-            }
+            // Branch-free: which side sent is a coin toss to a predictor.
+            e.flags |= [ORIG_MORE, REPLY_SEEN][from];
             e.timeout = if e.flags & REPLY_SEEN != 0 {
                 multiple
             } else {
@@ -481,9 +478,7 @@ pub(super) fn update(
     if let Err(why) = ok {
         return Ok(Err(why));
     }
-    if reply {
-        e.flags |= REPLY_SEEN;
-    }
+    e.flags |= REPLY_SEEN * u8::from(reply);
     e.last = run.now;
     e.pkts[from] = e.pkts[from].saturating_add(1);
     e.bytes[from] = e.bytes[from].saturating_add(u64::from(len));
