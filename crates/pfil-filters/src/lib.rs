@@ -5,7 +5,7 @@
 //!
 //! Every filter here follows the [`pfil::Filter`] contract: no blocking, no
 //! allocation, no panic. The exception is [`ct`]: its table grows a
-//! chunk of 1024 entries (104 KiB) at a time as flows come, allocated by
+//! chunk of 1024 entries (96 KiB) at a time as flows come, allocated by
 //! the packet that needs it (at most once per 1024 new flows of a
 //! shard), and a packet waits for its shard's lock while another worker
 //! or a `states` listing holds it. (The lock-study hooks, which block on purpose,

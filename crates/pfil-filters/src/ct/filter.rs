@@ -130,7 +130,7 @@ const PIPE: usize = 32;
 /// How far ahead in a batch an index slot is prefetched (its entry half
 /// as far).
 const AHEAD: usize = 8;
-/// Entries from which a batch prefetches: below, the table (104 bytes
+/// Entries from which a batch prefetches: below, the table (96 bytes
 /// an entry and its index) fits in a core's L2 cache (1 MiB here) and
 /// the prefetches are instructions for nothing.
 const PREFETCH_FROM: usize = 8192;

@@ -52,7 +52,7 @@
 //! See [`table`]: one table shared by all workers (right
 //! whatever the RSS), in shards behind locks, at most `max` flows (new
 //! flows are refused at the limit: their packet is `invalid`, reason
-//! `limit`, counted `refused`), 104 bytes an entry plus 8-byte index
+//! `limit`, counted `refused`), 96 bytes an entry plus 8-byte index
 //! slots, expired incrementally (a few entries per packet, never a
 //! scan).
 //!

@@ -42,8 +42,12 @@ impl Table {
     pub fn new(max: usize, workers: usize) -> Table {
         let n = table::shards_for(max);
         let per = max.div_ceil(n);
+        let seeds = {
+            let rs = std::hash::RandomState::new();
+            [0u64, 1, 2, 3].map(|i| rs.hash_one(i) | 1)
+        };
         let shards: Shards = (0..n)
-            .map(|_| CachePadded::new(Mutex::new(Shard::new(per))))
+            .map(|_| CachePadded::new(Mutex::new(Shard::new(per, seeds))))
             .collect();
         Table {
             peeks: shards.iter().map(|s| lock(s).peek()).collect(),
@@ -51,10 +55,7 @@ impl Table {
             shard_mask: n - 1,
             entries: AtomicUsize::new(0),
             built_for: max,
-            seeds: {
-                let rs = std::hash::RandomState::new();
-                [0u64, 1, 2, 3].map(|i| rs.hash_one(i) | 1)
-            },
+            seeds,
             epoch: Instant::now(),
             invalid: (0..workers.max(1))
                 .map(|_| CachePadded::new(Default::default()))
@@ -89,18 +90,10 @@ impl Table {
                 .sum::<usize>()
     }
 
-    /// The key's hash: folded 64x64->128 multiplies of its five words
-    /// with random seeds (foldhash's mixing step), so that a sender cannot
-    /// choose keys that collide without knowing the seeds. SipHash cost
-    /// about 250 instructions a packet here; this about 30.
+    /// The key's hash ([`table::key_hash`] with the table's seeds).
     #[inline]
     pub(super) fn hash(&self, k: &FlowKey) -> u64 {
-        let w = k.words();
-        let s = &self.seeds;
-        let h1 = fold(w[0] ^ s[0], w[1] ^ s[1]);
-        let h2 = fold(w[2] ^ s[2], w[3] ^ s[3]);
-        let h3 = fold(w[4] ^ s[1], h1 ^ s[2]);
-        fold(h2 ^ s[3], h3 ^ s[0])
+        table::key_hash(&self.seeds, k)
     }
 
     pub(super) fn count(&self, worker: usize, r: Invalid) {
@@ -137,9 +130,8 @@ impl Table {
         let p = &self.peeks[self.shard_at(h)];
         if entry {
             if let Some(e) = p.entry(h as u32) {
-                // An entry (104 bytes) spans two or three cache lines.
+                // An entry (96 bytes, aligned to 32) spans two lines.
                 table::prefetch(e);
-                table::prefetch(e.wrapping_add(64));
                 table::prefetch(e.wrapping_add(std::mem::size_of::<Entry>() - 1));
             }
         } else {
@@ -343,7 +335,6 @@ impl Table {
     ) -> Result<(CtState, bool), Invalid> {
         let mut e = Entry {
             key,
-            hash: h,
             flags: LIVE | if src_a { ORIG_A } else { 0 },
             created: run.now,
             last: run.now,
@@ -370,7 +361,7 @@ impl Table {
                 return Err(Invalid::Limit);
             }
         }
-        g.insert(e).ok_or(Invalid::Limit)?;
+        g.insert(e, h).ok_or(Invalid::Limit)?;
         self.entries.fetch_add(1, Relaxed);
         Ok((CtState::New, false))
     }
@@ -383,7 +374,7 @@ impl Table {
 
     /// At most `limit` flows, as [`StateInfo`], in table order (`max`: the
     /// limit in force, for the adaptive timeouts). Each shard's lock is
-    /// held only to copy its entries (104 bytes each); they are turned
+    /// held only to copy its entries (96 bytes each); they are turned
     /// into [`StateInfo`] after.
     pub fn states_limited(&self, max: usize, limit: usize) -> Vec<StateInfo> {
         let now = self.now();
@@ -417,13 +408,6 @@ impl Table {
         }
         (ins, exp, inv)
     }
-}
-
-/// The high and low halves of `a × b` XORed.
-#[inline(always)]
-pub(super) fn fold(a: u64, b: u64) -> u64 {
-    let p = u128::from(a) * u128::from(b);
-    (p as u64) ^ ((p >> 64) as u64)
 }
 
 /// A shard's lock, even if a panic poisoned it (the shard's data stays
@@ -475,11 +459,8 @@ pub(super) fn update(
             } else {
                 (Timeout::OtherSingle, Timeout::OtherMultiple)
             };
-            if reply {
-                e.flags |= REPLY_SEEN;
-            } else {
-                e.flags |= ORIG_MORE;
-            }
+            // Branch-free: which side sent is a coin toss to a predictor.
+            e.flags |= [ORIG_MORE, REPLY_SEEN][from];
             e.timeout = if e.flags & REPLY_SEEN != 0 {
                 multiple
             } else {
@@ -497,9 +478,7 @@ pub(super) fn update(
     if let Err(why) = ok {
         return Ok(Err(why));
     }
-    if reply {
-        e.flags |= REPLY_SEEN;
-    }
+    e.flags |= REPLY_SEEN * u8::from(reply);
     e.last = run.now;
     e.pkts[from] = e.pkts[from].saturating_add(1);
     e.bytes[from] = e.bytes[from].saturating_add(u64::from(len));
