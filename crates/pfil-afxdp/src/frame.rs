@@ -160,12 +160,15 @@ impl FrameArea {
     /// Say that `frame` holds a packet of `len` bytes from `off` of its
     /// [`buffer`](FrameArea::buffer) (a hook moved or resized it, within
     /// its headroom and tailroom); `false` (and no change) if that leaves
-    /// the frame. TX sends `off..off + len`.
+    /// the frame or is empty (a TX descriptor of no bytes, or one at the
+    /// frame's very end, would name the next frame of the UMEM when it
+    /// completes). TX sends `off..off + len`.
     #[inline]
     pub fn set_span(&self, frame: &mut Frame, off: usize, len: usize) -> bool {
-        if off
-            .checked_add(len)
-            .is_none_or(|end| end > self.frame_size as usize)
+        if len == 0
+            || off
+                .checked_add(len)
+                .is_none_or(|end| end > self.frame_size as usize)
         {
             return false;
         }
@@ -234,6 +237,11 @@ mod tests {
         assert_eq!(area.bytes(&mut f).len(), 68);
         assert!(!area.set_span(&mut f, 2000, 49));
         assert!(!area.set_span(&mut f, usize::MAX, 2));
+        // Empty, anywhere (at the frame's end it would name the next one).
+        assert!(!area.set_span(&mut f, 2048, 0));
+        assert!(!area.set_span(&mut f, 100, 0));
+        assert!(area.set_span(&mut f, 2047, 1));
+        assert!(area.set_span(&mut f, 248, 68));
         assert_eq!(FrameArea::desc(&f), (2048 + 248, 68));
         let mut bad = area.frame(2048, 2040, 60);
         assert_eq!(area.room(&mut bad).0.len(), 0);

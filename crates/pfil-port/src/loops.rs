@@ -12,6 +12,11 @@ use crate::outbox::Request;
 use crate::port::{Batch, Origin, Port, PortFrame, PortId, BATCH};
 use crate::stats::Stats;
 
+/// Where the generator writes a frame in its buffer when the port can
+/// place it there ([`Port::set_span`]): after the kernel's XDP headroom
+/// (`XDP_PACKET_HEADROOM`), room for hooks on the out head to grow into.
+const GEN_HEADROOM: usize = 256;
+
 /// What a loop runs as: the registry, its registry worker and its
 /// stats. A forwarder has two stats, one per direction (a→b, b→a).
 pub struct LoopWorker<'a> {
@@ -635,11 +640,19 @@ pub fn gen_loop<P: Port>(
                 let Some(mut f) = port.alloc() else { break };
                 let t = &templates[next_port];
                 next_port = (next_port + 1) % templates.len();
-                // The templates fit a frame (checked by `templates`).
-                if let Some(dst) = port.buffer(&mut f).get_mut(..t.len()) {
-                    dst.copy_from_slice(t);
+                // The templates fit a frame (checked by `templates`). Written
+                // after the kernel's XDP headroom where the port has the room
+                // (out hooks may push headers), at the buffer's start if not.
+                if port.set_span(&mut f, GEN_HEADROOM, t.len()) {
+                    if let Some(dst) = port.bytes(&mut f).get_mut(..t.len()) {
+                        dst.copy_from_slice(t);
+                    }
+                } else {
+                    if let Some(dst) = port.buffer(&mut f).get_mut(..t.len()) {
+                        dst.copy_from_slice(t);
+                    }
+                    port.set_len(&mut f, t.len());
                 }
-                port.set_len(&mut f, t.len());
                 frames.push(f);
             }
             if frames.is_empty() {

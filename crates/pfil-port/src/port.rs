@@ -289,10 +289,14 @@ pub trait Port {
     /// Say `frame`'s packet is now `len` bytes from `start` of the buffer
     /// [`room`](Port::room) gave (a hook moved or resized it); `false`
     /// (no change) if that is outside the buffer. The default, for ports
-    /// without room: only `start == 0`, as [`set_len`](Port::set_len).
+    /// without room (whose [`room`](Port::room) is the packet alone):
+    /// only the span the packet already has, `0..len` of
+    /// [`bytes`](Port::bytes); any other is refused, since
+    /// [`set_len`](Port::set_len) counts from the start of the
+    /// [`buffer`](Port::buffer), which need not be where the packet is.
     #[inline]
     fn set_span(&self, frame: &mut Self::Frame, start: usize, len: usize) -> bool {
-        start == 0 && self.set_len(frame, len)
+        start == 0 && len == self.bytes(frame).len()
     }
 
     /// The frames hooks consumed. The loops push and take frames here;

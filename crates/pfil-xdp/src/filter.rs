@@ -81,8 +81,6 @@ pub struct XdpFilter {
     prog: XdpProgram,
     stats: Box<[CachePadded<[AtomicU64; 8]>]>,
     outboxes: Option<Arc<Outboxes>>,
-    /// The program calls `bpf_xdp_adjust_head` (see `batched`).
-    moves_head: bool,
 }
 
 /// Read an object file: a regular file of at most [`MAX_OBJECT_BYTES`].
@@ -155,7 +153,6 @@ impl XdpFilter {
         }
         Ok(XdpFilter {
             config: config.trim().to_owned(),
-            moves_head: prog.moves_head(),
             prog,
             stats: (0..workers.max(1))
                 .map(|_| CachePadded::new(Default::default()))
@@ -242,12 +239,9 @@ impl Filter for XdpFilter {
     }
 
     fn batched(&self) -> bool {
-        // The chain's batch path tells the packets of a batch apart by the
-        // frame's address (to put back packets a batch hook moved), which
-        // `bpf_xdp_adjust_head` changes: a program that calls it runs
-        // packet by packet, so the frame it moved is not taken for another
-        // packet (and dropped).
-        !self.moves_head
+        // Also for programs that move the head: the chain tells a batch's
+        // packets apart by their buffers, which moving the head leaves.
+        true
     }
 
     fn spec(&self) -> Option<String> {

@@ -564,8 +564,10 @@ impl<'a, T: Copy, const N: usize> Prefix<'a, T, N> {
     }
 }
 
-/// What tells the packets of a batch apart: the frame's address (distinct
-/// for distinct frames) and the driver's cookie.
+/// What tells the packets of a batch apart: the address of the frame's
+/// buffer (distinct for distinct frames, and the same whatever a hook does
+/// to the frame's bounds: `adjust_head` moves the frame, not its buffer)
+/// and the driver's cookie.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Identity {
     frame: usize,
@@ -576,7 +578,7 @@ impl Identity {
     #[inline(always)]
     fn of(p: &Packet<'_>) -> Identity {
         Identity {
-            frame: p.frame().as_ptr() as usize,
+            frame: p.buffer_addr(),
             cookie: p.cookie(),
         }
     }

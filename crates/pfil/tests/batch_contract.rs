@@ -106,6 +106,69 @@ fn a_reordering_batch_hook_is_put_back_in_full_and_partial_chunks() {
     );
 }
 
+/// A batch hook that pushes a 4-byte tag in front of every other packet
+/// (`adjust_head`, as an XDP program's `bpf_xdp_adjust_head`) and trims
+/// the last byte of the rest: it moves frames, not packets.
+struct Tagger;
+
+impl Filter for Tagger {
+    fn filter(&self, _: &mut Packet<'_>, _: &Ctx<'_>) -> Verdict {
+        Verdict::Pass
+    }
+    fn filter_batch(&self, pkts: &mut [Packet<'_>], _: &Ctx<'_>) {
+        for (i, p) in pkts.iter_mut().enumerate() {
+            if i % 2 == 0 {
+                p.adjust_head(-4).unwrap();
+                p.frame_mut()[..4].copy_from_slice(b"TAG!");
+            } else {
+                p.adjust_tail(-1).unwrap();
+            }
+        }
+    }
+    fn batched(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn a_batch_hook_that_moves_frames_in_their_buffers_keeps_every_packet() {
+    let reg = Registry::with_max_workers(1);
+    let head = reg
+        .register_head("h", PacketKind::Ethernet, Dirs::IN)
+        .unwrap();
+    reg.add_hook("tag:x", PacketKind::Ethernet, Dirs::IN, Tagger)
+        .unwrap();
+    reg.link("h", Dir::In, "tag:x", Placement::Prepend).unwrap();
+    let mut w = reg.worker().unwrap();
+    let mut bufs: Vec<[u8; 80]> = (0..300u32).map(|i| [(i % 251) as u8; 80]).collect();
+    let mut pkts: Vec<Packet<'_>> = bufs
+        .iter_mut()
+        .enumerate()
+        .map(|(i, b)| Packet::in_buffer(b, 16, 60).unwrap().with_cookie(i as u64))
+        .collect();
+    let before = pfil::witness::thread_violations();
+    head.run(Dir::In, &mut w, &mut pkts);
+    for (i, p) in pkts.iter().enumerate() {
+        let (room, len, first) = if i % 2 == 0 {
+            (12, 64, b'T')
+        } else {
+            (16, 59, (i % 251) as u8)
+        };
+        assert_eq!(
+            (p.cookie(), p.verdict(), p.headroom(), p.len(), p.frame()[0]),
+            (i as u64, Verdict::Pass, room, len, first),
+            "index {i}"
+        );
+    }
+    assert_eq!(
+        pfil::witness::thread_violations(),
+        before,
+        "no contract broken"
+    );
+    let c = reg.chain("h", Dir::In).unwrap()[0].counters;
+    assert_eq!((c.packets, c.passed), (300, 300));
+}
+
 /// A filter that asks the registry about itself from `batched()` and
 /// `spec()`: user code the registry must call without its lock.
 struct Curious(Arc<OnceLock<Registry>>);

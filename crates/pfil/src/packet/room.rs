@@ -43,6 +43,13 @@ pub enum RoomError {
         /// The bytes there were.
         room: usize,
     },
+    /// The frame would start `headroom` bytes into its buffer: more than
+    /// the 64 KiB - 1 of headroom a packet keeps count of (its start in
+    /// the buffer would be lost, and a port would send the wrong bytes).
+    TooMuchHeadroom {
+        /// Where the frame would start in its buffer.
+        headroom: usize,
+    },
 }
 
 impl fmt::Display for RoomError {
@@ -59,6 +66,10 @@ impl fmt::Display for RoomError {
                     "cannot adjust the frame's {end} by {delta} bytes: {room} bytes of room"
                 )
             }
+            RoomError::TooMuchHeadroom { headroom } => write!(
+                f,
+                "the frame would start {headroom} bytes into its buffer: at most {ROOM_MAX} bytes of headroom"
+            ),
         }
     }
 }
@@ -81,9 +92,14 @@ impl<'a> Packet<'a> {
     /// [`adjust_tail`](Self::adjust_tail)).
     ///
     /// # Errors
-    /// [`RoomError::OutsideBuffer`] when the frame is not inside `buffer`.
+    /// [`RoomError::OutsideBuffer`] when the frame is not inside `buffer`,
+    /// [`RoomError::TooMuchHeadroom`] when it starts more than 64 KiB - 1
+    /// into it.
     #[inline(always)]
     pub fn in_buffer(buffer: &'a mut [u8], start: usize, len: usize) -> Result<Self, RoomError> {
+        if start > ROOM_MAX {
+            return Err(RoomError::TooMuchHeadroom { headroom: start });
+        }
         let outside = RoomError::OutsideBuffer {
             start,
             len,
@@ -116,13 +132,14 @@ impl<'a> Packet<'a> {
     }
 
     /// [`in_buffer`](Self::in_buffer) that cannot fail: the frame is cut
-    /// to the buffer (a `start` past its end gives an empty frame at the
-    /// end, a `len` past it is shortened). For drivers whose frames are in
-    /// their buffers by construction: no branch, nothing to handle.
+    /// to the buffer (a `start` past its end, or past 64 KiB - 1, is
+    /// brought back to it; a `len` past the buffer's end is shortened).
+    /// For drivers whose frames are in their buffers by construction, a
+    /// few hundred bytes in: no branch, nothing to handle.
     #[inline(always)]
     pub fn in_buffer_clamped(buffer: &'a mut [u8], start: usize, len: usize) -> Self {
         let whole = buffer.len();
-        let start = start.min(whole);
+        let start = start.min(whole).min(ROOM_MAX);
         let len = len.min(whole - start).min(LEN_MAX);
         let base = NonNull::from(buffer).cast::<u8>();
         Packet {
@@ -146,11 +163,13 @@ impl<'a> Packet<'a> {
         }
     }
 
-    /// Record a frame of `len` bytes (at most [`LEN_MAX`]) with `head` and
-    /// `tail` bytes of room around it (each offered up to [`ROOM_MAX`]).
+    /// Record a frame of `len` bytes (at most [`LEN_MAX`]) with `head`
+    /// (at most [`ROOM_MAX`]: where the frame starts in its buffer, kept
+    /// exact) and `tail` bytes of room around it (offered up to
+    /// [`ROOM_MAX`]).
     #[inline]
     fn set_bounds(&mut self, len: usize, head: usize, tail: usize) {
-        debug_assert!(len <= LEN_MAX);
+        debug_assert!(len <= LEN_MAX && head <= ROOM_MAX);
         self.moved = true;
         self.len = len as u32;
         self.head = room(head);
@@ -192,14 +211,19 @@ impl<'a> Packet<'a> {
     ///
     /// # Errors
     /// [`RoomError::NoRoom`], and nothing changes, when the headroom (to
-    /// grow) or the frame (to shrink) is shorter than `delta`.
+    /// grow) or the frame (to shrink) is shorter than `delta`, or a shrink
+    /// would leave more than 64 KiB - 1 of headroom.
     pub fn adjust_head(&mut self, delta: isize) -> Result<(), RoomError> {
+        if delta == 0 {
+            return Ok(());
+        }
         let (len, head, tail) = (self.len(), self.headroom(), self.tailroom());
         let n = delta.unsigned_abs();
         let (room, fits) = if delta < 0 {
             (head, n <= head && len + n <= LEN_MAX)
         } else {
-            (len, n <= len)
+            let room = len.min(ROOM_MAX - head);
+            (room, n <= room)
         };
         if !fits {
             return Err(RoomError::NoRoom {
@@ -225,13 +249,18 @@ impl<'a> Packet<'a> {
 
     /// Move the frame's end by `delta` bytes, as the kernel's
     /// `bpf_xdp_adjust_tail`: a positive `delta` grows the frame into the
-    /// tailroom, a negative one removes bytes from its back (they become
-    /// tailroom). Drops the parse cache.
+    /// tailroom (the bytes it gains are zeroed, as the kernel's helper
+    /// does: a recycled buffer's old contents never show), a negative one
+    /// removes bytes from its back (they become tailroom). Drops the parse
+    /// cache.
     ///
     /// # Errors
     /// [`RoomError::NoRoom`], and nothing changes, when the tailroom (to
     /// grow) or the frame (to shrink) is shorter than `delta`.
     pub fn adjust_tail(&mut self, delta: isize) -> Result<(), RoomError> {
+        if delta == 0 {
+            return Ok(());
+        }
         let (len, head, tail) = (self.len(), self.headroom(), self.tailroom());
         let n = delta.unsigned_abs();
         let (room, fits) = if delta > 0 {
@@ -248,6 +277,9 @@ impl<'a> Packet<'a> {
         }
         self.parsed.set(0);
         if delta > 0 {
+            // SAFETY: n <= tailroom: `data + len .. data + len + n` is in
+            // the buffer the packet borrows exclusively.
+            unsafe { std::ptr::write_bytes(self.data.as_ptr().add(len), 0, n) };
             self.set_bounds(len + n, head, tail - n);
         } else {
             self.set_bounds(len - n, head, tail + n);
@@ -259,11 +291,12 @@ impl<'a> Packet<'a> {
     /// the front or the back (they become headroom and tailroom). Later
     /// hooks see the narrowed frame; drops the parse cache. Returns
     /// `false` and changes nothing when the range is not inside the
-    /// frame. ([`adjust_head`](Self::adjust_head) and
+    /// frame, or would leave more than 64 KiB - 1 of headroom.
+    /// ([`adjust_head`](Self::adjust_head) and
     /// [`adjust_tail`](Self::adjust_tail) grow it too.)
     pub fn narrow(&mut self, start: usize, end: usize) -> bool {
         let (len, head, tail) = (self.len(), self.headroom(), self.tailroom());
-        if start > end || end > len {
+        if start > end || end > len || head + start > ROOM_MAX {
             return false;
         }
         self.parsed.set(0);
@@ -281,10 +314,14 @@ impl<'a> Packet<'a> {
     ///
     /// # Errors
     /// [`RoomError::OutsideBuffer`], and nothing changes, when the range
-    /// is not inside that buffer.
+    /// is not inside that buffer; [`RoomError::TooMuchHeadroom`] when it
+    /// starts more than 64 KiB - 1 into it.
     pub fn set_frame(&mut self, start: usize, end: usize) -> Result<(), RoomError> {
         let (len, head, tail) = (self.len(), self.headroom(), self.tailroom());
         let whole = head + len + tail;
+        if start > ROOM_MAX && start <= end && end <= whole {
+            return Err(RoomError::TooMuchHeadroom { headroom: start });
+        }
         if start > end || end > whole || end - start > LEN_MAX {
             return Err(RoomError::OutsideBuffer {
                 start,
@@ -318,6 +355,17 @@ impl<'a> Packet<'a> {
         // `&mut self` lends it for no longer than the packet.
         let b = unsafe { std::slice::from_raw_parts_mut(self.data.as_ptr().sub(head), whole) };
         (b, head)
+    }
+}
+
+impl Packet<'_> {
+    /// The address of the start of the packet's buffer (the frame's start
+    /// less its headroom): the same whatever a hook does to the frame's
+    /// bounds, distinct for the packets of a batch (their buffers are
+    /// disjoint). What the chain tells a batch's packets apart by.
+    #[inline(always)]
+    pub(crate) fn buffer_addr(&self) -> usize {
+        self.data.as_ptr() as usize - self.headroom()
     }
 }
 
@@ -359,7 +407,7 @@ mod tests {
         assert_eq!(p.udp_dst_port(), Some(53));
         // Outside the buffer, or overflowing: refused with what was asked.
         let mut small = [0u8; 10];
-        for (start, len) in [(0, 11), (11, 0), (5, 6), (usize::MAX, 2)] {
+        for (start, len) in [(0, 11), (11, 0), (5, 6), (9, usize::MAX)] {
             assert_eq!(
                 Packet::in_buffer(&mut small, start, len).err(),
                 Some(RoomError::OutsideBuffer {
@@ -374,13 +422,60 @@ mod tests {
             let p = Packet::in_buffer_clamped(&mut small, start, len);
             assert_eq!((p.headroom(), p.len(), p.tailroom()), want);
         }
-        // Room beyond 64 KiB - 1 is left alone, the frame found anyway.
+        // A frame more than 64 KiB - 1 into its buffer is refused (its
+        // start could not be told to the port); tailroom beyond it is left
+        // alone.
         let mut big = vec![7u8; 70_000 + 100 + 70_000];
-        let p = Packet::in_buffer(&mut big, 70_000, 100).unwrap();
         assert_eq!(
-            (p.len(), p.headroom(), p.tailroom()),
-            (100, ROOM_MAX, ROOM_MAX)
+            Packet::in_buffer(&mut big, 70_000, 100).err(),
+            Some(RoomError::TooMuchHeadroom { headroom: 70_000 })
         );
+        assert_eq!(
+            Packet::in_buffer(&mut [0u8; 4], usize::MAX, 2).err(),
+            Some(RoomError::TooMuchHeadroom {
+                headroom: usize::MAX
+            })
+        );
+        let p = Packet::in_buffer_clamped(&mut big, 70_000, 100);
+        assert_eq!((p.headroom(), p.len()), (ROOM_MAX, 100));
+        let p = Packet::in_buffer(&mut big, 256, 100).unwrap();
+        assert_eq!((p.len(), p.headroom(), p.tailroom()), (100, 256, ROOM_MAX));
+    }
+
+    /// The headroom is where the frame starts in its buffer, exact: a
+    /// shrink that would push it past 64 KiB - 1 is refused, and the
+    /// buffer's address stays the same whatever moves the frame.
+    #[test]
+    fn headroom_stays_exact_and_the_buffer_does_not_move() {
+        let mut big = vec![0u8; 100_000];
+        let mut p = Packet::in_buffer(&mut big, 256, 90_000).unwrap();
+        let addr = p.buffer_addr();
+        let past = (ROOM_MAX - 256 + 1) as isize;
+        assert!(matches!(
+            p.adjust_head(past),
+            Err(RoomError::NoRoom { head: true, .. })
+        ));
+        assert!(!p.narrow(past as usize, 90_000));
+        assert_eq!(
+            p.set_frame(ROOM_MAX + 1, ROOM_MAX + 2),
+            Err(RoomError::TooMuchHeadroom {
+                headroom: ROOM_MAX + 1
+            })
+        );
+        assert_eq!((p.headroom(), p.len()), (256, 90_000));
+        assert!(!p.bounds_changed(), "refused changes change nothing");
+        p.adjust_head(past - 1).unwrap();
+        assert_eq!(p.headroom(), ROOM_MAX);
+        assert_eq!(p.buffer_addr(), addr);
+        assert!(p.narrow(0, 10));
+        p.adjust_head(-1000).unwrap();
+        p.set_frame(5, 50).unwrap();
+        assert_eq!(p.buffer_addr(), addr);
+        // No change is no change.
+        let mut q = Packet::in_buffer(&mut big, 10, 10).unwrap();
+        q.adjust_head(0).unwrap();
+        q.adjust_tail(0).unwrap();
+        assert!(!q.bounds_changed());
     }
 
     /// Growing and shrinking at both ends, against a model of the buffer:
@@ -390,7 +485,7 @@ mod tests {
     #[test]
     fn adjusting_moves_the_frame_within_its_buffer() {
         let mut buf: Vec<u8> = (0..=255u8).cycle().take(300).collect();
-        let copy = buf.clone();
+        let mut copy = buf.clone();
         let mut p = Packet::in_buffer(&mut buf, 100, 50).unwrap();
         let (mut start, mut end) = (100usize, 150usize);
         let steps: [(bool, isize); 12] = [
@@ -421,6 +516,10 @@ mod tests {
             let fits = ns >= 0 && ne <= 300 && ns <= ne;
             assert_eq!(r.is_ok(), fits, "{head} {delta}: {r:?}");
             if fits {
+                if !head && delta > 0 {
+                    // Tail growth zeroes what it gains, as the kernel does.
+                    copy[end..ne as usize].fill(0);
+                }
                 (start, end) = (ns as usize, ne as usize);
             } else {
                 assert!(
