@@ -108,6 +108,7 @@ pub fn generate(kind: Kind, n: usize, seed: u64) -> Ruleset {
     Ruleset {
         rules,
         default: Action::Pass,
+        state_limit: None,
     }
 }
 

@@ -32,6 +32,7 @@ pub fn parse(text: &str, action: Action) -> Result<Ruleset, ParseError> {
             Action::Pass => Action::Drop,
             Action::Drop => Action::Pass,
         },
+        state_limit: None,
     })
 }
 
@@ -281,6 +282,7 @@ pub fn to_ipv6(rs: &Ruleset) -> Ruleset {
     Ruleset {
         rules,
         default: rs.default,
+        state_limit: rs.state_limit,
     }
 }
 

@@ -70,6 +70,7 @@ impl CtClassifier {
                         })
                         .collect(),
                     default: rs.default,
+                    state_limit: None,
                 };
                 (Classifier::new(&sub), Some(s.into_boxed_slice()))
             })

@@ -100,6 +100,7 @@ pub use ctsplit::CtClassifier;
 pub use linear::Linear;
 pub use rule::{
     ct, has, Action, Addr, Key, Rule, Ruleset, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6,
+    STATE_LIMIT_MAX,
 };
 pub use tree::{Classifier, Config, KeyV4, Stats};
 

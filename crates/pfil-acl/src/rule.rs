@@ -406,7 +406,15 @@ pub struct Ruleset {
     pub rules: Vec<Rule>,
     /// The action when no rule matches.
     pub default: Action,
+    /// The most flows the `keep state` rules may keep (pf's `set limit
+    /// states`; text format `set limit states N`, 1 to
+    /// [`STATE_LIMIT_MAX`]); `None`: the filter's default (100 000, or
+    /// what its table was made with).
+    pub state_limit: Option<usize>,
 }
+
+/// The largest `set limit states` (the `ct` hook's largest `max`).
+pub const STATE_LIMIT_MAX: usize = 10_000_000;
 
 impl Ruleset {
     /// A ruleset; the default action is [`Action::Pass`].
@@ -414,6 +422,7 @@ impl Ruleset {
         Ruleset {
             rules,
             default: Action::Pass,
+            state_limit: None,
         }
     }
 

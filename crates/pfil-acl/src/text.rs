@@ -6,7 +6,9 @@
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use crate::rule::{Action, Addr, Rule, Ruleset, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
+use crate::rule::{
+    Action, Addr, Rule, Ruleset, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, STATE_LIMIT_MAX,
+};
 
 /// Where and why a ruleset did not parse.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -123,7 +125,7 @@ impl<'a> Line<'a> {
     }
 }
 
-const E_ACTION: &str = "`pass`, `drop` or `default`";
+const E_ACTION: &str = "`pass`, `drop`, `default` or `set limit states`";
 const E_PORTS: &str = "a port or port range (N or LOW:HIGH, 0-65535)";
 const E_PROTO: &str = "a protocol (tcp, udp, icmp, icmp6, sctp, any or 0-255)";
 const E_ADDR: &str = "`any`, an IPv4 or IPv6 address or prefix (ADDR/LEN)";
@@ -148,6 +150,7 @@ fn shorten(s: &str) -> String {
 pub fn parse(text: &str) -> Result<Ruleset, ParseError> {
     let mut rules = Vec::new();
     let mut default = None;
+    let mut state_limit = None;
     for (i, raw) in text.lines().enumerate() {
         let mut l = Line::new(raw, i + 1);
         if l.peek().is_none() {
@@ -163,6 +166,23 @@ pub fn parse(text: &str) -> Result<Ruleset, ParseError> {
                 }
                 default = Some(act);
             }
+            "set" => {
+                // pf's `set limit states N`.
+                for word in ["limit", "states"] {
+                    let w = l.next(&format!("`{word}` (`set limit states N`)"))?;
+                    if w.s != word {
+                        return Err(l.err(w, &format!("`{word}` (`set limit states N`)")));
+                    }
+                }
+                let n = l.next(E_STATES)?;
+                let v = parse_count(n.s)
+                    .filter(|v| (1..=STATE_LIMIT_MAX).contains(v))
+                    .ok_or_else(|| l.err(n, E_STATES))?;
+                if state_limit.is_some() {
+                    return Err(l.err(t, "a single `set limit states` line (this is the second)"));
+                }
+                state_limit = Some(v);
+            }
             s => {
                 let act = action(s).ok_or_else(|| l.err(t, E_ACTION))?;
                 rules.push(rule(&mut l, act)?);
@@ -175,7 +195,26 @@ pub fn parse(text: &str) -> Result<Ruleset, ParseError> {
     Ok(Ruleset {
         rules,
         default: default.unwrap_or(Action::Pass),
+        state_limit,
     })
+}
+
+const E_STATES: &str = "a number of states, 1 to 10000000 (`100000`, `100k`, `1M`)";
+
+/// A count as configs write them: `100000`, `100_000`, `100k`, `1M`
+/// (`set limit states`, the `ct` hook's `max`); `None` if it is not one
+/// or overflows.
+pub fn parse_count(s: &str) -> Option<usize> {
+    let (digits, mult) = match s.as_bytes().last()? {
+        b'k' | b'K' => (&s[..s.len() - 1], 1_000),
+        b'm' | b'M' => (&s[..s.len() - 1], 1_000_000),
+        _ => (s, 1),
+    };
+    let digits: String = digits.chars().filter(|&c| c != '_').collect();
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<usize>().ok()?.checked_mul(mult)
 }
 
 fn action(s: &str) -> Option<Action> {
@@ -417,6 +456,9 @@ pub fn to_text(rs: &Ruleset) -> String {
         s.push('\n');
     }
     s.push_str(&format!("default {}\n", rs.default));
+    if let Some(n) = rs.state_limit {
+        s.push_str(&format!("set limit states {n}\n"));
+    }
     s
 }
 
@@ -611,7 +653,26 @@ mod tests {
     fn errors_name_line_column_and_what_was_expected() {
         // (input, line, column, expected fragment, found)
         let cases: &[(&str, usize, usize, &str, &str)] = &[
-            ("allow all", 1, 1, "`pass`, `drop` or `default`", "`allow`"),
+            (
+                "allow all",
+                1,
+                1,
+                "`pass`, `drop`, `default` or `set limit states`",
+                "`allow`",
+            ),
+            ("set limits states 5", 1, 5, "`limit`", "`limits`"),
+            ("set limit", 1, 10, "`states`", "end of line"),
+            ("set limit states", 1, 17, "a number of states", "end of line"),
+            ("set limit states 0", 1, 18, "1 to 10000000", "`0`"),
+            ("set limit states 11M", 1, 18, "a number of states", "`11M`"),
+            ("set limit states lots", 1, 18, "a number of states", "`lots`"),
+            (
+                "set limit states 5\nset limit states 6",
+                2,
+                1,
+                "single `set limit states`",
+                "`set`",
+            ),
             ("pass all\n  drop proto tcpp", 2, 14, "a protocol", "`tcpp`"),
             (
                 "pass from 10.0.0.0/33",

@@ -186,7 +186,7 @@ proptest! {
     ) {
         let mut rng = Rng::new(seed);
         let rules: Vec<Rule> = (0..n).map(|_| rule(&mut rng, wild)).collect();
-        let rs = Ruleset { rules, default: Action::Drop };
+        let rs = Ruleset { rules, default: Action::Drop, state_limit: None };
         let keys: Vec<Key> = (0..64).map(|_| random_key(&mut rng, &rs.rules)).collect();
         // Half the cases without the single-tree trial: the partitioned
         // trees, whose batch tests first blocks without a branch and skips
@@ -217,7 +217,7 @@ proptest! {
                 r
             })
             .collect();
-        let rs = Ruleset { rules, default: Action::Drop };
+        let rs = Ruleset { rules, default: Action::Drop, state_limit: None };
         let c = pfil_acl::CtClassifier::new(&rs);
         let lin = Linear::new(&rs);
         for _ in 0..64 {

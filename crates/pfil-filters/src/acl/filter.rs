@@ -63,10 +63,32 @@ impl Acl {
 
     /// Make the state table if the current rules keep state (on the
     /// control thread, before the rules are published).
+    /// The table is made for the ruleset's `set limit states`, else
+    /// [`crate::ct::DEFAULT_MAX`] flows, and keeps that size: a later
+    /// ruleset may lower the limit, not raise it past the table
+    /// ([`Acl::check_limit`]).
     pub(super) fn ensure_states_for(&self, rules: &Ruleset) {
         if rules.rules.iter().any(|r| r.keep_state) {
-            self.states
-                .get_or_init(|| crate::ct::Table::new(crate::ct::DEFAULT_MAX, self.workers));
+            self.states.get_or_init(|| {
+                crate::ct::Table::new(
+                    rules.state_limit.unwrap_or(crate::ct::DEFAULT_MAX),
+                    self.workers,
+                )
+            });
+        }
+    }
+
+    /// Refuse a ruleset whose `set limit states` is over what this
+    /// filter's state table was made for (its states would have to go).
+    pub(super) fn check_limit(&self, rules: &Ruleset) -> Result<(), String> {
+        match (self.states.get(), rules.state_limit) {
+            (Some(t), Some(n)) if n > t.built_for() => Err(format!(
+                "set limit states: {n} is over the {} states this hook's table was made \
+                 for; states are kept only up to that (remove the hook and add it again \
+                 for a larger table, losing its states)",
+                t.built_for()
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -170,15 +192,20 @@ impl Acl {
     /// The flows of the keep-state table (`None`: no ruleset of this
     /// filter had a `keep state` rule, there is no table).
     pub fn states(&self) -> Option<Vec<crate::ct::StateInfo>> {
-        self.states.get().map(|t| t.states(crate::ct::DEFAULT_MAX))
+        let v = self.current.load();
+        self.states
+            .get()
+            .map(|t| t.states(super::stateful::state_max(&v.rules, t)))
     }
 
     /// How many keep-state flows there are, and at most `limit` of them
     /// (`None`: no keep-state table).
     pub fn list_states(&self, limit: usize) -> Option<(usize, Vec<crate::ct::StateInfo>)> {
-        self.states
-            .get()
-            .map(|t| (t.len(), t.states_limited(crate::ct::DEFAULT_MAX, limit)))
+        let v = self.current.load();
+        self.states.get().map(|t| {
+            let max = super::stateful::state_max(&v.rules, t);
+            (t.len(), t.states_limited(max, limit))
+        })
     }
 
     /// The current ruleset.
@@ -214,6 +241,7 @@ pub(super) fn rule_text(r: &Rule) -> String {
     let rs = Ruleset {
         rules: vec![*r],
         default: Action::Pass,
+        state_limit: None,
     };
     text::to_text(&rs).lines().next().unwrap_or("").to_owned()
 }
@@ -296,7 +324,7 @@ impl Filter for Acl {
     /// A new `acl:` config through [`Acl::replace`]: the hit counters of
     /// counted rules in both rulesets carry over.
     fn reconfigure(&self, config: &str) -> Option<Result<(), String>> {
-        let rules = match parse_config(config) {
+        let rules = match parse_config(config).and_then(|r| self.check_limit(&r).map(|()| r)) {
             Ok(r) => r,
             Err(e) => return Some(Err(e)),
         };
@@ -309,11 +337,16 @@ impl Filter for Acl {
     /// shares the hit counters of the counted rules both rulesets have
     /// (and the default action's) with this one, which is not changed.
     fn derive(&self, config: &str) -> Option<Result<Arc<dyn Filter>, String>> {
-        Some(parse_config(config).map(|rules| {
-            let next = self.with_rules(rules);
-            *next.config.lock().unwrap_or_else(|e| e.into_inner()) = Some(config.to_owned());
-            Arc::new(next) as Arc<dyn Filter>
-        }))
+        Some(
+            parse_config(config)
+                .and_then(|r| self.check_limit(&r).map(|()| r))
+                .map(|rules| {
+                    let next = self.with_rules(rules);
+                    *next.config.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some(config.to_owned());
+                    Arc::new(next) as Arc<dyn Filter>
+                }),
+        )
     }
 
     /// `Some(self)`: a control plane lists the keep-state flows

@@ -7,6 +7,14 @@ use pfil_acl::{Classify, CtClassifier, KeyV4};
 
 use super::{key_of, key_of_reference, key_v4_into, Version, CHUNK};
 
+/// The state limit `rules` keep to in table `t`: their `set limit
+/// states`, at most the table's size, else the table's size.
+pub(super) fn state_max(rules: &pfil_acl::Ruleset, t: &crate::ct::Table) -> usize {
+    rules
+        .state_limit
+        .map_or(t.built_for(), |n| n.min(t.built_for()))
+}
+
 /// The path of a ruleset with `keep state` rules, packet by packet, as
 /// pf: a packet of a flow in the state table passes on its state
 /// (annotated with it, as the `ct` hook would), or is dropped if it fails
@@ -24,7 +32,7 @@ pub(super) fn filter_batch_keep(
     let run = crate::ct::Run {
         now: t.now(),
         loose: false,
-        max: t.built_for(),
+        max: state_max(&v.rules, t),
     };
     for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
         let c = crate::ct::flow::classify(p);
@@ -43,9 +51,16 @@ pub(super) fn filter_batch_keep(
         let verdict = v.decide(m, ctx.worker);
         v.set_mark(m, p);
         if verdict.is_pass() && m.is_some_and(|i| v.rules.rules[i as usize].keep_state) {
-            let (st, reply) = t.track(c, len, run, ctx.worker);
-            if st != pfil::CtState::Invalid {
-                p.set_ct(st, reply);
+            match t.track_why(c, len, run, ctx.worker) {
+                Ok((st, reply)) => p.set_ct(st, reply),
+                // The table is full: as pf, the packet that would have
+                // made a state is dropped (counted: invalid, limit).
+                Err(crate::ct::Invalid::Limit) => {
+                    p.set_verdict(Verdict::Dropped);
+                    continue;
+                }
+                // A packet that cannot start a flow passes on the rule.
+                Err(_) => {}
             }
         }
         p.set_verdict(verdict);

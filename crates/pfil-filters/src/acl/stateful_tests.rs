@@ -335,3 +335,68 @@ fn a_leading_catch_all_rule_answers_its_state_without_classifying() {
         .all(Option::is_none));
     assert_eq!(run(&tcp_only, &[Est, New]), [Dropped, Dropped]);
 }
+
+/// pf's `set limit states N`: the table is made for N flows; at the
+/// limit a packet that would make a state is dropped (counted, as pf
+/// drops it), flows already kept pass; a later ruleset may lower the
+/// limit but not raise it past the table (the error says why), and the
+/// line round-trips.
+#[test]
+fn set_limit_states_bounds_the_table_and_drops_at_the_limit() {
+    use pfil::{Dirs, Placement, Registry};
+    let reg = Registry::new();
+    let head = reg
+        .register_head("h", PacketKind::Ethernet, Dirs::BOTH)
+        .unwrap();
+    let cfg = "set limit states 2; pass from 198.18.0.1 keep state; default drop";
+    let acl = Acl::from_config(cfg, reg.max_workers()).unwrap();
+    reg.add_hook("acl:fw", PacketKind::Ethernet, Dirs::BOTH, acl.clone())
+        .unwrap();
+    reg.link("h", Dir::In, "acl:fw", Placement::Append).unwrap();
+    reg.link("h", Dir::Out, "acl:fw", Placement::Append)
+        .unwrap();
+    let mut w = reg.worker().unwrap();
+    let (me, peer) = ([198, 18, 0, 1], [198, 18, 0, 9]);
+    let mut run = |dir: Dir, frames: Vec<Vec<u8>>| -> Vec<Verdict> {
+        let mut frames = frames;
+        let mut batch: Vec<Packet<'_>> = frames.iter_mut().map(|f| Packet::new(f)).collect();
+        match dir {
+            Dir::In => head.run_in(&mut w, &mut batch),
+            Dir::Out => head.run_out(&mut w, &mut batch),
+        }
+        batch.iter().map(|p| p.verdict()).collect()
+    };
+    use Verdict::{Dropped as D, Pass as P};
+    let out: Vec<Vec<u8>> = (0..3).map(|i| udp4(me, peer, 5000 + i, 53)).collect();
+    assert_eq!(run(Dir::Out, out.clone()), [P, P, D], "the third flow is over the limit");
+    assert_eq!(
+        run(Dir::In, (0..3).map(|i| udp4(peer, me, 53, 5000 + i)).collect()),
+        [P, P, D],
+        "replies of the kept flows only"
+    );
+    assert_eq!(run(Dir::Out, out), [P, P, D]);
+    let t = acl.states.get().unwrap();
+    assert_eq!((t.len(), t.built_for()), (2, 2));
+    let (_, _, invalid) = t.counts();
+    assert_eq!(invalid[crate::ct::Invalid::Limit as usize], 2, "{invalid:?}");
+    // Raising the limit past the table is refused, with the reason;
+    // lowering it, or leaving it out (the table's size), is taken.
+    for (config, ok) in [
+        ("set limit states 3; pass from 198.18.0.1 keep state", false),
+        ("set limit states 1; pass from 198.18.0.1 keep state", true),
+        ("pass from 198.18.0.1 keep state", true),
+    ] {
+        let r = acl.derive(config).unwrap();
+        assert_eq!(r.is_ok(), ok, "{config}");
+        if let Err(e) = r {
+            assert!(e.contains("set limit states: 3 is over the 2 states"), "{e}");
+        }
+        assert_eq!(acl.reconfigure(config).unwrap().is_ok(), ok, "{config}");
+    }
+    // A new hook's table is made for its limit; the text round-trips.
+    let big = Acl::from_config("set limit states 1M; pass all keep state", 1).unwrap();
+    assert_eq!(big.states.get().unwrap().built_for(), 1_000_000);
+    let rs = big.rules();
+    assert_eq!(rs.state_limit, Some(1_000_000));
+    assert_eq!(text::parse(&text::to_text(&rs)).unwrap(), rs);
+}

@@ -5,7 +5,7 @@ use std::fmt;
 /// Entries a table holds by default (pf's `set limit states`).
 pub const DEFAULT_MAX: usize = 100_000;
 /// The largest `max`.
-pub const MAX_MAX: usize = 10_000_000;
+pub const MAX_MAX: usize = pfil_acl::STATE_LIMIT_MAX;
 
 /// How TCP segments are checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -69,7 +69,7 @@ impl CtConfig {
                     let n = words
                         .next()
                         .ok_or("`max` needs a number of entries after it")?;
-                    c.max = parse_count(n).ok_or_else(|| {
+                    c.max = pfil_acl::text::parse_count(n).ok_or_else(|| {
                         format!(
                             "max: a number of entries (1 to {MAX_MAX}), not `{}`",
                             crate::shorten(n, 32)
@@ -107,20 +107,6 @@ impl CtConfig {
         }
         Ok(c)
     }
-}
-
-/// `100000`, `100_000`, `100k`, `1M`.
-fn parse_count(s: &str) -> Option<usize> {
-    let (digits, mult) = match s.as_bytes().last()? {
-        b'k' | b'K' => (&s[..s.len() - 1], 1_000),
-        b'm' | b'M' => (&s[..s.len() - 1], 1_000_000),
-        _ => (s, 1),
-    };
-    let digits: String = digits.chars().filter(|&c| c != '_').collect();
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse::<usize>().ok()?.checked_mul(mult)
 }
 
 impl fmt::Display for CtConfig {

@@ -161,13 +161,24 @@ impl Table {
     /// Track one packet of class `c` and `len` bytes; its state and
     /// direction. Counts an invalid packet's reason in `worker`'s slot.
     pub fn track(&self, c: Class, len: u32, run: Run, worker: usize) -> (CtState, bool) {
-        match self.track_inner(c, None, len, run, true) {
-            Ok(r) => r,
-            Err(why) => {
+        self.track_why(c, len, run, worker)
+            .unwrap_or((CtState::Invalid, false))
+    }
+
+    /// [`track`](Self::track), with why a packet is invalid (counted in
+    /// `worker`'s slot as there): a caller that treats a full table
+    /// ([`Invalid::Limit`]) apart.
+    pub fn track_why(
+        &self,
+        c: Class,
+        len: u32,
+        run: Run,
+        worker: usize,
+    ) -> Result<(CtState, bool), Invalid> {
+        self.track_inner(c, None, len, run, true)
+            .inspect_err(|&why| {
                 self.count(worker, why);
-                (CtState::Invalid, false)
-            }
-        }
+            })
     }
 
     /// Track a packet only if it belongs to a flow in the table (or is an
