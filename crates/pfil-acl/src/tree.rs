@@ -1892,6 +1892,8 @@ impl<'a> Builder<'a> {
         let o = self.mem.len();
         self.mem.resize(o + nchild, 0);
         self.stats.nodes += 1;
+        // The previous child: its rules, box and what was built for it.
+        let mut prev: Option<(&[u32], Boxx, u64)> = None;
         for (c, ch) in (0..nchild).map(|c| (c, &flat[at[c]..at[c + 1]])) {
             let mut cb = bx;
             let c0 = (c >> b1) as u32;
@@ -1900,10 +1902,33 @@ impl<'a> Builder<'a> {
                 let c1 = (c & ((1 << b1) - 1)) as u32;
                 cb[d1] = (bx[d1].0 + (c1 << s1), s1);
             }
-            let r = self.build(cb, ch, depth + 1);
+            let r = match prev {
+                // The same rules, each covering both boxes where they
+                // differ: every cut and leaf below would be the same, so
+                // the child is the previous one's subtree, shared (wide
+                // rules make runs of such children; rte_acl shares
+                // nodes too).
+                Some((pch, pb, pr)) if pch == ch && self.covers(ch, &pb, &cb) => pr,
+                _ => self.build(cb, ch, depth + 1),
+            };
             self.mem[o + c] = r;
+            prev = Some((ch, cb, r));
         }
         Ok((o, (d0, s0, b0, d1, s1, b1)))
+    }
+
+    /// Whether every rule of `ids` covers boxes `a` and `b` whole in each
+    /// field where they differ: a subtree built for `ids` in one box is
+    /// then the subtree for the other (the build sees a rule only through
+    /// its part inside the box).
+    fn covers(&self, ids: &[u32], a: &Boxx, b: &Boxx) -> bool {
+        (0..DIMS).filter(|&d| a[d] != b[d]).all(|d| {
+            let (lo, hi) = (a[d].0.min(b[d].0), box_hi(a[d]).max(box_hi(b[d])));
+            ids.iter().all(|&i| {
+                let r = &self.br[i as usize];
+                r.lo[d] <= lo && r.hi[d] >= hi
+            })
+        })
     }
 
     /// Children's total and largest rule count for a cut of `b0` bits of

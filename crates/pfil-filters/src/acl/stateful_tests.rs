@@ -368,9 +368,16 @@ fn set_limit_states_bounds_the_table_and_drops_at_the_limit() {
     };
     use Verdict::{Dropped as D, Pass as P};
     let out: Vec<Vec<u8>> = (0..3).map(|i| udp4(me, peer, 5000 + i, 53)).collect();
-    assert_eq!(run(Dir::Out, out.clone()), [P, P, D], "the third flow is over the limit");
     assert_eq!(
-        run(Dir::In, (0..3).map(|i| udp4(peer, me, 53, 5000 + i)).collect()),
+        run(Dir::Out, out.clone()),
+        [P, P, D],
+        "the third flow is over the limit"
+    );
+    assert_eq!(
+        run(
+            Dir::In,
+            (0..3).map(|i| udp4(peer, me, 53, 5000 + i)).collect()
+        ),
         [P, P, D],
         "replies of the kept flows only"
     );
@@ -378,7 +385,11 @@ fn set_limit_states_bounds_the_table_and_drops_at_the_limit() {
     let t = acl.states.get().unwrap();
     assert_eq!((t.len(), t.built_for()), (2, 2));
     let (_, _, invalid) = t.counts();
-    assert_eq!(invalid[crate::ct::Invalid::Limit as usize], 2, "{invalid:?}");
+    assert_eq!(
+        invalid[crate::ct::Invalid::Limit as usize],
+        2,
+        "{invalid:?}"
+    );
     // Raising the limit past the table is refused, with the reason;
     // lowering it, or leaving it out (the table's size), is taken.
     for (config, ok) in [
@@ -389,7 +400,10 @@ fn set_limit_states_bounds_the_table_and_drops_at_the_limit() {
         let r = acl.derive(config).unwrap();
         assert_eq!(r.is_ok(), ok, "{config}");
         if let Err(e) = r {
-            assert!(e.contains("set limit states: 3 is over the 2 states"), "{e}");
+            assert!(
+                e.contains("set limit states: 3 is over the 2 states"),
+                "{e}"
+            );
         }
         assert_eq!(acl.reconfigure(config).unwrap().is_ok(), ok, "{config}");
     }
