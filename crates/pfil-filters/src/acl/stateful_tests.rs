@@ -10,6 +10,17 @@ use pfil_acl::text;
 use super::tests::udp4;
 use super::Acl;
 
+/// The verdicts of `frames` run through `head` in `dir` as one batch.
+fn run_on(head: &pfil::Head, w: &mut pfil::Worker, dir: Dir, frames: Vec<Vec<u8>>) -> Vec<Verdict> {
+    let mut frames = frames;
+    let mut batch: Vec<Packet<'_>> = frames.iter_mut().map(|f| Packet::new(f)).collect();
+    match dir {
+        Dir::In => head.run_in(w, &mut batch),
+        Dir::Out => head.run_out(w, &mut batch),
+    }
+    batch.iter().map(|p| p.verdict()).collect()
+}
+
 /// A stateful policy on one head: `ct` then an acl that lets in
 /// replies and drops the rest; outbound (`out`) packets start flows.
 #[test]
@@ -45,15 +56,7 @@ fn ct_state_rules_follow_the_tracker() {
     let mut w = reg.worker().unwrap();
     let me = [198, 18, 0, 1];
     let peer = [198, 18, 0, 9];
-    let mut run = |dir: Dir, frames: Vec<Vec<u8>>| -> Vec<Verdict> {
-        let mut frames = frames;
-        let mut batch: Vec<Packet<'_>> = frames.iter_mut().map(|f| Packet::new(f)).collect();
-        match dir {
-            Dir::In => head.run_in(&mut w, &mut batch),
-            Dir::Out => head.run_out(&mut w, &mut batch),
-        }
-        batch.iter().map(|p| p.verdict()).collect()
-    };
+    let mut run = |dir: Dir, frames: Vec<Vec<u8>>| run_on(&head, &mut w, dir, frames);
     // Unsolicited inbound: dropped (by the default, as new).
     assert_eq!(
         run(Dir::In, vec![udp4(peer, me, 53, 5000)]),
@@ -128,15 +131,7 @@ fn keep_state_lets_replies_back_and_nothing_else() {
     let mut w = reg.worker().unwrap();
     let me = [198, 18, 0, 1];
     let peer = [198, 18, 0, 9];
-    let mut run = |dir: Dir, frames: Vec<Vec<u8>>| -> Vec<Verdict> {
-        let mut frames = frames;
-        let mut batch: Vec<Packet<'_>> = frames.iter_mut().map(|f| Packet::new(f)).collect();
-        match dir {
-            Dir::In => head.run_in(&mut w, &mut batch),
-            Dir::Out => head.run_out(&mut w, &mut batch),
-        }
-        batch.iter().map(|p| p.verdict()).collect()
-    };
+    let mut run = |dir: Dir, frames: Vec<Vec<u8>>| run_on(&head, &mut w, dir, frames);
     let tcp =
         |src: [u8; 4], sp: u16, dst: [u8; 4], dp: u16, syn: bool, seq: u32, ack: Option<u32>| {
             let mut b = PacketBuilder::ethernet2([2; 6], [4; 6])
@@ -357,15 +352,7 @@ fn set_limit_states_bounds_the_table_and_drops_at_the_limit() {
         .unwrap();
     let mut w = reg.worker().unwrap();
     let (me, peer) = ([198, 18, 0, 1], [198, 18, 0, 9]);
-    let mut run = |dir: Dir, frames: Vec<Vec<u8>>| -> Vec<Verdict> {
-        let mut frames = frames;
-        let mut batch: Vec<Packet<'_>> = frames.iter_mut().map(|f| Packet::new(f)).collect();
-        match dir {
-            Dir::In => head.run_in(&mut w, &mut batch),
-            Dir::Out => head.run_out(&mut w, &mut batch),
-        }
-        batch.iter().map(|p| p.verdict()).collect()
-    };
+    let mut run = |dir: Dir, frames: Vec<Vec<u8>>| run_on(&head, &mut w, dir, frames);
     use Verdict::{Dropped as D, Pass as P};
     let out: Vec<Vec<u8>> = (0..3).map(|i| udp4(me, peer, 5000 + i, 53)).collect();
     assert_eq!(

@@ -310,11 +310,25 @@ impl<'a> Packet<'a> {
         // A frame of 4 GiB or more is no port's: its first 4 GiB - 1
         // bytes, never past its end (one instruction, no branch).
         let len = frame.len().min(u32::MAX as usize) as u32;
+        Packet::from_parts(NonNull::from(frame).cast(), len, 0, 0, kind)
+    }
+
+    /// A packet of `len` bytes at `data` with `head` and `tail` bytes of
+    /// its buffer around it, every other field at its start value: what
+    /// each constructor checked its way to.
+    #[inline(always)]
+    pub(super) fn from_parts(
+        data: NonNull<u8>,
+        len: u32,
+        head: u16,
+        tail: u16,
+        kind: PacketKind,
+    ) -> Self {
         Packet {
-            data: NonNull::from(frame).cast(),
+            data,
             len,
-            head: 0,
-            tail: 0,
+            head,
+            tail,
             _buffer: PhantomData,
             kind,
             ifindex: 0,

@@ -3,12 +3,10 @@
 //! back to (an XDP program's `bpf_xdp_adjust_head` and `_tail`).
 
 use std::fmt;
-use std::marker::PhantomData;
-use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 
-use super::{Cell, Packet, UnsafeCell};
-use crate::{PacketKind, Verdict};
+use super::Packet;
+use crate::PacketKind;
 
 /// The most headroom or tailroom a packet offers (the rest of a larger
 /// buffer is left alone): 64 KiB - 1, 256 times the kernel's XDP headroom.
@@ -110,25 +108,15 @@ impl<'a> Packet<'a> {
             _ => return Err(outside),
         };
         let base = NonNull::from(buffer).cast::<u8>();
-        Ok(Packet {
+        Ok(Packet::from_parts(
             // SAFETY: start <= buffer.len() (checked above): the pointer
             // stays inside the buffer or one past its end.
-            data: unsafe { base.add(start) },
-            len: len as u32,
-            head: room(start),
-            tail: room(tail),
-            _buffer: PhantomData,
-            kind: PacketKind::Ethernet,
-            ifindex: 0,
-            queue: 0,
-            verdict: Verdict::Pass,
-            parsed: Cell::new(0),
-            tuple: UnsafeCell::new(MaybeUninit::uninit()),
-            cookie: 0,
-            mark: 0,
-            ct: 0,
-            moved: false,
-        })
+            unsafe { base.add(start) },
+            len as u32,
+            room(start),
+            room(tail),
+            PacketKind::Ethernet,
+        ))
     }
 
     /// [`in_buffer`](Self::in_buffer) that cannot fail: the frame is cut
@@ -142,25 +130,15 @@ impl<'a> Packet<'a> {
         let start = start.min(whole).min(ROOM_MAX);
         let len = len.min(whole - start).min(LEN_MAX);
         let base = NonNull::from(buffer).cast::<u8>();
-        Packet {
+        Packet::from_parts(
             // SAFETY: start <= buffer.len(): inside the buffer or one past
             // its end.
-            data: unsafe { base.add(start) },
-            len: len as u32,
-            head: room(start),
-            tail: room(whole - start - len),
-            _buffer: PhantomData,
-            kind: PacketKind::Ethernet,
-            ifindex: 0,
-            queue: 0,
-            verdict: Verdict::Pass,
-            parsed: Cell::new(0),
-            tuple: UnsafeCell::new(MaybeUninit::uninit()),
-            cookie: 0,
-            mark: 0,
-            ct: 0,
-            moved: false,
-        }
+            unsafe { base.add(start) },
+            len as u32,
+            room(start),
+            room(whole - start - len),
+            PacketKind::Ethernet,
+        )
     }
 
     /// Record a frame of `len` bytes (at most [`LEN_MAX`]) with `head`
