@@ -23,4 +23,19 @@ if ! git cat-file -e "$SEMVER_BASELINE^{commit}" 2>/dev/null; then
         exit 1
     }
 fi
-cargo semver-checks --workspace --baseline-rev "$SEMVER_BASELINE"
+# A crate the baseline does not have (added since: pfil-ebpf, pfil-xdp)
+# has no API to break: left out, and said so.
+EXCLUDE=()
+while read -r name manifest; do
+    if ! git cat-file -e "$SEMVER_BASELINE:$manifest" 2>/dev/null; then
+        echo "semver: $name is new since $SEMVER_BASELINE: not checked" >&2
+        EXCLUDE+=(--exclude "$name")
+    fi
+done < <(cargo metadata --no-deps --format-version 1 | python3 -c '
+import json, os, sys
+m = json.load(sys.stdin)
+root = m["workspace_root"]
+for p in m["packages"]:
+    print(p["name"], os.path.relpath(p["manifest_path"], root))
+')
+cargo semver-checks --workspace "${EXCLUDE[@]}" --baseline-rev "$SEMVER_BASELINE"
