@@ -79,11 +79,13 @@
 //! port whose packets sit after room (the synthetic port: 256 bytes;
 //! AF_XDP: the kernel's 256 on RX) says so there, and takes back what the
 //! hooks made of the packet with [`Port::set_span`]: the loops call it on
-//! every frame that passes to be sent (forward, generator) and on every
-//! outbox transmit of [`Outbox::transmit_packet`], and the frame goes out
-//! from that start, that long. The defaults offer no room; a frame whose
-//! start a hook moved is then refused (counted `refused`), never sent as
-//! it was.
+//! every frame to be sent (forward, generator) whose bounds a hook
+//! changed ([`pfil::Packet::bounds_changed`]) and on every outbox
+//! transmit of [`Outbox::transmit_packet`], and the frame goes out from
+//! that start, that long; the generator also places each frame it builds
+//! after 256 bytes of headroom with it, where the port can. The defaults
+//! offer no room; a frame a hook moved or resized is then refused
+//! (counted `refused`), never sent as it was.
 //!
 //! **The pool.** It must hold more frames than
 //! [`LoopConfig::held_limit`] (frames hooks may keep) plus what the port

@@ -65,6 +65,11 @@ pub(super) fn filter_batch_keep(
         }
         p.set_verdict(verdict);
     }
+    // The per-packet sweeps above visit only the shards the batch's flows
+    // hash to; as the `ct` hook does once a chunk, sweep the next shard in
+    // turn too, so expired flows of idle shards go and stop counting
+    // against the limit.
+    t.sweep_next(pkts.len() * crate::ct::table::SWEEP, run);
 }
 
 /// The path of a ruleset whose rules match or set marks, packet by
