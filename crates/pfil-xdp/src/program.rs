@@ -174,16 +174,6 @@ impl XdpProgram {
     pub fn section(&self) -> &str {
         &self.section
     }
-    /// Whether the program calls `bpf_xdp_adjust_head` (helper 44): it
-    /// may move the frame's start.
-    pub fn moves_head(&self) -> bool {
-        // A helper call is CALL (0x85) with source 0 (bpf-to-bpf calls
-        // have source 1, kfuncs 2).
-        self.prog
-            .insns()
-            .iter()
-            .any(|i| i.code == 0x85 && i.src == 0 && i.imm == 44)
-    }
     /// Its maps, in the object's order.
     pub fn maps(&self) -> &[Arc<Map>] {
         &self.maps
