@@ -157,6 +157,21 @@ impl FrameArea {
         (b, off, len)
     }
 
+    /// The packet of `frame` over its [`room`](FrameArea::room), for the
+    /// loops (`Port::packet`): built without the clamps where the room is
+    /// proven (`room` checked that the packet fits its buffer; a headroom
+    /// past 64 KiB - 1, possible only with 64 KiB pages, is clamped).
+    #[inline]
+    pub fn packet<'a>(&'a self, frame: &'a mut Frame) -> pfil::Packet<'a> {
+        let (b, off, len) = self.room(frame);
+        if off > usize::from(u16::MAX) {
+            return pfil::Packet::in_buffer_clamped(b, off, len);
+        }
+        // SAFETY: `room` gives `off + len <= b.len()` (it checked, or gave
+        // an empty buffer and span), and `off <= 65 535` (just checked).
+        unsafe { pfil::Packet::in_buffer_unchecked(b, off, len) }
+    }
+
     /// Say that `frame` holds a packet of `len` bytes from `off` of its
     /// [`buffer`](FrameArea::buffer) (a hook moved or resized it, within
     /// its headroom and tailroom); `false` (and no change) if that leaves

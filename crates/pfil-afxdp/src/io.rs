@@ -366,6 +366,11 @@ impl pfil_port::Port for Umem {
     }
 
     #[inline]
+    fn packet<'a>(&'a self, frame: &'a mut Frame) -> pfil::Packet<'a> {
+        self.shared.area.packet(frame)
+    }
+
+    #[inline]
     fn set_span(&self, frame: &mut Frame, start: usize, len: usize) -> bool {
         self.shared.area.set_span(frame, start, len)
     }

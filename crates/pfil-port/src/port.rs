@@ -286,6 +286,18 @@ pub trait Port {
         let len = b.len();
         (b, 0, len)
     }
+    /// The [`pfil::Packet`] of `frame`, built over its buffer as
+    /// [`room`](Port::room) gives it (the loops build every packet this
+    /// way). The default clamps the room to the buffer
+    /// ([`pfil::Packet::in_buffer_clamped`]); a port whose frames' bounds
+    /// are right by construction builds it without the clamps
+    /// ([`pfil::Packet::in_buffer_unchecked`]), as the synthetic and
+    /// AF_XDP ports do.
+    #[inline]
+    fn packet<'a>(&'a self, frame: &'a mut Self::Frame) -> pfil::Packet<'a> {
+        let (buf, start, len) = self.room(frame);
+        pfil::Packet::in_buffer_clamped(buf, start, len)
+    }
     /// Say `frame`'s packet is now `len` bytes from `start` of the buffer
     /// [`room`](Port::room) gave (a hook moved or resized it); `false`
     /// (no change) if that is outside the buffer. The default, for ports

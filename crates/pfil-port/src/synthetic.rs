@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pfil::{Registry, Worker};
+use pfil::{Packet, Registry, Worker};
 
 use crate::config::{GenConfig, LoopConfig};
 use crate::error::{Error, Result};
@@ -344,10 +344,24 @@ impl Port for SyntheticPort {
         (&mut frame.buf[..], frame.off as usize, frame.len as usize)
     }
 
+    #[inline(always)]
+    fn packet<'a>(&'a self, frame: &'a mut SyntheticFrame) -> Packet<'a> {
+        let (off, len) = (frame.off as usize, frame.len as usize);
+        // SAFETY: every write of a frame's `off` and `len` keeps `off <=
+        // 65 535` and `off + len <= buf.len()`: `take_free` and `alloc` set
+        // both to 0, `rx` to the headroom and a template it fitted after it
+        // (`get_mut`), `set_len` to 0 and a length it checked, `set_span`
+        // to a span it checked; the fields are private to this module.
+        unsafe { Packet::in_buffer_unchecked(&mut frame.buf[..], off, len) }
+    }
+
     fn set_span(&self, frame: &mut SyntheticFrame, start: usize, len: usize) -> bool {
-        if start
-            .checked_add(len)
-            .is_none_or(|end| end > frame.buf.len())
+        // A packet keeps its headroom exact up to 64 KiB - 1 (`packet`
+        // relies on it): a span farther in is refused.
+        if start > usize::from(u16::MAX)
+            || start
+                .checked_add(len)
+                .is_none_or(|end| end > frame.buf.len())
         {
             return false;
         }
@@ -524,6 +538,57 @@ mod tests {
         assert_eq!(s.generated, s.tx + s.filtered());
         let c = port.counts();
         assert!(c.adds_up() && c.free == c.total, "{c:?}");
+    }
+
+    /// A frame's span stays inside its buffer with a headroom a packet
+    /// can keep exact (at most 64 KiB - 1): `set_span` refuses the rest,
+    /// so the packets the loops build over frames (without a check,
+    /// `Port::packet`) are always what `Packet::in_buffer` would build.
+    #[test]
+    fn frame_spans_stay_where_packets_can_be_built_over_them() {
+        let big: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+        let gen = GenConfig {
+            count: 1,
+            replay: Some(Arc::new(vec![big.clone()])),
+            ..GenConfig::default()
+        };
+        let mut port = SyntheticPort::new(&gen, &["syn0"], Origin::default(), 0).unwrap();
+        let mut out = Batch::new();
+        assert_eq!(port.rx(PortId::new(0), &mut out), 1);
+        let mut f = out.pop().unwrap();
+        let size = port.buffer(&mut f).len();
+        assert_eq!(size, 100_000 + SYNTHETIC_HEADROOM + SYNTHETIC_TAILROOM);
+        let check = |port: &SyntheticPort, f: &mut SyntheticFrame, start: usize, len: usize| {
+            let want = {
+                let (buf, s, l) = port.room(f);
+                assert_eq!((s, l), (start, len));
+                let p = Packet::in_buffer(buf, s, l).unwrap();
+                (p.frame().to_vec(), p.headroom(), p.tailroom())
+            };
+            let p = port.packet(f);
+            assert_eq!((p.frame().to_vec(), p.headroom(), p.tailroom()), want);
+        };
+        check(&port, &mut f, SYNTHETIC_HEADROOM, big.len());
+        assert_eq!(port.packet(&mut f).frame(), &big[..]);
+        // Past the end, overflowing, or too far in: refused, unchanged.
+        for (start, len) in [
+            (0, size + 1),
+            (size, 1),
+            (1, usize::MAX),
+            (65_536, 10),
+            (size, 0),
+        ] {
+            assert!(!port.set_span(&mut f, start, len), "{start}+{len}");
+            check(&port, &mut f, SYNTHETIC_HEADROOM, big.len());
+        }
+        for (start, len) in [(0, size), (65_535, size - 65_535), (300, 0), (300, 10)] {
+            assert!(port.set_span(&mut f, start, len), "{start}+{len}");
+            check(&port, &mut f, start, len);
+        }
+        assert!(port.set_len(&mut f, 60));
+        check(&port, &mut f, 0, 60);
+        port.recycle(f);
+        assert!(port.counts().adds_up());
     }
 
     /// Frames a hook grew into the headroom (an 8-byte tag) and the

@@ -141,6 +141,35 @@ impl<'a> Packet<'a> {
         )
     }
 
+    /// [`in_buffer`](Self::in_buffer) for a driver that keeps its frames'
+    /// bounds right by construction (checked where they are set: on RX,
+    /// in `set_span`): no check, no clamp but the tailroom's, where
+    /// [`in_buffer_clamped`](Self::in_buffer_clamped) spends about ten
+    /// instructions a packet on its clamps.
+    ///
+    /// # Safety
+    /// `start <= 65_535` (the headroom, kept exact) and `start + len <=
+    /// buffer.len()` (no overflow): the frame lies inside `buffer`.
+    #[inline(always)]
+    pub unsafe fn in_buffer_unchecked(buffer: &'a mut [u8], start: usize, len: usize) -> Self {
+        debug_assert!(
+            start <= ROOM_MAX && start.checked_add(len).is_some_and(|e| e <= buffer.len())
+        );
+        let whole = buffer.len();
+        let base = NonNull::from(buffer).cast::<u8>();
+        Packet::from_parts(
+            // SAFETY: start <= start + len <= buffer.len() (the caller's
+            // promise): inside the buffer or one past its end.
+            unsafe { base.add(start) },
+            // A buffer of 4 GiB or more: the frame's first 4 GiB - 1
+            // bytes (shorter, never past its end).
+            len.min(LEN_MAX) as u32,
+            start as u16,
+            room(whole - start - len),
+            PacketKind::Ethernet,
+        )
+    }
+
     /// Record a frame of `len` bytes (at most [`LEN_MAX`]) with `head`
     /// (at most [`ROOM_MAX`]: where the frame starts in its buffer, kept
     /// exact) and `tail` bytes of room around it (offered up to
@@ -418,6 +447,37 @@ mod tests {
         assert_eq!((p.headroom(), p.len()), (ROOM_MAX, 100));
         let p = Packet::in_buffer(&mut big, 256, 100).unwrap();
         assert_eq!((p.len(), p.headroom(), p.tailroom()), (100, 256, ROOM_MAX));
+    }
+
+    /// Where the bounds hold (the promise a port keeps), the unchecked
+    /// constructor builds the packet `in_buffer` builds: same bytes, same
+    /// rooms (the tailroom offered up to 64 KiB - 1).
+    #[test]
+    fn unchecked_agrees_with_in_buffer_where_the_bounds_hold() {
+        for whole in [0usize, 1, 60, 2048 + 512, 70_000, 200_000] {
+            let mut buf: Vec<u8> = (0..whole).map(|i| i as u8).collect();
+            for start in [0usize, 1, 256, 2048, ROOM_MAX] {
+                for len in [0usize, 1, 64, 1500, 65_536, 150_000] {
+                    if start + len > whole {
+                        continue;
+                    }
+                    let (b, h, t) = {
+                        let p = Packet::in_buffer(&mut buf, start, len).unwrap();
+                        (p.frame().as_ptr(), p.headroom(), p.tailroom())
+                    };
+                    let want: Vec<u8> = buf[start..start + len].to_vec();
+                    // SAFETY: start <= ROOM_MAX and start + len <= whole
+                    // (the cases past them are skipped above).
+                    let p = unsafe { Packet::in_buffer_unchecked(&mut buf, start, len) };
+                    assert_eq!(
+                        (p.frame().as_ptr(), p.len(), p.headroom(), p.tailroom()),
+                        (b, len, h, t),
+                        "buffer {whole}, frame {start}+{len}"
+                    );
+                    assert_eq!(p.frame(), &want[..]);
+                }
+            }
+        }
     }
 
     /// The headroom is where the frame starts in its buffer, exact: a
