@@ -174,13 +174,23 @@ fn dispose<P: Port>(
     mut pass: Option<&mut Batch<P::Frame>>,
 ) -> u64 {
     let n = frames.len() as u64;
-    if v.in_dropped + v.in_consumed + v.out_dropped + v.out_consumed + v.unsendable == 0 {
-        // Every frame passed (the common case): move the batch whole.
+    let dropped = v.in_dropped + v.out_dropped + v.unsendable;
+    if v.in_consumed + v.out_consumed == 0 {
         match pass {
-            Some(p) => p.extend(frames.drain(..)),
-            None => port.recycle_all(frames),
+            // Every frame passed (the common case): move the batch whole.
+            Some(p) if dropped == 0 => {
+                p.extend(frames.drain(..));
+                return n;
+            }
+            // A sink gives back what passed and what was dropped alike:
+            // the batch whole (`dropped` counts the batch's `Dropped`
+            // verdicts, so at most `n`).
+            None => {
+                port.recycle_all(frames);
+                return n.saturating_sub(dropped);
+            }
+            Some(_) => {}
         }
-        return n;
     }
     let mut passed = 0;
     for (f, verdict) in frames.drain(..).zip(v.v.iter()) {

@@ -46,7 +46,8 @@ pub const SYNTHETIC_TAILROOM: usize = 256;
 pub const MAX_REPLAY_FRAME: usize = 262_144;
 
 /// One frame of a synthetic port: it owns its buffer, so no two frames
-/// share bytes and no unsafe code is needed.
+/// share bytes (the port's unsafe code is two local shortcuts: packets
+/// built without clamps, batches moved to the free list whole).
 #[derive(Debug)]
 #[must_use = "a dropped frame is lost to the pool: tx, recycle or hold it"]
 pub struct SyntheticFrame {
@@ -334,6 +335,34 @@ impl Port for SyntheticPort {
         self.free.push(frame);
     }
 
+    fn recycle_all(&mut self, frames: &mut Batch<SyntheticFrame>) {
+        let pool = self.pool;
+        if frames.iter().any(|f| f.pool != pool) {
+            // Not the loops' case: frame by frame, dropping strangers.
+            for f in frames.drain(..) {
+                self.recycle(f);
+            }
+            return;
+        }
+        // A sink's whole batch, every frame ours, moved in one copy: frame
+        // by frame (`push`, or `extend`, which cannot tell an `ArrayVec`'s
+        // length in advance) it cost 30 instructions a frame.
+        let n = frames.len();
+        self.free.reserve(n);
+        let at = self.free.len();
+        // SAFETY: `reserve` made room for `n` more frames after the `at`
+        // the free list holds; the `n` frames of `frames` are copied there
+        // bitwise (two distinct allocations: no overlap), then the free
+        // list counts them and `frames` forgets them (`set_len(0)`: they
+        // are not dropped there), so each frame has one owner throughout.
+        unsafe {
+            std::ptr::copy_nonoverlapping(frames.as_ptr(), self.free.as_mut_ptr().add(at), n);
+            self.free.set_len(at + n);
+            frames.set_len(0);
+        }
+        self.out -= n as u64;
+    }
+
     fn bytes<'a>(&'a self, frame: &'a mut SyntheticFrame) -> &'a mut [u8] {
         let (off, len) = (frame.off as usize, frame.len as usize);
         frame.buf.get_mut(off..off + len).unwrap_or_default()
@@ -589,6 +618,89 @@ mod tests {
         check(&port, &mut f, 0, 60);
         port.recycle(f);
         assert!(port.counts().adds_up());
+    }
+
+    /// A sink whose hook drops some frames gives every frame back (the
+    /// batch whole) and counts what passed and what was dropped apart.
+    #[test]
+    fn a_sink_counts_passed_and_dropped_apart() {
+        let reg = Registry::new();
+        let a = head_for(&reg, "syn0").unwrap();
+        let n = std::sync::Mutex::new(0u64);
+        reg.add_hook(
+            "third",
+            PacketKind::Ethernet,
+            Dirs::BOTH,
+            move |_: &mut Packet<'_>, _: &Ctx<'_>| {
+                let mut n = n.lock().unwrap();
+                *n += 1;
+                if *n % 3 == 0 {
+                    Verdict::Dropped
+                } else {
+                    Verdict::Pass
+                }
+            },
+        )
+        .unwrap();
+        reg.link("syn0", Dir::In, "third", Placement::Prepend)
+            .unwrap();
+        let gen = GenConfig {
+            count: 10_000,
+            ..GenConfig::default()
+        };
+        let mut port = SyntheticPort::new(&gen, &["syn0"], Origin::default(), 0).unwrap();
+        let mut w = reg.worker().unwrap();
+        let stats = Stats::default();
+        let mut lw = LoopWorker {
+            reg: &reg,
+            worker: &mut w,
+            stats: &stats,
+            back: None,
+        };
+        sink_loop(&mut port, (PortId::new(0), &a), &mut lw, &LoopConfig::new()).unwrap();
+        let s = stats.snapshot();
+        assert_eq!(
+            (s.rx, s.passed, s.in_dropped),
+            (10_000, 6_667, 3_333),
+            "{s:?}"
+        );
+        let c = port.counts();
+        assert!(c.adds_up() && c.free == c.total, "{c:?}");
+    }
+
+    /// A whole batch recycled at once (a sink's) goes back to the free
+    /// list frame for frame: the counts add up, and the frames come out
+    /// again, each once, with their own buffers.
+    #[test]
+    fn a_batch_recycled_whole_comes_back_frame_for_frame() {
+        let gen = GenConfig {
+            count: 1_000,
+            ..GenConfig::default()
+        };
+        let mut port = SyntheticPort::new(&gen, &["syn0"], Origin::default(), 200).unwrap();
+        let mut ever = std::collections::BTreeSet::new();
+        for round in 0..8 {
+            let mut seen = std::collections::BTreeSet::new();
+            let mut batch = Batch::new();
+            let n = port.rx(PortId::new(0), &mut batch);
+            assert_eq!(n, BATCH, "round {round}");
+            for f in batch.iter_mut() {
+                seen.insert(f.addr());
+                let b = port.buffer(f);
+                b[0] = round;
+            }
+            assert_eq!(seen.len(), BATCH, "a frame twice in one batch");
+            ever.extend(seen);
+            let c = port.counts();
+            assert_eq!(c.free + BATCH as u64, c.total, "{c:?}");
+            port.recycle_all(&mut batch);
+            assert!(batch.is_empty());
+            let c = port.counts();
+            assert!(c.adds_up() && c.free == c.total, "{c:?}");
+        }
+        // The free list is last in, first out: the same 64 frames (still
+        // in cache) serve every batch.
+        assert_eq!(ever.len(), BATCH);
     }
 
     /// Frames a hook grew into the headroom (an 8-byte tag) and the
