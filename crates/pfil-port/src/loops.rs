@@ -104,16 +104,22 @@ fn run_heads<P: Port>(
     // Verdicts are tallied in one pass over the batch: after the in head
     // only when an out head follows (to tell the two apart), and once at
     // the end, copying them out.
-    let tally = |pkts: &[Packet<'_>], mut v: Option<&mut [Verdict; BATCH]>| {
+    // The last pass also tells whether any packet's bounds changed, so
+    // that a batch nobody moved (nearly all) skips the look for them.
+    let mut moved_any = false;
+    let mut tally = |pkts: &[Packet<'_>], mut v: Option<&mut [Verdict; BATCH]>| {
         let (mut dropped, mut consumed) = (0u64, 0u64);
+        let mut moved = false;
         for (i, p) in pkts.iter().enumerate() {
             let verdict = p.verdict();
             dropped += u64::from(verdict == Verdict::Dropped);
             consumed += u64::from(verdict == Verdict::Consumed);
             if let Some(v) = v.as_deref_mut() {
                 v[i] = verdict;
+                moved |= sends && p.bounds_changed();
             }
         }
+        moved_any |= moved;
         (dropped, consumed)
     };
     let snap = reg.snapshot();
@@ -139,9 +145,8 @@ fn run_heads<P: Port>(
         out.out_dropped = dropped.saturating_sub(out.in_dropped);
         out.out_consumed = consumed.saturating_sub(out.in_consumed);
     }
-    if sends {
-        // Only the frames a hook moved or resized (rare): one byte test a
-        // frame otherwise.
+    if sends && moved_any {
+        // Only the frames a hook moved or resized (rare).
         let moved: ArrayVec<(usize, usize, usize), BATCH> = pkts
             .iter()
             .enumerate()
