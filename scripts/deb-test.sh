@@ -26,7 +26,11 @@ dpkg -L pfil-rs | grep -qx /usr/sbin/pfild || fail "no /usr/sbin/pfild"
 
 step "pfild --version, pfilctl --version"
 v=$(dpkg-deb -f "$DEB" Version)
-/usr/sbin/pfild --version | tee /dev/stderr | grep -qx "pfild $v" || fail "pfild --version is not $v"
+# Not `tee /dev/stderr`: when stderr is a log file, tee opens it anew
+# with O_TRUNC and the log loses everything before (a hole of NULs).
+out=$(/usr/sbin/pfild --version)
+echo "$out" >&2
+[ "$out" = "pfild $v" ] || fail "pfild --version is '$out', not 'pfild $v'"
 pfilctl --version | grep -qx "pfilctl $v" || fail "pfilctl --version is not $v"
 
 step "pfild --check-config /etc/pfil/pfild.toml (the default config)"
