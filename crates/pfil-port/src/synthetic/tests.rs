@@ -14,11 +14,40 @@ fn drop7(reg: &Registry) {
     .unwrap();
 }
 
+/// Run `gen`'s frames on one worker of `reg`: a sink on `names[0]`'s
+/// head, or a forwarder from it to `names[1]`'s. The loop's counters and
+/// the port, for its counts.
+fn run(
+    reg: &Registry,
+    names: &[&str],
+    gen: &GenConfig,
+    lc: &LoopConfig,
+) -> (crate::stats::StatsSnapshot, SyntheticPort) {
+    let a = head_for(reg, names[0]).unwrap();
+    let mut port = SyntheticPort::new(gen, names, Origin::default(), 0).unwrap();
+    let mut w = reg.worker().unwrap();
+    let stats = Stats::default();
+    let mut lw = LoopWorker {
+        reg,
+        worker: &mut w,
+        stats: &stats,
+        back: None,
+    };
+    match names.get(1) {
+        Some(b) => {
+            let b = head_for(reg, b).unwrap();
+            let ends = (PortId::new(0), PortId::new(1));
+            forward_loop(&mut port, ends, (&a, &b), &mut lw, lc).unwrap();
+        }
+        None => sink_loop(&mut port, (PortId::new(0), &a), &mut lw, lc).unwrap(),
+    }
+    (stats.snapshot(), port)
+}
+
 #[test]
 fn synthetic_counts_and_filters() {
     let reg = Registry::new();
-    let a = head_for(&reg, "syn0").unwrap();
-    let b = head_for(&reg, "syn1").unwrap();
+    head_for(&reg, "syn0").unwrap();
     drop7(&reg);
     reg.link("syn0", Dir::In, "udp:drop7", Placement::Prepend)
         .unwrap();
@@ -27,19 +56,7 @@ fn synthetic_counts_and_filters() {
         dst_ports: vec![7, 8, 9, 10],
         ..GenConfig::default()
     };
-    let mut port = SyntheticPort::new(&gen, &["syn0", "syn1"], Origin::default(), 0).unwrap();
-    let mut w = reg.worker().unwrap();
-    let stats = Stats::default();
-    let mut lw = LoopWorker {
-        reg: &reg,
-        worker: &mut w,
-        stats: &stats,
-        back: None,
-    };
-    let lc = LoopConfig::new();
-    let ends = (PortId::new(0), PortId::new(1));
-    forward_loop(&mut port, ends, (&a, &b), &mut lw, &lc).unwrap();
-    let s = stats.snapshot();
+    let (s, port) = run(&reg, &["syn0", "syn1"], &gen, &LoopConfig::new());
     assert_eq!(s.generated, 10_000);
     assert_eq!(s.rx, 10_000);
     assert_eq!(s.in_dropped, 2_500);
@@ -106,7 +123,7 @@ fn frame_spans_stay_where_packets_can_be_built_over_them() {
 #[test]
 fn a_sink_counts_passed_and_dropped_apart() {
     let reg = Registry::new();
-    let a = head_for(&reg, "syn0").unwrap();
+    head_for(&reg, "syn0").unwrap();
     let n = std::sync::Mutex::new(0u64);
     reg.add_hook(
         "third",
@@ -129,17 +146,7 @@ fn a_sink_counts_passed_and_dropped_apart() {
         count: 10_000,
         ..GenConfig::default()
     };
-    let mut port = SyntheticPort::new(&gen, &["syn0"], Origin::default(), 0).unwrap();
-    let mut w = reg.worker().unwrap();
-    let stats = Stats::default();
-    let mut lw = LoopWorker {
-        reg: &reg,
-        worker: &mut w,
-        stats: &stats,
-        back: None,
-    };
-    sink_loop(&mut port, (PortId::new(0), &a), &mut lw, &LoopConfig::new()).unwrap();
-    let s = stats.snapshot();
+    let (s, port) = run(&reg, &["syn0"], &gen, &LoopConfig::new());
     assert_eq!(
         (s.rx, s.passed, s.in_dropped),
         (10_000, 6_667, 3_333),
@@ -190,8 +197,8 @@ fn a_batch_recycled_whole_comes_back_frame_for_frame() {
 #[test]
 fn grown_frames_are_forwarded_grown() {
     let reg = Registry::new();
-    let a = head_for(&reg, "syn0").unwrap();
-    let b = head_for(&reg, "syn1").unwrap();
+    head_for(&reg, "syn0").unwrap();
+    head_for(&reg, "syn1").unwrap();
     let seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let seen2 = seen.clone();
     reg.add_hook(
@@ -230,18 +237,7 @@ fn grown_frames_are_forwarded_grown() {
         size: 64,
         ..GenConfig::default()
     };
-    let mut port = SyntheticPort::new(&gen, &["syn0", "syn1"], Origin::default(), 0).unwrap();
-    let mut w = reg.worker().unwrap();
-    let stats = Stats::default();
-    let mut lw = LoopWorker {
-        reg: &reg,
-        worker: &mut w,
-        stats: &stats,
-        back: None,
-    };
-    let ends = (PortId::new(0), PortId::new(1));
-    forward_loop(&mut port, ends, (&a, &b), &mut lw, &LoopConfig::new()).unwrap();
-    let s = stats.snapshot();
+    let (s, port) = run(&reg, &["syn0", "syn1"], &gen, &LoopConfig::new());
     assert_eq!((s.rx, s.tx, s.refused), (1_000, 1_000, 0), "{s:?}");
     assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed), 1_000);
     assert_eq!(port.sent_bytes(), 1_000 * 76);
@@ -253,7 +249,7 @@ fn grown_frames_are_forwarded_grown() {
 fn consumed_frames_are_held_and_given_back() {
     use crate::outbox::Outboxes;
     let reg = Registry::new();
-    let a = head_for(&reg, "syn0").unwrap();
+    head_for(&reg, "syn0").unwrap();
     let ob = Arc::new(Outboxes::new(reg.max_workers(), 1024));
     let ob2 = ob.clone();
     // Consume every other frame; release half of those at once, keep
@@ -286,17 +282,7 @@ fn consumed_frames_are_held_and_given_back() {
         outboxes: Some(ob),
         ..LoopConfig::new()
     };
-    let mut port = SyntheticPort::new(&gen, &["syn0"], Origin::default(), 0).unwrap();
-    let mut w = reg.worker().unwrap();
-    let stats = Stats::default();
-    let mut lw = LoopWorker {
-        reg: &reg,
-        worker: &mut w,
-        stats: &stats,
-        back: None,
-    };
-    sink_loop(&mut port, (PortId::new(0), &a), &mut lw, &lc).unwrap();
-    let s = stats.snapshot();
+    let (s, port) = run(&reg, &["syn0"], &gen, &lc);
     assert_eq!(s.rx, 20_000);
     assert_eq!((s.in_consumed, s.passed), (10_000, 10_000));
     assert!(
