@@ -245,6 +245,7 @@ pub fn check(a: &Args) -> Result<String, String> {
     let path = a.config.as_deref().ok_or("--check-config needs a FILE")?;
     let reg = Registry::new();
     let ifaces = a.mode.ifaces();
+    environment(a)?;
     for i in &ifaces {
         run::head_for(&reg, i).map_err(|e| format!("head `{i}`: {e}"))?;
     }
@@ -274,6 +275,38 @@ pub fn check(a: &Args) -> Result<String, String> {
         cfg.hooks().len(),
     ))
 }
+
+/// What `run` would find wrong at start about this machine, for
+/// `--check-config`: `--queues all` with the synthetic port, a network
+/// namespace or an interface that does not exist (an interface in a
+/// namespace is looked up only with the privileges to enter it), a
+/// capture that cannot be read. Privileges to open AF_XDP sockets are
+/// not checked: a configuration is often checked by another user.
+fn environment(a: &Args) -> Result<(), String> {
+    if a.synthetic && matches!(a.queues, Some(Queues::All)) {
+        return Err(QUEUES_ALL_SYNTHETIC.into());
+    }
+    if let Some(ns) = &a.netns {
+        check_netns(ns)?;
+    }
+    if let Some(p) = &a.pcap {
+        with_capture(a, p)?;
+    }
+    let may_enter = a.netns.is_none() || pfil_afxdp::check_privileges().is_ok();
+    if !a.synthetic && may_enter {
+        for i in a.mode.ifaces() {
+            all_queues(i, &a.netns).map_err(|e| match &a.netns {
+                Some(ns) => format!("interface `{i}` in netns `{ns}`: {e}"),
+                None => format!("interface `{i}`: {e}"),
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// `--queues all` asks the interface how many queues it has.
+const QUEUES_ALL_SYNTHETIC: &str =
+    "--queues all needs an interface; with --synthetic give a worker count (--queues N)";
 
 /// Run the app the arguments describe (`file`: the `--config` file and
 /// the settings pfild started with, for reloads); `Err` is the message
@@ -356,10 +389,7 @@ pub fn run(a: &Args, file: Option<(PathBuf, Settings)>) -> Result<(), String> {
     };
     let queues: Option<Vec<u32>> = match (a.queues, &a.mode) {
         (Some(Queues::Count(n)), _) => Some((0..n).collect()),
-        (Some(Queues::All), _) if a.synthetic => return Err(
-            "--queues all needs an interface; with --synthetic give a worker count (--queues N)"
-                .into(),
-        ),
+        (Some(Queues::All), _) if a.synthetic => return Err(QUEUES_ALL_SYNTHETIC.into()),
         (Some(Queues::All), Mode::Gen { iface }) => {
             Some((0..all_queues(iface, &a.netns)?).collect())
         }

@@ -282,7 +282,8 @@ struct Common {
     config: Option<std::path::PathBuf>,
     /// Check configuration FILE and exit (0: good): its settings with the
     /// options given here, its hooks built, its chains planned against
-    /// the heads of its interfaces; nothing starts, nothing is attached
+    /// the heads of its interfaces, its netns, interfaces and capture as
+    /// this machine has them; nothing starts, nothing is attached
     #[arg(long, value_name = "FILE", global = true, conflicts_with = "hooks")]
     check_config: Option<std::path::PathBuf>,
     /// Log filter, RUST_LOG syntax (e.g. info, or warn,pfil_afxdp=debug)

@@ -298,6 +298,26 @@ fn check_config_says_what_is_wrong_and_where() {
             ),
             "`sink` takes 1 interface(s)",
         ),
+        // What only the start found before: this machine's namespaces
+        // and interfaces, queues = "all" with the synthetic port.
+        (
+            CONFIG.replace("quiet = true", "quiet = true\nqueues = \"all\""),
+            "--queues all needs an interface",
+        ),
+        (
+            CONFIG
+                .replace("rate = 200000\n", "")
+                .replace("synthetic = true", "netns = \"pfil-check-no-such-ns\""),
+            "no network namespace `pfil-check-no-such-ns`",
+        ),
+        (
+            CONFIG
+                .replace("synthetic = true\n", "")
+                .replace("rate = 200000\n", "")
+                .replace("[\"syn0\"]", "[\"pfilnosuch0\"]")
+                .replace("[heads.syn0]", "[heads.pfilnosuch0]"),
+            "interface `pfilnosuch0`: ",
+        ),
     ] {
         let f = dir.join("bad.toml");
         std::fs::write(&f, text.replace("SOCK", "/x.sock")).unwrap();
