@@ -46,7 +46,8 @@ sed -e 's/^interfaces = \["syn0"\]/interfaces = ["v1"]/' \
 chmod 0644 "$CONF"
 printf '$ diff %s %s\n' "$DEFAULT" pfild.toml
 diff "$DEFAULT" "$CONF" || true
-run "$PFILD" --check-config "$CONF"
+# Checked where it runs: v1 lives in $B.
+run ip netns exec "$B" "$PFILD" --check-config "$CONF"
 
 SOCK=$WORK/run/pfild.sock
 mkdir -m 0700 "$WORK/run" && chown 65534:65534 "$WORK/run"

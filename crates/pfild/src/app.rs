@@ -245,7 +245,7 @@ pub fn check(a: &Args) -> Result<String, String> {
     let path = a.config.as_deref().ok_or("--check-config needs a FILE")?;
     let reg = Registry::new();
     let ifaces = a.mode.ifaces();
-    environment(a)?;
+    let warnings = environment(a)?;
     for i in &ifaces {
         run::head_for(&reg, i).map_err(|e| format!("head `{i}`: {e}"))?;
     }
@@ -263,8 +263,9 @@ pub fn check(a: &Args) -> Result<String, String> {
     // A dry run of the transaction: what the registry would refuse (a
     // link to a hook the file does not declare) is an error here too.
     plan.commit(&reg, true).map_err(|e| at(&e))?;
+    let warned: String = warnings.iter().map(|w| format!("{w}\n")).collect();
     Ok(format!(
-        "{}: good: {} {}, {} hook(s), {links} link(s)",
+        "{warned}{}: good: {} {}, {} hook(s), {links} link(s)",
         path.display(),
         match a.mode {
             Mode::Sink { .. } => "sink",
@@ -278,11 +279,14 @@ pub fn check(a: &Args) -> Result<String, String> {
 
 /// What `run` would find wrong at start about this machine, for
 /// `--check-config`: `--queues all` with the synthetic port, a network
-/// namespace or an interface that does not exist (an interface in a
-/// namespace is looked up only with the privileges to enter it), a
-/// capture that cannot be read. Privileges to open AF_XDP sockets are
-/// not checked: a configuration is often checked by another user.
-fn environment(a: &Args) -> Result<(), String> {
+/// namespace or an interface in it that does not exist (looked up only
+/// with the privileges to enter it), a capture that cannot be read.
+/// An interface missing where no netns is configured is a warning, not
+/// an error: pfild may be started in another namespace than the check
+/// (`ip netns exec`, systemd's `NetworkNamespacePath=`). Privileges to
+/// open AF_XDP sockets are not checked: a configuration is often
+/// checked by another user. Returns the warnings.
+fn environment(a: &Args) -> Result<Vec<String>, String> {
     if a.synthetic && matches!(a.queues, Some(Queues::All)) {
         return Err(QUEUES_ALL_SYNTHETIC.into());
     }
@@ -292,16 +296,20 @@ fn environment(a: &Args) -> Result<(), String> {
     if let Some(p) = &a.pcap {
         with_capture(a, p)?;
     }
+    let mut warnings = Vec::new();
     let may_enter = a.netns.is_none() || pfil_afxdp::check_privileges().is_ok();
     if !a.synthetic && may_enter {
         for i in a.mode.ifaces() {
-            all_queues(i, &a.netns).map_err(|e| match &a.netns {
-                Some(ns) => format!("interface `{i}` in netns `{ns}`: {e}"),
-                None => format!("interface `{i}`: {e}"),
-            })?;
+            match (all_queues(i, &a.netns), &a.netns) {
+                (Ok(_), _) => {}
+                (Err(e), Some(ns)) => return Err(format!("interface `{i}` in netns `{ns}`: {e}")),
+                (Err(e), None) => warnings.push(format!(
+                    "warning: interface `{i}`: {e} (pfild started here would fail)"
+                )),
+            }
         }
     }
-    Ok(())
+    Ok(warnings)
 }
 
 /// `--queues all` asks the interface how many queues it has.

@@ -310,14 +310,6 @@ fn check_config_says_what_is_wrong_and_where() {
                 .replace("synthetic = true", "netns = \"pfil-check-no-such-ns\""),
             "no network namespace `pfil-check-no-such-ns`",
         ),
-        (
-            CONFIG
-                .replace("synthetic = true\n", "")
-                .replace("rate = 200000\n", "")
-                .replace("[\"syn0\"]", "[\"pfilnosuch0\"]")
-                .replace("[heads.syn0]", "[heads.pfilnosuch0]"),
-            "interface `pfilnosuch0`: ",
-        ),
     ] {
         let f = dir.join("bad.toml");
         std::fs::write(&f, text.replace("SOCK", "/x.sock")).unwrap();
@@ -326,6 +318,23 @@ fn check_config_says_what_is_wrong_and_where() {
         assert_eq!(out.status.code(), Some(1), "{want}: {e}");
         assert!(e.contains(want), "{want}: {e}");
     }
+    // An interface this namespace does not have, where the file names no
+    // netns: a warning (pfild may start in another namespace), exit 0;
+    // in the file's netns: an error (above).
+    let f = dir.join("elsewhere.toml");
+    let text = CONFIG
+        .replace("synthetic = true\n", "")
+        .replace("rate = 200000\n", "")
+        .replace("[\"syn0\"]", "[\"pfilnosuch0\"]")
+        .replace("[heads.syn0]", "[heads.pfilnosuch0]");
+    std::fs::write(&f, text.replace("SOCK", "/x.sock")).unwrap();
+    let out = pfild(&["--check-config", f.to_str().unwrap()]);
+    let o = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{o}");
+    assert!(
+        o.contains("warning: interface `pfilnosuch0`: ") && o.contains("good: sink pfilnosuch0"),
+        "{o}"
+    );
     // The command line overrides the file: a mode given replaces its
     // heads (syn1 has no chain in the file: an error names the head).
     let out = pfild(&["--check-config", good.to_str().unwrap(), "sink", "syn1"]);
