@@ -92,6 +92,23 @@
 //! actual worst case in [`Stats::worst_entries`]. There is no linear-scan
 //! fallback: every tree is cut as far as the cap allows.
 //!
+//! # Build time
+//! A candidate cut is counted without a pass over the node's rules of
+//! its own: per field, one pass counts where the rules' ranges start and
+//! end among the finest children any cut that fits the space factor can
+//! have (`Counts`), and every coarser cut's children are read off those
+//! counts. The trees' trials are independent but for the leaves a tree
+//! shares with the trees before it: with [`Config::threads`] above one,
+//! a family of at least [`PARALLEL_MIN_RULES`] rules builds its trials
+//! each in arrays of its own on up to that many threads (the single tree
+//! and the subsets' trees at once; then the halves of the trees that
+//! failed), and the serial order takes them: a tree that fits is moved
+//! into the arrays (its nodes after the others, its leaves shared where
+//! the build already has them), a trial that failed on a leaf over the
+//! bound, or on its budget without a leaf in common with the earlier
+//! trees, fails as it would have here; anything else is built again
+//! here. The result is the serial build's, bit for bit.
+//!
 //! # Batches
 //! [`Classifier::classify_batch_v4`] (and [`Classify::classify_batch`]) go
 //! breadth first, 256 keys at a time (64 in a batch that small): per tree,
@@ -119,6 +136,7 @@
 //! them (a list built once), with the reference semantics.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::rule::{has, Key, Rule, Ruleset, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 use crate::Classify;
@@ -219,7 +237,18 @@ pub struct Config {
     /// gives the actual bound of a build, [`Stats::bounded`] whether it
     /// held).
     pub max_trees: usize,
+    /// Most threads a build uses (0: [`std::thread::available_parallelism`],
+    /// and never more than that). With more than one, a family of at
+    /// least [`PARALLEL_MIN_RULES`] rules builds its trees' trials in
+    /// parallel, each in arrays of its own, and takes them in the serial
+    /// order: the classifier is the same, bit for bit, whatever the
+    /// threads.
+    pub threads: usize,
 }
+
+/// Fewest rules of a family for which a build runs its trees' trials in
+/// parallel ([`Config::threads`]): below it a build takes milliseconds.
+pub const PARALLEL_MIN_RULES: usize = 1024;
 
 /// The bound on the leaf entries one lookup compares, with the default
 /// [`Config`]: [`Config::max_trees`] × [`Config::leaf_bound`]. A build
@@ -241,6 +270,7 @@ impl Default for Config {
             leaf_bound: 64,
             tree_budget: 64,
             max_trees: 16,
+            threads: 0,
         }
     }
 }
@@ -817,6 +847,16 @@ impl Classifier {
 
     /// Builds the classifier for `rs` with `cfg`.
     pub fn with_config(rs: &Ruleset, cfg: &Config) -> Classifier {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = match cfg.threads {
+            0 => cores,
+            t => t.min(cores),
+        };
+        Classifier::with_threads(rs, cfg, threads)
+    }
+
+    /// [`with_config`](Self::with_config) on up to `threads` threads.
+    fn with_threads(rs: &Ruleset, cfg: &Config, threads: usize) -> Classifier {
         let rules = rs.rules.clone();
         let (mut v4, mut v6, mut other) = (Vec::new(), Vec::new(), Vec::new());
         for (i, r) in rules.iter().enumerate() {
@@ -851,6 +891,7 @@ impl Classifier {
             .map(|(i, r)| BRule::of_v6(i, r, words))
             .collect();
         let mut b = Builder::new(&brules, cfg, cfg.max_entries);
+        b.threads = threads;
         let trees = b.family(&v4);
         b.br = &brules6;
         b.leaves.clear();
@@ -1621,6 +1662,49 @@ struct Builder<'a> {
     worst: usize,
     /// [`Builder::choose_cut`]'s counts and buffers.
     counts: Counts,
+    /// Threads the build may use ([`Config::threads`]).
+    threads: usize,
+    /// Trials built apart ([`Builder::speculate`]), by rules, budget and
+    /// leaf limit, until the serial build takes them.
+    memo: Vec<(Vec<u32>, usize, usize, Outcome)>,
+    /// In a trial built apart: set when the build no longer needs it.
+    cancel: Option<&'a AtomicBool>,
+    /// The memory cap stopped a node.
+    budget_hit: bool,
+    /// The trial was cancelled ([`cancel`](Self::cancel)).
+    cancelled: bool,
+}
+
+/// What a trial built apart ([`Builder::apart`]) says of the serial
+/// build's trial over the same rules, budget and leaf limit.
+enum Outcome {
+    /// It fits: the tree in arrays of its own, for [`Builder::adopt`].
+    Fits(Box<Apart>),
+    /// It failed after `units`: on a leaf over the limit (`made` empty),
+    /// which the serial trial meets the same way if `units` more fit
+    /// under [`Config::max_entries`]; or on its budget, having made the
+    /// leaves `made`, which the serial trial meets too if it shares none
+    /// of them with the trees before it (then it uses the same units at
+    /// every node) and the budget is not cut by `max_entries`.
+    Fails { units: usize, made: Vec<Vec<u32>> },
+    /// It was cancelled: the serial trial runs.
+    Unknown,
+}
+
+/// A tree built in arrays of its own.
+struct Apart {
+    tree: Tree,
+    mem: Vec<u64>,
+    blocks: Vec<Block>,
+    /// Its leaves in the order they were made: rule list and reference.
+    leaves: Vec<(Vec<u32>, u64)>,
+    /// Its internal nodes and deepest leaf.
+    nodes: usize,
+    max_depth: usize,
+    /// Entries of its largest leaf.
+    tree_worst: usize,
+    /// The units it used.
+    units: usize,
 }
 
 impl<'a> Builder<'a> {
@@ -1644,6 +1728,11 @@ impl<'a> Builder<'a> {
             leaf_limit: 0,
             worst: 0,
             counts: Counts::default(),
+            threads: 1,
+            memo: Vec::new(),
+            cancel: None,
+            budget_hit: false,
+            cancelled: false,
         }
     }
 
@@ -1674,18 +1763,41 @@ impl<'a> Builder<'a> {
         }
         subsets[0].sort_unstable();
         let parts = subsets.iter().filter(|s| !s.is_empty()).count();
+        // Per tree, a budget in proportion to the family's rules, not the
+        // tree's: a subset of a few rules that replicate may need more
+        // than its share (acl2_10k: a 10 MiB tree over a third of the
+        // rules, which 1 KiB per rule of its own split in two trees and
+        // 1.22x the instructions a lookup).
+        let budget = (ids.len() * self.cfg.tree_budget).max(SINGLE_TREE_FLOOR);
+        let parallel = self.threads > 1 && ids.len() >= PARALLEL_MIN_RULES;
         if self.cfg.single_tree_budget > 0 && ids.len() <= SINGLE_TREE_MAX_RULES && parts > 1 {
             // One tree if it is small enough: the cap stops the build
             // early when it is not, and what it built is dropped.
             // It replaces up to four trees, so its leaves may be up to
             // four times the bound: the worst case of a lookup is the
             // same.
-            let budget = (ids.len() * self.cfg.single_tree_budget).max(SINGLE_TREE_FLOOR);
             let leaf_limit = self
                 .cfg
                 .leaf_bound
                 .saturating_mul(parts.min(self.cfg.max_trees));
-            if let Some(t) = self.trial(ids, budget, leaf_limit) {
+            let single = (ids.len() * self.cfg.single_tree_budget).max(SINGLE_TREE_FLOOR);
+            if parallel {
+                // The single tree and the subsets' trees at once: the
+                // subsets' are wasted if the single tree fits (and
+                // cancelled when it does), but when it does not they are
+                // built by then (acl2_10k: the failed single tree was
+                // half the build).
+                let mut jobs = vec![(ids.to_vec(), single, leaf_limit)];
+                jobs.extend(
+                    subsets
+                        .iter()
+                        .filter(|s| !s.is_empty())
+                        .map(|s| (s.clone(), budget, self.cfg.leaf_bound)),
+                );
+                self.speculate(jobs, true);
+            }
+            if let Some(t) = self.trial_or_take(ids, single, leaf_limit) {
+                self.memo.clear();
                 self.worst = self.worst.max(self.tree_worst);
                 return vec![t];
             }
@@ -1696,14 +1808,19 @@ impl<'a> Builder<'a> {
             subsets.into_iter().filter(|s| !s.is_empty()).collect();
         let mut trees = Vec::new();
         let mut worst = 0;
-        // Per tree, a budget in proportion to the family's rules, not the
-        // tree's: a subset of a few rules that replicate may need more
-        // than its share (acl2_10k: a 10 MiB tree over a third of the
-        // rules, which 1 KiB per rule of its own split in two trees and
-        // 1.22x the instructions a lookup).
-        let budget = (ids.len() * self.cfg.tree_budget).max(SINGLE_TREE_FLOOR);
+        let bound = self.cfg.leaf_bound;
         while let Some(ids) = queue.pop_front() {
-            if let Some(t) = self.trial(&ids, budget, self.cfg.leaf_bound) {
+            if parallel && !self.taken(&ids, budget, bound) {
+                // This tree and every one queued after it, at once (the
+                // halves of the trees that failed, breadth first).
+                let jobs = std::iter::once(&ids)
+                    .chain(&queue)
+                    .filter(|q| !self.taken(q, budget, bound))
+                    .map(|q| (q.clone(), budget, bound))
+                    .collect();
+                self.speculate(jobs, false);
+            }
+            if let Some(t) = self.trial_or_take(&ids, budget, bound) {
                 trees.push(t);
                 worst += self.tree_worst;
                 continue;
@@ -1737,9 +1854,183 @@ impl<'a> Builder<'a> {
             });
             worst += self.tree_worst;
         }
+        self.memo.clear();
         self.worst = self.worst.max(worst);
         trees.sort_by_key(|t| t.min_id);
         trees
+    }
+
+    /// Whether the memo holds the trial over `ids` with `budget` and
+    /// `leaf_limit`.
+    fn taken(&self, ids: &[u32], budget: usize, leaf_limit: usize) -> bool {
+        self.memo
+            .iter()
+            .any(|m| m.0 == ids && m.1 == budget && m.2 == leaf_limit)
+    }
+
+    /// [`trial`](Self::trial), or what the memo knows of it: a tree built
+    /// apart that fits is adopted, one that failed on a leaf is a failure,
+    /// without building anything again.
+    fn trial_or_take(&mut self, ids: &[u32], budget: usize, leaf_limit: usize) -> Option<Tree> {
+        let at = self
+            .memo
+            .iter()
+            .position(|m| m.0 == ids && m.1 == budget && m.2 == leaf_limit);
+        if let Some(at) = at {
+            // The serial trial meets no memory cap the one apart did not:
+            // it shares leaves with earlier trees, so it uses at most as
+            // many units at every node; and at most `units` in all, which
+            // must fit under `max_entries` too.
+            let (used, max) = (self.used(), self.cfg.max_entries);
+            let room = |units: usize| used + units.max(budget) < max;
+            match self.memo.swap_remove(at).3 {
+                Outcome::Fits(a) if room(a.units) => return Some(self.adopt(*a)),
+                Outcome::Fails { units, made }
+                    if room(units) && made.iter().all(|l| !self.leaves.contains_key(l)) =>
+                {
+                    return None;
+                }
+                _ => {}
+            }
+        }
+        self.trial(ids, budget, leaf_limit)
+    }
+
+    /// Builds the trials `jobs` (rules, budget, leaf limit) apart
+    /// ([`apart`](Self::apart)) on up to [`threads`](Self::threads)
+    /// threads, into the memo. `first_wins`: once the first job fits, the
+    /// others are cancelled (the build needs none of them).
+    fn speculate(&mut self, jobs: Vec<(Vec<u32>, usize, usize)>, first_wins: bool) {
+        let (br, cfg) = (self.br, self.cfg);
+        let next = AtomicUsize::new(0);
+        let cancel = AtomicBool::new(false);
+        let work = || {
+            let mut done = Vec::new();
+            loop {
+                let j = next.fetch_add(1, Ordering::Relaxed);
+                let Some((ids, budget, limit)) = jobs.get(j) else {
+                    break;
+                };
+                if cancel.load(Ordering::Relaxed) {
+                    break;
+                }
+                let stop = (j > 0 || !first_wins).then_some(&cancel);
+                let out = Builder::apart(br, cfg, ids, *budget, *limit, stop);
+                if j == 0 && first_wins && matches!(out, Outcome::Fits(_)) {
+                    cancel.store(true, Ordering::Relaxed);
+                }
+                done.push((j, out));
+            }
+            done
+        };
+        let threads = self.threads.min(jobs.len()).max(1);
+        let done: Vec<(usize, Outcome)> = std::thread::scope(|s| {
+            let helpers: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
+            let mut done = work();
+            for h in helpers {
+                match h.join() {
+                    Ok(d) => done.extend(d),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
+            }
+            done
+        });
+        for (j, out) in done {
+            let (ids, budget, limit) = &jobs[j];
+            self.memo.push((ids.clone(), *budget, *limit, out));
+        }
+    }
+
+    /// The trial over `ids` with `budget` and `leaf_limit`, built in
+    /// arrays of its own (an empty builder), stopped when `cancel` is set.
+    fn apart(
+        br: &[BRule],
+        cfg: &Config,
+        ids: &[u32],
+        budget: usize,
+        leaf_limit: usize,
+        cancel: Option<&AtomicBool>,
+    ) -> Outcome {
+        let mut b = Builder::new(br, cfg, cfg.max_entries);
+        b.cancel = cancel;
+        let start = b.used();
+        b.leaf_limit = leaf_limit.max(BLOCK);
+        b.cap = (start + budget).min(cfg.max_entries);
+        b.trial = true;
+        let (root, cut) = b.build_root(FULL, ids);
+        let units = b.used() - start;
+        if b.cancelled || (b.budget_hit && start + budget >= cfg.max_entries) {
+            return Outcome::Unknown;
+        }
+        if b.capped {
+            let made = if b.budget_hit {
+                b.leaves.into_keys().collect()
+            } else {
+                Vec::new()
+            };
+            return Outcome::Fails { units, made };
+        }
+        let mut leaves: Vec<(Vec<u32>, u64)> = b.leaves.into_iter().collect();
+        leaves.sort_unstable_by_key(|&(_, r)| r & START_MASK);
+        Outcome::Fits(Box::new(Apart {
+            tree: Tree {
+                root,
+                cut,
+                min_id: ids[0],
+            },
+            mem: b.mem,
+            blocks: b.blocks,
+            leaves,
+            nodes: b.stats.nodes,
+            max_depth: b.stats.max_depth,
+            tree_worst: b.tree_worst,
+            units,
+        }))
+    }
+
+    /// Takes a tree built apart into the build, as [`trial`](Self::trial)
+    /// would have built it here: its nodes after the others (references
+    /// moved by the offset), its leaves in the order it made them, each
+    /// one the build already has shared instead of copied.
+    fn adopt(&mut self, a: Apart) -> Tree {
+        let base = self.mem.len() as u64;
+        debug_assert!(base + a.mem.len() as u64 <= START_MASK);
+        // Its leaves' references here, by their first block there.
+        let mut moved = vec![EMPTY; a.blocks.len()];
+        for (ids, r) in a.leaves {
+            let from = (r & START_MASK) as usize;
+            moved[from] = match self.leaves.get(&ids) {
+                Some(&here) => here,
+                None => {
+                    let blocks = ((r >> 32) & BLOCKS_MASK) as usize;
+                    let start = self.blocks.len() as u64;
+                    self.blocks
+                        .extend_from_slice(&a.blocks[from..from + blocks]);
+                    self.stats.leaves += 1;
+                    self.stats.max_leaf = self.stats.max_leaf.max(ids.len());
+                    let here = r & !START_MASK | start;
+                    self.leaves.insert(ids, here);
+                    here
+                }
+            };
+        }
+        let fix = |r: u64| {
+            if r & LEAF == 0 {
+                r + base
+            } else if r == EMPTY {
+                EMPTY
+            } else {
+                moved[(r & START_MASK) as usize]
+            }
+        };
+        self.mem.extend(a.mem.iter().map(|&r| fix(r)));
+        self.stats.nodes += a.nodes;
+        self.stats.max_depth = self.stats.max_depth.max(a.max_depth);
+        self.tree_worst = a.tree_worst;
+        Tree {
+            root: fix(a.tree.root),
+            ..a.tree
+        }
     }
 
     /// Two parts of `ids` (sorted) for two trees, each sorted: by shape if
@@ -1833,6 +2124,11 @@ impl<'a> Builder<'a> {
     ) -> Result<(usize, (usize, u8, u8, usize, u8, u8)), u64> {
         if self.trial && self.capped {
             // A trial past its cap: it will be thrown away.
+            return Err(EMPTY);
+        }
+        if self.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+            self.capped = true;
+            self.cancelled = true;
             return Err(EMPTY);
         }
         // Prune after the first rule covering the whole box.
@@ -2056,6 +2352,7 @@ impl<'a> Builder<'a> {
     fn over_budget(&mut self) -> bool {
         let over = self.used() >= self.cap;
         self.capped |= over;
+        self.budget_hit |= over;
         over
     }
 
@@ -2211,3 +2508,61 @@ fn span(r: &BRule, bx: &Boxx, d: usize, s: u8, b: u8) -> (usize, usize) {
 
 /// Keeps a block at four cache lines (32 bytes a rule).
 const _: () = assert!(std::mem::size_of::<Block>() == 256);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adversarial::{self, Kind};
+    use crate::{classbench, Action};
+
+    /// The whole structure, as `Debug` writes it.
+    fn dump(c: &Classifier) -> String {
+        format!("{c:?}")
+    }
+
+    /// The sets of the repository and adversarial ones: single trees that
+    /// fit, single trees that fail, trees split in halves, IPv6 trees.
+    fn sets() -> Vec<(String, Ruleset)> {
+        let dir = classbench::data_dir().expect("data/classbench");
+        let mut sets = Vec::new();
+        for name in ["acl1_10k", "fw1_10k"] {
+            let text = std::fs::read_to_string(dir.join(name)).expect("reads the set");
+            let rs = classbench::parse(&text, Action::Drop).expect("parses the set");
+            sets.push((format!("{name} v6"), classbench::to_ipv6(&rs)));
+            sets.push((name.to_string(), rs));
+        }
+        for kind in [Kind::Cross, Kind::Ports, Kind::Wild, Kind::Mixed] {
+            let rs = adversarial::generate(kind, 3000, 7);
+            sets.push((format!("adv-{}-3000", kind.name()), rs));
+        }
+        sets
+    }
+
+    #[test]
+    fn a_parallel_build_is_the_serial_build() {
+        for (name, rs) in sets() {
+            let cfg = Config::default();
+            let serial = Classifier::with_threads(&rs, &cfg, 1);
+            for threads in [2, 5] {
+                let par = Classifier::with_threads(&rs, &cfg, threads);
+                assert!(dump(&serial) == dump(&par), "{name}, {threads} threads");
+            }
+        }
+    }
+
+    #[test]
+    fn a_parallel_build_is_the_serial_build_under_a_small_memory_cap() {
+        // Trials built apart meet `max_entries`, and the serial build
+        // runs them again.
+        let rs = adversarial::generate(Kind::Mixed, 3000, 3);
+        for max_entries in [1 << 14, 1 << 16, 1 << 18] {
+            let cfg = Config {
+                max_entries,
+                ..Config::default()
+            };
+            let serial = Classifier::with_threads(&rs, &cfg, 1);
+            let par = Classifier::with_threads(&rs, &cfg, 3);
+            assert!(dump(&serial) == dump(&par), "max_entries {max_entries}");
+        }
+    }
+}
