@@ -29,14 +29,20 @@ impl Builder<'_> {
         // once here, not once per candidate cut; and the sum of the
         // ranges' widths per field.
         let mut widths = [0u64; DIMS];
-        for (d, offs) in cc.offs.iter_mut().enumerate() {
-            let (blo, bhi) = (bx[d].0, box_hi(bx[d]));
+        let blo: [u32; DIMS] = std::array::from_fn(|d| bx[d].0);
+        let bhi: [u32; DIMS] = std::array::from_fn(|d| box_hi(bx[d]));
+        for offs in &mut cc.offs {
             offs.clear();
-            offs.extend(ids.iter().map(|&i| {
-                let r = &self.br[i as usize];
-                (r.lo[d].max(blo) - blo, r.hi[d].min(bhi) - blo)
-            }));
-            widths[d] = offs.iter().map(|&(l, h)| u64::from(h - l)).sum();
+            offs.reserve(ids.len());
+        }
+        // One pass over the rules (each read once), all fields at a time.
+        for &i in ids {
+            let r = &self.br[i as usize];
+            for d in 0..DIMS {
+                let (l, h) = (r.lo[d].max(blo[d]) - blo[d], r.hi[d].min(bhi[d]) - blo[d]);
+                cc.offs[d].push((l, h));
+                widths[d] += u64::from(h - l);
+            }
         }
         // The most bits `b` (at least `least`, at most `most`) of field
         // `d` that may fit under `2^extra` children of another field,
