@@ -101,8 +101,9 @@
 //! shares with the trees before it: with [`Config::threads`] above one,
 //! a family of at least [`PARALLEL_MIN_RULES`] rules builds its trials
 //! each in arrays of its own on up to that many threads (the single tree
-//! and the subsets' trees at once; then the halves of the trees that
-//! failed), and the serial order takes them: a tree that fits is moved
+//! and the subsets' trees at once, and a thread out of work builds the
+//! halves of the trials still running; then the halves of the trees that
+//! failed, if not built yet), and the serial order takes them: a tree that fits is moved
 //! into the arrays (its nodes after the others, its leaves shared where
 //! the build already has them), a trial that failed on a leaf over the
 //! bound, or on its budget without a leaf in common with the earlier

@@ -80,9 +80,27 @@ impl Builder<'_> {
     /// Builds the trials `jobs` (rules, budget, leaf limit) apart
     /// ([`apart`](Self::apart)) on up to [`threads`](Self::threads)
     /// threads, into the memo. `first_wins`: once the first job fits, the
-    /// others are cancelled (the build needs none of them).
-    pub(super) fn speculate(&mut self, jobs: Vec<(Vec<u32>, usize, usize)>, first_wins: bool) {
+    /// others are cancelled (the build needs none of them), and it has no
+    /// halves. A thread out of jobs takes the halves
+    /// ([`halves`](Self::halves)) of the jobs still being built, which the
+    /// build needs next if they fail (fw4_10k: a subset of 716 rules
+    /// fails after most of the build's time, and its halves were built
+    /// after it).
+    pub(super) fn speculate(&mut self, mut jobs: Vec<(Vec<u32>, usize, usize)>, first_wins: bool) {
         let (br, cfg) = (self.br, self.cfg);
+        let own = jobs.len();
+        // The halves of each job (but a first that wins), after the jobs:
+        // (the job they halve, rules, budget, leaf limit).
+        let mut parent = vec![usize::MAX; own];
+        for k in usize::from(first_wins)..own {
+            if jobs[k].0.len() >= 2 {
+                let (a, b) = self.halves(&jobs[k].0);
+                let (budget, limit) = (jobs[k].1, jobs[k].2);
+                jobs.extend([(a, budget, limit), (b, budget, limit)]);
+                parent.extend([k, k]);
+            }
+        }
+        let finished: Vec<AtomicBool> = (0..own).map(|_| AtomicBool::new(false)).collect();
         let next = AtomicUsize::new(0);
         let cancel = AtomicBool::new(false);
         let work = || {
@@ -95,8 +113,17 @@ impl Builder<'_> {
                 if cancel.load(Ordering::Relaxed) {
                     break;
                 }
+                if j >= own && finished[parent[j]].load(Ordering::Relaxed) {
+                    // Its job is built: it fitted, or failed with its
+                    // halves still ahead of the build, which then builds
+                    // them in a wave of its own.
+                    continue;
+                }
                 let stop = (j > 0 || !first_wins).then_some(&cancel);
                 let out = Builder::apart(br, cfg, ids, *budget, *limit, stop);
+                if j < own {
+                    finished[j].store(true, Ordering::Relaxed);
+                }
                 if j == 0 && first_wins && matches!(out, Outcome::Fits(_)) {
                     cancel.store(true, Ordering::Relaxed);
                 }
@@ -104,7 +131,7 @@ impl Builder<'_> {
             }
             done
         };
-        let threads = self.threads.min(jobs.len()).max(1);
+        let threads = self.threads.min(own).max(1);
         let done: Vec<(usize, Outcome)> = std::thread::scope(|s| {
             let helpers: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
             let mut done = work();
