@@ -12,6 +12,8 @@
 //! and least build time, the [`Stats`](pfil_acl::Stats), and a digest of
 //! the whole built structure (FNV-1a over its `Debug` output): two
 //! builds with the same digest made the same trees, blocks and leaves.
+//! `ACL_THREADS=N` sets [`Config::threads`](pfil_acl::Config::threads)
+//! (1: the serial build, whose instructions callgrind counts exactly).
 //! `ACL_NO_DIGEST=1` leaves the digest out (its hashing costs about as
 //! much as the build: in a whole-program instruction count, the build's
 //! part is then most of it).
@@ -19,12 +21,12 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use pfil_acl::{adversarial, classbench, Action, Classifier, Ruleset};
+use pfil_acl::{adversarial, classbench, Action, Classifier, Config, Ruleset};
 
 /// One build, apart so that callgrind can collect it alone.
 #[inline(never)]
-fn build(rs: &Ruleset) -> Classifier {
-    Classifier::new(std::hint::black_box(rs))
+fn build(rs: &Ruleset, cfg: &Config) -> Classifier {
+    Classifier::with_config(std::hint::black_box(rs), cfg)
 }
 
 /// FNV-1a over what is written to it.
@@ -42,6 +44,13 @@ impl std::fmt::Write for Fnv {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let runs: usize = args.get(1).and_then(|r| r.parse().ok()).unwrap_or(1);
+    let cfg = Config {
+        threads: std::env::var("ACL_THREADS")
+            .ok()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0),
+        ..Config::default()
+    };
     for set in &args[2..] {
         let rs = if set.starts_with("adv-") {
             adversarial::from_name(set).expect("an adversarial set")
@@ -53,7 +62,7 @@ fn main() {
         let mut c = None;
         for _ in 0..runs.max(1) {
             let t = Instant::now();
-            c = Some(build(&rs));
+            c = Some(build(&rs, &cfg));
             ms.push(t.elapsed().as_secs_f64() * 1e3);
         }
         let c = c.expect("built");
