@@ -1,0 +1,346 @@
+//! Batched lookups: breadth first over a chunk of keys (the AVX2 build
+//! of it where the CPU has it), and the lockstep alternative.
+
+use super::*;
+
+impl Classifier {
+    /// Classifies `keys` into `out`, [`GROUP`] keys at a time: in each
+    /// tree the group's walks advance in lockstep, one level per step, with
+    /// no branch per key (a key that reached its leaf re-reads a hot word
+    /// and keeps its leaf), so the group's cache misses overlap. Same
+    /// results as [`Classify::classify_batch`]; measured slower than it on
+    /// the ClassBench sets (BENCHMARKS.md: a group waits for its deepest
+    /// walk, where the breadth-first batch moves on only the keys still
+    /// walking), so kept as the alternative `pfil-bench acl --lockstep`
+    /// measures.
+    ///
+    /// # Panics
+    /// If `out` is shorter than `keys`.
+    pub fn classify_lockstep(&self, keys: &[Key], out: &mut [Option<u32>]) {
+        assert!(out.len() >= keys.len(), "out is shorter than keys");
+        if self.mem.is_empty() {
+            // No internal node anywhere: leaves only.
+            for (k, o) in keys.iter().zip(out.iter_mut()) {
+                *o = self.classify(k);
+            }
+            return;
+        }
+        for (ks, os) in keys.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
+            if ks.len() < GROUP {
+                for (k, o) in ks.iter().zip(os.iter_mut()) {
+                    *o = self.classify(k);
+                }
+                continue;
+            }
+            let mut k4 = [K4::default(); GROUP];
+            let mut fast = [false; GROUP];
+            for i in 0..GROUP {
+                if let Some(k) = K4::of(&ks[i]) {
+                    k4[i] = k;
+                    fast[i] = true;
+                }
+            }
+            let mut best = [NONE; GROUP];
+            for t in &self.trees {
+                let mut r = [EMPTY; GROUP];
+                for i in 0..GROUP {
+                    if fast[i] && t.min_id < best[i] {
+                        r[i] = t.root;
+                        if r[i] & LEAF == 0 {
+                            r[i] = self.mem[(r[i] as usize) + t.cut.index(&k4[i])];
+                        }
+                    }
+                }
+                loop {
+                    let mut inner = 0u64;
+                    for i in 0..GROUP {
+                        let leaf = r[i] & LEAF != 0;
+                        let at = if leaf {
+                            0
+                        } else {
+                            (r[i] as u32 as usize) + child_index(r[i], &k4[i])
+                        };
+                        let next = self.mem[at];
+                        r[i] = if leaf { r[i] } else { next };
+                        inner |= !next & !r[i] & LEAF;
+                    }
+                    if inner == 0 {
+                        break;
+                    }
+                }
+                for i in 0..GROUP {
+                    best[i] = self.scan(r[i], &k4[i], &ks[i], best[i]);
+                }
+            }
+            for i in 0..GROUP {
+                os[i] = if fast[i] {
+                    (best[i] != NONE).then_some(best[i])
+                } else {
+                    self.classify_slow(&ks[i])
+                };
+            }
+        }
+    }
+
+    /// Classifies IPv4 keys ([`KeyV4`]) into `out`: the same results as
+    /// [`Classify::classify_batch`] on the same keys as [`Key`]s
+    /// ([`KeyV4::key`]), without the conversion from 128-bit addresses a
+    /// [`Key`] takes (about 40 instructions of a 250-instruction lookup).
+    /// Breadth first, 256 keys at a time, 64 in a batch that small (see the
+    /// [module docs](super)). No
+    /// allocation. On a CPU with AVX2 and BMI1/2 the same code runs
+    /// compiled for them (a leaf block's eight 32-bit lanes in one
+    /// register, the cuts' shifts without flags), chosen once when the
+    /// classifier is built, as rte_acl picks its AVX2 path.
+    ///
+    /// # Panics
+    /// If `out` is shorter than `keys`.
+    pub fn classify_batch_v4(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
+        assert!(out.len() >= keys.len(), "out is shorter than keys");
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 {
+            // SAFETY: `avx2` is set only when the running CPU has AVX2,
+            // BMI1 and BMI2 (`Classifier::with_config` checks them).
+            #[allow(unsafe_code)]
+            return unsafe { self.batch_v4_avx2(keys, out) };
+        }
+        self.batch_v4(keys, out);
+    }
+
+    /// [`classify_batch_v4`](Self::classify_batch_v4) compiled for the
+    /// baseline CPU whatever this one has: for comparisons and tests.
+    #[doc(hidden)]
+    pub fn classify_batch_v4_portable(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
+        assert!(out.len() >= keys.len(), "out is shorter than keys");
+        self.batch_v4(keys, out);
+    }
+
+    /// The body of [`classify_batch_v4`](Self::classify_batch_v4), for
+    /// `out` at least as long as `keys`.
+    #[inline(always)]
+    pub(super) fn batch_v4(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
+        if !self.mem.is_empty() {
+            self.breadth(keys, out, |k, v| {
+                *v = K4::of_v4(k);
+                true
+            });
+        } else {
+            self.seq_v4(keys, out);
+        }
+    }
+
+    /// [`batch_v4`](Self::batch_v4) compiled with AVX2 (everything below it
+    /// is inlined, so all of it is).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, BMI1 and BMI2. (An `unsafe fn`, not a safe
+    /// function with a target feature: those need Rust 1.86, the workspace
+    /// supports 1.85.)
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1,bmi2")]
+    #[allow(unsafe_code)]
+    pub(super) unsafe fn batch_v4_avx2(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
+        self.batch_v4(keys, out);
+    }
+
+    /// [`classify_batch_v4`](Self::classify_batch_v4) one key after the
+    /// other: for comparisons.
+    #[doc(hidden)]
+    pub fn classify_batch_v4_seq(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
+        assert!(out.len() >= keys.len(), "out is shorter than keys");
+        self.seq_v4(keys, out);
+    }
+
+    #[inline(always)]
+    pub(super) fn seq_v4(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
+        for (k, o) in keys.iter().zip(out.iter_mut()) {
+            *o = self.lookup_k4(&K4::of_v4(k), k);
+        }
+    }
+
+    /// [`breadth_in`](Self::breadth_in) in chunks of [`CHUNK`] keys, or of
+    /// [`SMALL_CHUNK`] for a batch that small (a datapath batch): a chunk's
+    /// arrays are set up on every call, 14 KiB for [`CHUNK`] keys.
+    #[inline(always)]
+    pub(super) fn breadth<F: FullKey>(
+        &self,
+        keys: &[F],
+        out: &mut [Option<u32>],
+        k4: impl Fn(&F, &mut K4) -> bool,
+    ) {
+        if keys.len() <= SMALL_CHUNK {
+            self.breadth_in::<F, SMALL_CHUNK>(keys, out, k4);
+        } else {
+            self.breadth_in::<F, CHUNK>(keys, out, k4);
+        }
+    }
+
+    /// Classifies `keys` into `out` breadth first, `C` keys at a
+    /// time: per tree, every key of the chunk takes its root step, then
+    /// every key still at an internal node one more level, and so on; then
+    /// every key's leaf is scanned. Which keys go on is a list rebuilt each
+    /// round without a branch (each key's index is written, and the count
+    /// moves on only if it goes on), so no branch depends on a load: the
+    /// loads of a round are independent (up to `C` in flight) and the
+    /// only branches are the rounds' loops. Keys `k4` does not take (not
+    /// IPv4) are classified alone, in place.
+    #[inline(always)]
+    pub(super) fn breadth_in<F: FullKey, const C: usize>(
+        &self,
+        keys: &[F],
+        out: &mut [Option<u32>],
+        k4: impl Fn(&F, &mut K4) -> bool,
+    ) {
+        // Key indices are bytes.
+        const { assert!(C <= 256) };
+        // With small chunks a round has too few keys to hide its misses:
+        // prefetch, if the structure is out of cache. (With 256 keys a
+        // round the prefetches measured 1-3 % slower; in batches of 32,
+        // acl1_10k 4 % faster.)
+        let ahead = self.prefetch && C <= SMALL_CHUNK;
+        let mut view = [K4::default(); C];
+        let mut node = [EMPTY; C];
+        let mut goes = [0usize; C];
+        let mut best = [NONE; C];
+        // The chunk's keys on the trees, the keys a tree may improve, and
+        // the two lists of keys still walking.
+        let (mut fast, mut on) = ([0u8; C], [0u8; C]);
+        let (mut cur, mut nxt) = ([0u8; C], [0u8; C]);
+        let out_lines = out.as_ptr().cast::<u8>();
+        for (c, (ks, os)) in keys.chunks(C).zip(out.chunks_mut(C)).enumerate() {
+            // The next chunk's keys and results, asked for now: the walks
+            // leave the hardware prefetcher too long a gap between chunks.
+            // (Nothing for the last chunk, the only one of a datapath
+            // batch.)
+            let next = (c + 1) * C;
+            if next < keys.len() {
+                let end = (next + C).min(keys.len());
+                let step = (64 / std::mem::size_of::<F>().max(1)).max(1);
+                for at in (next..end).step_by(step) {
+                    prefetch(keys, at);
+                }
+                let size = std::mem::size_of::<Option<u32>>();
+                for line in (next * size..end * size).step_by(64) {
+                    prefetch_ptr(out_lines.wrapping_add(line));
+                }
+            }
+            let mut nf = 0;
+            for (i, (k, o)) in ks.iter().zip(os.iter_mut()).enumerate() {
+                if k4(k, &mut view[i]) {
+                    fast[nf % C] = i as u8;
+                    nf += 1;
+                    best[i] = NONE;
+                } else {
+                    *o = self.classify_slow(&k.full());
+                }
+            }
+            for (ti, t) in self.trees.iter().enumerate() {
+                let mut n = 0;
+                if ti == 0 {
+                    // No key has matched yet: all of them walk.
+                    on[..nf].copy_from_slice(&fast[..nf]);
+                    n = nf;
+                } else {
+                    for &i in &fast[..nf] {
+                        on[n % C] = i;
+                        n += usize::from(t.min_id < best[usize::from(i) % C]);
+                    }
+                }
+                if n == 0 {
+                    // Trees are in order of their first rule: no later
+                    // one can do better either.
+                    break;
+                }
+                let mut m = 0;
+                if t.root & LEAF != 0 {
+                    for &i in &on[..n] {
+                        node[usize::from(i) % C] = t.root;
+                    }
+                } else {
+                    for &i in &on[..n] {
+                        let i = usize::from(i) % C;
+                        let r = self.mem[(t.root as usize) + t.cut.index(&view[i])];
+                        node[i] = r;
+                        cur[m % C] = i as u8;
+                        m += usize::from(r & LEAF == 0);
+                    }
+                }
+                while m > 0 {
+                    let mut m2 = 0;
+                    if ahead {
+                        // Where each key goes, and a prefetch of it: the
+                        // children's loads overlap, and the loop that
+                        // reads them finds them in cache (a load that
+                        // misses holds up retirement, and with it the
+                        // loads behind it; a prefetch does not).
+                        for &i in &cur[..m] {
+                            let i = usize::from(i) % C;
+                            let r = node[i];
+                            let at = (r as u32 as usize) + child_index(r, &view[i]);
+                            goes[i] = at;
+                            prefetch(&self.mem, at);
+                        }
+                        for &i in &cur[..m] {
+                            let i = usize::from(i) % C;
+                            let x = self.mem[goes[i]];
+                            node[i] = x;
+                            nxt[m2 % C] = i as u8;
+                            m2 += usize::from(x & LEAF == 0);
+                        }
+                    } else {
+                        for &i in &cur[..m] {
+                            let i = usize::from(i) % C;
+                            let r = node[i];
+                            let x = self.mem[(r as u32 as usize) + child_index(r, &view[i])];
+                            node[i] = x;
+                            nxt[m2 % C] = i as u8;
+                            m2 += usize::from(x & LEAF == 0);
+                        }
+                    }
+                    std::mem::swap(&mut cur, &mut nxt);
+                    m = m2;
+                }
+                if ahead {
+                    // The leaves' first blocks, asked for before any is
+                    // read.
+                    for &i in &on[..n] {
+                        let r = node[usize::from(i) % C];
+                        prefetch_block(&self.blocks, (r & START_MASK) as usize);
+                    }
+                }
+                if self.trees.len() == 1 {
+                    // One tree: a key's first block nearly always decides
+                    // it, and the branch on it is well predicted; no key
+                    // has matched before it.
+                    for &i in &on[..n] {
+                        let i = usize::from(i) % C;
+                        best[i] = self.scan_from::<_, true>(node[i], 0, &view[i], &ks[i], NONE);
+                    }
+                    continue;
+                }
+                // Several trees: most walks end in a leaf that does not
+                // match, and a branch on each block's result is a coin
+                // toss. Every key's first block is tested without one; the
+                // keys it does not decide (no hit and more blocks, or rules
+                // to confirm) go on a list for the rest.
+                let mut rest = 0;
+                for &i in &on[..n] {
+                    let i = usize::from(i) % C;
+                    let (hit, more) = self.first_block(node[i], &view[i]);
+                    best[i] = best[i].min(hit);
+                    cur[rest % C] = i as u8;
+                    rest += usize::from(more);
+                }
+                for &i in &cur[..rest] {
+                    let i = usize::from(i) % C;
+                    let from = usize::from(node[i] & EXTRA == 0);
+                    best[i] = self.scan_from::<_, false>(node[i], from, &view[i], &ks[i], best[i]);
+                }
+            }
+            for &i in &fast[..nf] {
+                let i = usize::from(i) % C;
+                os[i] = (best[i] != NONE).then_some(best[i]);
+            }
+        }
+    }
+}

@@ -1,0 +1,584 @@
+//! The build of a family's trees: partition into subsets, trials within
+//! a budget and a leaf bound, splits in halves, and the cuts and leaves
+//! of each node.
+
+use super::*;
+
+/// A rule as boxes in the five tree fields.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct BRule {
+    pub(super) lo: [u32; DIMS],
+    pub(super) hi: [u32; DIMS],
+    pub(super) lane: Lane,
+    /// Matches every IPv4 key in its box (no conditions beyond the box
+    /// and IP): may prune the rules after it.
+    pub(super) plain: bool,
+}
+
+impl BRule {
+    pub(super) fn of(i: usize, r: &Rule) -> BRule {
+        let (s, d) = (
+            r.src.v4_range().unwrap_or((0, 0)),
+            r.dst.v4_range().unwrap_or((0, 0)),
+        );
+        BRule::with_addrs(i, r, s, d, false)
+    }
+
+    /// Rule `r` in the IPv6 tree: its addresses projected on the words
+    /// `w`, and always confirmed on the full rule (a projection is a
+    /// superset).
+    pub(super) fn of_v6(i: usize, r: &Rule, w: V6Words) -> BRule {
+        let (s, d) = (v6_word_range(r.src, w.src), v6_word_range(r.dst, w.dst));
+        BRule::with_addrs(i, r, s, d, true)
+    }
+
+    /// Rule `r` with source and destination ranges `s` and `d` in the
+    /// address fields; `confirm`: every lane hit is checked on the rule.
+    pub(super) fn with_addrs(
+        i: usize,
+        r: &Rule,
+        s: (u32, u32),
+        d: (u32, u32),
+        confirm: bool,
+    ) -> BRule {
+        let lo = [s.0, d.0, u32::from(r.sport.0), u32::from(r.dport.0), 0];
+        let hi = [s.1, d.1, u32::from(r.sport.1), u32::from(r.dport.1), 0];
+        let needs_ports = r.needs() & has::PORTS != 0;
+        let (p0, p1) = (u16::from(r.proto.0) << 1, u16::from(r.proto.1) << 1 | 1);
+        // The protocol lane holds `proto << 1 | has_ports`: a rule that
+        // needs ports and names one protocol is exact; one with a range of
+        // protocols that needs ports is a superset, confirmed on the rule.
+        let pr = if needs_ports { (p0 | 1, p1) } else { (p0, p1) };
+        // The fifth cut field is the protocol lane, so that a rule needing
+        // ports is an exact box there and may prune the rules after it.
+        let (mut lo, mut hi) = (lo, hi);
+        lo[4] = u32::from(pr.0);
+        hi[4] = u32::from(pr.1);
+        let extra = confirm
+            || r.vlan.is_some()
+            || r.tcp_flags.1 != 0
+            || r.icmp_type.is_some()
+            || r.icmp_code.is_some()
+            || (needs_ports && r.proto.0 != r.proto.1);
+        BRule {
+            lo,
+            hi,
+            plain: !extra,
+            lane: Lane {
+                src: s,
+                dst: d,
+                sp: r.sport,
+                dp: r.dport,
+                pr,
+                id: i as u32 | if extra { EXTRA_ID } else { 0 },
+            },
+        }
+    }
+}
+
+/// A cut: field and bits of the first field, field and bits of the
+/// second (0 bits: none).
+pub(super) type Cut = (usize, u8, usize, u8);
+
+/// An aligned box: per field, the low end and log2 of the width.
+pub(super) type Boxx = [(u32, u8); DIMS];
+
+/// The box of a tree's root: every field whole (the protocol lane is 9
+/// bits).
+pub(super) const FULL: Boxx = [(0, 32), (0, 32), (0, 16), (0, 16), (0, 9)];
+
+pub(super) fn box_hi(b: (u32, u8)) -> u32 {
+    if b.1 >= 32 {
+        u32::MAX
+    } else {
+        b.0 + ((1u32 << b.1) - 1)
+    }
+}
+
+/// The leaves' map hashes rule lists with a multiply-rotate hash (the
+/// FxHash of rustc): the keys are the builder's own, not a sender's, and
+/// SipHash cost a tenth of a 10k-rule build.
+#[derive(Default)]
+pub(super) struct ListHasher(u64);
+
+impl std::hash::Hasher for ListHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+
+    fn write_u32(&mut self, x: u32) {
+        self.write_u64(u64::from(x));
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+}
+
+pub(super) struct Builder<'a> {
+    pub(super) br: &'a [BRule],
+    pub(super) cfg: &'a Config,
+    pub(super) mem: Vec<u64>,
+    pub(super) blocks: Vec<Block>,
+    pub(super) leaves: HashMap<Vec<u32>, u64, std::hash::BuildHasherDefault<ListHasher>>,
+    pub(super) stats: Stats,
+    /// Memory cap in 32-byte units (block lanes plus node words / 4).
+    pub(super) cap: usize,
+    /// The cap was reached (or, in a trial, a leaf outgrew
+    /// [`Config::leaf_bound`]): some nodes became leaves early.
+    pub(super) capped: bool,
+    /// A trial build ([`Builder::trial`]): stop at the cap or at a leaf
+    /// over the bound, the tree will be thrown away.
+    pub(super) trial: bool,
+    /// Entries of the largest leaf of the tree being built.
+    pub(super) tree_worst: usize,
+    /// In a trial, the most entries a leaf may have.
+    pub(super) leaf_limit: usize,
+    /// The most entries a lookup compares in the families built so far.
+    pub(super) worst: usize,
+    /// [`Builder::choose_cut`]'s counts and buffers.
+    pub(super) counts: Counts,
+    /// Threads the build may use ([`Config::threads`]).
+    pub(super) threads: usize,
+    /// Trials built apart ([`Builder::speculate`]), by rules, budget and
+    /// leaf limit, until the serial build takes them.
+    pub(super) memo: Vec<(Vec<u32>, usize, usize, Outcome)>,
+    /// In a trial built apart: set when the build no longer needs it.
+    pub(super) cancel: Option<&'a AtomicBool>,
+    /// The memory cap stopped a node.
+    pub(super) budget_hit: bool,
+    /// The trial was cancelled ([`cancel`](Self::cancel)).
+    pub(super) cancelled: bool,
+}
+
+impl<'a> Builder<'a> {
+    pub(super) fn new(br: &'a [BRule], cfg: &'a Config, cap: usize) -> Builder<'a> {
+        Builder {
+            br,
+            cfg,
+            mem: Vec::new(),
+            // Block 0 is padding: the first block of the empty leaf
+            // ([`EMPTY`], no blocks), which a batch tests without a branch.
+            blocks: vec![Block::PAD],
+            leaves: HashMap::default(),
+            stats: Stats {
+                bounded: true,
+                ..Stats::default()
+            },
+            cap,
+            capped: false,
+            trial: false,
+            tree_worst: 0,
+            leaf_limit: 0,
+            worst: 0,
+            counts: Counts::default(),
+            threads: 1,
+            memo: Vec::new(),
+            cancel: None,
+            budget_hit: false,
+            cancelled: false,
+        }
+    }
+
+    /// The trees over one family's rules `ids` (sorted), in order of their
+    /// first rule. With at most [`SINGLE_TREE_MAX_RULES`] rules, first one
+    /// tree over all of them, kept if it fits in
+    /// [`Config::single_tree_budget`] units per rule or
+    /// [`SINGLE_TREE_FLOOR`] units (the trial stops at that cap and is
+    /// rolled back); otherwise one tree per subset: the
+    /// rules split by which of their address fields are small (at least
+    /// [`Config::small_prefix`] long), so that wildcard addresses in one
+    /// subset do not replicate the rules of another; subsets under
+    /// 1/[`Config::merge_below`] of the rules join the general one.
+    pub(super) fn family(&mut self, ids: &[u32]) -> Vec<Tree> {
+        let width = 1u64 << (32 - u32::from(self.cfg.small_prefix.min(32)));
+        let mut subsets: [Vec<u32>; 4] = Default::default();
+        for &i in ids {
+            let r = &self.br[i as usize];
+            let small = |d: usize| u64::from(r.hi[d] - r.lo[d]) < width;
+            subsets[usize::from(small(0)) | usize::from(small(1)) << 1].push(i);
+        }
+        let floor = (ids.len() / self.cfg.merge_below.max(1)).max(16);
+        for s in 1..4 {
+            if !subsets[s].is_empty() && subsets[s].len() < floor {
+                let moved = std::mem::take(&mut subsets[s]);
+                subsets[0].extend(moved);
+            }
+        }
+        subsets[0].sort_unstable();
+        let parts = subsets.iter().filter(|s| !s.is_empty()).count();
+        // Per tree, a budget in proportion to the family's rules, not the
+        // tree's: a subset of a few rules that replicate may need more
+        // than its share (acl2_10k: a 10 MiB tree over a third of the
+        // rules, which 1 KiB per rule of its own split in two trees and
+        // 1.22x the instructions a lookup).
+        let budget = (ids.len() * self.cfg.tree_budget).max(SINGLE_TREE_FLOOR);
+        let parallel = self.threads > 1 && ids.len() >= PARALLEL_MIN_RULES;
+        if self.cfg.single_tree_budget > 0 && ids.len() <= SINGLE_TREE_MAX_RULES && parts > 1 {
+            // One tree if it is small enough: the cap stops the build
+            // early when it is not, and what it built is dropped.
+            // It replaces up to four trees, so its leaves may be up to
+            // four times the bound: the worst case of a lookup is the
+            // same.
+            let leaf_limit = self
+                .cfg
+                .leaf_bound
+                .saturating_mul(parts.min(self.cfg.max_trees));
+            let single = (ids.len() * self.cfg.single_tree_budget).max(SINGLE_TREE_FLOOR);
+            if parallel {
+                // The single tree and the subsets' trees at once: the
+                // subsets' are wasted if the single tree fits (and
+                // cancelled when it does), but when it does not they are
+                // built by then (acl2_10k: the failed single tree was
+                // half the build).
+                let mut jobs = vec![(ids.to_vec(), single, leaf_limit)];
+                jobs.extend(
+                    subsets
+                        .iter()
+                        .filter(|s| !s.is_empty())
+                        .map(|s| (s.clone(), budget, self.cfg.leaf_bound)),
+                );
+                self.speculate(jobs, true);
+            }
+            if let Some(t) = self.trial_or_take(ids, single, leaf_limit) {
+                self.memo.clear();
+                self.worst = self.worst.max(self.tree_worst);
+                return vec![t];
+            }
+        }
+        // Each subset a tree within its budget and the leaf bound, split
+        // in halves (by rule order) while it is not and trees are left.
+        let mut queue: std::collections::VecDeque<Vec<u32>> =
+            subsets.into_iter().filter(|s| !s.is_empty()).collect();
+        let mut trees = Vec::new();
+        let mut worst = 0;
+        let bound = self.cfg.leaf_bound;
+        while let Some(ids) = queue.pop_front() {
+            if parallel && !self.taken(&ids, budget, bound) {
+                // This tree and every one queued after it, at once (the
+                // halves of the trees that failed, breadth first).
+                let jobs = std::iter::once(&ids)
+                    .chain(&queue)
+                    .filter(|q| !self.taken(q, budget, bound))
+                    .map(|q| (q.clone(), budget, bound))
+                    .collect();
+                self.speculate(jobs, false);
+            }
+            if let Some(t) = self.trial_or_take(&ids, budget, bound) {
+                trees.push(t);
+                worst += self.tree_worst;
+                continue;
+            }
+            if ids.len() >= 2 && trees.len() + queue.len() + 2 <= self.cfg.max_trees.max(1) {
+                // Breadth first: every subset that fails is split before
+                // any part is split again, so the trees end up of about
+                // the same size.
+                let (a, b) = self.halves(&ids);
+                self.stats.split_trees += 1;
+                queue.push_back(a);
+                queue.push_back(b);
+                continue;
+            }
+            // Out of trees: this one as large as its share of what is
+            // left under the memory cap lets it be; the build says so if
+            // a leaf is over the bound.
+            self.tree_worst = 0;
+            let share = self.cfg.max_entries.saturating_sub(self.used()) / (queue.len() + 1);
+            self.cap = (self.used() + share.max(budget)).min(self.cfg.max_entries);
+            let (root, cut) = self.build_root(FULL, &ids);
+            self.cap = self.cfg.max_entries;
+            self.capped = false;
+            if self.tree_worst > self.cfg.leaf_bound.max(BLOCK) {
+                self.stats.bounded = false;
+            }
+            trees.push(Tree {
+                root,
+                cut,
+                min_id: ids[0],
+            });
+            worst += self.tree_worst;
+        }
+        self.memo.clear();
+        self.worst = self.worst.max(worst);
+        trees.sort_by_key(|t| t.min_id);
+        trees
+    }
+
+    /// Two parts of `ids` (sorted) for two trees, each sorted: by shape if
+    /// a shape splits them evenly enough (at least 1/8 on each side), so
+    /// that each part's rules are narrow in the same field (the rules
+    /// whose source is the narrower address and the others; those whose
+    /// source port range is the narrower and the others), else the first
+    /// and the second half in rule order.
+    pub(super) fn halves(&self, ids: &[u32]) -> (Vec<u32>, Vec<u32>) {
+        let width = |r: &BRule, d: usize| r.hi[d] - r.lo[d];
+        let shapes: [&dyn Fn(&BRule) -> bool; 2] = [&|r| width(r, 0) < width(r, 1), &|r| {
+            width(r, 2) < width(r, 3)
+        }];
+        let best = shapes
+            .iter()
+            .map(|f| {
+                let n = ids.iter().filter(|&&i| f(&self.br[i as usize])).count();
+                (n.min(ids.len() - n), f)
+            })
+            .max_by_key(|&(m, _)| m);
+        if let Some((m, f)) = best {
+            if m >= ids.len() / 8 && m > 0 {
+                return ids.iter().partition(|&&i| f(&self.br[i as usize]));
+            }
+        }
+        let (a, b) = ids.split_at(ids.len() / 2);
+        (a.to_vec(), b.to_vec())
+    }
+
+    /// Builds a tree over `ids` if it fits in `budget` more units (and
+    /// the memory cap) with no leaf over `leaf_limit` entries; otherwise
+    /// rolls back what it built and returns `None`.
+    pub(super) fn trial(&mut self, ids: &[u32], budget: usize, leaf_limit: usize) -> Option<Tree> {
+        self.leaf_limit = leaf_limit.max(BLOCK);
+        let (mem, blocks, stats) = (self.mem.len(), self.blocks.len(), self.stats);
+        self.cap = (self.used() + budget).min(self.cfg.max_entries);
+        self.trial = true;
+        self.tree_worst = 0;
+        let (root, cut) = self.build_root(FULL, ids);
+        let fits = !self.capped;
+        self.cap = self.cfg.max_entries;
+        self.capped = false;
+        self.trial = false;
+        if fits {
+            return Some(Tree {
+                root,
+                cut,
+                min_id: ids[0],
+            });
+        }
+        self.mem.truncate(mem);
+        self.blocks.truncate(blocks);
+        self.stats = stats;
+        self.leaves
+            .retain(|_, r| ((*r & START_MASK) as usize) < blocks);
+        None
+    }
+
+    /// Builds a tree's root for `ids` (sorted): a leaf, or the offset of
+    /// its children and its cut, which may be up to
+    /// [`Config::root_cut_bits`] wide.
+    pub(super) fn build_root(&mut self, bx: Boxx, ids: &[u32]) -> (u64, RootCut) {
+        let maxb = self.cfg.root_cut_bits.clamp(1, ROOT_MAX_BITS);
+        match self.split(bx, ids, 0, maxb, self.cfg.root_spfac) {
+            Ok((o, (d0, s0, b0, d1, s1, b1))) => (o as u64, RootCut::of(d0, s0, b0, d1, s1, b1)),
+            Err(leaf) => (leaf, RootCut::default()),
+        }
+    }
+
+    /// Builds the subtree for `ids` (sorted, all meeting `bx`), returns its
+    /// child reference.
+    pub(super) fn build(&mut self, bx: Boxx, ids: &[u32], depth: usize) -> u64 {
+        match self.split(bx, ids, depth, self.cfg.max_cut_bits, self.cfg.spfac) {
+            Ok((o, (d0, s0, b0, d1, s1, b1))) => node_ref(o, d0, s0, b0, d1, s1, b1),
+            Err(leaf) => leaf,
+        }
+    }
+
+    /// Cuts the node for `ids` (sorted, all meeting `bx`) with at most
+    /// `maxb` bits and space factor `spfac` and builds its children: their
+    /// offset in `mem` and the cut as (field, shift, bits) twice; or the
+    /// node's leaf reference if it is a leaf.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn split(
+        &mut self,
+        bx: Boxx,
+        ids: &[u32],
+        depth: usize,
+        maxb: u8,
+        spfac: f64,
+    ) -> Result<(usize, (usize, u8, u8, usize, u8, u8)), u64> {
+        if self.trial && self.capped {
+            // A trial past its cap: it will be thrown away.
+            return Err(EMPTY);
+        }
+        if self.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+            self.capped = true;
+            self.cancelled = true;
+            return Err(EMPTY);
+        }
+        // Prune after the first rule covering the whole box.
+        let ids = match ids.iter().position(|&i| {
+            let r = &self.br[i as usize];
+            r.plain && (0..DIMS).all(|d| r.lo[d] <= bx[d].0 && r.hi[d] >= box_hi(bx[d]))
+        }) {
+            Some(p) => &ids[..=p],
+            None => ids,
+        };
+        if ids.len() <= self.cfg.binth || depth >= MAX_DEPTH || self.over_budget() {
+            return Err(self.leaf(ids, depth));
+        }
+        let Some((d0, b0, d1, b1)) = self.choose_cut(&bx, ids, maxb, spfac) else {
+            return Err(self.leaf(ids, depth));
+        };
+        let s0 = bx[d0].1 - b0;
+        let s1 = bx[d1].1.saturating_sub(b1);
+        let nchild = 1usize << (b0 + b1);
+        // The children's rule lists, in one buffer: counted, then placed.
+        let spans: Vec<[usize; 4]> = ids
+            .iter()
+            .map(|&i| {
+                let r = &self.br[i as usize];
+                let (l0, h0) = span(r, &bx, d0, s0, b0);
+                let (l1, h1) = if b1 == 0 {
+                    (0, 0)
+                } else {
+                    span(r, &bx, d1, s1, b1)
+                };
+                [l0, h0, l1, h1]
+            })
+            .collect();
+        let mut at = vec![0usize; nchild + 1];
+        for &[l0, h0, l1, h1] in &spans {
+            for c0 in l0..=h0 {
+                for c1 in l1..=h1 {
+                    at[(c0 << b1 | c1) + 1] += 1;
+                }
+            }
+        }
+        if at[1..].iter().all(|&n| n == ids.len()) {
+            // The cut separated nothing.
+            return Err(self.leaf(ids, depth));
+        }
+        for c in 0..nchild {
+            at[c + 1] += at[c];
+        }
+        let mut flat = vec![0u32; at[nchild]];
+        let mut fill = at.clone();
+        for (&i, &[l0, h0, l1, h1]) in ids.iter().zip(&spans) {
+            for c0 in l0..=h0 {
+                for c1 in l1..=h1 {
+                    let c = c0 << b1 | c1;
+                    flat[fill[c]] = i;
+                    fill[c] += 1;
+                }
+            }
+        }
+        let o = self.mem.len();
+        self.mem.resize(o + nchild, 0);
+        self.stats.nodes += 1;
+        // The previous child: its rules, box and what was built for it.
+        let mut prev: Option<(&[u32], Boxx, u64)> = None;
+        for (c, ch) in (0..nchild).map(|c| (c, &flat[at[c]..at[c + 1]])) {
+            let mut cb = bx;
+            let c0 = (c >> b1) as u32;
+            cb[d0] = (bx[d0].0 + (c0 << s0), s0);
+            if b1 > 0 {
+                let c1 = (c & ((1 << b1) - 1)) as u32;
+                cb[d1] = (bx[d1].0 + (c1 << s1), s1);
+            }
+            let r = match prev {
+                // The same rules, each covering both boxes where they
+                // differ: every cut and leaf below would be the same, so
+                // the child is the previous one's subtree, shared (wide
+                // rules make runs of such children; rte_acl shares
+                // nodes too).
+                Some((pch, pb, pr)) if pch == ch && self.covers(ch, &pb, &cb) => pr,
+                _ => self.build(cb, ch, depth + 1),
+            };
+            self.mem[o + c] = r;
+            prev = Some((ch, cb, r));
+        }
+        Ok((o, (d0, s0, b0, d1, s1, b1)))
+    }
+
+    /// Whether every rule of `ids` covers boxes `a` and `b` whole in each
+    /// field where they differ: a subtree built for `ids` in one box is
+    /// then the subtree for the other (the build sees a rule only through
+    /// its part inside the box).
+    pub(super) fn covers(&self, ids: &[u32], a: &Boxx, b: &Boxx) -> bool {
+        (0..DIMS).filter(|&d| a[d] != b[d]).all(|d| {
+            let (lo, hi) = (a[d].0.min(b[d].0), box_hi(a[d]).max(box_hi(b[d])));
+            ids.iter().all(|&i| {
+                let r = &self.br[i as usize];
+                r.lo[d] <= lo && r.hi[d] >= hi
+            })
+        })
+    }
+
+    /// Units used so far: a block lane is 32 bytes, a node word 8.
+    pub(super) fn used(&self) -> usize {
+        self.blocks.len() * BLOCK + self.mem.len() / 4
+    }
+
+    /// Whether the memory cap is reached: a block lane is 32 bytes, a
+    /// node word 8.
+    pub(super) fn over_budget(&mut self) -> bool {
+        let over = self.used() >= self.cap;
+        self.capped |= over;
+        self.budget_hit |= over;
+        over
+    }
+
+    pub(super) fn leaf(&mut self, ids: &[u32], depth: usize) -> u64 {
+        self.stats.max_depth = self.stats.max_depth.max(depth);
+        if ids.is_empty() {
+            // Its first block is the padding block 0, which a batch tests
+            // without looking at the number of blocks.
+            return EMPTY;
+        }
+        let entries = ids.len().div_ceil(BLOCK) * BLOCK;
+        self.tree_worst = self.tree_worst.max(entries);
+        if self.trial && entries > self.leaf_limit {
+            // Over the bound: the trial fails.
+            self.capped = true;
+            return EMPTY;
+        }
+        if let Some(&r) = self.leaves.get(ids) {
+            return r;
+        }
+        let start = self.blocks.len();
+        for chunk in ids.chunks(BLOCK) {
+            let mut blk = Block::PAD;
+            for (j, &i) in chunk.iter().enumerate() {
+                blk.set(j, &self.br[i as usize].lane);
+            }
+            self.blocks.push(blk);
+        }
+        let blocks = self.blocks.len() - start;
+        self.stats.leaves += 1;
+        self.stats.max_leaf = self.stats.max_leaf.max(ids.len());
+        let extra = if ids
+            .iter()
+            .any(|&i| self.br[i as usize].lane.id & EXTRA_ID != 0)
+        {
+            EXTRA
+        } else {
+            0
+        };
+        let r = LEAF | extra | (blocks as u64) << 32 | start as u64;
+        self.leaves.insert(ids.to_vec(), r);
+        r
+    }
+}
+
+/// The children of a cut of field `d` (shift `s`, `b` bits) that rule `r`
+/// meets, as an inclusive index range.
+#[inline]
+pub(super) fn span(r: &BRule, bx: &Boxx, d: usize, s: u8, b: u8) -> (usize, usize) {
+    let (blo, bhi) = (bx[d].0, box_hi(bx[d]));
+    let lo = r.lo[d].max(blo) - blo;
+    let hi = r.hi[d].min(bhi) - blo;
+    let m = (1u64 << b) - 1;
+    (
+        ((u64::from(lo) >> s) & m) as usize,
+        ((u64::from(hi) >> s) & m) as usize,
+    )
+}

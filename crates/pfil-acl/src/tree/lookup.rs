@@ -1,0 +1,384 @@
+//! The lookup of one key: the trees' layout (node references, root
+//! cuts), their walk and the leaves' scans.
+
+use super::*;
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Tree {
+    /// The root's reference: a leaf, or (bit 31 clear) the offset of the
+    /// root's children in `mem`, whose cut is `cut`.
+    pub(super) root: u64,
+    /// The root's cut, unpacked (it may be wider than a node's).
+    pub(super) cut: RootCut,
+    /// The smallest rule index in the tree: a lookup that already matched
+    /// a smaller one skips the tree.
+    pub(super) min_id: u32,
+}
+
+/// A root's cut: the child index is `rotate_right(f[f0], rot0) & m0 |
+/// rotate_right(f[f1], rot1) & m1`, as [`child_index`] with masks of up
+/// to [`ROOT_MAX_BITS`] bits.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct RootCut {
+    pub(super) f0: u8,
+    pub(super) rot0: u8,
+    pub(super) f1: u8,
+    pub(super) rot1: u8,
+    pub(super) m0: u32,
+    pub(super) m1: u32,
+}
+
+impl RootCut {
+    pub(super) fn of(d0: usize, s0: u8, b0: u8, d1: usize, s1: u8, b1: u8) -> RootCut {
+        RootCut {
+            f0: d0 as u8,
+            rot0: (s0.wrapping_sub(b1)) & 31,
+            f1: d1 as u8,
+            rot1: s1 & 31,
+            m0: ((1u32 << b0) - 1) << b1,
+            m1: (1u32 << b1) - 1,
+        }
+    }
+
+    #[inline(always)]
+    pub(super) fn index(&self, k: &K4) -> usize {
+        let v0 = k.f[usize::from(self.f0 & 7)].rotate_right(u32::from(self.rot0)) & self.m0;
+        let v1 = k.f[usize::from(self.f1 & 7)].rotate_right(u32::from(self.rot1)) & self.m1;
+        (v0 | v1) as usize
+    }
+}
+
+/// Asks for the cache line of `p` (nothing off x86_64). Any address will
+/// do: a prefetch never faults.
+#[inline(always)]
+pub(super) fn prefetch_ptr(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch has no effect on memory or on the program's state
+    // and cannot fault, whatever the address; SSE is part of x86_64.
+    #[allow(unsafe_code)]
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Asks for the cache line of `mem[at]` (nothing if `at` is out of
+/// bounds).
+#[inline(always)]
+pub(super) fn prefetch<T>(mem: &[T], at: usize) {
+    if let Some(p) = mem.get(at) {
+        prefetch_ptr((p as *const T).cast());
+    }
+}
+
+/// Asks for the four cache lines of `blocks[at]`.
+#[inline(always)]
+pub(super) fn prefetch_block(blocks: &[Block], at: usize) {
+    if let Some(b) = blocks.get(at) {
+        let p = (b as *const Block).cast::<u8>();
+        for line in 0..4 {
+            prefetch_ptr(p.wrapping_add(64 * line));
+        }
+    }
+}
+
+/// Whether the running CPU has AVX2 and BMI1/BMI2 (every CPU with AVX2
+/// but a few low-power ones has both).
+pub(super) fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("bmi1")
+            && std::arch::is_x86_feature_detected!("bmi2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// The child of internal node `r` that `k` falls in. The cut is packed
+/// in bits 32..64 of the reference, a byte each: the first cut field's
+/// lowest cut bit (bits 0..5) and field (bits 5..8), its number of cut bits,
+/// the same two bytes for the second field. The child index is `(bits
+/// s0..s0+b0 of d0) << b1 | (bits s1..s1+b1 of d1)`, and the packing is
+/// the one BMI2's shifts read as they are: `shrx` takes its count modulo
+/// 32 (so the shift is the byte itself, the field bits above it ignored)
+/// and `bzhi` its length from the low byte, so a level is two loads of key
+/// fields, two shifts, two masks, one shift, an or and the child's load.
+#[inline(always)]
+pub(super) fn child_index(r: u64, k: &K4) -> usize {
+    let h = (r >> 32) as u32;
+    let f0 = k.f[((h >> 5) & 7) as usize];
+    let f1 = k.f[((h >> 21) & 7) as usize];
+    let (b0, b1) = ((h >> 8) & 0xff, h >> 24);
+    let v0 = f0.wrapping_shr(h) & !u32::MAX.wrapping_shl(b0);
+    let v1 = f1.wrapping_shr(h >> 16) & !u32::MAX.wrapping_shl(b1);
+    (v0.wrapping_shl(b1) | v1) as usize
+}
+
+/// The reference to an internal node whose children start at `o`: the
+/// cut is packed into the reference ([`child_index`]), so a level costs
+/// one load. The child index is `(bits s0..s0+b0 of d0) << b1 | (bits
+/// s1..s1+b1 of d1)`, `b0 + b1 <= `[`ROOT_MAX_BITS`].
+pub(super) fn node_ref(o: usize, d0: usize, s0: u8, b0: u8, d1: usize, s1: u8, b1: u8) -> u64 {
+    debug_assert!(d0 < 8 && d1 < 8 && s0 < 32 && s1 <= 32 && b0 >= 1 && b0 + b1 <= ROOT_MAX_BITS);
+    debug_assert!((o as u64) < LEAF);
+    let s1 = if b1 == 0 { 0 } else { u32::from(s1) };
+    let h = u32::from(s0) | (d0 as u32) << 5 | u32::from(b0) << 8;
+    let h = h | (s1 | (d1 as u32) << 5) << 16 | u32::from(b1) << 24;
+    u64::from(h) << 32 | o as u64
+}
+
+impl Classifier {
+    /// What a lookup of `key` costs: (trees walked, internal nodes
+    /// visited, leaf entries compared, padding included). For tuning and reports.
+    pub fn lookup_cost(&self, key: &Key) -> (usize, usize, usize) {
+        let (k, trees_of): (K4, &[Tree]) = match K4::of(key) {
+            Some(k) => (k, &self.trees),
+            None if key.ethertype == ETHERTYPE_IPV6 && key.has & has::IP != 0 => {
+                (self.v6_words.view(key), &self.v6)
+            }
+            None => return (0, 0, self.other.len()),
+        };
+        let (mut trees, mut nodes, mut entries) = (0, 0, 0);
+        let mut best = NONE;
+        for t in trees_of {
+            if t.min_id >= best {
+                break;
+            }
+            trees += 1;
+            let mut r = t.root;
+            if r & LEAF == 0 {
+                nodes += 1;
+                r = self.mem[(r as usize) + t.cut.index(&k)];
+            }
+            while r & LEAF == 0 {
+                nodes += 1;
+                r = self.mem[(r as u32 as usize) + child_index(r, &k)];
+            }
+            let (start, blocks) = (
+                (r & START_MASK) as usize,
+                ((r >> 32) & BLOCKS_MASK) as usize,
+            );
+            let b = best;
+            best = self.scan(r, &k, key, best);
+            // Blocks the scan tested: up to the one holding the match, and
+            // none that start at or after the earlier match.
+            entries += self.blocks[start..start + blocks]
+                .iter()
+                .take_while(|blk| {
+                    let first = blk.id[0] & !EXTRA_ID;
+                    first < b && first <= best
+                })
+                .count()
+                * BLOCK;
+        }
+        (trees, nodes, entries)
+    }
+
+    /// The leaf of tree `t` that `k` falls in.
+    #[inline(always)]
+    pub(super) fn walk_tree(&self, t: &Tree, k: &K4) -> u64 {
+        let mut r = t.root;
+        if r & LEAF == 0 {
+            r = self.mem[(r as usize) + t.cut.index(k)];
+        }
+        self.walk(r, k)
+    }
+
+    #[inline(always)]
+    pub(super) fn walk(&self, mut r: u64, k: &K4) -> u64 {
+        while r & LEAF == 0 {
+            r = self.mem[(r as u32 as usize) + child_index(r, k)];
+        }
+        r
+    }
+
+    /// Best (smallest) matching rule index in leaf `r`, or `best`.
+    ///
+    /// A leaf is whole [`Block`]s of 8 rules (padded with lanes that never
+    /// hit), so the common one-block leaf is a fixed-length, branch-free
+    /// test of 8 lanes and a bit scan.
+    #[inline(always)]
+    pub(super) fn scan<F: FullKey>(&self, r: u64, k: &K4, key: &F, best: u32) -> u32 {
+        self.scan_from::<_, false>(r, 0, k, key, best)
+    }
+
+    /// [`scan`](Self::scan) from block `from` of the leaf on (the blocks
+    /// before it missed); a leaf with rules to confirm goes to
+    /// [`scan_extra`](Self::scan_extra), whole. `FIRST`: no match before
+    /// this leaf (`best` is [`NONE`]), so blocks are not tested against it.
+    #[inline(always)]
+    pub(super) fn scan_from<F: FullKey, const FIRST: bool>(
+        &self,
+        r: u64,
+        from: usize,
+        k: &K4,
+        key: &F,
+        best: u32,
+    ) -> u32 {
+        if r & EXTRA != 0 {
+            return self.scan_extra(r, k, key, best);
+        }
+        let start = (r & START_MASK) as usize;
+        let blocks = ((r >> 32) & BLOCKS_MASK) as usize;
+        let Some(leaf) = self.blocks.get(start + from..start + blocks) else {
+            return best;
+        };
+        for blk in leaf {
+            if !FIRST && blk.id[0] >= best {
+                // Every rule here and after comes after the one matched.
+                break;
+            }
+            let j = blk.first_hit(k);
+            // Lanes are in rule order: the first hit is the best.
+            let id = blk.id[j & (BLOCK - 1)];
+            if j < BLOCK {
+                return id.min(best);
+            }
+        }
+        best
+    }
+
+    /// The first block of leaf `r` for `k`, without a branch: the rule it
+    /// matches ([`NONE`] if none, or if the leaf has rules to confirm), and
+    /// whether the leaf needs [`scan_from`](Self::scan_from) too (no hit
+    /// and more blocks, or rules to confirm). The empty leaf's first block
+    /// is the padding block 0.
+    #[inline(always)]
+    pub(super) fn first_block(&self, r: u64, k: &K4) -> (u32, bool) {
+        let start = (r & START_MASK) as usize;
+        let blocks = (r >> 32) & BLOCKS_MASK;
+        let blk = &self.blocks[start];
+        let j = blk.first_hit(k);
+        let id = blk.id[j & (BLOCK - 1)];
+        let confirm = r & EXTRA != 0;
+        let hit = if j < BLOCK && !confirm { id } else { NONE };
+        (hit, confirm | (j >= BLOCK) & (blocks > 1))
+    }
+
+    /// [`scan`](Self::scan) for leaves holding rules with conditions the
+    /// blocks do not hold (VLAN, TCP flags, ICMP): a hit on one of those
+    /// is confirmed on the full rule.
+    #[cold]
+    pub(super) fn scan_extra<F: FullKey>(&self, r: u64, k: &K4, key: &F, best: u32) -> u32 {
+        let key = key.full();
+        let start = (r & START_MASK) as usize;
+        let blocks = ((r >> 32) & BLOCKS_MASK) as usize;
+        for blk in &self.blocks[start..start + blocks] {
+            if blk.id[0] & !EXTRA_ID >= best {
+                break;
+            }
+            let mut hits = blk.hit_mask(k);
+            while hits != 0 {
+                let j = hits.trailing_zeros() as usize;
+                hits &= hits - 1;
+                let e = blk.id[j];
+                let id = e & !EXTRA_ID;
+                if id >= best {
+                    return best;
+                }
+                if e & EXTRA_ID == 0 || self.rules[id as usize].matches(&key) {
+                    return id;
+                }
+            }
+        }
+        best
+    }
+
+    /// One lookup: the trees for IPv4 keys, the lists otherwise.
+    #[inline(always)]
+    pub(super) fn lookup(&self, key: &Key) -> Option<u32> {
+        let Some(k) = K4::of(key) else {
+            return self.classify_slow(key);
+        };
+        self.lookup_k4(&k, key)
+    }
+
+    /// The trees' walk and leaf scans for one IPv4 key; `key` gives the
+    /// full key for the rules a leaf block cannot decide alone.
+    #[inline(always)]
+    pub(super) fn lookup_k4<F: FullKey>(&self, k: &K4, key: &F) -> Option<u32> {
+        self.lookup_in(&self.trees, k, key)
+    }
+
+    /// The walks and leaf scans of `trees` (in order of their first rule)
+    /// for the tree view `k` of `key`.
+    #[inline(always)]
+    pub(super) fn lookup_in<F: FullKey>(&self, trees: &[Tree], k: &K4, key: &F) -> Option<u32> {
+        let mut best = NONE;
+        for t in trees {
+            if t.min_id >= best {
+                break;
+            }
+            let leaf = self.walk_tree(t, k);
+            best = self.scan(leaf, k, key, best);
+        }
+        (best != NONE).then_some(best)
+    }
+
+    /// An IPv6 key: the IPv6 tree's walk on the chosen address words, and
+    /// its leaf's candidates confirmed on their rules.
+    #[inline(never)]
+    pub(super) fn lookup_v6(&self, k: &Key) -> Option<u32> {
+        self.lookup_in(&self.v6, &self.v6_words.view(k), k)
+    }
+
+    /// Keys off the IPv4 path: IPv6 ([`lookup_v6`](Self::lookup_v6)),
+    /// non-IP keys (the rules that can match them, in order), and IPv4
+    /// keys with an address beyond 32 bits (every rule).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn classify_slow(&self, k: &Key) -> Option<u32> {
+        let list = if k.ethertype == ETHERTYPE_IPV6 && k.has & has::IP != 0 {
+            return self.lookup_v6(k);
+        } else if k.has & has::IP != 0 {
+            // IPv4 with an address beyond 32 bits: not a real key; the
+            // reference semantics decide over every rule.
+            return self
+                .rules
+                .iter()
+                .position(|r| r.matches(k))
+                .map(|i| i as u32);
+        } else {
+            &self.other
+        };
+        list.iter()
+            .copied()
+            .find(|&i| self.rules[i as usize].matches(k))
+    }
+}
+
+impl Classify for Classifier {
+    #[inline]
+    fn classify(&self, key: &Key) -> Option<u32> {
+        self.lookup(key)
+    }
+
+    /// Classifies `keys` into `out`: IPv4 keys breadth first, 256 at a time
+    /// (64 in a batch that small)
+    /// (see [`Classifier::classify_batch_v4`]) when the classifier has an
+    /// internal node, one [`classify`](Classify::classify) per key
+    /// otherwise; other keys one by one in place. No allocation.
+    ///
+    /// # Panics
+    /// If `out` is shorter than `keys`.
+    fn classify_batch(&self, keys: &[Key], out: &mut [Option<u32>]) {
+        assert!(out.len() >= keys.len(), "out is shorter than keys");
+        if !self.mem.is_empty() {
+            self.breadth(keys, out, |k, v| match K4::of(k) {
+                Some(x) => {
+                    *v = x;
+                    true
+                }
+                None => false,
+            });
+            return;
+        }
+        for (k, o) in keys.iter().zip(out.iter_mut()) {
+            *o = self.lookup(k);
+        }
+    }
+}
