@@ -152,6 +152,9 @@ impl Filter for Ct {
         let run = self.run();
         let drop_invalid = self.drop_invalid.load(Relaxed);
         let far = self.table.len() > PREFETCH_FROM;
+        // The adaptive timeouts' scale, once a batch (the table's size
+        // moves by at most a batch's new flows meanwhile).
+        let ad = super::table::Adaptive::at(self.table.len(), run.max);
         for chunk in pkts.chunks_mut(PIPE) {
             // Bit i: packet i is tracked (not dropped by an earlier hook).
             let mut tracked = 0u32;
@@ -183,7 +186,9 @@ impl Filter for Ct {
                     continue;
                 }
                 let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
-                let (s, reply) = self.table.track_hashed(cls[i], hs[i], len, run, ctx.worker);
+                let (s, reply) = self
+                    .table
+                    .track_batch(&cls[i], hs[i], len, run, ad, ctx.worker);
                 p.set_ct(s, reply);
                 if drop_invalid && s == CtState::Invalid {
                     p.set_verdict(Verdict::Dropped);

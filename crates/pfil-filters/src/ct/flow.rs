@@ -118,6 +118,25 @@ impl FlowKey {
         ]
     }
 
+    /// The key whose [`words`](Self::words) are `w` (the fifth word's
+    /// bits from 41 up ignored).
+    pub fn from_words(w: [u64; 5]) -> FlowKey {
+        let addr = |lo: u64, hi: u64| {
+            let mut x = [0u8; 16];
+            x[..8].copy_from_slice(&lo.to_ne_bytes());
+            x[8..].copy_from_slice(&hi.to_ne_bytes());
+            x
+        };
+        FlowKey {
+            a: addr(w[0], w[1]),
+            b: addr(w[2], w[3]),
+            pa: w[4] as u16,
+            pb: (w[4] >> 16) as u16,
+            proto: (w[4] >> 32) as u8,
+            v6: (w[4] >> 40) & 1 != 0,
+        }
+    }
+
     /// An endpoint's address as text.
     pub fn addr(&self, b_side: bool) -> std::net::IpAddr {
         let x = if b_side { self.b } else { self.a };
