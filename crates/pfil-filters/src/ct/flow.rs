@@ -91,6 +91,34 @@ impl FlowKey {
         )
     }
 
+    /// [`FlowKey::v4`]'s key as its [`words`](Self::words), without the
+    /// key: the same words, made from the addresses and ports directly.
+    #[inline(always)]
+    pub fn v4_words(src: u32, sp: u16, dst: u32, dp: u16, proto: u8) -> ([u64; 5], bool) {
+        let (s, d) = (
+            u64::from(src) << 16 | u64::from(sp),
+            u64::from(dst) << 16 | u64::from(dp),
+        );
+        let src_is_a = s <= d;
+        let swap = (s ^ d) & u64::from(src_is_a).wrapping_sub(1);
+        let (lo, hi) = (s ^ swap, d ^ swap);
+        // An IPv4 address's word: its 4 bytes in network order, zeros after.
+        let word = |x: u64| {
+            let [a, b, c, d] = ((x >> 16) as u32).to_be_bytes();
+            u64::from_ne_bytes([a, b, c, d, 0, 0, 0, 0])
+        };
+        (
+            [
+                word(lo),
+                0,
+                word(hi),
+                0,
+                (lo & 0xffff) | (hi & 0xffff) << 16 | u64::from(proto) << 32,
+            ],
+            src_is_a,
+        )
+    }
+
     /// The key as five words (for hashing).
     #[inline]
     pub fn words(&self) -> [u64; 5] {
@@ -232,6 +260,27 @@ pub fn classify(p: &Packet<'_>) -> Class {
         };
     }
     classify_general(p)
+}
+
+/// The flow of a plain frame (untagged Ethernet, IPv4 without options,
+/// not a fragment, UDP or TCP with a whole header: [`classify`]'s fast
+/// path) as its key's [`FlowKey::words`], whether the source is the
+/// key's `a` side, and what it carries; `None` for any other shape. The
+/// key itself is not built: a lookup compares and hashes words.
+#[inline(always)]
+pub(super) fn plain_v4(p: &Packet<'_>) -> Option<([u64; 5], bool, Kind)> {
+    let t = p.plain_five_tuple_v4()?;
+    let (w, a) = FlowKey::v4_words(t.src, t.src_port, t.dst, t.dst_port, t.protocol);
+    if t.protocol == 17 {
+        return Some((w, a, Kind::Udp));
+    }
+    if t.protocol != 6 {
+        return None;
+    }
+    let f = p.frame();
+    let end = be16(f, 16).map_or(0, |l| 14 + usize::from(l));
+    let seg = tcp_seg(f, 34, end.min(f.len()))?;
+    Some((w, a, Kind::Tcp(seg)))
 }
 
 /// [`classify`] of any shape.

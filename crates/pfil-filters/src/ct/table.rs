@@ -435,7 +435,12 @@ impl Shard {
 /// the shard.
 #[inline]
 pub fn key_hash(seeds: &[u64; 4], k: &FlowKey) -> u64 {
-    let w = k.words();
+    words_hash(seeds, &k.words())
+}
+
+/// [`key_hash`] of the key whose [`FlowKey::words`] are `w`.
+#[inline]
+pub fn words_hash(seeds: &[u64; 4], w: &[u64; 5]) -> u64 {
     let s = seeds;
     let h1 = fold(w[0] ^ s[0], w[1] ^ s[1]);
     let h2 = fold(w[2] ^ s[2], w[3] ^ s[3]);

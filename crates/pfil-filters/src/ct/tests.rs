@@ -204,6 +204,18 @@ fn the_plain_path_classifies_as_the_general_one() {
         let fast = flow::classify(&p);
         let general = flow::classify_general(&Packet::new(&mut y));
         assert_eq!(fast, general, "frame {i}");
+        // The words-only path gives the same key, side and kind.
+        if let Some((w, a, kind)) = flow::plain_v4(&p) {
+            assert_eq!(
+                flow::Class::Flow(flow::FlowKey::from_words(w), a, kind),
+                general,
+                "frame {i}"
+            );
+            let flow::Class::Flow(k, ..) = general else {
+                unreachable!()
+            };
+            assert_eq!(w, k.words(), "frame {i}");
+        }
         assert!(!matches!(fast, flow::Class::Untracked), "frame {i}");
     }
     assert!(plain >= 10, "the fast path ran ({plain} frames)");

@@ -308,6 +308,24 @@ fn a_batch_agrees_with_packet_by_packet() {
         }
     }
     batched.filter_batch(&mut pa, &ctx);
+    // The prefetching path (a table over 8 192 entries) on a copy.
+    let far = Ct::from_config("", 1).unwrap();
+    let mut b: Vec<Vec<u8>> = frames.clone();
+    let mut pb: Vec<Packet<'_>> = b.iter_mut().map(|f| Packet::new(f)).collect();
+    for (i, p) in pb.iter_mut().enumerate() {
+        if i % 11 == 5 {
+            p.set_verdict(Verdict::Dropped);
+        }
+    }
+    let run = Run {
+        now: far.table().now(),
+        loose: false,
+        max: DEFAULT_MAX,
+    };
+    far.batch_far(&mut pb, &ctx, run, table::Adaptive { num: 1, den: 1 });
+    for (x, y) in pa.iter().zip(&pb) {
+        assert_eq!(x.ct(), y.ct());
+    }
     for (i, f) in frames.iter_mut().enumerate() {
         let mut p = Packet::new(f);
         if i % 11 == 5 {

@@ -115,6 +115,12 @@ impl Table {
         }
     }
 
+    /// The hash of the key whose [`FlowKey::words`] are `w`.
+    #[inline]
+    pub(super) fn hash_words(&self, w: &[u64; 5]) -> u64 {
+        table::words_hash(&self.seeds, w)
+    }
+
     #[inline]
     pub(super) fn shard_at(&self, h: u64) -> usize {
         (h >> 32) as usize & self.shard_mask
@@ -175,7 +181,7 @@ impl Table {
     ) -> (CtState, bool) {
         let r = match (c, h) {
             (&Class::Flow(ref key, src_a, kind), Some(h)) => {
-                match self.hit(key, h, src_a, kind, len, run, ad) {
+                match self.hit(&key.words(), h, src_a, kind, len, run, ad) {
                     Some(r) => r,
                     None => self.track_inner(*c, Some(h), len, run, false, false),
                 }
@@ -188,6 +194,48 @@ impl Table {
         })
     }
 
+    /// [`track_batch`](Self::track_batch) of a packet of flow `w` (its
+    /// key's [`FlowKey::words`], `h` their hash) from side `src_a`,
+    /// carrying `kind`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(super) fn track_words(
+        &self,
+        w: &[u64; 5],
+        h: u64,
+        src_a: bool,
+        kind: Kind,
+        len: u32,
+        run: Run,
+        ad: Adaptive,
+        worker: usize,
+    ) -> (CtState, bool) {
+        let r = match self.hit(w, h, src_a, kind, len, run, ad) {
+            Some(r) => r,
+            None => self.track_miss(w, h, src_a, kind, len, run),
+        };
+        r.unwrap_or_else(|why| {
+            self.count(worker, why);
+            (CtState::Invalid, false)
+        })
+    }
+
+    /// [`track_words`](Self::track_words) when the lock-free way did not
+    /// settle it.
+    #[inline(never)]
+    fn track_miss(
+        &self,
+        w: &[u64; 5],
+        h: u64,
+        src_a: bool,
+        kind: Kind,
+        len: u32,
+        run: Run,
+    ) -> Result<(CtState, bool), Invalid> {
+        let c = Class::Flow(FlowKey::from_words(*w), src_a, kind);
+        self.track_inner(c, Some(h), len, run, false, false)
+    }
+
     /// Track a packet of a live flow without the shard's lock: the
     /// index probed lock-free ([`Peek::find_live`]), the entry locked,
     /// checked (its key, not expired) and updated. `None` when the
@@ -198,7 +246,7 @@ impl Table {
     #[inline(always)]
     pub(super) fn hit(
         &self,
-        key: &FlowKey,
+        w: &[u64; 5],
         h: u64,
         src_a: bool,
         kind: Kind,
@@ -206,8 +254,7 @@ impl Table {
         run: Run,
         ad: Adaptive,
     ) -> Option<Result<(CtState, bool), Invalid>> {
-        let w = key.words();
-        let (s, t) = self.find_live(self.shard_at(h), &w, h as u32)?;
+        let (s, t) = self.find_live(self.shard_at(h), w, h as u32)?;
         let (mut flags, mut timeout) = (table::tail_flags(t), super::slot::tail_timeout(t));
         if expired_at(timeout, s.last(), run.now, ad) {
             s.unlock(t);
@@ -278,7 +325,7 @@ impl Table {
         };
         let h = self.hash(&key);
         let ad = Adaptive::at(self.len(), run.max);
-        let hit = self.hit(&key, h, src_a, kind, len, run, ad);
+        let hit = self.hit(&key.words(), h, src_a, kind, len, run, ad);
         let mut g = lock(self.shard(h));
         let r = match hit {
             Some(r) => Some(r),
@@ -367,7 +414,7 @@ impl Table {
         let h = h.unwrap_or_else(|| self.hash(&key));
         let ad = Adaptive::at(self.len(), run.max);
         let hit = if try_hit {
-            self.hit(&key, h, src_a, kind, len, run, ad)
+            self.hit(&key.words(), h, src_a, kind, len, run, ad)
         } else {
             None
         };
