@@ -167,51 +167,69 @@ impl Ct {
     }
 
     /// The batch path of a larger table: a chunk's packets classified
-    /// and hashed first, then tracked, the index slot of the packet
-    /// [`AHEAD`] places on and the entry of the one half as far
-    /// prefetched meanwhile, so that the misses overlap.
+    /// and hashed first (a plain IPv4 packet by its key's words, as in
+    /// [`batch_near`](Self::batch_near)), then tracked, the index slot of
+    /// the packet [`AHEAD`] places on and the entry of the one half as
+    /// far prefetched meanwhile, so that the misses overlap.
     pub(super) fn batch_far(&self, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>, run: Run, ad: Adaptive) {
         let drop_invalid = self.drop_invalid.load(Relaxed);
+        let t = &*self.table;
         for chunk in pkts.chunks_mut(PIPE) {
-            // Bit i: packet i is tracked (not dropped by an earlier hook).
-            let mut tracked = 0u32;
+            // Bit i: packet i is tracked (not dropped by an earlier hook);
+            // is plain (its key in `ws`, what it carries in `kinds`); is
+            // from its key's `a` side (plain packets).
+            let (mut tracked, mut plain, mut side) = (0u32, 0u32, 0u32);
+            let mut ws = [[0u64; 5]; PIPE];
+            let mut kinds = [flow::Kind::Other; PIPE];
             let mut cls = [flow::Class::Untracked; PIPE];
             let mut hs = [None; PIPE];
             for (i, p) in chunk.iter().enumerate() {
-                if p.verdict().is_pass() {
-                    let k = flow::classify(p);
-                    hs[i] = self.table.hash_of(&k);
-                    cls[i] = k;
-                    tracked |= 1 << i;
+                if !p.verdict().is_pass() {
+                    continue;
+                }
+                tracked |= 1 << i;
+                if let Some((w, a, kind)) = flow::plain_v4(p) {
+                    hs[i] = Some(t.hash_words(&w));
+                    ws[i] = w;
+                    kinds[i] = kind;
+                    plain |= 1 << i;
+                    side |= u32::from(a) << i;
+                } else {
+                    let c = flow::classify(p);
+                    hs[i] = t.hash_of(&c);
+                    cls[i] = c;
                 }
             }
             let hash = |i: usize| hs.get(i).copied().flatten();
             for i in 0..AHEAD.min(chunk.len()) {
                 if let Some(h) = hash(i) {
-                    self.table.prefetch(h, false);
+                    t.prefetch(h, false);
                 }
             }
             for (i, p) in chunk.iter_mut().enumerate() {
                 if let Some(h) = hash(i + AHEAD) {
-                    self.table.prefetch(h, false);
+                    t.prefetch(h, false);
                 }
                 if let Some(h) = hash(i + AHEAD / 2) {
-                    self.table.prefetch(h, true);
+                    t.prefetch(h, true);
                 }
                 if tracked & 1 << i == 0 {
                     continue;
                 }
                 let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
-                let (s, reply) = self
-                    .table
-                    .track_batch(&cls[i], hs[i], len, run, ad, ctx.worker);
+                let (s, reply) = match hs[i] {
+                    Some(h) if plain & 1 << i != 0 => {
+                        let a = side & 1 << i != 0;
+                        t.track_words(&ws[i], h, a, kinds[i], len, run, ad, ctx.worker)
+                    }
+                    h => t.track_batch(&cls[i], h, len, run, ad, ctx.worker),
+                };
                 p.set_ct(s, reply);
                 if drop_invalid && s == CtState::Invalid {
                     p.set_verdict(Verdict::Dropped);
                 }
             }
-            self.table
-                .sweep_next(chunk.len() * super::table::SWEEP, run);
+            t.sweep_next(chunk.len() * super::table::SWEEP, run);
         }
     }
 }

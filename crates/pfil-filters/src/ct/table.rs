@@ -429,7 +429,9 @@ impl Shard {
 
 /// The hash of key `k` under `seeds`: folded 64x64->128 multiplies of
 /// its five words with random seeds (foldhash's mixing step), so that a
-/// sender cannot choose keys that collide without knowing the seeds.
+/// sender cannot choose keys that collide without knowing the seeds;
+/// two words that are zero in every IPv4 key are left out of an IPv4
+/// key's (two multiplies, not four).
 /// SipHash cost about 250 instructions a packet here; this about 30. The
 /// low 32 bits place a key in its shard's index, the high bits choose
 /// the shard.
@@ -442,6 +444,12 @@ pub fn key_hash(seeds: &[u64; 4], k: &FlowKey) -> u64 {
 #[inline]
 pub fn words_hash(seeds: &[u64; 4], w: &[u64; 5]) -> u64 {
     let s = seeds;
+    if w[1] | w[3] == 0 {
+        // An IPv4 key (or an IPv6 one with zeros in both addresses' low
+        // halves): three words, two multiplies.
+        let h1 = fold(w[0] ^ s[0], w[2] ^ s[1]);
+        return fold(h1 ^ s[2], w[4] ^ s[3]);
+    }
     let h1 = fold(w[0] ^ s[0], w[1] ^ s[1]);
     let h2 = fold(w[2] ^ s[2], w[3] ^ s[3]);
     let h3 = fold(w[4] ^ s[1], h1 ^ s[2]);

@@ -566,3 +566,30 @@ fn icmp_errors_quoting_a_flow_are_related_v4_and_v6() {
     cut[16..18].copy_from_slice(&ip_len.to_be_bytes());
     assert_eq!(t.see(cut), (Inv, false));
 }
+
+/// The sweep's idle limits say what `expired_at` says.
+#[test]
+fn idle_limits_agree_with_expired_at() {
+    for (n, max) in [
+        (0, 100),
+        (70, 100),
+        (90, 100),
+        (100, 100),
+        (119, 100),
+        (500, 100),
+    ] {
+        let ad = table::Adaptive::at(n, max);
+        let cut = track::idle_limits(ad);
+        for to in 0..16u8 {
+            for last in (0..100_000u32).step_by(7) {
+                let now = 100_000;
+                let by_cut = u64::from(now - last) > cut[usize::from(to)];
+                assert_eq!(
+                    by_cut,
+                    expired_at(to.min(13), last, now, ad),
+                    "{to} {last} {ad:?}"
+                );
+            }
+        }
+    }
+}

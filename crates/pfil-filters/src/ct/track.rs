@@ -466,7 +466,10 @@ impl Table {
         self.sweep_at.store(i.wrapping_add(1), Relaxed);
         let mut g = lock(&self.shards[i % self.shards.len()]);
         let ad = Adaptive::at(self.len(), run.max);
-        let gone = g.sweep(n, |to, last| expired_at(to, last, run.now, ad));
+        let cut = idle_limits(ad);
+        let gone = g.sweep(n, |to, last| {
+            u64::from(run.now.saturating_sub(last)) > cut[usize::from(to) & 15]
+        });
         if gone > 0 {
             self.entries.fetch_sub(gone, Relaxed);
         }
@@ -604,6 +607,17 @@ pub(super) fn lock(s: &Mutex<Shard>) -> std::sync::MutexGuard<'_, Shard> {
 #[inline]
 pub fn expired(e: &Entry, now: u32, ad: Adaptive) -> bool {
     expired_at(e.timeout, e.last, now, ad)
+}
+
+/// Each timeout's longest idle time in seconds at scale `ad` (indexed by
+/// the timeout's number, 16 of them, those past the last as the last):
+/// an entry idle longer has expired, as [`expired_at`] says without its
+/// multiplies (`idle × den > t × num` is `idle > ⌊t × num / den⌋`).
+pub(super) fn idle_limits(ad: Adaptive) -> [u64; 16] {
+    std::array::from_fn(|i| {
+        let t = u64::from(PF_TIMEOUTS[i.min(PF_TIMEOUTS.len() - 1)]);
+        (t * ad.num).checked_div(ad.den).unwrap_or(u64::MAX)
+    })
 }
 
 /// Whether an entry under `timeout` last seen at `last` has outlived it
