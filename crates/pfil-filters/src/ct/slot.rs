@@ -33,7 +33,12 @@ pub(super) const LIVE_BIT: u64 = (LIVE as u64) << 48;
 /// an update whole: every write of a live entry holds it, so counters
 /// stay exact whichever workers see the flow. Inserting into a free
 /// slot and clearing a removed one hold the shard's lock (a free slot
-/// is never locked: only live ones are).
+/// is never locked: only live ones are). The lock order is the shard's,
+/// then the entry's; a worker holding an entry's lock takes no other.
+/// Nothing that can panic runs with an entry's lock held (the state step
+/// and the counters' saturating sums): a lock left held would stall
+/// every later packet of that flow (the std shard locks recover from a
+/// panic through poisoning; these have no owner to notice).
 #[derive(Debug, Default)]
 #[repr(align(32))]
 pub struct Slot {
