@@ -416,3 +416,54 @@ fn two_workers_on_the_same_flows_count_exactly() {
         assert_eq!(st.bytes, [n * len, n * len], "{st:?}");
     }
 }
+
+/// Two workers track the same flows while a third removes every flow
+/// over and over (`kill`), so that entries are freed and their slots
+/// reused under the lock-free lookups: no packet is refused or lost
+/// track of (each is new or established), and afterwards the table
+/// holds exactly what was created and not removed.
+#[test]
+fn lookups_without_the_shard_lock_survive_removals_and_reuse() {
+    const FLOWS: u16 = 200;
+    let ct = Ct::from_config("max 10000", 2).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for w in 0..2usize {
+            let (ct, stop) = (&ct, &stop);
+            s.spawn(move || {
+                let ctx = Ctx::new("h", Dir::In, w);
+                for r in 0..800usize {
+                    let mut frames: Vec<Vec<u8>> = (0..FLOWS)
+                        .map(|f| {
+                            if (usize::from(f) + r + w) % 2 == 1 {
+                                udp(B, 53, A, 1000 + f)
+                            } else {
+                                udp(A, 1000 + f, B, 53)
+                            }
+                        })
+                        .collect();
+                    let mut pkts: Vec<Packet<'_>> =
+                        frames.iter_mut().map(|f| Packet::new(f)).collect();
+                    ct.filter_batch(&mut pkts, &ctx);
+                    for p in &pkts {
+                        assert!(matches!(p.ct().0, New | Est), "{:?}", p.ct());
+                    }
+                }
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            });
+        }
+        let (ct, stop) = (&ct, &stop);
+        s.spawn(move || {
+            let all = StateExpr::parse("all").unwrap();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                ct.kill_states(&all);
+            }
+        });
+    });
+    let t = ct.table();
+    let (ins, exp, _) = t.counts();
+    assert_eq!(t.len(), ct.states().len(), "the count is the live entries");
+    assert_eq!(ins - exp - t.killed(), t.len() as u64, "nothing leaked");
+    assert!(t.len() <= usize::from(FLOWS));
+    assert!(t.killed() > 0, "the removals ran meanwhile");
+}
