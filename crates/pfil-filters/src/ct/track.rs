@@ -137,9 +137,9 @@ impl Table {
         let p = &self.peeks[self.shard_at(h)];
         if entry {
             if let Some(e) = p.entry(h as u32) {
-                // An entry (96 bytes, aligned to 32) spans two lines.
+                // A slot (96 bytes, aligned to 32) spans two lines.
                 table::prefetch(e);
-                table::prefetch(e.wrapping_add(std::mem::size_of::<Entry>() - 1));
+                table::prefetch(e.wrapping_add(std::mem::size_of::<table::Slot>() - 1));
             }
         } else {
             table::prefetch(p.slot(h as u32));
