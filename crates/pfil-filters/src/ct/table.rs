@@ -145,6 +145,13 @@ const _: () = assert!(std::mem::align_of::<AtomicU64>() == std::mem::align_of::<
 /// look up and update a live flow under the entry's own lock
 /// ([`Peek::find_live`]). Everything that changes the index, the free
 /// list or whether an entry is live holds the shard's lock.
+///
+/// A shard is never replaced inside its mutex (no `*guard =
+/// Shard::new(..)`, no `mem::swap` or `mem::take` through the guard):
+/// the table's [`Peek`]s keep raw addresses of its index and chunks,
+/// taken once when the table is built, and a replaced shard would free
+/// them under the workers' lock-free lookups. A shard goes only with
+/// its table.
 pub struct Shard {
     index: Box<[AtomicU64]>,
     /// The table's hash seeds ([`key_hash`]), for removals.
@@ -182,7 +189,11 @@ impl Drop for Shard {
                 // `Box::into_raw` of a `Box<[Slot; CHUNK]>` in `insert`,
                 // stored once and freed only here; the shard is going, and
                 // with it every borrow of its slots (`Peek::find_live`'s
-                // are tied to the table that owns the shard).
+                // are tied to the table that owns the shard). That last
+                // step assumes the shard is dropped only with its table,
+                // never replaced inside its mutex while the table lives
+                // (see [`Shard`]): the table's Peeks would then point
+                // into what is freed here.
                 drop(unsafe { Box::from_raw(c.cast::<[Slot; CHUNK]>()) });
             }
         }
@@ -570,7 +581,11 @@ impl super::Table {
     #[inline(always)]
     pub(super) fn find_live(&self, shard: usize, w: &[u64; 5], hash: u32) -> Option<(&Slot, u64)> {
         // SAFETY: the view is of one of this table's shards, which live
-        // as long as the table, and so as the borrow of `self`.
+        // as long as the table, and so as the borrow of `self`. This
+        // holds only because a shard is never replaced inside its mutex
+        // (see [`Shard`]): `*guard = Shard::new(..)` would drop the old
+        // shard (freeing the index and chunks this view points into)
+        // while the table, and this borrow, live on.
         unsafe { self.peeks[shard].find_live(w, hash) }
     }
 }
