@@ -36,9 +36,15 @@ pub(super) const LIVE_BIT: u64 = (LIVE as u64) << 48;
 /// is never locked: only live ones are). The lock order is the shard's,
 /// then the entry's; a worker holding an entry's lock takes no other.
 /// Nothing that can panic runs with an entry's lock held (the state step
-/// and the counters' saturating sums): a lock left held would stall
-/// every later packet of that flow (the std shard locks recover from a
-/// panic through poisoning; these have no owner to notice).
+/// and the counters' saturating sums), and that must stay so: these
+/// locks have no owner and no unlock on unwind (the std shard locks
+/// recover from a panic through poisoning; these have no one to
+/// notice). A lock left held would stall far more than one flow: the
+/// lock-free path gives up on a locked entry and takes the shard's lock,
+/// then [`lock`](Slot::lock)s the entry there, spinning forever with the
+/// shard's lock held, as would a sweep, a listing (`Shard::live`)
+/// or a kill reaching that entry; so the whole shard, and every
+/// worker that needs it, would stall.
 #[derive(Debug, Default)]
 #[repr(align(32))]
 pub struct Slot {
@@ -103,7 +109,9 @@ impl Slot {
     }
 
     /// Lock the entry, waiting for a holder (which keeps it a few dozen
-    /// instructions: spin, then yield); its `tail` word.
+    /// instructions: spin, then yield); its `tail` word. Waits forever
+    /// if a holder never unlocks (see [`Slot`]: callers hold the shard's
+    /// lock, so that stalls the shard).
     #[inline]
     pub fn lock(&self) -> u64 {
         let mut spins = 0u32;
