@@ -194,9 +194,11 @@ impl Slot {
 
     /// Count a packet of `len` bytes from side `from` (0 the originator)
     /// seen at `now` (with the lock held: plain loads and stores, exact).
+    /// `last` only moves forward: the clock is read once a batch, so a
+    /// worker still on an older batch may come with an earlier `now`.
     #[inline(always)]
     pub fn count(&self, from: usize, len: u32, now: u32) {
-        if self.last.load(Relaxed) != now {
+        if self.last.load(Relaxed) < now {
             self.last.store(now, Relaxed);
         }
         let p = &self.pkts[from & 1];

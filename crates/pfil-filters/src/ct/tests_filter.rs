@@ -467,3 +467,46 @@ fn lookups_without_the_shard_lock_survive_removals_and_reuse() {
     assert!(t.len() <= usize::from(FLOWS));
     assert!(t.killed() > 0, "the removals ran meanwhile");
 }
+
+/// A packet whose `now` is older than the entry's last-seen time (a
+/// worker still on an older batch: the clock is read once a batch)
+/// leaves `last` where it is, on the lock-free path and on the shard's;
+/// a later `now` moves it forward.
+#[test]
+fn last_seen_never_moves_backwards() {
+    let mut t = T::new();
+    let key = || match flow::classify(&Packet::new(&mut udp(A, 1000, B, 53))) {
+        flow::Class::Flow(k, ..) => k,
+        c => panic!("{c:?}"),
+    };
+    let last = |t: &T| {
+        let e: Vec<Entry> = lock(&t.table.shards[t.table.shard_at(t.table.hash(&key()))])
+            .entries()
+            .collect();
+        assert_eq!(e.len(), 1);
+        e[0].last
+    };
+    t.now = 100;
+    assert_eq!(t.see(udp(A, 1000, B, 53)).0, New);
+    assert_eq!(last(&t), 100);
+    // The lock-free path (`hit`, `Slot::count`).
+    t.now = 90;
+    assert_eq!(t.see(udp(B, 53, A, 1000)).0, Est);
+    assert_eq!(last(&t), 100, "lock-free path");
+    // The shard's path (`update_locked`, `update`).
+    let mut f = udp(A, 1000, B, 53);
+    let p = Packet::new(&mut f);
+    let run = Run {
+        now: 80,
+        loose: false,
+        max: DEFAULT_MAX,
+    };
+    let r = t
+        .table
+        .track_inner(flow::classify(&p), None, p.len() as u32, run, false, false);
+    assert_eq!(r.map(|r| r.0), Ok(Est));
+    assert_eq!(last(&t), 100, "shard's path");
+    t.now = 120;
+    assert_eq!(t.see(udp(B, 53, A, 1000)).0, Est);
+    assert_eq!(last(&t), 120);
+}

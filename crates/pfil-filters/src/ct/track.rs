@@ -644,7 +644,8 @@ pub(super) fn update(
     if let Err(why) = step(&mut e.flags, &mut e.timeout, &mut e.peers, from, kind, run)? {
         return Ok(Err(why));
     }
-    e.last = run.now;
+    // Never backwards: `run.now` may be an older batch's clock.
+    e.last = e.last.max(run.now);
     e.pkts[from] = e.pkts[from].saturating_add(1);
     e.bytes[from] = e.bytes[from].saturating_add(u64::from(len));
     Ok(Ok(state_of(e.flags, from == 1)))
