@@ -685,6 +685,51 @@ mod tests {
         assert_eq!(s.entries().count(), s.live);
     }
 
+    /// An entry refreshed between the sweep's look without its lock and
+    /// its look under the lock (a worker counting a packet lock-free in
+    /// between) survives: the sweep judges it again under the lock.
+    #[test]
+    fn an_entry_refreshed_before_the_sweep_locks_it_survives() {
+        let seeds = [1, 2, 3, 4];
+        let key = FlowKey::new([1; 16], 1000, [2; 16], 53, 17, false).0;
+        let w = key.words();
+        let h = key_hash(&seeds, &key) as u32;
+        let mut s = Shard::new(100, seeds);
+        let e = Entry {
+            key,
+            flags: LIVE,
+            last: 10,
+            ..Entry::default()
+        };
+        let id = s.insert(e, h).unwrap();
+        let peek = s.peek();
+        let calls = std::cell::Cell::new(0);
+        // Expired when last seen before 50; on its first call (the look
+        // without the lock) a packet at 100 refreshes the entry through
+        // the lock-free path first.
+        let removed = s.sweep(1, |_, last| {
+            calls.set(calls.get() + 1);
+            if calls.get() == 1 {
+                assert_eq!(last, 10);
+                // SAFETY: the shard outlives the borrow (both in this
+                // test's scope, the shard never replaced).
+                let (slot, t) = unsafe { peek.find_live(&w, h) }.expect("live, unlocked");
+                slot.count(0, 60, 100);
+                slot.unlock(t);
+            }
+            last < 50
+        });
+        assert_eq!(removed, 0, "refreshed: not removed");
+        assert_eq!(calls.get(), 2, "judged again under the lock");
+        assert_eq!(s.expiries, 0);
+        assert_eq!(s.find(&key, h), Some(id));
+        let e = s.entry(id);
+        assert_eq!((e.last, e.pkts, e.bytes), (100, [1, 0], [60, 0]));
+        // Not refreshed: removed.
+        assert_eq!(s.sweep(1, |_, last| last < 200), 1);
+        assert_eq!(s.find(&key, h), None);
+    }
+
     #[test]
     fn adaptive_timeouts_scale_from_60_to_120_percent() {
         assert_eq!(Adaptive::at(600, 1000), Adaptive { num: 1, den: 1 });
