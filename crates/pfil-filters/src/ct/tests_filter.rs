@@ -343,12 +343,14 @@ fn a_batch_agrees_with_packet_by_packet() {
 }
 
 /// Two workers send both directions of the same 64 UDP flows at once,
-/// through the batch path (each flow's entry updated under the entry's
-/// own lock) and packet by packet (under the shard's lock, then the
-/// entry's), while a third thread lists the states and sweeps: every
+/// through the batch path and packet by packet (`Ct::filter`: both take
+/// the lock-free way to a live flow, each entry updated under its own
+/// lock), while a third thread lists the states and sweeps: every
 /// packet is counted on its flow and direction, none lost. With the
 /// counters updated without the entry lock (two workers' load and store
-/// of one counter interleaving) the totals come out short.
+/// of one counter interleaving) the totals come out short. The shard's
+/// path against the lock-free one:
+/// `the_shard_path_and_the_lock_free_path_count_exactly`.
 #[test]
 fn two_workers_on_the_same_flows_count_exactly() {
     const FLOWS: u16 = 64;
@@ -410,6 +412,76 @@ fn two_workers_on_the_same_flows_count_exactly() {
     assert_eq!(states.len(), usize::from(FLOWS));
     // Per flow and direction: the set-up's packet and ROUNDS more (each
     // worker sends each direction ROUNDS / 2 times).
+    let n = 1 + ROUNDS as u64;
+    for st in &states {
+        assert_eq!(st.packets, [n, n], "{st:?}");
+        assert_eq!(st.bytes, [n * len, n * len], "{st:?}");
+    }
+}
+
+/// One worker tracks packets through the shard's path alone
+/// (`track_inner` without the lock-free try: `track_locked`, then
+/// `update_locked` under the shard's lock and the entry's) while another
+/// sends the same flows, both directions, through the batch's lock-free
+/// path: every packet is counted on its flow and direction, none lost.
+/// With `update_locked` not taking the entry's lock, its load and store
+/// of an entry interleave with the lock-free path's counts and the
+/// totals come out wrong.
+#[test]
+fn the_shard_path_and_the_lock_free_path_count_exactly() {
+    const FLOWS: u16 = 64;
+    const ROUNDS: usize = 2000;
+    let ct = Ct::from_config("max 10000", 2).unwrap();
+    let frame = |f: u16, reply: bool| {
+        if reply {
+            udp(B, 53, A, 1000 + f)
+        } else {
+            udp(A, 1000 + f, B, 53)
+        }
+    };
+    let len = frame(0, false).len() as u64;
+    let ctx0 = Ctx::new("h", Dir::In, 0);
+    for f in 0..FLOWS {
+        for reply in [false, true] {
+            let mut fr = frame(f, reply);
+            ct.filter(&mut Packet::new(&mut fr), &ctx0);
+        }
+    }
+    let run = Run {
+        now: ct.table().now(),
+        loose: false,
+        max: 10_000,
+    };
+    std::thread::scope(|s| {
+        for w in 0..2usize {
+            let ct = &ct;
+            s.spawn(move || {
+                let ctx = Ctx::new("h", Dir::In, w);
+                for r in 0..ROUNDS {
+                    let mut frames: Vec<Vec<u8>> = (0..FLOWS)
+                        .map(|f| frame(f, (usize::from(f) + r + w) % 2 == 1))
+                        .collect();
+                    if w == 0 {
+                        for fr in frames.iter_mut() {
+                            let p = Packet::new(fr);
+                            let c = flow::classify(&p);
+                            let r =
+                                ct.table()
+                                    .track_inner(c, None, p.len() as u32, run, false, false);
+                            assert_eq!(r.map(|r| r.0), Ok(Est));
+                        }
+                    } else {
+                        let mut pkts: Vec<Packet<'_>> =
+                            frames.iter_mut().map(|f| Packet::new(f)).collect();
+                        ct.filter_batch(&mut pkts, &ctx);
+                        assert!(pkts.iter().all(|p| p.ct().0 == Est));
+                    }
+                }
+            });
+        }
+    });
+    let states = ct.states();
+    assert_eq!(states.len(), usize::from(FLOWS));
     let n = 1 + ROUNDS as u64;
     for st in &states {
         assert_eq!(st.packets, [n, n], "{st:?}");
