@@ -493,26 +493,37 @@ fn the_shard_path_and_the_lock_free_path_count_exactly() {
 /// over and over (`kill`), so that entries are freed and their slots
 /// reused under the lock-free lookups: no packet is refused or lost
 /// track of (each is new or established), and afterwards the table
-/// holds exactly what was created and not removed.
+/// holds exactly what was created and not removed, and no flow counts a
+/// packet it was not sent: each flow's frames have a length of their
+/// own (padded by the flow's number), so a packet counted on the flow
+/// that reused another's slot shows in its bytes, and no flow counts
+/// more packets a direction than were sent that way.
 #[test]
 fn lookups_without_the_shard_lock_survive_removals_and_reuse() {
     const FLOWS: u16 = 200;
+    const ROUNDS: usize = 800;
     let ct = Ct::from_config("max 10000", 2).unwrap();
     let stop = std::sync::atomic::AtomicBool::new(false);
+    let base = udp(A, 1000, B, 53).len() as u64;
+    // Flow `f`'s frames, both ways, `f` bytes of padding after the IP
+    // packet: `base + f` bytes.
+    let frame = |f: u16, reply: bool| {
+        let mut v = if reply {
+            udp(B, 53, A, 1000 + f)
+        } else {
+            udp(A, 1000 + f, B, 53)
+        };
+        v.resize(v.len() + usize::from(f), 0);
+        v
+    };
     std::thread::scope(|s| {
         for w in 0..2usize {
             let (ct, stop) = (&ct, &stop);
             s.spawn(move || {
                 let ctx = Ctx::new("h", Dir::In, w);
-                for r in 0..800usize {
+                for r in 0..ROUNDS {
                     let mut frames: Vec<Vec<u8>> = (0..FLOWS)
-                        .map(|f| {
-                            if (usize::from(f) + r + w) % 2 == 1 {
-                                udp(B, 53, A, 1000 + f)
-                            } else {
-                                udp(A, 1000 + f, B, 53)
-                            }
-                        })
+                        .map(|f| frame(f, (usize::from(f) + r + w) % 2 == 1))
                         .collect();
                     let mut pkts: Vec<Packet<'_>> =
                         frames.iter_mut().map(|f| Packet::new(f)).collect();
@@ -538,6 +549,16 @@ fn lookups_without_the_shard_lock_survive_removals_and_reuse() {
     assert_eq!(ins - exp - t.killed(), t.len() as u64, "nothing leaked");
     assert!(t.len() <= usize::from(FLOWS));
     assert!(t.killed() > 0, "the removals ran meanwhile");
+    // Each worker sends each flow ROUNDS / 2 packets each way.
+    let sent = ROUNDS as u64;
+    for st in ct.states() {
+        let port = if st.sport == 53 { st.dport } else { st.sport };
+        let len = base + u64::from(port - 1000);
+        for d in 0..2 {
+            assert!(st.packets[d] <= sent, "more than sent: {st:?}");
+            assert_eq!(st.bytes[d], st.packets[d] * len, "another flow's: {st:?}");
+        }
+    }
 }
 
 /// A packet whose `now` is older than the entry's last-seen time (a
