@@ -730,6 +730,40 @@ mod tests {
         assert_eq!(s.find(&key, h), None);
     }
 
+    /// A lock-free lookup that reaches a slot reused by another flow
+    /// under the same index tag (what a lookup racing a removal and an
+    /// insert sees) does not take it: the key is checked under the
+    /// entry's lock, and the lock is released.
+    #[test]
+    fn a_lock_free_lookup_does_not_take_a_reused_slot() {
+        let seeds = [1, 2, 3, 4];
+        let kx = FlowKey::new([1; 16], 1000, [2; 16], 53, 17, false).0;
+        let ky = FlowKey::new([1; 16], 1001, [2; 16], 53, 17, false).0;
+        let h = key_hash(&seeds, &kx) as u32;
+        let mut s = Shard::new(100, seeds);
+        let entry = |key| Entry {
+            key,
+            flags: LIVE,
+            ..Entry::default()
+        };
+        let id = s.insert(entry(kx), h).unwrap();
+        let peek = s.peek();
+        // SAFETY: the shard outlives the borrows (both in this test's
+        // scope, the shard never replaced); so below.
+        let (slot, t) = unsafe { peek.find_live(&kx.words(), h) }.unwrap();
+        slot.unlock(t);
+        s.remove(id);
+        // Y in X's slot under X's tag (as if the lookup had read the
+        // index before the removal).
+        assert_eq!(s.insert(entry(ky), h), Some(id));
+        // SAFETY: as above.
+        assert!(unsafe { peek.find_live(&kx.words(), h) }.is_none());
+        // SAFETY: as above.
+        let (slot, t) = unsafe { peek.find_live(&ky.words(), h) }.expect("Y, unlocked");
+        assert_eq!(slot.key(), ky);
+        slot.unlock(t);
+    }
+
     #[test]
     fn adaptive_timeouts_scale_from_60_to_120_percent() {
         assert_eq!(Adaptive::at(600, 1000), Adaptive { num: 1, den: 1 });
