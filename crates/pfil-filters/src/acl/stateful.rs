@@ -92,60 +92,80 @@ pub(super) fn filter_batch_marks(v: &Version, pkts: &mut [Packet<'_>], ctx: &Ctx
 /// The batch path of a ruleset with `ct` matches: each packet's
 /// connection state (its [`Packet::ct_bits`], set by a `ct` hook earlier
 /// in the chain) picks the classifier of the rules that can match in that
-/// state; IPv4 keys are classified a chunk at a time per classifier.
+/// state. A packet whose part's first rule matches every packet (`pass
+/// ct state established,related` leading) is answered without a key;
+/// the others of each 64 are classified together ([`classify_ct`]).
 /// Not inlined: the stateless path keeps its registers.
 #[inline(never)]
 pub(super) fn filter_batch_ct(v: &Version, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
+    for chunk in pkts.chunks_mut(CHUNK) {
+        // Bit i: packet i is left to classify.
+        let mut todo = 0u64;
+        for (i, p) in chunk.iter_mut().enumerate() {
+            if !p.verdict().is_pass() {
+                continue;
+            }
+            match v.catch_all.get(v.classifier.part_of(p.ct_bits())) {
+                Some(&Some(rule)) => {
+                    let verdict = v.decide(Some(rule), ctx.worker);
+                    p.set_verdict(verdict);
+                }
+                _ => todo |= 1 << i,
+            }
+        }
+        if todo != 0 {
+            classify_ct(v, chunk, todo, ctx);
+        }
+    }
+}
+
+/// [`filter_batch_ct`]'s packets `todo` (bit i: packet i) of a chunk of
+/// at most [`CHUNK`]: IPv4 keys classified a chunk at a time per
+/// classifier, other packets one by one.
+#[inline(never)]
+fn classify_ct(v: &Version, pkts: &mut [Packet<'_>], todo: u64, ctx: &Ctx<'_>) {
+    debug_assert!(pkts.len() <= CHUNK);
     let mut keys = [KeyV4::default(); CHUNK];
     let mut idx = [0usize; CHUNK];
     let mut part = [0u8; CHUNK];
     let mut sub = [KeyV4::default(); CHUNK];
     let mut sub_idx = [0usize; CHUNK];
     let mut res = [None; CHUNK];
-    let mut i = 0;
-    while i < pkts.len() {
-        let mut n = 0;
-        while i < pkts.len() && n < CHUNK {
-            let p = &pkts[i];
-            if p.verdict().is_pass() {
-                let pi = v.classifier.part_of(p.ct_bits());
-                if let Some(Some(rule)) = v.catch_all.get(pi) {
-                    // Its part's first rule matches every packet: no key,
-                    // no classifying.
-                    let verdict = v.decide(Some(*rule), ctx.worker);
-                    pkts[i].set_verdict(verdict);
-                } else if key_v4_into(p, &mut keys[n]) {
-                    idx[n] = i;
-                    part[n] = pi as u8;
-                    n += 1;
-                } else {
-                    let mut k = key_of_reference(p);
-                    k.ct = p.ct_bits();
-                    let m = v.classifier.classify(&k);
-                    let verdict = v.decide(m, ctx.worker);
-                    pkts[i].set_verdict(verdict);
-                }
-            }
-            i += 1;
+    let mut n = 0;
+    for (i, p) in pkts.iter_mut().enumerate() {
+        if todo & 1 << i == 0 {
+            continue;
         }
-        for pi in 0..v.classifier.parts() {
-            let mut m = 0;
-            for j in 0..n {
-                if usize::from(part[j]) == pi {
-                    sub[m] = keys[j];
-                    sub_idx[m] = idx[j];
-                    m += 1;
-                }
+        let pi = v.classifier.part_of(p.ct_bits());
+        if key_v4_into(p, &mut keys[n]) {
+            idx[n] = i;
+            part[n] = pi as u8;
+            n += 1;
+        } else {
+            let mut k = key_of_reference(p);
+            k.ct = p.ct_bits();
+            let m = v.classifier.classify(&k);
+            let verdict = v.decide(m, ctx.worker);
+            p.set_verdict(verdict);
+        }
+    }
+    for pi in 0..v.classifier.parts() {
+        let mut m = 0;
+        for j in 0..n {
+            if usize::from(part[j]) == pi {
+                sub[m] = keys[j];
+                sub_idx[m] = idx[j];
+                m += 1;
             }
-            if m == 0 {
-                continue;
-            }
-            let (c, map) = v.classifier.part(pi);
-            c.classify_batch_v4(&sub[..m], &mut res[..m]);
-            for j in 0..m {
-                let verdict = v.decide(CtClassifier::global(map, res[j]), ctx.worker);
-                pkts[sub_idx[j]].set_verdict(verdict);
-            }
+        }
+        if m == 0 {
+            continue;
+        }
+        let (c, map) = v.classifier.part(pi);
+        c.classify_batch_v4(&sub[..m], &mut res[..m]);
+        for j in 0..m {
+            let verdict = v.decide(CtClassifier::global(map, res[j]), ctx.worker);
+            pkts[sub_idx[j]].set_verdict(verdict);
         }
     }
 }

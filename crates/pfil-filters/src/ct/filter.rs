@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use pfil::{CtState, Ctx, Filter, FilterStat, Packet, StatKind, Verdict};
 
+use super::table::Adaptive;
 use super::{flow, CtConfig, Invalid, Run, StateInfo, Table, TcpMode};
 
 /// The `ct` filter. Filters derived from one another
@@ -135,62 +136,128 @@ const AHEAD: usize = 8;
 /// the prefetches are instructions for nothing.
 const PREFETCH_FROM: usize = 8192;
 
+impl Ct {
+    /// The batch path of a table that fits in the caches: each packet
+    /// classified, hashed and tracked in turn (nothing staged: there is
+    /// no miss to overlap); a plain IPv4 UDP or TCP packet by its key's
+    /// words alone ([`flow::plain_v4`]).
+    fn batch_near(&self, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>, run: Run, ad: Adaptive) {
+        let drop_invalid = self.drop_invalid.load(Relaxed);
+        let t = &*self.table;
+        for chunk in pkts.chunks_mut(PIPE) {
+            for p in chunk.iter_mut() {
+                if !p.verdict().is_pass() {
+                    continue;
+                }
+                let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
+                let (s, reply) = if let Some((w, a, kind)) = flow::plain_v4(p) {
+                    let h = t.hash_words(&w);
+                    t.track_words(&w, h, a, kind, len, run, ad, ctx.worker)
+                } else {
+                    let c = flow::classify(p);
+                    t.track_batch(&c, t.hash_of(&c), len, run, ad, ctx.worker)
+                };
+                p.set_ct(s, reply);
+                if drop_invalid && s == CtState::Invalid {
+                    p.set_verdict(Verdict::Dropped);
+                }
+            }
+            t.sweep_next(chunk.len() * super::table::SWEEP, run);
+        }
+    }
+
+    /// The batch path of a larger table: a chunk's packets classified
+    /// and hashed first (a plain IPv4 packet by its key's words, as in
+    /// [`batch_near`](Self::batch_near)), then tracked, the index slot of
+    /// the packet [`AHEAD`] places on and the entry of the one half as
+    /// far prefetched meanwhile, so that the misses overlap.
+    pub(super) fn batch_far(&self, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>, run: Run, ad: Adaptive) {
+        let drop_invalid = self.drop_invalid.load(Relaxed);
+        let t = &*self.table;
+        for chunk in pkts.chunks_mut(PIPE) {
+            // Bit i: packet i is tracked (not dropped by an earlier hook);
+            // is plain (its key in `ws`, what it carries in `kinds`); is
+            // from its key's `a` side (plain packets).
+            let (mut tracked, mut plain, mut side) = (0u32, 0u32, 0u32);
+            let mut ws = [[0u64; 5]; PIPE];
+            let mut kinds = [flow::Kind::Other; PIPE];
+            let mut cls = [flow::Class::Untracked; PIPE];
+            let mut hs = [None; PIPE];
+            for (i, p) in chunk.iter().enumerate() {
+                if !p.verdict().is_pass() {
+                    continue;
+                }
+                tracked |= 1 << i;
+                if let Some((w, a, kind)) = flow::plain_v4(p) {
+                    hs[i] = Some(t.hash_words(&w));
+                    ws[i] = w;
+                    kinds[i] = kind;
+                    plain |= 1 << i;
+                    side |= u32::from(a) << i;
+                } else {
+                    let c = flow::classify(p);
+                    hs[i] = t.hash_of(&c);
+                    cls[i] = c;
+                }
+            }
+            let hash = |i: usize| hs.get(i).copied().flatten();
+            for i in 0..AHEAD.min(chunk.len()) {
+                if let Some(h) = hash(i) {
+                    t.prefetch(h, false);
+                }
+            }
+            for (i, p) in chunk.iter_mut().enumerate() {
+                if let Some(h) = hash(i + AHEAD) {
+                    t.prefetch(h, false);
+                }
+                if let Some(h) = hash(i + AHEAD / 2) {
+                    t.prefetch(h, true);
+                }
+                if tracked & 1 << i == 0 {
+                    continue;
+                }
+                let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
+                let (s, reply) = match hs[i] {
+                    Some(h) if plain & 1 << i != 0 => {
+                        let a = side & 1 << i != 0;
+                        t.track_words(&ws[i], h, a, kinds[i], len, run, ad, ctx.worker)
+                    }
+                    h => t.track_batch(&cls[i], h, len, run, ad, ctx.worker),
+                };
+                p.set_ct(s, reply);
+                if drop_invalid && s == CtState::Invalid {
+                    p.set_verdict(Verdict::Dropped);
+                }
+            }
+            t.sweep_next(chunk.len() * super::table::SWEEP, run);
+        }
+    }
+}
+
 impl Filter for Ct {
     fn filter(&self, pkt: &mut Packet<'_>, ctx: &Ctx<'_>) -> Verdict {
         self.filter_batch(std::slice::from_mut(pkt), ctx);
         pkt.verdict()
     }
 
-    /// One clock read for the batch; the packets classified and hashed
-    /// first, a chunk at a time, then looked up and updated each under
-    /// its flow's shard lock, the index slot of the packet 8
-    /// places on and the entry of the one 4 on prefetched
-    /// meanwhile (as VPP does with a burst), so that with a table larger
-    /// than the caches the misses overlap (from 8 192
-    /// entries: a smaller table is in the caches).
+    /// One clock read for the batch; each packet of a live flow looked
+    /// up and updated under its entry's lock alone, any other under its
+    /// shard's lock. From 8 192 entries (a smaller table is in the
+    /// caches) the packets are classified and hashed first, a chunk at a
+    /// time, then tracked, the index slot of the packet 8 places on and
+    /// the entry of the one 4 on prefetched meanwhile (as VPP does with a
+    /// burst), so that the misses overlap. A chunk of 32 packets also
+    /// sweeps the next shard in turn for expired flows.
     fn filter_batch(&self, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
         let run = self.run();
-        let drop_invalid = self.drop_invalid.load(Relaxed);
-        let far = self.table.len() > PREFETCH_FROM;
-        for chunk in pkts.chunks_mut(PIPE) {
-            // Bit i: packet i is tracked (not dropped by an earlier hook).
-            let mut tracked = 0u32;
-            let mut cls = [flow::Class::Untracked; PIPE];
-            let mut hs = [None; PIPE];
-            for (i, p) in chunk.iter().enumerate() {
-                if p.verdict().is_pass() {
-                    let k = flow::classify(p);
-                    hs[i] = self.table.hash_of(&k);
-                    cls[i] = k;
-                    tracked |= 1 << i;
-                }
-            }
-            // A table that fits in the caches gains nothing from it.
-            let hash = |i: usize| hs.get(i).copied().flatten().filter(|_| far);
-            for i in 0..AHEAD.min(chunk.len()) {
-                if let Some(h) = hash(i) {
-                    self.table.prefetch(h, false);
-                }
-            }
-            for (i, p) in chunk.iter_mut().enumerate() {
-                if let Some(h) = hash(i + AHEAD) {
-                    self.table.prefetch(h, false);
-                }
-                if let Some(h) = hash(i + AHEAD / 2) {
-                    self.table.prefetch(h, true);
-                }
-                if tracked & 1 << i == 0 {
-                    continue;
-                }
-                let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
-                let (s, reply) = self.table.track_hashed(cls[i], hs[i], len, run, ctx.worker);
-                p.set_ct(s, reply);
-                if drop_invalid && s == CtState::Invalid {
-                    p.set_verdict(Verdict::Dropped);
-                }
-            }
-            self.table
-                .sweep_next(chunk.len() * super::table::SWEEP, run);
+        let n = self.table.len();
+        // The adaptive timeouts' scale, once a batch (the table's size
+        // moves by at most a batch's new flows meanwhile).
+        let ad = Adaptive::at(n, run.max);
+        if n > PREFETCH_FROM {
+            self.batch_far(pkts, ctx, run, ad);
+        } else {
+            self.batch_near(pkts, ctx, run, ad);
         }
     }
 

@@ -91,6 +91,34 @@ impl FlowKey {
         )
     }
 
+    /// [`FlowKey::v4`]'s key as its [`words`](Self::words), without the
+    /// key: the same words, made from the addresses and ports directly.
+    #[inline(always)]
+    pub fn v4_words(src: u32, sp: u16, dst: u32, dp: u16, proto: u8) -> ([u64; 5], bool) {
+        let (s, d) = (
+            u64::from(src) << 16 | u64::from(sp),
+            u64::from(dst) << 16 | u64::from(dp),
+        );
+        let src_is_a = s <= d;
+        let swap = (s ^ d) & u64::from(src_is_a).wrapping_sub(1);
+        let (lo, hi) = (s ^ swap, d ^ swap);
+        // An IPv4 address's word: its 4 bytes in network order, zeros after.
+        let word = |x: u64| {
+            let [a, b, c, d] = ((x >> 16) as u32).to_be_bytes();
+            u64::from_ne_bytes([a, b, c, d, 0, 0, 0, 0])
+        };
+        (
+            [
+                word(lo),
+                0,
+                word(hi),
+                0,
+                (lo & 0xffff) | (hi & 0xffff) << 16 | u64::from(proto) << 32,
+            ],
+            src_is_a,
+        )
+    }
+
     /// The key as five words (for hashing).
     #[inline]
     pub fn words(&self) -> [u64; 5] {
@@ -116,6 +144,25 @@ impl FlowKey {
                 | u64::from(self.proto) << 32
                 | u64::from(self.v6) << 40,
         ]
+    }
+
+    /// The key whose [`words`](Self::words) are `w` (the fifth word's
+    /// bits from 41 up ignored).
+    pub fn from_words(w: [u64; 5]) -> FlowKey {
+        let addr = |lo: u64, hi: u64| {
+            let mut x = [0u8; 16];
+            x[..8].copy_from_slice(&lo.to_ne_bytes());
+            x[8..].copy_from_slice(&hi.to_ne_bytes());
+            x
+        };
+        FlowKey {
+            a: addr(w[0], w[1]),
+            b: addr(w[2], w[3]),
+            pa: w[4] as u16,
+            pb: (w[4] >> 16) as u16,
+            proto: (w[4] >> 32) as u8,
+            v6: (w[4] >> 40) & 1 != 0,
+        }
     }
 
     /// An endpoint's address as text.
@@ -213,6 +260,27 @@ pub fn classify(p: &Packet<'_>) -> Class {
         };
     }
     classify_general(p)
+}
+
+/// The flow of a plain frame (untagged Ethernet, IPv4 without options,
+/// not a fragment, UDP or TCP with a whole header: [`classify`]'s fast
+/// path) as its key's [`FlowKey::words`], whether the source is the
+/// key's `a` side, and what it carries; `None` for any other shape. The
+/// key itself is not built: a lookup compares and hashes words.
+#[inline(always)]
+pub(super) fn plain_v4(p: &Packet<'_>) -> Option<([u64; 5], bool, Kind)> {
+    let t = p.plain_five_tuple_v4()?;
+    let (w, a) = FlowKey::v4_words(t.src, t.src_port, t.dst, t.dst_port, t.protocol);
+    if t.protocol == 17 {
+        return Some((w, a, Kind::Udp));
+    }
+    if t.protocol != 6 {
+        return None;
+    }
+    let f = p.frame();
+    let end = be16(f, 16).map_or(0, |l| 14 + usize::from(l));
+    let seg = tcp_seg(f, 34, end.min(f.len()))?;
+    Some((w, a, Kind::Tcp(seg)))
 }
 
 /// [`classify`] of any shape.

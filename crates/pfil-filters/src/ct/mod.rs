@@ -61,9 +61,10 @@
 //! flow arrive on different queues unless the NIC's RSS hash is
 //! symmetric, and per-worker tables would then see each flow half, so
 //! replies would be `new` or `invalid`. The shared table is right
-//! whatever the RSS; its cost is a lock per packet on one of up to 64
-//! shards (uncontended: a compare-and-swap and a store; two workers
-//! meet on a shard only when their packets hash to it at once).
+//! whatever the RSS; its cost is a lock per packet on the packet's
+//! entry (uncontended: a compare-and-swap and a store; two workers meet
+//! on it only when both send on the flow at once), and on one of up to
+//! 64 shards for a new flow or a removal.
 //! Measured against per-worker tables (BENCHMARKS.md, "one shared table
 //! vs per-worker tables"): two workers sending both directions of the
 //! same flows cost 10 % more a packet at 1 000 flows and nothing
@@ -122,6 +123,7 @@ mod filter;
 pub mod flow;
 #[cfg(test)]
 mod model;
+pub mod slot;
 mod states;
 pub mod table;
 pub mod tcp;

@@ -2,7 +2,7 @@
 
 use std::net::IpAddr;
 
-use super::table::{Adaptive, Entry, LIVE, ORIG_A, REPLY_SEEN};
+use super::table::{Adaptive, Entry, ORIG_A, REPLY_SEEN};
 use super::{tcp, PF_TIMEOUTS};
 
 /// A tracked flow, originator first.
@@ -86,7 +86,7 @@ impl super::Table {
         let ad = Adaptive::at(self.len(), max);
         let (mut total, mut out) = (0, Vec::new());
         for s in self.shards.iter() {
-            let copied: Vec<Entry> = super::lock(s).entries().copied().collect();
+            let copied: Vec<Entry> = super::lock(s).entries().collect();
             for e in &copied {
                 let info = StateInfo::of(e, now, ad);
                 if pred(&info) {
@@ -120,8 +120,7 @@ impl super::Table {
             }
             let mut g = super::lock(s);
             for (id, e) in doomed {
-                let now_there = g.get(id);
-                if now_there.flags & LIVE != 0 && now_there.key == e.key {
+                if g.is_live(id) && g.slot(id).key() == e.key {
                     g.remove(id);
                     n += 1;
                 }

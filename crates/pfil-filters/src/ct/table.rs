@@ -1,12 +1,18 @@
 //! The state table: shards of an open-addressing index (8 bytes a slot:
 //! a 32-bit hash tag and an entry id) over entries allocated in chunks
-//! of [`CHUNK`] (96 bytes each, two cache lines), each shard behind its own lock.
+//! of [`CHUNK`] ([`Slot`]s of 96 bytes, two cache lines), each shard
+//! behind its own lock and each entry with a lock of its own.
 //!
 //! - **Shared by all workers.** Both directions of a flow find the same
 //!   entry whatever queue they arrive on, so the tracker is right
-//!   without symmetric RSS. A packet takes its shard's lock for its
-//!   lookup and update (uncontended: one atomic swap to take, one store
-//!   to release; shards are [`shards_for`] of them, up to 64).
+//!   without symmetric RSS. A packet of a live flow takes no shard lock:
+//!   its worker probes the index lock-free, locks the entry (one
+//!   compare-and-swap of a word of the entry's first cache line; a plain
+//!   store releases it) and checks and updates it ([`Peek::find_live`]).
+//!   Creating, removing (expiry, reopening, `kill`) and any lookup the
+//!   lock-free probe could not settle take the shard's lock (shards are
+//!   [`shards_for`] of them, up to 64), then the entry's. Counters stay
+//!   exact: every write of a live entry holds its lock.
 //! - **Capacity.** At most `max` entries over the table (one atomic
 //!   count); at the limit a new flow is refused (its packet is `invalid`,
 //!   reason `limit`, counted `refused`): pf refuses too, and evicting a
@@ -19,29 +25,41 @@
 //!   (`Table::sweep_next`: one lock a batch, the entries read in order),
 //!   and a packet tracked on its own (`Table::track`, the acl's `keep
 //!   state`) looks at [`SWEEP`] entries of its shard at the shard's cursor
-//!   under its lock; expired entries are removed. A lookup that finds an
-//!   expired entry removes it. A table with no traffic keeps its expired
-//!   entries until traffic comes (listing them marks them expired).
+//!   under its lock; expired entries are removed (judged from the
+//!   entry's timeout and last-seen time read without its lock, again
+//!   under it before removing). A lookup that finds an expired entry
+//!   removes it. A table with no traffic keeps its expired entries until
+//!   traffic comes (listing them marks them expired).
 //! - **Memory.** An entry is 96 bytes; the index has at least 4/3 slot
 //!   per entry the shard can hold, rounded up to a power of two (8 bytes
 //!   each, allocated zeroed: pages never touched cost nothing). Entries
 //!   come in chunks of [`CHUNK`], allocated as the shard grows and kept
-//!   (freed entries are reused): the table stays at its peak size. At 1
-//!   million flows in a table built for 1 million, 125.6 bytes a flow
-//!   (measured by `a_flow_costs_at_most_128_bytes_at_a_million`).
-//! - **Prefetch.** A batch reads index slots and entries without the
-//!   lock only to prefetch them ([`Peek`]); the only unsafe code of the
-//!   tracker is here: the zeroed index seen as atomics (pages never
-//!   touched stay free) and the raw addresses a [`Peek`] keeps.
+//!   (freed entries are reused; the chunks are freed with the shard):
+//!   the table stays at its peak size. At 1 million flows in a table
+//!   built for 1 million, about 117 bytes a flow (measured by
+//!   `a_flow_costs_at_most_128_bytes_at_a_million`).
+//! - **Lock-free reads.** A batch reads index slots and entries without
+//!   the shard's lock to prefetch them and to track a live flow
+//!   ([`Peek`]); the only unsafe code of the tracker is here: the zeroed
+//!   index seen as atomics (pages never touched stay free), the chunks
+//!   owned through raw pointers (so that workers may borrow their slots
+//!   while the shard's lock holder adds chunks), and the raw addresses a
+//!   [`Peek`] keeps.
 
 // The crate denies unsafe code; this module needs it for the above, each
 // block with its reason.
 #![allow(unsafe_code)]
 
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Relaxed, Ordering::Release};
+use std::sync::atomic::{
+    AtomicPtr, AtomicU64,
+    Ordering::{Acquire, Relaxed, Release},
+};
 use std::sync::Mutex;
 
 use super::flow::FlowKey;
+pub use super::slot::Slot;
+pub(super) use super::slot::{tail_flags, with_state};
+use super::slot::{tail_timeout, LIVE_BIT};
 use super::tcp::Peer;
 
 /// Entries per chunk.
@@ -58,11 +76,10 @@ pub const REPLY_SEEN: u8 = 4;
 /// `flags` bit: the originator sent more than one packet.
 pub const ORIG_MORE: u8 = 8;
 
-/// One tracked flow: 96 bytes, aligned to 32, so that it spans two
-/// cache lines wherever it sits in its chunk (a 104-byte entry at 8-byte
-/// alignment spanned three, one time in three). Its hash is not kept: the
-/// index slot holds it, and a removal recomputes it from the key
-/// ([`key_hash`]).
+/// One tracked flow, as a value: what [`Shard::entry`] copies out of
+/// the table (the table itself keeps each flow in a [`Slot`]). Its hash
+/// is not kept: the index slot holds it, and a removal recomputes it
+/// from the key ([`key_hash`]).
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(align(32))]
 pub struct Entry {
@@ -123,17 +140,28 @@ const _: () = assert!(std::mem::align_of::<AtomicU64>() == std::mem::align_of::<
 /// One shard.
 ///
 /// Its index slots are atomics and each chunk's address is published in
-/// `chunk_ptrs`, so that a worker can read a slot and prefetch the entry
-/// it names without the shard's lock ([`Peek`]): a hint only, every
-/// lookup proper runs under the lock.
+/// `chunk_ptrs`, so that a worker can read a slot and reach the entry it
+/// names without the shard's lock: to prefetch it ([`Peek`]), and to
+/// look up and update a live flow under the entry's own lock
+/// ([`Peek::find_live`]). Everything that changes the index, the free
+/// list or whether an entry is live holds the shard's lock.
+///
+/// A shard is never replaced inside its mutex (no `*guard =
+/// Shard::new(..)`, no `mem::swap` or `mem::take` through the guard):
+/// the table's [`Peek`]s keep raw addresses of its index and chunks,
+/// taken once when the table is built, and a replaced shard would free
+/// them under the workers' lock-free lookups. A shard goes only with
+/// its table.
 pub struct Shard {
     index: Box<[AtomicU64]>,
     /// The table's hash seeds ([`key_hash`]), for removals.
     seeds: [u64; 4],
     mask: usize,
-    chunks: Vec<Box<[Entry; CHUNK]>>,
-    /// The address of chunk `i` (null until allocated), for [`Peek`].
-    chunk_ptrs: Box<[AtomicPtr<Entry>]>,
+    /// Chunks allocated.
+    nchunks: usize,
+    /// The address of chunk `i` (null until allocated): the chunks'
+    /// owner (freed on drop) and what [`Peek`] reads.
+    chunk_ptrs: Box<[AtomicPtr<Slot>]>,
     /// Ids handed out so far (ids below it are live or free).
     used: u32,
     free: Vec<u32>,
@@ -152,6 +180,26 @@ pub fn shards_for(max: usize) -> usize {
     (max / CHUNK).next_power_of_two().clamp(1, 64)
 }
 
+impl Drop for Shard {
+    fn drop(&mut self) {
+        for p in self.chunk_ptrs.iter() {
+            let c = p.load(Relaxed);
+            if !c.is_null() {
+                // SAFETY: a non-null chunk pointer comes from
+                // `Box::into_raw` of a `Box<[Slot; CHUNK]>` in `insert`,
+                // stored once and freed only here; the shard is going, and
+                // with it every borrow of its slots (`Peek::find_live`'s
+                // are tied to the table that owns the shard). That last
+                // step assumes the shard is dropped only with its table,
+                // never replaced inside its mutex while the table lives
+                // (see [`Shard`]): the table's Peeks would then point
+                // into what is freed here.
+                drop(unsafe { Box::from_raw(c.cast::<[Slot; CHUNK]>()) });
+            }
+        }
+    }
+}
+
 impl Shard {
     /// A shard that can hold about `cap` entries (the index is sized for
     /// 4/3 of it, a power of two; inserts stop at 7/8 of the index), its
@@ -168,7 +216,7 @@ impl Shard {
             index,
             seeds,
             mask: slots - 1,
-            chunks: Vec::new(),
+            nchunks: 0,
             chunk_ptrs: (0..room.div_ceil(CHUNK).max(1))
                 .map(|_| AtomicPtr::new(std::ptr::null_mut()))
                 .collect(),
@@ -181,6 +229,16 @@ impl Shard {
         }
     }
 
+    /// Ids handed out so far (each live or free).
+    pub fn used(&self) -> u32 {
+        self.used
+    }
+
+    /// Whether entry `id` holds a flow (stable under the shard's lock).
+    pub fn is_live(&self, id: u32) -> bool {
+        id < self.used && self.slot(id).tail() & LIVE_BIT != 0
+    }
+
     /// Entries the index can take.
     pub fn room(&self) -> usize {
         (self.mask + 1) / 8 * 7
@@ -189,12 +247,12 @@ impl Shard {
     /// Bytes allocated: index, chunks, free list.
     pub fn bytes(&self) -> usize {
         self.index.len() * 8
-            + self.chunks.len() * CHUNK * std::mem::size_of::<Entry>()
+            + self.nchunks * CHUNK * std::mem::size_of::<Slot>()
             + self.chunk_ptrs.len() * 8
             + self.free.capacity() * 4
     }
 
-    /// The lock-free view of this shard for prefetching.
+    /// The lock-free view of this shard.
     pub fn peek(&self) -> Peek {
         Peek {
             index: self.index.as_ptr(),
@@ -204,21 +262,37 @@ impl Shard {
         }
     }
 
-    /// The entry `id`.
+    /// The slot of entry `id` (an id below the ids handed out).
     #[inline]
-    pub fn get(&self, id: u32) -> &Entry {
-        &self.chunks[id as usize / CHUNK][id as usize % CHUNK]
+    pub fn slot(&self, id: u32) -> &Slot {
+        assert!(id < self.used, "entry {id} not handed out");
+        let c = self.chunk_ptrs[id as usize / CHUNK].load(Relaxed);
+        // SAFETY: ids below `used` are in allocated chunks (`insert`
+        // allocates a chunk before handing out its first id, and stores
+        // its pointer first); a chunk lives as long as the shard, and a
+        // slot is all atomics, so a shared borrow of it for as long as
+        // `self` is borrowed is sound whatever other workers do.
+        unsafe { &*c.add(id as usize % CHUNK) }
     }
 
-    /// The entry `id`, to update.
-    #[inline]
-    pub fn get_mut(&mut self, id: u32) -> &mut Entry {
-        &mut self.chunks[id as usize / CHUNK][id as usize % CHUNK]
+    /// A copy of entry `id` (its lock taken for the copy).
+    pub fn entry(&self, id: u32) -> Entry {
+        let s = self.slot(id);
+        let t = s.lock();
+        let e = s.load(t);
+        s.unlock(t);
+        e
     }
 
     /// The id of `key`'s entry.
     #[inline]
     pub fn find(&self, key: &FlowKey, hash: u32) -> Option<u32> {
+        self.find_words(&key.words(), hash)
+    }
+
+    /// The id of the entry whose key has words `w`.
+    #[inline]
+    pub fn find_words(&self, w: &[u64; 5], hash: u32) -> Option<u32> {
         let mut pos = hash as usize & self.mask;
         loop {
             let slot = self.index[pos].load(Relaxed);
@@ -226,8 +300,12 @@ impl Shard {
                 return None;
             }
             let id = (slot as u32).wrapping_sub(1);
-            if (slot >> 32) as u32 == hash && self.get(id).key == *key {
-                return Some(id);
+            if (slot >> 32) as u32 == hash {
+                let s = self.slot(id);
+                // Live entries' keys change only under the shard's lock.
+                if s.key_is(w, s.tail()) {
+                    return Some(id);
+                }
             }
             pos = (pos + 1) & self.mask;
         }
@@ -243,18 +321,25 @@ impl Shard {
             Some(id) => id,
             None => {
                 let id = self.used;
-                if id as usize % CHUNK == 0 && id as usize / CHUNK == self.chunks.len() {
-                    let mut c = Box::new([Entry::default(); CHUNK]);
-                    if let Some(p) = self.chunk_ptrs.get(self.chunks.len()) {
-                        p.store(c.as_mut_ptr(), Release);
-                    }
-                    self.chunks.push(c);
+                if id as usize % CHUNK == 0 && id as usize / CHUNK == self.nchunks {
+                    let p = self.chunk_ptrs.get(self.nchunks)?;
+                    let c: Box<[Slot]> = (0..CHUNK).map(|_| Slot::default()).collect();
+                    let c: Box<[Slot; CHUNK]> = c.try_into().ok()?;
+                    // Release: a worker that reads the pointer (Acquire)
+                    // sees the chunk's initialised slots.
+                    p.store(Box::into_raw(c).cast::<Slot>(), Release);
+                    self.nchunks += 1;
                 }
                 self.used += 1;
                 id
             }
         };
-        *self.get_mut(id) = e;
+        // A free slot is not locked (only live ones are), and only the
+        // shard's lock holder writes it.
+        self.slot(id).store_unlock(&Entry {
+            flags: e.flags | LIVE,
+            ..e
+        });
         let mut pos = hash as usize & self.mask;
         while self.index[pos].load(Relaxed) != 0 {
             pos = (pos + 1) & self.mask;
@@ -265,9 +350,20 @@ impl Shard {
         Some(id)
     }
 
-    /// Remove entry `id` (backward-shift deletion: no tombstones).
+    /// Remove entry `id` (backward-shift deletion: no tombstones); takes
+    /// its lock.
     pub fn remove(&mut self, id: u32) {
-        let hash = key_hash(&self.seeds, &self.get(id).key) as u32;
+        self.slot(id).lock();
+        self.remove_locked(id);
+    }
+
+    /// [`remove`](Self::remove) an entry whose lock the caller holds (it
+    /// is released: the slot is free).
+    pub fn remove_locked(&mut self, id: u32) {
+        let hash = key_hash(&self.seeds, &self.slot(id).key()) as u32;
+        // Free (not live, not locked) before the index forgets it: a
+        // worker that still finds the slot sees it is not live.
+        self.slot(id).clear();
         let mut pos = hash as usize & self.mask;
         let want = u64::from(hash) << 32 | u64::from(id + 1);
         while self.index[pos].load(Relaxed) != want {
@@ -293,14 +389,15 @@ impl Shard {
             next = (next + 1) & self.mask;
         }
         self.index[hole].store(0, Relaxed);
-        self.get_mut(id).flags = 0;
         self.free.push(id);
         self.live -= 1;
     }
 
     /// Look at `n` entries from the cursor; remove those `expired` says
-    /// are. Returns how many were removed.
-    pub fn sweep(&mut self, n: usize, expired: impl Fn(&Entry) -> bool) -> usize {
+    /// are (given an entry's timeout and when it was last seen: read
+    /// without its lock, then again under it before removing). Returns
+    /// how many were removed.
+    pub fn sweep(&mut self, n: usize, expired: impl Fn(u8, u32) -> bool) -> usize {
         let mut removed = 0;
         if self.used == 0 {
             return 0;
@@ -311,47 +408,59 @@ impl Shard {
             }
             let id = self.cursor;
             self.cursor += 1;
-            let e = self.get(id);
-            if e.flags & LIVE != 0 && expired(e) {
-                self.remove(id);
+            let s = self.slot(id);
+            let t = s.tail();
+            if t & LIVE_BIT == 0 || !expired(tail_timeout(t), s.last()) {
+                continue;
+            }
+            let t = s.lock();
+            if expired(tail_timeout(t), s.last()) {
+                self.remove_locked(id);
                 self.expiries += 1;
                 removed += 1;
+            } else {
+                s.unlock(t);
             }
         }
         removed
     }
 
-    /// Every live entry with its id, copied.
+    /// Every live entry with its id, copied (each under its lock).
     pub fn live(&self) -> impl Iterator<Item = (u32, Entry)> + '_ {
-        self.chunks
-            .iter()
-            .flat_map(|c| c.iter())
-            .take(self.used as usize)
-            .enumerate()
-            .filter(|(_, e)| e.flags & LIVE != 0)
-            .map(|(i, e)| (i as u32, *e))
+        (0..self.used)
+            .filter(|&id| self.slot(id).tail() & LIVE_BIT != 0)
+            .map(|id| (id, self.entry(id)))
     }
 
-    /// Every live entry.
-    pub fn entries(&self) -> impl Iterator<Item = &Entry> {
-        self.chunks
-            .iter()
-            .flat_map(|c| c.iter())
-            .take(self.used as usize)
-            .filter(|e| e.flags & LIVE != 0)
+    /// Every live entry, copied.
+    pub fn entries(&self) -> impl Iterator<Item = Entry> + '_ {
+        self.live().map(|(_, e)| e)
     }
 }
 
 /// The hash of key `k` under `seeds`: folded 64x64->128 multiplies of
 /// its five words with random seeds (foldhash's mixing step), so that a
-/// sender cannot choose keys that collide without knowing the seeds.
+/// sender cannot choose keys that collide without knowing the seeds;
+/// two words that are zero in every IPv4 key are left out of an IPv4
+/// key's (two multiplies, not four).
 /// SipHash cost about 250 instructions a packet here; this about 30. The
 /// low 32 bits place a key in its shard's index, the high bits choose
 /// the shard.
 #[inline]
 pub fn key_hash(seeds: &[u64; 4], k: &FlowKey) -> u64 {
-    let w = k.words();
+    words_hash(seeds, &k.words())
+}
+
+/// [`key_hash`] of the key whose [`FlowKey::words`] are `w`.
+#[inline]
+pub fn words_hash(seeds: &[u64; 4], w: &[u64; 5]) -> u64 {
     let s = seeds;
+    if w[1] | w[3] == 0 {
+        // An IPv4 key (or an IPv6 one with zeros in both addresses' low
+        // halves): three words, two multiplies.
+        let h1 = fold(w[0] ^ s[0], w[2] ^ s[1]);
+        return fold(h1 ^ s[2], w[4] ^ s[3]);
+    }
     let h1 = fold(w[0] ^ s[0], w[1] ^ s[1]);
     let h2 = fold(w[2] ^ s[2], w[3] ^ s[3]);
     let h3 = fold(w[4] ^ s[1], h1 ^ s[2]);
@@ -367,7 +476,8 @@ fn fold(a: u64, b: u64) -> u64 {
 
 /// Where a shard's index slots and chunks are, read without its lock to
 /// prefetch (VPP's way with a burst: the lookups of a batch are started
-/// before any is done, so their cache misses overlap). Valid while the
+/// before any is done, so their cache misses overlap) and to track a live
+/// flow under its entry's lock ([`find_live`](Self::find_live)). Valid while the
 /// shard lives: the index and the chunk-pointer array are allocated once
 /// and never move; chunks are only added (published with `Release`),
 /// never freed before the shard.
@@ -375,13 +485,13 @@ fn fold(a: u64, b: u64) -> u64 {
 pub struct Peek {
     index: *const AtomicU64,
     mask: usize,
-    chunks: *const AtomicPtr<Entry>,
+    chunks: *const AtomicPtr<Slot>,
     nchunks: usize,
 }
 
-// SAFETY: a Peek only reads atomics (index slots, chunk pointers) of a
-// shard that outlives it (the Table holding both), and hands out
-// addresses to prefetch, never to dereference.
+// SAFETY: a Peek only reads atomics (index slots, chunk pointers, slots)
+// of a shard that outlives it (the Table holding both; `find_live`'s
+// contract), and hands out addresses to prefetch, never to dereference.
 unsafe impl Send for Peek {}
 // SAFETY: as for Send: shared reads of atomics only.
 unsafe impl Sync for Peek {}
@@ -408,13 +518,80 @@ impl Peek {
             return None;
         }
         // SAFETY: `id / CHUNK` is below the array's length (checked).
-        let c = unsafe { &*self.chunks.add(id / CHUNK) }.load(std::sync::atomic::Ordering::Acquire);
+        let c = unsafe { &*self.chunks.add(id / CHUNK) }.load(Acquire);
         if c.is_null() {
             return None;
         }
         Some(c.wrapping_add(id % CHUNK).cast())
     }
+
+    /// The live entry whose key has words `w` (`hash`: the low 32 bits of
+    /// its [`key_hash`]), locked, with its `tail` word; `None` if the
+    /// index shows none, or it is locked, or the index changed under the
+    /// probe (an insert or removal moving slots): then the caller takes
+    /// the shard's lock and looks again. Without the shard's lock: a live
+    /// entry's key changes only when it is removed, which takes the
+    /// entry's lock, and the key is checked with the lock held.
+    ///
+    /// # Safety
+    /// The shard this view was made from must outlive the returned
+    /// borrow (the [`super::Table`] that owns both ties them).
+    #[inline(always)]
+    pub unsafe fn find_live(&self, w: &[u64; 5], hash: u32) -> Option<(&Slot, u64)> {
+        let mut pos = hash as usize & self.mask;
+        // A bounded probe: the index may be changing under it.
+        for _ in 0..PROBE {
+            // SAFETY: the slot is in the index (masked offset), alive as
+            // long as the shard (the caller's promise).
+            let slot = unsafe { &*self.index.add(pos) }.load(Relaxed);
+            if slot == 0 {
+                return None;
+            }
+            if (slot >> 32) as u32 == hash {
+                let id = (slot as u32).wrapping_sub(1) as usize;
+                let ci = id / CHUNK;
+                if ci >= self.nchunks {
+                    return None;
+                }
+                // SAFETY: `ci` is below the array's length (checked).
+                // Acquire: pairs with the Release that published the
+                // chunk, so its slots are seen initialised.
+                let c = unsafe { &*self.chunks.add(ci) }.load(Acquire);
+                if c.is_null() {
+                    return None;
+                }
+                // SAFETY: a published chunk holds CHUNK slots and lives
+                // as long as the shard (freed only by its drop, the
+                // caller's promise covers the borrow); slots are atomics.
+                let s = unsafe { &*c.add(id % CHUNK) };
+                let t = s.try_lock_live()?;
+                if s.key_is(w, t) {
+                    return Some((s, t));
+                }
+                s.unlock(t);
+            }
+            pos = (pos + 1) & self.mask;
+        }
+        None
+    }
 }
+
+impl super::Table {
+    /// [`Peek::find_live`] in shard `shard` of this table.
+    #[inline(always)]
+    pub(super) fn find_live(&self, shard: usize, w: &[u64; 5], hash: u32) -> Option<(&Slot, u64)> {
+        // SAFETY: the view is of one of this table's shards, which live
+        // as long as the table, and so as the borrow of `self`. This
+        // holds only because a shard is never replaced inside its mutex
+        // (see [`Shard`]): `*guard = Shard::new(..)` would drop the old
+        // shard (freeing the index and chunks this view points into)
+        // while the table, and this borrow, live on.
+        unsafe { self.peeks[shard].find_live(w, hash) }
+    }
+}
+
+/// Index slots a lock-free lookup ([`Peek::find_live`]) probes at most.
+const PROBE: usize = 8;
 
 /// Hint the CPU to bring the cache line at `p` in (no fault, no effect
 /// on memory; nothing on targets without the instruction).
@@ -438,12 +615,12 @@ mod tests {
 
     /// 96 bytes at a multiple of 32: two cache lines, wherever it is.
     #[test]
-    fn an_entry_is_96_bytes_on_two_cache_lines() {
-        assert_eq!(std::mem::size_of::<Entry>(), 96);
-        assert_eq!(std::mem::align_of::<Entry>(), 32);
-        let c = Box::new([Entry::default(); CHUNK]);
+    fn a_slot_is_96_bytes_on_two_cache_lines() {
+        assert_eq!(std::mem::size_of::<Slot>(), 96);
+        assert_eq!(std::mem::align_of::<Slot>(), 32);
+        let c: Box<[Slot]> = (0..CHUNK).map(|_| Slot::default()).collect();
         for e in c.iter() {
-            let a = e as *const Entry as usize;
+            let a = e as *const Slot as usize;
             assert_eq!(a / 64 + 1, (a + 95) / 64, "entry at {a:#x}");
         }
     }
@@ -506,6 +683,85 @@ mod tests {
         let id = s.insert(e, h(5000)).unwrap();
         assert!(ids.iter().any(|&(_, i)| i == id), "a freed id is reused");
         assert_eq!(s.entries().count(), s.live);
+    }
+
+    /// An entry refreshed between the sweep's look without its lock and
+    /// its look under the lock (a worker counting a packet lock-free in
+    /// between) survives: the sweep judges it again under the lock.
+    #[test]
+    fn an_entry_refreshed_before_the_sweep_locks_it_survives() {
+        let seeds = [1, 2, 3, 4];
+        let key = FlowKey::new([1; 16], 1000, [2; 16], 53, 17, false).0;
+        let w = key.words();
+        let h = key_hash(&seeds, &key) as u32;
+        let mut s = Shard::new(100, seeds);
+        let e = Entry {
+            key,
+            flags: LIVE,
+            last: 10,
+            ..Entry::default()
+        };
+        let id = s.insert(e, h).unwrap();
+        let peek = s.peek();
+        let calls = std::cell::Cell::new(0);
+        // Expired when last seen before 50; on its first call (the look
+        // without the lock) a packet at 100 refreshes the entry through
+        // the lock-free path first.
+        let removed = s.sweep(1, |_, last| {
+            calls.set(calls.get() + 1);
+            if calls.get() == 1 {
+                assert_eq!(last, 10);
+                // SAFETY: the shard outlives the borrow (both in this
+                // test's scope, the shard never replaced).
+                let (slot, t) = unsafe { peek.find_live(&w, h) }.expect("live, unlocked");
+                slot.count(0, 60, 100);
+                slot.unlock(t);
+            }
+            last < 50
+        });
+        assert_eq!(removed, 0, "refreshed: not removed");
+        assert_eq!(calls.get(), 2, "judged again under the lock");
+        assert_eq!(s.expiries, 0);
+        assert_eq!(s.find(&key, h), Some(id));
+        let e = s.entry(id);
+        assert_eq!((e.last, e.pkts, e.bytes), (100, [1, 0], [60, 0]));
+        // Not refreshed: removed.
+        assert_eq!(s.sweep(1, |_, last| last < 200), 1);
+        assert_eq!(s.find(&key, h), None);
+    }
+
+    /// A lock-free lookup that reaches a slot reused by another flow
+    /// under the same index tag (what a lookup racing a removal and an
+    /// insert sees) does not take it: the key is checked under the
+    /// entry's lock, and the lock is released.
+    #[test]
+    fn a_lock_free_lookup_does_not_take_a_reused_slot() {
+        let seeds = [1, 2, 3, 4];
+        let kx = FlowKey::new([1; 16], 1000, [2; 16], 53, 17, false).0;
+        let ky = FlowKey::new([1; 16], 1001, [2; 16], 53, 17, false).0;
+        let h = key_hash(&seeds, &kx) as u32;
+        let mut s = Shard::new(100, seeds);
+        let entry = |key| Entry {
+            key,
+            flags: LIVE,
+            ..Entry::default()
+        };
+        let id = s.insert(entry(kx), h).unwrap();
+        let peek = s.peek();
+        // SAFETY: the shard outlives the borrows (both in this test's
+        // scope, the shard never replaced); so below.
+        let (slot, t) = unsafe { peek.find_live(&kx.words(), h) }.unwrap();
+        slot.unlock(t);
+        s.remove(id);
+        // Y in X's slot under X's tag (as if the lookup had read the
+        // index before the removal).
+        assert_eq!(s.insert(entry(ky), h), Some(id));
+        // SAFETY: as above.
+        assert!(unsafe { peek.find_live(&kx.words(), h) }.is_none());
+        // SAFETY: as above.
+        let (slot, t) = unsafe { peek.find_live(&ky.words(), h) }.expect("Y, unlocked");
+        assert_eq!(slot.key(), ky);
+        slot.unlock(t);
     }
 
     #[test]

@@ -204,6 +204,18 @@ fn the_plain_path_classifies_as_the_general_one() {
         let fast = flow::classify(&p);
         let general = flow::classify_general(&Packet::new(&mut y));
         assert_eq!(fast, general, "frame {i}");
+        // The words-only path gives the same key, side and kind.
+        if let Some((w, a, kind)) = flow::plain_v4(&p) {
+            assert_eq!(
+                flow::Class::Flow(flow::FlowKey::from_words(w), a, kind),
+                general,
+                "frame {i}"
+            );
+            let flow::Class::Flow(k, ..) = general else {
+                unreachable!()
+            };
+            assert_eq!(w, k.words(), "frame {i}");
+        }
         assert!(!matches!(fast, flow::Class::Untracked), "frame {i}");
     }
     assert!(plain >= 10, "the fast path ran ({plain} frames)");
@@ -553,4 +565,31 @@ fn icmp_errors_quoting_a_flow_are_related_v4_and_v6() {
     let ip_len = (cut.len() - 14) as u16;
     cut[16..18].copy_from_slice(&ip_len.to_be_bytes());
     assert_eq!(t.see(cut), (Inv, false));
+}
+
+/// The sweep's idle limits say what `expired_at` says.
+#[test]
+fn idle_limits_agree_with_expired_at() {
+    for (n, max) in [
+        (0, 100),
+        (70, 100),
+        (90, 100),
+        (100, 100),
+        (119, 100),
+        (500, 100),
+    ] {
+        let ad = table::Adaptive::at(n, max);
+        let cut = track::idle_limits(ad);
+        for to in 0..16u8 {
+            for last in (0..100_000u32).step_by(7) {
+                let now = 100_000;
+                let by_cut = u64::from(now - last) > cut[usize::from(to)];
+                assert_eq!(
+                    by_cut,
+                    expired_at(to.min(13), last, now, ad),
+                    "{to} {last} {ad:?}"
+                );
+            }
+        }
+    }
 }

@@ -308,6 +308,24 @@ fn a_batch_agrees_with_packet_by_packet() {
         }
     }
     batched.filter_batch(&mut pa, &ctx);
+    // The prefetching path (a table over 8 192 entries) on a copy.
+    let far = Ct::from_config("", 1).unwrap();
+    let mut b: Vec<Vec<u8>> = frames.clone();
+    let mut pb: Vec<Packet<'_>> = b.iter_mut().map(|f| Packet::new(f)).collect();
+    for (i, p) in pb.iter_mut().enumerate() {
+        if i % 11 == 5 {
+            p.set_verdict(Verdict::Dropped);
+        }
+    }
+    let run = Run {
+        now: far.table().now(),
+        loose: false,
+        max: DEFAULT_MAX,
+    };
+    far.batch_far(&mut pb, &ctx, run, table::Adaptive { num: 1, den: 1 });
+    for (x, y) in pa.iter().zip(&pb) {
+        assert_eq!(x.ct(), y.ct());
+    }
     for (i, f) in frames.iter_mut().enumerate() {
         let mut p = Packet::new(f);
         if i % 11 == 5 {
@@ -322,4 +340,266 @@ fn a_batch_agrees_with_packet_by_packet() {
         assert_eq!(pa[i].ct(), p.ct(), "#{i}");
     }
     assert_eq!(batched.table().len(), single.table().len());
+}
+
+/// Two workers send both directions of the same 64 UDP flows at once,
+/// through the batch path and packet by packet (`Ct::filter`: both take
+/// the lock-free way to a live flow, each entry updated under its own
+/// lock), while a third thread lists the states and sweeps: every
+/// packet is counted on its flow and direction, none lost. With the
+/// counters updated without the entry lock (two workers' load and store
+/// of one counter interleaving) the totals come out short. The shard's
+/// path against the lock-free one:
+/// `the_shard_path_and_the_lock_free_path_count_exactly`.
+#[test]
+fn two_workers_on_the_same_flows_count_exactly() {
+    const FLOWS: u16 = 64;
+    const ROUNDS: usize = 3000;
+    let ct = Ct::from_config("max 10000", 2).unwrap();
+    let frame = |f: u16, reply: bool| {
+        if reply {
+            udp(B, 53, A, 1000 + f)
+        } else {
+            udp(A, 1000 + f, B, 53)
+        }
+    };
+    let len = frame(0, false).len() as u64;
+    // Each flow opened from A first (A's side is the originator) and
+    // answered: established.
+    let ctx0 = Ctx::new("h", Dir::In, 0);
+    for f in 0..FLOWS {
+        for reply in [false, true] {
+            let mut fr = frame(f, reply);
+            ct.filter(&mut Packet::new(&mut fr), &ctx0);
+        }
+    }
+    std::thread::scope(|s| {
+        for w in 0..2usize {
+            let ct = &ct;
+            s.spawn(move || {
+                let ctx = Ctx::new("h", Dir::In, w);
+                for r in 0..ROUNDS {
+                    let mut frames: Vec<Vec<u8>> = (0..FLOWS)
+                        .map(|f| frame(f, (usize::from(f) + r + w) % 2 == 1))
+                        .collect();
+                    if r % 8 == 7 {
+                        for fr in frames.iter_mut() {
+                            ct.filter(&mut Packet::new(fr), &ctx);
+                        }
+                    } else {
+                        let mut pkts: Vec<Packet<'_>> =
+                            frames.iter_mut().map(|f| Packet::new(f)).collect();
+                        ct.filter_batch(&mut pkts, &ctx);
+                        assert!(pkts.iter().all(|p| p.ct().0 == Est));
+                    }
+                }
+            });
+        }
+        let ct = &ct;
+        s.spawn(move || {
+            let run = Run {
+                now: ct.table().now(),
+                loose: false,
+                max: 10_000,
+            };
+            for _ in 0..300 {
+                assert_eq!(ct.states().len(), usize::from(FLOWS));
+                ct.table().sweep_next(64, run);
+            }
+        });
+    });
+    let states = ct.states();
+    assert_eq!(states.len(), usize::from(FLOWS));
+    // Per flow and direction: the set-up's packet and ROUNDS more (each
+    // worker sends each direction ROUNDS / 2 times).
+    let n = 1 + ROUNDS as u64;
+    for st in &states {
+        assert_eq!(st.packets, [n, n], "{st:?}");
+        assert_eq!(st.bytes, [n * len, n * len], "{st:?}");
+    }
+}
+
+/// One worker tracks packets through the shard's path alone
+/// (`track_inner` without the lock-free try: `track_locked`, then
+/// `update_locked` under the shard's lock and the entry's) while another
+/// sends the same flows, both directions, through the batch's lock-free
+/// path: every packet is counted on its flow and direction, none lost.
+/// With `update_locked` not taking the entry's lock, its load and store
+/// of an entry interleave with the lock-free path's counts and the
+/// totals come out wrong.
+#[test]
+fn the_shard_path_and_the_lock_free_path_count_exactly() {
+    const FLOWS: u16 = 64;
+    const ROUNDS: usize = 2000;
+    let ct = Ct::from_config("max 10000", 2).unwrap();
+    let frame = |f: u16, reply: bool| {
+        if reply {
+            udp(B, 53, A, 1000 + f)
+        } else {
+            udp(A, 1000 + f, B, 53)
+        }
+    };
+    let len = frame(0, false).len() as u64;
+    let ctx0 = Ctx::new("h", Dir::In, 0);
+    for f in 0..FLOWS {
+        for reply in [false, true] {
+            let mut fr = frame(f, reply);
+            ct.filter(&mut Packet::new(&mut fr), &ctx0);
+        }
+    }
+    let run = Run {
+        now: ct.table().now(),
+        loose: false,
+        max: 10_000,
+    };
+    std::thread::scope(|s| {
+        for w in 0..2usize {
+            let ct = &ct;
+            s.spawn(move || {
+                let ctx = Ctx::new("h", Dir::In, w);
+                for r in 0..ROUNDS {
+                    let mut frames: Vec<Vec<u8>> = (0..FLOWS)
+                        .map(|f| frame(f, (usize::from(f) + r + w) % 2 == 1))
+                        .collect();
+                    if w == 0 {
+                        for fr in frames.iter_mut() {
+                            let p = Packet::new(fr);
+                            let c = flow::classify(&p);
+                            let r =
+                                ct.table()
+                                    .track_inner(c, None, p.len() as u32, run, false, false);
+                            assert_eq!(r.map(|r| r.0), Ok(Est));
+                        }
+                    } else {
+                        let mut pkts: Vec<Packet<'_>> =
+                            frames.iter_mut().map(|f| Packet::new(f)).collect();
+                        ct.filter_batch(&mut pkts, &ctx);
+                        assert!(pkts.iter().all(|p| p.ct().0 == Est));
+                    }
+                }
+            });
+        }
+    });
+    let states = ct.states();
+    assert_eq!(states.len(), usize::from(FLOWS));
+    let n = 1 + ROUNDS as u64;
+    for st in &states {
+        assert_eq!(st.packets, [n, n], "{st:?}");
+        assert_eq!(st.bytes, [n * len, n * len], "{st:?}");
+    }
+}
+
+/// Two workers track the same flows while a third removes every flow
+/// over and over (`kill`), so that entries are freed and their slots
+/// reused under the lock-free lookups: no packet is refused or lost
+/// track of (each is new or established), and afterwards the table
+/// holds exactly what was created and not removed, and no flow counts a
+/// packet it was not sent: each flow's frames have a length of their
+/// own (padded by the flow's number), so a packet counted on the flow
+/// that reused another's slot shows in its bytes, and no flow counts
+/// more packets a direction than were sent that way.
+#[test]
+fn lookups_without_the_shard_lock_survive_removals_and_reuse() {
+    const FLOWS: u16 = 200;
+    const ROUNDS: usize = 800;
+    let ct = Ct::from_config("max 10000", 2).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let base = udp(A, 1000, B, 53).len() as u64;
+    // Flow `f`'s frames, both ways, `f` bytes of padding after the IP
+    // packet: `base + f` bytes.
+    let frame = |f: u16, reply: bool| {
+        let mut v = if reply {
+            udp(B, 53, A, 1000 + f)
+        } else {
+            udp(A, 1000 + f, B, 53)
+        };
+        v.resize(v.len() + usize::from(f), 0);
+        v
+    };
+    std::thread::scope(|s| {
+        for w in 0..2usize {
+            let (ct, stop) = (&ct, &stop);
+            s.spawn(move || {
+                let ctx = Ctx::new("h", Dir::In, w);
+                for r in 0..ROUNDS {
+                    let mut frames: Vec<Vec<u8>> = (0..FLOWS)
+                        .map(|f| frame(f, (usize::from(f) + r + w) % 2 == 1))
+                        .collect();
+                    let mut pkts: Vec<Packet<'_>> =
+                        frames.iter_mut().map(|f| Packet::new(f)).collect();
+                    ct.filter_batch(&mut pkts, &ctx);
+                    for p in &pkts {
+                        assert!(matches!(p.ct().0, New | Est), "{:?}", p.ct());
+                    }
+                }
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            });
+        }
+        let (ct, stop) = (&ct, &stop);
+        s.spawn(move || {
+            let all = StateExpr::parse("all").unwrap();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                ct.kill_states(&all);
+            }
+        });
+    });
+    let t = ct.table();
+    let (ins, exp, _) = t.counts();
+    assert_eq!(t.len(), ct.states().len(), "the count is the live entries");
+    assert_eq!(ins - exp - t.killed(), t.len() as u64, "nothing leaked");
+    assert!(t.len() <= usize::from(FLOWS));
+    assert!(t.killed() > 0, "the removals ran meanwhile");
+    // Each worker sends each flow ROUNDS / 2 packets each way.
+    let sent = ROUNDS as u64;
+    for st in ct.states() {
+        let port = if st.sport == 53 { st.dport } else { st.sport };
+        let len = base + u64::from(port - 1000);
+        for d in 0..2 {
+            assert!(st.packets[d] <= sent, "more than sent: {st:?}");
+            assert_eq!(st.bytes[d], st.packets[d] * len, "another flow's: {st:?}");
+        }
+    }
+}
+
+/// A packet whose `now` is older than the entry's last-seen time (a
+/// worker still on an older batch: the clock is read once a batch)
+/// leaves `last` where it is, on the lock-free path and on the shard's;
+/// a later `now` moves it forward.
+#[test]
+fn last_seen_never_moves_backwards() {
+    let mut t = T::new();
+    let key = || match flow::classify(&Packet::new(&mut udp(A, 1000, B, 53))) {
+        flow::Class::Flow(k, ..) => k,
+        c => panic!("{c:?}"),
+    };
+    let last = |t: &T| {
+        let e: Vec<Entry> = lock(&t.table.shards[t.table.shard_at(t.table.hash(&key()))])
+            .entries()
+            .collect();
+        assert_eq!(e.len(), 1);
+        e[0].last
+    };
+    t.now = 100;
+    assert_eq!(t.see(udp(A, 1000, B, 53)).0, New);
+    assert_eq!(last(&t), 100);
+    // The lock-free path (`hit`, `Slot::count`).
+    t.now = 90;
+    assert_eq!(t.see(udp(B, 53, A, 1000)).0, Est);
+    assert_eq!(last(&t), 100, "lock-free path");
+    // The shard's path (`update_locked`, `update`).
+    let mut f = udp(A, 1000, B, 53);
+    let p = Packet::new(&mut f);
+    let run = Run {
+        now: 80,
+        loose: false,
+        max: DEFAULT_MAX,
+    };
+    let r = t
+        .table
+        .track_inner(flow::classify(&p), None, p.len() as u32, run, false, false);
+    assert_eq!(r.map(|r| r.0), Ok(Est));
+    assert_eq!(last(&t), 100, "shard's path");
+    t.now = 120;
+    assert_eq!(t.see(udp(B, 53, A, 1000)).0, Est);
+    assert_eq!(last(&t), 120);
 }

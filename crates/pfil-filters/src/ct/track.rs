@@ -12,6 +12,7 @@ use pfil::CtState;
 #[cfg(doc)]
 use pfil::{Filter, Packet};
 
+use super::tcp::Peer;
 use super::*;
 
 /// The state table, shared by all workers and by the filters derived
@@ -114,6 +115,12 @@ impl Table {
         }
     }
 
+    /// The hash of the key whose [`FlowKey::words`] are `w`.
+    #[inline]
+    pub(super) fn hash_words(&self, w: &[u64; 5]) -> u64 {
+        table::words_hash(&self.seeds, w)
+    }
+
     #[inline]
     pub(super) fn shard_at(&self, h: u64) -> usize {
         (h >> 32) as usize & self.shard_mask
@@ -130,9 +137,9 @@ impl Table {
         let p = &self.peeks[self.shard_at(h)];
         if entry {
             if let Some(e) = p.entry(h as u32) {
-                // An entry (96 bytes, aligned to 32) spans two lines.
+                // A slot (96 bytes, aligned to 32) spans two lines.
                 table::prefetch(e);
-                table::prefetch(e.wrapping_add(std::mem::size_of::<Entry>() - 1));
+                table::prefetch(e.wrapping_add(std::mem::size_of::<table::Slot>() - 1));
             }
         } else {
             table::prefetch(p.slot(h as u32));
@@ -149,13 +156,130 @@ impl Table {
         run: Run,
         worker: usize,
     ) -> (CtState, bool) {
-        match self.track_inner(c, h, len, run, false) {
+        match self.track_inner(c, h, len, run, false, true) {
             Ok(r) => r,
             Err(why) => {
                 self.count(worker, why);
                 (CtState::Invalid, false)
             }
         }
+    }
+
+    /// The batch path's [`track_hashed`](Self::track_hashed), `c` by
+    /// reference and the adaptive scale `ad` computed once a batch: a
+    /// packet of a live flow is tracked under the entry's lock alone
+    /// ([`hit`](Self::hit)), any other under its shard's.
+    #[inline]
+    pub(super) fn track_batch(
+        &self,
+        c: &Class,
+        h: Option<u64>,
+        len: u32,
+        run: Run,
+        ad: Adaptive,
+        worker: usize,
+    ) -> (CtState, bool) {
+        let r = match (c, h) {
+            (&Class::Flow(ref key, src_a, kind), Some(h)) => {
+                match self.hit(&key.words(), h, src_a, kind, len, run, ad) {
+                    Some(r) => r,
+                    None => self.track_inner(*c, Some(h), len, run, false, false),
+                }
+            }
+            _ => self.track_inner(*c, h, len, run, false, true),
+        };
+        r.unwrap_or_else(|why| {
+            self.count(worker, why);
+            (CtState::Invalid, false)
+        })
+    }
+
+    /// [`track_batch`](Self::track_batch) of a packet of flow `w` (its
+    /// key's [`FlowKey::words`], `h` their hash) from side `src_a`,
+    /// carrying `kind`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(super) fn track_words(
+        &self,
+        w: &[u64; 5],
+        h: u64,
+        src_a: bool,
+        kind: Kind,
+        len: u32,
+        run: Run,
+        ad: Adaptive,
+        worker: usize,
+    ) -> (CtState, bool) {
+        let r = match self.hit(w, h, src_a, kind, len, run, ad) {
+            Some(r) => r,
+            None => self.track_miss(w, h, src_a, kind, len, run),
+        };
+        r.unwrap_or_else(|why| {
+            self.count(worker, why);
+            (CtState::Invalid, false)
+        })
+    }
+
+    /// [`track_words`](Self::track_words) when the lock-free way did not
+    /// settle it.
+    #[inline(never)]
+    fn track_miss(
+        &self,
+        w: &[u64; 5],
+        h: u64,
+        src_a: bool,
+        kind: Kind,
+        len: u32,
+        run: Run,
+    ) -> Result<(CtState, bool), Invalid> {
+        let c = Class::Flow(FlowKey::from_words(*w), src_a, kind);
+        self.track_inner(c, Some(h), len, run, false, false)
+    }
+
+    /// Track a packet of a live flow without the shard's lock: the
+    /// index probed lock-free ([`Peek::find_live`]), the entry locked,
+    /// checked (its key, not expired) and updated. `None` when the
+    /// packet needs the shard's lock: no live entry found (or the index
+    /// changing under the probe, or the entry locked), the entry
+    /// expired, or a SYN reopening a closed TCP flow; nothing changed.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(super) fn hit(
+        &self,
+        w: &[u64; 5],
+        h: u64,
+        src_a: bool,
+        kind: Kind,
+        len: u32,
+        run: Run,
+        ad: Adaptive,
+    ) -> Option<Result<(CtState, bool), Invalid>> {
+        let (s, t) = self.find_live(self.shard_at(h), w, h as u32)?;
+        let (mut flags, mut timeout) = (table::tail_flags(t), super::slot::tail_timeout(t));
+        if expired_at(timeout, s.last(), run.now, ad) {
+            s.unlock(t);
+            return None;
+        }
+        let from = usize::from((flags & ORIG_A != 0) != src_a);
+        let tcp = matches!(kind, Kind::Tcp(_));
+        let mut peers = if tcp { s.peers() } else { [Peer::default(); 2] };
+        match step(&mut flags, &mut timeout, &mut peers, from, kind, run) {
+            Err(Reopen) => {
+                s.unlock(t);
+                return None;
+            }
+            Ok(Err(why)) => {
+                s.unlock(t);
+                return Some(Err(why));
+            }
+            Ok(Ok(())) => {}
+        }
+        if tcp {
+            s.set_peers(&peers);
+        }
+        s.count(from, len, run.now);
+        s.unlock(table::with_state(t, flags, timeout));
+        Some(Ok(state_of(flags, from == 1)))
     }
 
     /// Track one packet of class `c` and `len` bytes; its state and
@@ -175,7 +299,7 @@ impl Table {
         run: Run,
         worker: usize,
     ) -> Result<(CtState, bool), Invalid> {
-        self.track_inner(c, None, len, run, true)
+        self.track_inner(c, None, len, run, true, true)
             .inspect_err(|&why| {
                 self.count(worker, why);
             })
@@ -196,28 +320,57 @@ impl Table {
     ) -> Option<(CtState, bool)> {
         let (key, src_a, kind) = match c {
             Class::Untracked | Class::Invalid(_) => return None,
-            Class::Error(..) => return self.track_inner(c, None, len, run, true).ok(),
+            Class::Error(..) => return self.track_inner(c, None, len, run, true, true).ok(),
             Class::Flow(key, src_a, kind) => (key, src_a, kind),
         };
         let h = self.hash(&key);
-        let mut g = lock(self.shard(h));
         let ad = Adaptive::at(self.len(), run.max);
-        let id = self.live(&mut g, &key, h as u32, run.now, ad)?;
-        let r = match update(g.get_mut(id), src_a, kind, len, run) {
-            Err(Reopen) => {
-                g.remove(id);
-                self.entries.fetch_sub(1, Relaxed);
-                None
+        let hit = self.hit(&key.words(), h, src_a, kind, len, run, ad);
+        let mut g = lock(self.shard(h));
+        let r = match hit {
+            Some(r) => Some(r),
+            None => {
+                let id = self.live(&mut g, &key, h as u32, run.now, ad)?;
+                self.update_locked(&mut g, id, src_a, kind, len, run).ok()
             }
-            Ok(Ok(r)) => Some(r),
-            Ok(Err(why)) => {
+        };
+        let r = match r {
+            None => None,
+            Some(Ok(r)) => Some(r),
+            Some(Err(why)) => {
                 self.count(worker, why);
                 Some((CtState::Invalid, false))
             }
         };
-        let gone = g.sweep(table::SWEEP, |e| expired(e, run.now, ad));
+        let gone = g.sweep(table::SWEEP, |to, last| expired_at(to, last, run.now, ad));
         if gone > 0 {
             self.entries.fetch_sub(gone, Relaxed);
+        }
+        r
+    }
+
+    /// Update live entry `id` under its lock (the shard's held): the
+    /// packet's state and direction, or why it is invalid; a SYN
+    /// reopening a closed TCP flow removes the entry.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn update_locked(
+        &self,
+        g: &mut Shard,
+        id: u32,
+        src_a: bool,
+        kind: Kind,
+        len: u32,
+        run: Run,
+    ) -> Result<Result<(CtState, bool), Invalid>, Reopen> {
+        let s = g.slot(id);
+        let t = s.lock();
+        let mut e = s.load(t);
+        let r = update(&mut e, src_a, kind, len, run);
+        if r.is_err() {
+            g.remove_locked(id);
+            self.entries.fetch_sub(1, Relaxed);
+        } else {
+            s.store_unlock(&e);
         }
         r
     }
@@ -227,6 +380,8 @@ impl Table {
         self.built_for
     }
 
+    /// Track `c` (`h`: its hash if known); with `sweep`, sweep its shard
+    /// a little; with `try_hit`, try the lock-free way first.
     pub(super) fn track_inner(
         &self,
         c: Class,
@@ -234,6 +389,7 @@ impl Table {
         len: u32,
         run: Run,
         sweep: bool,
+        try_hit: bool,
     ) -> Result<(CtState, bool), Invalid> {
         let (key, src_a, kind) = match c {
             Class::Untracked => return Ok((CtState::Untracked, false)),
@@ -246,44 +402,58 @@ impl Table {
                 let id = self
                     .live(&mut g, &key, h as u32, run.now, ad)
                     .ok_or(Invalid::NoState)?;
-                let e = g.get(id);
+                // ORIG_A is set when the entry is made, never changed.
+                let orig_a = table::tail_flags(g.slot(id).tail()) & ORIG_A != 0;
                 // The quoted packet went in the original direction: the
                 // error comes back in the reply direction.
-                let quoted_orig = (e.flags & ORIG_A != 0) == sender_a;
+                let quoted_orig = orig_a == sender_a;
                 return Ok((CtState::Related, quoted_orig));
             }
             Class::Flow(key, src_a, kind) => (key, src_a, kind),
         };
         let h = h.unwrap_or_else(|| self.hash(&key));
-        let mut g = lock(self.shard(h));
         let ad = Adaptive::at(self.len(), run.max);
-        let found = g.find(&key, h as u32);
-        let r = match found {
-            // The hit: found, not expired, updated (one entry lookup).
-            Some(id) if !expired(g.get(id), run.now, ad) => {
-                let e = g.get_mut(id);
-                match update(e, src_a, kind, len, run) {
-                    Err(Reopen) => {
-                        g.remove(id);
-                        self.entries.fetch_sub(1, Relaxed);
-                        self.create(&mut g, key, h as u32, src_a, kind, len, run, ad)
-                    }
-                    Ok(r) => r,
-                }
-            }
-            Some(id) => {
-                self.expire(&mut g, id);
-                self.create(&mut g, key, h as u32, src_a, kind, len, run, ad)
-            }
-            None => self.create(&mut g, key, h as u32, src_a, kind, len, run, ad),
+        let hit = if try_hit {
+            self.hit(&key.words(), h, src_a, kind, len, run, ad)
+        } else {
+            None
+        };
+        let r = match hit {
+            Some(r) if !sweep => return r,
+            Some(r) => r,
+            None => self.track_locked(key, h, src_a, kind, len, run, ad),
         };
         if sweep {
-            let gone = g.sweep(table::SWEEP, |e| expired(e, run.now, ad));
+            let mut g = lock(self.shard(h));
+            let gone = g.sweep(table::SWEEP, |to, last| expired_at(to, last, run.now, ad));
             if gone > 0 {
                 self.entries.fetch_sub(gone, Relaxed);
             }
         }
         r
+    }
+
+    /// Track a packet of flow `key` under its shard's lock: updated if
+    /// live, created if not (or if expired, or reopened).
+    #[allow(clippy::too_many_arguments)]
+    fn track_locked(
+        &self,
+        key: FlowKey,
+        h: u64,
+        src_a: bool,
+        kind: Kind,
+        len: u32,
+        run: Run,
+        ad: Adaptive,
+    ) -> Result<(CtState, bool), Invalid> {
+        let mut g = lock(self.shard(h));
+        match self.live(&mut g, &key, h as u32, run.now, ad) {
+            Some(id) => match self.update_locked(&mut g, id, src_a, kind, len, run) {
+                Err(Reopen) => self.create(&mut g, key, h as u32, src_a, kind, len, run, ad),
+                Ok(r) => r,
+            },
+            None => self.create(&mut g, key, h as u32, src_a, kind, len, run, ad),
+        }
     }
 
     /// Sweep `n` entries of the next shard (round robin) for expired
@@ -296,7 +466,10 @@ impl Table {
         self.sweep_at.store(i.wrapping_add(1), Relaxed);
         let mut g = lock(&self.shards[i % self.shards.len()]);
         let ad = Adaptive::at(self.len(), run.max);
-        let gone = g.sweep(n, |e| expired(e, run.now, ad));
+        let cut = idle_limits(ad);
+        let gone = g.sweep(n, |to, last| {
+            u64::from(run.now.saturating_sub(last)) > cut[usize::from(to) & 15]
+        });
         if gone > 0 {
             self.entries.fetch_sub(gone, Relaxed);
         }
@@ -317,17 +490,20 @@ impl Table {
         ad: Adaptive,
     ) -> Option<u32> {
         let id = g.find(key, h)?;
-        if expired(g.get(id), now, ad) {
-            self.expire(g, id);
+        let s = g.slot(id);
+        let t = s.lock();
+        if expired_at(super::slot::tail_timeout(t), s.last(), now, ad) {
+            self.expire_locked(g, id);
             return None;
         }
+        s.unlock(t);
         Some(id)
     }
 
-    /// Remove entry `id`, expired.
+    /// Remove entry `id`, expired, its lock held.
     #[cold]
-    pub(super) fn expire(&self, g: &mut Shard, id: u32) {
-        g.remove(id);
+    pub(super) fn expire_locked(&self, g: &mut Shard, id: u32) {
+        g.remove_locked(id);
         g.expiries += 1;
         self.entries.fetch_sub(1, Relaxed);
     }
@@ -366,7 +542,7 @@ impl Table {
         } as u8;
         if self.len() >= run.max {
             // Make room from this shard's expired entries first.
-            let gone = g.sweep(64, |e| expired(e, run.now, ad));
+            let gone = g.sweep(64, |to, last| expired_at(to, last, run.now, ad));
             self.entries.fetch_sub(gone, Relaxed);
             if self.len() >= run.max {
                 return Err(Invalid::Limit);
@@ -397,7 +573,7 @@ impl Table {
             }
             let g = lock(s);
             let room = limit - copied.len();
-            copied.extend(g.entries().take(room).copied());
+            copied.extend(g.entries().take(room));
         }
         copied.iter().map(|e| StateInfo::of(e, now, ad)).collect()
     }
@@ -430,8 +606,26 @@ pub(super) fn lock(s: &Mutex<Shard>) -> std::sync::MutexGuard<'_, Shard> {
 /// Whether `e` has outlived its timeout at `now`, scaled by `ad`.
 #[inline]
 pub fn expired(e: &Entry, now: u32, ad: Adaptive) -> bool {
-    let t = u64::from(PF_TIMEOUTS[usize::from(e.timeout).min(PF_TIMEOUTS.len() - 1)]);
-    u64::from(now.saturating_sub(e.last)) * ad.den > t * ad.num
+    expired_at(e.timeout, e.last, now, ad)
+}
+
+/// Each timeout's longest idle time in seconds at scale `ad` (indexed by
+/// the timeout's number, 16 of them, those past the last as the last):
+/// an entry idle longer has expired, as [`expired_at`] says without its
+/// multiplies (`idle × den > t × num` is `idle > ⌊t × num / den⌋`).
+pub(super) fn idle_limits(ad: Adaptive) -> [u64; 16] {
+    std::array::from_fn(|i| {
+        let t = u64::from(PF_TIMEOUTS[i.min(PF_TIMEOUTS.len() - 1)]);
+        (t * ad.num).checked_div(ad.den).unwrap_or(u64::MAX)
+    })
+}
+
+/// Whether an entry under `timeout` last seen at `last` has outlived it
+/// at `now`, scaled by `ad`.
+#[inline(always)]
+pub(super) fn expired_at(timeout: u8, last: u32, now: u32, ad: Adaptive) -> bool {
+    let t = u64::from(PF_TIMEOUTS[usize::from(timeout).min(PF_TIMEOUTS.len() - 1)]);
+    u64::from(now.saturating_sub(last)) * ad.den > t * ad.num
 }
 
 /// A SYN reopened a closed TCP flow.
@@ -447,19 +641,52 @@ pub(super) fn update(
     run: Run,
 ) -> Result<Result<(CtState, bool), Invalid>, Reopen> {
     let from = usize::from((e.flags & ORIG_A != 0) != src_a);
+    if let Err(why) = step(&mut e.flags, &mut e.timeout, &mut e.peers, from, kind, run)? {
+        return Ok(Err(why));
+    }
+    // Never backwards: `run.now` may be an older batch's clock.
+    e.last = e.last.max(run.now);
+    e.pkts[from] = e.pkts[from].saturating_add(1);
+    e.bytes[from] = e.bytes[from].saturating_add(u64::from(len));
+    Ok(Ok(state_of(e.flags, from == 1)))
+}
+
+/// A packet's state and direction once its flow's `flags` are updated.
+#[inline(always)]
+fn state_of(flags: u8, reply: bool) -> (CtState, bool) {
+    let state = if flags & REPLY_SEEN != 0 {
+        CtState::Established
+    } else {
+        CtState::New
+    };
+    (state, reply)
+}
+
+/// The state part of an update by a packet from side `from` (1: the
+/// responder): `flags`, `timeout` and, for TCP, `peers`; nothing changed
+/// when the packet is invalid or reopens the flow.
+#[inline(always)]
+pub(super) fn step(
+    flags: &mut u8,
+    timeout: &mut u8,
+    peers: &mut [Peer; 2],
+    from: usize,
+    kind: Kind,
+    run: Run,
+) -> Result<Result<(), Invalid>, Reopen> {
     let reply = from == 1;
     let ok = match kind {
         Kind::Tcp(seg) => {
             let out = if run.loose {
-                tcp::track_loose(&mut e.peers, from, &seg)
+                tcp::track_loose(peers, from, &seg)
             } else {
-                tcp::track(&mut e.peers, from, &seg)
+                tcp::track(peers, from, &seg)
             };
             match out {
                 tcp::Outcome::Reopen => return Err(Reopen),
                 tcp::Outcome::Invalid(why) => Err(why),
                 tcp::Outcome::Valid => {
-                    e.timeout = tcp::timeout(&e.peers) as u8;
+                    *timeout = tcp::timeout(peers) as u8;
                     Ok(())
                 }
             }
@@ -471,8 +698,8 @@ pub(super) fn update(
                 (Timeout::OtherSingle, Timeout::OtherMultiple)
             };
             // Branch-free: which side sent is a coin toss to a predictor.
-            e.flags |= [ORIG_MORE, REPLY_SEEN][from];
-            e.timeout = if e.flags & REPLY_SEEN != 0 {
+            *flags |= [ORIG_MORE, REPLY_SEEN][from];
+            *timeout = if *flags & REPLY_SEEN != 0 {
                 multiple
             } else {
                 single
@@ -481,7 +708,7 @@ pub(super) fn update(
         }
         Kind::EchoRequest => Ok(()),
         Kind::EchoReply if reply => {
-            e.timeout = Timeout::IcmpError as u8;
+            *timeout = Timeout::IcmpError as u8;
             Ok(())
         }
         Kind::EchoReply => Err(Invalid::NoState),
@@ -489,14 +716,6 @@ pub(super) fn update(
     if let Err(why) = ok {
         return Ok(Err(why));
     }
-    e.flags |= REPLY_SEEN * u8::from(reply);
-    e.last = run.now;
-    e.pkts[from] = e.pkts[from].saturating_add(1);
-    e.bytes[from] = e.bytes[from].saturating_add(u64::from(len));
-    let state = if e.flags & REPLY_SEEN != 0 {
-        CtState::Established
-    } else {
-        CtState::New
-    };
-    Ok(Ok((state, reply)))
+    *flags |= REPLY_SEEN * u8::from(reply);
+    Ok(Ok(()))
 }
