@@ -342,6 +342,41 @@ fn a_batch_agrees_with_packet_by_packet() {
     assert_eq!(batched.table().len(), single.table().len());
 }
 
+/// Flow `f` of the two-worker tests, from A (`reply`: from B).
+fn flow_frame(f: u16, reply: bool) -> Vec<u8> {
+    if reply {
+        udp(B, 53, A, 1000 + f)
+    } else {
+        udp(A, 1000 + f, B, 53)
+    }
+}
+
+/// A table of `flows` established flows ([`flow_frame`]): each opened
+/// from A (the originator) and answered.
+fn established(flows: u16) -> Ct {
+    let ct = Ct::from_config("max 10000", 2).unwrap();
+    let ctx0 = Ctx::new("h", Dir::In, 0);
+    for f in 0..flows {
+        for reply in [false, true] {
+            let mut fr = flow_frame(f, reply);
+            ct.filter(&mut Packet::new(&mut fr), &ctx0);
+        }
+    }
+    ct
+}
+
+/// Every one of the `flows` flows counted `n` packets of [`flow_frame`]'s
+/// length each way, exactly.
+fn assert_counted(ct: &Ct, flows: u16, n: u64) {
+    let len = flow_frame(0, false).len() as u64;
+    let states = ct.states();
+    assert_eq!(states.len(), usize::from(flows));
+    for st in &states {
+        assert_eq!(st.packets, [n, n], "{st:?}");
+        assert_eq!(st.bytes, [n * len, n * len], "{st:?}");
+    }
+}
+
 /// Two workers send both directions of the same 64 UDP flows at once,
 /// through the batch path and packet by packet (`Ct::filter`: both take
 /// the lock-free way to a live flow, each entry updated under its own
@@ -355,24 +390,8 @@ fn a_batch_agrees_with_packet_by_packet() {
 fn two_workers_on_the_same_flows_count_exactly() {
     const FLOWS: u16 = 64;
     const ROUNDS: usize = 3000;
-    let ct = Ct::from_config("max 10000", 2).unwrap();
-    let frame = |f: u16, reply: bool| {
-        if reply {
-            udp(B, 53, A, 1000 + f)
-        } else {
-            udp(A, 1000 + f, B, 53)
-        }
-    };
-    let len = frame(0, false).len() as u64;
-    // Each flow opened from A first (A's side is the originator) and
-    // answered: established.
-    let ctx0 = Ctx::new("h", Dir::In, 0);
-    for f in 0..FLOWS {
-        for reply in [false, true] {
-            let mut fr = frame(f, reply);
-            ct.filter(&mut Packet::new(&mut fr), &ctx0);
-        }
-    }
+    let ct = established(FLOWS);
+    let frame = flow_frame;
     std::thread::scope(|s| {
         for w in 0..2usize {
             let ct = &ct;
@@ -408,15 +427,9 @@ fn two_workers_on_the_same_flows_count_exactly() {
             }
         });
     });
-    let states = ct.states();
-    assert_eq!(states.len(), usize::from(FLOWS));
     // Per flow and direction: the set-up's packet and ROUNDS more (each
     // worker sends each direction ROUNDS / 2 times).
-    let n = 1 + ROUNDS as u64;
-    for st in &states {
-        assert_eq!(st.packets, [n, n], "{st:?}");
-        assert_eq!(st.bytes, [n * len, n * len], "{st:?}");
-    }
+    assert_counted(&ct, FLOWS, 1 + ROUNDS as u64);
 }
 
 /// One worker tracks packets through the shard's path alone
@@ -431,22 +444,8 @@ fn two_workers_on_the_same_flows_count_exactly() {
 fn the_shard_path_and_the_lock_free_path_count_exactly() {
     const FLOWS: u16 = 64;
     const ROUNDS: usize = 2000;
-    let ct = Ct::from_config("max 10000", 2).unwrap();
-    let frame = |f: u16, reply: bool| {
-        if reply {
-            udp(B, 53, A, 1000 + f)
-        } else {
-            udp(A, 1000 + f, B, 53)
-        }
-    };
-    let len = frame(0, false).len() as u64;
-    let ctx0 = Ctx::new("h", Dir::In, 0);
-    for f in 0..FLOWS {
-        for reply in [false, true] {
-            let mut fr = frame(f, reply);
-            ct.filter(&mut Packet::new(&mut fr), &ctx0);
-        }
-    }
+    let ct = established(FLOWS);
+    let frame = flow_frame;
     let run = Run {
         now: ct.table().now(),
         loose: false,
@@ -480,13 +479,7 @@ fn the_shard_path_and_the_lock_free_path_count_exactly() {
             });
         }
     });
-    let states = ct.states();
-    assert_eq!(states.len(), usize::from(FLOWS));
-    let n = 1 + ROUNDS as u64;
-    for st in &states {
-        assert_eq!(st.packets, [n, n], "{st:?}");
-        assert_eq!(st.bytes, [n * len, n * len], "{st:?}");
-    }
+    assert_counted(&ct, FLOWS, 1 + ROUNDS as u64);
 }
 
 /// Two workers track the same flows while a third removes every flow
