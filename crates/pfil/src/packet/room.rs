@@ -143,7 +143,8 @@ impl<'a> Packet<'a> {
 
     /// [`in_buffer`](Self::in_buffer) for a driver that keeps its frames'
     /// bounds right by construction (checked where they are set: on RX,
-    /// in `set_span`): no check, no clamp but the tailroom's, where
+    /// in `set_span`): no check, no clamp but the tailroom's (and the
+    /// length's 4 GiB cap, never reached by a real buffer), where
     /// [`in_buffer_clamped`](Self::in_buffer_clamped) spends about ten
     /// instructions a packet on its clamps.
     ///
