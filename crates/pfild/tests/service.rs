@@ -305,6 +305,13 @@ fn check_config_says_what_is_wrong_and_where() {
             "--queues all needs an interface",
         ),
         (
+            CONFIG.replace(
+                "quiet = true",
+                "quiet = true\npcap = \"/nonexistent/pfil-check.pcap\"",
+            ),
+            "/nonexistent/pfil-check.pcap",
+        ),
+        (
             CONFIG
                 .replace("rate = 200000\n", "")
                 .replace("synthetic = true", "netns = \"pfil-check-no-such-ns\""),
