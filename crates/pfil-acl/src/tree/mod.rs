@@ -475,14 +475,24 @@ mod tests {
 
     #[test]
     fn a_parallel_build_is_the_serial_build() {
+        super::parallel::TAKEN.with(|t| t.set(0));
         for (name, rs) in sets() {
             let cfg = Config::default();
+            let before = super::parallel::TAKEN.with(|t| t.get());
             let serial = Classifier::with_threads(&rs, &cfg, 1);
+            assert_eq!(
+                super::parallel::TAKEN.with(|t| t.get()),
+                before,
+                "{name}: serial"
+            );
             for threads in [2, 5] {
                 let par = Classifier::with_threads(&rs, &cfg, threads);
                 assert!(dump(&serial) == dump(&par), "{name}, {threads} threads");
             }
         }
+        // The trials built apart were used (adopted or their failure
+        // taken), not all built again serially.
+        assert!(super::parallel::TAKEN.with(|t| t.get()) > 0);
     }
 
     #[test]

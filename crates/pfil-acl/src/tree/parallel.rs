@@ -35,6 +35,15 @@ pub(super) struct Apart {
     pub(super) units: usize,
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Trials this thread's builds took from the memo (adopted, or
+    /// failures taken) instead of building them again: the tests check
+    /// that the parallel path is taken, not only that its result is the
+    /// serial build's.
+    pub(super) static TAKEN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 impl Builder<'_> {
     /// Whether the memo holds the trial over `ids` with `budget` and
     /// `leaf_limit`.
@@ -65,10 +74,16 @@ impl Builder<'_> {
             let (used, max) = (self.used(), self.cfg.max_entries);
             let room = |units: usize| used + units.max(budget) < max;
             match self.memo.swap_remove(at).3 {
-                Outcome::Fits(a) if room(a.units) => return Some(self.adopt(*a)),
+                Outcome::Fits(a) if room(a.units) => {
+                    #[cfg(test)]
+                    TAKEN.with(|t| t.set(t.get() + 1));
+                    return Some(self.adopt(*a));
+                }
                 Outcome::Fails { units, made }
                     if room(units) && made.iter().all(|l| !self.leaves.contains_key(l)) =>
                 {
+                    #[cfg(test)]
+                    TAKEN.with(|t| t.set(t.get() + 1));
                     return None;
                 }
                 _ => {}
