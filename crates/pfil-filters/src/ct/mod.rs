@@ -64,7 +64,10 @@
 //! whatever the RSS; its cost is a lock per packet on the packet's
 //! entry (uncontended: a compare-and-swap and a store; two workers meet
 //! on it only when both send on the flow at once), and on one of up to
-//! 64 shards for a new flow or a removal.
+//! 64 shards for a new flow, a removal, a lookup the lock-free probe
+//! cannot settle, the round-robin sweep (once a chunk of a batch), and
+//! every packet of the acl's `keep state` path (`track_existing`, which
+//! sweeps its shard a little at each packet).
 //! Measured against per-worker tables (BENCHMARKS.md, "one shared table
 //! vs per-worker tables"): two workers sending both directions of the
 //! same flows cost 10 % more a packet at 1 000 flows and nothing

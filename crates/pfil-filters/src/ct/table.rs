@@ -491,7 +491,8 @@ pub struct Peek {
 
 // SAFETY: a Peek only reads atomics (index slots, chunk pointers, slots)
 // of a shard that outlives it (the Table holding both; `find_live`'s
-// contract), and hands out addresses to prefetch, never to dereference.
+// contract): addresses to prefetch, and the `&Slot`s `find_live` lends,
+// whose every field is an atomic, in chunks freed only with the shard.
 unsafe impl Send for Peek {}
 // SAFETY: as for Send: shared reads of atomics only.
 unsafe impl Sync for Peek {}

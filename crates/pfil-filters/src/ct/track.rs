@@ -1,6 +1,7 @@
-//! The [`Table`]: tracking a packet (lookup, update, creation, expiry
-//! under each shard's lock), its hash and counters, and the per-state
-//! update of an entry.
+//! The [`Table`]: tracking a packet (a live flow's entry found without
+//! a lock and updated under its own; creation, removal and lookups the
+//! lock-free probe cannot settle under the shard's lock), its hash and
+//! counters, and the per-state update of an entry.
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -19,12 +20,15 @@ use super::*;
 /// from one another.
 pub struct Table {
     pub(super) shards: Shards,
-    /// Each shard's lock-free view, to prefetch ([`Table::prefetch`]).
+    /// Each shard's lock-free view: to prefetch ([`Table::prefetch`]) and
+    /// to find a live flow's slot without the shard's lock.
     pub(super) peeks: Box<[Peek]>,
     /// Shards - 1 (a power of two): a hash's shard is its bits 32 and up
     /// under this mask (its low 32 bits place it in the shard's index).
     pub(super) shard_mask: usize,
-    pub(super) entries: AtomicUsize,
+    /// Flows in the table. Apart from the fields every packet reads
+    /// (seeds, mask, peeks): workers write it on every new flow.
+    pub(super) entries: CachePadded<AtomicUsize>,
     pub(super) built_for: usize,
     /// Random seeds of the key hash.
     pub(super) seeds: [u64; 4],
@@ -34,8 +38,9 @@ pub struct Table {
     /// Flows removed by an operator ([`Table::kill`]).
     pub(super) killed: AtomicU64,
     /// The shard [`Table::sweep_next`] sweeps next (racy between
-    /// workers: two may sweep one shard, no harm).
-    pub(super) sweep_at: AtomicUsize,
+    /// workers: two may sweep one shard, no harm). On a line of its own:
+    /// every worker writes it once a chunk.
+    pub(super) sweep_at: CachePadded<AtomicUsize>,
 }
 
 impl Table {
@@ -54,7 +59,7 @@ impl Table {
             peeks: shards.iter().map(|s| lock(s).peek()).collect(),
             shards,
             shard_mask: n - 1,
-            entries: AtomicUsize::new(0),
+            entries: CachePadded::new(AtomicUsize::new(0)),
             built_for: max,
             seeds,
             epoch: Instant::now(),
@@ -62,7 +67,7 @@ impl Table {
                 .map(|_| CachePadded::new(Default::default()))
                 .collect(),
             killed: AtomicU64::new(0),
-            sweep_at: AtomicUsize::new(0),
+            sweep_at: CachePadded::new(AtomicUsize::new(0)),
         }
     }
 
