@@ -107,9 +107,16 @@ impl std::hash::Hasher for ListHasher {
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        for c in bytes.chunks(8) {
+        let mut words = bytes.chunks_exact(8);
+        for c in &mut words {
             let mut w = [0u8; 8];
-            w[..c.len()].copy_from_slice(c);
+            w.copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
             self.write_u64(u64::from_le_bytes(w));
         }
     }
@@ -432,45 +439,76 @@ impl<'a> Builder<'a> {
         let s1 = bx[d1].1.saturating_sub(b1);
         let nchild = 1usize << (b0 + b1);
         // The children's rule lists, in one buffer: counted, then placed.
-        let spans: Vec<[usize; 4]> = ids
-            .iter()
-            .map(|&i| {
-                let r = &self.br[i as usize];
-                let (l0, h0) = span(r, &bx, d0, s0, b0);
-                let (l1, h1) = if b1 == 0 {
-                    (0, 0)
-                } else {
-                    span(r, &bx, d1, s1, b1)
-                };
-                [l0, h0, l1, h1]
-            })
-            .collect();
-        let mut at = vec![0usize; nchild + 1];
-        for &[l0, h0, l1, h1] in &spans {
-            for c0 in l0..=h0 {
-                for c1 in l1..=h1 {
-                    at[(c0 << b1 | c1) + 1] += 1;
-                }
+        // Each rule's children are read off the offsets into the box that
+        // `choose_cut` left in `counts` (those of `ids`, in order).
+        let mut cc = std::mem::take(&mut self.counts);
+        let spans = &mut cc.spans;
+        spans.clear();
+        let (z0, z1) = (u32::from(s0), u32::from(s1));
+        if b1 == 0 {
+            spans.extend(
+                cc.offs[d0]
+                    .iter()
+                    .map(|&(l, h)| [(l >> z0) as usize, (h >> z0) as usize, 0, 0]),
+            );
+        } else {
+            spans.extend(
+                cc.offs[d0]
+                    .iter()
+                    .zip(&cc.offs[d1])
+                    .map(|(&(l0, h0), &(l1, h1))| {
+                        [
+                            (l0 >> z0) as usize,
+                            (h0 >> z0) as usize,
+                            (l1 >> z1) as usize,
+                            (h1 >> z1) as usize,
+                        ]
+                    }),
+            );
+        }
+        // Per child, its rules: a difference array along each row (child
+        // of the first field), summed; then `at` is where each child's
+        // rules start in `flat`.
+        let cols = (1usize << b1) + 1;
+        let diff = &mut cc.fill;
+        diff.clear();
+        diff.resize((1usize << b0) * cols, 0);
+        for &[l0, h0, l1, h1] in spans.iter() {
+            for row in l0..=h0 {
+                diff[row * cols + l1] += 1;
+                diff[row * cols + h1 + 1] -= 1;
             }
         }
-        if at[1..].iter().all(|&n| n == ids.len()) {
+        let mut at = Vec::with_capacity(nchild + 1);
+        at.push(0usize);
+        let (mut sum, mut all) = (0usize, true);
+        for row in diff.chunks_exact(cols) {
+            let mut k = 0isize;
+            for &x in &row[..cols - 1] {
+                k += x;
+                sum += k as usize;
+                all &= k as usize == ids.len();
+                at.push(sum);
+            }
+        }
+        if all {
             // The cut separated nothing.
+            self.counts = cc;
             return Err(self.leaf(ids, depth));
         }
-        for c in 0..nchild {
-            at[c + 1] += at[c];
-        }
         let mut flat = vec![0u32; at[nchild]];
-        let mut fill = at.clone();
-        for (&i, &[l0, h0, l1, h1]) in ids.iter().zip(&spans) {
+        let fill = &mut cc.fill;
+        fill.clear();
+        fill.extend(at[..nchild].iter().map(|&a| a as isize));
+        for (&i, &[l0, h0, l1, h1]) in ids.iter().zip(spans.iter()) {
             for c0 in l0..=h0 {
-                for c1 in l1..=h1 {
-                    let c = c0 << b1 | c1;
-                    flat[fill[c]] = i;
+                for c in c0 << b1 | l1..=c0 << b1 | h1 {
+                    flat[fill[c] as usize] = i;
                     fill[c] += 1;
                 }
             }
         }
+        self.counts = cc;
         let o = self.mem.len();
         self.mem.resize(o + nchild, 0);
         self.stats.nodes += 1;
@@ -485,6 +523,11 @@ impl<'a> Builder<'a> {
                 cb[d1] = (bx[d1].0 + (c1 << s1), s1);
             }
             let r = match prev {
+                // No rules: an empty leaf (as `build` would make it).
+                _ if ch.is_empty() => {
+                    self.stats.max_depth = self.stats.max_depth.max(depth + 1);
+                    EMPTY
+                }
                 // The same rules, each covering both boxes where they
                 // differ: every cut and leaf below would be the same, so
                 // the child is the previous one's subtree, shared (wide
@@ -567,18 +610,4 @@ impl<'a> Builder<'a> {
         self.leaves.insert(ids.to_vec(), r);
         r
     }
-}
-
-/// The children of a cut of field `d` (shift `s`, `b` bits) that rule `r`
-/// meets, as an inclusive index range.
-#[inline]
-pub(super) fn span(r: &BRule, bx: &Boxx, d: usize, s: u8, b: u8) -> (usize, usize) {
-    let (blo, bhi) = (bx[d].0, box_hi(bx[d]));
-    let lo = r.lo[d].max(blo) - blo;
-    let hi = r.hi[d].min(bhi) - blo;
-    let m = (1u64 << b) - 1;
-    (
-        ((u64::from(lo) >> s) & m) as usize,
-        ((u64::from(hi) >> s) & m) as usize,
-    )
 }

@@ -26,23 +26,27 @@ impl Builder<'_> {
         let limit = (spfac * n as f64) as usize;
         let mut cc = std::mem::take(&mut self.counts);
         // Each rule's range in each field, as offsets into the box: read
-        // once here, not once per candidate cut; and the sum of the
-        // ranges' widths per field.
+        // once here, not once per candidate cut (and again by
+        // [`Builder::split`] for the cut it takes); per field, the sum of
+        // the ranges' widths and the rules that span the whole box (they
+        // are in every child of a cut of that field).
         let mut widths = [0u64; DIMS];
-        let blo: [u32; DIMS] = std::array::from_fn(|d| bx[d].0);
-        let bhi: [u32; DIMS] = std::array::from_fn(|d| box_hi(bx[d]));
-        for offs in &mut cc.offs {
-            offs.clear();
-            offs.reserve(ids.len());
-        }
-        // One pass over the rules (each read once), all fields at a time.
-        for &i in ids {
-            let r = &self.br[i as usize];
-            for d in 0..DIMS {
-                let (l, h) = (r.lo[d].max(blo[d]) - blo[d], r.hi[d].min(bhi[d]) - blo[d]);
-                cc.offs[d].push((l, h));
-                widths[d] += u64::from(h - l);
+        let mut full = [0usize; DIMS];
+        let br = self.br;
+        for d in 0..DIMS {
+            let (blo, top) = (bx[d].0, box_hi(bx[d]));
+            let whole = top - blo;
+            let offs = &mut cc.offs[d];
+            offs.resize(ids.len(), (0, 0));
+            let (mut width, mut whole_n) = (0u64, 0usize);
+            for (o, &i) in offs.iter_mut().zip(ids) {
+                let r = &br[i as usize];
+                let (l, h) = (r.lo[d].max(blo) - blo, r.hi[d].min(top) - blo);
+                *o = (l, h);
+                width += u64::from(h - l);
+                whole_n += usize::from(l == 0 && h == whole);
             }
+            (widths[d], full[d]) = (width, whole_n);
         }
         // The most bits `b` (at least `least`, at most `most`) of field
         // `d` that may fit under `2^extra` children of another field,
@@ -60,11 +64,18 @@ impl Builder<'_> {
                 .last()
                 .unwrap_or(least)
         };
-        // (max child, total, field, bits)
+        // (max child, total, field, bits): the least, the first field
+        // among equals. A field's largest child has at least the rules
+        // that span its whole box, so the fields go in order of those,
+        // and a field with more of them than the best cut's largest child
+        // cannot win and is not counted.
+        let mut order: [usize; DIMS] = std::array::from_fn(|d| d);
+        order.sort_by_key(|&d| (full[d], d));
         let mut best: Option<(usize, usize, usize, u8)> = None;
-        for (d, &(_, w)) in bx.iter().enumerate() {
+        for d in order {
+            let w = bx[d].1;
             let most = maxb.min(w);
-            if most == 0 {
+            if most == 0 || best.is_some_and(|bb| full[d] > bb.0) {
                 continue;
             }
             // One bit is tried whatever it costs; more only within the
@@ -83,7 +94,7 @@ impl Builder<'_> {
                 }
             }
             if let Some(f) = found {
-                if best.is_none_or(|bb| (f.0, f.1) < (bb.0, bb.1)) {
+                if best.is_none_or(|bb| (f.0, f.1, f.2) < (bb.0, bb.1, bb.2)) {
                     best = Some(f);
                 }
             }
@@ -146,6 +157,11 @@ pub(super) struct Counts {
     pub(super) offs: [Vec<(u32, u32)>; DIMS],
     pub(super) lo: Vec<i32>,
     pub(super) hi: Vec<i32>,
+    /// [`Builder::split`]'s buffers: each rule's children of the cut it
+    /// takes (first and last of the first field, of the second), and a
+    /// difference array, then a cursor, per child.
+    pub(super) spans: Vec<[usize; 4]>,
+    pub(super) fill: Vec<isize>,
 }
 
 impl Counts {

@@ -115,7 +115,8 @@ impl Builder<'_> {
                 parent.extend([k, k]);
             }
         }
-        let finished: Vec<AtomicBool> = (0..own).map(|_| AtomicBool::new(false)).collect();
+        // The jobs built and found to fit: their halves are not needed.
+        let fitted: Vec<AtomicBool> = (0..own).map(|_| AtomicBool::new(false)).collect();
         let next = AtomicUsize::new(0);
         let cancel = AtomicBool::new(false);
         let work = || {
@@ -128,16 +129,17 @@ impl Builder<'_> {
                 if cancel.load(Ordering::Relaxed) {
                     break;
                 }
-                if j >= own && finished[parent[j]].load(Ordering::Relaxed) {
-                    // Its job is built: it fitted, or failed with its
-                    // halves still ahead of the build, which then builds
-                    // them in a wave of its own.
+                if j >= own && fitted[parent[j]].load(Ordering::Relaxed) {
+                    // Its job is built and fits: the build does not
+                    // split it. (One that failed, or is still being
+                    // built, is split next: its halves are built here.)
                     continue;
                 }
-                let stop = (j > 0 || !first_wins).then_some(&cancel);
+                // Only a first that wins cancels the others.
+                let stop = (first_wins && j > 0).then_some(&cancel);
                 let out = Builder::apart(br, cfg, ids, *budget, *limit, stop);
-                if j < own {
-                    finished[j].store(true, Ordering::Relaxed);
+                if j < own && matches!(out, Outcome::Fits(_)) {
+                    fitted[j].store(true, Ordering::Relaxed);
                 }
                 if j == 0 && first_wins && matches!(out, Outcome::Fits(_)) {
                     cancel.store(true, Ordering::Relaxed);
