@@ -34,10 +34,12 @@ pub(super) fn filter_batch_keep(
         loose: false,
         max: state_max(&v.rules, t),
     };
+    // The state table's indexes are read under an epoch: one pin a batch.
+    let g = &crossbeam_epoch::pin();
     for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
         let c = crate::ct::flow::classify(p);
         let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
-        if let Some((st, reply)) = t.track_existing(c, len, run, ctx.worker) {
+        if let Some((st, reply)) = t.track_existing_pinned(c, len, run, ctx.worker, g) {
             p.set_ct(st, reply);
             if st == pfil::CtState::Invalid {
                 p.set_verdict(Verdict::Dropped);

@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
+use crossbeam_epoch::Guard;
 use pfil::{CtState, Ctx, Filter, FilterStat, Packet, StatKind, Verdict};
 
 use super::table::Adaptive;
@@ -141,7 +142,14 @@ impl Ct {
     /// classified, hashed and tracked in turn (nothing staged: there is
     /// no miss to overlap); a plain IPv4 UDP or TCP packet by its key's
     /// words alone ([`flow::plain_v4`]).
-    fn batch_near(&self, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>, run: Run, ad: Adaptive) {
+    fn batch_near(
+        &self,
+        pkts: &mut [Packet<'_>],
+        ctx: &Ctx<'_>,
+        run: Run,
+        ad: Adaptive,
+        g: &Guard,
+    ) {
         let drop_invalid = self.drop_invalid.load(Relaxed);
         let t = &*self.table;
         for chunk in pkts.chunks_mut(PIPE) {
@@ -152,10 +160,10 @@ impl Ct {
                 let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
                 let (s, reply) = if let Some((w, a, kind)) = flow::plain_v4(p) {
                     let h = t.hash_words(&w);
-                    t.track_words(&w, h, a, kind, len, run, ad, ctx.worker)
+                    t.track_words(&w, h, a, kind, len, run, ad, ctx.worker, g)
                 } else {
                     let c = flow::classify(p);
-                    t.track_batch(&c, t.hash_of(&c), len, run, ad, ctx.worker)
+                    t.track_batch(&c, t.hash_of(&c), len, run, ad, ctx.worker, g)
                 };
                 p.set_ct(s, reply);
                 if drop_invalid && s == CtState::Invalid {
@@ -171,7 +179,14 @@ impl Ct {
     /// [`batch_near`](Self::batch_near)), then tracked, the index slot of
     /// the packet [`AHEAD`] places on and the entry of the one half as
     /// far prefetched meanwhile, so that the misses overlap.
-    pub(super) fn batch_far(&self, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>, run: Run, ad: Adaptive) {
+    pub(super) fn batch_far(
+        &self,
+        pkts: &mut [Packet<'_>],
+        ctx: &Ctx<'_>,
+        run: Run,
+        ad: Adaptive,
+        g: &Guard,
+    ) {
         let drop_invalid = self.drop_invalid.load(Relaxed);
         let t = &*self.table;
         for chunk in pkts.chunks_mut(PIPE) {
@@ -203,15 +218,15 @@ impl Ct {
             let hash = |i: usize| hs.get(i).copied().flatten();
             for i in 0..AHEAD.min(chunk.len()) {
                 if let Some(h) = hash(i) {
-                    t.prefetch(h, false);
+                    t.prefetch(h, false, g);
                 }
             }
             for (i, p) in chunk.iter_mut().enumerate() {
                 if let Some(h) = hash(i + AHEAD) {
-                    t.prefetch(h, false);
+                    t.prefetch(h, false, g);
                 }
                 if let Some(h) = hash(i + AHEAD / 2) {
-                    t.prefetch(h, true);
+                    t.prefetch(h, true, g);
                 }
                 if tracked & 1 << i == 0 {
                     continue;
@@ -220,9 +235,9 @@ impl Ct {
                 let (s, reply) = match hs[i] {
                     Some(h) if plain & 1 << i != 0 => {
                         let a = side & 1 << i != 0;
-                        t.track_words(&ws[i], h, a, kinds[i], len, run, ad, ctx.worker)
+                        t.track_words(&ws[i], h, a, kinds[i], len, run, ad, ctx.worker, g)
                     }
-                    h => t.track_batch(&cls[i], h, len, run, ad, ctx.worker),
+                    h => t.track_batch(&cls[i], h, len, run, ad, ctx.worker, g),
                 };
                 p.set_ct(s, reply);
                 if drop_invalid && s == CtState::Invalid {
@@ -254,10 +269,13 @@ impl Filter for Ct {
         // The adaptive timeouts' scale, once a batch (the table's size
         // moves by at most a batch's new flows meanwhile).
         let ad = Adaptive::at(n, run.max);
+        // The shards' indexes are read under an epoch (a shard that grows
+        // replaces its index): one pin a batch, nested in the datapath's.
+        let g = &crossbeam_epoch::pin();
         if n > PREFETCH_FROM {
-            self.batch_far(pkts, ctx, run, ad);
+            self.batch_far(pkts, ctx, run, ad, g);
         } else {
-            self.batch_near(pkts, ctx, run, ad);
+            self.batch_near(pkts, ctx, run, ad, g);
         }
     }
 

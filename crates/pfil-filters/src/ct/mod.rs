@@ -124,6 +124,7 @@ mod config;
 pub mod expr;
 mod filter;
 pub mod flow;
+pub mod index;
 #[cfg(test)]
 mod model;
 pub mod slot;

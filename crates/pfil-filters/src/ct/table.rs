@@ -30,9 +30,11 @@
 //!   under it before removing). A lookup that finds an expired entry
 //!   removes it. A table with no traffic keeps its expired entries until
 //!   traffic comes (listing them marks them expired).
-//! - **Memory.** An entry is 96 bytes; the index has at least 4/3 slot
-//!   per entry the shard can hold, rounded up to a power of two (8 bytes
-//!   each, allocated zeroed: pages never touched cost nothing). Entries
+//! - **Memory.** An entry is 96 bytes; the index grows to at least 4/3
+//!   slot per entry the shard can hold, rounded up to a power of two (8
+//!   bytes each): it starts at [`FIRST_SLOTS`] and doubles as the shard
+//!   fills ([`super::index`]), so that a large table with few flows keeps
+//!   their slots together. Entries
 //!   come in chunks of [`CHUNK`], allocated as the shard grows and kept
 //!   (freed entries are reused; the chunks are freed with the shard):
 //!   the table stays at its peak size. At 1 million flows in a table
@@ -40,8 +42,9 @@
 //!   `a_flow_costs_at_most_128_bytes_at_a_million`).
 //! - **Lock-free reads.** A batch reads index slots and entries without
 //!   the shard's lock to prefetch them and to track a live flow
-//!   ([`Peek`]); the only unsafe code of the tracker is here: the zeroed
-//!   index seen as atomics (pages never touched stay free), the chunks
+//!   ([`Peek`]); the only unsafe code of the tracker is here and in
+//!   [`super::index`]: the zeroed index seen as atomics, the index read
+//!   under an epoch (a grown one replaces it), the chunks
 //!   owned through raw pointers (so that workers may borrow their slots
 //!   while the shard's lock holder adds chunks), and the raw addresses a
 //!   [`Peek`] keeps.
@@ -51,12 +54,15 @@
 #![allow(unsafe_code)]
 
 use std::sync::atomic::{
-    AtomicPtr, AtomicU64,
+    AtomicPtr,
     Ordering::{Acquire, Relaxed, Release},
 };
 use std::sync::Mutex;
 
+use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned};
+
 use super::flow::FlowKey;
+pub use super::index::{Index, FIRST_SLOTS};
 pub use super::slot::Slot;
 pub(super) use super::slot::{tail_flags, with_state};
 use super::slot::{tail_timeout, LIVE_BIT};
@@ -133,14 +139,11 @@ impl Adaptive {
     }
 }
 
-// The index is a zeroed `u64` allocation seen as atomics (same size and
-// representation; the alignment is checked here).
-const _: () = assert!(std::mem::align_of::<AtomicU64>() == std::mem::align_of::<u64>());
-
 /// One shard.
 ///
-/// Its index slots are atomics and each chunk's address is published in
-/// `chunk_ptrs`, so that a worker can read a slot and reach the entry it
+/// Its index ([`Index`], replaced by a grown one as the shard fills) is
+/// atomics, and each chunk's address is published in `chunk_ptrs`, so
+/// that a worker can read a slot and reach the entry it
 /// names without the shard's lock: to prefetch it ([`Peek`]), and to
 /// look up and update a live flow under the entry's own lock
 /// ([`Peek::find_live`]). Everything that changes the index, the free
@@ -148,15 +151,18 @@ const _: () = assert!(std::mem::align_of::<AtomicU64>() == std::mem::align_of::<
 ///
 /// A shard is never replaced inside its mutex (no `*guard =
 /// Shard::new(..)`, no `mem::swap` or `mem::take` through the guard):
-/// the table's [`Peek`]s keep raw addresses of its index and chunks,
+/// the table's [`Peek`]s keep raw addresses of its index pointer and chunks,
 /// taken once when the table is built, and a replaced shard would free
 /// them under the workers' lock-free lookups. A shard goes only with
 /// its table.
 pub struct Shard {
-    index: Box<[AtomicU64]>,
+    /// The index in force; the shard's lock holder replaces it with a
+    /// grown one, readers load it under an epoch guard.
+    index: Atomic<Index>,
+    /// Slots of the index when grown to the full size.
+    full: usize,
     /// The table's hash seeds ([`key_hash`]), for removals.
     seeds: [u64; 4],
-    mask: usize,
     /// Chunks allocated.
     nchunks: usize,
     /// The address of chunk `i` (null until allocated): the chunks'
@@ -182,6 +188,10 @@ pub fn shards_for(max: usize) -> usize {
 
 impl Drop for Shard {
     fn drop(&mut self) {
+        // SAFETY: the shard is going, with every borrow of it and of its
+        // Peeks (see below): no reader holds the index in force. Indexes
+        // it replaced were retired to the epoch when replaced.
+        drop(unsafe { self.index.load(Relaxed, epoch::unprotected()).into_owned() });
         for p in self.chunk_ptrs.iter() {
             let c = p.load(Relaxed);
             if !c.is_null() {
@@ -201,21 +211,17 @@ impl Drop for Shard {
 }
 
 impl Shard {
-    /// A shard that can hold about `cap` entries (the index is sized for
-    /// 4/3 of it, a power of two; inserts stop at 7/8 of the index), its
-    /// keys hashed with `seeds` ([`key_hash`]).
+    /// A shard that can hold about `cap` entries (the index grows to 4/3
+    /// of it, a power of two; inserts stop at 7/8 of that), its keys
+    /// hashed with `seeds` ([`key_hash`]). The index starts at
+    /// [`FIRST_SLOTS`] (fewer if that is the full size).
     pub fn new(cap: usize, seeds: [u64; 4]) -> Shard {
         let slots = (cap + cap / 3 + 1).next_power_of_two().max(8);
-        let zeroed = Box::into_raw(vec![0u64; slots].into_boxed_slice());
-        // SAFETY: AtomicU64 has the size, alignment (checked above) and
-        // bit validity of u64, so the allocation is a valid [AtomicU64]
-        // of the same length; ownership moves to the new Box.
-        let index = unsafe { Box::from_raw(zeroed as *mut [AtomicU64]) };
         let room = slots / 8 * 7;
         Shard {
-            index,
+            index: Atomic::new(Index::new(slots.min(FIRST_SLOTS))),
+            full: slots,
             seeds,
-            mask: slots - 1,
             nchunks: 0,
             chunk_ptrs: (0..room.div_ceil(CHUNK).max(1))
                 .map(|_| AtomicPtr::new(std::ptr::null_mut()))
@@ -239,14 +245,48 @@ impl Shard {
         id < self.used && self.slot(id).tail() & LIVE_BIT != 0
     }
 
-    /// Entries the index can take.
+    /// Entries the index can take, grown to its full size.
     pub fn room(&self) -> usize {
-        (self.mask + 1) / 8 * 7
+        self.full / 8 * 7
+    }
+
+    /// The index in force (the lock holder's view: `&self` is a borrow
+    /// of the shard under its lock, and only `&mut self` replaces it).
+    #[inline(always)]
+    fn ix(&self) -> &Index {
+        // SAFETY: the pointer is never null (set in `new`, replaced by
+        // `grow`), and the index it names is retired only by `grow`,
+        // which takes `&mut self`: while `self` is borrowed it stays.
+        unsafe { self.index.load(Relaxed, epoch::unprotected()).deref() }
+    }
+
+    /// Slots of the index in force.
+    pub fn index_slots(&self) -> usize {
+        self.ix().len()
+    }
+
+    /// Replace the index with one of twice the slots. Readers still on
+    /// the old one may miss a flow (and take the shard's lock); it is
+    /// freed once they have all unpinned.
+    fn grow(&mut self) {
+        let g = epoch::pin();
+        let grown = Owned::new(self.ix().grown());
+        // Release: a reader that loads the new index (Acquire) sees its
+        // slots as written here.
+        let old = self.index.swap(grown, Release, &g);
+        // SAFETY: `old` is unreachable from now on (the pointer was
+        // swapped out under the shard's lock, the only writer); readers
+        // that loaded it hold epoch guards, and the epoch frees it only
+        // after every such guard is gone.
+        unsafe { g.defer_destroy(old) };
+        // A large allocation: hand it to the global queue now rather
+        // than when the thread's bag fills.
+        g.flush();
     }
 
     /// Bytes allocated: index, chunks, free list.
     pub fn bytes(&self) -> usize {
-        self.index.len() * 8
+        self.ix().len() * 8
             + self.nchunks * CHUNK * std::mem::size_of::<Slot>()
             + self.chunk_ptrs.len() * 8
             + self.free.capacity() * 4
@@ -255,8 +295,7 @@ impl Shard {
     /// The lock-free view of this shard.
     pub fn peek(&self) -> Peek {
         Peek {
-            index: self.index.as_ptr(),
-            mask: self.mask,
+            index: &self.index,
             chunks: self.chunk_ptrs.as_ptr(),
             nchunks: self.chunk_ptrs.len(),
         }
@@ -293,9 +332,10 @@ impl Shard {
     /// The id of the entry whose key has words `w`.
     #[inline]
     pub fn find_words(&self, w: &[u64; 5], hash: u32) -> Option<u32> {
-        let mut pos = hash as usize & self.mask;
+        let ix = self.ix();
+        let mut pos = hash as usize;
         loop {
-            let slot = self.index[pos].load(Relaxed);
+            let slot = ix.at(pos).load(Relaxed);
             if slot == 0 {
                 return None;
             }
@@ -307,7 +347,7 @@ impl Shard {
                     return Some(id);
                 }
             }
-            pos = (pos + 1) & self.mask;
+            pos += 1;
         }
     }
 
@@ -316,6 +356,9 @@ impl Shard {
     pub fn insert(&mut self, e: Entry, hash: u32) -> Option<u32> {
         if self.live >= self.room() {
             return None;
+        }
+        while self.live >= self.ix().room() {
+            self.grow();
         }
         let id = match self.free.pop() {
             Some(id) => id,
@@ -340,11 +383,7 @@ impl Shard {
             flags: e.flags | LIVE,
             ..e
         });
-        let mut pos = hash as usize & self.mask;
-        while self.index[pos].load(Relaxed) != 0 {
-            pos = (pos + 1) & self.mask;
-        }
-        self.index[pos].store(u64::from(hash) << 32 | u64::from(id + 1), Relaxed);
+        self.ix().put(u64::from(hash) << 32 | u64::from(id + 1));
         self.live += 1;
         self.inserts += 1;
         Some(id)
@@ -364,31 +403,10 @@ impl Shard {
         // Free (not live, not locked) before the index forgets it: a
         // worker that still finds the slot sees it is not live.
         self.slot(id).clear();
-        let mut pos = hash as usize & self.mask;
-        let want = u64::from(hash) << 32 | u64::from(id + 1);
-        while self.index[pos].load(Relaxed) != want {
-            if self.index[pos].load(Relaxed) == 0 {
-                debug_assert!(false, "entry {id} not in the index");
-                return;
-            }
-            pos = (pos + 1) & self.mask;
+        if !self.ix().remove(u64::from(hash) << 32 | u64::from(id + 1)) {
+            debug_assert!(false, "entry {id} not in the index");
+            return;
         }
-        let mut hole = pos;
-        let mut next = (hole + 1) & self.mask;
-        loop {
-            let slot = self.index[next].load(Relaxed);
-            if slot == 0 {
-                break;
-            }
-            let home = (slot >> 32) as usize & self.mask;
-            // Move the slot back if its home is not in (hole, next].
-            if (next.wrapping_sub(home) & self.mask) >= (next.wrapping_sub(hole) & self.mask) {
-                self.index[hole].store(slot, Relaxed);
-                hole = next;
-            }
-            next = (next + 1) & self.mask;
-        }
-        self.index[hole].store(0, Relaxed);
         self.free.push(id);
         self.live -= 1;
     }
@@ -478,39 +496,60 @@ fn fold(a: u64, b: u64) -> u64 {
 /// prefetch (VPP's way with a burst: the lookups of a batch are started
 /// before any is done, so their cache misses overlap) and to track a live
 /// flow under its entry's lock ([`find_live`](Self::find_live)). Valid while the
-/// shard lives: the index and the chunk-pointer array are allocated once
-/// and never move; chunks are only added (published with `Release`),
-/// never freed before the shard.
+/// shard lives: the shard's index pointer and chunk-pointer array never
+/// move (the index they name is replaced as the shard grows, and read
+/// under an epoch guard); chunks are only added (published with
+/// `Release`), never freed before the shard.
 #[derive(Clone, Copy, Debug)]
 pub struct Peek {
-    index: *const AtomicU64,
-    mask: usize,
+    index: *const Atomic<Index>,
     chunks: *const AtomicPtr<Slot>,
     nchunks: usize,
 }
 
-// SAFETY: a Peek only reads atomics (index slots, chunk pointers, slots)
-// of a shard that outlives it (the Table holding both; `find_live`'s
-// contract): addresses to prefetch, and the `&Slot`s `find_live` lends,
-// whose every field is an atomic, in chunks freed only with the shard.
+// SAFETY: a Peek only reads atomics (the index pointer, index slots,
+// chunk pointers, slots) of a shard that outlives it (the Table holding
+// both; `find_live`'s contract): addresses to prefetch, and the `&Slot`s
+// `find_live` lends, whose every field is an atomic, in chunks freed
+// only with the shard; an index only under an epoch guard.
 unsafe impl Send for Peek {}
 // SAFETY: as for Send: shared reads of atomics only.
 unsafe impl Sync for Peek {}
 
 impl Peek {
+    /// The index in force, for as long as `g` is held.
+    ///
+    /// # Safety
+    /// The shard this view was made from must be alive.
+    #[inline(always)]
+    unsafe fn ix<'g>(&self, g: &'g Guard) -> &'g Index {
+        // SAFETY: the shard is alive (the caller's promise), so its index
+        // pointer is; Acquire pairs with the Release of `Shard::grow`, so
+        // a grown index's slots are seen as written. The pointer is never
+        // null, and the index it names is retired to the epoch only after
+        // it was swapped out: `g` keeps it from being freed.
+        unsafe { (*self.index).load(Acquire, g).deref() }
+    }
+
     /// The address of `hash`'s home slot.
+    ///
+    /// # Safety
+    /// The shard this view was made from must be alive.
     #[inline]
-    pub fn slot(&self, hash: u32) -> *const u8 {
-        self.index.wrapping_add(hash as usize & self.mask).cast()
+    pub unsafe fn slot(&self, hash: u32, g: &Guard) -> *const u8 {
+        // SAFETY: the caller's promise.
+        unsafe { self.ix(g) }.addr(hash as usize)
     }
 
     /// The address of the entry the home slot of `hash` names if its tag
     /// is `hash` (a racy read: a hint, possibly stale), else `None`.
+    ///
+    /// # Safety
+    /// The shard this view was made from must be alive.
     #[inline]
-    pub fn entry(&self, hash: u32) -> Option<*const u8> {
-        // SAFETY: the slot is in the index (masked offset), an atomic
-        // the shard keeps alive as long as this Peek is used.
-        let slot = unsafe { &*self.index.add(hash as usize & self.mask) }.load(Relaxed);
+    pub unsafe fn entry(&self, hash: u32, g: &Guard) -> Option<*const u8> {
+        // SAFETY: the caller's promise.
+        let slot = unsafe { self.ix(g) }.at(hash as usize).load(Relaxed);
         if slot == 0 || (slot >> 32) as u32 != hash {
             return None;
         }
@@ -538,13 +577,12 @@ impl Peek {
     /// The shard this view was made from must outlive the returned
     /// borrow (the [`super::Table`] that owns both ties them).
     #[inline(always)]
-    pub unsafe fn find_live(&self, w: &[u64; 5], hash: u32) -> Option<(&Slot, u64)> {
-        let mut pos = hash as usize & self.mask;
+    pub unsafe fn find_live(&self, w: &[u64; 5], hash: u32, g: &Guard) -> Option<(&Slot, u64)> {
+        // SAFETY: the shard is alive (the caller's promise).
+        let ix = unsafe { self.ix(g) };
         // A bounded probe: the index may be changing under it.
-        for _ in 0..PROBE {
-            // SAFETY: the slot is in the index (masked offset), alive as
-            // long as the shard (the caller's promise).
-            let slot = unsafe { &*self.index.add(pos) }.load(Relaxed);
+        for pos in hash as usize..hash as usize + PROBE {
+            let slot = ix.at(pos).load(Relaxed);
             if slot == 0 {
                 return None;
             }
@@ -571,7 +609,6 @@ impl Peek {
                 }
                 s.unlock(t);
             }
-            pos = (pos + 1) & self.mask;
         }
         None
     }
@@ -580,14 +617,35 @@ impl Peek {
 impl super::Table {
     /// [`Peek::find_live`] in shard `shard` of this table.
     #[inline(always)]
-    pub(super) fn find_live(&self, shard: usize, w: &[u64; 5], hash: u32) -> Option<(&Slot, u64)> {
+    pub(super) fn find_live(
+        &self,
+        shard: usize,
+        w: &[u64; 5],
+        hash: u32,
+        g: &Guard,
+    ) -> Option<(&Slot, u64)> {
         // SAFETY: the view is of one of this table's shards, which live
         // as long as the table, and so as the borrow of `self`. This
         // holds only because a shard is never replaced inside its mutex
         // (see [`Shard`]): `*guard = Shard::new(..)` would drop the old
         // shard (freeing the index and chunks this view points into)
         // while the table, and this borrow, live on.
-        unsafe { self.peeks[shard].find_live(w, hash) }
+        unsafe { self.peeks[shard].find_live(w, hash, g) }
+    }
+
+    /// [`Peek::slot`] of hash `h` (its shard's view).
+    #[inline(always)]
+    pub(super) fn peek_slot(&self, h: u64, g: &Guard) -> *const u8 {
+        // SAFETY: as in `find_live`: the view's shard lives as long as
+        // the table.
+        unsafe { self.peeks[self.shard_at(h)].slot(h as u32, g) }
+    }
+
+    /// [`Peek::entry`] of hash `h` (its shard's view).
+    #[inline(always)]
+    pub(super) fn peek_entry(&self, h: u64, g: &Guard) -> Option<*const u8> {
+        // SAFETY: as in `find_live`.
+        unsafe { self.peeks[self.shard_at(h)].entry(h as u32, g) }
     }
 }
 
@@ -640,7 +698,7 @@ mod tests {
             a[..4].copy_from_slice(&i.to_be_bytes());
             FlowKey::new(a, (i % 7) as u16, [9; 16], 2, 17, false).0
         };
-        let mask = Shard::new(100, [0; 4]).mask as u64;
+        let mask = Shard::new(100, [0; 4]).index_slots() as u64 - 1;
         let s0 = (1u64..)
             .find(|&s0| key_hash(&[s0, 0, 5, 7], &pkey(0)) & mask >= mask - 3)
             .unwrap();
@@ -714,7 +772,8 @@ mod tests {
                 assert_eq!(last, 10);
                 // SAFETY: the shard outlives the borrow (both in this
                 // test's scope, the shard never replaced).
-                let (slot, t) = unsafe { peek.find_live(&w, h) }.expect("live, unlocked");
+                let (slot, t) = unsafe { peek.find_live(&w, h, &crossbeam_epoch::pin()) }
+                    .expect("live, unlocked");
                 slot.count(0, 60, 100);
                 slot.unlock(t);
             }
@@ -751,16 +810,17 @@ mod tests {
         let peek = s.peek();
         // SAFETY: the shard outlives the borrows (both in this test's
         // scope, the shard never replaced); so below.
-        let (slot, t) = unsafe { peek.find_live(&kx.words(), h) }.unwrap();
+        let (slot, t) = unsafe { peek.find_live(&kx.words(), h, &crossbeam_epoch::pin()) }.unwrap();
         slot.unlock(t);
         s.remove(id);
         // Y in X's slot under X's tag (as if the lookup had read the
         // index before the removal).
         assert_eq!(s.insert(entry(ky), h), Some(id));
         // SAFETY: as above.
-        assert!(unsafe { peek.find_live(&kx.words(), h) }.is_none());
+        assert!(unsafe { peek.find_live(&kx.words(), h, &crossbeam_epoch::pin()) }.is_none());
         // SAFETY: as above.
-        let (slot, t) = unsafe { peek.find_live(&ky.words(), h) }.expect("Y, unlocked");
+        let (slot, t) = unsafe { peek.find_live(&ky.words(), h, &crossbeam_epoch::pin()) }
+            .expect("Y, unlocked");
         assert_eq!(slot.key(), ky);
         slot.unlock(t);
     }

@@ -322,7 +322,13 @@ fn a_batch_agrees_with_packet_by_packet() {
         loose: false,
         max: DEFAULT_MAX,
     };
-    far.batch_far(&mut pb, &ctx, run, table::Adaptive { num: 1, den: 1 });
+    far.batch_far(
+        &mut pb,
+        &ctx,
+        run,
+        table::Adaptive { num: 1, den: 1 },
+        &crossbeam_epoch::pin(),
+    );
     for (x, y) in pa.iter().zip(&pb) {
         assert_eq!(x.ct(), y.ct());
     }

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::Instant;
 
+use crossbeam_epoch::{self as epoch, Guard};
 use crossbeam_utils::CachePadded;
 use pfil::CtState;
 #[cfg(doc)]
@@ -138,16 +139,15 @@ impl Table {
     /// table larger than the caches the misses of a burst overlap
     /// instead of costing one DRAM latency each, in turn.
     #[inline]
-    pub fn prefetch(&self, h: u64, entry: bool) {
-        let p = &self.peeks[self.shard_at(h)];
+    pub fn prefetch(&self, h: u64, entry: bool, g: &Guard) {
         if entry {
-            if let Some(e) = p.entry(h as u32) {
+            if let Some(e) = self.peek_entry(h, g) {
                 // A slot (96 bytes, aligned to 32) spans two lines.
                 table::prefetch(e);
                 table::prefetch(e.wrapping_add(std::mem::size_of::<table::Slot>() - 1));
             }
         } else {
-            table::prefetch(p.slot(h as u32));
+            table::prefetch(self.peek_slot(h, g));
         }
     }
 
@@ -171,9 +171,11 @@ impl Table {
     }
 
     /// The batch path's [`track_hashed`](Self::track_hashed), `c` by
-    /// reference and the adaptive scale `ad` computed once a batch: a
-    /// packet of a live flow is tracked under the entry's lock alone
-    /// ([`hit`](Self::hit)), any other under its shard's.
+    /// reference, the adaptive scale `ad` computed and the epoch `g`
+    /// pinned once a batch: a packet of a live flow is tracked under the
+    /// entry's lock alone ([`hit`](Self::hit)), any other under its
+    /// shard's.
+    #[allow(clippy::too_many_arguments)]
     #[inline]
     pub(super) fn track_batch(
         &self,
@@ -183,10 +185,11 @@ impl Table {
         run: Run,
         ad: Adaptive,
         worker: usize,
+        g: &Guard,
     ) -> (CtState, bool) {
         let r = match (c, h) {
             (&Class::Flow(ref key, src_a, kind), Some(h)) => {
-                match self.hit(&key.words(), h, src_a, kind, len, run, ad) {
+                match self.hit(&key.words(), h, src_a, kind, len, run, ad, g) {
                     Some(r) => r,
                     None => self.track_inner(*c, Some(h), len, run, false, false),
                 }
@@ -214,8 +217,9 @@ impl Table {
         run: Run,
         ad: Adaptive,
         worker: usize,
+        g: &Guard,
     ) -> (CtState, bool) {
-        let r = match self.hit(w, h, src_a, kind, len, run, ad) {
+        let r = match self.hit(w, h, src_a, kind, len, run, ad, g) {
             Some(r) => r,
             None => self.track_miss(w, h, src_a, kind, len, run),
         };
@@ -258,8 +262,9 @@ impl Table {
         len: u32,
         run: Run,
         ad: Adaptive,
+        g: &Guard,
     ) -> Option<Result<(CtState, bool), Invalid>> {
-        let (s, t) = self.find_live(self.shard_at(h), w, h as u32)?;
+        let (s, t) = self.find_live(self.shard_at(h), w, h as u32, g)?;
         let (mut flags, mut timeout) = (table::tail_flags(t), super::slot::tail_timeout(t));
         if expired_at(timeout, s.last(), run.now, ad) {
             s.unlock(t);
@@ -323,6 +328,20 @@ impl Table {
         run: Run,
         worker: usize,
     ) -> Option<(CtState, bool)> {
+        self.track_existing_pinned(c, len, run, worker, &epoch::pin())
+    }
+
+    /// [`track_existing`](Self::track_existing) with an epoch guard the
+    /// caller pinned (once a batch: the shards' indexes are read under
+    /// it).
+    pub fn track_existing_pinned(
+        &self,
+        c: Class,
+        len: u32,
+        run: Run,
+        worker: usize,
+        g: &Guard,
+    ) -> Option<(CtState, bool)> {
         let (key, src_a, kind) = match c {
             Class::Untracked | Class::Invalid(_) => return None,
             Class::Error(..) => return self.track_inner(c, None, len, run, true, true).ok(),
@@ -330,7 +349,7 @@ impl Table {
         };
         let h = self.hash(&key);
         let ad = Adaptive::at(self.len(), run.max);
-        let hit = self.hit(&key.words(), h, src_a, kind, len, run, ad);
+        let hit = self.hit(&key.words(), h, src_a, kind, len, run, ad, g);
         let mut g = lock(self.shard(h));
         let r = match hit {
             Some(r) => Some(r),
@@ -380,6 +399,11 @@ impl Table {
         r
     }
 
+    /// Slots of shard `shard`'s index in force (0 past the shards).
+    pub fn index_slots(&self, shard: usize) -> usize {
+        self.shards.get(shard).map_or(0, |s| lock(s).index_slots())
+    }
+
     /// The `max` the table was built for.
     pub fn built_for(&self) -> usize {
         self.built_for
@@ -419,7 +443,7 @@ impl Table {
         let h = h.unwrap_or_else(|| self.hash(&key));
         let ad = Adaptive::at(self.len(), run.max);
         let hit = if try_hit {
-            self.hit(&key.words(), h, src_a, kind, len, run, ad)
+            self.hit(&key.words(), h, src_a, kind, len, run, ad, &epoch::pin())
         } else {
             None
         };
