@@ -9,6 +9,8 @@
 #                default drop) at 1 000 and at 1 000 000 flows
 #   keep1k:      the same ct hook and an acl of `pass ... keep state;
 #                default drop` at 1 000 flows
+#   keepacl1k:   that acl alone (its keep state is its own state table:
+#                pf's way, no ct hook) at 1 000 flows
 #   acl1k:       the stateless ClassBench acl1_1k at 1 000 flows
 #
 # Each sample is a difference of two runs, so set-up (the table, the
@@ -60,6 +62,7 @@ for r in $(seq "$RUNS"); do
     est ct1k 1000 "${CT[@]}" --hook "acl:@$OUT/ct.rules"
     est ct1m 1000000 "${CT[@]}" --hook "acl:@$OUT/ct.rules"
     est keep1k 1000 "${CT[@]}" --hook "acl:@$OUT/keep.rules"
+    est keepacl1k 1000 --hook "acl:@$OUT/keep.rules"
     est acl1k 1000 --hook "acl:@$ACL1K"
     a=$(cpu 1000000 2000 "${CT[@]}" --hook "acl:@$OUT/ct.rules")
     b=$(cpu 1000000 2000000 "${CT[@]}" --hook "acl:@$OUT/ct.rules")
@@ -70,13 +73,14 @@ med() { sort -n "$1" | awk '{ v[NR] = $1 } END { printf "%s (%s-%s)", v[int((NR 
 m() { sort -n "$1" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 echo "| case | ns a frame, median (min-max) |"
 echo "|---|---:|"
-for c in ct1k ct1m keep1k acl1k; do
+for c in ct1k ct1m keep1k keepacl1k acl1k; do
     echo "| $c | $(med "$OUT/$c") |"
 done
 echo "| new flows a second, 1M flows (first frame + reply each) | $(med "$OUT/new1m") |"
-awk -v k="$(m "$OUT/ct1k")" -v g="$(m "$OUT/ct1m")" -v a="$(m "$OUT/acl1k")" -v s="$(m "$OUT/keep1k")" 'BEGIN {
+awk -v k="$(m "$OUT/ct1k")" -v g="$(m "$OUT/ct1m")" -v a="$(m "$OUT/acl1k")" -v s="$(m "$OUT/keep1k")" -v p="$(m "$OUT/keepacl1k")" 'BEGIN {
     printf "rate at 1M / rate at 1k: %.2f (target >= 0.5)\n", k / g
     printf "ct+acl at 1k / acl1_1k: %.2f (target <= 1.5)\n", k / a
     printf "ct+acl keep state at 1k / acl1_1k: %.2f\n", s / a
+    printf "acl keep state alone at 1k / acl1_1k: %.2f\n", p / a
 }'
 echo "raw samples: $OUT"

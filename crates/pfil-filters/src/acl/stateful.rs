@@ -6,6 +6,7 @@ use pfil::{Ctx, Packet, Verdict};
 use pfil_acl::{Classify, CtClassifier, KeyV4};
 
 use super::{key_of, key_of_reference, key_v4_into, Version, CHUNK};
+use crate::ct::Existing;
 
 /// The state limit `rules` keep to in table `t`: their `set limit
 /// states`, at most the table's size, else the table's size.
@@ -22,6 +23,9 @@ pub(super) fn state_max(rules: &pfil_acl::Ruleset, t: &crate::ct::Table) -> usiz
 /// be); any other packet walks the rules, and if a `keep state` rule
 /// passes it, its flow's state is created (a TCP flow only by a SYN: a
 /// packet that cannot start a flow passes on the rule without one).
+/// Packets of live flows are looked up as the `ct` hook's batch does
+/// ([`crate::ct::Table::existing`]: without the shard's lock), and a
+/// chunk of [`CHUNK`] packets sweeps the next shard for expired flows.
 #[inline(never)]
 pub(super) fn filter_batch_keep(
     v: &Version,
@@ -34,44 +38,49 @@ pub(super) fn filter_batch_keep(
         loose: false,
         max: state_max(&v.rules, t),
     };
+    // The adaptive timeouts' scale once a batch (the table's size moves
+    // by at most the batch's new flows meanwhile), as the `ct` hook.
+    let ad = crate::ct::table::Adaptive::at(t.len(), run.max);
     // The state table's indexes are read under an epoch: one pin a batch.
     let g = &crossbeam_epoch::pin();
-    for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
-        let c = crate::ct::flow::classify(p);
-        let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
-        if let Some((st, reply)) = t.track_existing_pinned(c, len, run, ctx.worker, g) {
-            p.set_ct(st, reply);
-            if st == pfil::CtState::Invalid {
-                p.set_verdict(Verdict::Dropped);
-            }
-            continue;
-        }
-        let mut k = key_of(p);
-        k.ct = p.ct_bits();
-        k.mark = p.mark();
-        let m = v.classify(&k);
-        let verdict = v.decide(m, ctx.worker);
-        v.set_mark(m, p);
-        if verdict.is_pass() && m.is_some_and(|i| v.rules.rules[i as usize].keep_state) {
-            match t.track_why(c, len, run, ctx.worker) {
-                Ok((st, reply)) => p.set_ct(st, reply),
-                // The table is full: as pf, the packet that would have
-                // made a state is dropped (counted: invalid, limit).
-                Err(crate::ct::Invalid::Limit) => {
-                    p.set_verdict(Verdict::Dropped);
+    for chunk in pkts.chunks_mut(CHUNK) {
+        for p in chunk.iter_mut().filter(|p| p.verdict().is_pass()) {
+            let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
+            let c = match t.existing(p, len, run, ad, ctx.worker, g) {
+                Existing::Found(st, reply) => {
+                    p.set_ct(st, reply);
+                    if st == pfil::CtState::Invalid {
+                        p.set_verdict(Verdict::Dropped);
+                    }
                     continue;
                 }
-                // A packet that cannot start a flow passes on the rule.
-                Err(_) => {}
+                Existing::Absent(c) => c,
+            };
+            let mut k = key_of(p);
+            k.ct = p.ct_bits();
+            k.mark = p.mark();
+            let m = v.classify(&k);
+            let verdict = v.decide(m, ctx.worker);
+            v.set_mark(m, p);
+            if verdict.is_pass() && m.is_some_and(|i| v.rules.rules[i as usize].keep_state) {
+                match t.track_why(c, len, run, ctx.worker) {
+                    Ok((st, reply)) => p.set_ct(st, reply),
+                    // The table is full: as pf, the packet that would have
+                    // made a state is dropped (counted: invalid, limit).
+                    Err(crate::ct::Invalid::Limit) => {
+                        p.set_verdict(Verdict::Dropped);
+                        continue;
+                    }
+                    // A packet that cannot start a flow passes on the rule.
+                    Err(_) => {}
+                }
             }
+            p.set_verdict(verdict);
         }
-        p.set_verdict(verdict);
+        // Expired flows go and stop counting against the limit: the next
+        // shard in turn, as the `ct` hook sweeps once a chunk.
+        t.sweep_next(chunk.len() * crate::ct::table::SWEEP, run);
     }
-    // The per-packet sweeps above visit only the shards the batch's flows
-    // hash to; as the `ct` hook does once a chunk, sweep the next shard in
-    // turn too, so expired flows of idle shards go and stop counting
-    // against the limit.
-    t.sweep_next(pkts.len() * crate::ct::table::SWEEP, run);
 }
 
 /// The path of a ruleset whose rules match or set marks, packet by

@@ -401,3 +401,136 @@ fn set_limit_states_bounds_the_table_and_drops_at_the_limit() {
     assert_eq!(rs.state_limit, Some(1_000_000));
     assert_eq!(text::parse(&text::to_text(&rs)).unwrap(), rs);
 }
+
+/// The keep path's lookups other than plain IPv4 UDP and TCP (IPv6, ICMP
+/// echo: classified in full) pass replies on their state as those do,
+/// and a TCP flow closed both ways and reopened by a SYN on the same
+/// ports is a new flow: its SYN walks the rules again (an inbound one is
+/// dropped, an outbound one makes the state anew).
+#[test]
+fn keep_state_tracks_ipv6_icmp_echo_and_port_reuse() {
+    use pfil::{Dirs, Placement, Registry};
+    let reg = Registry::new();
+    let head = reg
+        .register_head("h", PacketKind::Ethernet, Dirs::BOTH)
+        .unwrap();
+    let acl = Acl::from_config(
+        "pass from 198.18.0.1 keep state; pass inet6 from 2001:db8::1 keep state; default drop",
+        reg.max_workers(),
+    )
+    .unwrap();
+    reg.add_hook("acl:fw", PacketKind::Ethernet, Dirs::BOTH, acl.clone())
+        .unwrap();
+    reg.link("h", Dir::In, "acl:fw", Placement::Append).unwrap();
+    reg.link("h", Dir::Out, "acl:fw", Placement::Append)
+        .unwrap();
+    let mut w = reg.worker().unwrap();
+    let mut run = |dir: Dir, frames: Vec<Vec<u8>>| run_on(&head, &mut w, dir, frames);
+    let build = |b: etherparse::PacketBuilderStep<etherparse::UdpHeader>| {
+        let mut v = Vec::new();
+        b.write(&mut v, &[0; 8]).unwrap();
+        v
+    };
+    let (me6, peer6) = (
+        "2001:db8::1"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()
+            .octets(),
+        "2001:db8::9"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()
+            .octets(),
+    );
+    let udp6 = |src, dst, sp, dp| {
+        build(
+            PacketBuilder::ethernet2([2; 6], [4; 6])
+                .ipv6(src, dst, 64)
+                .udp(sp, dp),
+        )
+    };
+    let (me, peer) = ([198, 18, 0, 1], [198, 18, 0, 9]);
+    let echo = |src: [u8; 4], dst: [u8; 4], reply: bool| {
+        let b = PacketBuilder::ethernet2([2; 6], [4; 6]).ipv4(src, dst, 64);
+        let b = if reply {
+            b.icmpv4_echo_reply(7, 1)
+        } else {
+            b.icmpv4_echo_request(7, 1)
+        };
+        let mut v = Vec::new();
+        b.write(&mut v, &[0; 8]).unwrap();
+        v
+    };
+    let tcp = |src: [u8; 4], sp: u16, dst: [u8; 4], dp: u16, flags: &str, seq: u32, ack: u32| {
+        let mut b = PacketBuilder::ethernet2([2; 6], [4; 6])
+            .ipv4(src, dst, 64)
+            .tcp(sp, dp, seq, 64000);
+        for f in flags.chars() {
+            b = match f {
+                'S' => b.syn(),
+                'F' => b.fin(),
+                'A' => b.ack(ack),
+                _ => unreachable!(),
+            };
+        }
+        let mut v = Vec::new();
+        b.write(&mut v, &[]).unwrap();
+        v
+    };
+    use Verdict::{Dropped as D, Pass as P};
+    // IPv6 UDP: the reply passes, a reply from another port does not.
+    assert_eq!(run(Dir::In, vec![udp6(peer6, me6, 53, 6000)]), [D]);
+    assert_eq!(run(Dir::Out, vec![udp6(me6, peer6, 6000, 53)]), [P]);
+    assert_eq!(
+        run(
+            Dir::In,
+            vec![udp6(peer6, me6, 53, 6000), udp6(peer6, me6, 54, 6000)]
+        ),
+        [P, D]
+    );
+    // ICMP echo: a reply nothing asked for is dropped; after a request,
+    // its reply passes.
+    assert_eq!(run(Dir::In, vec![echo(peer, me, true)]), [D]);
+    assert_eq!(run(Dir::Out, vec![echo(me, peer, false)]), [P]);
+    assert_eq!(run(Dir::In, vec![echo(peer, me, true)]), [P]);
+    // TCP opened, closed both ways, then the same ports again.
+    let (c, s) = (100u32, 9000u32);
+    assert_eq!(
+        run(Dir::Out, vec![tcp(me, 40001, peer, 80, "S", c, 0)]),
+        [P]
+    );
+    assert_eq!(
+        run(Dir::In, vec![tcp(peer, 80, me, 40001, "SA", s, c + 1)]),
+        [P]
+    );
+    assert_eq!(
+        run(Dir::Out, vec![tcp(me, 40001, peer, 80, "FA", c + 1, s + 1)]),
+        [P]
+    );
+    assert_eq!(
+        run(Dir::In, vec![tcp(peer, 80, me, 40001, "FA", s + 1, c + 2)]),
+        [P]
+    );
+    assert_eq!(
+        run(Dir::Out, vec![tcp(me, 40001, peer, 80, "A", c + 2, s + 2)]),
+        [P]
+    );
+    let states = || acl.with_rules(acl.rules()).states.get().unwrap().len();
+    let before = states();
+    // The server's SYN on the closed flow's ports: a new flow, through
+    // the rules (inbound: dropped), and the closed flow is gone.
+    assert_eq!(
+        run(Dir::In, vec![tcp(peer, 80, me, 40001, "S", 50_000, 0)]),
+        [D]
+    );
+    assert_eq!(states(), before - 1, "the reopened flow's state is removed");
+    // The client's SYN makes it again, and its answer passes.
+    assert_eq!(
+        run(Dir::Out, vec![tcp(me, 40001, peer, 80, "S", 70_000, 0)]),
+        [P]
+    );
+    assert_eq!(states(), before);
+    assert_eq!(
+        run(Dir::In, vec![tcp(peer, 80, me, 40001, "SA", 1, 70_001)]),
+        [P]
+    );
+}

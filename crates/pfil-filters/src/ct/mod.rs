@@ -65,9 +65,9 @@
 //! entry (uncontended: a compare-and-swap and a store; two workers meet
 //! on it only when both send on the flow at once), and on one of up to
 //! 64 shards for a new flow, a removal, a lookup the lock-free probe
-//! cannot settle, the round-robin sweep (once a chunk of a batch), and
-//! every packet of the acl's `keep state` path (`track_existing`, which
-//! sweeps its shard a little at each packet).
+//! cannot settle, and the round-robin sweep (once a chunk of a batch).
+//! The acl's `keep state` looks its packets up the same way
+//! ([`Table::existing`]).
 //! Measured against per-worker tables (BENCHMARKS.md, "one shared table
 //! vs per-worker tables"): two workers sending both directions of the
 //! same flows cost 10 % more a packet at 1 000 flows and nothing
@@ -121,6 +121,7 @@
 use pfil::{Filter, Packet};
 
 mod config;
+mod existing;
 pub mod expr;
 mod filter;
 pub mod flow;
@@ -129,6 +130,7 @@ pub mod index;
 mod model;
 pub mod slot;
 mod states;
+mod step;
 pub mod table;
 pub mod tcp;
 #[cfg(test)]
@@ -138,12 +140,15 @@ mod tests_filter;
 mod track;
 
 pub use config::{CtConfig, TcpMode, DEFAULT_MAX, MAX_MAX, SYNTAX};
+pub use existing::Existing;
 pub use expr::StateExpr;
 pub use filter::Ct;
 pub use states::StateInfo;
-pub use track::{expired, Table};
+pub use step::expired;
+pub use track::Table;
 
 use flow::{Class, FlowKey, Kind};
+use step::*;
 use table::{Adaptive, Entry, Peek, Shard, Shards, LIVE, ORIG_A, ORIG_MORE, REPLY_SEEN};
 use track::*;
 

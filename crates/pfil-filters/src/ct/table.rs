@@ -20,12 +20,12 @@
 //!   (the flood's). Before refusing, the shard sweeps a few more entries
 //!   for expired ones, and timeouts shrink as the table fills (pf's
 //!   adaptive timeouts, [`Adaptive`]).
-//! - **Expiry.** No full scan, ever: a batch through the `ct` hook
-//!   sweeps [`SWEEP`] entries per packet of one shard, the next in turn
-//!   (`Table::sweep_next`: one lock a batch, the entries read in order),
-//!   and a packet tracked on its own (`Table::track`, the acl's `keep
-//!   state`) looks at [`SWEEP`] entries of its shard at the shard's cursor
-//!   under its lock; expired entries are removed (judged from the
+//! - **Expiry.** No full scan, ever: a batch through the `ct` hook or
+//!   the acl's `keep state` sweeps [`SWEEP`] entries per packet of one
+//!   shard, the next in turn (`Table::sweep_next`: one lock a chunk, the
+//!   entries read in order), and a packet tracked on its own
+//!   (`Table::track`) looks at [`SWEEP`] entries of its shard at the
+//!   shard's cursor under its lock; expired entries are removed (judged from the
 //!   entry's timeout and last-seen time read without its lock, again
 //!   under it before removing). A lookup that finds an expired entry
 //!   removes it. A table with no traffic keeps its expired entries until

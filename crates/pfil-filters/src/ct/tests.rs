@@ -579,7 +579,7 @@ fn idle_limits_agree_with_expired_at() {
         (500, 100),
     ] {
         let ad = table::Adaptive::at(n, max);
-        let cut = track::idle_limits(ad);
+        let cut = step::idle_limits(ad);
         for to in 0..16u8 {
             for last in (0..100_000u32).step_by(7) {
                 let now = 100_000;

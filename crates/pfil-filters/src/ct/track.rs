@@ -1,7 +1,9 @@
 //! The [`Table`]: tracking a packet (a live flow's entry found without
 //! a lock and updated under its own; creation, removal and lookups the
-//! lock-free probe cannot settle under the shard's lock), its hash and
-//! counters, and the per-state update of an entry.
+//! lock-free probe cannot settle under the shard's lock), its hash,
+//! counters and sweeps. The per-state update of an entry is in
+//! [`step`](super::step); lookups that never create (the acl's `keep
+//! state`) in [`existing`](super::existing).
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -315,64 +317,6 @@ impl Table {
             })
     }
 
-    /// Track a packet only if it belongs to a flow in the table (or is an
-    /// ICMP error quoting one): its state and direction (`invalid` if it
-    /// fails the flow's checks, its reason counted), or `None` when it
-    /// belongs to none. A SYN on a TCP flow closed both ways removes the
-    /// flow and gives `None`: the port is reused, a new flow. What the
-    /// acl's `keep state` runs first; [`track`](Self::track) creates.
-    pub fn track_existing(
-        &self,
-        c: Class,
-        len: u32,
-        run: Run,
-        worker: usize,
-    ) -> Option<(CtState, bool)> {
-        self.track_existing_pinned(c, len, run, worker, &epoch::pin())
-    }
-
-    /// [`track_existing`](Self::track_existing) with an epoch guard the
-    /// caller pinned (once a batch: the shards' indexes are read under
-    /// it).
-    pub fn track_existing_pinned(
-        &self,
-        c: Class,
-        len: u32,
-        run: Run,
-        worker: usize,
-        g: &Guard,
-    ) -> Option<(CtState, bool)> {
-        let (key, src_a, kind) = match c {
-            Class::Untracked | Class::Invalid(_) => return None,
-            Class::Error(..) => return self.track_inner(c, None, len, run, true, true).ok(),
-            Class::Flow(key, src_a, kind) => (key, src_a, kind),
-        };
-        let h = self.hash(&key);
-        let ad = Adaptive::at(self.len(), run.max);
-        let hit = self.hit(&key.words(), h, src_a, kind, len, run, ad, g);
-        let mut g = lock(self.shard(h));
-        let r = match hit {
-            Some(r) => Some(r),
-            None => {
-                let id = self.live(&mut g, &key, h as u32, run.now, ad)?;
-                self.update_locked(&mut g, id, src_a, kind, len, run).ok()
-            }
-        };
-        let r = match r {
-            None => None,
-            Some(Ok(r)) => Some(r),
-            Some(Err(why)) => {
-                self.count(worker, why);
-                Some((CtState::Invalid, false))
-            }
-        };
-        let gone = g.sweep(table::SWEEP, |to, last| expired_at(to, last, run.now, ad));
-        if gone > 0 {
-            self.entries.fetch_sub(gone, Relaxed);
-        }
-        r
-    }
-
     /// Update live entry `id` under its lock (the shard's held): the
     /// packet's state and direction, or why it is invalid; a SYN
     /// reopening a closed TCP flow removes the entry.
@@ -630,121 +574,4 @@ impl Table {
 /// consistent between operations).
 pub(super) fn lock(s: &Mutex<Shard>) -> std::sync::MutexGuard<'_, Shard> {
     s.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Whether `e` has outlived its timeout at `now`, scaled by `ad`.
-#[inline]
-pub fn expired(e: &Entry, now: u32, ad: Adaptive) -> bool {
-    expired_at(e.timeout, e.last, now, ad)
-}
-
-/// Each timeout's longest idle time in seconds at scale `ad` (indexed by
-/// the timeout's number, 16 of them, those past the last as the last):
-/// an entry idle longer has expired, as [`expired_at`] says without its
-/// multiplies (`idle × den > t × num` is `idle > ⌊t × num / den⌋`).
-pub(super) fn idle_limits(ad: Adaptive) -> [u64; 16] {
-    std::array::from_fn(|i| {
-        let t = u64::from(PF_TIMEOUTS[i.min(PF_TIMEOUTS.len() - 1)]);
-        (t * ad.num).checked_div(ad.den).unwrap_or(u64::MAX)
-    })
-}
-
-/// Whether an entry under `timeout` last seen at `last` has outlived it
-/// at `now`, scaled by `ad`.
-#[inline(always)]
-pub(super) fn expired_at(timeout: u8, last: u32, now: u32, ad: Adaptive) -> bool {
-    let t = u64::from(PF_TIMEOUTS[usize::from(timeout).min(PF_TIMEOUTS.len() - 1)]);
-    u64::from(now.saturating_sub(last)) * ad.den > t * ad.num
-}
-
-/// A SYN reopened a closed TCP flow.
-pub(super) struct Reopen;
-
-/// Update entry `e` with a packet from side `src_a` (is the key's `a`).
-#[inline]
-pub(super) fn update(
-    e: &mut Entry,
-    src_a: bool,
-    kind: Kind,
-    len: u32,
-    run: Run,
-) -> Result<Result<(CtState, bool), Invalid>, Reopen> {
-    let from = usize::from((e.flags & ORIG_A != 0) != src_a);
-    if let Err(why) = step(&mut e.flags, &mut e.timeout, &mut e.peers, from, kind, run)? {
-        return Ok(Err(why));
-    }
-    // Never backwards: `run.now` may be an older batch's clock.
-    e.last = e.last.max(run.now);
-    e.pkts[from] = e.pkts[from].saturating_add(1);
-    e.bytes[from] = e.bytes[from].saturating_add(u64::from(len));
-    Ok(Ok(state_of(e.flags, from == 1)))
-}
-
-/// A packet's state and direction once its flow's `flags` are updated.
-#[inline(always)]
-fn state_of(flags: u8, reply: bool) -> (CtState, bool) {
-    let state = if flags & REPLY_SEEN != 0 {
-        CtState::Established
-    } else {
-        CtState::New
-    };
-    (state, reply)
-}
-
-/// The state part of an update by a packet from side `from` (1: the
-/// responder): `flags`, `timeout` and, for TCP, `peers`; nothing changed
-/// when the packet is invalid or reopens the flow.
-#[inline(always)]
-pub(super) fn step(
-    flags: &mut u8,
-    timeout: &mut u8,
-    peers: &mut [Peer; 2],
-    from: usize,
-    kind: Kind,
-    run: Run,
-) -> Result<Result<(), Invalid>, Reopen> {
-    let reply = from == 1;
-    let ok = match kind {
-        Kind::Tcp(seg) => {
-            let out = if run.loose {
-                tcp::track_loose(peers, from, &seg)
-            } else {
-                tcp::track(peers, from, &seg)
-            };
-            match out {
-                tcp::Outcome::Reopen => return Err(Reopen),
-                tcp::Outcome::Invalid(why) => Err(why),
-                tcp::Outcome::Valid => {
-                    *timeout = tcp::timeout(peers) as u8;
-                    Ok(())
-                }
-            }
-        }
-        Kind::Udp | Kind::Other => {
-            let (single, multiple) = if kind == Kind::Udp {
-                (Timeout::UdpSingle, Timeout::UdpMultiple)
-            } else {
-                (Timeout::OtherSingle, Timeout::OtherMultiple)
-            };
-            // Branch-free: which side sent is a coin toss to a predictor.
-            *flags |= [ORIG_MORE, REPLY_SEEN][from];
-            *timeout = if *flags & REPLY_SEEN != 0 {
-                multiple
-            } else {
-                single
-            } as u8;
-            Ok(())
-        }
-        Kind::EchoRequest => Ok(()),
-        Kind::EchoReply if reply => {
-            *timeout = Timeout::IcmpError as u8;
-            Ok(())
-        }
-        Kind::EchoReply => Err(Invalid::NoState),
-    };
-    if let Err(why) = ok {
-        return Ok(Err(why));
-    }
-    *flags |= REPLY_SEEN * u8::from(reply);
-    Ok(Ok(()))
 }
