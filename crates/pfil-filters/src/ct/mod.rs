@@ -53,8 +53,8 @@
 //! whatever the RSS), in shards behind locks, at most `max` flows (new
 //! flows are refused at the limit: their packet is `invalid`, reason
 //! `limit`, counted `refused`), 96 bytes an entry plus 8-byte index
-//! slots, expired incrementally (a few entries per packet, never a
-//! scan).
+//! slots, expired incrementally (a shard's entries a chunk, at pf's pace of a
+//! pass in 10 s until the table fills; never a scan).
 //!
 //! # Several workers
 //! One table for all workers: with AF_XDP queues the two directions of a

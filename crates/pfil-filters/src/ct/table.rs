@@ -21,11 +21,13 @@
 //!   for expired ones, and timeouts shrink as the table fills (pf's
 //!   adaptive timeouts, [`Adaptive`]).
 //! - **Expiry.** No full scan, ever: a batch through the `ct` hook or
-//!   the acl's `keep state` sweeps [`SWEEP`] entries per packet of one
-//!   shard, the next in turn (`Table::sweep_next`: one lock a chunk, the
-//!   entries read in order), and a packet tracked on its own
-//!   (`Table::track`) looks at [`SWEEP`] entries of its shard at the
-//!   shard's cursor under its lock; expired entries are removed (judged from the
+//!   the acl's `keep state` sweeps one shard a chunk, the next in turn
+//!   (`Table::sweep_next`: one lock, the entries read in order): at pf's
+//!   pace while the table is below the adaptive start (the whole table
+//!   once in 10 s, a budget a second the workers share: nearly nothing
+//!   a packet), [`SWEEP`] entries a packet from there on; a packet
+//!   tracked on its own (`Table::track`) looks at [`SWEEP`] entries of
+//!   its shard at the shard's cursor under its lock; expired entries are removed (judged from the
 //!   entry's timeout and last-seen time read without its lock, again
 //!   under it before removing). A lookup that finds an expired entry
 //!   removes it. A table with no traffic keeps its expired entries until

@@ -593,3 +593,76 @@ fn idle_limits_agree_with_expired_at() {
         }
     }
 }
+
+/// Below the adaptive start the round-robin sweep keeps pf's pace: a
+/// second's sweeps together remove at most the second's budget (the
+/// table over `SWEEP_PASS_SECONDS`, at least `SWEEP_MIN_PER_SECOND`)
+/// however many chunks ask, and the next second brings a new budget;
+/// from the adaptive start every sweep takes all it is asked. An expired
+/// entry the sweep has not reached is still expired to a lookup.
+#[test]
+fn the_sweep_keeps_pfs_pace_below_the_adaptive_start() {
+    use super::track::{SWEEP_MIN_PER_SECOND, SWEEP_PASS_SECONDS};
+    let flows = 30_000u32;
+    let addr = |f: u32| {
+        let mut a = [1u8; 16];
+        a[12..].copy_from_slice(&f.to_be_bytes());
+        a
+    };
+    let fill = |max: usize| {
+        let table = Table::new(max, 1);
+        let run = Run {
+            now: 5,
+            loose: false,
+            max,
+        };
+        for f in 0..flows {
+            let (k, a) = FlowKey::new(addr(f), 1000, addr(u32::MAX), 53, 17, true);
+            table.track(Class::Flow(k, a, Kind::Udp), 60, run, 0);
+        }
+        assert_eq!(table.len(), flows as usize);
+        table
+    };
+    // 30 000 of 100 000: below the start (60 000). Everything expired.
+    let max = 100_000;
+    let table = fill(max);
+    let budget = (flows as usize / SWEEP_PASS_SECONDS).max(SWEEP_MIN_PER_SECOND);
+    let at = |now| Run {
+        now,
+        loose: false,
+        max,
+    };
+    for _ in 0..1000 {
+        table.sweep_next(64, at(1000));
+    }
+    let gone = flows as usize - table.len();
+    assert_eq!(gone, budget, "one second's sweeps remove its budget");
+    let left = table.len();
+    let budget = (left / SWEEP_PASS_SECONDS).max(SWEEP_MIN_PER_SECOND);
+    for _ in 0..1000 {
+        table.sweep_next(64, at(1001));
+    }
+    assert_eq!(
+        left - table.len(),
+        budget,
+        "the next second's, of what is left"
+    );
+    // Not yet swept, still expired: a lookup finds no state.
+    let (k, a) = FlowKey::new(addr(7), 1000, addr(u32::MAX), 53, 17, true);
+    assert_eq!(
+        table.track_existing(Class::Flow(k, a, Kind::Udp), 60, at(1001), 0),
+        None
+    );
+    // 30 000 of 40 000: past the start, every sweep takes its 64.
+    let max = 40_000;
+    let table = fill(max);
+    let run = Run {
+        now: 1000,
+        loose: false,
+        max,
+    };
+    for _ in 0..100 {
+        table.sweep_next(64, run);
+    }
+    assert_eq!(flows as usize - table.len(), 6400, "unpaced from the start");
+}

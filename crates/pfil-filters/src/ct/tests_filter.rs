@@ -256,17 +256,18 @@ fn a_shared_table_under_four_threads_leaks_nothing() {
     assert!(live > 0 && live <= 3000, "{live}");
     // Everything expires; the sweeps of new flows' packets, and the
     // round-robin sweep the hook's batch path makes once a chunk
-    // (`sweep_next`), empty the table of them: each old flow is removed
-    // once. (Without the round robin this depended on the random seeds:
-    // a shard none of the 256 new flows hashes to was never swept, about
-    // one run in a hundred, more under load.)
+    // (`sweep_next`, paced: a second's budget), empty the table of them
+    // as the seconds go: each old flow is removed once. (Without the
+    // round robin this depended on the random seeds: a shard none of the
+    // 256 new flows hashes to was never swept, about one run in a
+    // hundred, more under load.)
     let far = clock.load(std::sync::atomic::Ordering::Relaxed) + 1000;
-    let run = Run {
-        now: far,
-        loose: false,
-        max: 20_000,
-    };
     for round in 0..100 {
+        let run = Run {
+            now: far + round,
+            loose: false,
+            max: 20_000,
+        };
         for f in 0..256u16 {
             let (k, a) = flow::FlowKey::new([1; 16], f, [2; 16], 2, 17, true);
             let (st, _) = table.track(flow::Class::Flow(k, a, flow::Kind::Udp), 60, run, 0);
