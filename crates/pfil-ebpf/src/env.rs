@@ -64,7 +64,9 @@ pub struct Signature {
 /// on: called with r1 = the handle of map `i` (from `LDDW`), it returns
 /// 0 or the address of that map's value: `value_size` bytes, 8-aligned,
 /// readable and writable until the run ends. Accesses inside the value
-/// after a null check are then compiled without a run-time check.
+/// after a null check are then compiled without a run-time check. It
+/// does not move the packet ([`Env::set_packet`]): packet bytes proven
+/// before the call stay proven after it.
 #[derive(Clone, Default)]
 pub struct Helpers {
     table: Vec<Option<(HelperFn, Signature)>>,
