@@ -224,15 +224,33 @@ pub(crate) fn compile(
     maps: &[MapRef],
 ) -> Result<JitCode, String> {
     let mut a = Asm::default();
-    // Prologue: save the callee-saved registers, align the stack.
-    for r in [RBP, RBX, R12, R13, R14, R15] {
+    let lookup_pcs: Vec<usize> = lookups.iter().map(|l| l.0).collect();
+    let plan = crate::jit_plan::plan(insns, functions, &lookup_pcs);
+    // Prologue: save the callee-saved registers the code uses (r12 and
+    // rbp always), keep the stack 16-byte aligned at calls.
+    let saved: Vec<u8> = [(0, RBP), (6, RBX), (0, R12), (7, R13), (8, R14), (9, R15)]
+        .into_iter()
+        .filter(|&(r, _)| r == 0 || plan.callee_saved & (1 << r) != 0)
+        .map(|(_, x)| x)
+        .collect();
+    for &r in &saved {
         a.push(r);
     }
-    a.ri(5, true, RSP, 8);
+    // The return address and the pushes: 16-aligned with an even count
+    // of 8-byte slots.
+    let pad = saved.len() % 2 == 0;
+    if pad {
+        a.ri(5, true, RSP, 8);
+    }
     a.rr(0x89, true, R12, RCX);
     a.rr(0x89, true, RBP, R8);
-    a.store(8, R12, JIT_RSP, RSP);
-    a.rr(0x31, false, RAX, RAX);
+    // One function: every exit jump leaves from the entry's stack depth
+    // (slow paths pop what they push first); with local calls a fault
+    // unwinds from a callee's frame to the saved stack pointer.
+    let single = functions.len() <= 1;
+    if !single {
+        a.store(8, R12, JIT_RSP, RSP);
+    }
     let n = insns.len();
     let mut native = vec![0usize; n + 1];
     let mut fixups: Vec<(usize, usize)> = Vec::new();
@@ -243,6 +261,14 @@ pub(crate) fn compile(
     while pc < n {
         native[pc] = a.pos();
         let i = insns[pc];
+        if plan.skip[pc] {
+            // A dead definition (see `jit_plan`).
+            pc += if i.code == LDDW { 2 } else { 1 };
+            if pc <= n {
+                native[pc - 1] = a.pos();
+            }
+            continue;
+        }
         if let Some(&cost) = loop_cost.get(pc) {
             if cost != 0 {
                 a.sub_mem_imm(R12, BUDGET, cost as i32);
@@ -255,7 +281,25 @@ pub(crate) fn compile(
         let d = MAP[(i.dst as usize).min(10)];
         let s = MAP[(i.src as usize).min(10)];
         let x = i.code & BPF_X != 0;
+        let next = insns.get(pc + 1);
         match i.class() {
+            // `mov d, s; add d, k` is `lea d, [s + k]` when nothing jumps
+            // between the two.
+            BPF_ALU64
+                if i.code == BPF_ALU64 | BPF_MOV | BPF_X
+                    && i.off == 0
+                    && !plan.target[pc + 1]
+                    && next.is_some_and(|j| {
+                        j.code == BPF_ALU64 | BPF_ADD | BPF_K
+                            && j.dst == i.dst
+                            && loop_cost.get(pc + 1).copied().unwrap_or(0) == 0
+                            && !plan.skip[pc + 1]
+                    }) =>
+            {
+                a.lea(d, s, next.map_or(0, |j| j.imm));
+                pc += 1;
+                native[pc] = a.pos();
+            }
             BPF_ALU | BPF_ALU64 => alu(&mut a, &i, d, s, x),
             BPF_JMP | BPF_JMP32 => {
                 let w = i.class() == BPF_JMP;
@@ -499,9 +543,13 @@ pub(crate) fn compile(
     }
     // The exit: unwind to the entry's stack pointer, restore, return r0.
     let exit = a.pos();
-    a.load64(RSP, R12, JIT_RSP);
-    a.ri(0, true, RSP, 8);
-    for r in [R15, R14, R13, R12, RBX, RBP] {
+    if !single {
+        a.load64(RSP, R12, JIT_RSP);
+    }
+    if pad {
+        a.ri(0, true, RSP, 8);
+    }
+    for &r in saved.iter().rev() {
         a.pop(r);
     }
     a.ret();

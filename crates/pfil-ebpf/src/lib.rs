@@ -48,6 +48,8 @@ pub mod insn;
 mod interp;
 #[cfg(target_arch = "x86_64")]
 mod jit;
+#[cfg(target_arch = "x86_64")]
+mod jit_plan;
 mod maps;
 pub mod verify;
 #[cfg(target_arch = "x86_64")]
