@@ -266,13 +266,17 @@ impl Env {
         self.frame
     }
 
+    /// Sets the run's packet; `last` only for code that reads it (the
+    /// JIT's inline checks): code without any never reads it.
     #[inline]
-    pub(crate) fn begin_packet(&mut self, frame: (u64, u64), data: u64, end: u64) {
+    pub(crate) fn begin_packet(&mut self, frame: (u64, u64), data: u64, end: u64, last: bool) {
         self.frame = frame;
         self.meta = data;
         self.data = data;
         self.data_end = end;
-        self.last = last_starts(end);
+        if last {
+            self.last = last_starts(end);
+        }
         // `faulted` is nonzero exactly when a fault is pending.
         if self.faulted != 0 {
             self.pending = None;

@@ -128,6 +128,8 @@ enum Value {
 pub(crate) struct JitCode {
     ptr: *mut u8,
     len: usize,
+    /// Whether the code checks accesses inline (reads `Env::last`).
+    pub(crate) inline_checks: bool,
 }
 
 // SAFETY: the mapping is immutable (read-execute) once built and owned by
@@ -165,7 +167,11 @@ impl JitCode {
                 std::io::Error::last_os_error()
             ));
         }
-        let jit = JitCode { ptr: p.cast(), len };
+        let jit = JitCode {
+            ptr: p.cast(),
+            len,
+            inline_checks: false,
+        };
         // SAFETY: the mapping is `len >= code.len()` bytes, writable, ours.
         unsafe { core::ptr::copy_nonoverlapping(code.as_ptr(), jit.ptr, code.len()) };
         // SAFETY: the same mapping, now made read-execute (W^X).
@@ -251,6 +257,7 @@ pub(crate) fn compile(
     if !single {
         a.store(8, R12, JIT_RSP, RSP);
     }
+    let mut inline_checks = false;
     let n = insns.len();
     let mut native = vec![0usize; n + 1];
     let mut fixups: Vec<(usize, usize)> = Vec::new();
@@ -416,6 +423,7 @@ pub(crate) fn compile(
                         }
                     }
                 } else {
+                    inline_checks = true;
                     let jumps = inline_check(&mut a, s, i.off, size);
                     a.load(size, sx, d, R11, 0);
                     let flags = size as u64 | if sx { SIGN } else { 0 };
@@ -446,6 +454,7 @@ pub(crate) fn compile(
                 } else if matches!(access.get(pc), Some(Access::Value | Access::Packet)) {
                     emit(&mut a, d, i.off as i32);
                 } else {
+                    inline_checks = true;
                     let jumps = inline_check(&mut a, d, i.off, size);
                     emit(&mut a, R11, 0);
                     stubs.push(Stub::Mem {
@@ -562,7 +571,9 @@ pub(crate) fn compile(
             .ok_or_else(|| format!("jump target {t} outside the program"))?;
         a.patch(at, to);
     }
-    JitCode::new(&a.buf)
+    let mut code = JitCode::new(&a.buf)?;
+    code.inline_checks = inline_checks;
+    Ok(code)
 }
 
 /// The inlined lookup at `pc`: (map index, key depth below r10).

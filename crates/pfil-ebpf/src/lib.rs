@@ -387,6 +387,16 @@ impl Program {
         false
     }
 
+    /// Whether a run reads `Env::last` (JIT code with inline checks).
+    #[inline]
+    fn reads_last(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(code) = &self.jit {
+            return code.inline_checks;
+        }
+        false
+    }
+
     /// Runs with r1-r3 = `args` on the JIT if there is code, else the
     /// interpreter.
     #[inline]
@@ -425,7 +435,7 @@ impl Program {
         }
         let base = pkt.as_ptr() as u64;
         let end = base + pkt.len() as u64;
-        env.begin_packet((base, end), base, end);
+        env.begin_packet((base, end), base, end, self.reads_last());
         // The packet region is nominally writable, but this program has
         // no store that can reach it and no helper that could.
         let r = self.exec(env, [base, end, arg]);
@@ -457,7 +467,7 @@ impl Program {
     pub fn run_mem_interpreted(&self, env: &mut Env, mem: &mut [u8]) -> Result<u64, Fault> {
         let base = mem.as_mut_ptr() as u64;
         let end = base + mem.len() as u64;
-        env.begin_packet((base, end), base, end);
+        env.begin_packet((base, end), base, end, self.reads_last());
         let r = interp::run_with(self, env, [base, mem.len() as u64, 0]);
         env.end_packet();
         r
@@ -502,6 +512,7 @@ impl Program {
             (base, base + frame.len() as u64),
             data,
             data + data_len as u64,
+            self.reads_last(),
         );
         // Only the plain fields: data, data_end and data_meta are read
         // from the Env (the verifier allows nothing but their 4-byte
@@ -530,7 +541,7 @@ impl Program {
     pub fn run_mem(&self, env: &mut Env, mem: &mut [u8]) -> Result<u64, Fault> {
         let base = mem.as_mut_ptr() as u64;
         let end = base + mem.len() as u64;
-        env.begin_packet((base, end), base, end);
+        env.begin_packet((base, end), base, end, self.reads_last());
         let r = self.exec(env, [base, mem.len() as u64, 0]);
         env.end_packet();
         r
