@@ -114,6 +114,8 @@ enum Stub {
     Pending { jump: usize, pc: usize },
     /// A loop head ran out of budget.
     Budget { jump: usize, pc: usize },
+    /// An inlined array lookup's index out of range: r0 = 0.
+    Miss { jump: usize, back: usize },
 }
 
 /// The value a slow-path store writes.
@@ -336,6 +338,7 @@ pub(crate) fn compile(
                         let stride = mr.array.map_or(0, |l| l.stride);
                         a.load(4, false, R11, RBP, -(depth as i32));
                         a.ri(7, false, R11, mr.max_entries as i32);
+                        // A miss (r0 = 0) out of line.
                         let miss = a.jcc(cc::AE);
                         if stride.is_power_of_two() {
                             a.shift_i(4, true, R11, stride.trailing_zeros() as u8);
@@ -346,12 +349,10 @@ pub(crate) fn compile(
                         a.load64(RAX, R12, BASES);
                         a.load64(RAX, RAX, m as i32 * 8);
                         a.rr(0x01, true, RAX, R11);
-                        let done = a.jmp();
-                        let here = a.pos();
-                        a.patch(miss, here);
-                        a.rr(0x31, false, RAX, RAX);
-                        let here = a.pos();
-                        a.patch(done, here);
+                        stubs.push(Stub::Miss {
+                            jump: miss,
+                            back: a.pos(),
+                        });
                     }
                     BPF_CALL => {
                         let (f, _) = helpers
@@ -367,7 +368,10 @@ pub(crate) fn compile(
                         });
                     }
                     BPF_EXIT => {
-                        if pc < main_end {
+                        if pc < main_end && single {
+                            // The epilogue in place (no jump to it).
+                            epilogue(&mut a, false, pad, &saved);
+                        } else if pc < main_end {
                             exits.push(a.jmp());
                         } else {
                             a.ret();
@@ -537,6 +541,13 @@ pub(crate) fn compile(
                 let j = a.jmp();
                 a.patch(j, back);
             }
+            Stub::Miss { jump, back } => {
+                let here = a.pos();
+                a.patch(jump, here);
+                a.rr(0x31, false, RAX, RAX);
+                let j = a.jmp();
+                a.patch(j, back);
+            }
             Stub::Pending { jump, pc } | Stub::Budget { jump, pc } => {
                 let kind = u64::from(matches!(stub, Stub::Budget { .. }));
                 let here = a.pos();
@@ -552,16 +563,7 @@ pub(crate) fn compile(
     }
     // The exit: unwind to the entry's stack pointer, restore, return r0.
     let exit = a.pos();
-    if !single {
-        a.load64(RSP, R12, JIT_RSP);
-    }
-    if pad {
-        a.ri(0, true, RSP, 8);
-    }
-    for &r in saved.iter().rev() {
-        a.pop(r);
-    }
-    a.ret();
+    epilogue(&mut a, !single, pad, &saved);
     for j in exits {
         a.patch(j, exit);
     }
@@ -574,6 +576,21 @@ pub(crate) fn compile(
     let mut code = JitCode::new(&a.buf)?;
     code.inline_checks = inline_checks;
     Ok(code)
+}
+
+/// Restores the stack (from the `Env` when `unwind`) and the saved
+/// registers; returns r0.
+fn epilogue(a: &mut Asm, unwind: bool, pad: bool, saved: &[u8]) {
+    if unwind {
+        a.load64(RSP, R12, JIT_RSP);
+    }
+    if pad {
+        a.ri(0, true, RSP, 8);
+    }
+    for &r in saved.iter().rev() {
+        a.pop(r);
+    }
+    a.ret();
 }
 
 /// The inlined lookup at `pc`: (map index, key depth below r10).
