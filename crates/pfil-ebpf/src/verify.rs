@@ -8,8 +8,16 @@
 //! given, `r10`-relative accesses outside the frame, recursion and calls
 //! nested deeper than [`MAX_FRAMES`]. It finds the back-edges: a program
 //! without any runs without an instruction counter; one with loops pays
-//! for each taken back-edge. Memory safety does not rest on it: every
-//! access is checked at run time (see [`Env`](crate::Env)).
+//! for each taken back-edge.
+//!
+//! It also tracks register types (the context, map values checked for
+//! null, stack pointers, packet pointers; see `verify_state.rs`) to find
+//! the accesses that need no run-time check (`Access`): context fields
+//! at valid offsets, map values at offsets below the value size, packet
+//! bytes a comparison with `data_end` proved there, also behind a
+//! pointer with a bounded variable offset (the kernel's packet ranges
+//! and scalar bounds). Every other access is checked at run time (see
+//! [`Env`](crate::Env)); the interpreter checks all of them.
 
 use crate::env::{Helpers, CTX_SIZE, MAX_FRAMES, STACK_FRAME};
 use crate::insn::*;
