@@ -198,10 +198,18 @@ impl JitCode {
         self.len
     }
 
-    /// Runs the code with r1-r3 = `args`; `budget` is charged at loop heads.
+    /// Runs the code with r1-r3 = `args`; `budget` is charged at loop
+    /// heads (`None`: code without any).
     #[inline]
-    pub(crate) fn run(&self, env: &mut Env, args: [u64; 3], budget: u64) -> Result<u64, Fault> {
-        env.budget = budget;
+    pub(crate) fn run(
+        &self,
+        env: &mut Env,
+        args: [u64; 3],
+        budget: Option<u64>,
+    ) -> Result<u64, Fault> {
+        if let Some(b) = budget {
+            env.budget = b;
+        }
         let top = env.stack_top();
         type Entry = unsafe extern "C" fn(u64, u64, u64, *mut Env, u64) -> u64;
         // SAFETY: `ptr` is the start of code built by `compile` with this

@@ -279,6 +279,8 @@ pub struct Program {
     /// Array bases ([`Env::set_array_bases`]) the machine code reads: one
     /// more than the highest map index of an inlined lookup, or 0.
     need_bases: usize,
+    /// Whether a run reads `Env::last` (JIT code with inline checks).
+    reads_last: bool,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -336,6 +338,7 @@ impl Program {
             #[cfg(target_arch = "x86_64")]
             jit: None,
             need_bases: 0,
+            reads_last: false,
         }
         .compiled(opts, &a, maps)
     }
@@ -358,6 +361,7 @@ impl Program {
                 maps,
             )
             .map_err(|e| VerifyError::new(0, e))?;
+            self.reads_last = code.inline_checks;
             self.jit = Some(code);
             self.need_bases = a
                 .lookups
@@ -390,11 +394,7 @@ impl Program {
     /// Whether a run reads `Env::last` (JIT code with inline checks).
     #[inline]
     fn reads_last(&self) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        if let Some(code) = &self.jit {
-            return code.inline_checks;
-        }
-        false
+        self.reads_last
     }
 
     /// Runs with r1-r3 = `args` on the JIT if there is code, else the
@@ -409,11 +409,8 @@ impl Program {
                     reason: "the run environment gives no base for an inlined array lookup",
                 });
             }
-            let budget = if self.counted {
-                self.max_insns
-            } else {
-                u64::MAX
-            };
+            // Code without loops never reads the budget.
+            let budget = self.counted.then_some(self.max_insns);
             return code.run(env, args, budget);
         }
         interp::run_with(self, env, args)
