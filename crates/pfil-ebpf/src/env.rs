@@ -141,7 +141,13 @@ pub struct Env {
     /// ([`Env::set_array_bases`]); `bases_ptr` is its start for the JIT.
     bases: Vec<u64>,
     pub(crate) bases_ptr: *const u64,
+    /// The first [`INLINE_BASES`] of `bases`, in the `Env` itself: one
+    /// load fewer for the JIT.
+    pub(crate) first_bases: [u64; INLINE_BASES],
 }
+
+/// How many array bases the `Env` keeps in place.
+pub(crate) const INLINE_BASES: usize = 8;
 
 // SAFETY: the `Env` exclusively owns its scratch block; the raw `user`
 // pointer and the regions are the loader's, who promised in `Env::new`
@@ -177,6 +183,7 @@ impl Env {
             jit_rsp: 0,
             bases: Vec::new(),
             bases_ptr: core::ptr::null(),
+            first_bases: [0; INLINE_BASES],
         }
     }
 
@@ -196,6 +203,10 @@ impl Env {
     /// is used, which Rust code holds no references into while a program
     /// runs (as the regions of [`Env::new`], which must cover them too).
     pub unsafe fn set_array_bases(&mut self, bases: Vec<u64>) {
+        self.first_bases = [0; INLINE_BASES];
+        for (b, &v) in self.first_bases.iter_mut().zip(&bases) {
+            *b = v;
+        }
         self.bases = bases;
         self.bases_ptr = self.bases.as_ptr();
     }

@@ -21,7 +21,7 @@
 
 use core::mem::offset_of;
 
-use crate::env::{Env, STACK_FRAME, STACK_SIZE};
+use crate::env::{Env, INLINE_BASES, STACK_FRAME, STACK_SIZE};
 use crate::insn::*;
 use crate::verify::Access;
 use crate::x86::{cc, reg::*, Asm};
@@ -39,6 +39,7 @@ const FAULTED: i32 = offset_of!(Env, faulted) as i32;
 const BUDGET: i32 = offset_of!(Env, budget) as i32;
 const JIT_RSP: i32 = offset_of!(Env, jit_rsp) as i32;
 const BASES: i32 = offset_of!(Env, bases_ptr) as i32;
+const FIRST_BASES: i32 = offset_of!(Env, first_bases) as i32;
 
 /// Flags of a slow-path memory access.
 const WRITE: u64 = 1 << 8;
@@ -115,7 +116,15 @@ enum Stub {
     /// A loop head ran out of budget.
     Budget { jump: usize, pc: usize },
     /// An inlined array lookup's index out of range: r0 = 0.
-    Miss { jump: usize, back: usize },
+    Miss { jump: usize, back: Back },
+}
+
+/// Where a stub continues.
+enum Back {
+    /// At this code position.
+    Here(usize),
+    /// At this eBPF instruction.
+    Pc(usize),
 }
 
 /// The value a slow-path store writes.
@@ -317,6 +326,22 @@ pub(crate) fn compile(
                 pc += 1;
                 native[pc] = a.pos();
             }
+            // `lsh d, 32; rsh d, 32` keeps the low half: `mov d32, d32`.
+            BPF_ALU64
+                if i.code == BPF_ALU64 | BPF_LSH | BPF_K
+                    && i.imm == 32
+                    && !plan.target[pc + 1]
+                    && next.is_some_and(|j| {
+                        j.code == BPF_ALU64 | BPF_RSH | BPF_K
+                            && j.dst == i.dst
+                            && j.imm == 32
+                            && !plan.skip[pc + 1]
+                    }) =>
+            {
+                a.rr(0x89, false, d, d);
+                pc += 1;
+                native[pc] = a.pos();
+            }
             BPF_ALU | BPF_ALU64 => alu(&mut a, &i, d, s, x),
             BPF_JMP | BPF_JMP32 => {
                 let w = i.class() == BPF_JMP;
@@ -354,13 +379,48 @@ pub(crate) fn compile(
                             a.mov_imm32(R10, stride as u32);
                             a.imul(true, R11, R10);
                         }
-                        a.load64(RAX, R12, BASES);
-                        a.load64(RAX, RAX, m as i32 * 8);
+                        if (m as usize) < INLINE_BASES {
+                            a.load64(RAX, R12, FIRST_BASES + m as i32 * 8);
+                        } else {
+                            a.load64(RAX, R12, BASES);
+                            a.load64(RAX, RAX, m as i32 * 8);
+                        }
                         a.rr(0x01, true, RAX, R11);
-                        stubs.push(Stub::Miss {
-                            jump: miss,
-                            back: a.pos(),
-                        });
+                        // `if r0 == 0 goto L` / `if r0 != 0 goto L` next
+                        // (nothing jumps onto it): decided here, a hit is
+                        // never null and a miss is.
+                        let null_test = insns
+                            .get(pc + 1)
+                            .filter(|j| {
+                                (j.code == BPF_JMP | BPF_JEQ | BPF_K
+                                    || j.code == BPF_JMP | BPF_JNE | BPF_K)
+                                    && j.dst == 0
+                                    && j.imm == 0
+                                    && !plan.target[pc + 1]
+                            })
+                            .map(|j| (j.op() == BPF_JNE, (pc as i64 + 2 + j.off as i64) as usize));
+                        match null_test {
+                            Some((jne, l)) => {
+                                let hit_jump = jne.then(|| a.jmp());
+                                if let Some(j) = hit_jump {
+                                    fixups.push((j, l));
+                                }
+                                stubs.push(Stub::Miss {
+                                    jump: miss,
+                                    back: if jne {
+                                        Back::Here(a.pos())
+                                    } else {
+                                        Back::Pc(l)
+                                    },
+                                });
+                                pc += 1;
+                                native[pc] = a.pos();
+                            }
+                            None => stubs.push(Stub::Miss {
+                                jump: miss,
+                                back: Back::Here(a.pos()),
+                            }),
+                        }
                     }
                     BPF_CALL => {
                         let (f, _) = helpers
@@ -554,7 +614,10 @@ pub(crate) fn compile(
                 a.patch(jump, here);
                 a.rr(0x31, false, RAX, RAX);
                 let j = a.jmp();
-                a.patch(j, back);
+                match back {
+                    Back::Here(at) => a.patch(j, at),
+                    Back::Pc(t) => fixups.push((j, t)),
+                }
             }
             Stub::Pending { jump, pc } | Stub::Budget { jump, pc } => {
                 let kind = u64::from(matches!(stub, Stub::Budget { .. }));

@@ -159,6 +159,27 @@ exit",
     }
 
     #[test]
+    fn lsh_rsh_32_is_fused_only_where_nothing_jumps_between() {
+        // r2 (the length) == 0 jumps onto the rsh: the high half, else
+        // the low half.
+        let text =
+            "lddw %r3, 0x1234567887654321\nlsh %r3, 32\nmov %r0, 0\nlddw %r3, 0x1234567887654321\n\
+                    jeq %r2, 0, +1\nlsh %r3, 32\nrsh %r3, 32\nmov %r0, %r3\nexit";
+        let o = LoadOptions {
+            entry_args: 2,
+            xdp_ctx: false,
+            ..LoadOptions::default()
+        };
+        let p = Program::load(assemble(text).unwrap(), &[], &Helpers::new(), &o).unwrap();
+        assert!(p.is_jitted());
+        for (len, want) in [(0usize, 0x1234_5678u64), (3, 0x8765_4321)] {
+            let mut m = vec![0u8; len];
+            assert_eq!(p.run_mem(&mut env(), &mut m), Ok(want));
+            assert_eq!(p.run_mem_interpreted(&mut env(), &mut m), Ok(want));
+        }
+    }
+
+    #[test]
     fn faults_unwind_with_only_the_used_registers_saved() {
         // One function, r6 and r9 used (an odd and an even count of
         // saved registers with r12 and rbp): a faulting load exits
