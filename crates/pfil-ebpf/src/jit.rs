@@ -424,6 +424,21 @@ pub(crate) fn compile(
                 pc += 1;
                 native[pc] = a.pos();
             }
+            // `d = *(u64 *)(p + k); d += v; *(u64 *)(p + k) = d` on memory
+            // the verifier proved (a counter in a map value): `add [p + k],
+            // v; mov d, [p + k]`.
+            BPF_LDX if crate::jit_plan::rmw_at(insns, pc, access, &plan) => {
+                let j = insns[pc + 1];
+                if j.code & BPF_X != 0 {
+                    a.add_mem(s, i.off as i32, MAP[j.src as usize]);
+                } else {
+                    a.add_mem_imm(s, i.off as i32, j.imm);
+                }
+                a.load(8, false, d, s, i.off as i32);
+                native[pc + 1] = a.pos();
+                pc += 2;
+                native[pc] = a.pos();
+            }
             BPF_LDX => {
                 let size = i.size();
                 let sx = i.code & 0xe0 == BPF_MEMSX;

@@ -413,7 +413,14 @@ impl Program {
             let budget = self.counted.then_some(self.max_insns);
             return code.run(env, args, budget);
         }
-        interp::run_with(self, env, args)
+        self.interpret(env, args[0], args[1], args[2])
+    }
+
+    /// The interpreter, out of line: the arguments in registers, so that
+    /// the JIT's path builds no argument array in memory.
+    #[inline(never)]
+    fn interpret(&self, env: &mut Env, r1: u64, r2: u64, r3: u64) -> Result<u64, Fault> {
+        interp::run_with(self, env, [r1, r2, r3])
     }
 
     /// Runs over a read-only packet: r1 = its start, r2 = its end (one
