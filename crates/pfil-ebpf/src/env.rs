@@ -64,7 +64,9 @@ pub struct Signature {
 /// on: called with r1 = the handle of map `i` (from `LDDW`), it returns
 /// 0 or the address of that map's value: `value_size` bytes, 8-aligned,
 /// readable and writable until the run ends. Accesses inside the value
-/// after a null check are then compiled without a run-time check.
+/// after a null check are then compiled without a run-time check. It
+/// does not move the packet ([`Env::set_packet`]): packet bytes proven
+/// before the call stay proven after it.
 #[derive(Clone, Default)]
 pub struct Helpers {
     table: Vec<Option<(HelperFn, Signature)>>,
@@ -139,7 +141,13 @@ pub struct Env {
     /// ([`Env::set_array_bases`]); `bases_ptr` is its start for the JIT.
     bases: Vec<u64>,
     pub(crate) bases_ptr: *const u64,
+    /// The first [`INLINE_BASES`] of `bases`, in the `Env` itself: one
+    /// load fewer for the JIT.
+    pub(crate) first_bases: [u64; INLINE_BASES],
 }
+
+/// How many array bases the `Env` keeps in place.
+pub(crate) const INLINE_BASES: usize = 8;
 
 // SAFETY: the `Env` exclusively owns its scratch block; the raw `user`
 // pointer and the regions are the loader's, who promised in `Env::new`
@@ -175,6 +183,7 @@ impl Env {
             jit_rsp: 0,
             bases: Vec::new(),
             bases_ptr: core::ptr::null(),
+            first_bases: [0; INLINE_BASES],
         }
     }
 
@@ -194,6 +203,10 @@ impl Env {
     /// is used, which Rust code holds no references into while a program
     /// runs (as the regions of [`Env::new`], which must cover them too).
     pub unsafe fn set_array_bases(&mut self, bases: Vec<u64>) {
+        self.first_bases = [0; INLINE_BASES];
+        for (b, &v) in self.first_bases.iter_mut().zip(&bases) {
+            *b = v;
+        }
         self.bases = bases;
         self.bases_ptr = self.bases.as_ptr();
     }
@@ -264,13 +277,17 @@ impl Env {
         self.frame
     }
 
+    /// Sets the run's packet; `last` only for code that reads it (the
+    /// JIT's inline checks): code without any never reads it.
     #[inline]
-    pub(crate) fn begin_packet(&mut self, frame: (u64, u64), data: u64, end: u64) {
+    pub(crate) fn begin_packet(&mut self, frame: (u64, u64), data: u64, end: u64, last: bool) {
         self.frame = frame;
         self.meta = data;
         self.data = data;
         self.data_end = end;
-        self.last = last_starts(end);
+        if last {
+            self.last = last_starts(end);
+        }
         // `faulted` is nonzero exactly when a fault is pending.
         if self.faulted != 0 {
             self.pending = None;

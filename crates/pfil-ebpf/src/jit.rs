@@ -21,7 +21,7 @@
 
 use core::mem::offset_of;
 
-use crate::env::{Env, STACK_FRAME, STACK_SIZE};
+use crate::env::{Env, INLINE_BASES, STACK_FRAME, STACK_SIZE};
 use crate::insn::*;
 use crate::verify::Access;
 use crate::x86::{cc, reg::*, Asm};
@@ -39,65 +39,15 @@ const FAULTED: i32 = offset_of!(Env, faulted) as i32;
 const BUDGET: i32 = offset_of!(Env, budget) as i32;
 const JIT_RSP: i32 = offset_of!(Env, jit_rsp) as i32;
 const BASES: i32 = offset_of!(Env, bases_ptr) as i32;
+const FIRST_BASES: i32 = offset_of!(Env, first_bases) as i32;
 
-/// Flags of a slow-path memory access.
-const WRITE: u64 = 1 << 8;
-const SIGN: u64 = 1 << 9;
+use jit_rt::{rt_atomic, rt_fault, rt_mem, SIGN, WRITE};
 
-/// The slow path of a load or store: the full region check.
-extern "C" fn rt_mem(env: *mut Env, addr: u64, flags: u64, value: u64, pc: u64) -> u64 {
-    // SAFETY: the JIT passes the run's live Env; no Rust reference to it
-    // is alive while JIT code runs (`run` only holds the raw pointer).
-    let env = unsafe { &mut *env };
-    let size = (flags & 0xff) as usize;
-    let pc = pc as usize;
-    if flags & WRITE != 0 {
-        if let Err(f) = crate::interp::store(env, pc, addr, size, value) {
-            env.fault(f);
-        }
-        return 0;
-    }
-    match crate::interp::load(env, pc, addr, size) {
-        Ok(v) if flags & SIGN != 0 => match size {
-            1 => v as i8 as i64 as u64,
-            2 => v as i16 as i64 as u64,
-            _ => v as i32 as i64 as u64,
-        },
-        Ok(v) => v,
-        Err(f) => {
-            env.fault(f);
-            0
-        }
-    }
-}
-
-/// An atomic read-modify-write; returns the old value.
-extern "C" fn rt_atomic(env: *mut Env, addr: u64, src: u64, r0: u64, op_size: u64, pc: u64) -> u64 {
-    // SAFETY: as in `rt_mem`.
-    let env = unsafe { &mut *env };
-    let size = if op_size >> 32 == 8 { BPF_DW } else { BPF_W };
-    let insn = Insn::new(BPF_STX | BPF_ATOMIC | size, 0, 0, 0, op_size as u32 as i32);
-    match crate::interp::atomic(env, pc as usize, &insn, addr, src, r0) {
-        Ok(v) => v,
-        Err(f) => {
-            env.fault(f);
-            0
-        }
-    }
-}
-
-/// Records a fault found by JIT code: `kind` 0 gives the pending
-/// (helper) fault its pc, 1 is an exhausted budget.
-extern "C" fn rt_fault(env: *mut Env, kind: u64, pc: u64) {
-    // SAFETY: as in `rt_mem`.
-    let env = unsafe { &mut *env };
-    let pc = pc as usize;
-    let f = match (kind, env.take_fault()) {
-        (0, Some(f)) => f.at(pc),
-        _ => Fault::Budget { pc },
-    };
-    env.fault(f);
-}
+#[path = "jit_alu.rs"]
+mod jit_alu;
+#[path = "jit_rt.rs"]
+mod jit_rt;
+use jit_alu::alu;
 
 /// Out-of-line code emitted after the program.
 enum Stub {
@@ -114,6 +64,16 @@ enum Stub {
     Pending { jump: usize, pc: usize },
     /// A loop head ran out of budget.
     Budget { jump: usize, pc: usize },
+    /// An inlined array lookup's index out of range: r0 = 0.
+    Miss { jump: usize, back: Back },
+}
+
+/// Where a stub continues.
+enum Back {
+    /// At this code position.
+    Here(usize),
+    /// At this eBPF instruction.
+    Pc(usize),
 }
 
 /// The value a slow-path store writes.
@@ -128,6 +88,8 @@ enum Value {
 pub(crate) struct JitCode {
     ptr: *mut u8,
     len: usize,
+    /// Whether the code checks accesses inline (reads `Env::last`).
+    pub(crate) inline_checks: bool,
 }
 
 // SAFETY: the mapping is immutable (read-execute) once built and owned by
@@ -165,7 +127,11 @@ impl JitCode {
                 std::io::Error::last_os_error()
             ));
         }
-        let jit = JitCode { ptr: p.cast(), len };
+        let jit = JitCode {
+            ptr: p.cast(),
+            len,
+            inline_checks: false,
+        };
         // SAFETY: the mapping is `len >= code.len()` bytes, writable, ours.
         unsafe { core::ptr::copy_nonoverlapping(code.as_ptr(), jit.ptr, code.len()) };
         // SAFETY: the same mapping, now made read-execute (W^X).
@@ -190,10 +156,18 @@ impl JitCode {
         self.len
     }
 
-    /// Runs the code with r1-r3 = `args`; `budget` is charged at loop heads.
+    /// Runs the code with r1-r3 = `args`; `budget` is charged at loop
+    /// heads (`None`: code without any).
     #[inline]
-    pub(crate) fn run(&self, env: &mut Env, args: [u64; 3], budget: u64) -> Result<u64, Fault> {
-        env.budget = budget;
+    pub(crate) fn run(
+        &self,
+        env: &mut Env,
+        args: [u64; 3],
+        budget: Option<u64>,
+    ) -> Result<u64, Fault> {
+        if let Some(b) = budget {
+            env.budget = b;
+        }
         let top = env.stack_top();
         type Entry = unsafe extern "C" fn(u64, u64, u64, *mut Env, u64) -> u64;
         // SAFETY: `ptr` is the start of code built by `compile` with this
@@ -224,15 +198,34 @@ pub(crate) fn compile(
     maps: &[MapRef],
 ) -> Result<JitCode, String> {
     let mut a = Asm::default();
-    // Prologue: save the callee-saved registers, align the stack.
-    for r in [RBP, RBX, R12, R13, R14, R15] {
+    let lookup_pcs: Vec<usize> = lookups.iter().map(|l| l.0).collect();
+    let plan = crate::jit_plan::plan(insns, functions, &lookup_pcs);
+    // Prologue: save the callee-saved registers the code uses (r12 and
+    // rbp always), keep the stack 16-byte aligned at calls.
+    let saved: Vec<u8> = [(0, RBP), (6, RBX), (0, R12), (7, R13), (8, R14), (9, R15)]
+        .into_iter()
+        .filter(|&(r, _)| r == 0 || plan.callee_saved & (1 << r) != 0)
+        .map(|(_, x)| x)
+        .collect();
+    for &r in &saved {
         a.push(r);
     }
-    a.ri(5, true, RSP, 8);
+    // The return address and the pushes: 16-aligned with an even count
+    // of 8-byte slots.
+    let pad = saved.len() % 2 == 0;
+    if pad {
+        a.ri(5, true, RSP, 8);
+    }
     a.rr(0x89, true, R12, RCX);
     a.rr(0x89, true, RBP, R8);
-    a.store(8, R12, JIT_RSP, RSP);
-    a.rr(0x31, false, RAX, RAX);
+    // One function: every exit jump leaves from the entry's stack depth
+    // (slow paths pop what they push first); with local calls a fault
+    // unwinds from a callee's frame to the saved stack pointer.
+    let single = functions.len() <= 1;
+    if !single {
+        a.store(8, R12, JIT_RSP, RSP);
+    }
+    let mut inline_checks = false;
     let n = insns.len();
     let mut native = vec![0usize; n + 1];
     let mut fixups: Vec<(usize, usize)> = Vec::new();
@@ -243,6 +236,14 @@ pub(crate) fn compile(
     while pc < n {
         native[pc] = a.pos();
         let i = insns[pc];
+        if plan.skip[pc] {
+            // A dead definition (see `jit_plan`).
+            pc += if i.code == LDDW { 2 } else { 1 };
+            if pc <= n {
+                native[pc - 1] = a.pos();
+            }
+            continue;
+        }
         if let Some(&cost) = loop_cost.get(pc) {
             if cost != 0 {
                 a.sub_mem_imm(R12, BUDGET, cost as i32);
@@ -255,7 +256,41 @@ pub(crate) fn compile(
         let d = MAP[(i.dst as usize).min(10)];
         let s = MAP[(i.src as usize).min(10)];
         let x = i.code & BPF_X != 0;
+        let next = insns.get(pc + 1);
         match i.class() {
+            // `mov d, s; add d, k` is `lea d, [s + k]` when nothing jumps
+            // between the two.
+            BPF_ALU64
+                if i.code == BPF_ALU64 | BPF_MOV | BPF_X
+                    && i.off == 0
+                    && !plan.target[pc + 1]
+                    && next.is_some_and(|j| {
+                        j.code == BPF_ALU64 | BPF_ADD | BPF_K
+                            && j.dst == i.dst
+                            && loop_cost.get(pc + 1).copied().unwrap_or(0) == 0
+                            && !plan.skip[pc + 1]
+                    }) =>
+            {
+                a.lea(d, s, next.map_or(0, |j| j.imm));
+                pc += 1;
+                native[pc] = a.pos();
+            }
+            // `lsh d, 32; rsh d, 32` keeps the low half: `mov d32, d32`.
+            BPF_ALU64
+                if i.code == BPF_ALU64 | BPF_LSH | BPF_K
+                    && i.imm == 32
+                    && !plan.target[pc + 1]
+                    && next.is_some_and(|j| {
+                        j.code == BPF_ALU64 | BPF_RSH | BPF_K
+                            && j.dst == i.dst
+                            && j.imm == 32
+                            && !plan.skip[pc + 1]
+                    }) =>
+            {
+                a.rr(0x89, false, d, d);
+                pc += 1;
+                native[pc] = a.pos();
+            }
             BPF_ALU | BPF_ALU64 => alu(&mut a, &i, d, s, x),
             BPF_JMP | BPF_JMP32 => {
                 let w = i.class() == BPF_JMP;
@@ -285,6 +320,7 @@ pub(crate) fn compile(
                         let stride = mr.array.map_or(0, |l| l.stride);
                         a.load(4, false, R11, RBP, -(depth as i32));
                         a.ri(7, false, R11, mr.max_entries as i32);
+                        // A miss (r0 = 0) out of line.
                         let miss = a.jcc(cc::AE);
                         if stride.is_power_of_two() {
                             a.shift_i(4, true, R11, stride.trailing_zeros() as u8);
@@ -292,15 +328,48 @@ pub(crate) fn compile(
                             a.mov_imm32(R10, stride as u32);
                             a.imul(true, R11, R10);
                         }
-                        a.load64(RAX, R12, BASES);
-                        a.load64(RAX, RAX, m as i32 * 8);
+                        if (m as usize) < INLINE_BASES {
+                            a.load64(RAX, R12, FIRST_BASES + m as i32 * 8);
+                        } else {
+                            a.load64(RAX, R12, BASES);
+                            a.load64(RAX, RAX, m as i32 * 8);
+                        }
                         a.rr(0x01, true, RAX, R11);
-                        let done = a.jmp();
-                        let here = a.pos();
-                        a.patch(miss, here);
-                        a.rr(0x31, false, RAX, RAX);
-                        let here = a.pos();
-                        a.patch(done, here);
+                        // `if r0 == 0 goto L` / `if r0 != 0 goto L` next
+                        // (nothing jumps onto it): decided here, a hit is
+                        // never null and a miss is.
+                        let null_test = insns
+                            .get(pc + 1)
+                            .filter(|j| {
+                                (j.code == BPF_JMP | BPF_JEQ | BPF_K
+                                    || j.code == BPF_JMP | BPF_JNE | BPF_K)
+                                    && j.dst == 0
+                                    && j.imm == 0
+                                    && !plan.target[pc + 1]
+                            })
+                            .map(|j| (j.op() == BPF_JNE, (pc as i64 + 2 + j.off as i64) as usize));
+                        match null_test {
+                            Some((jne, l)) => {
+                                let hit_jump = jne.then(|| a.jmp());
+                                if let Some(j) = hit_jump {
+                                    fixups.push((j, l));
+                                }
+                                stubs.push(Stub::Miss {
+                                    jump: miss,
+                                    back: if jne {
+                                        Back::Here(a.pos())
+                                    } else {
+                                        Back::Pc(l)
+                                    },
+                                });
+                                pc += 1;
+                                native[pc] = a.pos();
+                            }
+                            None => stubs.push(Stub::Miss {
+                                jump: miss,
+                                back: Back::Here(a.pos()),
+                            }),
+                        }
                     }
                     BPF_CALL => {
                         let (f, _) = helpers
@@ -316,7 +385,10 @@ pub(crate) fn compile(
                         });
                     }
                     BPF_EXIT => {
-                        if pc < main_end {
+                        if pc < main_end && single {
+                            // The epilogue in place (no jump to it).
+                            epilogue(&mut a, false, pad, &saved);
+                        } else if pc < main_end {
                             exits.push(a.jmp());
                         } else {
                             a.ret();
@@ -352,6 +424,21 @@ pub(crate) fn compile(
                 pc += 1;
                 native[pc] = a.pos();
             }
+            // `d = *(u64 *)(p + k); d += v; *(u64 *)(p + k) = d` on memory
+            // the verifier proved (a counter in a map value): `add [p + k],
+            // v; mov d, [p + k]`.
+            BPF_LDX if crate::jit_plan::rmw_at(insns, pc, access, &plan) => {
+                let j = insns[pc + 1];
+                if j.code & BPF_X != 0 {
+                    a.add_mem(s, i.off as i32, MAP[j.src as usize]);
+                } else {
+                    a.add_mem_imm(s, i.off as i32, j.imm);
+                }
+                a.load(8, false, d, s, i.off as i32);
+                native[pc + 1] = a.pos();
+                pc += 2;
+                native[pc] = a.pos();
+            }
             BPF_LDX => {
                 let size = i.size();
                 let sx = i.code & 0xe0 == BPF_MEMSX;
@@ -372,6 +459,7 @@ pub(crate) fn compile(
                         }
                     }
                 } else {
+                    inline_checks = true;
                     let jumps = inline_check(&mut a, s, i.off, size);
                     a.load(size, sx, d, R11, 0);
                     let flags = size as u64 | if sx { SIGN } else { 0 };
@@ -402,6 +490,7 @@ pub(crate) fn compile(
                 } else if matches!(access.get(pc), Some(Access::Value | Access::Packet)) {
                     emit(&mut a, d, i.off as i32);
                 } else {
+                    inline_checks = true;
                     let jumps = inline_check(&mut a, d, i.off, size);
                     emit(&mut a, R11, 0);
                     stubs.push(Stub::Mem {
@@ -484,6 +573,16 @@ pub(crate) fn compile(
                 let j = a.jmp();
                 a.patch(j, back);
             }
+            Stub::Miss { jump, back } => {
+                let here = a.pos();
+                a.patch(jump, here);
+                a.rr(0x31, false, RAX, RAX);
+                let j = a.jmp();
+                match back {
+                    Back::Here(at) => a.patch(j, at),
+                    Back::Pc(t) => fixups.push((j, t)),
+                }
+            }
             Stub::Pending { jump, pc } | Stub::Budget { jump, pc } => {
                 let kind = u64::from(matches!(stub, Stub::Budget { .. }));
                 let here = a.pos();
@@ -499,12 +598,7 @@ pub(crate) fn compile(
     }
     // The exit: unwind to the entry's stack pointer, restore, return r0.
     let exit = a.pos();
-    a.load64(RSP, R12, JIT_RSP);
-    a.ri(0, true, RSP, 8);
-    for r in [R15, R14, R13, R12, RBX, RBP] {
-        a.pop(r);
-    }
-    a.ret();
+    epilogue(&mut a, !single, pad, &saved);
     for j in exits {
         a.patch(j, exit);
     }
@@ -514,7 +608,24 @@ pub(crate) fn compile(
             .ok_or_else(|| format!("jump target {t} outside the program"))?;
         a.patch(at, to);
     }
-    JitCode::new(&a.buf)
+    let mut code = JitCode::new(&a.buf)?;
+    code.inline_checks = inline_checks;
+    Ok(code)
+}
+
+/// Restores the stack (from the `Env` when `unwind`) and the saved
+/// registers; returns r0.
+fn epilogue(a: &mut Asm, unwind: bool, pad: bool, saved: &[u8]) {
+    if unwind {
+        a.load64(RSP, R12, JIT_RSP);
+    }
+    if pad {
+        a.ri(0, true, RSP, 8);
+    }
+    for &r in saved.iter().rev() {
+        a.pop(r);
+    }
+    a.ret();
 }
 
 /// The inlined lookup at `pc`: (map index, key depth below r10).
@@ -555,137 +666,4 @@ fn inline_check(a: &mut Asm, base: u8, off: i16, size: usize) -> [usize; 2] {
     a.cmp_mem(R11, R12, LAST + 8 * idx);
     let j2 = a.jcc(cc::A);
     [j1, j2]
-}
-
-/// Arithmetic.
-fn alu(a: &mut Asm, i: &Insn, d: u8, s: u8, x: bool) {
-    let w = i.class() == BPF_ALU64;
-    let op = i.op();
-    match op {
-        BPF_MOV => match (x, i.off) {
-            (true, 0) => a.rr(0x89, w, d, s),
-            (true, bits) => a.movsx(w, d, s, bits as u8),
-            (false, _) if w => a.mov_imm64(d, i.imm as i64 as u64),
-            (false, _) => a.mov_imm32(d, i.imm as u32),
-        },
-        BPF_ADD | BPF_SUB | BPF_OR | BPF_AND | BPF_XOR => {
-            let (opc, ext) = match op {
-                BPF_ADD => (0x01, 0),
-                BPF_SUB => (0x29, 5),
-                BPF_OR => (0x09, 1),
-                BPF_AND => (0x21, 4),
-                _ => (0x31, 6),
-            };
-            if x {
-                a.rr(opc, w, d, s);
-            } else {
-                a.ri(ext, w, d, i.imm);
-            }
-        }
-        BPF_MUL => {
-            if x {
-                a.imul(w, d, s);
-            } else {
-                a.mov_imm64(R11, i.imm as i64 as u64);
-                a.imul(w, d, R11);
-            }
-        }
-        BPF_NEG => a.unary(3, w, d),
-        BPF_LSH | BPF_RSH | BPF_ARSH => {
-            let ext = match op {
-                BPF_LSH => 4,
-                BPF_RSH => 5,
-                _ => 7,
-            };
-            if !x {
-                a.shift_i(ext, w, d, (i.imm as u8) & if w { 63 } else { 31 });
-            } else if s == RCX {
-                a.shift_cl(ext, w, d);
-            } else {
-                a.rr(0x89, true, R11, RCX);
-                a.rr(0x89, true, RCX, s);
-                if d == RCX {
-                    a.shift_cl(ext, w, R11);
-                    a.rr(0x89, true, RCX, R11);
-                } else {
-                    a.shift_cl(ext, w, d);
-                    a.rr(0x89, true, RCX, R11);
-                }
-            }
-        }
-        BPF_DIV | BPF_MOD => divide(
-            a,
-            w,
-            op == BPF_DIV,
-            i.off == 1,
-            d,
-            if x { Some(s) } else { None },
-            i.imm,
-        ),
-        _ => {
-            // BPF_END
-            let swap = w || x;
-            match (i.imm, swap) {
-                (16, false) => a.movzx16(d, d),
-                (32, false) => a.rr(0x89, false, d, d),
-                (16, true) => {
-                    a.rol16_8(d);
-                    a.movzx16(d, d);
-                }
-                (32, true) => a.bswap(false, d),
-                (64, true) => a.bswap(true, d),
-                _ => {}
-            }
-        }
-    }
-}
-
-/// Division and remainder with eBPF's rules for zero and `INT_MIN / -1`.
-fn divide(a: &mut Asm, w: bool, div: bool, signed: bool, d: u8, src: Option<u8>, imm: i32) {
-    match src {
-        Some(s) => a.rr(0x89, true, R11, s),
-        None if w => a.mov_imm64(R11, imm as i64 as u64),
-        None => a.mov_imm32(R11, imm as u32),
-    }
-    a.rr(0x85, w, R11, R11);
-    let nonzero = a.jcc(cc::NE);
-    if div {
-        a.rr(0x31, false, d, d);
-    } else if !w {
-        a.rr(0x89, false, d, d);
-    }
-    let mut done = vec![a.jmp()];
-    let p = a.pos();
-    a.patch(nonzero, p);
-    if signed {
-        a.ri(7, w, R11, -1);
-        let not_minus_one = a.jcc(cc::NE);
-        if div {
-            a.unary(3, w, d);
-        } else {
-            a.rr(0x31, false, d, d);
-        }
-        done.push(a.jmp());
-        let p = a.pos();
-        a.patch(not_minus_one, p);
-    }
-    a.push(RAX);
-    a.push(RDX);
-    if d != RAX {
-        a.rr(0x89, true, RAX, d);
-    }
-    if signed {
-        a.cqo(w);
-    } else {
-        a.rr(0x31, false, RDX, RDX);
-    }
-    a.unary(if signed { 7 } else { 6 }, w, R11);
-    a.rr(0x89, true, R11, if div { RAX } else { RDX });
-    a.pop(RDX);
-    a.pop(RAX);
-    a.rr(0x89, w, d, R11);
-    let p = a.pos();
-    for j in done {
-        a.patch(j, p);
-    }
 }

@@ -48,6 +48,8 @@ pub mod insn;
 mod interp;
 #[cfg(target_arch = "x86_64")]
 mod jit;
+#[cfg(target_arch = "x86_64")]
+mod jit_plan;
 mod maps;
 pub mod verify;
 #[cfg(target_arch = "x86_64")]
@@ -277,6 +279,8 @@ pub struct Program {
     /// Array bases ([`Env::set_array_bases`]) the machine code reads: one
     /// more than the highest map index of an inlined lookup, or 0.
     need_bases: usize,
+    /// Whether a run reads `Env::last` (JIT code with inline checks).
+    reads_last: bool,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -334,6 +338,7 @@ impl Program {
             #[cfg(target_arch = "x86_64")]
             jit: None,
             need_bases: 0,
+            reads_last: false,
         }
         .compiled(opts, &a, maps)
     }
@@ -356,6 +361,7 @@ impl Program {
                 maps,
             )
             .map_err(|e| VerifyError::new(0, e))?;
+            self.reads_last = code.inline_checks;
             self.jit = Some(code);
             self.need_bases = a
                 .lookups
@@ -385,6 +391,12 @@ impl Program {
         false
     }
 
+    /// Whether a run reads `Env::last` (JIT code with inline checks).
+    #[inline]
+    fn reads_last(&self) -> bool {
+        self.reads_last
+    }
+
     /// Runs with r1-r3 = `args` on the JIT if there is code, else the
     /// interpreter.
     #[inline]
@@ -397,14 +409,18 @@ impl Program {
                     reason: "the run environment gives no base for an inlined array lookup",
                 });
             }
-            let budget = if self.counted {
-                self.max_insns
-            } else {
-                u64::MAX
-            };
+            // Code without loops never reads the budget.
+            let budget = self.counted.then_some(self.max_insns);
             return code.run(env, args, budget);
         }
-        interp::run_with(self, env, args)
+        self.interpret(env, args[0], args[1], args[2])
+    }
+
+    /// The interpreter, out of line: the arguments in registers, so that
+    /// the JIT's path builds no argument array in memory.
+    #[inline(never)]
+    fn interpret(&self, env: &mut Env, r1: u64, r2: u64, r3: u64) -> Result<u64, Fault> {
+        interp::run_with(self, env, [r1, r2, r3])
     }
 
     /// Runs over a read-only packet: r1 = its start, r2 = its end (one
@@ -423,7 +439,7 @@ impl Program {
         }
         let base = pkt.as_ptr() as u64;
         let end = base + pkt.len() as u64;
-        env.begin_packet((base, end), base, end);
+        env.begin_packet((base, end), base, end, self.reads_last());
         // The packet region is nominally writable, but this program has
         // no store that can reach it and no helper that could.
         let r = self.exec(env, [base, end, arg]);
@@ -455,7 +471,7 @@ impl Program {
     pub fn run_mem_interpreted(&self, env: &mut Env, mem: &mut [u8]) -> Result<u64, Fault> {
         let base = mem.as_mut_ptr() as u64;
         let end = base + mem.len() as u64;
-        env.begin_packet((base, end), base, end);
+        env.begin_packet((base, end), base, end, self.reads_last());
         let r = interp::run_with(self, env, [base, mem.len() as u64, 0]);
         env.end_packet();
         r
@@ -500,6 +516,7 @@ impl Program {
             (base, base + frame.len() as u64),
             data,
             data + data_len as u64,
+            self.reads_last(),
         );
         // Only the plain fields: data, data_end and data_meta are read
         // from the Env (the verifier allows nothing but their 4-byte
@@ -528,7 +545,7 @@ impl Program {
     pub fn run_mem(&self, env: &mut Env, mem: &mut [u8]) -> Result<u64, Fault> {
         let base = mem.as_mut_ptr() as u64;
         let end = base + mem.len() as u64;
-        env.begin_packet((base, end), base, end);
+        env.begin_packet((base, end), base, end, self.reads_last());
         let r = self.exec(env, [base, mem.len() as u64, 0]);
         env.end_packet();
         r

@@ -8,12 +8,24 @@
 //! given, `r10`-relative accesses outside the frame, recursion and calls
 //! nested deeper than [`MAX_FRAMES`]. It finds the back-edges: a program
 //! without any runs without an instruction counter; one with loops pays
-//! for each taken back-edge. Memory safety does not rest on it: every
-//! access is checked at run time (see [`Env`](crate::Env)).
+//! for each taken back-edge.
+//!
+//! It also tracks register types (the context, map values checked for
+//! null, stack pointers, packet pointers; see `verify_state.rs`) to find
+//! the accesses that need no run-time check (`Access`): context fields
+//! at valid offsets, map values at offsets below the value size, packet
+//! bytes a comparison with `data_end` proved there, also behind a
+//! pointer with a bounded variable offset (the kernel's packet ranges
+//! and scalar bounds). Every other access is checked at run time (see
+//! [`Env`](crate::Env)); the interpreter checks all of them.
 
 use crate::env::{Helpers, CTX_SIZE, MAX_FRAMES, STACK_FRAME};
 use crate::insn::*;
 use crate::{LoadOptions, MapRef, VerifyError};
+
+#[path = "verify_state.rs"]
+mod state;
+use state::*;
 
 /// The most instructions a program may have (the kernel's
 /// `BPF_COMPLEXITY_LIMIT_INSNS`).
@@ -534,17 +546,13 @@ pub(crate) fn verify(
     // pointers, map values maybe null, map values), meet = intersection;
     // callers before callees (reverse post-order).
     let mut entry = vec![None::<State>; nf];
-    let mut first = State {
-        init: ((1u16 << (opts.entry_args.min(5) + 1)) - 2) | bit(10),
-        ty: [OTHER; 11],
-        range: 0,
-    };
+    let mut first = State::new(((1u16 << (opts.entry_args.min(5) + 1)) - 2) | bit(10));
     if opts.xdp_ctx {
-        first.ty[1] = CTX;
+        first.set(1, CTX);
     }
     if opts.packet_args {
-        first.ty[1] = PKT;
-        first.ty[2] = PKT_END;
+        first.set(1, PKT);
+        first.set(2, PKT_END);
     }
     entry[0] = Some(first);
     let map_at = |pc: usize| {
@@ -554,13 +562,18 @@ pub(crate) fn verify(
             .map(|k| map_refs[k].1)
     };
     let mut at: Vec<Option<State>> = vec![None; n];
+    let mut changes = vec![0u32; n];
     let mut lookups: Vec<(usize, u32, u32)> = Vec::new();
     for &f in order.iter().rev() {
         let s = starts[f];
         let end = starts.get(f + 1).copied().unwrap_or(n);
         at[s] = entry[f];
-        let mut work = vec![s];
-        while let Some(pc) = work.pop() {
+        // Lowest pc first: in code without back-edges every predecessor
+        // of a join is done before the join is (forward jumps only), so
+        // a join meets final states once, and the packet pointers that
+        // shared a base keep sharing it.
+        let mut work = std::collections::BTreeSet::from([s]);
+        while let Some(pc) = work.pop_first() {
             let Some(st) = at[pc] else { continue };
             let u = uses[pc];
             let missing = u.reads & !st.init;
@@ -572,60 +585,89 @@ pub(crate) fn verify(
                 );
             }
             let i = &insns[pc];
-            let mut out = State {
-                init: (st.init & !u.kills) | u.writes | bit(10),
-                ty: st.ty,
-                range: st.range,
-            };
+            let mut out = st;
+            out.init = (st.init & !u.kills) | u.writes | bit(10);
             for r in 0..11 {
                 if (u.kills | u.writes) & bit(r) != 0 {
-                    out.ty[r as usize] = OTHER;
+                    out.set(r as usize, OTHER);
                 }
             }
-            if i.class() == BPF_JMP && i.op() == BPF_CALL {
-                // A helper may move the packet (adjust_head): forget it.
+            // A helper may move the packet (adjust_head): forget it;
+            // not bpf_map_lookup_elem (its contract, see `Helpers`).
+            let lookup = i.code == BPF_JMP | BPF_CALL
+                && i.src == 0
+                && i.imm as u32 == helper::MAP_LOOKUP_ELEM;
+            if i.class() == BPF_JMP && i.op() == BPF_CALL && !lookup {
                 out.range = 0;
-                for t in out.ty.iter_mut() {
-                    if matches!(*t & KIND, PKT | PKT_END) {
-                        *t = OTHER;
+                for r in 0..11 {
+                    if matches!(out.ty[r] & KIND, PKT | PKT_END) {
+                        out.set(r, OTHER);
                     }
                 }
             }
             let (dty, sty) = (st.ty[i.dst as usize], st.ty[i.src as usize]);
+            let (d, sr) = (i.dst as usize, i.src as usize);
             if i.code == BPF_ALU64 | BPF_MOV | BPF_X && i.off == 0 && i.src == 10 {
                 // The frame pointer: a stack pointer at depth 0.
-                out.ty[i.dst as usize] = STACK;
+                out.set(d, STACK);
             } else if i.code == BPF_ALU64 | BPF_MOV | BPF_X && i.off == 0 {
-                // A copy keeps the type.
-                out.ty[i.dst as usize] = sty;
+                // A copy keeps the type (and the id, range, bound).
+                out.copy(d, &st, sr);
             } else if i.code == BPF_ALU64 | BPF_ADD | BPF_K && dty & KIND == STACK {
                 // r10 - k: still in the frame while 0 <= k <= STACK_FRAME.
                 let k = (dty & !KIND) as i64 - i.imm as i64;
-                out.ty[i.dst as usize] = if (0..=STACK_FRAME as i64).contains(&k) {
-                    STACK | k as u32
-                } else {
-                    OTHER
-                };
+                out.set(
+                    d,
+                    if (0..=STACK_FRAME as i64).contains(&k) {
+                        STACK | k as u32
+                    } else {
+                        OTHER
+                    },
+                );
             } else if i.code == BPF_ALU64 | BPF_ADD | BPF_K && dty & KIND == PKT {
-                // data + k: still a packet pointer while 0 <= k < 2^16.
+                // base + k: still a packet pointer while 0 <= k < 2^16.
                 let k = (dty & !KIND) as i64 + i.imm as i64;
-                out.ty[i.dst as usize] = if (0..=0xffff).contains(&k) {
-                    PKT | k as u32
+                if (0..=MAX_PKT_OFF as i64).contains(&k) {
+                    out.copy(d, &st, d);
+                    out.ty[d] = PKT | k as u32;
                 } else {
-                    OTHER
+                    out.set(d, OTHER);
+                }
+            } else if i.code == BPF_ALU64 | BPF_ADD | BPF_X
+                && dty & KIND == PKT
+                && sty == OTHER
+                && i.src != i.dst
+            {
+                // base + k + a bounded scalar: a new base.
+                out.copy(d, &st, d);
+                out.add_var(pc, d, st.hi[sr]);
+            } else if matches!(i.class(), BPF_ALU | BPF_ALU64) && i.op() != BPF_END {
+                // A scalar result: its upper bound.
+                let b = match (i.code & BPF_X != 0, i.class() == BPF_ALU64) {
+                    (true, _) => st.bound(sr),
+                    (false, true) => i.imm as i64 as u64,
+                    (false, false) => u64::from(i.imm as u32),
                 };
+                out.scalar(d, alu_bound(i, st.bound(d), b));
             } else if i.class() == BPF_LDX
                 && sty == CTX
                 && i.code & 0xe0 == BPF_MEM
                 && i.size() == 4
             {
-                out.ty[i.dst as usize] = match i.off {
-                    0 => PKT,
-                    4 => PKT_END,
-                    _ => OTHER,
-                };
+                // Converted to the 64-bit pointers (data_meta at 8 too).
+                match i.off {
+                    0 => out.set(d, PKT),
+                    4 => out.set(d, PKT_END),
+                    _ => out.set(d, OTHER),
+                }
+            } else if i.class() == BPF_LDX && i.code & 0xe0 == BPF_MEM && i.size() < 8 {
+                // Zero-extended.
+                out.scalar(d, (1u64 << (8 * i.size())) - 1);
             } else if let (LDDW, Some(m)) = (i.code, map_at(pc)) {
-                out.ty[i.dst as usize] = MAP | m;
+                out.set(d, MAP | m);
+            } else if i.code == LDDW {
+                let hi = insns.get(pc + 1).map_or(0, |h| h.imm as u32 as u64);
+                out.scalar(d, (i.imm as u32 as u64) | (hi << 32));
             } else if i.code == BPF_JMP | BPF_CALL
                 && i.src == 0
                 && i.imm as u32 == helper::MAP_LOOKUP_ELEM
@@ -633,7 +675,7 @@ pub(crate) fn verify(
             {
                 // The helper's contract (see `Helpers`): null or the value.
                 let m = st.ty[1] & !KIND;
-                out.ty[0] = NULLABLE | m;
+                out.set(0, NULLABLE | m);
                 // An array map with its key in this frame: inline.
                 let depth = (st.ty[2] & KIND == STACK).then_some(st.ty[2] & !KIND);
                 if let (Some(k), Some(mr)) = (depth, maps.get(m as usize)) {
@@ -647,33 +689,30 @@ pub(crate) fn verify(
             }
             if let Ok(k) = calls.binary_search_by_key(&pc, |c| c.0) {
                 let g = func_of(calls[k].1);
-                let mut args = State {
-                    init: (st.init & R1_R5) | bit(10),
-                    ty: [OTHER; 11],
-                    range: 0,
-                };
-                args.ty[1..6].copy_from_slice(&st.ty[1..6]);
-                // The caller's stack pointers are not the callee's r10.
-                for t in args.ty.iter_mut() {
-                    if *t & KIND == STACK {
-                        *t = OTHER;
+                let mut args = State::new((st.init & R1_R5) | bit(10));
+                for r in 1..6 {
+                    args.copy(r, &st, r);
+                    args.vrange[r] = 0;
+                    // The caller's stack pointers are not the callee's r10.
+                    if args.ty[r] & KIND == STACK {
+                        args.set(r, OTHER);
                     }
                 }
-                entry[g] = Some(entry[g].map_or(args, |e| e.meet(&args)));
+                let s = starts[g];
+                entry[g] = Some(entry[g].map_or(args, |e| e.meet(&args, s)));
             }
             // `if data + n > data_end` and its forms: n bytes of packet on
             // the edge where the comparison says data + n <= data_end.
-            let mut pkt_edge: Option<(bool, u32)> = None;
+            // (on the taken edge, the packet pointer's register)
+            let mut pkt_edge: Option<(bool, usize)> = None;
             if i.class() == BPF_JMP && i.code & BPF_X != 0 {
-                let (a, b) = (dty, sty);
-                let n = |t: u32| t & !KIND;
-                pkt_edge = match (a & KIND, b & KIND, i.op()) {
-                    // data + n OP data_end: (true: on the taken edge)
-                    (PKT, PKT_END, BPF_JGT | BPF_JGE) => Some((false, n(a))),
-                    (PKT, PKT_END, BPF_JLT | BPF_JLE) => Some((true, n(a))),
-                    // data_end OP data + n
-                    (PKT_END, PKT, BPF_JGT | BPF_JGE) => Some((true, n(b))),
-                    (PKT_END, PKT, BPF_JLT | BPF_JLE) => Some((false, n(b))),
+                pkt_edge = match (dty & KIND, sty & KIND, i.op()) {
+                    // base + n OP data_end
+                    (PKT, PKT_END, BPF_JGT | BPF_JGE) => Some((false, d)),
+                    (PKT, PKT_END, BPF_JLT | BPF_JLE) => Some((true, d)),
+                    // data_end OP base + n
+                    (PKT_END, PKT, BPF_JGT | BPF_JGE) => Some((true, sr)),
+                    (PKT_END, PKT, BPF_JLT | BPF_JLE) => Some((false, sr)),
                     _ => None,
                 };
             }
@@ -688,24 +727,28 @@ pub(crate) fn verify(
                 let Some(t) = t else { continue };
                 debug_assert!(t >= s && t < end);
                 let mut o = out;
-                if let Some((on_taken, n)) = pkt_edge {
+                if let Some((on_taken, r)) = pkt_edge {
                     if (k == 1) == on_taken && succ[pc][0] != succ[pc][1] {
-                        o.range = o.range.max(n);
+                        o.prove(r);
                     }
                 }
                 if null_check && succ[pc][0] != succ[pc][1] {
                     let taken = k == 1;
                     let non_null = taken == (i.op() == BPF_JNE);
-                    o.ty[i.dst as usize] = if non_null {
-                        VALUE | (st.ty[i.dst as usize] & !KIND)
+                    if non_null {
+                        o.set(d, VALUE | (st.ty[d] & !KIND));
                     } else {
-                        OTHER
-                    };
+                        o.scalar(d, 0);
+                    }
                 }
-                let new = at[t].map_or(o, |old| old.meet(&o));
+                let mut new = at[t].map_or(o, |old| old.meet(&o, t));
                 if at[t] != Some(new) {
+                    changes[t] += 1;
+                    if let (Some(old), true) = (at[t], changes[t] > WIDEN_AFTER) {
+                        new.widen(&old);
+                    }
                     at[t] = Some(new);
-                    work.push(t);
+                    work.insert(t);
                 }
             }
         }
@@ -740,7 +783,7 @@ pub(crate) fn verify(
         } else if ty & KIND == PKT && i.code & 0xe0 != BPF_ATOMIC {
             // Inside the bytes a comparison with data_end proved there.
             let start = (ty & !KIND) as i64 + off;
-            if start >= 0 && start + size <= st.range as i64 {
+            if start >= 0 && start + size <= st.limit(base as usize) as i64 {
                 access[pc] = Access::Packet;
             }
         } else if ty & KIND == VALUE {
@@ -775,46 +818,6 @@ pub(crate) fn verify(
             lookups
         },
     })
-}
-
-/// Register types (a kind in the top bits, a map index below).
-const OTHER: u32 = 0;
-const CTX: u32 = 1;
-const KIND: u32 = 0xf000_0000;
-const MAP: u32 = 0x1000_0000;
-const NULLABLE: u32 = 0x2000_0000;
-const VALUE: u32 = 0x3000_0000;
-/// `data + k` (k in the low bits).
-const PKT: u32 = 0x4000_0000;
-const PKT_END: u32 = 0x5000_0000;
-/// `r10 - k` of the current frame (k in the low bits, 0..=512).
-const STACK: u32 = 0x6000_0000;
-
-/// The dataflow state at an instruction.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct State {
-    /// Initialised registers.
-    init: u16,
-    /// Each register's type.
-    ty: [u32; 11],
-    /// Bytes from `data` known to lie in the packet.
-    range: u32,
-}
-
-impl State {
-    fn meet(&self, o: &State) -> State {
-        let mut ty = self.ty;
-        for (t, u) in ty.iter_mut().zip(o.ty) {
-            if *t != u {
-                *t = OTHER;
-            }
-        }
-        State {
-            init: self.init & o.init,
-            ty,
-            range: self.range.min(o.range),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -301,6 +301,21 @@ impl Asm {
         self.load(8, false, r, base, disp);
     }
 
+    /// `add qword [base + disp], src`.
+    pub fn add_mem(&mut self, base: u8, disp: i32, src: u8) {
+        self.rex(true, src, base, false);
+        self.b(0x01);
+        self.modrm_mem(src, base, disp);
+    }
+
+    /// `add qword [base + disp], imm32` (sign-extended).
+    pub fn add_mem_imm(&mut self, base: u8, disp: i32, imm: i32) {
+        self.rex(true, 0, base, false);
+        self.b(0x81);
+        self.modrm_mem(0, base, disp);
+        self.d32(imm);
+    }
+
     /// `sub qword [base + disp], imm32`.
     pub fn sub_mem_imm(&mut self, base: u8, disp: i32, imm: i32) {
         self.rex(true, 0, base, false);

@@ -221,3 +221,32 @@ fn a_callers_stack_key_in_a_callee_is_looked_up_by_the_helper() {
         assert_eq!(run(&load(insns.clone(), jit), &mut w), Ok(101), "jit {jit}");
     }
 }
+
+/// The JIT decides a null test right after an inlined lookup itself (a
+/// hit is never null, a miss always is): both forms of the test, both
+/// outcomes, give what the interpreter gives.
+#[test]
+fn null_tests_after_inline_lookups_take_the_same_branch() {
+    let mut w = worker(1);
+    for key in [0, MAX - 1, MAX, u32::MAX] {
+        for jne in [false, true] {
+            let mut insns = program(key, false);
+            if jne {
+                // `if r0 != 0 goto +2; r0 = 999; exit; r0 = *r0; exit`
+                let n = insns.len();
+                insns.truncate(n - 5);
+                insns.extend([
+                    Insn::new(BPF_JMP | BPF_JNE | BPF_K, 0, 0, 2, 0),
+                    Insn::new(BPF_MOV | BPF_K | BPF_ALU64, 0, 0, 0, 999),
+                    asm_exit(),
+                    Insn::new(BPF_LDX | BPF_MEM | BPF_DW, 0, 0, 0, 0),
+                    asm_exit(),
+                ]);
+            }
+            let (jit, reference) = (load(insns.clone(), true), load(insns, false));
+            let want = if key < MAX { 100 + u64::from(key) } else { 999 };
+            assert_eq!(run(&reference, &mut w), Ok(want), "key {key} jne {jne}");
+            assert_eq!(run(&jit, &mut w), Ok(want), "key {key} jne {jne}");
+        }
+    }
+}

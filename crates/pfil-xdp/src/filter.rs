@@ -317,9 +317,26 @@ impl XdpFilter {
             self.count(worker, 1);
             return Verdict::Dropped;
         }
-        match r.action {
-            XDP_PASS => Verdict::Pass,
-            XDP_DROP => Verdict::Dropped,
+        // The two common verdicts without a jump table.
+        if r.action == XDP_PASS {
+            return Verdict::Pass;
+        }
+        if r.action == XDP_DROP {
+            return Verdict::Dropped;
+        }
+        self.act(pkt, worker, r.action, r.redirect)
+    }
+
+    /// The verdict of the other actions (and unknown ones).
+    #[inline(never)]
+    fn act(
+        &self,
+        pkt: &mut Packet<'_>,
+        worker: usize,
+        action: u64,
+        redirect: Option<u32>,
+    ) -> Verdict {
+        match action {
             XDP_ABORTED => {
                 self.count(worker, 0);
                 Verdict::Dropped
@@ -327,7 +344,7 @@ impl XdpFilter {
             // The worker sends the frame as the packet holds it now
             // (grown, narrowed or as it came).
             XDP_TX => self.send(pkt, worker, pkt.ifindex(), 6, 2),
-            XDP_REDIRECT => match r.redirect {
+            XDP_REDIRECT => match redirect {
                 Some(ifindex) => self.send(pkt, worker, ifindex, 7, 3),
                 _ => {
                     self.count(worker, 3);

@@ -1,0 +1,273 @@
+//! What the JIT learns about a verified program before emitting it:
+//! jump targets (where two instructions may not be fused), the eBPF
+//! callee-saved registers it uses (the prologue saves only their x86
+//! registers), the definitions an inlined map lookup makes dead, and the
+//! load-add-store sequences on proven memory it emits as one `add`.
+
+use crate::insn::*;
+use crate::verify::Access;
+
+/// The facts [`crate::jit::compile`] uses.
+pub(crate) struct Plan {
+    /// Instructions some jump, call or function entry lands on.
+    pub target: Vec<bool>,
+    /// Instructions not emitted: they only set r1 or r2 for an inlined
+    /// `bpf_map_lookup_elem`, which reads neither (the key is read from
+    /// the stack at the depth the verifier found) and after which the
+    /// verifier lets no one read r1-r5.
+    pub skip: Vec<bool>,
+    /// Bit n: rn (n in 6..=9) appears in some instruction.
+    pub callee_saved: u16,
+}
+
+/// Builds the plan; `functions` are the first pcs of the functions,
+/// `lookups` the pcs of the inlined lookups (sorted).
+pub(crate) fn plan(insns: &[Insn], functions: &[usize], lookups: &[usize]) -> Plan {
+    let n = insns.len();
+    let mut target = vec![false; n + 1];
+    let mut callee_saved = 0u16;
+    for &f in functions {
+        target[f] = true;
+    }
+    let mut pc = 0;
+    while pc < n {
+        let i = &insns[pc];
+        for r in [i.dst, i.src] {
+            if (6..=9).contains(&r) {
+                callee_saved |= 1 << r;
+            }
+        }
+        let t = match (i.class(), i.op()) {
+            (BPF_JMP, BPF_EXIT) => None,
+            (BPF_JMP, BPF_CALL) if i.src == PSEUDO_CALL => Some(pc as i64 + 1 + i.imm as i64),
+            (BPF_JMP, BPF_CALL) => None,
+            (BPF_JMP32, BPF_JA) => Some(pc as i64 + 1 + i.imm as i64),
+            (BPF_JMP | BPF_JMP32, _) => Some(pc as i64 + 1 + i.off as i64),
+            _ => None,
+        };
+        if let Some(t) = t.and_then(|t| usize::try_from(t).ok()) {
+            if t <= n {
+                target[t] = true;
+            }
+        }
+        pc += if i.code == LDDW { 2 } else { 1 };
+    }
+    let mut skip = vec![false; n];
+    for &c in lookups {
+        // Backwards from the call, straight-line code: a pure definition
+        // of a register dead here (r1-r5 at the call) is skipped.
+        let mut dead: u16 = 0b11_1110;
+        let mut p = c;
+        while p > 0 && !target[p] {
+            // An LDDW's first slot two back: p - 1 is its second slot
+            // (which never has the LDDW code).
+            let q = if p >= 2 && insns[p - 2].code == LDDW {
+                p - 2
+            } else {
+                p - 1
+            };
+            let i = &insns[q];
+            let pure = matches!(i.class(), BPF_ALU | BPF_ALU64) || i.code == LDDW;
+            if pure && dead & (1 << i.dst) != 0 && i.dst != 0 {
+                skip[q] = true;
+                if i.code == LDDW {
+                    skip[q + 1] = true;
+                }
+            } else if pure || matches!(i.class(), BPF_ST | BPF_STX | BPF_LDX) {
+                // Kept: whatever it reads is live above it.
+                dead &= !(1 << i.dst) & !(1 << i.src);
+                if i.class() == BPF_STX && i.code & 0xe0 == BPF_ATOMIC {
+                    dead &= !1;
+                }
+            } else {
+                break;
+            }
+            p = q;
+        }
+    }
+    Plan {
+        target,
+        skip,
+        callee_saved,
+    }
+}
+
+/// Whether `pc` starts a load, add, store of one proven 8-byte word
+/// with nothing jumping between.
+pub(crate) fn rmw_at(insns: &[Insn], pc: usize, access: &[Access], plan: &Plan) -> bool {
+    let (Some(i), Some(j), Some(k)) = (insns.get(pc), insns.get(pc + 1), insns.get(pc + 2)) else {
+        return false;
+    };
+    let proven = |pc: usize| matches!(access.get(pc), Some(Access::Value | Access::Packet));
+    i.code == BPF_LDX | BPF_MEM | BPF_DW
+        && i.src != i.dst
+        && i.src != 10
+        && proven(pc)
+        && (j.code == BPF_ALU64 | BPF_ADD | BPF_K
+            || (j.code == BPF_ALU64 | BPF_ADD | BPF_X && j.src != i.dst))
+        && j.dst == i.dst
+        && k.code == BPF_STX | BPF_MEM | BPF_DW
+        && k.dst == i.src
+        && k.off == i.off
+        && k.src == i.dst
+        && proven(pc + 2)
+        && !plan.target[pc + 1]
+        && !plan.target[pc + 2]
+        && !plan.skip[pc + 1]
+        && !plan.skip[pc + 2]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::asm::assemble;
+    use crate::{Env, Fault, Helpers, LoadOptions, Program};
+
+    fn env() -> Env {
+        // SAFETY: no extra regions.
+        unsafe { Env::new(Vec::new(), core::ptr::null_mut()) }
+    }
+
+    #[test]
+    fn only_dead_definitions_before_a_lookup_are_skipped() {
+        // 0: r2 = r10; 1: r2 += -8 (read by the store at 2: kept);
+        // 3: r3 = 5, 4-5: r1 = map, 6: r4 = r0 (r1-r5 are dead at the
+        // call: skipped); 7: call.
+        let p = assemble(
+            "mov %r2, %r10\nadd %r2, -8\nstw [%r2+0], 1\nmov %r3, 5\nlddw %r1, 0\n\
+             mov %r4, %r0\ncall 1\nexit",
+        )
+        .unwrap();
+        let found = plan(&p, &[0], &[7]);
+        assert_eq!(
+            found.skip,
+            [false, false, false, true, true, true, true, false, false]
+        );
+        // r3 read by a kept instruction (r6 = r3) is live above it.
+        let p = assemble(
+            "mov %r3, 5
+mov %r6, %r3
+mov %r2, 1
+call 1
+exit",
+        )
+        .unwrap();
+        assert_eq!(plan_skips(&p, 3), [false, false, true, false, false]);
+        // A jump target stops the walk: nothing above it is skipped.
+        let p = assemble("mov %r3, 5\nja +0\nmov %r1, 1\ncall 1\nexit").unwrap();
+        assert_eq!(plan_skips(&p, 3), [false, false, true, false, false]);
+        // No lookup there: nothing skipped.
+        assert_eq!(plan(&p, &[0], &[]).skip, [false; 5]);
+    }
+
+    fn plan_skips(p: &[Insn], lookup: usize) -> Vec<bool> {
+        plan(p, &[0], &[lookup]).skip
+    }
+
+    #[test]
+    fn mov_add_is_fused_only_where_nothing_jumps_between() {
+        // r2 (the length) == 0 jumps onto the add: r3 = 1 + 10, else
+        // r3 = len + 10.
+        let text = "mov %r0, 0\nmov %r3, 1\njeq %r2, 0, +1\nmov %r3, %r2\nadd %r3, 10\n\
+                    mov %r4, %r3\nadd %r4, -3\nmov %r0, %r4\nexit";
+        let o = LoadOptions {
+            entry_args: 2,
+            xdp_ctx: false,
+            ..LoadOptions::default()
+        };
+        let p = Program::load(assemble(text).unwrap(), &[], &Helpers::new(), &o).unwrap();
+        assert!(p.is_jitted());
+        for len in [0usize, 4, 9] {
+            let mut m = vec![0u8; len];
+            let want = if len == 0 { 8 } else { len as u64 + 7 };
+            assert_eq!(p.run_mem(&mut env(), &mut m), Ok(want));
+            assert_eq!(p.run_mem_interpreted(&mut env(), &mut m), Ok(want));
+        }
+    }
+
+    #[test]
+    fn lsh_rsh_32_is_fused_only_where_nothing_jumps_between() {
+        // r2 (the length) == 0 jumps onto the rsh: the high half, else
+        // the low half.
+        let text =
+            "lddw %r3, 0x1234567887654321\nlsh %r3, 32\nmov %r0, 0\nlddw %r3, 0x1234567887654321\n\
+                    jeq %r2, 0, +1\nlsh %r3, 32\nrsh %r3, 32\nmov %r0, %r3\nexit";
+        let o = LoadOptions {
+            entry_args: 2,
+            xdp_ctx: false,
+            ..LoadOptions::default()
+        };
+        let p = Program::load(assemble(text).unwrap(), &[], &Helpers::new(), &o).unwrap();
+        assert!(p.is_jitted());
+        for (len, want) in [(0usize, 0x1234_5678u64), (3, 0x8765_4321)] {
+            let mut m = vec![0u8; len];
+            assert_eq!(p.run_mem(&mut env(), &mut m), Ok(want));
+            assert_eq!(p.run_mem_interpreted(&mut env(), &mut m), Ok(want));
+        }
+    }
+
+    #[test]
+    fn load_add_store_of_proven_words_agrees_with_the_interpreter() {
+        // Packet words proven by `data + 16 <= data_end`: the immediate
+        // form, the register form, and one where a jump lands on the add
+        // (not fused: the add runs on whatever r3 held).
+        for (add, x) in [
+            ("add %r3, 5", false),
+            ("add %r3, %r4", false),
+            ("add %r3, 5", true),
+        ] {
+            let text = format!(
+                "ldxw %r2, [%r1+0]\nldxw %r6, [%r1+4]\nmov %r0, 0\nmov %r5, %r2\nadd %r5, 16\n\
+                 jgt %r5, %r6, out\nmov %r4, 7\nmov %r3, 100\njeq %r4, {}, +1\nldxdw %r3, [%r2+8]\n\
+                 {add}\nstxdw [%r2+8], %r3\nmov %r0, %r3\nout:\nexit",
+                if x { 7 } else { 0 }
+            );
+            let mut results = Vec::new();
+            for jit in [false, true] {
+                let o = LoadOptions {
+                    jit,
+                    ..LoadOptions::default()
+                };
+                let p = Program::load(assemble(&text).unwrap(), &[], &Helpers::new(), &o).unwrap();
+                let mut frame = [3u8; 32];
+                let r = p
+                    .run_xdp(&mut env(), &mut frame, 0, 16, 0, 0)
+                    .map(|o| o.action);
+                results.push((r, frame));
+            }
+            assert_eq!(results[0], results[1], "{add} jump {x}");
+            let want = if x {
+                105
+            } else {
+                0x0303_0303_0303_0303 + if add.ends_with('5') { 5 } else { 7 }
+            };
+            assert_eq!(results[0].0, Ok(want), "{add} jump {x}");
+        }
+    }
+
+    #[test]
+    fn faults_unwind_with_only_the_used_registers_saved() {
+        // One function, r6 and r9 used (an odd and an even count of
+        // saved registers with r12 and rbp): a faulting load exits
+        // through the epilogue; thousands of runs keep the stack whole.
+        for more in ["", "mov %r9, 2\nadd %r0, %r9\n"] {
+            let text = format!("mov %r0, 1\nmov %r6, %r1\nldxb %r0, [%r6+0]\n{more}exit");
+            let o = LoadOptions {
+                entry_args: 2,
+                xdp_ctx: false,
+                ..LoadOptions::default()
+            };
+            let p = Program::load(assemble(&text).unwrap(), &[], &Helpers::new(), &o).unwrap();
+            let mut e = env();
+            for k in 0..5000u32 {
+                let mut m = vec![7u8; (k % 2) as usize];
+                let r = p.run_mem(&mut e, &mut m);
+                if k % 2 == 0 {
+                    assert!(matches!(r, Err(Fault::OutOfBounds { .. })), "{r:?}");
+                } else {
+                    assert!(r.is_ok(), "{text}: {r:?}");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! The verifier's abstract state at an instruction: register types,
+//! packet pointers with the identity of their variable part and the bytes
+//! proven behind it (the kernel's `reg->id` and `reg->range`), and an
+//! upper bound of each scalar (the kernel's `umax_value`).
+//!
+//! A packet pointer is `base + off`, `off` a constant in `0..=0xffff`.
+//! Its `id` names the base: 0 is `data` itself; any other id is a value
+//! `data + v` with `0 <= v <= vmax <= 0xffff`, made by adding a bounded
+//! scalar to a packet pointer or by a join of two different packet
+//! pointers. Within one state, every register with the same id holds the
+//! same base. The bytes `[base, base + range)` are proven inside the
+//! packet by a comparison with `data_end` (`range` for id 0, `vrange` for
+//! the others). Bases are at most `data + 0xffff`, offsets at most
+//! `0xffff`: pointer arithmetic never wraps (`data` is a user-space
+//! address), so `base + off <= data_end` really proves those bytes.
+
+use crate::insn::*;
+
+/// Register types (a kind in the top bits, a map index below).
+pub(super) const OTHER: u32 = 0;
+pub(super) const CTX: u32 = 1;
+pub(super) const KIND: u32 = 0xf000_0000;
+pub(super) const MAP: u32 = 0x1000_0000;
+pub(super) const NULLABLE: u32 = 0x2000_0000;
+pub(super) const VALUE: u32 = 0x3000_0000;
+/// `base + k` (k in the low bits), the base named by the register's id.
+pub(super) const PKT: u32 = 0x4000_0000;
+pub(super) const PKT_END: u32 = 0x5000_0000;
+/// `r10 - k` of the current frame (k in the low bits, 0..=512).
+pub(super) const STACK: u32 = 0x6000_0000;
+
+/// The largest packet offset tracked (the kernel's `MAX_PACKET_OFF`):
+/// bounds of bases and constant offsets alike.
+pub(super) const MAX_PKT_OFF: u64 = 0xffff;
+
+/// After this many changes of an instruction's state, bounds that still
+/// move are widened to unknown (loops would otherwise grow them for ever).
+pub(super) const WIDEN_AFTER: u32 = 8;
+
+/// The dataflow state at an instruction.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) struct State {
+    /// Initialised registers.
+    pub init: u16,
+    /// Each register's type.
+    pub ty: [u32; 11],
+    /// Bytes from `data` known to lie in the packet (id 0).
+    pub range: u32,
+    /// Packet pointers: the id of the base (0: `data`).
+    pub id: [u32; 11],
+    /// Packet pointers with an id: the most `base - data` can be.
+    pub vmax: [u32; 11],
+    /// Packet pointers with an id: bytes from the base proven in the packet.
+    pub vrange: [u32; 11],
+    /// Scalars (`OTHER`): an upper bound, unsigned (`u64::MAX`: none).
+    pub hi: [u64; 11],
+}
+
+impl State {
+    /// The entry state: `init` registers initialised, all of type OTHER.
+    pub fn new(init: u16) -> State {
+        State {
+            init,
+            ty: [OTHER; 11],
+            range: 0,
+            id: [0; 11],
+            vmax: [0; 11],
+            vrange: [0; 11],
+            hi: [u64::MAX; 11],
+        }
+    }
+
+    /// Gives `r` the type `ty` (no id, no bound).
+    pub fn set(&mut self, r: usize, ty: u32) {
+        self.ty[r] = ty;
+        self.id[r] = 0;
+        self.vmax[r] = 0;
+        self.vrange[r] = 0;
+        self.hi[r] = u64::MAX;
+    }
+
+    /// Makes `r` a scalar of at most `hi`.
+    pub fn scalar(&mut self, r: usize, hi: u64) {
+        self.set(r, OTHER);
+        self.hi[r] = hi;
+    }
+
+    /// `r`'s upper bound if it is a scalar.
+    pub fn bound(&self, r: usize) -> u64 {
+        if self.ty[r] == OTHER {
+            self.hi[r]
+        } else {
+            u64::MAX
+        }
+    }
+
+    /// Copies register `s` of `from` into `d`.
+    pub fn copy(&mut self, d: usize, from: &State, s: usize) {
+        self.ty[d] = from.ty[s];
+        self.id[d] = from.id[s];
+        self.vmax[d] = from.vmax[s];
+        self.vrange[d] = from.vrange[s];
+        self.hi[d] = from.hi[s];
+    }
+
+    /// Bytes from `r`'s base proven in the packet.
+    pub fn limit(&self, r: usize) -> u32 {
+        if self.id[r] == 0 {
+            self.range
+        } else {
+            self.vrange[r]
+        }
+    }
+
+    /// The most `r - data` can be (r a packet pointer).
+    fn reach(&self, r: usize) -> u64 {
+        u64::from(self.vmax[r]) + u64::from(self.ty[r] & !KIND)
+    }
+
+    /// Packet pointer `r` (`base + off`) is at most `data_end`: the
+    /// bytes `[base, base + off)` of every register of its id are in the
+    /// packet.
+    pub fn prove(&mut self, r: usize) {
+        let (id, off) = (self.id[r], self.ty[r] & !KIND);
+        if id == 0 {
+            self.range = self.range.max(off);
+            return;
+        }
+        for q in 0..11 {
+            if self.ty[q] & KIND == PKT && self.id[q] == id {
+                self.vrange[q] = self.vrange[q].max(off);
+            }
+        }
+    }
+
+    /// `d += scalar of at most hi`, `d` a packet pointer, at `pc`: a new
+    /// base (no bytes proven behind it yet), or OTHER when it could lie
+    /// further than `MAX_PKT_OFF` from `data`.
+    pub fn add_var(&mut self, pc: usize, d: usize, hi: u64) {
+        let reach = self.reach(d).saturating_add(hi);
+        if reach > MAX_PKT_OFF {
+            self.set(d, OTHER);
+            return;
+        }
+        let id = ((pc as u32 + 1) << 5) | d as u32;
+        // Registers left with this id from an earlier pass through `pc`
+        // hold an older base.
+        self.forget_id(id, d);
+        self.set(d, PKT);
+        self.id[d] = id;
+        self.vmax[d] = reach as u32;
+    }
+
+    fn forget_id(&mut self, id: u32, except: usize) {
+        for q in 0..11 {
+            if q != except && self.ty[q] & KIND == PKT && self.id[q] == id {
+                self.set(q, OTHER);
+            }
+        }
+    }
+
+    /// What holds on both `self` and `o`, at instruction `t` (a join).
+    ///
+    /// A packet pointer with the same id and offset on both sides keeps
+    /// them. Pointers that differ get a new base: those with the same
+    /// pair of ids and the same offset on both sides share one (they were
+    /// one base on each side), any other its own at offset 0.
+    pub fn meet(&self, o: &State, t: usize) -> State {
+        let mut m = *self;
+        m.init &= o.init;
+        m.range = self.range.min(o.range);
+        let mut fresh = 0u16;
+        let is_pkt = |s: &State, r: usize| s.ty[r] & KIND == PKT;
+        for r in 0..11 {
+            let (a, b) = (self.ty[r], o.ty[r]);
+            let pkt = is_pkt(self, r) && is_pkt(o, r);
+            if a == b && (!pkt || self.id[r] == o.id[r]) {
+                m.vmax[r] = self.vmax[r].max(o.vmax[r]);
+                m.vrange[r] = if pkt && self.id[r] != 0 {
+                    self.vrange[r].min(o.vrange[r])
+                } else {
+                    0
+                };
+                m.hi[r] = self.hi[r].max(o.hi[r]);
+            } else if pkt {
+                let (oa, ob) = (a & !KIND, b & !KIND);
+                // The first register of its group names the new base.
+                let first = (0..r)
+                    .find(|&q| {
+                        is_pkt(self, q)
+                            && is_pkt(o, q)
+                            && self.id[q] == self.id[r]
+                            && o.id[q] == o.id[r]
+                            && self.ty[q] == o.ty[q]
+                            && self.id[q] != o.id[q]
+                    })
+                    .filter(|_| oa == ob);
+                let (off, base_a, base_b) = if oa == ob {
+                    (oa, self.vmax[r], o.vmax[r])
+                } else {
+                    (0, self.reach(r) as u32, o.reach(r) as u32)
+                };
+                let vmax = u64::from(base_a.max(base_b));
+                let avail = |s: &State| s.limit(r).saturating_sub(s.ty[r] & !KIND) + off;
+                let vrange = if oa == ob {
+                    self.limit(r).min(o.limit(r))
+                } else {
+                    avail(self).min(avail(o))
+                };
+                if vmax > MAX_PKT_OFF {
+                    m.set(r, OTHER);
+                    continue;
+                }
+                let name = match first {
+                    Some(q) if fresh & (1 << q) != 0 => m.id[q],
+                    _ => ((t as u32 + 1) << 5) | 16 | r as u32,
+                };
+                m.set(r, PKT | off);
+                m.id[r] = name;
+                m.vmax[r] = vmax as u32;
+                m.vrange[r] = vrange;
+                fresh |= 1 << r;
+            } else {
+                let hi = if a == OTHER && b == OTHER {
+                    self.hi[r].max(o.hi[r])
+                } else {
+                    u64::MAX
+                };
+                m.scalar(r, hi);
+            }
+        }
+        // A new id must not be one another register kept.
+        for r in 0..11 {
+            if fresh & (1 << r) != 0
+                && (0..11).any(|q| fresh & (1 << q) == 0 && is_pkt(&m, q) && m.id[q] == m.id[r])
+            {
+                m.set(r, OTHER);
+            }
+        }
+        m
+    }
+
+    /// `new` replaces `old` after many changes: bounds still moving are
+    /// dropped, so that the dataflow ends.
+    pub fn widen(&mut self, old: &State) {
+        for r in 0..11 {
+            if self.ty[r] == OTHER && self.hi[r] != old.hi[r] {
+                self.hi[r] = u64::MAX;
+            }
+            let moved =
+                old.ty[r] != self.ty[r] || old.id[r] != self.id[r] || old.vmax[r] != self.vmax[r];
+            if self.ty[r] & KIND == PKT && self.id[r] != 0 && moved {
+                self.set(r, OTHER);
+            }
+        }
+    }
+}
+
+/// An upper bound of an ALU instruction's result from upper bounds of
+/// its operands (`b`: the immediate itself for the K forms); `u64::MAX`
+/// when none is known.
+pub(super) fn alu_bound(i: &Insn, a: u64, b: u64) -> u64 {
+    let wide = i.class() == BPF_ALU64;
+    let (a, b) = if wide {
+        (a, b)
+    } else {
+        (a.min(u32::MAX.into()), b.min(u32::MAX.into()))
+    };
+    let width = if wide { 64 } else { 32 };
+    let signed = i.off != 0;
+    let r = match i.op() {
+        BPF_MOV if !signed => Some(b),
+        BPF_ADD => a.checked_add(b),
+        BPF_MUL => a.checked_mul(b),
+        BPF_AND => Some(a.min(b)),
+        BPF_OR | BPF_XOR => Some(ones(a.max(b))),
+        BPF_LSH if b < width && u64::from(a.leading_zeros()) >= b => Some(a << b),
+        BPF_RSH if i.code & BPF_X == 0 && b < width => Some(a >> b),
+        BPF_RSH => Some(a),
+        // Unsigned: never more than the dividend (a zero divisor gives 0
+        // for div and the dividend for mod).
+        BPF_DIV | BPF_MOD if !signed => Some(a),
+        _ => None,
+    };
+    match r {
+        Some(v) if wide => v,
+        Some(v) => v.min(u32::MAX.into()),
+        None if wide => u64::MAX,
+        None => u32::MAX.into(),
+    }
+}
+
+/// All ones up to `v`'s highest set bit.
+fn ones(v: u64) -> u64 {
+    if v == 0 {
+        0
+    } else {
+        u64::MAX >> v.leading_zeros()
+    }
+}
+
+#[cfg(test)]
+#[path = "verify_pkt_tests.rs"]
+mod tests;
