@@ -12,6 +12,9 @@
 #   keepacl1k:   that acl alone (its keep state is its own state table:
 #                pf's way, no ct hook) at 1 000 flows
 #   acl1k:       the stateless ClassBench acl1_1k at 1 000 flows
+#   tcp1k / tcp1m: ct1k / ct1m with TCP flows (--flow-proto tcp: each
+#                flow's SYN and SYN-ACK, then ACKs each way, the
+#                tracker's window checks on every segment)
 #
 # Each sample is a difference of two runs, so set-up (the table, the
 # flows' first frames) cancels: established ns a frame = CPU time of
@@ -64,6 +67,8 @@ for r in $(seq "$RUNS"); do
     est keep1k 1000 "${CT[@]}" --hook "acl:@$OUT/keep.rules"
     est keepacl1k 1000 --hook "acl:@$OUT/keep.rules"
     est acl1k 1000 --hook "acl:@$ACL1K"
+    est tcp1k 1000 "${CT[@]}" --hook "acl:@$OUT/ct.rules" --flow-proto tcp
+    est tcp1m 1000000 "${CT[@]}" --hook "acl:@$OUT/ct.rules" --flow-proto tcp
     a=$(cpu 1000000 2000 "${CT[@]}" --hook "acl:@$OUT/ct.rules")
     b=$(cpu 1000000 2000000 "${CT[@]}" --hook "acl:@$OUT/ct.rules")
     awk -v a="$a" -v b="$b" 'BEGIN { printf "%.0f\n", 999000 / (b - a) }' >> "$OUT/new1m"
@@ -73,7 +78,7 @@ med() { sort -n "$1" | awk '{ v[NR] = $1 } END { printf "%s (%s-%s)", v[int((NR 
 m() { sort -n "$1" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 echo "| case | ns a frame, median (min-max) |"
 echo "|---|---:|"
-for c in ct1k ct1m keep1k keepacl1k acl1k; do
+for c in ct1k ct1m keep1k keepacl1k acl1k tcp1k tcp1m; do
     echo "| $c | $(med "$OUT/$c") |"
 done
 echo "| new flows a second, 1M flows (first frame + reply each) | $(med "$OUT/new1m") |"
@@ -82,5 +87,8 @@ awk -v k="$(m "$OUT/ct1k")" -v g="$(m "$OUT/ct1m")" -v a="$(m "$OUT/acl1k")" -v 
     printf "ct+acl at 1k / acl1_1k: %.2f (target <= 1.5)\n", k / a
     printf "ct+acl keep state at 1k / acl1_1k: %.2f\n", s / a
     printf "acl keep state alone at 1k / acl1_1k: %.2f\n", p / a
+}'
+awk -v k="$(m "$OUT/tcp1k")" -v g="$(m "$OUT/tcp1m")" -v a="$(m "$OUT/acl1k")" 'BEGIN {
+    printf "TCP: rate at 1M / rate at 1k: %.2f; ct+acl at 1k / acl1_1k: %.2f\n", k / g, k / a
 }'
 echo "raw samples: $OUT"

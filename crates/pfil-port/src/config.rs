@@ -194,6 +194,9 @@ pub struct GenConfig {
     /// way of every flow, in order (the flows set up), then the flows in
     /// a scattered order, each a frame each way (established traffic).
     pub flows: u32,
+    /// The protocol of the [`flows`](Self::flows): UDP, or TCP (a
+    /// handshake, then ACKs each way; the templates are TCP frames).
+    pub flow_proto: crate::flows::FlowProto,
 }
 
 impl Default for GenConfig {
@@ -211,6 +214,7 @@ impl Default for GenConfig {
             window: None,
             replay: None,
             flows: 0,
+            flow_proto: crate::flows::FlowProto::Udp,
         }
     }
 }
@@ -275,6 +279,9 @@ impl GenConfig {
         if self.dst_ports.is_empty() {
             return Err(Error::Config("no destination port".into()));
         }
+        if self.flows > 0 && self.flow_proto == crate::flows::FlowProto::Tcp {
+            return self.tcp_templates(size);
+        }
         let payload = vec![0xa5u8; size - HDR];
         let frames: Result<Vec<Vec<u8>>> = self
             .dst_ports
@@ -286,6 +293,27 @@ impl GenConfig {
                 let mut v = Vec::with_capacity(size);
                 b.write(&mut v, &payload)
                     .map_err(|e| Error::Config(format!("building the UDP frame: {e}")))?;
+                Ok(v)
+            })
+            .collect();
+        Ok(Arc::new(frames?))
+    }
+
+    /// TCP flows' templates: a TCP segment without data (the flows write
+    /// sequence numbers and flags), the frame padded to `size` after it
+    /// (padding, not payload: the IP length ends at the TCP header).
+    fn tcp_templates(&self, size: usize) -> Result<Arc<Vec<Vec<u8>>>> {
+        let frames: Result<Vec<Vec<u8>>> = self
+            .dst_ports
+            .iter()
+            .map(|&dp| {
+                let b = etherparse::PacketBuilder::ethernet2(self.src_mac, self.dst_mac)
+                    .ipv4(self.src_ip.octets(), self.dst_ip.octets(), 64)
+                    .tcp(self.src_port, dp, 0, 65535);
+                let mut v = Vec::with_capacity(size);
+                b.write(&mut v, &[])
+                    .map_err(|e| Error::Config(format!("building the TCP frame: {e}")))?;
+                v.resize(v.len().max(size), 0);
                 Ok(v)
             })
             .collect();

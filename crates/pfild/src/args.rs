@@ -410,6 +410,10 @@ struct GenOpts {
     /// way (established traffic) [default: off]
     #[arg(long, value_name = "N", global = true, value_parser = positive_u32)]
     flows: Option<u32>,
+    /// --flows: udp, or tcp (each flow set up by a SYN and its SYN-ACK,
+    /// then an ACK each way, without data) [default: udp]
+    #[arg(long, value_name = "PROTO", global = true, value_parser = flow_proto)]
+    flow_proto: Option<pfil_port::flows::FlowProto>,
     /// afxdp|xdp-live: send from an AF_XDP socket through the out head, or
     /// let the kernel generate (BPF_PROG_RUN with live frames, Linux >= 5.18;
     /// no hooks) [default: afxdp]
@@ -502,6 +506,7 @@ impl Args {
             || g.src_port.is_some()
             || g.dst_port.is_some()
             || g.flows.is_some()
+            || g.flow_proto.is_some()
             || g.engine.is_some();
         let g_built_opts = g.size.is_some()
             || g.src_mac.is_some()
@@ -531,6 +536,7 @@ impl Args {
             src_port: g.src_port.unwrap_or(d.src_port),
             dst_ports: g.dst_port.map_or(d.dst_ports, |p| p.0),
             flows: g.flows.unwrap_or(0),
+            flow_proto: g.flow_proto.unwrap_or_default(),
             ..GenConfig::default()
         };
         let a = Args {
@@ -574,6 +580,9 @@ impl Args {
         };
         if a.gen.flows > 0 && (!a.synthetic || a.pcap.is_some()) {
             return usage("--flows applies to --synthetic only (not to `gen`, nor with --pcap)");
+        }
+        if g.flow_proto.is_some() && a.gen.flows == 0 {
+            return usage("--flow-proto applies to --flows only");
         }
         if a.gen_opts_given && !a.synthetic && !matches!(a.mode, Mode::Gen { .. }) {
             return usage("generator options (--rate, --size, --src-*, --dst-*) apply to `gen` and to --synthetic only");

@@ -341,3 +341,116 @@ fn pfilctl_states_by_expression_and_kill() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `--flows N --flow-proto tcp`: every flow's SYN is `new` (passed by
+/// the rule for new flows from the clients), its SYN-ACK and every ACK
+/// after `established` in strict TCP mode (window checks on each): a
+/// stateful ruleset with a default drop passes them all, nothing is
+/// invalid, the table holds each flow once. With UDP flows (no
+/// `--flow-proto`) the TCP rule passes nothing: the counts tell the two
+/// apart. `--flow-proto` without `--flows`, or not udp/tcp, is an error
+/// that says so.
+#[test]
+fn tcp_flows_of_the_synthetic_port_are_tracked_established() {
+    let d = pfil_testnet::TempDir::new("pfild-ct-tcpflows");
+    let rules = d.join("fw.rules");
+    std::fs::write(
+        &rules,
+        "pass ct state established,related\n\
+         pass count proto tcp from 198.18.0.0/18 to 198.18.0.2 ct state new\n\
+         default drop\n",
+    )
+    .unwrap();
+    let acl = format!("acl:@{}", rules.display());
+    // 300 flows set up (600 frames), then 2 400 frames of ACKs.
+    let out = pfild(&[
+        "sink",
+        "syn0",
+        "--synthetic",
+        "--flows",
+        "300",
+        "--flow-proto",
+        "tcp",
+        "--count",
+        "3000",
+        "--hook",
+        "ct:max 1000 tcp strict",
+        "--hook",
+        &acl,
+        "--quiet",
+        "--no-control",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = totals(&out.stdout);
+    assert_eq!(num(&t, "passed"), 3000, "{stdout}");
+    assert!(stdout.contains("entries 300,"), "{stdout}");
+    for reason in ["tcp_flags", "tcp_window", "tcp_rst", "no_state"] {
+        assert!(
+            stdout.contains(&format!("reason={reason}: 0")),
+            "{reason}: {stdout}"
+        );
+    }
+    // The rule for new TCP flows passed exactly the 300 SYNs.
+    assert!(
+        stdout.contains("rule 1: 300 hits: pass count proto 6"),
+        "{stdout}"
+    );
+    let out = pfild(&[
+        "sink",
+        "syn0",
+        "--synthetic",
+        "--flows",
+        "300",
+        "--count",
+        "3000",
+        "--hook",
+        "ct:max 1000 tcp strict",
+        "--hook",
+        &acl,
+        "--quiet",
+        "--no-control",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let t = totals(&out.stdout);
+    // UDP: the clients' first frames match no pass rule (not TCP) and
+    // are dropped; the tracker made their states all the same (it runs
+    // first), so every later frame is established and passes.
+    assert_eq!(num(&t, "passed"), 2700, "{stdout}");
+    assert!(stdout.contains("rule 1: 0 hits"), "{stdout}");
+    for (args, want) in [
+        (
+            &[
+                "sink",
+                "syn0",
+                "--synthetic",
+                "--flow-proto",
+                "tcp",
+                "--count",
+                "10",
+            ][..],
+            "--flow-proto applies to --flows only",
+        ),
+        (
+            &[
+                "sink",
+                "syn0",
+                "--synthetic",
+                "--flows",
+                "3",
+                "--flow-proto",
+                "sctp",
+            ][..],
+            "`sctp`: the flows' protocol is udp or tcp",
+        ),
+    ] {
+        let out = pfild(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}

@@ -155,6 +155,7 @@ impl SyntheticPort {
                     gen.src_ip.octets(),
                     gen.dst_ip.octets(),
                     port,
+                    gen.flow_proto,
                 )
             }),
             templates,

@@ -145,3 +145,8 @@ pub(super) fn ports(v: &str) -> Result<Ports, String> {
         .map(Ports)
         .map_err(|_| "expected UDP ports separated by commas".into())
 }
+
+/// `--flow-proto`: udp or tcp.
+pub(super) fn flow_proto(v: &str) -> Result<pfil_port::flows::FlowProto, String> {
+    v.parse()
+}
