@@ -362,31 +362,23 @@ fn tcp_flows_of_the_synthetic_port_are_tracked_established() {
     )
     .unwrap();
     let acl = format!("acl:@{}", rules.display());
-    // 300 flows set up (600 frames), then 2 400 frames of ACKs.
-    let out = pfild(&[
-        "sink",
-        "syn0",
-        "--synthetic",
-        "--flows",
-        "300",
-        "--flow-proto",
-        "tcp",
-        "--count",
-        "3000",
-        "--hook",
-        "ct:max 1000 tcp strict",
-        "--hook",
-        &acl,
-        "--quiet",
-        "--no-control",
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let t = totals(&out.stdout);
+    // 300 flows set up (600 frames), then 2 400 frames of ACKs (or
+    // datagrams): stdout and totals of a run.
+    let run = |proto: &[&str]| {
+        let mut args = vec!["sink", "syn0", "--synthetic", "--flows", "300"];
+        args.extend_from_slice(proto);
+        args.extend_from_slice(&["--count", "3000", "--hook", "ct:max 1000 tcp strict"]);
+        args.extend_from_slice(&["--hook", &acl, "--quiet", "--no-control"]);
+        let out = pfild(&args);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (totals(&out.stdout), stdout)
+    };
+    let (t, stdout) = run(&["--flow-proto", "tcp"]);
     assert_eq!(num(&t, "passed"), 3000, "{stdout}");
     assert!(stdout.contains("entries 300,"), "{stdout}");
     for reason in ["tcp_flags", "tcp_window", "tcp_rst", "no_state"] {
@@ -400,23 +392,7 @@ fn tcp_flows_of_the_synthetic_port_are_tracked_established() {
         stdout.contains("rule 1: 300 hits: pass count proto 6"),
         "{stdout}"
     );
-    let out = pfild(&[
-        "sink",
-        "syn0",
-        "--synthetic",
-        "--flows",
-        "300",
-        "--count",
-        "3000",
-        "--hook",
-        "ct:max 1000 tcp strict",
-        "--hook",
-        &acl,
-        "--quiet",
-        "--no-control",
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let t = totals(&out.stdout);
+    let (t, stdout) = run(&[]);
     // UDP: the clients' first frames match no pass rule (not TCP) and
     // are dropped; the tracker made their states all the same (it runs
     // first), so every later frame is established and passes.

@@ -56,12 +56,7 @@ pub(super) fn filter_batch_keep(
                 }
                 Existing::Absent(c) => c,
             };
-            let mut k = key_of(p);
-            k.ct = p.ct_bits();
-            k.mark = p.mark();
-            let m = v.classify(&k);
-            let verdict = v.decide(m, ctx.worker);
-            v.set_mark(m, p);
+            let (m, verdict) = decide_marked(v, p, ctx);
             if verdict.is_pass() && m.is_some_and(|i| v.rules.rules[i as usize].keep_state) {
                 match t.track_why(c, len, run, ctx.worker) {
                     Ok((st, reply)) => p.set_ct(st, reply),
@@ -83,6 +78,20 @@ pub(super) fn filter_batch_keep(
     }
 }
 
+/// The first rule matching `p` with its connection state and mark (rule
+/// by rule if a rule matches a mark), the verdict it gives (counted),
+/// and the mark it sets, set on `p`.
+#[inline(always)]
+fn decide_marked(v: &Version, p: &mut Packet<'_>, ctx: &Ctx<'_>) -> (Option<u32>, Verdict) {
+    let mut k = key_of(p);
+    k.ct = p.ct_bits();
+    k.mark = p.mark();
+    let m = v.classify(&k);
+    let verdict = v.decide(m, ctx.worker);
+    v.set_mark(m, p);
+    (m, verdict)
+}
+
 /// The path of a ruleset whose rules match or set marks, packet by
 /// packet: the key with the packet's connection state and mark, the
 /// first matching rule (rule by rule if a rule matches a mark), its
@@ -90,12 +99,7 @@ pub(super) fn filter_batch_keep(
 #[inline(never)]
 pub(super) fn filter_batch_marks(v: &Version, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
     for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
-        let mut k = key_of(p);
-        k.ct = p.ct_bits();
-        k.mark = p.mark();
-        let m = v.classify(&k);
-        let verdict = v.decide(m, ctx.worker);
-        v.set_mark(m, p);
+        let (_, verdict) = decide_marked(v, p, ctx);
         p.set_verdict(verdict);
     }
 }

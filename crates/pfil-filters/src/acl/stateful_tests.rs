@@ -21,6 +21,42 @@ fn run_on(head: &pfil::Head, w: &mut pfil::Worker, dir: Dir, frames: Vec<Vec<u8>
     batch.iter().map(|p| p.verdict()).collect()
 }
 
+/// A head `h` with the acl `config` (one hook, `acl:fw`) linked both
+/// ways: what pf's `keep state` tests run on.
+fn keep_state_head(config: &str) -> (pfil::Registry, pfil::Head, Acl) {
+    use pfil::{Dirs, Placement, Registry};
+    let reg = Registry::new();
+    let head = reg
+        .register_head("h", PacketKind::Ethernet, Dirs::BOTH)
+        .unwrap();
+    let acl = Acl::from_config(config, reg.max_workers()).unwrap();
+    reg.add_hook("acl:fw", PacketKind::Ethernet, Dirs::BOTH, acl.clone())
+        .unwrap();
+    reg.link("h", Dir::In, "acl:fw", Placement::Append).unwrap();
+    reg.link("h", Dir::Out, "acl:fw", Placement::Append)
+        .unwrap();
+    (reg, head, acl)
+}
+
+/// An Ethernet IPv4 TCP segment without data, `flags` of `S`, `F`, `A`
+/// (`A`: acknowledging `ack`).
+fn tcp(src: [u8; 4], sp: u16, dst: [u8; 4], dp: u16, flags: &str, seq: u32, ack: u32) -> Vec<u8> {
+    let mut b = PacketBuilder::ethernet2([2; 6], [4; 6])
+        .ipv4(src, dst, 64)
+        .tcp(sp, dp, seq, 64000);
+    for f in flags.chars() {
+        b = match f {
+            'S' => b.syn(),
+            'F' => b.fin(),
+            'A' => b.ack(ack),
+            _ => unreachable!("flag {f}"),
+        };
+    }
+    let mut v = Vec::new();
+    b.write(&mut v, &[]).unwrap();
+    v
+}
+
 /// A stateful policy on one head: `ct` then an acl that lets in
 /// replies and drops the rest; outbound (`out`) packets start flows.
 #[test]
@@ -113,40 +149,11 @@ fn ct_state_rules_follow_the_tracker() {
 /// survive a replace and a derived filter.
 #[test]
 fn keep_state_lets_replies_back_and_nothing_else() {
-    use pfil::{Dirs, Placement, Registry};
-    let reg = Registry::new();
-    let head = reg
-        .register_head("h", PacketKind::Ethernet, Dirs::BOTH)
-        .unwrap();
-    let acl = Acl::from_config(
-        "pass count from 198.18.0.1 keep state; default drop",
-        reg.max_workers(),
-    )
-    .unwrap();
-    reg.add_hook("acl:fw", PacketKind::Ethernet, Dirs::BOTH, acl.clone())
-        .unwrap();
-    reg.link("h", Dir::In, "acl:fw", Placement::Append).unwrap();
-    reg.link("h", Dir::Out, "acl:fw", Placement::Append)
-        .unwrap();
+    let (reg, head, acl) = keep_state_head("pass count from 198.18.0.1 keep state; default drop");
     let mut w = reg.worker().unwrap();
     let me = [198, 18, 0, 1];
     let peer = [198, 18, 0, 9];
     let mut run = |dir: Dir, frames: Vec<Vec<u8>>| run_on(&head, &mut w, dir, frames);
-    let tcp =
-        |src: [u8; 4], sp: u16, dst: [u8; 4], dp: u16, syn: bool, seq: u32, ack: Option<u32>| {
-            let mut b = PacketBuilder::ethernet2([2; 6], [4; 6])
-                .ipv4(src, dst, 64)
-                .tcp(sp, dp, seq, 64000);
-            if syn {
-                b = b.syn();
-            }
-            if let Some(a) = ack {
-                b = b.ack(a);
-            }
-            let mut v = Vec::new();
-            b.write(&mut v, &[]).unwrap();
-            v
-        };
     use Verdict::{Dropped as D, Pass as P};
     assert_eq!(run(Dir::In, vec![udp4(peer, me, 53, 5000)]), [D]);
     assert_eq!(run(Dir::Out, vec![udp4(me, peer, 5000, 53)]), [P]);
@@ -160,50 +167,33 @@ fn keep_state_lets_replies_back_and_nothing_else() {
     // TCP: the handshake's reply passes on the state; a segment far
     // out of the window does not.
     assert_eq!(
-        run(Dir::Out, vec![tcp(me, 40000, peer, 80, true, 100, None)]),
+        run(Dir::Out, vec![tcp(me, 40000, peer, 80, "S", 100, 0)]),
+        [P]
+    );
+    assert_eq!(
+        run(Dir::In, vec![tcp(peer, 80, me, 40000, "SA", 7000, 101)]),
+        [P]
+    );
+    assert_eq!(
+        run(Dir::Out, vec![tcp(me, 40000, peer, 80, "A", 101, 7001)]),
         [P]
     );
     assert_eq!(
         run(
             Dir::In,
-            vec![tcp(peer, 80, me, 40000, true, 7000, Some(101))]
-        ),
-        [P]
-    );
-    assert_eq!(
-        run(
-            Dir::Out,
-            vec![tcp(me, 40000, peer, 80, false, 101, Some(7001))]
-        ),
-        [P]
-    );
-    assert_eq!(
-        run(
-            Dir::In,
-            vec![tcp(
-                peer,
-                80,
-                me,
-                40000,
-                false,
-                7001 + 90_000_000,
-                Some(101)
-            )]
+            vec![tcp(peer, 80, me, 40000, "A", 7001 + 90_000_000, 101)]
         ),
         [P],
         "no data: only the ack is checked"
     );
-    let mut far = tcp(peer, 80, me, 40000, false, 7001 + 90_000_000, Some(101));
+    let mut far = tcp(peer, 80, me, 40000, "A", 7001 + 90_000_000, 101);
     far.extend_from_slice(&[0; 100]);
     let ip_len = (far.len() - 14) as u16;
     far[16..18].copy_from_slice(&ip_len.to_be_bytes());
     // (the checksum is wrong: nobody checks it)
     assert_eq!(run(Dir::In, vec![far]), [D]);
     // An unsolicited SYN in: the rules, default drop.
-    assert_eq!(
-        run(Dir::In, vec![tcp(peer, 1234, me, 22, true, 1, None)]),
-        [D]
-    );
+    assert_eq!(run(Dir::In, vec![tcp(peer, 1234, me, 22, "S", 1, 0)]), [D]);
     // Rules replaced (the rule no longer counted): the states stay.
     acl.replace(text::parse("pass from 198.18.0.1 keep state\ndefault drop").unwrap());
     assert_eq!(run(Dir::In, vec![udp4(peer, me, 53, 5000)]), [P]);
@@ -409,21 +399,9 @@ fn set_limit_states_bounds_the_table_and_drops_at_the_limit() {
 /// dropped, an outbound one makes the state anew).
 #[test]
 fn keep_state_tracks_ipv6_icmp_echo_and_port_reuse() {
-    use pfil::{Dirs, Placement, Registry};
-    let reg = Registry::new();
-    let head = reg
-        .register_head("h", PacketKind::Ethernet, Dirs::BOTH)
-        .unwrap();
-    let acl = Acl::from_config(
+    let (reg, head, acl) = keep_state_head(
         "pass from 198.18.0.1 keep state; pass inet6 from 2001:db8::1 keep state; default drop",
-        reg.max_workers(),
-    )
-    .unwrap();
-    reg.add_hook("acl:fw", PacketKind::Ethernet, Dirs::BOTH, acl.clone())
-        .unwrap();
-    reg.link("h", Dir::In, "acl:fw", Placement::Append).unwrap();
-    reg.link("h", Dir::Out, "acl:fw", Placement::Append)
-        .unwrap();
+    );
     let mut w = reg.worker().unwrap();
     let mut run = |dir: Dir, frames: Vec<Vec<u8>>| run_on(&head, &mut w, dir, frames);
     let build = |b: etherparse::PacketBuilderStep<etherparse::UdpHeader>| {
@@ -458,22 +436,6 @@ fn keep_state_tracks_ipv6_icmp_echo_and_port_reuse() {
         };
         let mut v = Vec::new();
         b.write(&mut v, &[0; 8]).unwrap();
-        v
-    };
-    let tcp = |src: [u8; 4], sp: u16, dst: [u8; 4], dp: u16, flags: &str, seq: u32, ack: u32| {
-        let mut b = PacketBuilder::ethernet2([2; 6], [4; 6])
-            .ipv4(src, dst, 64)
-            .tcp(sp, dp, seq, 64000);
-        for f in flags.chars() {
-            b = match f {
-                'S' => b.syn(),
-                'F' => b.fin(),
-                'A' => b.ack(ack),
-                _ => unreachable!(),
-            };
-        }
-        let mut v = Vec::new();
-        b.write(&mut v, &[]).unwrap();
         v
     };
     use Verdict::{Dropped as D, Pass as P};
