@@ -279,40 +279,32 @@ impl GenConfig {
         if self.dst_ports.is_empty() {
             return Err(Error::Config("no destination port".into()));
         }
-        if self.flows > 0 && self.flow_proto == crate::flows::FlowProto::Tcp {
-            return self.tcp_templates(size);
-        }
-        let payload = vec![0xa5u8; size - HDR];
+        // TCP flows: a segment without data (the flows write sequence
+        // numbers and flags), the frame padded to `size` after it
+        // (padding, not payload: the IP length ends at the TCP header).
+        let tcp = self.flows > 0 && self.flow_proto == crate::flows::FlowProto::Tcp;
+        let payload = if tcp {
+            Vec::new()
+        } else {
+            vec![0xa5u8; size - HDR]
+        };
         let frames: Result<Vec<Vec<u8>>> = self
             .dst_ports
             .iter()
             .map(|&dp| {
-                let b = etherparse::PacketBuilder::ethernet2(self.src_mac, self.dst_mac)
-                    .ipv4(self.src_ip.octets(), self.dst_ip.octets(), 64)
-                    .udp(self.src_port, dp);
+                let b = etherparse::PacketBuilder::ethernet2(self.src_mac, self.dst_mac).ipv4(
+                    self.src_ip.octets(),
+                    self.dst_ip.octets(),
+                    64,
+                );
                 let mut v = Vec::with_capacity(size);
-                b.write(&mut v, &payload)
-                    .map_err(|e| Error::Config(format!("building the UDP frame: {e}")))?;
-                Ok(v)
-            })
-            .collect();
-        Ok(Arc::new(frames?))
-    }
-
-    /// TCP flows' templates: a TCP segment without data (the flows write
-    /// sequence numbers and flags), the frame padded to `size` after it
-    /// (padding, not payload: the IP length ends at the TCP header).
-    fn tcp_templates(&self, size: usize) -> Result<Arc<Vec<Vec<u8>>>> {
-        let frames: Result<Vec<Vec<u8>>> = self
-            .dst_ports
-            .iter()
-            .map(|&dp| {
-                let b = etherparse::PacketBuilder::ethernet2(self.src_mac, self.dst_mac)
-                    .ipv4(self.src_ip.octets(), self.dst_ip.octets(), 64)
-                    .tcp(self.src_port, dp, 0, 65535);
-                let mut v = Vec::with_capacity(size);
-                b.write(&mut v, &[])
-                    .map_err(|e| Error::Config(format!("building the TCP frame: {e}")))?;
+                let built = if tcp {
+                    b.tcp(self.src_port, dp, 0, 65535).write(&mut v, &payload)
+                } else {
+                    b.udp(self.src_port, dp).write(&mut v, &payload)
+                };
+                let proto = if tcp { "TCP" } else { "UDP" };
+                built.map_err(|e| Error::Config(format!("building the {proto} frame: {e}")))?;
                 v.resize(v.len().max(size), 0);
                 Ok(v)
             })
