@@ -131,8 +131,11 @@ pub struct Env {
     /// an access of that size inside the packet (the JIT's inline check).
     pub(crate) last: [u64; 4],
     pending: Option<Fault>,
-    /// Nonzero when `pending` holds a fault (the JIT tests this byte).
-    pub(crate) faulted: u8,
+    /// `[FAULT]` is nonzero when `pending` holds a fault (the JIT tests
+    /// this byte after helper calls); `[MOVED]` is nonzero when
+    /// [`Env::set_packet`] moved the packet since it was last cleared.
+    /// The end of a run tests both with one load.
+    pub(crate) flags: [u8; 2],
     /// The JIT's instruction budget for the current run.
     pub(crate) budget: u64,
     /// The JIT's native stack pointer at entry (to unwind on a fault).
@@ -145,6 +148,11 @@ pub struct Env {
     /// load fewer for the JIT.
     pub(crate) first_bases: [u64; INLINE_BASES],
 }
+
+/// `Env::flags` index: a fault is pending.
+pub(crate) const FAULT: usize = 0;
+/// `Env::flags` index: the packet's bounds moved.
+pub(crate) const MOVED: usize = 1;
 
 /// How many array bases the `Env` keeps in place.
 pub(crate) const INLINE_BASES: usize = 8;
@@ -178,7 +186,7 @@ impl Env {
             data_end: 0,
             last: [0; 4],
             pending: None,
-            faulted: 0,
+            flags: [0; 2],
             budget: 0,
             jit_rsp: 0,
             bases: Vec::new(),
@@ -266,14 +274,21 @@ impl Env {
         unsafe { p.write(v) }
     }
 
-    /// The current packet: `(data_meta, data, data_end)` host addresses.
+    /// The current packet: `(data_meta, data, data_end)` host addresses
+    /// (all 0 outside a run).
     pub fn packet(&self) -> (u64, u64, u64) {
+        if self.frame.1 == 0 {
+            return (0, 0, 0);
+        }
         (self.meta, self.data, self.data_end)
     }
 
     /// The frame around the packet (headroom and tailroom included), as
-    /// `(start, end)` host addresses.
+    /// `(start, end)` host addresses (both 0 outside a run).
     pub fn frame(&self) -> (u64, u64) {
+        if self.frame.1 == 0 {
+            return (0, 0);
+        }
         self.frame
     }
 
@@ -288,19 +303,21 @@ impl Env {
         if last {
             self.last = last_starts(end);
         }
-        // `faulted` is nonzero exactly when a fault is pending.
-        if self.faulted != 0 {
+        // `flags[FAULT]` is nonzero exactly when a fault is pending.
+        if self.flags[FAULT] != 0 {
             self.pending = None;
-            self.faulted = 0;
+            self.flags[FAULT] = 0;
         }
     }
 
+    /// Ends the run's packet: one store. With the frame's end at 0,
+    /// [`Env::set_packet`] admits no bounds but an empty packet at 0 and
+    /// [`Env::find`] no packet bytes (it bounds the packet by the
+    /// frame's end): nothing reaches the frame after the run, whatever
+    /// `meta`, `data` and `data_end` still hold (the next run sets them).
     #[inline]
     pub(crate) fn end_packet(&mut self) {
-        self.frame = (0, 0);
-        self.meta = 0;
-        self.data = 0;
-        self.data_end = 0;
+        self.frame.1 = 0;
     }
 
     /// Moves the packet's bounds (for `bpf_xdp_adjust_head`, `_tail`,
@@ -321,7 +338,20 @@ impl Env {
         self.data = data;
         self.data_end = end;
         self.last = last_starts(end);
+        self.flags[MOVED] = 1;
         Ok(())
+    }
+
+    /// Whether no fault is pending and the packet did not move since
+    /// [`Env::clear_moved`] (one load).
+    #[inline]
+    pub(crate) fn quiet(&self) -> bool {
+        u16::from_ne_bytes(self.flags) == 0
+    }
+
+    #[inline]
+    pub(crate) fn clear_moved(&mut self) {
+        self.flags[MOVED] = 0;
     }
 
     /// Stops the program after the running helper returns, with `fault`
@@ -329,12 +359,12 @@ impl Env {
     pub fn fault(&mut self, fault: Fault) {
         if self.pending.is_none() {
             self.pending = Some(fault);
-            self.faulted = 1;
+            self.flags[FAULT] = 1;
         }
     }
 
     pub(crate) fn take_fault(&mut self) -> Option<Fault> {
-        self.faulted = 0;
+        self.flags[FAULT] = 0;
         self.pending.take()
     }
 
@@ -350,9 +380,10 @@ impl Env {
         if stack.contains(addr, len) {
             return Some(true);
         }
+        // Outside a run the frame's end is 0 (`end_packet`): no bytes.
         let pkt = Region {
             start: self.meta,
-            len: self.data_end.wrapping_sub(self.meta),
+            len: self.data_end.min(self.frame.1).saturating_sub(self.meta),
             writable: true,
         };
         if pkt.contains(addr, len) {

@@ -35,7 +35,7 @@ const DATA: i32 = offset_of!(Env, data) as i32;
 const DATA_END: i32 = offset_of!(Env, data_end) as i32;
 const SCRATCH: i32 = offset_of!(Env, scratch) as i32;
 const LAST: i32 = offset_of!(Env, last) as i32;
-const FAULTED: i32 = offset_of!(Env, faulted) as i32;
+const FAULTED: i32 = (offset_of!(Env, flags) + crate::env::FAULT) as i32;
 const BUDGET: i32 = offset_of!(Env, budget) as i32;
 const JIT_RSP: i32 = offset_of!(Env, jit_rsp) as i32;
 const BASES: i32 = offset_of!(Env, bases_ptr) as i32;
@@ -151,6 +151,23 @@ impl JitCode {
         unsafe { core::slice::from_raw_parts(self.ptr, self.len) }
     }
 
+    /// Calls the code with r1-r3 = `args`, returning r0; a fault it
+    /// met is left pending in the `Env` (`Env::take_fault`). Code with
+    /// loops needs the budget written first.
+    #[inline]
+    pub(crate) fn call(&self, env: &mut Env, args: [u64; 3]) -> u64 {
+        let top = env.stack_top();
+        type Entry = unsafe extern "C" fn(u64, u64, u64, *mut Env, u64) -> u64;
+        // SAFETY: `ptr` is the start of code built by `compile` with this
+        // signature (prologue at offset 0).
+        let f: Entry = unsafe { core::mem::transmute::<*mut u8, Entry>(self.ptr) };
+        // SAFETY: the code only touches memory the verifier or the inline
+        // and slow-path checks proved inside the run's regions, calls only
+        // the program's helpers with the Env pointer, and returns; a
+        // loop's budget stops it (written by `run` for such code).
+        unsafe { f(args[0], args[1], args[2], env as *mut Env, top) }
+    }
+
     /// Size of the machine code in bytes.
     pub(crate) fn len(&self) -> usize {
         self.len
@@ -168,16 +185,8 @@ impl JitCode {
         if let Some(b) = budget {
             env.budget = b;
         }
-        let top = env.stack_top();
-        type Entry = unsafe extern "C" fn(u64, u64, u64, *mut Env, u64) -> u64;
-        // SAFETY: `ptr` is the start of code built by `compile` with this
-        // signature (prologue at offset 0).
-        let f: Entry = unsafe { core::mem::transmute::<*mut u8, Entry>(self.ptr) };
-        // SAFETY: the code only touches memory the verifier or the inline
-        // and slow-path checks proved inside the run's regions, calls only
-        // the program's helpers with the Env pointer, and returns.
-        let r0 = unsafe { f(args[0], args[1], args[2], env as *mut Env, top) };
-        if env.faulted == 0 {
+        let r0 = self.call(env, args);
+        if env.flags[crate::env::FAULT] == 0 {
             return Ok(r0);
         }
         match env.take_fault() {

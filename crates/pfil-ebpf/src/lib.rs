@@ -259,6 +259,17 @@ pub struct RunOutcome {
     pub data_end: usize,
 }
 
+/// How [`Program::run_xdp_quick`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XdpEnd {
+    /// No fault, and the packet's bounds where the run found them: the
+    /// action (r0).
+    Quiet(u64),
+    /// A fault, or bounds a helper moved: what [`Program::run_xdp`]
+    /// returns.
+    Full(Result<RunOutcome, Fault>),
+}
+
 /// A loaded (verified) program.
 #[derive(Debug)]
 pub struct Program {
@@ -281,6 +292,13 @@ pub struct Program {
     need_bases: usize,
     /// Whether a run reads `Env::last` (JIT code with inline checks).
     reads_last: bool,
+    /// Whether the program may read the context's plain fields
+    /// (`ingress_ifindex` and after): a converted load of one, or a
+    /// load the verifier could not place (it may reach the context).
+    reads_ctx: bool,
+    /// JIT code that needs nothing of a run but the packet: no budget,
+    /// no `Env::last`, no context field (`run_xdp`'s short path).
+    plain: bool,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -339,8 +357,15 @@ impl Program {
             jit: None,
             need_bases: 0,
             reads_last: false,
+            reads_ctx: false,
+            plain: false,
         }
         .compiled(opts, &a, maps)
+        .map(|mut p| {
+            p.reads_ctx = reads_ctx_fields(&p.insns, &p.access);
+            p.plain = p.is_jitted() && !p.counted && !p.reads_last && !p.reads_ctx;
+            p
+        })
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -499,21 +524,86 @@ impl Program {
         ingress_ifindex: u32,
         rx_queue: u32,
     ) -> Result<RunOutcome, Fault> {
+        match self.run_xdp_quick(env, frame, data_off, data_len, ingress_ifindex, rx_queue) {
+            XdpEnd::Quiet(action) => Ok(RunOutcome {
+                action,
+                data_meta: data_off,
+                data: data_off,
+                data_end: data_off + data_len,
+            }),
+            XdpEnd::Full(r) => r,
+        }
+    }
+
+    /// [`Program::run_xdp`] for a caller's hot path: a run without a
+    /// fault that left the packet where it was ends [`XdpEnd::Quiet`]
+    /// with the action alone (nothing read back from the `Env`);
+    /// anything else as `run_xdp` returns it.
+    #[inline(always)]
+    pub fn run_xdp_quick(
+        &self,
+        env: &mut Env,
+        frame: &mut [u8],
+        data_off: usize,
+        data_len: usize,
+        ingress_ifindex: u32,
+        rx_queue: u32,
+    ) -> XdpEnd {
         let base = frame.as_mut_ptr() as u64;
         let fits = data_off
             .checked_add(data_len)
             .is_some_and(|e| e <= frame.len());
         if !fits {
-            return Err(Fault::OutOfBounds {
+            return XdpEnd::Full(Err(Fault::OutOfBounds {
                 pc: 0,
                 addr: base + data_off as u64,
                 len: data_len as u32,
                 write: false,
-            });
+            }));
         }
         let data = base + data_off as u64;
+        let frame_end = base + frame.len() as u64;
+        #[cfg(target_arch = "x86_64")]
+        if let (true, Some(code)) = (self.plain, &self.jit) {
+            // The short path: nothing but the packet to set up (the
+            // context's plain fields are read by no load of this code).
+            if env.array_bases() >= self.need_bases {
+                env.begin_packet((base, frame_end), data, data + data_len as u64, false);
+                let action = code.call(env, [env.ctx_addr(), 0, 0]);
+                // No fault, the packet where it was: nothing to read back.
+                if env.quiet() {
+                    env.end_packet();
+                    return XdpEnd::Quiet(action);
+                }
+                return XdpEnd::Full(Self::xdp_end(env, base, Ok(action)));
+            }
+        }
+        XdpEnd::Full(self.run_xdp_full(
+            env,
+            base,
+            frame_end,
+            data,
+            data_len,
+            ingress_ifindex,
+            rx_queue,
+        ))
+    }
+
+    /// `run_xdp` for code that needs more set-up (or the interpreter).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn run_xdp_full(
+        &self,
+        env: &mut Env,
+        base: u64,
+        frame_end: u64,
+        data: u64,
+        data_len: usize,
+        ingress_ifindex: u32,
+        rx_queue: u32,
+    ) -> Result<RunOutcome, Fault> {
         env.begin_packet(
-            (base, base + frame.len() as u64),
+            (base, frame_end),
             data,
             data + data_len as u64,
             self.reads_last(),
@@ -524,7 +614,20 @@ impl Program {
         env.set_ctx_field(12, ingress_ifindex);
         env.set_ctx_field(16, rx_queue);
         let r = self.exec(env, [env.ctx_addr(), 0, 0]);
-        let (meta, data, end) = env.packet();
+        Self::xdp_end(env, base, r)
+    }
+
+    /// The end of an XDP run: its pending fault, or its action and the
+    /// packet's bounds as offsets from `base`.
+    #[inline(never)]
+    fn xdp_end(env: &mut Env, base: u64, r: Result<u64, Fault>) -> Result<RunOutcome, Fault> {
+        let r = match r {
+            // The short path's code left its fault pending.
+            Ok(a) if env.flags[env::FAULT] != 0 => env.take_fault().map_or(Ok(a), Err),
+            r => r,
+        };
+        let (meta, data, end) = (env.meta, env.data, env.data_end);
+        env.clear_moved();
         env.end_packet();
         let action = r?;
         Ok(RunOutcome {
@@ -551,3 +654,28 @@ impl Program {
         r
     }
 }
+
+/// Whether a program may read the context's plain fields: a converted
+/// context load at offset 12 or more, or a load whose region the
+/// verifier did not decide (checked at run time, it may reach the
+/// context). Loads from the stack pointer (r10) never do.
+fn reads_ctx_fields(insns: &[Insn], access: &[verify::Access]) -> bool {
+    use verify::Access;
+    insns.iter().enumerate().any(|(pc, i)| {
+        let base = match i.class() {
+            BPF_LDX => i.src,
+            BPF_STX if i.code & 0xe0 == BPF_ATOMIC => i.dst,
+            _ => return false,
+        };
+        base != 10
+            && match access.get(pc) {
+                Some(Access::Packet | Access::Value) => false,
+                Some(Access::Ctx) => i.off >= 12,
+                _ => true,
+            }
+    })
+}
+
+#[cfg(test)]
+#[path = "run_tests.rs"]
+mod run_tests;

@@ -6,7 +6,7 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use pfil_ebpf::{Env, Fault, Insn, LoadOptions, MapRef, Region};
+use pfil_ebpf::{Env, Fault, Insn, LoadOptions, MapRef, Region, XdpEnd};
 
 use crate::helpers::{xdp_helpers, RunState};
 use crate::object::{MapOrigin, Object};
@@ -58,6 +58,9 @@ pub struct XdpProgram {
     maps: Vec<Arc<Map>>,
     prog: pfil_ebpf::Program,
     slots: Box<[Slot]>,
+    /// Whether the program calls `bpf_redirect` or `bpf_redirect_map`
+    /// (the only writers of `RunState::redirect`).
+    redirects: bool,
 }
 
 // SAFETY: a slot's Env and RunState are only touched by the thread that
@@ -114,6 +117,11 @@ impl XdpProgram {
             })
             .collect();
         let insns = Insn::decode_all(&p.insns).map_err(|e| LoadError::Malformed(e.to_string()))?;
+        let redirects = insns.iter().any(|i| {
+            i.code == pfil_ebpf::insn::BPF_JMP | pfil_ebpf::insn::BPF_CALL
+                && i.src == 0
+                && matches!(i.imm, REDIRECT | REDIRECT_MAP)
+        });
         let prog = pfil_ebpf::Program::load(insns, &refs, &xdp_helpers(), &LoadOptions::default())
             .map_err(|e| LoadError::Verify(format!("program {:?}: {e}", p.name)))?;
         let regions: Vec<Region> = maps
@@ -163,6 +171,7 @@ impl XdpProgram {
             maps,
             prog,
             slots,
+            redirects,
         })
     }
 
@@ -230,6 +239,16 @@ pub struct Claim<'p> {
     slot: &'p Slot,
 }
 
+/// How [`Claim::run_quick`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quick {
+    /// No fault, the packet's bounds unmoved: the action
+    /// ([`Claim::redirect`] has the redirect target).
+    Quiet(u64),
+    /// Anything else: what [`Claim::run`] returns.
+    Full(Result<RunResult, RunError>),
+}
+
 impl Claim<'_> {
     /// Run the program on `frame[data..data + len]` (see
     /// [`XdpProgram::run`]).
@@ -245,26 +264,72 @@ impl Claim<'_> {
         ifindex: u32,
         queue: u32,
     ) -> Result<RunResult, RunError> {
+        match self.run_quick(frame, data, len, ifindex, queue) {
+            Quick::Quiet(action) => Ok(RunResult {
+                action,
+                meta: data,
+                data,
+                end: data + len,
+                redirect: self.redirect(),
+            }),
+            Quick::Full(r) => r,
+        }
+    }
+
+    /// [`Claim::run`] for the hook's hot path: a run that neither
+    /// faulted nor moved the packet gives its action alone.
+    #[inline(always)]
+    pub fn run_quick(
+        &mut self,
+        frame: &mut [u8],
+        data: usize,
+        len: usize,
+        ifindex: u32,
+        queue: u32,
+    ) -> Quick {
         // SAFETY: this Claim won the slot's busy flag: no other thread
         // touches this Env or its RunState until it is dropped, and
         // `&mut self` keeps two runs of this claim apart.
         let env = unsafe { &mut *self.slot.env.get() };
-        // SAFETY: as above.
-        unsafe { (*self.slot._state.get()).redirect = None };
-        let out = self
+        // Only the redirect helpers set the redirect target: a program
+        // that calls neither leaves it None.
+        if self.prog.redirects {
+            // SAFETY: as above.
+            unsafe { (*self.slot._state.get()).redirect = None };
+        }
+        match self
             .prog
             .prog
-            .run_xdp(env, frame, data, len, ifindex, queue);
-        // SAFETY: as above.
-        let redirect = unsafe { (*self.slot._state.get()).redirect };
-        let o = out?;
+            .run_xdp_quick(env, frame, data, len, ifindex, queue)
+        {
+            XdpEnd::Quiet(action) => Quick::Quiet(action),
+            XdpEnd::Full(r) => Quick::Full(self.full(r)),
+        }
+    }
+
+    #[inline(never)]
+    fn full(&self, r: Result<pfil_ebpf::RunOutcome, Fault>) -> Result<RunResult, RunError> {
+        let o = r?;
         Ok(RunResult {
             action: o.action,
             meta: o.data_meta,
             data: o.data,
             end: o.data_end,
-            redirect,
+            redirect: self.redirect(),
         })
+    }
+
+    /// Where the last run asked to send the frame (`bpf_redirect`,
+    /// `bpf_redirect_map`).
+    #[inline]
+    pub fn redirect(&self) -> Option<u32> {
+        if self.prog.redirects {
+            // SAFETY: this Claim holds the slot (see `run_quick`); no run
+            // is in progress (`&self` while `run_quick` needs `&mut`).
+            unsafe { (*self.slot._state.get()).redirect }
+        } else {
+            None
+        }
     }
 }
 
@@ -273,6 +338,10 @@ impl Drop for Claim<'_> {
         self.slot.busy.store(false, Ordering::Release);
     }
 }
+
+/// Helper ids of `bpf_redirect` and `bpf_redirect_map`.
+const REDIRECT: i32 = 23;
+const REDIRECT_MAP: i32 = 51;
 
 fn workers_of(d: &crate::MapDef, workers: usize) -> usize {
     if d.kind.per_cpu() {
