@@ -25,7 +25,7 @@ use crate::env::{Env, INLINE_BASES, STACK_FRAME, STACK_SIZE};
 use crate::insn::*;
 use crate::verify::Access;
 use crate::x86::{cc, reg::*, Asm};
-use crate::{Fault, Helpers, MapRef};
+use crate::{Helpers, MapRef};
 
 /// eBPF register → x86 register.
 const MAP: [u8; 11] = [RAX, RDI, RSI, RDX, RCX, R8, RBX, R13, R14, R15, RBP];
@@ -45,6 +45,9 @@ use jit_rt::{rt_atomic, rt_fault, rt_mem, SIGN, WRITE};
 
 #[path = "jit_alu.rs"]
 mod jit_alu;
+#[path = "jit_code.rs"]
+mod jit_code;
+pub(crate) use jit_code::JitCode;
 #[path = "jit_rt.rs"]
 mod jit_rt;
 use jit_alu::alu;
@@ -82,118 +85,6 @@ enum Value {
     None,
     Reg(u8),
     Imm(i32),
-}
-
-/// Executable code: mapped read-write, filled, then made read-execute.
-pub(crate) struct JitCode {
-    ptr: *mut u8,
-    len: usize,
-    /// Whether the code checks accesses inline (reads `Env::last`).
-    pub(crate) inline_checks: bool,
-}
-
-// SAFETY: the mapping is immutable (read-execute) once built and owned by
-// this value alone; running it from several threads at once is fine (each
-// run has its own Env).
-unsafe impl Send for JitCode {}
-// SAFETY: as above.
-unsafe impl Sync for JitCode {}
-
-impl Drop for JitCode {
-    fn drop(&mut self) {
-        // SAFETY: `ptr`/`len` are the mapping made in `JitCode::new`,
-        // unmapped once.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
-    }
-}
-
-impl JitCode {
-    fn new(code: &[u8]) -> Result<JitCode, String> {
-        let len = code.len().max(1);
-        // SAFETY: an anonymous private mapping; the result is checked.
-        let p = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(format!(
-                "mmap of {len} bytes for the JIT failed: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        let jit = JitCode {
-            ptr: p.cast(),
-            len,
-            inline_checks: false,
-        };
-        // SAFETY: the mapping is `len >= code.len()` bytes, writable, ours.
-        unsafe { core::ptr::copy_nonoverlapping(code.as_ptr(), jit.ptr, code.len()) };
-        // SAFETY: the same mapping, now made read-execute (W^X).
-        if unsafe { libc::mprotect(p, len, libc::PROT_READ | libc::PROT_EXEC) } != 0 {
-            return Err(format!(
-                "mprotect of the JIT code failed: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        Ok(jit)
-    }
-
-    /// The machine code.
-    pub(crate) fn code(&self) -> &[u8] {
-        // SAFETY: the mapping is `len` readable bytes, alive with `self`,
-        // never written after `new`.
-        unsafe { core::slice::from_raw_parts(self.ptr, self.len) }
-    }
-
-    /// Calls the code with r1-r3 = `args`, returning r0; a fault it
-    /// met is left pending in the `Env` (`Env::take_fault`). Code with
-    /// loops needs the budget written first.
-    #[inline]
-    pub(crate) fn call(&self, env: &mut Env, args: [u64; 3]) -> u64 {
-        let top = env.stack_top();
-        type Entry = unsafe extern "C" fn(u64, u64, u64, *mut Env, u64) -> u64;
-        // SAFETY: `ptr` is the start of code built by `compile` with this
-        // signature (prologue at offset 0).
-        let f: Entry = unsafe { core::mem::transmute::<*mut u8, Entry>(self.ptr) };
-        // SAFETY: the code only touches memory the verifier or the inline
-        // and slow-path checks proved inside the run's regions, calls only
-        // the program's helpers with the Env pointer, and returns; a
-        // loop's budget stops it (written by `run` for such code).
-        unsafe { f(args[0], args[1], args[2], env as *mut Env, top) }
-    }
-
-    /// Size of the machine code in bytes.
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Runs the code with r1-r3 = `args`; `budget` is charged at loop
-    /// heads (`None`: code without any).
-    #[inline]
-    pub(crate) fn run(
-        &self,
-        env: &mut Env,
-        args: [u64; 3],
-        budget: Option<u64>,
-    ) -> Result<u64, Fault> {
-        if let Some(b) = budget {
-            env.budget = b;
-        }
-        let r0 = self.call(env, args);
-        if env.flags[crate::env::FAULT] == 0 {
-            return Ok(r0);
-        }
-        match env.take_fault() {
-            Some(f) => Err(f),
-            None => Ok(r0),
-        }
-    }
 }
 
 /// Compiles a verified program.
@@ -299,6 +190,29 @@ pub(crate) fn compile(
                 a.rr(0x89, false, d, d);
                 pc += 1;
                 native[pc] = a.pos();
+            }
+            // `x = imm; if y OP x` with x dead after: `cmp y, imm`.
+            BPF_ALU64 if crate::jit_plan::imm_compare(insns, pc, &plan).is_some() => {
+                let (y, imm, swapped) =
+                    crate::jit_plan::imm_compare(insns, pc, &plan).ok_or("imm_compare vanished")?;
+                let j = insns[pc + 1];
+                let op = if swapped { mirror(j.op()) } else { j.op() };
+                compare_imm(&mut a, j.class() == BPF_JMP, MAP[y as usize], imm, op);
+                pc += 1;
+                native[pc] = a.pos();
+                fixups.push((a.jcc(cond(op)), (pc as i64 + 1 + j.off as i64) as usize));
+            }
+            // `be16` of a 16-bit load just made: the high bits are zero.
+            BPF_ALU
+                if i.code == BPF_ALU | BPF_END | BPF_X
+                    && i.imm == 16
+                    && pc > 0
+                    && !plan.target[pc]
+                    && !plan.skip[pc - 1]
+                    && insns[pc - 1].code == BPF_LDX | BPF_MEM | BPF_H
+                    && insns[pc - 1].dst == i.dst =>
+            {
+                a.rol16_8(d);
             }
             BPF_ALU | BPF_ALU64 => alu(&mut a, &i, d, s, x),
             BPF_JMP | BPF_JMP32 => {
@@ -406,24 +320,10 @@ pub(crate) fn compile(
                     op => {
                         if x {
                             a.rr(if op == BPF_JSET { 0x85 } else { 0x39 }, w, d, s);
-                        } else if op == BPF_JSET {
-                            a.test_ri(w, d, i.imm);
                         } else {
-                            a.ri(7, w, d, i.imm);
+                            compare_imm(&mut a, w, d, i.imm, op);
                         }
-                        let c = match op {
-                            BPF_JEQ => cc::E,
-                            BPF_JNE | BPF_JSET => cc::NE,
-                            BPF_JGT => cc::A,
-                            BPF_JGE => cc::AE,
-                            BPF_JLT => cc::B,
-                            BPF_JLE => cc::BE,
-                            BPF_JSGT => cc::G,
-                            BPF_JSGE => cc::GE,
-                            BPF_JSLT => cc::L,
-                            _ => cc::LE,
-                        };
-                        fixups.push((a.jcc(c), (pc as i64 + 1 + i.off as i64) as usize));
+                        fixups.push((a.jcc(cond(op)), (pc as i64 + 1 + i.off as i64) as usize));
                     }
                 }
             }
@@ -436,6 +336,19 @@ pub(crate) fn compile(
             // `d = *(u64 *)(p + k); d += v; *(u64 *)(p + k) = d` on memory
             // the verifier proved (a counter in a map value): `add [p + k],
             // v; mov d, [p + k]`.
+            // Two byte loads made one 16-bit value: one 16-bit load (and
+            // the low byte's where it is read later).
+            BPF_LDX if crate::jit_plan::byte_pair(insns, pc, access, &plan).is_some() => {
+                let (hi, lo, p, k) = crate::jit_plan::byte_pair(insns, pc, access, &plan)
+                    .ok_or("byte_pair vanished")?;
+                let base = MAP[p as usize];
+                if !plan.dead_after(pc + 3, lo) {
+                    a.load(1, false, MAP[lo as usize], base, k as i32);
+                }
+                a.load(2, false, MAP[hi as usize], base, k as i32);
+                native[pc + 1..pc + 4].fill(a.pos());
+                pc += 3;
+            }
             BPF_LDX if crate::jit_plan::rmw_at(insns, pc, access, &plan) => {
                 let j = insns[pc + 1];
                 if j.code & BPF_X != 0 {
@@ -443,7 +356,10 @@ pub(crate) fn compile(
                 } else {
                     a.add_mem_imm(s, i.off as i32, j.imm);
                 }
-                a.load(8, false, d, s, i.off as i32);
+                // The sum where it is read later.
+                if !plan.dead_after(pc + 2, i.dst) {
+                    a.load(8, false, d, s, i.off as i32);
+                }
                 native[pc + 1] = a.pos();
                 pc += 2;
                 native[pc] = a.pos();
@@ -635,6 +551,46 @@ fn epilogue(a: &mut Asm, unwind: bool, pad: bool, saved: &[u8]) {
         a.pop(r);
     }
     a.ret();
+}
+
+/// The x86 condition of a conditional jump's operation.
+fn cond(op: u8) -> u8 {
+    match op {
+        BPF_JEQ => cc::E,
+        BPF_JNE | BPF_JSET => cc::NE,
+        BPF_JGT => cc::A,
+        BPF_JGE => cc::AE,
+        BPF_JLT => cc::B,
+        BPF_JLE => cc::BE,
+        BPF_JSGT => cc::G,
+        BPF_JSGE => cc::GE,
+        BPF_JSLT => cc::L,
+        _ => cc::LE,
+    }
+}
+
+/// The operation with its operands swapped (`a > b` is `b < a`).
+fn mirror(op: u8) -> u8 {
+    match op {
+        BPF_JGT => BPF_JLT,
+        BPF_JLT => BPF_JGT,
+        BPF_JGE => BPF_JLE,
+        BPF_JLE => BPF_JGE,
+        BPF_JSGT => BPF_JSLT,
+        BPF_JSLT => BPF_JSGT,
+        BPF_JSGE => BPF_JSLE,
+        BPF_JSLE => BPF_JSGE,
+        op => op,
+    }
+}
+
+/// Sets the flags for `if d OP imm` (`test` for JSET, else `cmp`).
+fn compare_imm(a: &mut Asm, w: bool, d: u8, imm: i32, op: u8) {
+    if op == BPF_JSET {
+        a.test_ri(w, d, imm);
+    } else {
+        a.ri(7, w, d, imm);
+    }
 }
 
 /// The inlined lookup at `pc`: (map index, key depth below r10).

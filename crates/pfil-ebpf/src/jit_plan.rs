@@ -18,6 +18,8 @@ pub(crate) struct Plan {
     pub skip: Vec<bool>,
     /// Bit n: rn (n in 6..=9) appears in some instruction.
     pub callee_saved: u16,
+    /// Registers live after each instruction (`jit_live`).
+    pub live: Vec<u16>,
 }
 
 /// Builds the plan; `functions` are the first pcs of the functions,
@@ -89,7 +91,100 @@ pub(crate) fn plan(insns: &[Insn], functions: &[usize], lookups: &[usize]) -> Pl
         target,
         skip,
         callee_saved,
+        live: crate::jit_live::live_out(insns),
     }
+}
+
+impl Plan {
+    /// Whether register `r` is read on no path after `pc`.
+    pub fn dead_after(&self, pc: usize, r: u8) -> bool {
+        self.live.get(pc).is_some_and(|l| l & (1 << r) == 0)
+    }
+
+    /// Whether `pc..pc + k` may be emitted as one: no jump lands inside,
+    /// nothing in it skipped or charged as a loop head.
+    pub fn plain_run(&self, pc: usize, k: usize) -> bool {
+        (pc + 1..pc + k).all(|q| q < self.skip.len() && !self.target[q] && !self.skip[q])
+            && !self.skip[pc]
+    }
+}
+
+/// Two byte loads from `p + k` and `p + k + 1` built into one 16-bit
+/// little-endian value `a = b[k + 1] << 8 | b[k]` (the EtherType as
+/// xdp-filter reads it), in either order, at `pc`: `(a, b, p, k)`,
+/// `b` the register the low byte was loaded into. Both accesses need no
+/// run-time check (proven, or the stack), so neither can fault.
+pub(crate) fn byte_pair(
+    insns: &[Insn],
+    pc: usize,
+    access: &[Access],
+    plan: &Plan,
+) -> Option<(u8, u8, u8, i16)> {
+    let w = insns.get(pc..pc + 4)?;
+    if !plan.plain_run(pc, 4) {
+        return None;
+    }
+    let byte = |i: &Insn, q: usize| {
+        i.code == BPF_LDX | BPF_MEM | BPF_B
+            && (i.src == 10 || matches!(access.get(q), Some(Access::Value | Access::Packet)))
+    };
+    let lsh8 = |i: &Insn, a: u8| {
+        matches!(i.class(), BPF_ALU | BPF_ALU64)
+            && i.op() == BPF_LSH
+            && i.code & BPF_X == 0
+            && i.dst == a
+            && i.imm == 8
+            && i.off == 0
+    };
+    let or = |i: &Insn, a: u8, b: u8| {
+        matches!(i.class(), BPF_ALU | BPF_ALU64)
+            && i.op() == BPF_OR
+            && i.code & BPF_X != 0
+            && i.dst == a
+            && i.src == b
+            && i.off == 0
+    };
+    // a = b[k + 1]; a <<= 8; b = b[k]; a |= b
+    let (hi, lo, lsh) = if byte(&w[0], pc) && byte(&w[2], pc + 2) {
+        (&w[0], &w[2], &w[1])
+    } else if byte(&w[0], pc) && byte(&w[1], pc + 1) {
+        // b = b[k]; a = b[k + 1]; a <<= 8; a |= b
+        (&w[1], &w[0], &w[2])
+    } else {
+        return None;
+    };
+    let (a, b, p) = (hi.dst, lo.dst, hi.src);
+    let ok = lo.src == p
+        && a != b
+        && a != p
+        && b != p
+        && i32::from(hi.off) == i32::from(lo.off) + 1
+        && lsh8(lsh, a)
+        && or(&w[3], a, b);
+    ok.then_some((a, b, p, lo.off))
+}
+
+/// `x = imm; if y OP x goto` (or `if x OP y`) with `x` read on no path
+/// after the jump: `(y, imm, swapped)` to compare `y` with the immediate
+/// (`swapped`: x was the left operand, the condition is mirrored).
+pub(crate) fn imm_compare(insns: &[Insn], pc: usize, plan: &Plan) -> Option<(u8, i32, bool)> {
+    let (i, j) = (insns.get(pc)?, insns.get(pc + 1)?);
+    let x = i.dst;
+    let ok = i.code == BPF_ALU64 | BPF_MOV | BPF_K
+        && i.off == 0
+        && matches!(j.class(), BPF_JMP | BPF_JMP32)
+        && j.code & BPF_X != 0
+        && !matches!(j.op(), BPF_JA | BPF_CALL | BPF_EXIT)
+        && j.dst != j.src
+        && (j.dst == x || j.src == x)
+        && plan.plain_run(pc, 2)
+        && plan.dead_after(pc + 1, x);
+    let pair = if j.src == x {
+        (j.dst, i.imm, false)
+    } else {
+        (j.src, i.imm, true)
+    };
+    ok.then_some(pair)
 }
 
 /// Whether `pc` starts a load, add, store of one proven 8-byte word
@@ -271,3 +366,7 @@ exit",
         }
     }
 }
+
+#[cfg(test)]
+#[path = "jit_fuse_tests.rs"]
+mod fuse_tests;

@@ -191,6 +191,11 @@ impl XdpProgram {
     pub fn map(&self, name: &str) -> Option<&Arc<Map>> {
         self.maps.iter().find(|m| m.name() == name)
     }
+    /// The engine's program (its instructions, its machine code).
+    pub fn engine(&self) -> &pfil_ebpf::Program {
+        &self.prog
+    }
+
     /// The definitions the maps were made from.
     pub fn map_defs(&self) -> &[crate::MapDef] {
         &self.defs
