@@ -47,7 +47,10 @@ use jit_rt::{rt_atomic, rt_fault, rt_mem, SIGN, WRITE};
 mod jit_alu;
 #[path = "jit_code.rs"]
 mod jit_code;
+#[path = "jit_emit.rs"]
+mod jit_emit;
 pub(crate) use jit_code::JitCode;
+use jit_emit::*;
 #[path = "jit_rt.rs"]
 mod jit_rt;
 use jit_alu::alu;
@@ -88,18 +91,23 @@ enum Value {
 }
 
 /// Compiles a verified program.
+/// (`analysis`: its functions, inlined lookups, stack words).
 pub(crate) fn compile(
     insns: &[Insn],
-    functions: &[usize],
     loop_cost: &[u32],
     access: &[Access],
     helpers: &Helpers,
-    lookups: &[(usize, u32, u32)],
+    analysis: &crate::verify::Analysis,
     maps: &[MapRef],
 ) -> Result<JitCode, String> {
+    let (functions, lookups, stack_words) = (
+        &analysis.functions[..],
+        &analysis.lookups[..],
+        &analysis.stack_words[..],
+    );
     let mut a = Asm::default();
     let lookup_pcs: Vec<usize> = lookups.iter().map(|l| l.0).collect();
-    let plan = crate::jit_plan::plan(insns, functions, &lookup_pcs);
+    let plan = crate::jit_plan::plan(insns, functions, &lookup_pcs, helpers);
     // Prologue: save the callee-saved registers the code uses (r12 and
     // rbp always), keep the stack 16-byte aligned at calls.
     let saved: Vec<u8> = [(0, RBP), (6, RBX), (0, R12), (7, R13), (8, R14), (9, R15)]
@@ -241,10 +249,31 @@ pub(crate) fn compile(
                             .get(m as usize)
                             .ok_or("inlined lookup of a missing map")?;
                         let stride = mr.array.map_or(0, |l| l.stride);
+                        // `if r0 == 0 goto L` / `if r0 != 0 goto L` next,
+                        // maybe after one register instruction that does
+                        // not touch r0 (emitted first): decided here, a
+                        // hit is never null and a miss is.
+                        let null_test = crate::jit_plan::null_test_after(insns, pc, &plan);
+                        if let Some((_, Some(m))) = null_test {
+                            let j = insns[m];
+                            let (jd, js) = (MAP[j.dst as usize], MAP[(j.src as usize).min(10)]);
+                            alu(&mut a, &j, jd, js, j.code & BPF_X != 0);
+                        }
                         a.load(4, false, R11, RBP, -(depth as i32));
-                        a.ri(7, false, R11, mr.max_entries as i32);
-                        // A miss (r0 = 0) out of line.
-                        let miss = a.jcc(cc::AE);
+                        // A miss (r0 = 0) out of line, unless the key is
+                        // proven below max_entries.
+                        let proven = crate::jit_plan::key_below(
+                            insns,
+                            pc,
+                            depth,
+                            mr.max_entries,
+                            stack_words,
+                            &plan,
+                        );
+                        let miss = (!proven).then(|| {
+                            a.ri(7, false, R11, mr.max_entries as i32);
+                            a.jcc(cc::AE)
+                        });
                         if stride.is_power_of_two() {
                             a.shift_i(4, true, R11, stride.trailing_zeros() as u8);
                         } else {
@@ -258,40 +287,35 @@ pub(crate) fn compile(
                             a.load64(RAX, RAX, m as i32 * 8);
                         }
                         a.rr(0x01, true, RAX, R11);
-                        // `if r0 == 0 goto L` / `if r0 != 0 goto L` next
-                        // (nothing jumps onto it): decided here, a hit is
-                        // never null and a miss is.
-                        let null_test = insns
-                            .get(pc + 1)
-                            .filter(|j| {
-                                (j.code == BPF_JMP | BPF_JEQ | BPF_K
-                                    || j.code == BPF_JMP | BPF_JNE | BPF_K)
-                                    && j.dst == 0
-                                    && j.imm == 0
-                                    && !plan.target[pc + 1]
-                            })
-                            .map(|j| (j.op() == BPF_JNE, (pc as i64 + 2 + j.off as i64) as usize));
                         match null_test {
-                            Some((jne, l)) => {
-                                let hit_jump = jne.then(|| a.jmp());
-                                if let Some(j) = hit_jump {
-                                    fixups.push((j, l));
+                            Some((t, _)) => {
+                                let j = insns[t];
+                                let (jne, l) =
+                                    (j.op() == BPF_JNE, (t as i64 + 1 + j.off as i64) as usize);
+                                if jne {
+                                    fixups.push((a.jmp(), l));
                                 }
-                                stubs.push(Stub::Miss {
-                                    jump: miss,
-                                    back: if jne {
-                                        Back::Here(a.pos())
-                                    } else {
-                                        Back::Pc(l)
-                                    },
-                                });
-                                pc += 1;
-                                native[pc] = a.pos();
+                                if let Some(jump) = miss {
+                                    stubs.push(Stub::Miss {
+                                        jump,
+                                        back: if jne {
+                                            Back::Here(a.pos())
+                                        } else {
+                                            Back::Pc(l)
+                                        },
+                                    });
+                                }
+                                native[pc + 1..=t].fill(a.pos());
+                                pc = t;
                             }
-                            None => stubs.push(Stub::Miss {
-                                jump: miss,
-                                back: Back::Here(a.pos()),
-                            }),
+                            None => {
+                                if let Some(jump) = miss {
+                                    stubs.push(Stub::Miss {
+                                        jump,
+                                        back: Back::Here(a.pos()),
+                                    });
+                                }
+                            }
                         }
                     }
                     BPF_CALL => {
@@ -536,99 +560,4 @@ pub(crate) fn compile(
     let mut code = JitCode::new(&a.buf)?;
     code.inline_checks = inline_checks;
     Ok(code)
-}
-
-/// Restores the stack (from the `Env` when `unwind`) and the saved
-/// registers; returns r0.
-fn epilogue(a: &mut Asm, unwind: bool, pad: bool, saved: &[u8]) {
-    if unwind {
-        a.load64(RSP, R12, JIT_RSP);
-    }
-    if pad {
-        a.ri(0, true, RSP, 8);
-    }
-    for &r in saved.iter().rev() {
-        a.pop(r);
-    }
-    a.ret();
-}
-
-/// The x86 condition of a conditional jump's operation.
-fn cond(op: u8) -> u8 {
-    match op {
-        BPF_JEQ => cc::E,
-        BPF_JNE | BPF_JSET => cc::NE,
-        BPF_JGT => cc::A,
-        BPF_JGE => cc::AE,
-        BPF_JLT => cc::B,
-        BPF_JLE => cc::BE,
-        BPF_JSGT => cc::G,
-        BPF_JSGE => cc::GE,
-        BPF_JSLT => cc::L,
-        _ => cc::LE,
-    }
-}
-
-/// The operation with its operands swapped (`a > b` is `b < a`).
-fn mirror(op: u8) -> u8 {
-    match op {
-        BPF_JGT => BPF_JLT,
-        BPF_JLT => BPF_JGT,
-        BPF_JGE => BPF_JLE,
-        BPF_JLE => BPF_JGE,
-        BPF_JSGT => BPF_JSLT,
-        BPF_JSLT => BPF_JSGT,
-        BPF_JSGE => BPF_JSLE,
-        BPF_JSLE => BPF_JSGE,
-        op => op,
-    }
-}
-
-/// Sets the flags for `if d OP imm` (`test` for JSET, else `cmp`).
-fn compare_imm(a: &mut Asm, w: bool, d: u8, imm: i32, op: u8) {
-    if op == BPF_JSET {
-        a.test_ri(w, d, imm);
-    } else {
-        a.ri(7, w, d, imm);
-    }
-}
-
-/// The inlined lookup at `pc`: (map index, key depth below r10).
-fn lookup_at(lookups: &[(usize, u32, u32)], pc: usize) -> Option<(u32, u32)> {
-    lookups
-        .binary_search_by_key(&pc, |l| l.0)
-        .ok()
-        .map(|k| (lookups[k].1, lookups[k].2))
-}
-
-/// `jne exit` after a `cmp byte [r12 + FAULTED], 0`.
-fn exits_on(a: &mut Asm, exits: &mut Vec<usize>) {
-    exits.push(a.jcc(cc::NE));
-}
-
-/// Saves the caller-saved eBPF registers (r0-r5) around a call into Rust;
-/// 48 bytes, so the stack stays 16-byte aligned.
-fn save(a: &mut Asm) {
-    for r in [RAX, RDI, RSI, RDX, RCX, R8] {
-        a.push(r);
-    }
-}
-
-fn restore(a: &mut Asm) {
-    for r in [R8, RCX, RDX, RSI, RDI, RAX] {
-        a.pop(r);
-    }
-}
-
-/// `r11 = base + off`, then jumps (to be patched to the slow path) unless
-/// `[r11, r11 + size)` lies in the packet.
-fn inline_check(a: &mut Asm, base: u8, off: i16, size: usize) -> [usize; 2] {
-    a.lea(R11, base, off as i32);
-    a.cmp_mem(R11, R12, META);
-    let j1 = a.jcc(cc::B);
-    // r11 <= data_end - size (not r11 + size <= data_end, which wraps).
-    let idx = size.trailing_zeros() as i32;
-    a.cmp_mem(R11, R12, LAST + 8 * idx);
-    let j2 = a.jcc(cc::A);
-    [j1, j2]
 }

@@ -3,11 +3,13 @@
 //! reads need not be materialised (the reload after an in-memory add,
 //! the low byte of a combined 16-bit load, an immediate only compared).
 //!
-//! Conservative: a helper or local call reads r1-r5, an exit reads r0
+//! Conservative: a helper reads the arguments its signature names, a
+//! local call r1-r5, an exit reads r0
 //! (the JIT saves r6-r9 around local calls; the verifier lets no one
 //! read r1-r5 after a call), anything unknown reads every register.
 
 use crate::insn::*;
+use crate::Helpers;
 
 /// Every register r0-r10.
 const ALL: u16 = 0x7ff;
@@ -17,7 +19,7 @@ fn bit(r: u8) -> u16 {
 }
 
 /// (read, written) by `i`, as bit sets.
-fn use_def(i: &Insn) -> (u16, u16) {
+fn use_def(i: &Insn, helpers: &Helpers) -> (u16, u16) {
     let (d, s) = (bit(i.dst), bit(i.src));
     let x = i.code & BPF_X != 0;
     match i.class() {
@@ -35,7 +37,13 @@ fn use_def(i: &Insn) -> (u16, u16) {
         BPF_LD if i.code == LDDW => (0, d),
         BPF_JMP | BPF_JMP32 => match i.op() {
             BPF_JA => (0, 0),
-            BPF_CALL => (0b11_1110, 0b11_1111),
+            BPF_CALL => {
+                let args = match helpers.get(i.imm as u32) {
+                    Some((_, sig)) if i.src == 0 => sig.args.min(5),
+                    _ => 5,
+                };
+                (((1u16 << (args + 1)) - 1) & !1, 0b11_1111)
+            }
             BPF_EXIT => (bit(0), 0),
             _ => (d | if x { s } else { 0 }, 0),
         },
@@ -45,7 +53,7 @@ fn use_def(i: &Insn) -> (u16, u16) {
 
 /// Live registers after each instruction (bit n: rn), for a verified
 /// program (jump targets inside it, no fall-through off the end).
-pub(crate) fn live_out(insns: &[Insn]) -> Vec<u16> {
+pub(crate) fn live_out(insns: &[Insn], helpers: &Helpers) -> Vec<u16> {
     let n = insns.len();
     let mut second = vec![false; n];
     let mut pc = 0;
@@ -82,7 +90,7 @@ pub(crate) fn live_out(insns: &[Insn]) -> Vec<u16> {
                 .into_iter()
                 .flatten()
                 .fold(0, |l, t| l | live_in.get(t).copied().unwrap_or(ALL));
-            let (u, d) = use_def(&insns[pc]);
+            let (u, d) = use_def(&insns[pc], helpers);
             let inn = u | (o & !d);
             out[pc] = o;
             if inn != live_in[pc] {
@@ -107,20 +115,31 @@ mod tests {
             "mov %r2, 1\nmov %r3, 2\njeq %r1, 0, +2\nmov %r0, %r2\nexit\nmov %r0, %r3\nexit",
         )
         .unwrap();
-        let l = live_out(&p);
+        let h = Helpers::new();
+        let l = live_out(&p, &h);
         // After the jump: r2 on one path, r3 on the other.
         assert_eq!(l[2], bit(2) | bit(3));
         assert_eq!(l[3], bit(0));
         assert_eq!(l[0], bit(1) | bit(2));
         // A loop keeps its counter live around the back-edge.
         let p = assemble("mov %r0, 0\nadd %r0, 1\njlt %r0, 5, -2\nmov %r4, 3\nexit").unwrap();
-        let l = live_out(&p);
+        let l = live_out(&p, &h);
         assert_eq!(l[2], bit(0));
         assert_eq!(l[3], bit(0));
-        // A call reads r1-r5 and ends them.
+        // A call of an unknown helper reads r1-r5 and ends them; a known
+        // one reads its arguments.
         let p = assemble("mov %r1, 1\nmov %r6, 2\ncall 1\nmov %r0, %r6\nexit").unwrap();
-        let l = live_out(&p);
-        assert_eq!(l[0], bit(1) | 0b11_1110);
+        let l = live_out(&p, &h);
+        assert_eq!(l[0], 0b11_1110);
         assert_eq!(l[2], bit(6));
+        let mut two = Helpers::new();
+        // SAFETY: never called (liveness only).
+        unsafe extern "C" fn f(_: u64, _: u64, _: u64, _: u64, _: u64, _: *mut crate::Env) -> u64 {
+            0
+        }
+        two.insert(1, f, crate::Signature { args: 2 });
+        let l = live_out(&p, &two);
+        assert_eq!(l[0], bit(1) | bit(2));
+        assert_eq!(l[1], bit(1) | bit(2) | bit(6));
     }
 }

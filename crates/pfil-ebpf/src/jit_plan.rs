@@ -24,7 +24,12 @@ pub(crate) struct Plan {
 
 /// Builds the plan; `functions` are the first pcs of the functions,
 /// `lookups` the pcs of the inlined lookups (sorted).
-pub(crate) fn plan(insns: &[Insn], functions: &[usize], lookups: &[usize]) -> Plan {
+pub(crate) fn plan(
+    insns: &[Insn],
+    functions: &[usize],
+    lookups: &[usize],
+    helpers: &crate::Helpers,
+) -> Plan {
     let n = insns.len();
     let mut target = vec![false; n + 1];
     let mut callee_saved = 0u16;
@@ -91,7 +96,7 @@ pub(crate) fn plan(insns: &[Insn], functions: &[usize], lookups: &[usize]) -> Pl
         target,
         skip,
         callee_saved,
-        live: crate::jit_live::live_out(insns),
+        live: crate::jit_live::live_out(insns, helpers),
     }
 }
 
@@ -164,6 +169,74 @@ pub(crate) fn byte_pair(
     ok.then_some((a, b, p, lo.off))
 }
 
+/// The null test of r0 after the inlined lookup at `pc` (`if r0 == 0`
+/// or `if r0 != 0`, nothing jumping onto it): its pc, and the one
+/// register instruction between the two if any, which neither reads nor
+/// writes r0 (nor can it read r1-r5: the call ended them).
+pub(crate) fn null_test_after(
+    insns: &[Insn],
+    pc: usize,
+    plan: &Plan,
+) -> Option<(usize, Option<usize>)> {
+    let test = |q: usize| {
+        insns.get(q).is_some_and(|j| {
+            (j.code == BPF_JMP | BPF_JEQ | BPF_K || j.code == BPF_JMP | BPF_JNE | BPF_K)
+                && j.dst == 0
+                && j.imm == 0
+        }) && !plan.target[q]
+            && !plan.skip[q]
+    };
+    if test(pc + 1) {
+        return Some((pc + 1, None));
+    }
+    let m = insns.get(pc + 1)?;
+    let reads_r0 = m.code & BPF_X != 0 && m.src == 0;
+    let movable = matches!(m.class(), BPF_ALU | BPF_ALU64)
+        && !matches!(m.dst, 0 | 10)
+        && !reads_r0
+        && !plan.target[pc + 1]
+        && !plan.skip[pc + 1];
+    (movable && test(pc + 2)).then_some((pc + 2, Some(pc + 1)))
+}
+
+/// Whether the key of the inlined lookup at `pc` (4 bytes at `r10 -
+/// depth`) is below `max`: stored there by `*(u32 *)(r10 - depth) = rX`
+/// with only register instructions and loads after it, nothing jumping
+/// in between, and the verifier's bound of rX at the store (`words`)
+/// below `max`.
+pub(crate) fn key_below(
+    insns: &[Insn],
+    pc: usize,
+    depth: u32,
+    max: u32,
+    words: &[(usize, u64)],
+    plan: &Plan,
+) -> bool {
+    let mut q = pc;
+    loop {
+        if plan.target[q] || q == 0 {
+            return false;
+        }
+        // An LDDW's first slot two back: q - 1 is its second slot.
+        let p = if q >= 2 && insns[q - 2].code == LDDW {
+            q - 2
+        } else {
+            q - 1
+        };
+        let i = &insns[p];
+        if i.code == BPF_STX | BPF_MEM | BPF_W && i.dst == 10 && i32::from(i.off) == -(depth as i32)
+        {
+            return words
+                .binary_search_by_key(&p, |w| w.0)
+                .is_ok_and(|k| words[k].1 < u64::from(max));
+        }
+        if !(matches!(i.class(), BPF_ALU | BPF_ALU64 | BPF_LDX) || i.code == LDDW) {
+            return false;
+        }
+        q = p;
+    }
+}
+
 /// `x = imm; if y OP x goto` (or `if x OP y`) with `x` read on no path
 /// after the jump: `(y, imm, swapped)` to compare `y` with the immediate
 /// (`swapped`: x was the left operand, the condition is mirrored).
@@ -233,7 +306,7 @@ mod tests {
              mov %r4, %r0\ncall 1\nexit",
         )
         .unwrap();
-        let found = plan(&p, &[0], &[7]);
+        let found = plan(&p, &[0], &[7], &crate::Helpers::new());
         assert_eq!(
             found.skip,
             [false, false, false, true, true, true, true, false, false]
@@ -252,11 +325,11 @@ exit",
         let p = assemble("mov %r3, 5\nja +0\nmov %r1, 1\ncall 1\nexit").unwrap();
         assert_eq!(plan_skips(&p, 3), [false, false, true, false, false]);
         // No lookup there: nothing skipped.
-        assert_eq!(plan(&p, &[0], &[]).skip, [false; 5]);
+        assert_eq!(plan(&p, &[0], &[], &crate::Helpers::new()).skip, [false; 5]);
     }
 
     fn plan_skips(p: &[Insn], lookup: usize) -> Vec<bool> {
-        plan(p, &[0], &[lookup]).skip
+        plan(p, &[0], &[lookup], &crate::Helpers::new()).skip
     }
 
     #[test]

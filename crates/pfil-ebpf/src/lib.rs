@@ -380,11 +380,10 @@ impl Program {
         if opts.jit {
             let code = jit::compile(
                 &self.insns,
-                &a.functions,
                 &self.loop_cost,
                 &self.access,
                 &self.helpers,
-                &a.lookups,
+                a,
                 maps,
             )
             .map_err(|e| VerifyError::new(0, e))?;

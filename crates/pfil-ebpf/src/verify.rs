@@ -66,6 +66,9 @@ pub(crate) struct Analysis {
     /// ([`MapRef::array`]) with 4-byte keys and the key lies in the
     /// caller's frame.
     pub lookups: Vec<(usize, u32, u32)>,
+    /// `*(u32 *)(r10 + k) = rX` stores: (pc, an upper bound of rX there),
+    /// by pc.
+    pub stack_words: Vec<(usize, u64)>,
 }
 
 type Result<T> = core::result::Result<T, VerifyError>;
@@ -558,7 +561,11 @@ pub(crate) fn verify(
     }
     // Register types, packet ranges, bounds: the accesses that need
     // no run-time check, the lookups the JIT inlines.
-    let flow::Found { access, lookups } = flow::Flow {
+    let flow::Found {
+        access,
+        lookups,
+        stack_words,
+    } = flow::Flow {
         insns,
         uses: &uses,
         succ: &succ,
@@ -576,6 +583,7 @@ pub(crate) fn verify(
         functions: starts,
         access: if any { access } else { Vec::new() },
         lookups,
+        stack_words,
     })
 }
 

@@ -35,10 +35,12 @@ pub(super) struct Flow<'a> {
     pub maps: &'a [MapRef],
 }
 
-/// What [`Flow::run`] found: each pc's access, the inlined lookups.
+/// What [`Flow::run`] found: each pc's access, the inlined lookups, the
+/// bound of the value each `*(u32 *)(r10 + k) = rX` stores.
 pub(super) struct Found {
     pub access: Vec<Access>,
     pub lookups: Vec<(usize, u32, u32)>,
+    pub stack_words: Vec<(usize, u64)>,
 }
 
 /// The state on each successor edge of one instruction, and the entry
@@ -140,6 +142,7 @@ impl Flow<'_> {
         let mut changes = vec![0u32; if once { 0 } else { heads as usize }];
         let mut access = vec![Access::Checked; n];
         let mut lookups = Vec::new();
+        let mut words = Vec::new();
         // Initialised registers and register types (the context, map
         // pointers, map values maybe null, map values), meet =
         // intersection; callers before callees.
@@ -175,6 +178,7 @@ impl Flow<'_> {
                     if once {
                         access[pc] = self.access(pc, &st)?;
                         lookups.extend(self.lookup(pc, &st));
+                        words.extend(self.stack_word(pc, &st));
                     }
                     let step = self.step(pc, &st)?;
                     if let Some((g, args)) = step.call {
@@ -231,9 +235,8 @@ impl Flow<'_> {
             let mut pc = h;
             loop {
                 access[pc] = self.access(pc, &st)?;
-                if let Some(l) = self.lookup(pc, &st) {
-                    lookups.push(l);
-                }
+                lookups.extend(self.lookup(pc, &st));
+                words.extend(self.stack_word(pc, &st));
                 let step = self.step(pc, &st)?;
                 let next = (0..2).find_map(|k| {
                     let t = self.succ[pc].get()[k].filter(|&t| head[t] == NONE)?;
@@ -246,7 +249,12 @@ impl Flow<'_> {
             }
         }
         lookups.sort_unstable();
-        Ok(Found { access, lookups })
+        words.sort_unstable();
+        Ok(Found {
+            access,
+            lookups,
+            stack_words: words,
+        })
     }
 
     /// The transfer function at `pc`: the state on each successor edge
@@ -425,6 +433,14 @@ impl Flow<'_> {
             .array
             .is_some_and(|l| l.stride % 8 == 0 && l.stride <= i32::MAX as u64);
         (fits && mr.key_size == 4 && k >= 4).then_some((pc, m, k))
+    }
+
+    /// A 4-byte store of a register into the stack at `pc`: (pc, the
+    /// register's upper bound), what the JIT's inlined lookup reads its
+    /// key from.
+    fn stack_word(&self, pc: usize, st: &State) -> Option<(usize, u64)> {
+        let i = &self.insns[pc];
+        (i.code == BPF_STX | BPF_MEM | BPF_W && i.dst == 10).then(|| (pc, st.bound(i.src as usize)))
     }
 
     /// How the load or store at `pc` is made, in its final state `st`.
