@@ -132,8 +132,9 @@ pub struct Env {
     pub(crate) last: [u64; 4],
     pending: Option<Fault>,
     /// `[FAULT]` is nonzero when `pending` holds a fault (the JIT tests
-    /// this byte after helper calls); `[MOVED]` is nonzero when
-    /// [`Env::set_packet`] moved the packet since it was last cleared.
+    /// this byte after helper calls); `[READ_BACK]` is nonzero when
+    /// [`Env::set_packet`] moved the packet, or a helper called
+    /// [`Env::read_back`], since it was last cleared.
     /// The end of a run tests both with one load.
     pub(crate) flags: [u8; 2],
     /// The JIT's instruction budget for the current run.
@@ -151,8 +152,9 @@ pub struct Env {
 
 /// `Env::flags` index: a fault is pending.
 pub(crate) const FAULT: usize = 0;
-/// `Env::flags` index: the packet's bounds moved.
-pub(crate) const MOVED: usize = 1;
+/// `Env::flags` index: the run must be read back (the packet's bounds
+/// moved, or a helper asked).
+pub(crate) const READ_BACK: usize = 1;
 
 /// How many array bases the `Env` keeps in place.
 pub(crate) const INLINE_BASES: usize = 8;
@@ -338,20 +340,29 @@ impl Env {
         self.data = data;
         self.data_end = end;
         self.last = last_starts(end);
-        self.flags[MOVED] = 1;
+        self.flags[READ_BACK] = 1;
         Ok(())
     }
 
-    /// Whether no fault is pending and the packet did not move since
-    /// [`Env::clear_moved`] (one load).
+    /// Whether no fault is pending and nothing asked for the run to be
+    /// read back since `clear_read_back` (one load).
     #[inline]
     pub(crate) fn quiet(&self) -> bool {
         u16::from_ne_bytes(self.flags) == 0
     }
 
     #[inline]
-    pub(crate) fn clear_moved(&mut self) {
-        self.flags[MOVED] = 0;
+    pub(crate) fn clear_read_back(&mut self) {
+        self.flags[READ_BACK] = 0;
+    }
+
+    /// Makes the current run end [`XdpEnd::Full`](crate::XdpEnd::Full):
+    /// for helpers that leave something their loader reads after the run
+    /// (a redirect target), so that a run that called none of them ends
+    /// [`XdpEnd::Quiet`](crate::XdpEnd::Quiet) and its caller reads
+    /// nothing back.
+    pub fn read_back(&mut self) {
+        self.flags[READ_BACK] = 1;
     }
 
     /// Stops the program after the running helper returns, with `fault`

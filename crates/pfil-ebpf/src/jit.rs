@@ -91,7 +91,8 @@ enum Value {
 }
 
 /// Compiles a verified program.
-/// (`analysis`: its functions, inlined lookups, stack words).
+/// (`analysis`: its functions, inlined lookups, stack words), and
+/// whether the code checks accesses inline (reads `Env::last`).
 pub(crate) fn compile(
     insns: &[Insn],
     loop_cost: &[u32],
@@ -99,7 +100,7 @@ pub(crate) fn compile(
     helpers: &Helpers,
     analysis: &crate::verify::Analysis,
     maps: &[MapRef],
-) -> Result<JitCode, String> {
+) -> Result<(JitCode, bool), String> {
     let (functions, lookups, stack_words) = (
         &analysis.functions[..],
         &analysis.lookups[..],
@@ -557,7 +558,5 @@ pub(crate) fn compile(
             .ok_or_else(|| format!("jump target {t} outside the program"))?;
         a.patch(at, to);
     }
-    let mut code = JitCode::new(&a.buf)?;
-    code.inline_checks = inline_checks;
-    Ok(code)
+    Ok((JitCode::new(&a.buf)?, inline_checks))
 }

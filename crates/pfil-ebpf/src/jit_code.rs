@@ -8,8 +8,11 @@ use crate::Fault;
 pub(crate) struct JitCode {
     ptr: *mut u8,
     len: usize,
-    /// Whether the code checks accesses inline (reads `Env::last`).
-    pub(crate) inline_checks: bool,
+    /// Whether a run needs nothing but the packet (`Program::run_xdp`'s
+    /// short path): no budget, no `Env::last`, no context field. The
+    /// only `bool`: an `Option<JitCode>` holding plain code is one byte
+    /// test.
+    pub(crate) plain: bool,
 }
 
 // SAFETY: the mapping is immutable (read-execute) once built and owned by
@@ -50,7 +53,7 @@ impl JitCode {
         let jit = JitCode {
             ptr: p.cast(),
             len,
-            inline_checks: false,
+            plain: false,
         };
         // SAFETY: the mapping is `len >= code.len()` bytes, writable, ours.
         unsafe { core::ptr::copy_nonoverlapping(code.as_ptr(), jit.ptr, code.len()) };

@@ -267,8 +267,8 @@ pub enum XdpEnd {
     /// No fault, and the packet's bounds where the run found them: the
     /// action (r0).
     Quiet(u64),
-    /// A fault, or bounds a helper moved: what [`Program::run_xdp`]
-    /// returns.
+    /// A fault, bounds a helper moved, or a helper that asked for it
+    /// ([`Env::read_back`]): what [`Program::run_xdp`] returns.
     Full(Result<RunOutcome, Fault>),
 }
 
@@ -298,9 +298,6 @@ pub struct Program {
     /// (`ingress_ifindex` and after): a converted load of one, or a
     /// load the verifier could not place (it may reach the context).
     reads_ctx: bool,
-    /// JIT code that needs nothing of a run but the packet: no budget,
-    /// no `Env::last`, no context field (`run_xdp`'s short path).
-    plain: bool,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -360,12 +357,12 @@ impl Program {
             need_bases: 0,
             reads_last: false,
             reads_ctx: false,
-            plain: false,
         }
         .compiled(opts, &a, maps)
         .map(|mut p| {
             p.reads_ctx = reads_ctx_fields(&p.insns, &p.access);
-            p.plain = p.is_jitted() && !p.counted && !p.reads_last && !p.reads_ctx;
+            let plain = !p.counted && !p.reads_last && !p.reads_ctx;
+            p.set_plain(plain);
             p
         })
     }
@@ -387,7 +384,8 @@ impl Program {
                 maps,
             )
             .map_err(|e| VerifyError::new(0, e))?;
-            self.reads_last = code.inline_checks;
+            let (code, inline_checks) = code;
+            self.reads_last = inline_checks;
             self.jit = Some(code);
             self.need_bases = a
                 .lookups
@@ -407,6 +405,24 @@ impl Program {
         _: &[MapRef],
     ) -> Result<Program, VerifyError> {
         Ok(self)
+    }
+
+    /// Marks JIT code that needs only the packet (see `JitCode::plain`).
+    fn set_plain(&mut self, plain: bool) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(code) = &mut self.jit {
+            code.plain = plain;
+        }
+        let _ = plain;
+    }
+
+    /// Whether runs take `run_xdp`'s short path (plain JIT code).
+    #[cfg(test)]
+    pub(crate) fn plain(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        return self.jit.as_ref().is_some_and(|c| c.plain);
+        #[cfg(not(target_arch = "x86_64"))]
+        false
     }
 
     /// Whether the program runs as machine code (else the interpreter).
@@ -565,7 +581,7 @@ impl Program {
         let data = base + data_off as u64;
         let frame_end = base + frame.len() as u64;
         #[cfg(target_arch = "x86_64")]
-        if let (true, Some(code)) = (self.plain, &self.jit) {
+        if let Some(code) = self.jit.as_ref().filter(|c| c.plain) {
             // The short path: nothing but the packet to set up (the
             // context's plain fields are read by no load of this code).
             if env.array_bases() >= self.need_bases {
@@ -628,7 +644,7 @@ impl Program {
             r => r,
         };
         let (meta, data, end) = (env.meta, env.data, env.data_end);
-        env.clear_moved();
+        env.clear_read_back();
         env.end_packet();
         let action = r?;
         Ok(RunOutcome {

@@ -63,14 +63,14 @@ fn the_short_path_is_taken_only_where_nothing_else_is_needed() {
     if !cfg!(target_arch = "x86_64") {
         return;
     }
-    assert!(load(PROVEN, true).plain);
-    assert!(load(MOVES, true).plain);
-    assert!(!load(PROVEN, false).plain);
+    assert!(load(PROVEN, true).plain());
+    assert!(load(MOVES, true).plain());
+    assert!(!load(PROVEN, false).plain());
     // A load the verifier cannot place may read ingress_ifindex.
     assert!(load(CTX_PTR, true).reads_ctx);
-    assert!(!load(CTX_PTR, true).plain);
-    assert!(!load("ldxw %r0, [%r1+12]\nexit", true).plain);
-    assert!(load("ldxw %r0, [%r1+4]\nexit", true).plain);
+    assert!(!load(CTX_PTR, true).plain());
+    assert!(!load("ldxw %r0, [%r1+12]\nexit", true).plain());
+    assert!(load("ldxw %r0, [%r1+4]\nexit", true).plain());
 }
 
 #[test]

@@ -303,10 +303,7 @@ impl XdpFilter {
         let (buf, data) = pkt.buffer_mut();
         let action = match claim.run_quick(buf, data, len, ifindex, queue) {
             Quick::Quiet(action) => action,
-            Quick::Full(r) => {
-                let redirect = claim.redirect();
-                return self.decide_full(pkt, worker, r, head, len, redirect);
-            }
+            Quick::Full(r) => return self.decide_full(pkt, worker, r, head, len),
         };
         // The two common verdicts without a jump table.
         if action == XDP_PASS {
@@ -315,7 +312,8 @@ impl XdpFilter {
         if action == XDP_DROP {
             return Verdict::Dropped;
         }
-        self.act(pkt, worker, action, claim.redirect())
+        // A quiet run asked for no redirect target.
+        self.act(pkt, worker, action, None)
     }
 
     /// The verdict of a run that faulted or moved the packet.
@@ -327,7 +325,6 @@ impl XdpFilter {
         r: Result<crate::program::RunResult, RunError>,
         head: usize,
         len: usize,
-        redirect: Option<u32>,
     ) -> Verdict {
         let r = match r {
             Ok(r) => r,
@@ -348,7 +345,7 @@ impl XdpFilter {
         match r.action {
             XDP_PASS => Verdict::Pass,
             XDP_DROP => Verdict::Dropped,
-            a => self.act(pkt, worker, a, redirect),
+            a => self.act(pkt, worker, a, r.redirect),
         }
     }
 

@@ -58,9 +58,6 @@ pub struct XdpProgram {
     maps: Vec<Arc<Map>>,
     prog: pfil_ebpf::Program,
     slots: Box<[Slot]>,
-    /// Whether the program calls `bpf_redirect` or `bpf_redirect_map`
-    /// (the only writers of `RunState::redirect`).
-    redirects: bool,
 }
 
 // SAFETY: a slot's Env and RunState are only touched by the thread that
@@ -117,11 +114,6 @@ impl XdpProgram {
             })
             .collect();
         let insns = Insn::decode_all(&p.insns).map_err(|e| LoadError::Malformed(e.to_string()))?;
-        let redirects = insns.iter().any(|i| {
-            i.code == pfil_ebpf::insn::BPF_JMP | pfil_ebpf::insn::BPF_CALL
-                && i.src == 0
-                && matches!(i.imm, REDIRECT | REDIRECT_MAP)
-        });
         let prog = pfil_ebpf::Program::load(insns, &refs, &xdp_helpers(), &LoadOptions::default())
             .map_err(|e| LoadError::Verify(format!("program {:?}: {e}", p.name)))?;
         let regions: Vec<Region> = maps
@@ -171,7 +163,6 @@ impl XdpProgram {
             maps,
             prog,
             slots,
-            redirects,
         })
     }
 
@@ -247,8 +238,8 @@ pub struct Claim<'p> {
 /// How [`Claim::run_quick`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Quick {
-    /// No fault, the packet's bounds unmoved: the action
-    /// ([`Claim::redirect`] has the redirect target).
+    /// No fault, the packet's bounds unmoved, no redirect target asked
+    /// for: the action.
     Quiet(u64),
     /// Anything else: what [`Claim::run`] returns.
     Full(Result<RunResult, RunError>),
@@ -275,14 +266,15 @@ impl Claim<'_> {
                 meta: data,
                 data,
                 end: data + len,
-                redirect: self.redirect(),
+                redirect: None,
             }),
             Quick::Full(r) => r,
         }
     }
 
     /// [`Claim::run`] for the hook's hot path: a run that neither
-    /// faulted nor moved the packet gives its action alone.
+    /// faulted, moved the packet nor asked for a redirect target gives
+    /// its action alone.
     #[inline(always)]
     pub fn run_quick(
         &mut self,
@@ -296,46 +288,36 @@ impl Claim<'_> {
         // touches this Env or its RunState until it is dropped, and
         // `&mut self` keeps two runs of this claim apart.
         let env = unsafe { &mut *self.slot.env.get() };
-        // Only the redirect helpers set the redirect target: a program
-        // that calls neither leaves it None.
-        if self.prog.redirects {
-            // SAFETY: as above.
-            unsafe { (*self.slot._state.get()).redirect = None };
-        }
         match self
             .prog
             .prog
             .run_xdp_quick(env, frame, data, len, ifindex, queue)
         {
             XdpEnd::Quiet(action) => Quick::Quiet(action),
-            XdpEnd::Full(r) => Quick::Full(self.full(r)),
+            XdpEnd::Full(r) => {
+                // The redirect helpers make their run end Full: the
+                // target is taken here, so a later run never sees it.
+                // SAFETY: as above; the run is over.
+                let redirect = unsafe { (*self.slot._state.get()).redirect.take() };
+                Quick::Full(full(r, redirect))
+            }
         }
     }
+}
 
-    #[inline(never)]
-    fn full(&self, r: Result<pfil_ebpf::RunOutcome, Fault>) -> Result<RunResult, RunError> {
-        let o = r?;
-        Ok(RunResult {
-            action: o.action,
-            meta: o.data_meta,
-            data: o.data,
-            end: o.data_end,
-            redirect: self.redirect(),
-        })
-    }
-
-    /// Where the last run asked to send the frame (`bpf_redirect`,
-    /// `bpf_redirect_map`).
-    #[inline]
-    pub fn redirect(&self) -> Option<u32> {
-        if self.prog.redirects {
-            // SAFETY: this Claim holds the slot (see `run_quick`); no run
-            // is in progress (`&self` while `run_quick` needs `&mut`).
-            unsafe { (*self.slot._state.get()).redirect }
-        } else {
-            None
-        }
-    }
+#[inline(never)]
+fn full(
+    r: Result<pfil_ebpf::RunOutcome, Fault>,
+    redirect: Option<u32>,
+) -> Result<RunResult, RunError> {
+    let o = r?;
+    Ok(RunResult {
+        action: o.action,
+        meta: o.data_meta,
+        data: o.data,
+        end: o.data_end,
+        redirect,
+    })
 }
 
 impl Drop for Claim<'_> {
@@ -343,10 +325,6 @@ impl Drop for Claim<'_> {
         self.slot.busy.store(false, Ordering::Release);
     }
 }
-
-/// Helper ids of `bpf_redirect` and `bpf_redirect_map`.
-const REDIRECT: i32 = 23;
-const REDIRECT_MAP: i32 = 51;
 
 fn workers_of(d: &crate::MapDef, workers: usize) -> usize {
     if d.kind.per_cpu() {
