@@ -122,7 +122,7 @@ pub struct Env {
     regions: Vec<Region>,
     user: *mut c_void,
     /// The frame of the current run (headroom and tailroom included).
-    frame: (u64, u64),
+    pub(crate) frame: (u64, u64),
     /// `data_meta`, `data`, `data_end` of the current run.
     pub(crate) meta: u64,
     pub(crate) data: u64,

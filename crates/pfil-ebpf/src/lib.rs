@@ -592,7 +592,7 @@ impl Program {
                     env.end_packet();
                     return XdpEnd::Quiet(action);
                 }
-                return XdpEnd::Full(Self::xdp_end(env, base, Ok(action)));
+                return XdpEnd::Full(Self::xdp_end(env, Ok(action)));
             }
         }
         XdpEnd::Full(self.run_xdp_full(
@@ -631,13 +631,14 @@ impl Program {
         env.set_ctx_field(12, ingress_ifindex);
         env.set_ctx_field(16, rx_queue);
         let r = self.exec(env, [env.ctx_addr(), 0, 0]);
-        Self::xdp_end(env, base, r)
+        Self::xdp_end(env, r)
     }
 
     /// The end of an XDP run: its pending fault, or its action and the
-    /// packet's bounds as offsets from `base`.
+    /// packet's bounds as offsets from the frame's start.
     #[inline(never)]
-    fn xdp_end(env: &mut Env, base: u64, r: Result<u64, Fault>) -> Result<RunOutcome, Fault> {
+    fn xdp_end(env: &mut Env, r: Result<u64, Fault>) -> Result<RunOutcome, Fault> {
+        let base = env.frame.0;
         let r = match r {
             // The short path's code left its fault pending.
             Ok(a) if env.flags[env::FAULT] != 0 => env.take_fault().map_or(Ok(a), Err),

@@ -296,14 +296,14 @@ impl XdpFilter {
         worker: usize,
     ) -> Verdict {
         let (ifindex, queue) = (pkt.ifindex(), pkt.queue());
-        let (len, head) = (pkt.len(), pkt.headroom());
+        let len = pkt.len();
         // The program sees the frame in its buffer: it may grow it into
         // the headroom and tailroom the port gave (data_meta lives in the
         // headroom too, as the kernel's).
         let (buf, data) = pkt.buffer_mut();
         let action = match claim.run_quick(buf, data, len, ifindex, queue) {
             Quick::Quiet(action) => action,
-            Quick::Full(r) => return self.decide_full(pkt, worker, r, head, len),
+            Quick::Full(r) => return self.decide_full(pkt, worker, r),
         };
         // The two common verdicts without a jump table.
         if action == XDP_PASS {
@@ -323,9 +323,10 @@ impl XdpFilter {
         pkt: &mut Packet<'_>,
         worker: usize,
         r: Result<crate::program::RunResult, RunError>,
-        head: usize,
-        len: usize,
     ) -> Verdict {
+        // The packet's bounds as the run found them (only `set_frame`
+        // below changes them).
+        let (head, len) = (pkt.headroom(), pkt.len());
         let r = match r {
             Ok(r) => r,
             Err(RunError::Fault(f)) => self.fault(worker, f),
