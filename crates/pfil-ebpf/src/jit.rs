@@ -211,6 +211,36 @@ pub(crate) fn compile(
                 native[pc] = a.pos();
                 fixups.push((a.jcc(cond(op)), (pc as i64 + 1 + j.off as i64) as usize));
             }
+            // `and d, 2^k - 1` on a value the verifier bounded by the mask.
+            BPF_ALU | BPF_ALU64 if analysis.no_op_ands.binary_search(&pc).is_ok() => {}
+            // `x = 1; if c goto +1; x = 0`: `xor x, x; cmp; setcc x`.
+            BPF_ALU | BPF_ALU64 if crate::jit_plan::set_flag(insns, pc, &plan) => {
+                let j = insns[pc + 1];
+                a.rr(0x31, false, d, d);
+                let (jd, js) = (MAP[j.dst as usize], MAP[(j.src as usize).min(10)]);
+                let w = j.class() == BPF_JMP;
+                if j.code & BPF_X != 0 {
+                    a.rr(if j.op() == BPF_JSET { 0x85 } else { 0x39 }, w, jd, js);
+                } else {
+                    compare_imm(&mut a, w, jd, j.imm, j.op());
+                }
+                a.setcc(cond(j.op()), d);
+                native[pc + 1..pc + 3].fill(a.pos());
+                pc += 2;
+            }
+            // `d = *(p + k); r0 = d` with d dead after: loaded into r0.
+            BPF_LDX if crate::jit_plan::load_to_r0(insns, pc, access, &plan) => {
+                let base = if i.src == 10 { RBP } else { s };
+                a.load(
+                    i.size(),
+                    i.code & 0xe0 == BPF_MEMSX,
+                    RAX,
+                    base,
+                    i.off as i32,
+                );
+                pc += 1;
+                native[pc] = a.pos();
+            }
             // `be16` of a 16-bit load just made: the high bits are zero.
             BPF_ALU
                 if i.code == BPF_ALU | BPF_END | BPF_X

@@ -153,3 +153,114 @@ fn load_add_store_with_the_sum_dead_after_agrees() {
     p[8] = 0x20;
     assert_eq!(both(&prog(body), &p), 0x25);
 }
+
+#[test]
+fn a_flag_set_by_a_comparison_agrees_and_jumps_between_stop_it() {
+    let pkt: Vec<u8> = (0..16u8).map(|i| i.wrapping_mul(19)).collect();
+    for op in ["jeq", "jne", "jgt", "jsle", "jset", "jlt32"] {
+        for rhs in ["%r5", "60"] {
+            for onto in [0, 1, 2, 3] {
+                // onto 0: straight; 1: a jump onto the comparison; 2: onto
+                // `x = 0`; 3: x (r6) is an operand of the comparison.
+                let cmp = if onto == 3 {
+                    format!("{op} %r6, {rhs}, +1")
+                } else {
+                    format!("{op} %r4, {rhs}, +1")
+                };
+                let body = format!(
+                    "ldxb %r4, [%r2+1]\nldxb %r5, [%r2+2]\nldxb %r8, [%r2+0]\nmov %r6, 9\n\
+                     jeq %r8, 1, +{}\nmov %r6, 1\n{cmp}\nmov %r6, 0\nmov %r0, %r6",
+                    match onto {
+                        1 => 1,
+                        2 => 2,
+                        _ => 0,
+                    }
+                );
+                let text = prog(&body);
+                for v in [0u8, 59, 60, 61, 200] {
+                    for (sel, r5) in [(0u8, 60u8), (1, 60), (0, 0), (0, 1)] {
+                        let mut p = pkt.clone();
+                        p[0] = sel;
+                        p[1] = v;
+                        p[2] = r5;
+                        both(&text, &p);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn an_and_within_the_verifiers_bound_agrees_also_after_a_join() {
+    // r4 <= 0xff on the straight path (a no-op `and 0xff`), a wider
+    // value where a jump joins it: not a no-op there.
+    for join in [false, true] {
+        for mask in [0xff, 0x7f, 0xffff] {
+            let wide = if join {
+                "jne %r8, 1, +2\nldxh %r4, [%r2+2]\nlsh %r4, 4"
+            } else {
+                ""
+            };
+            let body = format!(
+                "ldxb %r4, [%r2+1]\nldxb %r8, [%r2+0]\n{wide}\nand %r4, {mask}\nmov %r0, %r4"
+            );
+            let text = prog(&body);
+            let p = Program::load(
+                assemble(&text).unwrap(),
+                &[],
+                &Helpers::new(),
+                &LoadOptions::default(),
+            )
+            .unwrap();
+            let and_pc = p
+                .insns()
+                .iter()
+                .position(|i| {
+                    i.code == crate::insn::BPF_ALU64 | crate::insn::BPF_AND | crate::insn::BPF_K
+                })
+                .unwrap();
+            // A no-op where the bound holds (straight, mask 0xff or wider).
+            let no_op = crate::verify::verify(
+                p.insns(),
+                &Helpers::new(),
+                &LoadOptions::default(),
+                &[],
+                &[],
+            )
+            .unwrap()
+            .no_op_ands
+            .contains(&and_pc);
+            assert_eq!(no_op, !join && mask != 0x7f, "{text}");
+            for sel in [0u8, 1] {
+                let mut p = [0xe7u8; 16];
+                p[0] = sel;
+                let v = if sel == 1 && join {
+                    0xe7e7u64 << 4
+                } else {
+                    0xe7
+                };
+                assert_eq!(both(&text, &p), v & mask, "{text}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_load_into_r0_agrees_and_is_kept_where_read_or_jumped_onto() {
+    for (jump, read) in [(false, false), (true, false), (false, true)] {
+        let body = format!(
+            "ldxb %r8, [%r2+0]\nmov %r6, 5\nstxdw [%r10-8], %r6\nmov %r7, 3\njeq %r8, 1, +{}\n\
+             ldxdw %r7, [%r10-8]\nmov %r0, %r7\n{}",
+            u8::from(jump),
+            if read { "add %r0, %r7" } else { "" }
+        );
+        let text = prog(&body);
+        for sel in [0u8, 1] {
+            let mut p = [0u8; 16];
+            p[0] = sel;
+            let v = if sel == 1 && jump { 3 } else { 5 };
+            assert_eq!(both(&text, &p), if read { 2 * v } else { v }, "{text}");
+        }
+    }
+}

@@ -237,6 +237,49 @@ pub(crate) fn key_below(
     }
 }
 
+/// `x = 1; if c goto +1; x = 0` at `pc`, nothing jumping between, `x`
+/// no operand of the comparison: `x = c` (the JIT's `setcc`).
+pub(crate) fn set_flag(insns: &[Insn], pc: usize, plan: &Plan) -> bool {
+    let (Some(i), Some(j), Some(k)) = (insns.get(pc), insns.get(pc + 1), insns.get(pc + 2)) else {
+        return false;
+    };
+    let mov = |m: &Insn, v: i32| {
+        (m.code == BPF_ALU64 | BPF_MOV | BPF_K || m.code == BPF_ALU | BPF_MOV | BPF_K)
+            && m.off == 0
+            && m.imm == v
+    };
+    let x = i.dst;
+    let operand = j.dst == x || (j.code & BPF_X != 0 && j.src == x);
+    mov(i, 1)
+        && mov(k, 0)
+        && k.dst == x
+        && matches!(j.class(), BPF_JMP | BPF_JMP32)
+        && !matches!(j.op(), BPF_JA | BPF_CALL | BPF_EXIT)
+        && j.off == 1
+        && !operand
+        && x != 10
+        && plan.plain_run(pc, 3)
+}
+
+/// `d = *(p + k); r0 = d` at `pc` with `d` read on no path after, the
+/// load needing no run-time check (the stack, a proven packet or map
+/// value access), nothing jumping onto the copy: one load into r0.
+pub(crate) fn load_to_r0(insns: &[Insn], pc: usize, access: &[Access], plan: &Plan) -> bool {
+    let (Some(i), Some(j)) = (insns.get(pc), insns.get(pc + 1)) else {
+        return false;
+    };
+    matches!(i.code & 0xe0, BPF_MEM | BPF_MEMSX)
+        && i.class() == BPF_LDX
+        && (i.src == 10 || matches!(access.get(pc), Some(Access::Value | Access::Packet)))
+        && j.code == BPF_ALU64 | BPF_MOV | BPF_X
+        && j.off == 0
+        && j.dst == 0
+        && j.src == i.dst
+        && i.dst != 0
+        && plan.plain_run(pc, 2)
+        && plan.dead_after(pc + 1, i.dst)
+}
+
 /// `x = imm; if y OP x goto` (or `if x OP y`) with `x` read on no path
 /// after the jump: `(y, imm, swapped)` to compare `y` with the immediate
 /// (`swapped`: x was the left operand, the condition is mirrored).

@@ -69,6 +69,9 @@ pub(crate) struct Analysis {
     /// `*(u32 *)(r10 + k) = rX` stores: (pc, an upper bound of rX there),
     /// by pc.
     pub stack_words: Vec<(usize, u64)>,
+    /// `and d, 2^k - 1` on a value the verifier knows within the mask:
+    /// no-ops, by pc.
+    pub no_op_ands: Vec<usize>,
 }
 
 type Result<T> = core::result::Result<T, VerifyError>;
@@ -565,6 +568,7 @@ pub(crate) fn verify(
         access,
         lookups,
         stack_words,
+        no_op_ands,
     } = flow::Flow {
         insns,
         uses: &uses,
@@ -584,6 +588,7 @@ pub(crate) fn verify(
         access: if any { access } else { Vec::new() },
         lookups,
         stack_words,
+        no_op_ands,
     })
 }
 

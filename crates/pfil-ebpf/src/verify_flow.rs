@@ -36,11 +36,13 @@ pub(super) struct Flow<'a> {
 }
 
 /// What [`Flow::run`] found: each pc's access, the inlined lookups, the
-/// bound of the value each `*(u32 *)(r10 + k) = rX` stores.
+/// bound of the value each `*(u32 *)(r10 + k) = rX` stores, the `and`s
+/// of a mask the value is already within.
 pub(super) struct Found {
     pub access: Vec<Access>,
     pub lookups: Vec<(usize, u32, u32)>,
     pub stack_words: Vec<(usize, u64)>,
+    pub no_op_ands: Vec<usize>,
 }
 
 /// The state on each successor edge of one instruction, and the entry
@@ -143,6 +145,7 @@ impl Flow<'_> {
         let mut access = vec![Access::Checked; n];
         let mut lookups = Vec::new();
         let mut words = Vec::new();
+        let mut ands = Vec::new();
         // Initialised registers and register types (the context, map
         // pointers, map values maybe null, map values), meet =
         // intersection; callers before callees.
@@ -179,6 +182,7 @@ impl Flow<'_> {
                         access[pc] = self.access(pc, &st)?;
                         lookups.extend(self.lookup(pc, &st));
                         words.extend(self.stack_word(pc, &st));
+                        ands.extend(self.no_op_and(pc, &st));
                     }
                     let step = self.step(pc, &st)?;
                     if let Some((g, args)) = step.call {
@@ -237,6 +241,7 @@ impl Flow<'_> {
                 access[pc] = self.access(pc, &st)?;
                 lookups.extend(self.lookup(pc, &st));
                 words.extend(self.stack_word(pc, &st));
+                ands.extend(self.no_op_and(pc, &st));
                 let step = self.step(pc, &st)?;
                 let next = (0..2).find_map(|k| {
                     let t = self.succ[pc].get()[k].filter(|&t| head[t] == NONE)?;
@@ -250,10 +255,12 @@ impl Flow<'_> {
         }
         lookups.sort_unstable();
         words.sort_unstable();
+        ands.sort_unstable();
         Ok(Found {
             access,
             lookups,
             stack_words: words,
+            no_op_ands: ands,
         })
     }
 
@@ -441,6 +448,18 @@ impl Flow<'_> {
     fn stack_word(&self, pc: usize, st: &State) -> Option<(usize, u64)> {
         let i = &self.insns[pc];
         (i.code == BPF_STX | BPF_MEM | BPF_W && i.dst == 10).then(|| (pc, st.bound(i.src as usize)))
+    }
+
+    /// `and d, 2^k - 1` at `pc` on a scalar already at most the mask: a
+    /// no-op (the 32-bit form too: the value has no high bits to clear).
+    fn no_op_and(&self, pc: usize, st: &State) -> Option<usize> {
+        let i = &self.insns[pc];
+        let mask = i.imm;
+        let and = (i.code == BPF_ALU64 | BPF_AND | BPF_K || i.code == BPF_ALU | BPF_AND | BPF_K)
+            && i.off == 0
+            && mask >= 0
+            && mask & mask.wrapping_add(1) == 0;
+        (and && st.bound(i.dst as usize) <= mask as u64).then_some(pc)
     }
 
     /// How the load or store at `pc` is made, in its final state `st`.

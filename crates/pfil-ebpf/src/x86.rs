@@ -64,6 +64,16 @@ impl Asm {
         }
     }
 
+    /// `setcc r8`: the low byte of `r` = 1 if `cc` holds, else 0 (the
+    /// rest of `r` unchanged).
+    pub fn setcc(&mut self, cc: u8, r: u8) {
+        // A REX prefix for r4-r7 selects spl..dil, not ah..bh.
+        self.rex(false, 0, r, r >= 4);
+        self.b(0x0f);
+        self.b(0x90 | cc);
+        self.modrm_rr(0, r);
+    }
+
     fn modrm_rr(&mut self, r: u8, rm: u8) {
         self.b(0xc0 | ((r & 7) << 3) | (rm & 7));
     }
