@@ -305,7 +305,10 @@ pub(crate) fn compile(
                             a.ri(7, false, R11, mr.max_entries as i32);
                             a.jcc(cc::AE)
                         });
-                        if stride.is_power_of_two() {
+                        // A stride of 8 or less is lea's scale.
+                        let scaled = matches!(stride, 1 | 2 | 4 | 8);
+                        if scaled {
+                        } else if stride.is_power_of_two() {
                             a.shift_i(4, true, R11, stride.trailing_zeros() as u8);
                         } else {
                             a.mov_imm32(R10, stride as u32);
@@ -317,7 +320,11 @@ pub(crate) fn compile(
                             a.load64(RAX, R12, BASES);
                             a.load64(RAX, RAX, m as i32 * 8);
                         }
-                        a.rr(0x01, true, RAX, R11);
+                        if scaled {
+                            a.lea_index(RAX, RAX, R11, stride as u8);
+                        } else {
+                            a.rr(0x01, true, RAX, R11);
+                        }
                         match null_test {
                             Some((t, _)) => {
                                 let j = insns[t];

@@ -299,6 +299,16 @@ impl Asm {
         self.modrm_mem(dst, base, disp);
     }
 
+    /// `lea dst, [base + index * scale]` (64-bit; scale 1, 2, 4 or 8;
+    /// `base` not rbp nor r13, which need a displacement here).
+    pub fn lea_index(&mut self, dst: u8, base: u8, index: u8, scale: u8) {
+        debug_assert!(base & 7 != 5 && index & 7 != 4);
+        self.b(0x48 | ((dst >> 3) << 2) | ((index >> 3) << 1) | (base >> 3));
+        self.b(0x8d);
+        self.b(((dst & 7) << 3) | 4);
+        self.b((scale.trailing_zeros() as u8) << 6 | ((index & 7) << 3) | (base & 7));
+    }
+
     /// `cmp r, [base + disp]` (64-bit).
     pub fn cmp_mem(&mut self, r: u8, base: u8, disp: i32) {
         self.rex(true, r, base, false);
