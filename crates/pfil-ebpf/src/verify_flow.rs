@@ -59,7 +59,7 @@ const NONE: u32 = u32::MAX;
 /// again), or only those pending (forward jumps only: one pass).
 enum Heads {
     All(Vec<Option<State>>),
-    Pending(std::collections::HashMap<u32, State>),
+    Pending(std::collections::BTreeMap<u32, State>),
 }
 
 impl Heads {
