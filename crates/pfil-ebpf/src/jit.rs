@@ -109,9 +109,10 @@ pub(crate) fn compile(
     let mut a = Asm::default();
     let lookup_pcs: Vec<usize> = lookups.iter().map(|l| l.0).collect();
     let plan = crate::jit_plan::plan(insns, functions, &lookup_pcs, helpers);
-    // Prologue: save the callee-saved registers the code uses (r12 and
-    // rbp always), keep the stack 16-byte aligned at calls.
-    let saved: Vec<u8> = [(0, RBP), (6, RBX), (0, R12), (7, R13), (8, R14), (9, R15)]
+    // Prologue: save rbp (r10), rbx (r6) and r15 (r9) where used; r12
+    // (the Env), r13 and r14 (r7, r8) are the caller's to save
+    // (`JitCode::call` declares them clobbered).
+    let saved: Vec<u8> = [(0, RBP), (6, RBX), (9, R15)]
         .into_iter()
         .filter(|&(r, _)| r == 0 || plan.callee_saved & (1 << r) != 0)
         .map(|(_, x)| x)
@@ -119,9 +120,11 @@ pub(crate) fn compile(
     for &r in &saved {
         a.push(r);
     }
-    // The return address and the pushes: 16-aligned with an even count
-    // of 8-byte slots.
-    let pad = saved.len() % 2 == 0;
+    // Code that calls out (helpers, the slow paths' Rust, local calls)
+    // keeps the stack 16-byte aligned at its calls: the return address
+    // and the pushes an even count of 8-byte slots.
+    let pad =
+        saved.len() % 2 == 0 && crate::jit_plan::calls_out(insns, loop_cost, access, &lookup_pcs);
     if pad {
         a.ri(5, true, RSP, 8);
     }

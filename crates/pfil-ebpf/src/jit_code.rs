@@ -80,15 +80,36 @@ impl JitCode {
     #[inline]
     pub(crate) fn call(&self, env: &mut Env, args: [u64; 3]) -> u64 {
         let top = env.stack_top();
-        type Entry = unsafe extern "C" fn(u64, u64, u64, *mut Env, u64) -> u64;
-        // SAFETY: `ptr` is the start of code built by `compile` with this
-        // signature (prologue at offset 0).
-        let f: Entry = unsafe { core::mem::transmute::<*mut u8, Entry>(self.ptr) };
-        // SAFETY: the code only touches memory the verifier or the inline
-        // and slow-path checks proved inside the run's regions, calls only
-        // the program's helpers with the Env pointer, and returns; a
-        // loop's budget stops it (written by `run` for such code).
-        unsafe { f(args[0], args[1], args[2], env as *mut Env, top) }
+        let env: *mut Env = env;
+        let r0: u64;
+        // SAFETY: `ptr` is the start of code built by `compile`: the SysV
+        // convention for (r1, r2, r3, env, stack top) -> r0, except that
+        // it may change r12 (the Env), r13 and r14 (r7, r8): declared
+        // clobbered here, the caller saves them once instead of the code
+        // every run (r15, r9, is saved by code that uses it, leaving the
+        // caller a third register kept across the call). The code
+        // only touches memory the verifier or the inline and slow-path
+        // checks proved inside the run's regions, calls only the
+        // program's helpers with the Env pointer, and returns; a loop's
+        // budget stops it (written by `run` for such code). The stack is
+        // ABI-aligned at the call (no `nostack`).
+        unsafe {
+            core::arch::asm!(
+                "call {f}",
+                f = in(reg) self.ptr,
+                in("rdi") args[0],
+                in("rsi") args[1],
+                in("rdx") args[2],
+                in("rcx") env,
+                in("r8") top,
+                lateout("rax") r0,
+                out("r12") _,
+                out("r13") _,
+                out("r14") _,
+                clobber_abi("C"),
+            );
+        }
+        r0
     }
 
     /// Size of the machine code in bytes.

@@ -237,6 +237,25 @@ pub(crate) fn key_below(
     }
 }
 
+/// Whether the code may call out of itself (a helper not inlined, a
+/// local call, the Rust slow path of a checked access or an atomic, a
+/// loop head's budget fault): then its stack is kept 16-byte aligned.
+pub(crate) fn calls_out(
+    insns: &[Insn],
+    loop_cost: &[u32],
+    access: &[Access],
+    inlined: &[usize],
+) -> bool {
+    let proven = |pc: usize| matches!(access.get(pc), Some(Access::Value | Access::Packet));
+    loop_cost.iter().any(|&c| c != 0)
+        || insns.iter().enumerate().any(|(pc, i)| match i.class() {
+            BPF_JMP => i.op() == BPF_CALL && inlined.binary_search(&pc).is_err(),
+            BPF_LDX => i.src != 10 && !proven(pc) && access.get(pc) != Some(&Access::Ctx),
+            BPF_ST | BPF_STX => i.dst != 10 && !proven(pc),
+            _ => false,
+        })
+}
+
 /// `x = 1; if c goto +1; x = 0` at `pc`, nothing jumping between, `x`
 /// no operand of the comparison: `x = c` (the JIT's `setcc`).
 pub(crate) fn set_flag(insns: &[Insn], pc: usize, plan: &Plan) -> bool {
