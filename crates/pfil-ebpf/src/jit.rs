@@ -128,7 +128,7 @@ pub(crate) fn compile(
     if pad {
         a.ri(5, true, RSP, 8);
     }
-    a.rr(0x89, true, R12, RCX);
+    // The Env arrives in r12 (`JitCode::call`), the stack top in r8.
     a.rr(0x89, true, RBP, R8);
     // One function: every exit jump leaves from the entry's stack depth
     // (slow paths pop what they push first); with local calls a fault

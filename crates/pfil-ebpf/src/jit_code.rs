@@ -83,8 +83,8 @@ impl JitCode {
         let env: *mut Env = env;
         let r0: u64;
         // SAFETY: `ptr` is the start of code built by `compile`: the SysV
-        // convention for (r1, r2, r3, env, stack top) -> r0, except that
-        // it may change r12 (the Env), r13 and r14 (r7, r8): declared
+        // convention for (r1, r2, r3, stack top in r8) -> r0 with the Env
+        // in r12, except that it may change r12, r13 and r14 (r7, r8): declared
         // clobbered here, the caller saves them once instead of the code
         // every run (r15, r9, is saved by code that uses it, leaving the
         // caller a third register kept across the call). The code
@@ -100,10 +100,9 @@ impl JitCode {
                 in("rdi") args[0],
                 in("rsi") args[1],
                 in("rdx") args[2],
-                in("rcx") env,
                 in("r8") top,
+                inout("r12") env => _,
                 lateout("rax") r0,
-                out("r12") _,
                 out("r13") _,
                 out("r14") _,
                 clobber_abi("C"),
