@@ -122,7 +122,7 @@ pub struct Env {
     regions: Vec<Region>,
     user: *mut c_void,
     /// The frame of the current run (headroom and tailroom included).
-    frame: (u64, u64),
+    pub(crate) frame: (u64, u64),
     /// `data_meta`, `data`, `data_end` of the current run.
     pub(crate) meta: u64,
     pub(crate) data: u64,
@@ -131,8 +131,12 @@ pub struct Env {
     /// an access of that size inside the packet (the JIT's inline check).
     pub(crate) last: [u64; 4],
     pending: Option<Fault>,
-    /// Nonzero when `pending` holds a fault (the JIT tests this byte).
-    pub(crate) faulted: u8,
+    /// `[FAULT]` is nonzero when `pending` holds a fault (the JIT tests
+    /// this byte after helper calls); `[READ_BACK]` is nonzero when
+    /// [`Env::set_packet`] moved the packet, or a helper called
+    /// [`Env::read_back`], since it was last cleared.
+    /// The end of a run tests both with one load.
+    pub(crate) flags: [u8; 2],
     /// The JIT's instruction budget for the current run.
     pub(crate) budget: u64,
     /// The JIT's native stack pointer at entry (to unwind on a fault).
@@ -145,6 +149,12 @@ pub struct Env {
     /// load fewer for the JIT.
     pub(crate) first_bases: [u64; INLINE_BASES],
 }
+
+/// `Env::flags` index: a fault is pending.
+pub(crate) const FAULT: usize = 0;
+/// `Env::flags` index: the run must be read back (the packet's bounds
+/// moved, or a helper asked).
+pub(crate) const READ_BACK: usize = 1;
 
 /// How many array bases the `Env` keeps in place.
 pub(crate) const INLINE_BASES: usize = 8;
@@ -178,7 +188,7 @@ impl Env {
             data_end: 0,
             last: [0; 4],
             pending: None,
-            faulted: 0,
+            flags: [0; 2],
             budget: 0,
             jit_rsp: 0,
             bases: Vec::new(),
@@ -266,14 +276,21 @@ impl Env {
         unsafe { p.write(v) }
     }
 
-    /// The current packet: `(data_meta, data, data_end)` host addresses.
+    /// The current packet: `(data_meta, data, data_end)` host addresses
+    /// (all 0 outside a run).
     pub fn packet(&self) -> (u64, u64, u64) {
+        if self.frame.1 == 0 {
+            return (0, 0, 0);
+        }
         (self.meta, self.data, self.data_end)
     }
 
     /// The frame around the packet (headroom and tailroom included), as
-    /// `(start, end)` host addresses.
+    /// `(start, end)` host addresses (both 0 outside a run).
     pub fn frame(&self) -> (u64, u64) {
+        if self.frame.1 == 0 {
+            return (0, 0);
+        }
         self.frame
     }
 
@@ -288,19 +305,21 @@ impl Env {
         if last {
             self.last = last_starts(end);
         }
-        // `faulted` is nonzero exactly when a fault is pending.
-        if self.faulted != 0 {
+        // `flags[FAULT]` is nonzero exactly when a fault is pending.
+        if self.flags[FAULT] != 0 {
             self.pending = None;
-            self.faulted = 0;
+            self.flags[FAULT] = 0;
         }
     }
 
+    /// Ends the run's packet: one store. With the frame's end at 0,
+    /// [`Env::set_packet`] admits no bounds but an empty packet at 0 and
+    /// [`Env::find`] no packet bytes (it bounds the packet by the
+    /// frame's end): nothing reaches the frame after the run, whatever
+    /// `meta`, `data` and `data_end` still hold (the next run sets them).
     #[inline]
     pub(crate) fn end_packet(&mut self) {
-        self.frame = (0, 0);
-        self.meta = 0;
-        self.data = 0;
-        self.data_end = 0;
+        self.frame.1 = 0;
     }
 
     /// Moves the packet's bounds (for `bpf_xdp_adjust_head`, `_tail`,
@@ -321,7 +340,29 @@ impl Env {
         self.data = data;
         self.data_end = end;
         self.last = last_starts(end);
+        self.flags[READ_BACK] = 1;
         Ok(())
+    }
+
+    /// Whether no fault is pending and nothing asked for the run to be
+    /// read back since `clear_read_back` (one load).
+    #[inline]
+    pub(crate) fn quiet(&self) -> bool {
+        u16::from_ne_bytes(self.flags) == 0
+    }
+
+    #[inline]
+    pub(crate) fn clear_read_back(&mut self) {
+        self.flags[READ_BACK] = 0;
+    }
+
+    /// Makes the current run end [`XdpEnd::Full`](crate::XdpEnd::Full):
+    /// for helpers that leave something their loader reads after the run
+    /// (a redirect target), so that a run that called none of them ends
+    /// [`XdpEnd::Quiet`](crate::XdpEnd::Quiet) and its caller reads
+    /// nothing back.
+    pub fn read_back(&mut self) {
+        self.flags[READ_BACK] = 1;
     }
 
     /// Stops the program after the running helper returns, with `fault`
@@ -329,12 +370,12 @@ impl Env {
     pub fn fault(&mut self, fault: Fault) {
         if self.pending.is_none() {
             self.pending = Some(fault);
-            self.faulted = 1;
+            self.flags[FAULT] = 1;
         }
     }
 
     pub(crate) fn take_fault(&mut self) -> Option<Fault> {
-        self.faulted = 0;
+        self.flags[FAULT] = 0;
         self.pending.take()
     }
 
@@ -350,9 +391,10 @@ impl Env {
         if stack.contains(addr, len) {
             return Some(true);
         }
+        // Outside a run the frame's end is 0 (`end_packet`): no bytes.
         let pkt = Region {
             start: self.meta,
-            len: self.data_end.wrapping_sub(self.meta),
+            len: self.data_end.min(self.frame.1).saturating_sub(self.meta),
             writable: true,
         };
         if pkt.contains(addr, len) {

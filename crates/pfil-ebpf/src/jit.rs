@@ -25,7 +25,7 @@ use crate::env::{Env, INLINE_BASES, STACK_FRAME, STACK_SIZE};
 use crate::insn::*;
 use crate::verify::Access;
 use crate::x86::{cc, reg::*, Asm};
-use crate::{Fault, Helpers, MapRef};
+use crate::{Helpers, MapRef};
 
 /// eBPF register → x86 register.
 const MAP: [u8; 11] = [RAX, RDI, RSI, RDX, RCX, R8, RBX, R13, R14, R15, RBP];
@@ -35,7 +35,7 @@ const DATA: i32 = offset_of!(Env, data) as i32;
 const DATA_END: i32 = offset_of!(Env, data_end) as i32;
 const SCRATCH: i32 = offset_of!(Env, scratch) as i32;
 const LAST: i32 = offset_of!(Env, last) as i32;
-const FAULTED: i32 = offset_of!(Env, faulted) as i32;
+const FAULTED: i32 = (offset_of!(Env, flags) + crate::env::FAULT) as i32;
 const BUDGET: i32 = offset_of!(Env, budget) as i32;
 const JIT_RSP: i32 = offset_of!(Env, jit_rsp) as i32;
 const BASES: i32 = offset_of!(Env, bases_ptr) as i32;
@@ -45,6 +45,12 @@ use jit_rt::{rt_atomic, rt_fault, rt_mem, SIGN, WRITE};
 
 #[path = "jit_alu.rs"]
 mod jit_alu;
+#[path = "jit_code.rs"]
+mod jit_code;
+#[path = "jit_emit.rs"]
+mod jit_emit;
+pub(crate) use jit_code::JitCode;
+use jit_emit::*;
 #[path = "jit_rt.rs"]
 mod jit_rt;
 use jit_alu::alu;
@@ -84,125 +90,29 @@ enum Value {
     Imm(i32),
 }
 
-/// Executable code: mapped read-write, filled, then made read-execute.
-pub(crate) struct JitCode {
-    ptr: *mut u8,
-    len: usize,
-    /// Whether the code checks accesses inline (reads `Env::last`).
-    pub(crate) inline_checks: bool,
-}
-
-// SAFETY: the mapping is immutable (read-execute) once built and owned by
-// this value alone; running it from several threads at once is fine (each
-// run has its own Env).
-unsafe impl Send for JitCode {}
-// SAFETY: as above.
-unsafe impl Sync for JitCode {}
-
-impl Drop for JitCode {
-    fn drop(&mut self) {
-        // SAFETY: `ptr`/`len` are the mapping made in `JitCode::new`,
-        // unmapped once.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
-    }
-}
-
-impl JitCode {
-    fn new(code: &[u8]) -> Result<JitCode, String> {
-        let len = code.len().max(1);
-        // SAFETY: an anonymous private mapping; the result is checked.
-        let p = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(format!(
-                "mmap of {len} bytes for the JIT failed: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        let jit = JitCode {
-            ptr: p.cast(),
-            len,
-            inline_checks: false,
-        };
-        // SAFETY: the mapping is `len >= code.len()` bytes, writable, ours.
-        unsafe { core::ptr::copy_nonoverlapping(code.as_ptr(), jit.ptr, code.len()) };
-        // SAFETY: the same mapping, now made read-execute (W^X).
-        if unsafe { libc::mprotect(p, len, libc::PROT_READ | libc::PROT_EXEC) } != 0 {
-            return Err(format!(
-                "mprotect of the JIT code failed: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        Ok(jit)
-    }
-
-    /// The machine code.
-    pub(crate) fn code(&self) -> &[u8] {
-        // SAFETY: the mapping is `len` readable bytes, alive with `self`,
-        // never written after `new`.
-        unsafe { core::slice::from_raw_parts(self.ptr, self.len) }
-    }
-
-    /// Size of the machine code in bytes.
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Runs the code with r1-r3 = `args`; `budget` is charged at loop
-    /// heads (`None`: code without any).
-    #[inline]
-    pub(crate) fn run(
-        &self,
-        env: &mut Env,
-        args: [u64; 3],
-        budget: Option<u64>,
-    ) -> Result<u64, Fault> {
-        if let Some(b) = budget {
-            env.budget = b;
-        }
-        let top = env.stack_top();
-        type Entry = unsafe extern "C" fn(u64, u64, u64, *mut Env, u64) -> u64;
-        // SAFETY: `ptr` is the start of code built by `compile` with this
-        // signature (prologue at offset 0).
-        let f: Entry = unsafe { core::mem::transmute::<*mut u8, Entry>(self.ptr) };
-        // SAFETY: the code only touches memory the verifier or the inline
-        // and slow-path checks proved inside the run's regions, calls only
-        // the program's helpers with the Env pointer, and returns.
-        let r0 = unsafe { f(args[0], args[1], args[2], env as *mut Env, top) };
-        if env.faulted == 0 {
-            return Ok(r0);
-        }
-        match env.take_fault() {
-            Some(f) => Err(f),
-            None => Ok(r0),
-        }
-    }
-}
-
 /// Compiles a verified program.
+/// (`analysis`: its functions, inlined lookups, stack words), and
+/// whether the code checks accesses inline (reads `Env::last`).
 pub(crate) fn compile(
     insns: &[Insn],
-    functions: &[usize],
     loop_cost: &[u32],
     access: &[Access],
     helpers: &Helpers,
-    lookups: &[(usize, u32, u32)],
+    analysis: &crate::verify::Analysis,
     maps: &[MapRef],
-) -> Result<JitCode, String> {
+) -> Result<(JitCode, bool), String> {
+    let (functions, lookups, stack_words) = (
+        &analysis.functions[..],
+        &analysis.lookups[..],
+        &analysis.stack_words[..],
+    );
     let mut a = Asm::default();
     let lookup_pcs: Vec<usize> = lookups.iter().map(|l| l.0).collect();
-    let plan = crate::jit_plan::plan(insns, functions, &lookup_pcs);
-    // Prologue: save the callee-saved registers the code uses (r12 and
-    // rbp always), keep the stack 16-byte aligned at calls.
-    let saved: Vec<u8> = [(0, RBP), (6, RBX), (0, R12), (7, R13), (8, R14), (9, R15)]
+    let plan = crate::jit_plan::plan(insns, functions, &lookup_pcs, helpers);
+    // Prologue: save rbp (r10), rbx (r6) and r15 (r9) where used; r12
+    // (the Env), r13 and r14 (r7, r8) are the caller's to save
+    // (`JitCode::call` declares them clobbered).
+    let saved: Vec<u8> = [(0, RBP), (6, RBX), (9, R15)]
         .into_iter()
         .filter(|&(r, _)| r == 0 || plan.callee_saved & (1 << r) != 0)
         .map(|(_, x)| x)
@@ -210,13 +120,15 @@ pub(crate) fn compile(
     for &r in &saved {
         a.push(r);
     }
-    // The return address and the pushes: 16-aligned with an even count
-    // of 8-byte slots.
-    let pad = saved.len() % 2 == 0;
+    // Code that calls out (helpers, the slow paths' Rust, local calls)
+    // keeps the stack 16-byte aligned at its calls: the return address
+    // and the pushes an even count of 8-byte slots.
+    let pad =
+        saved.len() % 2 == 0 && crate::jit_plan::calls_out(insns, loop_cost, access, &lookup_pcs);
     if pad {
         a.ri(5, true, RSP, 8);
     }
-    a.rr(0x89, true, R12, RCX);
+    // The Env arrives in r12 (`JitCode::call`), the stack top in r8.
     a.rr(0x89, true, RBP, R8);
     // One function: every exit jump leaves from the entry's stack depth
     // (slow paths pop what they push first); with local calls a fault
@@ -291,6 +203,59 @@ pub(crate) fn compile(
                 pc += 1;
                 native[pc] = a.pos();
             }
+            // `x = imm; if y OP x` with x dead after: `cmp y, imm`.
+            BPF_ALU64 if crate::jit_plan::imm_compare(insns, pc, &plan).is_some() => {
+                let (y, imm, swapped) =
+                    crate::jit_plan::imm_compare(insns, pc, &plan).ok_or("imm_compare vanished")?;
+                let j = insns[pc + 1];
+                let op = if swapped { mirror(j.op()) } else { j.op() };
+                compare_imm(&mut a, j.class() == BPF_JMP, MAP[y as usize], imm, op);
+                pc += 1;
+                native[pc] = a.pos();
+                fixups.push((a.jcc(cond(op)), (pc as i64 + 1 + j.off as i64) as usize));
+            }
+            // `and d, 2^k - 1` on a value the verifier bounded by the mask.
+            BPF_ALU | BPF_ALU64 if analysis.no_op_ands.binary_search(&pc).is_ok() => {}
+            // `x = 1; if c goto +1; x = 0`: `xor x, x; cmp; setcc x`.
+            BPF_ALU | BPF_ALU64 if crate::jit_plan::set_flag(insns, pc, &plan) => {
+                let j = insns[pc + 1];
+                a.rr(0x31, false, d, d);
+                let (jd, js) = (MAP[j.dst as usize], MAP[(j.src as usize).min(10)]);
+                let w = j.class() == BPF_JMP;
+                if j.code & BPF_X != 0 {
+                    a.rr(if j.op() == BPF_JSET { 0x85 } else { 0x39 }, w, jd, js);
+                } else {
+                    compare_imm(&mut a, w, jd, j.imm, j.op());
+                }
+                a.setcc(cond(j.op()), d);
+                native[pc + 1..pc + 3].fill(a.pos());
+                pc += 2;
+            }
+            // `d = *(p + k); r0 = d` with d dead after: loaded into r0.
+            BPF_LDX if crate::jit_plan::load_to_r0(insns, pc, access, &plan) => {
+                let base = if i.src == 10 { RBP } else { s };
+                a.load(
+                    i.size(),
+                    i.code & 0xe0 == BPF_MEMSX,
+                    RAX,
+                    base,
+                    i.off as i32,
+                );
+                pc += 1;
+                native[pc] = a.pos();
+            }
+            // `be16` of a 16-bit load just made: the high bits are zero.
+            BPF_ALU
+                if i.code == BPF_ALU | BPF_END | BPF_X
+                    && i.imm == 16
+                    && pc > 0
+                    && !plan.target[pc]
+                    && !plan.skip[pc - 1]
+                    && insns[pc - 1].code == BPF_LDX | BPF_MEM | BPF_H
+                    && insns[pc - 1].dst == i.dst =>
+            {
+                a.rol16_8(d);
+            }
             BPF_ALU | BPF_ALU64 => alu(&mut a, &i, d, s, x),
             BPF_JMP | BPF_JMP32 => {
                 let w = i.class() == BPF_JMP;
@@ -318,11 +283,35 @@ pub(crate) fn compile(
                             .get(m as usize)
                             .ok_or("inlined lookup of a missing map")?;
                         let stride = mr.array.map_or(0, |l| l.stride);
+                        // `if r0 == 0 goto L` / `if r0 != 0 goto L` next,
+                        // maybe after one register instruction that does
+                        // not touch r0 (emitted first): decided here, a
+                        // hit is never null and a miss is.
+                        let null_test = crate::jit_plan::null_test_after(insns, pc, &plan);
+                        if let Some((_, Some(m))) = null_test {
+                            let j = insns[m];
+                            let (jd, js) = (MAP[j.dst as usize], MAP[(j.src as usize).min(10)]);
+                            alu(&mut a, &j, jd, js, j.code & BPF_X != 0);
+                        }
                         a.load(4, false, R11, RBP, -(depth as i32));
-                        a.ri(7, false, R11, mr.max_entries as i32);
-                        // A miss (r0 = 0) out of line.
-                        let miss = a.jcc(cc::AE);
-                        if stride.is_power_of_two() {
+                        // A miss (r0 = 0) out of line, unless the key is
+                        // proven below max_entries.
+                        let proven = crate::jit_plan::key_below(
+                            insns,
+                            pc,
+                            depth,
+                            mr.max_entries,
+                            stack_words,
+                            &plan,
+                        );
+                        let miss = (!proven).then(|| {
+                            a.ri(7, false, R11, mr.max_entries as i32);
+                            a.jcc(cc::AE)
+                        });
+                        // A stride of 8 or less is lea's scale.
+                        let scaled = matches!(stride, 1 | 2 | 4 | 8);
+                        if scaled {
+                        } else if stride.is_power_of_two() {
                             a.shift_i(4, true, R11, stride.trailing_zeros() as u8);
                         } else {
                             a.mov_imm32(R10, stride as u32);
@@ -334,41 +323,40 @@ pub(crate) fn compile(
                             a.load64(RAX, R12, BASES);
                             a.load64(RAX, RAX, m as i32 * 8);
                         }
-                        a.rr(0x01, true, RAX, R11);
-                        // `if r0 == 0 goto L` / `if r0 != 0 goto L` next
-                        // (nothing jumps onto it): decided here, a hit is
-                        // never null and a miss is.
-                        let null_test = insns
-                            .get(pc + 1)
-                            .filter(|j| {
-                                (j.code == BPF_JMP | BPF_JEQ | BPF_K
-                                    || j.code == BPF_JMP | BPF_JNE | BPF_K)
-                                    && j.dst == 0
-                                    && j.imm == 0
-                                    && !plan.target[pc + 1]
-                            })
-                            .map(|j| (j.op() == BPF_JNE, (pc as i64 + 2 + j.off as i64) as usize));
+                        if scaled {
+                            a.lea_index(RAX, RAX, R11, stride as u8);
+                        } else {
+                            a.rr(0x01, true, RAX, R11);
+                        }
                         match null_test {
-                            Some((jne, l)) => {
-                                let hit_jump = jne.then(|| a.jmp());
-                                if let Some(j) = hit_jump {
-                                    fixups.push((j, l));
+                            Some((t, _)) => {
+                                let j = insns[t];
+                                let (jne, l) =
+                                    (j.op() == BPF_JNE, (t as i64 + 1 + j.off as i64) as usize);
+                                if jne {
+                                    fixups.push((a.jmp(), l));
                                 }
-                                stubs.push(Stub::Miss {
-                                    jump: miss,
-                                    back: if jne {
-                                        Back::Here(a.pos())
-                                    } else {
-                                        Back::Pc(l)
-                                    },
-                                });
-                                pc += 1;
-                                native[pc] = a.pos();
+                                if let Some(jump) = miss {
+                                    stubs.push(Stub::Miss {
+                                        jump,
+                                        back: if jne {
+                                            Back::Here(a.pos())
+                                        } else {
+                                            Back::Pc(l)
+                                        },
+                                    });
+                                }
+                                native[pc + 1..=t].fill(a.pos());
+                                pc = t;
                             }
-                            None => stubs.push(Stub::Miss {
-                                jump: miss,
-                                back: Back::Here(a.pos()),
-                            }),
+                            None => {
+                                if let Some(jump) = miss {
+                                    stubs.push(Stub::Miss {
+                                        jump,
+                                        back: Back::Here(a.pos()),
+                                    });
+                                }
+                            }
                         }
                     }
                     BPF_CALL => {
@@ -397,24 +385,10 @@ pub(crate) fn compile(
                     op => {
                         if x {
                             a.rr(if op == BPF_JSET { 0x85 } else { 0x39 }, w, d, s);
-                        } else if op == BPF_JSET {
-                            a.test_ri(w, d, i.imm);
                         } else {
-                            a.ri(7, w, d, i.imm);
+                            compare_imm(&mut a, w, d, i.imm, op);
                         }
-                        let c = match op {
-                            BPF_JEQ => cc::E,
-                            BPF_JNE | BPF_JSET => cc::NE,
-                            BPF_JGT => cc::A,
-                            BPF_JGE => cc::AE,
-                            BPF_JLT => cc::B,
-                            BPF_JLE => cc::BE,
-                            BPF_JSGT => cc::G,
-                            BPF_JSGE => cc::GE,
-                            BPF_JSLT => cc::L,
-                            _ => cc::LE,
-                        };
-                        fixups.push((a.jcc(c), (pc as i64 + 1 + i.off as i64) as usize));
+                        fixups.push((a.jcc(cond(op)), (pc as i64 + 1 + i.off as i64) as usize));
                     }
                 }
             }
@@ -427,6 +401,19 @@ pub(crate) fn compile(
             // `d = *(u64 *)(p + k); d += v; *(u64 *)(p + k) = d` on memory
             // the verifier proved (a counter in a map value): `add [p + k],
             // v; mov d, [p + k]`.
+            // Two byte loads made one 16-bit value: one 16-bit load (and
+            // the low byte's where it is read later).
+            BPF_LDX if crate::jit_plan::byte_pair(insns, pc, access, &plan).is_some() => {
+                let (hi, lo, p, k) = crate::jit_plan::byte_pair(insns, pc, access, &plan)
+                    .ok_or("byte_pair vanished")?;
+                let base = MAP[p as usize];
+                if !plan.dead_after(pc + 3, lo) {
+                    a.load(1, false, MAP[lo as usize], base, k as i32);
+                }
+                a.load(2, false, MAP[hi as usize], base, k as i32);
+                native[pc + 1..pc + 4].fill(a.pos());
+                pc += 3;
+            }
             BPF_LDX if crate::jit_plan::rmw_at(insns, pc, access, &plan) => {
                 let j = insns[pc + 1];
                 if j.code & BPF_X != 0 {
@@ -434,7 +421,10 @@ pub(crate) fn compile(
                 } else {
                     a.add_mem_imm(s, i.off as i32, j.imm);
                 }
-                a.load(8, false, d, s, i.off as i32);
+                // The sum where it is read later.
+                if !plan.dead_after(pc + 2, i.dst) {
+                    a.load(8, false, d, s, i.off as i32);
+                }
                 native[pc + 1] = a.pos();
                 pc += 2;
                 native[pc] = a.pos();
@@ -608,62 +598,5 @@ pub(crate) fn compile(
             .ok_or_else(|| format!("jump target {t} outside the program"))?;
         a.patch(at, to);
     }
-    let mut code = JitCode::new(&a.buf)?;
-    code.inline_checks = inline_checks;
-    Ok(code)
-}
-
-/// Restores the stack (from the `Env` when `unwind`) and the saved
-/// registers; returns r0.
-fn epilogue(a: &mut Asm, unwind: bool, pad: bool, saved: &[u8]) {
-    if unwind {
-        a.load64(RSP, R12, JIT_RSP);
-    }
-    if pad {
-        a.ri(0, true, RSP, 8);
-    }
-    for &r in saved.iter().rev() {
-        a.pop(r);
-    }
-    a.ret();
-}
-
-/// The inlined lookup at `pc`: (map index, key depth below r10).
-fn lookup_at(lookups: &[(usize, u32, u32)], pc: usize) -> Option<(u32, u32)> {
-    lookups
-        .binary_search_by_key(&pc, |l| l.0)
-        .ok()
-        .map(|k| (lookups[k].1, lookups[k].2))
-}
-
-/// `jne exit` after a `cmp byte [r12 + FAULTED], 0`.
-fn exits_on(a: &mut Asm, exits: &mut Vec<usize>) {
-    exits.push(a.jcc(cc::NE));
-}
-
-/// Saves the caller-saved eBPF registers (r0-r5) around a call into Rust;
-/// 48 bytes, so the stack stays 16-byte aligned.
-fn save(a: &mut Asm) {
-    for r in [RAX, RDI, RSI, RDX, RCX, R8] {
-        a.push(r);
-    }
-}
-
-fn restore(a: &mut Asm) {
-    for r in [R8, RCX, RDX, RSI, RDI, RAX] {
-        a.pop(r);
-    }
-}
-
-/// `r11 = base + off`, then jumps (to be patched to the slow path) unless
-/// `[r11, r11 + size)` lies in the packet.
-fn inline_check(a: &mut Asm, base: u8, off: i16, size: usize) -> [usize; 2] {
-    a.lea(R11, base, off as i32);
-    a.cmp_mem(R11, R12, META);
-    let j1 = a.jcc(cc::B);
-    // r11 <= data_end - size (not r11 + size <= data_end, which wraps).
-    let idx = size.trailing_zeros() as i32;
-    a.cmp_mem(R11, R12, LAST + 8 * idx);
-    let j2 = a.jcc(cc::A);
-    [j1, j2]
+    Ok((JitCode::new(&a.buf)?, inline_checks))
 }

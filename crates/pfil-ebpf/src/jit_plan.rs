@@ -18,11 +18,18 @@ pub(crate) struct Plan {
     pub skip: Vec<bool>,
     /// Bit n: rn (n in 6..=9) appears in some instruction.
     pub callee_saved: u16,
+    /// Registers live after each instruction (`jit_live`).
+    pub live: Vec<u16>,
 }
 
 /// Builds the plan; `functions` are the first pcs of the functions,
 /// `lookups` the pcs of the inlined lookups (sorted).
-pub(crate) fn plan(insns: &[Insn], functions: &[usize], lookups: &[usize]) -> Plan {
+pub(crate) fn plan(
+    insns: &[Insn],
+    functions: &[usize],
+    lookups: &[usize],
+    helpers: &crate::Helpers,
+) -> Plan {
     let n = insns.len();
     let mut target = vec![false; n + 1];
     let mut callee_saved = 0u16;
@@ -89,7 +96,230 @@ pub(crate) fn plan(insns: &[Insn], functions: &[usize], lookups: &[usize]) -> Pl
         target,
         skip,
         callee_saved,
+        live: crate::jit_live::live_out(insns, helpers),
     }
+}
+
+impl Plan {
+    /// Whether register `r` is read on no path after `pc`.
+    pub fn dead_after(&self, pc: usize, r: u8) -> bool {
+        self.live.get(pc).is_some_and(|l| l & (1 << r) == 0)
+    }
+
+    /// Whether `pc..pc + k` may be emitted as one: no jump lands inside,
+    /// nothing in it skipped or charged as a loop head.
+    pub fn plain_run(&self, pc: usize, k: usize) -> bool {
+        (pc + 1..pc + k).all(|q| q < self.skip.len() && !self.target[q] && !self.skip[q])
+            && !self.skip[pc]
+    }
+}
+
+/// Two byte loads from `p + k` and `p + k + 1` built into one 16-bit
+/// little-endian value `a = b[k + 1] << 8 | b[k]` (the EtherType as
+/// xdp-filter reads it), in either order, at `pc`: `(a, b, p, k)`,
+/// `b` the register the low byte was loaded into. Both accesses need no
+/// run-time check (proven, or the stack), so neither can fault.
+pub(crate) fn byte_pair(
+    insns: &[Insn],
+    pc: usize,
+    access: &[Access],
+    plan: &Plan,
+) -> Option<(u8, u8, u8, i16)> {
+    let w = insns.get(pc..pc + 4)?;
+    if !plan.plain_run(pc, 4) {
+        return None;
+    }
+    let byte = |i: &Insn, q: usize| {
+        i.code == BPF_LDX | BPF_MEM | BPF_B
+            && (i.src == 10 || matches!(access.get(q), Some(Access::Value | Access::Packet)))
+    };
+    let lsh8 = |i: &Insn, a: u8| {
+        matches!(i.class(), BPF_ALU | BPF_ALU64)
+            && i.op() == BPF_LSH
+            && i.code & BPF_X == 0
+            && i.dst == a
+            && i.imm == 8
+            && i.off == 0
+    };
+    let or = |i: &Insn, a: u8, b: u8| {
+        matches!(i.class(), BPF_ALU | BPF_ALU64)
+            && i.op() == BPF_OR
+            && i.code & BPF_X != 0
+            && i.dst == a
+            && i.src == b
+            && i.off == 0
+    };
+    // a = b[k + 1]; a <<= 8; b = b[k]; a |= b
+    let (hi, lo, lsh) = if byte(&w[0], pc) && byte(&w[2], pc + 2) {
+        (&w[0], &w[2], &w[1])
+    } else if byte(&w[0], pc) && byte(&w[1], pc + 1) {
+        // b = b[k]; a = b[k + 1]; a <<= 8; a |= b
+        (&w[1], &w[0], &w[2])
+    } else {
+        return None;
+    };
+    let (a, b, p) = (hi.dst, lo.dst, hi.src);
+    let ok = lo.src == p
+        && a != b
+        && a != p
+        && b != p
+        && i32::from(hi.off) == i32::from(lo.off) + 1
+        && lsh8(lsh, a)
+        && or(&w[3], a, b);
+    ok.then_some((a, b, p, lo.off))
+}
+
+/// The null test of r0 after the inlined lookup at `pc` (`if r0 == 0`
+/// or `if r0 != 0`, nothing jumping onto it): its pc, and the one
+/// register instruction between the two if any, which neither reads nor
+/// writes r0 (nor can it read r1-r5: the call ended them).
+pub(crate) fn null_test_after(
+    insns: &[Insn],
+    pc: usize,
+    plan: &Plan,
+) -> Option<(usize, Option<usize>)> {
+    let test = |q: usize| {
+        insns.get(q).is_some_and(|j| {
+            (j.code == BPF_JMP | BPF_JEQ | BPF_K || j.code == BPF_JMP | BPF_JNE | BPF_K)
+                && j.dst == 0
+                && j.imm == 0
+        }) && !plan.target[q]
+            && !plan.skip[q]
+    };
+    if test(pc + 1) {
+        return Some((pc + 1, None));
+    }
+    let m = insns.get(pc + 1)?;
+    let reads_r0 = m.code & BPF_X != 0 && m.src == 0;
+    let movable = matches!(m.class(), BPF_ALU | BPF_ALU64)
+        && !matches!(m.dst, 0 | 10)
+        && !reads_r0
+        && !plan.target[pc + 1]
+        && !plan.skip[pc + 1];
+    (movable && test(pc + 2)).then_some((pc + 2, Some(pc + 1)))
+}
+
+/// Whether the key of the inlined lookup at `pc` (4 bytes at `r10 -
+/// depth`) is below `max`: stored there by `*(u32 *)(r10 - depth) = rX`
+/// with only register instructions and loads after it, nothing jumping
+/// in between, and the verifier's bound of rX at the store (`words`)
+/// below `max`.
+pub(crate) fn key_below(
+    insns: &[Insn],
+    pc: usize,
+    depth: u32,
+    max: u32,
+    words: &[(usize, u64)],
+    plan: &Plan,
+) -> bool {
+    let mut q = pc;
+    loop {
+        if plan.target[q] || q == 0 {
+            return false;
+        }
+        // An LDDW's first slot two back: q - 1 is its second slot.
+        let p = if q >= 2 && insns[q - 2].code == LDDW {
+            q - 2
+        } else {
+            q - 1
+        };
+        let i = &insns[p];
+        if i.code == BPF_STX | BPF_MEM | BPF_W && i.dst == 10 && i32::from(i.off) == -(depth as i32)
+        {
+            return words
+                .binary_search_by_key(&p, |w| w.0)
+                .is_ok_and(|k| words[k].1 < u64::from(max));
+        }
+        if !(matches!(i.class(), BPF_ALU | BPF_ALU64 | BPF_LDX) || i.code == LDDW) {
+            return false;
+        }
+        q = p;
+    }
+}
+
+/// Whether the code may call out of itself (a helper not inlined, a
+/// local call, the Rust slow path of a checked access or an atomic, a
+/// loop head's budget fault): then its stack is kept 16-byte aligned.
+pub(crate) fn calls_out(
+    insns: &[Insn],
+    loop_cost: &[u32],
+    access: &[Access],
+    inlined: &[usize],
+) -> bool {
+    let proven = |pc: usize| matches!(access.get(pc), Some(Access::Value | Access::Packet));
+    loop_cost.iter().any(|&c| c != 0)
+        || insns.iter().enumerate().any(|(pc, i)| match i.class() {
+            BPF_JMP => i.op() == BPF_CALL && inlined.binary_search(&pc).is_err(),
+            BPF_LDX => i.src != 10 && !proven(pc) && access.get(pc) != Some(&Access::Ctx),
+            BPF_ST | BPF_STX => i.dst != 10 && !proven(pc),
+            _ => false,
+        })
+}
+
+/// `x = 1; if c goto +1; x = 0` at `pc`, nothing jumping between, `x`
+/// no operand of the comparison: `x = c` (the JIT's `setcc`).
+pub(crate) fn set_flag(insns: &[Insn], pc: usize, plan: &Plan) -> bool {
+    let (Some(i), Some(j), Some(k)) = (insns.get(pc), insns.get(pc + 1), insns.get(pc + 2)) else {
+        return false;
+    };
+    let mov = |m: &Insn, v: i32| {
+        (m.code == BPF_ALU64 | BPF_MOV | BPF_K || m.code == BPF_ALU | BPF_MOV | BPF_K)
+            && m.off == 0
+            && m.imm == v
+    };
+    let x = i.dst;
+    let operand = j.dst == x || (j.code & BPF_X != 0 && j.src == x);
+    mov(i, 1)
+        && mov(k, 0)
+        && k.dst == x
+        && matches!(j.class(), BPF_JMP | BPF_JMP32)
+        && !matches!(j.op(), BPF_JA | BPF_CALL | BPF_EXIT)
+        && j.off == 1
+        && !operand
+        && x != 10
+        && plan.plain_run(pc, 3)
+}
+
+/// `d = *(p + k); r0 = d` at `pc` with `d` read on no path after, the
+/// load needing no run-time check (the stack, a proven packet or map
+/// value access), nothing jumping onto the copy: one load into r0.
+pub(crate) fn load_to_r0(insns: &[Insn], pc: usize, access: &[Access], plan: &Plan) -> bool {
+    let (Some(i), Some(j)) = (insns.get(pc), insns.get(pc + 1)) else {
+        return false;
+    };
+    matches!(i.code & 0xe0, BPF_MEM | BPF_MEMSX)
+        && i.class() == BPF_LDX
+        && (i.src == 10 || matches!(access.get(pc), Some(Access::Value | Access::Packet)))
+        && j.code == BPF_ALU64 | BPF_MOV | BPF_X
+        && j.off == 0
+        && j.dst == 0
+        && j.src == i.dst
+        && i.dst != 0
+        && plan.plain_run(pc, 2)
+        && plan.dead_after(pc + 1, i.dst)
+}
+
+/// `x = imm; if y OP x goto` (or `if x OP y`) with `x` read on no path
+/// after the jump: `(y, imm, swapped)` to compare `y` with the immediate
+/// (`swapped`: x was the left operand, the condition is mirrored).
+pub(crate) fn imm_compare(insns: &[Insn], pc: usize, plan: &Plan) -> Option<(u8, i32, bool)> {
+    let (i, j) = (insns.get(pc)?, insns.get(pc + 1)?);
+    let x = i.dst;
+    let ok = i.code == BPF_ALU64 | BPF_MOV | BPF_K
+        && i.off == 0
+        && matches!(j.class(), BPF_JMP | BPF_JMP32)
+        && j.code & BPF_X != 0
+        && !matches!(j.op(), BPF_JA | BPF_CALL | BPF_EXIT)
+        && j.dst != j.src
+        && (j.dst == x || j.src == x)
+        && plan.plain_run(pc, 2)
+        && plan.dead_after(pc + 1, x);
+    let pair = if j.src == x {
+        (j.dst, i.imm, false)
+    } else {
+        (j.src, i.imm, true)
+    };
+    ok.then_some(pair)
 }
 
 /// Whether `pc` starts a load, add, store of one proven 8-byte word
@@ -138,7 +368,7 @@ mod tests {
              mov %r4, %r0\ncall 1\nexit",
         )
         .unwrap();
-        let found = plan(&p, &[0], &[7]);
+        let found = plan(&p, &[0], &[7], &crate::Helpers::new());
         assert_eq!(
             found.skip,
             [false, false, false, true, true, true, true, false, false]
@@ -157,11 +387,11 @@ exit",
         let p = assemble("mov %r3, 5\nja +0\nmov %r1, 1\ncall 1\nexit").unwrap();
         assert_eq!(plan_skips(&p, 3), [false, false, true, false, false]);
         // No lookup there: nothing skipped.
-        assert_eq!(plan(&p, &[0], &[]).skip, [false; 5]);
+        assert_eq!(plan(&p, &[0], &[], &crate::Helpers::new()).skip, [false; 5]);
     }
 
     fn plan_skips(p: &[Insn], lookup: usize) -> Vec<bool> {
-        plan(p, &[0], &[lookup]).skip
+        plan(p, &[0], &[lookup], &crate::Helpers::new()).skip
     }
 
     #[test]
@@ -271,3 +501,7 @@ exit",
         }
     }
 }
+
+#[cfg(test)]
+#[path = "jit_fuse_tests.rs"]
+mod fuse_tests;

@@ -49,6 +49,8 @@ mod interp;
 #[cfg(target_arch = "x86_64")]
 mod jit;
 #[cfg(target_arch = "x86_64")]
+mod jit_live;
+#[cfg(target_arch = "x86_64")]
 mod jit_plan;
 mod maps;
 pub mod verify;
@@ -259,6 +261,17 @@ pub struct RunOutcome {
     pub data_end: usize,
 }
 
+/// How [`Program::run_xdp_quick`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XdpEnd {
+    /// No fault, and the packet's bounds where the run found them: the
+    /// action (r0).
+    Quiet(u64),
+    /// A fault, bounds a helper moved, or a helper that asked for it
+    /// ([`Env::read_back`]): what [`Program::run_xdp`] returns.
+    Full(Result<RunOutcome, Fault>),
+}
+
 /// A loaded (verified) program.
 #[derive(Debug)]
 pub struct Program {
@@ -281,6 +294,10 @@ pub struct Program {
     need_bases: usize,
     /// Whether a run reads `Env::last` (JIT code with inline checks).
     reads_last: bool,
+    /// Whether the program may read the context's plain fields
+    /// (`ingress_ifindex` and after): a converted load of one, or a
+    /// load the verifier could not place (it may reach the context).
+    reads_ctx: bool,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -339,8 +356,15 @@ impl Program {
             jit: None,
             need_bases: 0,
             reads_last: false,
+            reads_ctx: false,
         }
         .compiled(opts, &a, maps)
+        .map(|mut p| {
+            p.reads_ctx = reads_ctx_fields(&p.insns, &p.access);
+            let plain = !p.counted && !p.reads_last && !p.reads_ctx;
+            p.set_plain(plain);
+            p
+        })
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -353,15 +377,15 @@ impl Program {
         if opts.jit {
             let code = jit::compile(
                 &self.insns,
-                &a.functions,
                 &self.loop_cost,
                 &self.access,
                 &self.helpers,
-                &a.lookups,
+                a,
                 maps,
             )
             .map_err(|e| VerifyError::new(0, e))?;
-            self.reads_last = code.inline_checks;
+            let (code, inline_checks) = code;
+            self.reads_last = inline_checks;
             self.jit = Some(code);
             self.need_bases = a
                 .lookups
@@ -381,6 +405,24 @@ impl Program {
         _: &[MapRef],
     ) -> Result<Program, VerifyError> {
         Ok(self)
+    }
+
+    /// Marks JIT code that needs only the packet (see `JitCode::plain`).
+    fn set_plain(&mut self, plain: bool) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(code) = &mut self.jit {
+            code.plain = plain;
+        }
+        let _ = plain;
+    }
+
+    /// Whether runs take `run_xdp`'s short path (plain JIT code).
+    #[cfg(test)]
+    pub(crate) fn plain(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        return self.jit.as_ref().is_some_and(|c| c.plain);
+        #[cfg(not(target_arch = "x86_64"))]
+        false
     }
 
     /// Whether the program runs as machine code (else the interpreter).
@@ -499,21 +541,86 @@ impl Program {
         ingress_ifindex: u32,
         rx_queue: u32,
     ) -> Result<RunOutcome, Fault> {
+        match self.run_xdp_quick(env, frame, data_off, data_len, ingress_ifindex, rx_queue) {
+            XdpEnd::Quiet(action) => Ok(RunOutcome {
+                action,
+                data_meta: data_off,
+                data: data_off,
+                data_end: data_off + data_len,
+            }),
+            XdpEnd::Full(r) => r,
+        }
+    }
+
+    /// [`Program::run_xdp`] for a caller's hot path: a run without a
+    /// fault that left the packet where it was ends [`XdpEnd::Quiet`]
+    /// with the action alone (nothing read back from the `Env`);
+    /// anything else as `run_xdp` returns it.
+    #[inline(always)]
+    pub fn run_xdp_quick(
+        &self,
+        env: &mut Env,
+        frame: &mut [u8],
+        data_off: usize,
+        data_len: usize,
+        ingress_ifindex: u32,
+        rx_queue: u32,
+    ) -> XdpEnd {
         let base = frame.as_mut_ptr() as u64;
         let fits = data_off
             .checked_add(data_len)
             .is_some_and(|e| e <= frame.len());
         if !fits {
-            return Err(Fault::OutOfBounds {
+            return XdpEnd::Full(Err(Fault::OutOfBounds {
                 pc: 0,
                 addr: base + data_off as u64,
                 len: data_len as u32,
                 write: false,
-            });
+            }));
         }
         let data = base + data_off as u64;
+        let frame_end = base + frame.len() as u64;
+        #[cfg(target_arch = "x86_64")]
+        if let Some(code) = self.jit.as_ref().filter(|c| c.plain) {
+            // The short path: nothing but the packet to set up (the
+            // context's plain fields are read by no load of this code).
+            if env.array_bases() >= self.need_bases {
+                env.begin_packet((base, frame_end), data, data + data_len as u64, false);
+                let action = code.call(env, [env.ctx_addr(), 0, 0]);
+                // No fault, the packet where it was: nothing to read back.
+                if env.quiet() {
+                    env.end_packet();
+                    return XdpEnd::Quiet(action);
+                }
+                return XdpEnd::Full(Self::xdp_end(env, Ok(action)));
+            }
+        }
+        XdpEnd::Full(self.run_xdp_full(
+            env,
+            base,
+            frame_end,
+            data,
+            data_len,
+            ingress_ifindex,
+            rx_queue,
+        ))
+    }
+
+    /// `run_xdp` for code that needs more set-up (or the interpreter).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn run_xdp_full(
+        &self,
+        env: &mut Env,
+        base: u64,
+        frame_end: u64,
+        data: u64,
+        data_len: usize,
+        ingress_ifindex: u32,
+        rx_queue: u32,
+    ) -> Result<RunOutcome, Fault> {
         env.begin_packet(
-            (base, base + frame.len() as u64),
+            (base, frame_end),
             data,
             data + data_len as u64,
             self.reads_last(),
@@ -524,7 +631,21 @@ impl Program {
         env.set_ctx_field(12, ingress_ifindex);
         env.set_ctx_field(16, rx_queue);
         let r = self.exec(env, [env.ctx_addr(), 0, 0]);
-        let (meta, data, end) = env.packet();
+        Self::xdp_end(env, r)
+    }
+
+    /// The end of an XDP run: its pending fault, or its action and the
+    /// packet's bounds as offsets from the frame's start.
+    #[inline(never)]
+    fn xdp_end(env: &mut Env, r: Result<u64, Fault>) -> Result<RunOutcome, Fault> {
+        let base = env.frame.0;
+        let r = match r {
+            // The short path's code left its fault pending.
+            Ok(a) if env.flags[env::FAULT] != 0 => env.take_fault().map_or(Ok(a), Err),
+            r => r,
+        };
+        let (meta, data, end) = (env.meta, env.data, env.data_end);
+        env.clear_read_back();
         env.end_packet();
         let action = r?;
         Ok(RunOutcome {
@@ -551,3 +672,28 @@ impl Program {
         r
     }
 }
+
+/// Whether a program may read the context's plain fields: a converted
+/// context load at offset 12 or more, or a load whose region the
+/// verifier did not decide (checked at run time, it may reach the
+/// context). Loads from the stack pointer (r10) never do.
+fn reads_ctx_fields(insns: &[Insn], access: &[verify::Access]) -> bool {
+    use verify::Access;
+    insns.iter().enumerate().any(|(pc, i)| {
+        let base = match i.class() {
+            BPF_LDX => i.src,
+            BPF_STX if i.code & 0xe0 == BPF_ATOMIC => i.dst,
+            _ => return false,
+        };
+        base != 10
+            && match access.get(pc) {
+                Some(Access::Packet | Access::Value) => false,
+                Some(Access::Ctx) => i.off >= 12,
+                _ => true,
+            }
+    })
+}
+
+#[cfg(test)]
+#[path = "run_tests.rs"]
+mod run_tests;

@@ -19,13 +19,14 @@
 //! and scalar bounds). Every other access is checked at run time (see
 //! [`Env`](crate::Env)); the interpreter checks all of them.
 
-use crate::env::{Helpers, CTX_SIZE, MAX_FRAMES, STACK_FRAME};
+use crate::env::{Helpers, MAX_FRAMES, STACK_FRAME};
 use crate::insn::*;
 use crate::{LoadOptions, MapRef, VerifyError};
 
+#[path = "verify_flow.rs"]
+mod flow;
 #[path = "verify_state.rs"]
 mod state;
-use state::*;
 
 /// The most instructions a program may have (the kernel's
 /// `BPF_COMPLEXITY_LIMIT_INSNS`).
@@ -65,6 +66,12 @@ pub(crate) struct Analysis {
     /// ([`MapRef::array`]) with 4-byte keys and the key lies in the
     /// caller's frame.
     pub lookups: Vec<(usize, u32, u32)>,
+    /// `*(u32 *)(r10 + k) = rX` stores: (pc, an upper bound of rX there),
+    /// by pc.
+    pub stack_words: Vec<(usize, u64)>,
+    /// `and d, 2^k - 1` on a value the verifier knows within the mask:
+    /// no-ops, by pc.
+    pub no_op_ands: Vec<usize>,
 }
 
 type Result<T> = core::result::Result<T, VerifyError>;
@@ -347,6 +354,19 @@ fn check_insn(pc: usize, i: &Insn, helpers: &Helpers, kernel_rules: bool) -> Res
     }
 }
 
+/// An instruction's successors (fall-through or jump, jump target),
+/// `u32::MAX` for none: 8 bytes an instruction.
+#[derive(Clone, Copy)]
+struct Succ([u32; 2]);
+
+impl Succ {
+    const NONE: Succ = Succ([u32::MAX; 2]);
+
+    fn get(self) -> [Option<usize>; 2] {
+        self.0.map(|t| (t != u32::MAX).then_some(t as usize))
+    }
+}
+
 /// A control-flow successor list (at most two).
 fn successors(pc: usize, i: &Insn) -> ([Option<i64>; 2], Option<i64>) {
     let p = pc as i64;
@@ -406,7 +426,7 @@ pub(crate) fn verify(
     }
     // Per-instruction checks, successors, function starts.
     let mut uses = vec![Use::default(); n];
-    let mut succ = vec![[None::<usize>; 2]; n];
+    let mut succ = vec![Succ::NONE; n];
     let mut calls: Vec<(usize, usize)> = Vec::new();
     let mut starts = vec![0usize];
     let target = |pc: usize, t: i64, what: &str| -> Result<usize> {
@@ -439,7 +459,7 @@ pub(crate) fn verify(
                 if fall && t as usize >= n {
                     return err(pc, "control falls off the end of the program (the last instruction must be exit or a jump)");
                 }
-                succ[pc][k] = Some(target(pc, t, "jump")?);
+                succ[pc].0[k] = target(pc, t, "jump")? as u32;
             }
         }
         if let Some(c) = call {
@@ -453,7 +473,7 @@ pub(crate) fn verify(
     let func_of = |pc: usize| starts.partition_point(|&s| s <= pc) - 1;
     // Jumps stay inside their function; nothing falls into the next one.
     for pc in 0..n {
-        for t in succ[pc].into_iter().flatten() {
+        for t in succ[pc].get().into_iter().flatten() {
             if func_of(t) != func_of(pc) {
                 let is_fall = t == pc + 1 || (insns[pc].code == LDDW && t == pc + 2);
                 let why = if is_fall {
@@ -518,7 +538,7 @@ pub(crate) fn verify(
             if *k < 2 {
                 let e = *k;
                 *k += 1;
-                if let Some(t) = succ[pc][e] {
+                if let Some(t) = succ[pc].get()[e] {
                     match seen[t] {
                         0 => {
                             seen[t] = 1;
@@ -542,281 +562,33 @@ pub(crate) fn verify(
     if let Some(pc) = (0..n).find(|&pc| !second[pc] && seen[pc] == 0) {
         return err(pc, "unreachable instruction");
     }
-    // Initialised registers and register types (the context, map
-    // pointers, map values maybe null, map values), meet = intersection;
-    // callers before callees (reverse post-order).
-    let mut entry = vec![None::<State>; nf];
-    let mut first = State::new(((1u16 << (opts.entry_args.min(5) + 1)) - 2) | bit(10));
-    if opts.xdp_ctx {
-        first.set(1, CTX);
+    // Register types, packet ranges, bounds: the accesses that need
+    // no run-time check, the lookups the JIT inlines.
+    let flow::Found {
+        access,
+        lookups,
+        stack_words,
+        no_op_ands,
+    } = flow::Flow {
+        insns,
+        uses: &uses,
+        succ: &succ,
+        calls: &calls,
+        starts: &starts,
+        order: &order,
+        map_refs,
+        maps,
     }
-    if opts.packet_args {
-        first.set(1, PKT);
-        first.set(2, PKT_END);
-    }
-    entry[0] = Some(first);
-    let map_at = |pc: usize| {
-        map_refs
-            .binary_search_by_key(&pc, |m| m.0)
-            .ok()
-            .map(|k| map_refs[k].1)
-    };
-    let mut at: Vec<Option<State>> = vec![None; n];
-    let mut changes = vec![0u32; n];
-    let mut lookups: Vec<(usize, u32, u32)> = Vec::new();
-    for &f in order.iter().rev() {
-        let s = starts[f];
-        let end = starts.get(f + 1).copied().unwrap_or(n);
-        at[s] = entry[f];
-        // Lowest pc first: in code without back-edges every predecessor
-        // of a join is done before the join is (forward jumps only), so
-        // a join meets final states once, and the packet pointers that
-        // shared a base keep sharing it.
-        let mut work = std::collections::BTreeSet::from([s]);
-        while let Some(pc) = work.pop_first() {
-            let Some(st) = at[pc] else { continue };
-            let u = uses[pc];
-            let missing = u.reads & !st.init;
-            if missing != 0 {
-                let r = missing.trailing_zeros();
-                return err(
-                    pc,
-                    format!("reads r{r}, which is not initialised on every path here"),
-                );
-            }
-            let i = &insns[pc];
-            let mut out = st;
-            out.init = (st.init & !u.kills) | u.writes | bit(10);
-            for r in 0..11 {
-                if (u.kills | u.writes) & bit(r) != 0 {
-                    out.set(r as usize, OTHER);
-                }
-            }
-            // A helper may move the packet (adjust_head): forget it;
-            // not bpf_map_lookup_elem (its contract, see `Helpers`).
-            let lookup = i.code == BPF_JMP | BPF_CALL
-                && i.src == 0
-                && i.imm as u32 == helper::MAP_LOOKUP_ELEM;
-            if i.class() == BPF_JMP && i.op() == BPF_CALL && !lookup {
-                out.range = 0;
-                for r in 0..11 {
-                    if matches!(out.ty[r] & KIND, PKT | PKT_END) {
-                        out.set(r, OTHER);
-                    }
-                }
-            }
-            let (dty, sty) = (st.ty[i.dst as usize], st.ty[i.src as usize]);
-            let (d, sr) = (i.dst as usize, i.src as usize);
-            if i.code == BPF_ALU64 | BPF_MOV | BPF_X && i.off == 0 && i.src == 10 {
-                // The frame pointer: a stack pointer at depth 0.
-                out.set(d, STACK);
-            } else if i.code == BPF_ALU64 | BPF_MOV | BPF_X && i.off == 0 {
-                // A copy keeps the type (and the id, range, bound).
-                out.copy(d, &st, sr);
-            } else if i.code == BPF_ALU64 | BPF_ADD | BPF_K && dty & KIND == STACK {
-                // r10 - k: still in the frame while 0 <= k <= STACK_FRAME.
-                let k = (dty & !KIND) as i64 - i.imm as i64;
-                out.set(
-                    d,
-                    if (0..=STACK_FRAME as i64).contains(&k) {
-                        STACK | k as u32
-                    } else {
-                        OTHER
-                    },
-                );
-            } else if i.code == BPF_ALU64 | BPF_ADD | BPF_K && dty & KIND == PKT {
-                // base + k: still a packet pointer while 0 <= k < 2^16.
-                let k = (dty & !KIND) as i64 + i.imm as i64;
-                if (0..=MAX_PKT_OFF as i64).contains(&k) {
-                    out.copy(d, &st, d);
-                    out.ty[d] = PKT | k as u32;
-                } else {
-                    out.set(d, OTHER);
-                }
-            } else if i.code == BPF_ALU64 | BPF_ADD | BPF_X
-                && dty & KIND == PKT
-                && sty == OTHER
-                && i.src != i.dst
-            {
-                // base + k + a bounded scalar: a new base.
-                out.copy(d, &st, d);
-                out.add_var(pc, d, st.hi[sr]);
-            } else if matches!(i.class(), BPF_ALU | BPF_ALU64) && i.op() != BPF_END {
-                // A scalar result: its upper bound.
-                let b = match (i.code & BPF_X != 0, i.class() == BPF_ALU64) {
-                    (true, _) => st.bound(sr),
-                    (false, true) => i.imm as i64 as u64,
-                    (false, false) => u64::from(i.imm as u32),
-                };
-                out.scalar(d, alu_bound(i, st.bound(d), b));
-            } else if i.class() == BPF_LDX
-                && sty == CTX
-                && i.code & 0xe0 == BPF_MEM
-                && i.size() == 4
-            {
-                // Converted to the 64-bit pointers (data_meta at 8 too).
-                match i.off {
-                    0 => out.set(d, PKT),
-                    4 => out.set(d, PKT_END),
-                    _ => out.set(d, OTHER),
-                }
-            } else if i.class() == BPF_LDX && i.code & 0xe0 == BPF_MEM && i.size() < 8 {
-                // Zero-extended.
-                out.scalar(d, (1u64 << (8 * i.size())) - 1);
-            } else if let (LDDW, Some(m)) = (i.code, map_at(pc)) {
-                out.set(d, MAP | m);
-            } else if i.code == LDDW {
-                let hi = insns.get(pc + 1).map_or(0, |h| h.imm as u32 as u64);
-                out.scalar(d, (i.imm as u32 as u64) | (hi << 32));
-            } else if i.code == BPF_JMP | BPF_CALL
-                && i.src == 0
-                && i.imm as u32 == helper::MAP_LOOKUP_ELEM
-                && st.ty[1] & KIND == MAP
-            {
-                // The helper's contract (see `Helpers`): null or the value.
-                let m = st.ty[1] & !KIND;
-                out.set(0, NULLABLE | m);
-                // An array map with its key in this frame: inline.
-                let depth = (st.ty[2] & KIND == STACK).then_some(st.ty[2] & !KIND);
-                if let (Some(k), Some(mr)) = (depth, maps.get(m as usize)) {
-                    let fits = mr
-                        .array
-                        .is_some_and(|l| l.stride % 8 == 0 && l.stride <= i32::MAX as u64);
-                    if fits && mr.key_size == 4 && k >= 4 {
-                        lookups.push((pc, m, k));
-                    }
-                }
-            }
-            if let Ok(k) = calls.binary_search_by_key(&pc, |c| c.0) {
-                let g = func_of(calls[k].1);
-                let mut args = State::new((st.init & R1_R5) | bit(10));
-                for r in 1..6 {
-                    args.copy(r, &st, r);
-                    args.vrange[r] = 0;
-                    // The caller's stack pointers are not the callee's r10.
-                    if args.ty[r] & KIND == STACK {
-                        args.set(r, OTHER);
-                    }
-                }
-                let s = starts[g];
-                entry[g] = Some(entry[g].map_or(args, |e| e.meet(&args, s)));
-            }
-            // `if data + n > data_end` and its forms: n bytes of packet on
-            // the edge where the comparison says data + n <= data_end.
-            // (on the taken edge, the packet pointer's register)
-            let mut pkt_edge: Option<(bool, usize)> = None;
-            if i.class() == BPF_JMP && i.code & BPF_X != 0 {
-                pkt_edge = match (dty & KIND, sty & KIND, i.op()) {
-                    // base + n OP data_end
-                    (PKT, PKT_END, BPF_JGT | BPF_JGE) => Some((false, d)),
-                    (PKT, PKT_END, BPF_JLT | BPF_JLE) => Some((true, d)),
-                    // data_end OP base + n
-                    (PKT_END, PKT, BPF_JGT | BPF_JGE) => Some((true, sr)),
-                    (PKT_END, PKT, BPF_JLT | BPF_JLE) => Some((false, sr)),
-                    _ => None,
-                };
-            }
-            // `if rX == 0` / `if rX != 0` on a map value maybe null: the
-            // value on the non-null edge, a number on the other.
-            let null_check = i.class() == BPF_JMP
-                && matches!(i.op(), BPF_JEQ | BPF_JNE)
-                && i.code & BPF_X == 0
-                && i.imm == 0
-                && st.ty[i.dst as usize] & KIND == NULLABLE;
-            for (k, t) in succ[pc].into_iter().enumerate() {
-                let Some(t) = t else { continue };
-                debug_assert!(t >= s && t < end);
-                let mut o = out;
-                if let Some((on_taken, r)) = pkt_edge {
-                    if (k == 1) == on_taken && succ[pc][0] != succ[pc][1] {
-                        o.prove(r);
-                    }
-                }
-                if null_check && succ[pc][0] != succ[pc][1] {
-                    let taken = k == 1;
-                    let non_null = taken == (i.op() == BPF_JNE);
-                    if non_null {
-                        o.set(d, VALUE | (st.ty[d] & !KIND));
-                    } else {
-                        o.scalar(d, 0);
-                    }
-                }
-                let mut new = at[t].map_or(o, |old| old.meet(&o, t));
-                if at[t] != Some(new) {
-                    changes[t] += 1;
-                    if let (Some(old), true) = (at[t], changes[t] > WIDEN_AFTER) {
-                        new.widen(&old);
-                    }
-                    at[t] = Some(new);
-                    work.insert(t);
-                }
-            }
-        }
-    }
-    // Accesses the types decide, now that the states are final.
-    let mut access = vec![Access::Checked; n];
-    for pc in 0..n {
-        let (Some(st), false) = (at[pc], second[pc]) else {
-            continue;
-        };
-        let i = &insns[pc];
-        let (off, size) = (i.off as i64, i.size() as i64);
-        let base = match i.class() {
-            BPF_LDX => i.src,
-            BPF_ST | BPF_STX => i.dst,
-            _ => continue,
-        };
-        let ty = st.ty[base as usize];
-        if base == 10 {
-            continue;
-        }
-        if ty == CTX {
-            if i.class() != BPF_LDX {
-                return err(pc, "store into the context (struct xdp_md is read-only)");
-            }
-            let sx = i.code & 0xe0 == BPF_MEMSX;
-            let pointer = matches!(off, 0 | 4 | 8) && size == 4 && !sx;
-            if !(pointer || (off >= 12 && off + size <= CTX_SIZE as i64)) {
-                return err(pc, format!("invalid access to the context: {size} bytes at offset {off} of struct xdp_md"));
-            }
-            access[pc] = Access::Ctx;
-        } else if ty & KIND == PKT && i.code & 0xe0 != BPF_ATOMIC {
-            // Inside the bytes a comparison with data_end proved there.
-            let start = (ty & !KIND) as i64 + off;
-            if start >= 0 && start + size <= st.limit(base as usize) as i64 {
-                access[pc] = Access::Packet;
-            }
-        } else if ty & KIND == VALUE {
-            // A map value (its helper returned value_size bytes, 8-aligned):
-            // inside it, no run-time check; outside, the run-time check.
-            let value_size = maps
-                .get((ty & !KIND) as usize)
-                .map_or(0, |m| m.value_size as i64);
-            let inside = off >= 0 && off + size <= value_size;
-            let atomic = i.code & 0xe0 == BPF_ATOMIC;
-            let inline_atomic =
-                !atomic || (i.imm & !BPF_FETCH == BPF_ADD as i32 && off % size == 0);
-            if inside && inline_atomic {
-                access[pc] = Access::Value;
-            }
-        }
-    }
+    .run(opts)?;
     let any = access.iter().any(|&a| a != Access::Checked);
     Ok(Analysis {
         back_edge_cost,
         has_loops,
         functions: starts,
         access: if any { access } else { Vec::new() },
-        lookups: {
-            // The dataflow may visit a pc several times: keep the facts
-            // of its final state only.
-            lookups.retain(|&(pc, m, k)| {
-                at[pc].is_some_and(|st| st.ty[1] == MAP | m && st.ty[2] == STACK | k)
-            });
-            lookups.sort_unstable();
-            lookups.dedup();
-            lookups
-        },
+        lookups,
+        stack_words,
+        no_op_ands,
     })
 }
 

@@ -64,6 +64,16 @@ impl Asm {
         }
     }
 
+    /// `setcc r8`: the low byte of `r` = 1 if `cc` holds, else 0 (the
+    /// rest of `r` unchanged).
+    pub fn setcc(&mut self, cc: u8, r: u8) {
+        // A REX prefix for r4-r7 selects spl..dil, not ah..bh.
+        self.rex(false, 0, r, r >= 4);
+        self.b(0x0f);
+        self.b(0x90 | cc);
+        self.modrm_rr(0, r);
+    }
+
     fn modrm_rr(&mut self, r: u8, rm: u8) {
         self.b(0xc0 | ((r & 7) << 3) | (rm & 7));
     }
@@ -287,6 +297,16 @@ impl Asm {
         self.rex(true, dst, base, false);
         self.b(0x8d);
         self.modrm_mem(dst, base, disp);
+    }
+
+    /// `lea dst, [base + index * scale]` (64-bit; scale 1, 2, 4 or 8;
+    /// `base` not rbp nor r13, which need a displacement here).
+    pub fn lea_index(&mut self, dst: u8, base: u8, index: u8, scale: u8) {
+        debug_assert!(base & 7 != 5 && index & 7 != 4);
+        self.b(0x48 | ((dst >> 3) << 2) | ((index >> 3) << 1) | (base >> 3));
+        self.b(0x8d);
+        self.b(((dst & 7) << 3) | 4);
+        self.b((scale.trailing_zeros() as u8) << 6 | ((index & 7) << 3) | (base & 7));
     }
 
     /// `cmp r, [base + disp]` (64-bit).

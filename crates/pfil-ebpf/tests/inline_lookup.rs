@@ -250,3 +250,59 @@ fn null_tests_after_inline_lookups_take_the_same_branch() {
         }
     }
 }
+
+/// A key from the packet's first byte `& mask`, stored at r10 - 8; when
+/// the second byte is 1, the unmasked byte instead, jumping onto the
+/// instructions between the store and the call (`jump_in`) or to the
+/// end. `between` 1: a register instruction between the call and the
+/// null test (the test stays fused); 2: one that writes r0 (not fused).
+fn bounded_key(mask: u32, jump_in: bool, between: u8) -> Vec<Insn> {
+    let text = format!(
+        "ldxw %r6, [%r1+0]\nldxw %r7, [%r1+4]\nmov %r0, 0\nmov %r5, %r6\nadd %r5, 2\n\
+         jgt %r5, %r7, out\nldxb %r3, [%r6+0]\nldxb %r8, [%r6+1]\nstxw [%r10-8], %r3\n\
+         jeq %r8, 1, {}\nand %r3, {mask}\nstxw [%r10-8], %r3\nmid:\nmov %r2, %r10\n\
+         add %r2, -8\nlddw %r1, 0\ncall 1\n{}\njeq %r0, 0, miss\nldxdw %r0, [%r0+0]\nexit\n\
+         miss:\nmov %r0, 999\n{}\nout:\nexit",
+        if jump_in { "mid" } else { "out" },
+        ["", "mov %r4, 3", "mov %r0, 5"][usize::from(between)],
+        if between == 1 { "add %r0, %r4" } else { "" },
+    );
+    let mut p = pfil_ebpf::asm::assemble(&text).unwrap();
+    for i in p.iter_mut().filter(|i| i.code == LDDW) {
+        i.src = PSEUDO_MAP_FD;
+    }
+    p
+}
+
+#[test]
+fn a_key_proven_below_max_entries_is_not_checked_and_a_jump_in_keeps_the_check() {
+    let mut w = worker(1);
+    for mask in [3, 4, 5, 7, 0xff] {
+        for jump_in in [false, true] {
+            for between in [0, 1, 2] {
+                let insns = bounded_key(mask, jump_in, between);
+                let (jit, reference) = (load(insns.clone(), true), load(insns, false));
+                for key in 0..=255u8 {
+                    for sel in [0u8, 1] {
+                        let mut frame = [0u8; 64];
+                        frame[0] = key;
+                        frame[1] = sel;
+                        let mut f2 = frame;
+                        let a = jit.run_xdp(&mut w.env, &mut frame, 0, 64, 1, 0);
+                        let b = reference.run_xdp(&mut w.env, &mut f2, 0, 64, 1, 0);
+                        assert_eq!(a, b, "mask {mask} jump_in {jump_in} key {key} sel {sel}");
+                    }
+                }
+            }
+        }
+    }
+    // Below max_entries (3 < 5): no index check, no miss path.
+    let len = |mask| {
+        load(bounded_key(mask, false, 0), true)
+            .machine_code()
+            .map(<[u8]>::len)
+    };
+    if let (Some(proven), Some(checked)) = (len(3), len(7)) {
+        assert!(proven + 13 <= checked, "{proven} vs {checked}");
+    }
+}

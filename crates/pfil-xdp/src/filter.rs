@@ -29,7 +29,7 @@ use pfil_port::Outboxes;
 
 use crate::config::XdpConfig;
 use crate::helpers::{XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX};
-use crate::program::{RunError, XdpProgram};
+use crate::program::{Quick, RunError, XdpProgram};
 use crate::Object;
 
 /// Largest object file `xdp:@PATH` reads.
@@ -288,7 +288,7 @@ impl XdpFilter {
 
     /// Run the program on one packet with a claimed environment and turn
     /// its action into a verdict (see the module docs).
-    #[inline]
+    #[inline(always)]
     fn decide(
         &self,
         claim: &mut crate::program::Claim<'_>,
@@ -296,12 +296,38 @@ impl XdpFilter {
         worker: usize,
     ) -> Verdict {
         let (ifindex, queue) = (pkt.ifindex(), pkt.queue());
-        let (len, head) = (pkt.len(), pkt.headroom());
+        let len = pkt.len();
         // The program sees the frame in its buffer: it may grow it into
         // the headroom and tailroom the port gave (data_meta lives in the
         // headroom too, as the kernel's).
         let (buf, data) = pkt.buffer_mut();
-        let r = match claim.run(buf, data, len, ifindex, queue) {
+        let action = match claim.run_quick(buf, data, len, ifindex, queue) {
+            Quick::Quiet(action) => action,
+            Quick::Full(r) => return self.decide_full(pkt, worker, r),
+        };
+        // The two common verdicts without a jump table.
+        if action == XDP_PASS {
+            return Verdict::Pass;
+        }
+        if action == XDP_DROP {
+            return Verdict::Dropped;
+        }
+        // A quiet run asked for no redirect target.
+        self.act(pkt, worker, action, None)
+    }
+
+    /// The verdict of a run that faulted or moved the packet.
+    #[inline(never)]
+    fn decide_full(
+        &self,
+        pkt: &mut Packet<'_>,
+        worker: usize,
+        r: Result<crate::program::RunResult, RunError>,
+    ) -> Verdict {
+        // The packet's bounds as the run found them (only `set_frame`
+        // below changes them).
+        let (head, len) = (pkt.headroom(), pkt.len());
+        let r = match r {
             Ok(r) => r,
             Err(RunError::Fault(f)) => self.fault(worker, f),
             Err(RunError::Worker(_)) => {
@@ -317,14 +343,11 @@ impl XdpFilter {
             self.count(worker, 1);
             return Verdict::Dropped;
         }
-        // The two common verdicts without a jump table.
-        if r.action == XDP_PASS {
-            return Verdict::Pass;
+        match r.action {
+            XDP_PASS => Verdict::Pass,
+            XDP_DROP => Verdict::Dropped,
+            a => self.act(pkt, worker, a, r.redirect),
         }
-        if r.action == XDP_DROP {
-            return Verdict::Dropped;
-        }
-        self.act(pkt, worker, r.action, r.redirect)
     }
 
     /// The verdict of the other actions (and unknown ones).

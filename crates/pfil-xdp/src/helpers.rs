@@ -43,7 +43,9 @@ pub struct RunState {
     pub maps: Vec<Arc<Map>>,
     /// The worker running (`bpf_get_smp_processor_id`).
     pub worker: usize,
-    /// Set by `bpf_redirect`/`bpf_redirect_map`: the ifindex to send to.
+    /// Set by `bpf_redirect`/`bpf_redirect_map` (which make the run end
+    /// `XdpEnd::Full`): the ifindex to send to; taken by the hook after
+    /// such a run.
     pub redirect: Option<u32>,
     /// xorshift state for `bpf_get_prandom_u32`.
     pub rng: u64,
@@ -375,11 +377,13 @@ unsafe extern "C" fn redirect(
     env: *mut Env,
 ) -> u64 {
     // SAFETY: the engine passes its live Env (HelperFn contract).
-    let st = state(unsafe { &mut *env });
+    let env = unsafe { &mut *env };
     if flags != 0 {
         return XDP_ABORTED;
     }
-    st.redirect = Some(ifindex as u32);
+    state(env).redirect = Some(ifindex as u32);
+    // The hook reads (and clears) the target after such a run only.
+    env.read_back();
     XDP_REDIRECT
 }
 
@@ -411,6 +415,8 @@ unsafe extern "C" fn redirect_map(
         return flags & 3;
     }
     st.redirect = Some(ifindex);
+    // The hook reads (and clears) the target after such a run only.
+    env.read_back();
     XDP_REDIRECT
 }
 

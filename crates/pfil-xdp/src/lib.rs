@@ -34,7 +34,7 @@ pub use config::XdpConfig;
 pub use filter::{XdpFault, XdpFilter};
 pub use maps::{Map, MapError, MapType};
 pub use object::{MapDef, MapOrigin, Object, Program};
-pub use program::{RunError, RunResult, XdpProgram};
+pub use program::{Claim, Quick, RunError, RunResult, XdpProgram};
 
 use thiserror::Error;
 

@@ -6,7 +6,7 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use pfil_ebpf::{Env, Fault, Insn, LoadOptions, MapRef, Region};
+use pfil_ebpf::{Env, Fault, Insn, LoadOptions, MapRef, Region, XdpEnd};
 
 use crate::helpers::{xdp_helpers, RunState};
 use crate::object::{MapOrigin, Object};
@@ -182,6 +182,11 @@ impl XdpProgram {
     pub fn map(&self, name: &str) -> Option<&Arc<Map>> {
         self.maps.iter().find(|m| m.name() == name)
     }
+    /// The engine's program (its instructions, its machine code).
+    pub fn engine(&self) -> &pfil_ebpf::Program {
+        &self.prog
+    }
+
     /// The definitions the maps were made from.
     pub fn map_defs(&self) -> &[crate::MapDef] {
         &self.defs
@@ -230,6 +235,16 @@ pub struct Claim<'p> {
     slot: &'p Slot,
 }
 
+/// How [`Claim::run_quick`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quick {
+    /// No fault, the packet's bounds unmoved, no redirect target asked
+    /// for: the action.
+    Quiet(u64),
+    /// Anything else: what [`Claim::run`] returns.
+    Full(Result<RunResult, RunError>),
+}
+
 impl Claim<'_> {
     /// Run the program on `frame[data..data + len]` (see
     /// [`XdpProgram::run`]).
@@ -245,27 +260,64 @@ impl Claim<'_> {
         ifindex: u32,
         queue: u32,
     ) -> Result<RunResult, RunError> {
+        match self.run_quick(frame, data, len, ifindex, queue) {
+            Quick::Quiet(action) => Ok(RunResult {
+                action,
+                meta: data,
+                data,
+                end: data + len,
+                redirect: None,
+            }),
+            Quick::Full(r) => r,
+        }
+    }
+
+    /// [`Claim::run`] for the hook's hot path: a run that neither
+    /// faulted, moved the packet nor asked for a redirect target gives
+    /// its action alone.
+    #[inline(always)]
+    pub fn run_quick(
+        &mut self,
+        frame: &mut [u8],
+        data: usize,
+        len: usize,
+        ifindex: u32,
+        queue: u32,
+    ) -> Quick {
         // SAFETY: this Claim won the slot's busy flag: no other thread
         // touches this Env or its RunState until it is dropped, and
         // `&mut self` keeps two runs of this claim apart.
         let env = unsafe { &mut *self.slot.env.get() };
-        // SAFETY: as above.
-        unsafe { (*self.slot._state.get()).redirect = None };
-        let out = self
+        match self
             .prog
             .prog
-            .run_xdp(env, frame, data, len, ifindex, queue);
-        // SAFETY: as above.
-        let redirect = unsafe { (*self.slot._state.get()).redirect };
-        let o = out?;
-        Ok(RunResult {
-            action: o.action,
-            meta: o.data_meta,
-            data: o.data,
-            end: o.data_end,
-            redirect,
-        })
+            .run_xdp_quick(env, frame, data, len, ifindex, queue)
+        {
+            XdpEnd::Quiet(action) => Quick::Quiet(action),
+            XdpEnd::Full(r) => {
+                // The redirect helpers make their run end Full: the
+                // target is taken here, so a later run never sees it.
+                // SAFETY: as above; the run is over.
+                let redirect = unsafe { (*self.slot._state.get()).redirect.take() };
+                Quick::Full(full(r, redirect))
+            }
+        }
     }
+}
+
+#[inline(never)]
+fn full(
+    r: Result<pfil_ebpf::RunOutcome, Fault>,
+    redirect: Option<u32>,
+) -> Result<RunResult, RunError> {
+    let o = r?;
+    Ok(RunResult {
+        action: o.action,
+        meta: o.data_meta,
+        data: o.data,
+        end: o.data_end,
+        redirect,
+    })
 }
 
 impl Drop for Claim<'_> {

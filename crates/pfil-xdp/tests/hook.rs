@@ -183,3 +183,37 @@ fn programs_grow_into_the_packets_room() {
     }
     assert_eq!(counter(&adjust, "aborted"), 0);
 }
+
+#[test]
+fn a_redirect_target_lives_for_its_run_only() {
+    let Some(obj) = clang::compile("redirect") else {
+        return;
+    };
+    let filter = XdpFilter::from_config(&format!("@{}", obj.display()), 1).unwrap();
+    let prog = filter.program();
+    let run = |first: u8| {
+        let mut f = [first; 64];
+        let r = prog.run(0, &mut f, 0, 64, 1, 0).unwrap();
+        (r.action, r.redirect)
+    };
+    // Asked for, then passed: the target is seen with that run.
+    assert_eq!(run(1), (2, Some(7)));
+    // XDP_REDIRECT without asking: no target (not the last run's).
+    assert_eq!(run(2), (4, None));
+    assert_eq!(run(3), (4, Some(9)));
+    assert_eq!(run(0), (1, None));
+    assert_eq!(run(2), (4, None));
+    // Through the hook: a redirect without a target is refused.
+    let ctx = pfil::Ctx::new("t", Dir::In, 0);
+    for first in [1u8, 2] {
+        let mut f = [first; 64];
+        let v = filter.filter(&mut Packet::new(&mut f), &ctx);
+        let want = if first == 1 {
+            Verdict::Pass
+        } else {
+            Verdict::Dropped
+        };
+        assert_eq!(v, want);
+    }
+    assert_eq!(counter(&filter, "redirect_refused"), 1);
+}

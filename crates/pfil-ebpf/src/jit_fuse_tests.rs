@@ -1,0 +1,266 @@
+//! The JIT's fusions (`jit_plan`): each agrees with the interpreter,
+//! also where a jump lands between the fused instructions (then they are
+//! emitted one by one).
+
+use crate::asm::assemble;
+use crate::{Env, Helpers, LoadOptions, Program};
+
+fn env() -> Env {
+    // SAFETY: no extra regions.
+    unsafe { Env::new(Vec::new(), core::ptr::null_mut()) }
+}
+
+/// Runs `text` on the interpreter and the JIT over `pkt` (XDP, proven
+/// accesses): both results, which must agree.
+fn both(text: &str, pkt: &[u8]) -> u64 {
+    let mut out = Vec::new();
+    for jit in [false, true] {
+        let o = LoadOptions {
+            jit,
+            ..LoadOptions::default()
+        };
+        let p = Program::load(assemble(text).unwrap(), &[], &Helpers::new(), &o).unwrap();
+        assert_eq!(p.is_jitted(), jit && cfg!(target_arch = "x86_64"));
+        let mut frame = pkt.to_vec();
+        out.push(
+            p.run_xdp(&mut env(), &mut frame, 0, pkt.len(), 0, 0)
+                .map(|o| o.action),
+        );
+    }
+    assert_eq!(out[0], out[1], "{text}");
+    out[0].unwrap()
+}
+
+/// `data + 16 <= data_end` proven, r2 = data; the body, then `out: exit`.
+fn prog(body: &str) -> String {
+    format!(
+        "ldxw %r2, [%r1+0]\nldxw %r3, [%r1+4]\nmov %r0, 0\nmov %r5, %r2\nadd %r5, 16\n\
+         jgt %r5, %r3, out\n{body}\nout:\nexit"
+    )
+}
+
+#[test]
+fn byte_pairs_agree_and_a_jump_between_stops_the_fusion() {
+    let pkt: Vec<u8> = (0..16).map(|i| 0x10 + i).collect();
+    // pkt[0] selects: 1 jumps onto the pattern's instruction `at`.
+    for order in [0, 1] {
+        for at in [0, 1, 2, 3, 4] {
+            for low_read in [false, true] {
+                let mut body = vec!["ldxb %r4, [%r2+0]", "mov %r6, 0x7700", "mov %r7, 0x33"];
+                let pat = if order == 0 {
+                    [
+                        "ldxb %r6, [%r2+13]",
+                        "lsh %r6, 8",
+                        "ldxb %r7, [%r2+12]",
+                        "or %r6, %r7",
+                    ]
+                } else {
+                    [
+                        "ldxb %r7, [%r2+12]",
+                        "ldxb %r6, [%r2+13]",
+                        "lsh %r6, 8",
+                        "or %r6, %r7",
+                    ]
+                };
+                let jump = format!("jeq %r4, 1, +{at}");
+                body.push(&jump);
+                body.extend(pat);
+                body.push("mov %r0, %r6");
+                if low_read {
+                    body.push("lsh %r0, 8\nadd %r0, %r7");
+                }
+                let text = prog(&body.join("\n"));
+                for sel in [0u8, 1] {
+                    let mut p = pkt.clone();
+                    p[0] = sel;
+                    let got = both(&text, &p);
+                    let (b12, b13) = (u64::from(p[12]), u64::from(p[13]));
+                    // Straight through: the 16-bit value.
+                    if sel == 0 {
+                        let v = b13 << 8 | b12;
+                        let want = if low_read { v << 8 | b12 } else { v };
+                        assert_eq!(got, want, "{text}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn an_immediate_only_compared_agrees_and_is_kept_where_read() {
+    let pkt: Vec<u8> = (0..16).map(|i| i * 17).collect();
+    let ops = [
+        "jgt", "jge", "jlt", "jle", "jsgt", "jsge", "jslt", "jsle", "jeq", "jne", "jset",
+    ];
+    for op in ops {
+        for jmp32 in [false, true] {
+            for imm in [-5, 0, 60, 200] {
+                for swapped in [false, true] {
+                    for onto_jump in [false, true] {
+                        for read_after in [false, true] {
+                            let j = if jmp32 {
+                                format!("{op}32")
+                            } else {
+                                op.to_string()
+                            };
+                            let cmp = if swapped {
+                                format!("{j} %r6, %r4, +1")
+                            } else {
+                                format!("{j} %r4, %r6, +1")
+                            };
+                            let body = format!(
+                                "ldxb %r4, [%r2+1]\nadd %r4, -128\nldxb %r8, [%r2+0]\nmov %r6, 77\n\
+                                 jeq %r8, 1, +{}\nmov %r6, {imm}\n{cmp}\nmov %r0, 1\n{}",
+                                u8::from(onto_jump),
+                                if read_after { "add %r0, %r6" } else { "" }
+                            );
+                            let text = prog(&body);
+                            for v in [0u8, 1, 60, 127, 128, 129, 188, 200, 255] {
+                                for sel in [0u8, 1] {
+                                    let mut p = pkt.clone();
+                                    p[0] = sel;
+                                    p[1] = v;
+                                    both(&text, &p);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn be16_after_a_16_bit_load_keeps_the_high_bits_zero() {
+    // A jump lands on the swap with r6 holding high bits: not fused.
+    let body = "ldxb %r4, [%r2+0]\nlddw %r6, 0x1234567800000000\njeq %r4, 1, +1\n\
+                ldxh %r6, [%r2+2]\nbe16 %r6\nmov %r0, %r6";
+    let text = prog(body);
+    for sel in [0u8, 1] {
+        let mut p = [0u8; 16];
+        p[0] = sel;
+        p[2..4].copy_from_slice(&[0xab, 0xcd]);
+        assert_eq!(both(&text, &p), if sel == 0 { 0xabcd } else { 0 });
+    }
+}
+
+#[test]
+fn load_add_store_with_the_sum_dead_after_agrees() {
+    let body = "ldxdw %r3, [%r2+8]\nadd %r3, 5\nstxdw [%r2+8], %r3\nmov %r3, 1\nldxdw %r0, [%r2+8]";
+    let mut p = [0u8; 16];
+    p[8] = 0x20;
+    assert_eq!(both(&prog(body), &p), 0x25);
+}
+
+#[test]
+fn a_flag_set_by_a_comparison_agrees_and_jumps_between_stop_it() {
+    let pkt: Vec<u8> = (0..16u8).map(|i| i.wrapping_mul(19)).collect();
+    for op in ["jeq", "jne", "jgt", "jsle", "jset", "jlt32"] {
+        for rhs in ["%r5", "60"] {
+            for onto in [0, 1, 2, 3] {
+                // onto 0: straight; 1: a jump onto the comparison; 2: onto
+                // `x = 0`; 3: x (r6) is an operand of the comparison.
+                let cmp = if onto == 3 {
+                    format!("{op} %r6, {rhs}, +1")
+                } else {
+                    format!("{op} %r4, {rhs}, +1")
+                };
+                let body = format!(
+                    "ldxb %r4, [%r2+1]\nldxb %r5, [%r2+2]\nldxb %r8, [%r2+0]\nmov %r6, 9\n\
+                     jeq %r8, 1, +{}\nmov %r6, 1\n{cmp}\nmov %r6, 0\nmov %r0, %r6",
+                    match onto {
+                        1 => 1,
+                        2 => 2,
+                        _ => 0,
+                    }
+                );
+                let text = prog(&body);
+                for v in [0u8, 59, 60, 61, 200] {
+                    for (sel, r5) in [(0u8, 60u8), (1, 60), (0, 0), (0, 1)] {
+                        let mut p = pkt.clone();
+                        p[0] = sel;
+                        p[1] = v;
+                        p[2] = r5;
+                        both(&text, &p);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn an_and_within_the_verifiers_bound_agrees_also_after_a_join() {
+    // r4 <= 0xff on the straight path (a no-op `and 0xff`), a wider
+    // value where a jump joins it: not a no-op there.
+    for join in [false, true] {
+        for mask in [0xff, 0x7f, 0xffff] {
+            let wide = if join {
+                "jne %r8, 1, +2\nldxh %r4, [%r2+2]\nlsh %r4, 4"
+            } else {
+                ""
+            };
+            let body = format!(
+                "ldxb %r4, [%r2+1]\nldxb %r8, [%r2+0]\n{wide}\nand %r4, {mask}\nmov %r0, %r4"
+            );
+            let text = prog(&body);
+            let p = Program::load(
+                assemble(&text).unwrap(),
+                &[],
+                &Helpers::new(),
+                &LoadOptions::default(),
+            )
+            .unwrap();
+            let and_pc = p
+                .insns()
+                .iter()
+                .position(|i| {
+                    i.code == crate::insn::BPF_ALU64 | crate::insn::BPF_AND | crate::insn::BPF_K
+                })
+                .unwrap();
+            // A no-op where the bound holds (straight, mask 0xff or wider).
+            let no_op = crate::verify::verify(
+                p.insns(),
+                &Helpers::new(),
+                &LoadOptions::default(),
+                &[],
+                &[],
+            )
+            .unwrap()
+            .no_op_ands
+            .contains(&and_pc);
+            assert_eq!(no_op, !join && mask != 0x7f, "{text}");
+            for sel in [0u8, 1] {
+                let mut p = [0xe7u8; 16];
+                p[0] = sel;
+                let v = if sel == 1 && join {
+                    0xe7e7u64 << 4
+                } else {
+                    0xe7
+                };
+                assert_eq!(both(&text, &p), v & mask, "{text}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_load_into_r0_agrees_and_is_kept_where_read_or_jumped_onto() {
+    for (jump, read) in [(false, false), (true, false), (false, true)] {
+        let body = format!(
+            "ldxb %r8, [%r2+0]\nmov %r6, 5\nstxdw [%r10-8], %r6\nmov %r7, 3\njeq %r8, 1, +{}\n\
+             ldxdw %r7, [%r10-8]\nmov %r0, %r7\n{}",
+            u8::from(jump),
+            if read { "add %r0, %r7" } else { "" }
+        );
+        let text = prog(&body);
+        for sel in [0u8, 1] {
+            let mut p = [0u8; 16];
+            p[0] = sel;
+            let v = if sel == 1 && jump { 3 } else { 5 };
+            assert_eq!(both(&text, &p), if read { 2 * v } else { v }, "{text}");
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! Register liveness for the JIT's fusions: after each instruction, the
+//! eBPF registers some path from it may still read. A value no path
+//! reads need not be materialised (the reload after an in-memory add,
+//! the low byte of a combined 16-bit load, an immediate only compared).
+//!
+//! Conservative: a helper reads the arguments its signature names, a
+//! local call r1-r5, an exit reads r0
+//! (the JIT saves r6-r9 around local calls; the verifier lets no one
+//! read r1-r5 after a call), anything unknown reads every register.
+
+use crate::insn::*;
+use crate::Helpers;
+
+/// Every register r0-r10.
+const ALL: u16 = 0x7ff;
+
+fn bit(r: u8) -> u16 {
+    1 << (r & 15)
+}
+
+/// (read, written) by `i`, as bit sets.
+fn use_def(i: &Insn, helpers: &Helpers) -> (u16, u16) {
+    let (d, s) = (bit(i.dst), bit(i.src));
+    let x = i.code & BPF_X != 0;
+    match i.class() {
+        BPF_ALU | BPF_ALU64 => match i.op() {
+            BPF_MOV => (if x { s } else { 0 }, d),
+            BPF_NEG | BPF_END => (d, d),
+            _ => (d | if x { s } else { 0 }, d),
+        },
+        BPF_LDX => (s, d),
+        BPF_ST => (d, 0),
+        BPF_STX if i.code & 0xe0 == BPF_MEM => (d | s, 0),
+        BPF_STX if i.imm == BPF_CMPXCHG => (d | s | bit(0), bit(0)),
+        BPF_STX if i.imm & BPF_FETCH != 0 => (d | s, s),
+        BPF_STX => (d | s, 0),
+        BPF_LD if i.code == LDDW => (0, d),
+        BPF_JMP | BPF_JMP32 => match i.op() {
+            BPF_JA => (0, 0),
+            BPF_CALL => {
+                let args = match helpers.get(i.imm as u32) {
+                    Some((_, sig)) if i.src == 0 => sig.args.min(5),
+                    _ => 5,
+                };
+                (((1u16 << (args + 1)) - 1) & !1, 0b11_1111)
+            }
+            BPF_EXIT => (bit(0), 0),
+            _ => (d | if x { s } else { 0 }, 0),
+        },
+        _ => (ALL, 0),
+    }
+}
+
+/// Live registers after each instruction (bit n: rn), for a verified
+/// program (jump targets inside it, no fall-through off the end).
+pub(crate) fn live_out(insns: &[Insn], helpers: &Helpers) -> Vec<u16> {
+    let n = insns.len();
+    let mut second = vec![false; n];
+    let mut pc = 0;
+    while pc < n {
+        if insns[pc].code == LDDW && pc + 1 < n {
+            second[pc + 1] = true;
+            pc += 2;
+        } else {
+            pc += 1;
+        }
+    }
+    let succ = |pc: usize| -> [Option<usize>; 2] {
+        let i = &insns[pc];
+        let at = |off: i64| usize::try_from(pc as i64 + 1 + off).ok();
+        match (i.class(), i.op()) {
+            (BPF_JMP, BPF_EXIT) => [None, None],
+            (BPF_JMP, BPF_JA) => [at(i.off.into()), None],
+            (BPF_JMP32, BPF_JA) => [at(i.imm.into()), None],
+            (BPF_JMP, BPF_CALL) => [Some(pc + 1), None],
+            (BPF_JMP | BPF_JMP32, _) => [Some(pc + 1), at(i.off.into())],
+            _ if i.code == LDDW => [Some(pc + 2), None],
+            _ => [Some(pc + 1), None],
+        }
+    };
+    let mut live_in = vec![0u16; n + 2];
+    let mut out = vec![ALL; n];
+    loop {
+        let mut changed = false;
+        for pc in (0..n).rev() {
+            if second[pc] {
+                continue;
+            }
+            let o = succ(pc)
+                .into_iter()
+                .flatten()
+                .fold(0, |l, t| l | live_in.get(t).copied().unwrap_or(ALL));
+            let (u, d) = use_def(&insns[pc], helpers);
+            let inn = u | (o & !d);
+            out[pc] = o;
+            if inn != live_in[pc] {
+                live_in[pc] = inn;
+                changed = true;
+            }
+        }
+        if !changed {
+            return out;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::asm::assemble;
+
+    #[test]
+    fn liveness_follows_every_path() {
+        let p = assemble(
+            "mov %r2, 1\nmov %r3, 2\njeq %r1, 0, +2\nmov %r0, %r2\nexit\nmov %r0, %r3\nexit",
+        )
+        .unwrap();
+        let h = Helpers::new();
+        let l = live_out(&p, &h);
+        // After the jump: r2 on one path, r3 on the other.
+        assert_eq!(l[2], bit(2) | bit(3));
+        assert_eq!(l[3], bit(0));
+        assert_eq!(l[0], bit(1) | bit(2));
+        // A loop keeps its counter live around the back-edge.
+        let p = assemble("mov %r0, 0\nadd %r0, 1\njlt %r0, 5, -2\nmov %r4, 3\nexit").unwrap();
+        let l = live_out(&p, &h);
+        assert_eq!(l[2], bit(0));
+        assert_eq!(l[3], bit(0));
+        // A call of an unknown helper reads r1-r5 and ends them; a known
+        // one reads its arguments.
+        let p = assemble("mov %r1, 1\nmov %r6, 2\ncall 1\nmov %r0, %r6\nexit").unwrap();
+        let l = live_out(&p, &h);
+        assert_eq!(l[0], 0b11_1110);
+        assert_eq!(l[2], bit(6));
+        let mut two = Helpers::new();
+        // SAFETY: never called (liveness only).
+        unsafe extern "C" fn f(_: u64, _: u64, _: u64, _: u64, _: u64, _: *mut crate::Env) -> u64 {
+            0
+        }
+        two.insert(1, f, crate::Signature { args: 2 });
+        let l = live_out(&p, &two);
+        assert_eq!(l[0], bit(1) | bit(2));
+        assert_eq!(l[1], bit(1) | bit(2) | bit(6));
+    }
+}

@@ -1,0 +1,158 @@
+//! XDP runs: the short path (JIT code that needs only the packet), the
+//! full one, and what an `Env` still reaches after a run.
+
+use crate::asm::assemble;
+use crate::env::Signature;
+use crate::{Env, Fault, Helpers, LoadOptions, Program, XdpEnd};
+
+fn env() -> Env {
+    // SAFETY: no extra regions.
+    unsafe { Env::new(Vec::new(), core::ptr::null_mut()) }
+}
+
+/// `bpf_xdp_adjust_head(ctx, delta)`.
+unsafe extern "C" fn adjust_head(_: u64, delta: u64, _: u64, _: u64, _: u64, env: *mut Env) -> u64 {
+    // SAFETY: the engine passes the live Env (HelperFn contract).
+    let env = unsafe { &mut *env };
+    let (meta, data, end) = env.packet();
+    let new = data.wrapping_add(delta as i32 as i64 as u64);
+    let meta = if meta == data { new } else { meta };
+    match env.set_packet(new, meta, end) {
+        Ok(()) => 0,
+        Err(_) => u64::MAX,
+    }
+}
+
+/// A helper that always faults.
+unsafe extern "C" fn fail(_: u64, _: u64, _: u64, _: u64, _: u64, env: *mut Env) -> u64 {
+    // SAFETY: the engine passes the live Env (HelperFn contract).
+    let env = unsafe { &mut *env };
+    env.fault(Fault::Helper {
+        pc: 0,
+        reason: "asked to",
+    });
+    0
+}
+
+fn helpers() -> Helpers {
+    let mut h = Helpers::new();
+    h.insert(44, adjust_head, Signature { args: 2 });
+    h.insert(99, fail, Signature { args: 0 });
+    h
+}
+
+fn load(text: &str, jit: bool) -> Program {
+    let o = LoadOptions {
+        jit,
+        ..LoadOptions::default()
+    };
+    Program::load(assemble(text).unwrap(), &[], &helpers(), &o).unwrap()
+}
+
+/// Programs for every path of a run: proven packet reads only (the
+/// short path), one that moves the packet, one that faults, one that
+/// reads the context through a pointer the verifier cannot place.
+const PROVEN: &str = "ldxw %r2, [%r1+0]\nldxw %r3, [%r1+4]\nmov %r4, %r2\nadd %r4, 2\n\
+                      mov %r0, 0\njgt %r4, %r3, +1\nldxb %r0, [%r2+1]\nexit";
+const MOVES: &str = "mov %r2, -4\ncall 44\nmov %r0, 2\nexit";
+const FAULTS: &str = "call 99\nmov %r0, 2\nexit";
+const CTX_PTR: &str = "mov %r2, %r1\nadd %r2, 12\nldxw %r0, [%r2+0]\nexit";
+
+#[test]
+fn the_short_path_is_taken_only_where_nothing_else_is_needed() {
+    if !cfg!(target_arch = "x86_64") {
+        return;
+    }
+    assert!(load(PROVEN, true).plain());
+    assert!(load(MOVES, true).plain());
+    assert!(!load(PROVEN, false).plain());
+    // A load the verifier cannot place may read ingress_ifindex.
+    assert!(load(CTX_PTR, true).reads_ctx);
+    assert!(!load(CTX_PTR, true).plain());
+    assert!(!load("ldxw %r0, [%r1+12]\nexit", true).plain());
+    assert!(load("ldxw %r0, [%r1+4]\nexit", true).plain());
+}
+
+#[test]
+fn both_paths_give_the_same_outcomes() {
+    for jit in [false, true] {
+        let mut e = env();
+        let mut frame = [0u8; 64];
+        frame[17] = 0x5a;
+        let p = load(PROVEN, jit);
+        let o = p.run_xdp(&mut e, &mut frame, 16, 32, 0, 0).unwrap();
+        assert_eq!((o.action, o.data, o.data_end), (0x5a, 16, 48), "jit {jit}");
+        let quiet = |a: u64| {
+            if jit && cfg!(target_arch = "x86_64") {
+                XdpEnd::Quiet(a)
+            } else {
+                XdpEnd::Full(Ok(crate::RunOutcome {
+                    action: a,
+                    data_meta: 20,
+                    data: 20,
+                    data_end: 28,
+                }))
+            }
+        };
+        assert_eq!(p.run_xdp_quick(&mut e, &mut frame, 20, 8, 0, 0), quiet(0));
+        // Too short for the proven read: action 0, still quiet.
+        let o = p.run_xdp(&mut e, &mut frame, 16, 1, 0, 0).unwrap();
+        assert_eq!((o.action, o.data, o.data_end), (0, 16, 17), "jit {jit}");
+        // A moved packet is read back (and the next run is quiet again).
+        let m = load(MOVES, jit);
+        let o = m.run_xdp(&mut e, &mut frame, 16, 32, 0, 0).unwrap();
+        assert_eq!((o.action, o.data_meta, o.data, o.data_end), (2, 12, 12, 48));
+        assert!(matches!(
+            m.run_xdp_quick(&mut e, &mut frame, 16, 32, 0, 0),
+            XdpEnd::Full(Ok(_))
+        ));
+        frame[21] = 0x33;
+        assert_eq!(
+            p.run_xdp_quick(&mut e, &mut frame, 20, 8, 0, 0),
+            quiet(0x33)
+        );
+        // A fault is reported, and does not stick to the next run.
+        let f = load(FAULTS, jit);
+        assert!(matches!(
+            f.run_xdp(&mut e, &mut frame, 16, 32, 0, 0),
+            Err(Fault::Helper { pc: 0, .. })
+        ));
+        assert_eq!(
+            p.run_xdp(&mut e, &mut frame, 16, 32, 0, 0)
+                .map(|o| o.action),
+            Ok(0x5a)
+        );
+        // The context through an unplaced pointer: this run's ifindex.
+        let c = load(CTX_PTR, jit);
+        for ifindex in [7, 9] {
+            let o = c.run_xdp(&mut e, &mut frame, 16, 32, ifindex, 0).unwrap();
+            assert_eq!(o.action, u64::from(ifindex), "jit {jit}");
+        }
+    }
+}
+
+#[test]
+fn no_frame_is_reachable_after_a_run() {
+    for jit in [false, true] {
+        for text in [PROVEN, MOVES, FAULTS, CTX_PTR] {
+            let p = load(text, jit);
+            let mut e = env();
+            let mut frame = vec![0u8; 64];
+            let base = frame.as_ptr() as u64;
+            let _ = p.run_xdp(&mut e, &mut frame, 16, 32, 3, 0);
+            drop(frame);
+            // Every byte of the old frame, every way in.
+            for a in base..base + 64 {
+                assert!(e.check(a, 1).is_err(), "{text} jit {jit}: {a:#x}");
+                assert!(e.check_mut(a, 1).is_err(), "{text} jit {jit}: {a:#x}");
+            }
+            assert!(e.check(base + 16, 32).is_err());
+            assert!(e.set_packet(base + 16, base + 16, base + 48).is_err());
+            assert!(e.set_packet(base + 12, base + 12, base + 12).is_err());
+            assert_eq!(e.packet(), (0, 0, 0));
+            assert_eq!(e.frame(), (0, 0));
+            // After a refused set_packet, still nothing.
+            assert!(e.check(base + 16, 1).is_err());
+        }
+    }
+}

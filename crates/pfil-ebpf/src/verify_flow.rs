@@ -1,0 +1,525 @@
+//! The verifier's dataflow: register types, packet ranges and scalar
+//! bounds (`verify_state.rs`) propagated to a fixpoint, then the access
+//! each load and store needs (`Access`) and the lookups the JIT inlines.
+//!
+//! States are kept only at heads: function entries and jump targets
+//! (every successor that is not a fall-through), as the kernel keeps its
+//! explored states at jump targets. Any other instruction has exactly
+//! one predecessor, the one before it, and its state is recomputed from
+//! there by walking the block from its head: the memory is one state per
+//! head, not one per instruction. Where every jump goes forward, a head's
+//! state is final when the lowest-pc-first worklist takes it (all its
+//! predecessors lie before it and are done): the accesses are decided on
+//! that walk and the state dropped, so only the pending heads' states
+//! are kept.
+
+use super::state::*;
+use super::{bit, err, Access, Result, Succ, Use, R1_R5};
+use crate::env::CTX_SIZE;
+use crate::insn::*;
+use crate::{LoadOptions, MapRef};
+
+/// The program's structure, as `verify` found it.
+pub(super) struct Flow<'a> {
+    pub insns: &'a [Insn],
+    pub uses: &'a [Use],
+    pub succ: &'a [Succ],
+    /// bpf-to-bpf calls: (pc, first pc of the callee), by pc.
+    pub calls: &'a [(usize, usize)],
+    /// First pcs of the functions, sorted.
+    pub starts: &'a [usize],
+    /// Functions, callers before callees.
+    pub order: &'a [usize],
+    /// LDDWs of map handles: (pc, map index), by pc.
+    pub map_refs: &'a [(usize, u32)],
+    pub maps: &'a [MapRef],
+}
+
+/// What [`Flow::run`] found: each pc's access, the inlined lookups, the
+/// bound of the value each `*(u32 *)(r10 + k) = rX` stores, the `and`s
+/// of a mask the value is already within.
+pub(super) struct Found {
+    pub access: Vec<Access>,
+    pub lookups: Vec<(usize, u32, u32)>,
+    pub stack_words: Vec<(usize, u64)>,
+    pub no_op_ands: Vec<usize>,
+}
+
+/// The state on each successor edge of one instruction, and the entry
+/// state it gives a callee.
+struct Step {
+    out: [Option<State>; 2],
+    call: Option<(usize, State)>,
+}
+
+/// No head at this pc (`Flow::run`'s index of heads).
+const NONE: u32 = u32::MAX;
+
+/// The states at heads: all of them (the final pass walks every block
+/// again), or only those pending (forward jumps only: one pass).
+enum Heads {
+    All(Vec<Option<State>>),
+    Pending(std::collections::BTreeMap<u32, State>),
+}
+
+impl Heads {
+    fn get(&self, x: u32) -> Option<State> {
+        match self {
+            Heads::All(v) => v[x as usize],
+            Heads::Pending(m) => m.get(&x).copied(),
+        }
+    }
+
+    fn set(&mut self, x: u32, st: Option<State>) {
+        match (self, st) {
+            (Heads::All(v), st) => v[x as usize] = st,
+            (Heads::Pending(m), Some(st)) => {
+                m.insert(x, st);
+            }
+            (Heads::Pending(m), None) => {
+                m.remove(&x);
+            }
+        }
+    }
+
+    /// The state to walk from: kept where a later pass needs it.
+    fn take(&mut self, x: u32) -> Option<State> {
+        match self {
+            Heads::All(v) => v[x as usize],
+            Heads::Pending(m) => m.remove(&x),
+        }
+    }
+}
+
+impl Flow<'_> {
+    fn func_of(&self, pc: usize) -> usize {
+        self.starts.partition_point(|&s| s <= pc) - 1
+    }
+
+    fn map_at(&self, pc: usize) -> Option<u32> {
+        self.map_refs
+            .binary_search_by_key(&pc, |m| m.0)
+            .ok()
+            .map(|k| self.map_refs[k].1)
+    }
+
+    /// Whether successor `k` of `pc` is its fall-through.
+    fn falls(&self, pc: usize, k: usize) -> bool {
+        let i = &self.insns[pc];
+        k == 0 && !(matches!(i.class(), BPF_JMP | BPF_JMP32) && i.op() == BPF_JA)
+    }
+
+    /// Propagates states to a fixpoint, then decides every access.
+    pub fn run(&self, opts: &LoadOptions) -> Result<Found> {
+        let n = self.insns.len();
+        // Heads: function entries and every target that is not a
+        // fall-through; `head[pc]` indexes `states`.
+        let mut head = vec![NONE; n];
+        let mut heads = 0u32;
+        let mut mark = |pc: usize, head: &mut [u32]| {
+            if head[pc] == NONE {
+                head[pc] = heads;
+                heads += 1;
+            }
+        };
+        for &s in self.starts {
+            mark(s, &mut head);
+        }
+        for pc in 0..n {
+            for (k, t) in self.succ[pc].get().into_iter().enumerate() {
+                if let Some(t) = t.filter(|_| !self.falls(pc, k)) {
+                    mark(t, &mut head);
+                }
+            }
+        }
+        // Forward jumps only: one pass, a head's state dropped once taken.
+        let once = !tests::two_passes()
+            && (0..n).all(|pc| self.succ[pc].get().into_iter().flatten().all(|t| t > pc));
+        let mut states = if once {
+            Heads::Pending(Default::default())
+        } else {
+            Heads::All(vec![None; heads as usize])
+        };
+        let mut taken = vec![false; if once { heads as usize } else { 0 }];
+        let mut changes = vec![0u32; if once { 0 } else { heads as usize }];
+        let mut access = vec![Access::Checked; n];
+        let mut lookups = Vec::new();
+        let mut words = Vec::new();
+        let mut ands = Vec::new();
+        // Initialised registers and register types (the context, map
+        // pointers, map values maybe null, map values), meet =
+        // intersection; callers before callees.
+        let nf = self.starts.len();
+        let mut entry = vec![None::<State>; nf];
+        let mut first = State::new(((1u16 << (opts.entry_args.min(5) + 1)) - 2) | bit(10));
+        if opts.xdp_ctx {
+            first.set(1, CTX);
+        }
+        if opts.packet_args {
+            first.set(1, PKT);
+            first.set(2, PKT_END);
+        }
+        entry[0] = Some(first);
+        for &f in self.order.iter().rev() {
+            let s = self.starts[f];
+            states.set(head[s], entry[f]);
+            // Lowest pc first: in code without back-edges every
+            // predecessor of a join is done before the join is (forward
+            // jumps only), so a join meets final states once, and the
+            // packet pointers that shared a base keep sharing it.
+            let mut work = std::collections::BTreeSet::from([s]);
+            while let Some(h) = work.pop_first() {
+                let Some(mut st) = states.take(head[h]) else {
+                    continue;
+                };
+                if once {
+                    taken[head[h] as usize] = true;
+                }
+                let mut pc = h;
+                // Along the block: a fall-through onto a non-head goes on.
+                loop {
+                    if once {
+                        access[pc] = self.access(pc, &st)?;
+                        lookups.extend(self.lookup(pc, &st));
+                        words.extend(self.stack_word(pc, &st));
+                        ands.extend(self.no_op_and(pc, &st));
+                    }
+                    let step = self.step(pc, &st)?;
+                    if let Some((g, args)) = step.call {
+                        let s = self.starts[g];
+                        entry[g] = Some(entry[g].map_or(args, |e| e.meet(&args, s)));
+                    }
+                    let mut next = None;
+                    for (k, t) in self.succ[pc].get().into_iter().enumerate() {
+                        let (Some(t), Some(o)) = (t, step.out[k]) else {
+                            continue;
+                        };
+                        let x = head[t];
+                        if x == NONE {
+                            next = Some((t, o));
+                            continue;
+                        }
+                        if once && taken[x as usize] {
+                            // Cannot be (t > pc >= every taken head's
+                            // pc): refuse rather than decide on half a
+                            // state.
+                            return err(pc, "verifier: a jump onto a head already decided");
+                        }
+                        let old = states.get(x);
+                        let mut new = old.map_or(o, |old| old.meet(&o, t));
+                        if old != Some(new) {
+                            if !once {
+                                changes[x as usize] += 1;
+                                if let (Some(old), true) = (old, changes[x as usize] > WIDEN_AFTER)
+                                {
+                                    new.widen(&old);
+                                }
+                            }
+                            states.set(x, Some(new));
+                            work.insert(t);
+                        }
+                    }
+                    match next {
+                        Some((t, o)) => (pc, st) = (t, o),
+                        None => break,
+                    }
+                }
+            }
+        }
+        // Accesses the types decide, now that the states are final: each
+        // block walked once more from its head's final state (done on the
+        // way in one pass).
+        for h in 0..n {
+            if once {
+                break;
+            }
+            let Some(Some(mut st)) = (head[h] != NONE).then(|| states.get(head[h])) else {
+                continue;
+            };
+            let mut pc = h;
+            loop {
+                access[pc] = self.access(pc, &st)?;
+                lookups.extend(self.lookup(pc, &st));
+                words.extend(self.stack_word(pc, &st));
+                ands.extend(self.no_op_and(pc, &st));
+                let step = self.step(pc, &st)?;
+                let next = (0..2).find_map(|k| {
+                    let t = self.succ[pc].get()[k].filter(|&t| head[t] == NONE)?;
+                    Some((t, step.out[k]?))
+                });
+                match next {
+                    Some((t, o)) => (pc, st) = (t, o),
+                    None => break,
+                }
+            }
+        }
+        lookups.sort_unstable();
+        words.sort_unstable();
+        ands.sort_unstable();
+        Ok(Found {
+            access,
+            lookups,
+            stack_words: words,
+            no_op_ands: ands,
+        })
+    }
+
+    /// The transfer function at `pc`: the state on each successor edge
+    /// (`None` where there is no successor), the entry state of a callee.
+    fn step(&self, pc: usize, st: &State) -> Result<Step> {
+        let u = self.uses[pc];
+        let missing = u.reads & !st.init;
+        if missing != 0 {
+            let r = missing.trailing_zeros();
+            return err(
+                pc,
+                format!("reads r{r}, which is not initialised on every path here"),
+            );
+        }
+        let insns = self.insns;
+        let i = &insns[pc];
+        let mut out = *st;
+        out.init = (st.init & !u.kills) | u.writes | bit(10);
+        for r in 0..11 {
+            if (u.kills | u.writes) & bit(r) != 0 {
+                out.set(r as usize, OTHER);
+            }
+        }
+        // A helper may move the packet (adjust_head): forget it;
+        // not bpf_map_lookup_elem (its contract, see `Helpers`).
+        let lookup =
+            i.code == BPF_JMP | BPF_CALL && i.src == 0 && i.imm as u32 == helper::MAP_LOOKUP_ELEM;
+        if i.class() == BPF_JMP && i.op() == BPF_CALL && !lookup {
+            out.range = 0;
+            for r in 0..11 {
+                if matches!(out.ty[r] & KIND, PKT | PKT_END) {
+                    out.set(r, OTHER);
+                }
+            }
+        }
+        let (dty, sty) = (st.ty[i.dst as usize], st.ty[i.src as usize]);
+        let (d, sr) = (i.dst as usize, i.src as usize);
+        if i.code == BPF_ALU64 | BPF_MOV | BPF_X && i.off == 0 && i.src == 10 {
+            // The frame pointer: a stack pointer at depth 0.
+            out.set(d, STACK);
+        } else if i.code == BPF_ALU64 | BPF_MOV | BPF_X && i.off == 0 {
+            // A copy keeps the type (and the id, range, bound).
+            out.copy(d, st, sr);
+        } else if i.code == BPF_ALU64 | BPF_ADD | BPF_K && dty & KIND == STACK {
+            // r10 - k: still in the frame while 0 <= k <= STACK_FRAME.
+            let k = (dty & !KIND) as i64 - i.imm as i64;
+            out.set(
+                d,
+                if (0..=crate::env::STACK_FRAME as i64).contains(&k) {
+                    STACK | k as u32
+                } else {
+                    OTHER
+                },
+            );
+        } else if i.code == BPF_ALU64 | BPF_ADD | BPF_K && dty & KIND == PKT {
+            // base + k: still a packet pointer while 0 <= k < 2^16.
+            let k = (dty & !KIND) as i64 + i.imm as i64;
+            if (0..=MAX_PKT_OFF as i64).contains(&k) {
+                out.copy(d, st, d);
+                out.ty[d] = PKT | k as u32;
+            } else {
+                out.set(d, OTHER);
+            }
+        } else if i.code == BPF_ALU64 | BPF_ADD | BPF_X
+            && dty & KIND == PKT
+            && sty == OTHER
+            && i.src != i.dst
+        {
+            // base + k + a bounded scalar: a new base.
+            out.copy(d, st, d);
+            out.add_var(pc, d, st.hi[sr]);
+        } else if matches!(i.class(), BPF_ALU | BPF_ALU64) && i.op() != BPF_END {
+            // A scalar result: its upper bound.
+            let b = match (i.code & BPF_X != 0, i.class() == BPF_ALU64) {
+                (true, _) => st.bound(sr),
+                (false, true) => i.imm as i64 as u64,
+                (false, false) => u64::from(i.imm as u32),
+            };
+            out.scalar(d, alu_bound(i, st.bound(d), b));
+        } else if i.class() == BPF_LDX && sty == CTX && i.code & 0xe0 == BPF_MEM && i.size() == 4 {
+            // Converted to the 64-bit pointers (data_meta at 8 too).
+            match i.off {
+                0 => out.set(d, PKT),
+                4 => out.set(d, PKT_END),
+                _ => out.set(d, OTHER),
+            }
+        } else if i.class() == BPF_LDX && i.code & 0xe0 == BPF_MEM && i.size() < 8 {
+            // Zero-extended.
+            out.scalar(d, (1u64 << (8 * i.size())) - 1);
+        } else if let (LDDW, Some(m)) = (i.code, self.map_at(pc)) {
+            out.set(d, MAP | m);
+        } else if i.code == LDDW {
+            let hi = insns.get(pc + 1).map_or(0, |h| h.imm as u32 as u64);
+            out.scalar(d, (i.imm as u32 as u64) | (hi << 32));
+        } else if lookup && st.ty[1] & KIND == MAP {
+            // The helper's contract (see `Helpers`): null or the value.
+            out.set(0, NULLABLE | (st.ty[1] & !KIND));
+        }
+        let mut call = None;
+        if let Ok(k) = self.calls.binary_search_by_key(&pc, |c| c.0) {
+            let g = self.func_of(self.calls[k].1);
+            let mut args = State::new((st.init & R1_R5) | bit(10));
+            for r in 1..6 {
+                args.copy(r, st, r);
+                args.vrange[r] = 0;
+                // The caller's stack pointers are not the callee's r10.
+                if args.ty[r] & KIND == STACK {
+                    args.set(r, OTHER);
+                }
+            }
+            call = Some((g, args));
+        }
+        // `if data + n > data_end` and its forms: n bytes of packet on
+        // the edge where the comparison says data + n <= data_end.
+        // (on the taken edge, the packet pointer's register)
+        let mut pkt_edge: Option<(bool, usize)> = None;
+        if i.class() == BPF_JMP && i.code & BPF_X != 0 {
+            pkt_edge = match (dty & KIND, sty & KIND, i.op()) {
+                // base + n OP data_end
+                (PKT, PKT_END, BPF_JGT | BPF_JGE) => Some((false, d)),
+                (PKT, PKT_END, BPF_JLT | BPF_JLE) => Some((true, d)),
+                // data_end OP base + n
+                (PKT_END, PKT, BPF_JGT | BPF_JGE) => Some((true, sr)),
+                (PKT_END, PKT, BPF_JLT | BPF_JLE) => Some((false, sr)),
+                _ => None,
+            };
+        }
+        // `if rX == 0` / `if rX != 0` on a map value maybe null: the
+        // value on the non-null edge, a number on the other.
+        let null_check = i.class() == BPF_JMP
+            && matches!(i.op(), BPF_JEQ | BPF_JNE)
+            && i.code & BPF_X == 0
+            && i.imm == 0
+            && st.ty[d] & KIND == NULLABLE;
+        let succ = self.succ[pc].get();
+        let mut edges = [None, None];
+        for (k, t) in succ.into_iter().enumerate() {
+            if t.is_none() {
+                continue;
+            }
+            let mut o = out;
+            if let Some((on_taken, r)) = pkt_edge {
+                if (k == 1) == on_taken && succ[0] != succ[1] {
+                    o.prove(r);
+                }
+            }
+            if null_check && succ[0] != succ[1] {
+                let taken = k == 1;
+                let non_null = taken == (i.op() == BPF_JNE);
+                if non_null {
+                    o.set(d, VALUE | (st.ty[d] & !KIND));
+                } else {
+                    o.scalar(d, 0);
+                }
+            }
+            edges[k] = Some(o);
+        }
+        Ok(Step { out: edges, call })
+    }
+
+    /// An array lookup with its key in this frame, at `pc` in state
+    /// `st`: (pc, map index, the key's depth), which the JIT inlines.
+    fn lookup(&self, pc: usize, st: &State) -> Option<(usize, u32, u32)> {
+        let i = &self.insns[pc];
+        let lookup = i.code == BPF_JMP | BPF_CALL
+            && i.src == 0
+            && i.imm as u32 == helper::MAP_LOOKUP_ELEM
+            && st.ty[1] & KIND == MAP
+            && st.ty[2] & KIND == STACK;
+        if !lookup {
+            return None;
+        }
+        let (m, k) = (st.ty[1] & !KIND, st.ty[2] & !KIND);
+        let mr = self.maps.get(m as usize)?;
+        let fits = mr
+            .array
+            .is_some_and(|l| l.stride % 8 == 0 && l.stride <= i32::MAX as u64);
+        (fits && mr.key_size == 4 && k >= 4).then_some((pc, m, k))
+    }
+
+    /// A 4-byte store of a register into the stack at `pc`: (pc, the
+    /// register's upper bound), what the JIT's inlined lookup reads its
+    /// key from.
+    fn stack_word(&self, pc: usize, st: &State) -> Option<(usize, u64)> {
+        let i = &self.insns[pc];
+        (i.code == BPF_STX | BPF_MEM | BPF_W && i.dst == 10).then(|| (pc, st.bound(i.src as usize)))
+    }
+
+    /// `and d, 2^k - 1` at `pc` on a scalar already at most the mask: a
+    /// no-op (the 32-bit form too: the value has no high bits to clear).
+    fn no_op_and(&self, pc: usize, st: &State) -> Option<usize> {
+        let i = &self.insns[pc];
+        let mask = i.imm;
+        let and = (i.code == BPF_ALU64 | BPF_AND | BPF_K || i.code == BPF_ALU | BPF_AND | BPF_K)
+            && i.off == 0
+            && mask >= 0
+            && mask & mask.wrapping_add(1) == 0;
+        (and && st.bound(i.dst as usize) <= mask as u64).then_some(pc)
+    }
+
+    /// How the load or store at `pc` is made, in its final state `st`.
+    fn access(&self, pc: usize, st: &State) -> Result<Access> {
+        let i = &self.insns[pc];
+        let (off, size) = (i.off as i64, i.size() as i64);
+        let base = match i.class() {
+            BPF_LDX => i.src,
+            BPF_ST | BPF_STX => i.dst,
+            _ => return Ok(Access::Checked),
+        };
+        let ty = st.ty[base as usize];
+        if base == 10 {
+            return Ok(Access::Checked);
+        }
+        if ty == CTX {
+            if i.class() != BPF_LDX {
+                return err(pc, "store into the context (struct xdp_md is read-only)");
+            }
+            let sx = i.code & 0xe0 == BPF_MEMSX;
+            let pointer = matches!(off, 0 | 4 | 8) && size == 4 && !sx;
+            if !(pointer || (off >= 12 && off + size <= CTX_SIZE as i64)) {
+                return err(pc, format!("invalid access to the context: {size} bytes at offset {off} of struct xdp_md"));
+            }
+            return Ok(Access::Ctx);
+        }
+        if ty & KIND == PKT && i.code & 0xe0 != BPF_ATOMIC {
+            // Inside the bytes a comparison with data_end proved there.
+            let start = (ty & !KIND) as i64 + off;
+            if start >= 0 && start + size <= st.limit(base as usize) as i64 {
+                return Ok(Access::Packet);
+            }
+        } else if ty & KIND == VALUE {
+            // A map value (its helper returned value_size bytes,
+            // 8-aligned): inside it, no run-time check; outside, the
+            // run-time check.
+            let value_size = self
+                .maps
+                .get((ty & !KIND) as usize)
+                .map_or(0, |m| m.value_size as i64);
+            let inside = off >= 0 && off + size <= value_size;
+            let atomic = i.code & 0xe0 == BPF_ATOMIC;
+            let inline_atomic =
+                !atomic || (i.imm & !BPF_FETCH == BPF_ADD as i32 && off % size == 0);
+            if inside && inline_atomic {
+                return Ok(Access::Value);
+            }
+        }
+        Ok(Access::Checked)
+    }
+}
+
+#[cfg(not(test))]
+mod tests {
+    /// Whether a test asked for the two passes on forward code too.
+    pub fn two_passes() -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+#[path = "verify_flow_tests.rs"]
+mod tests;
