@@ -13,6 +13,12 @@ pub(super) struct BRule {
     /// Matches every IPv4 key in its box (no conditions beyond the box
     /// and IP): may prune the rules after it.
     pub(super) plain: bool,
+    /// Needs ports and names a range of protocols: its protocol lane
+    /// (`[lo << 1 | 1, hi << 1 | 1]`) is exact for keys with ports (odd
+    /// lane values) and also takes keys without them whose protocol is
+    /// above `lo`, which the full rule rejects. Its lanes carry no
+    /// [`EXTRA_ID`]; a leaf holding one is marked [`LOOSE`].
+    pub(super) loose: bool,
 }
 
 impl BRule {
@@ -58,12 +64,15 @@ impl BRule {
             || r.vlan.is_some()
             || r.tcp_flags.1 != 0
             || r.icmp_type.is_some()
-            || r.icmp_code.is_some()
-            || (needs_ports && r.proto.0 != r.proto.1);
+            || r.icmp_code.is_some();
+        // Exact but for keys without ports: confirmed only for those
+        // (every key of a TCP or UDP 5-tuple has them).
+        let loose = !extra && needs_ports && r.proto.0 != r.proto.1;
         BRule {
             lo,
             hi,
-            plain: !extra,
+            plain: !extra && !loose,
+            loose,
             lane: Lane {
                 src: s,
                 dst: d,
@@ -598,14 +607,16 @@ impl<'a> Builder<'a> {
         let blocks = self.blocks.len() - start;
         self.stats.leaves += 1;
         self.stats.max_leaf = self.stats.max_leaf.max(ids.len());
-        let extra = if ids
-            .iter()
-            .any(|&i| self.br[i as usize].lane.id & EXTRA_ID != 0)
-        {
-            EXTRA
-        } else {
-            0
-        };
+        let mut extra = 0;
+        for &i in ids {
+            let r = &self.br[i as usize];
+            if r.lane.id & EXTRA_ID != 0 {
+                extra |= EXTRA;
+            }
+            if r.loose {
+                extra |= LOOSE;
+            }
+        }
         let r = LEAF | extra | (blocks as u64) << 32 | start as u64;
         self.leaves.insert(ids.to_vec(), r);
         r
