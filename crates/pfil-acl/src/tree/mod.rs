@@ -152,6 +152,7 @@ mod batch;
 mod block;
 mod builder;
 mod cut;
+mod family;
 mod lookup;
 mod parallel;
 

@@ -1,0 +1,187 @@
+//! A family's trees: the partition into subsets, each tree a trial
+//! within a budget and a leaf bound, and the splits of the trials that
+//! fail.
+
+use super::*;
+
+impl Builder<'_> {
+    /// The trees over one family's rules `ids` (sorted), in order of their
+    /// first rule. With at most [`SINGLE_TREE_MAX_RULES`] rules, first one
+    /// tree over all of them, kept if it fits in
+    /// [`Config::single_tree_budget`] units per rule or
+    /// [`SINGLE_TREE_FLOOR`] units (the trial stops at that cap and is
+    /// rolled back); otherwise one tree per subset: the
+    /// rules split by which of their address fields are small (at least
+    /// [`Config::small_prefix`] long), so that wildcard addresses in one
+    /// subset do not replicate the rules of another; subsets under
+    /// 1/[`Config::merge_below`] of the rules join the general one.
+    pub(super) fn family(&mut self, ids: &[u32]) -> Vec<Tree> {
+        let width = 1u64 << (32 - u32::from(self.cfg.small_prefix.min(32)));
+        let mut subsets: [Vec<u32>; 4] = Default::default();
+        for &i in ids {
+            let r = &self.br[i as usize];
+            let small = |d: usize| u64::from(r.hi[d] - r.lo[d]) < width;
+            subsets[usize::from(small(0)) | usize::from(small(1)) << 1].push(i);
+        }
+        let floor = (ids.len() / self.cfg.merge_below.max(1)).max(16);
+        for s in 1..4 {
+            if !subsets[s].is_empty() && subsets[s].len() < floor {
+                let moved = std::mem::take(&mut subsets[s]);
+                subsets[0].extend(moved);
+            }
+        }
+        subsets[0].sort_unstable();
+        let parts = subsets.iter().filter(|s| !s.is_empty()).count();
+        // Per tree, a budget in proportion to the family's rules, not the
+        // tree's: a subset of a few rules that replicate may need more
+        // than its share (acl2_10k: a 10 MiB tree over a third of the
+        // rules, which 1 KiB per rule of its own split in two trees and
+        // 1.22x the instructions a lookup).
+        let budget = (ids.len() * self.cfg.tree_budget).max(SINGLE_TREE_FLOOR);
+        let parallel = self.threads > 1 && ids.len() >= PARALLEL_MIN_RULES;
+        if self.cfg.single_tree_budget > 0 && ids.len() <= SINGLE_TREE_MAX_RULES && parts > 1 {
+            // One tree if it is small enough: the cap stops the build
+            // early when it is not, and what it built is dropped.
+            // It replaces up to four trees, so its leaves may be up to
+            // four times the bound: the worst case of a lookup is the
+            // same.
+            let leaf_limit = self
+                .cfg
+                .leaf_bound
+                .saturating_mul(parts.min(self.cfg.max_trees));
+            let single = (ids.len() * self.cfg.single_tree_budget).max(SINGLE_TREE_FLOOR);
+            if parallel {
+                // The single tree and the subsets' trees at once: the
+                // subsets' are wasted if the single tree fits (and
+                // cancelled when it does), but when it does not they are
+                // built by then (acl2_10k: the failed single tree was
+                // half the build).
+                let mut jobs = vec![(ids.to_vec(), single, leaf_limit)];
+                jobs.extend(
+                    subsets
+                        .iter()
+                        .filter(|s| !s.is_empty())
+                        .map(|s| (s.clone(), budget, self.cfg.leaf_bound)),
+                );
+                self.speculate(jobs, true);
+            }
+            if let Some(t) = self.trial_or_take(ids, single, leaf_limit) {
+                self.memo.clear();
+                self.worst = self.worst.max(self.tree_worst);
+                return vec![t];
+            }
+        }
+        // Each subset a tree within its budget and the leaf bound, split
+        // in halves (by rule order) while it is not and trees are left.
+        let mut queue: std::collections::VecDeque<Vec<u32>> =
+            subsets.into_iter().filter(|s| !s.is_empty()).collect();
+        let mut trees = Vec::new();
+        let mut worst = 0;
+        let bound = self.cfg.leaf_bound;
+        while let Some(ids) = queue.pop_front() {
+            if parallel && !self.taken(&ids, budget, bound) {
+                // This tree and every one queued after it, at once (the
+                // halves of the trees that failed, breadth first).
+                let jobs = std::iter::once(&ids)
+                    .chain(&queue)
+                    .filter(|q| !self.taken(q, budget, bound))
+                    .map(|q| (q.clone(), budget, bound))
+                    .collect();
+                self.speculate(jobs, false);
+            }
+            if let Some(t) = self.trial_or_take(&ids, budget, bound) {
+                trees.push(t);
+                worst += self.tree_worst;
+                continue;
+            }
+            if ids.len() >= 2 && trees.len() + queue.len() + 2 <= self.cfg.max_trees.max(1) {
+                // Breadth first: every subset that fails is split before
+                // any part is split again, so the trees end up of about
+                // the same size.
+                let (a, b) = self.halves(&ids);
+                self.stats.split_trees += 1;
+                queue.push_back(a);
+                queue.push_back(b);
+                continue;
+            }
+            // Out of trees: this one as large as its share of what is
+            // left under the memory cap lets it be; the build says so if
+            // a leaf is over the bound.
+            self.tree_worst = 0;
+            let share = self.cfg.max_entries.saturating_sub(self.used()) / (queue.len() + 1);
+            self.cap = (self.used() + share.max(budget)).min(self.cfg.max_entries);
+            let (root, cut) = self.build_root(FULL, &ids);
+            self.cap = self.cfg.max_entries;
+            self.capped = false;
+            if self.tree_worst > self.cfg.leaf_bound.max(BLOCK) {
+                self.stats.bounded = false;
+            }
+            trees.push(Tree {
+                root,
+                cut,
+                min_id: ids[0],
+            });
+            worst += self.tree_worst;
+        }
+        self.memo.clear();
+        self.worst = self.worst.max(worst);
+        trees.sort_by_key(|t| t.min_id);
+        trees
+    }
+
+    /// Two parts of `ids` (sorted) for two trees, each sorted: by shape if
+    /// a shape splits them evenly enough (at least 1/8 on each side), so
+    /// that each part's rules are narrow in the same field (the rules
+    /// whose source is the narrower address and the others; those whose
+    /// source port range is the narrower and the others), else the first
+    /// and the second half in rule order.
+    pub(super) fn halves(&self, ids: &[u32]) -> (Vec<u32>, Vec<u32>) {
+        let width = |r: &BRule, d: usize| r.hi[d] - r.lo[d];
+        let shapes: [&dyn Fn(&BRule) -> bool; 2] = [&|r| width(r, 0) < width(r, 1), &|r| {
+            width(r, 2) < width(r, 3)
+        }];
+        let best = shapes
+            .iter()
+            .map(|f| {
+                let n = ids.iter().filter(|&&i| f(&self.br[i as usize])).count();
+                (n.min(ids.len() - n), f)
+            })
+            .max_by_key(|&(m, _)| m);
+        if let Some((m, f)) = best {
+            if m >= ids.len() / 8 && m > 0 {
+                return ids.iter().partition(|&&i| f(&self.br[i as usize]));
+            }
+        }
+        let (a, b) = ids.split_at(ids.len() / 2);
+        (a.to_vec(), b.to_vec())
+    }
+
+    /// Builds a tree over `ids` if it fits in `budget` more units (and
+    /// the memory cap) with no leaf over `leaf_limit` entries; otherwise
+    /// rolls back what it built and returns `None`.
+    pub(super) fn trial(&mut self, ids: &[u32], budget: usize, leaf_limit: usize) -> Option<Tree> {
+        self.leaf_limit = leaf_limit.max(BLOCK);
+        let (mem, blocks, stats) = (self.mem.len(), self.blocks.len(), self.stats);
+        self.cap = (self.used() + budget).min(self.cfg.max_entries);
+        self.trial = true;
+        self.tree_worst = 0;
+        let (root, cut) = self.build_root(FULL, ids);
+        let fits = !self.capped;
+        self.cap = self.cfg.max_entries;
+        self.capped = false;
+        self.trial = false;
+        if fits {
+            return Some(Tree {
+                root,
+                cut,
+                min_id: ids[0],
+            });
+        }
+        self.mem.truncate(mem);
+        self.blocks.truncate(blocks);
+        self.stats = stats;
+        self.leaves
+            .retain(|_, r| ((*r & START_MASK) as usize) < blocks);
+        None
+    }
+}
