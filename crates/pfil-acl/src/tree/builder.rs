@@ -170,13 +170,16 @@ pub(super) struct Builder<'a> {
     pub(super) threads: usize,
     /// Trials built apart ([`Builder::speculate`]), by rules, budget and
     /// leaf limit, until the serial build takes them.
-    pub(super) memo: Vec<(Vec<u32>, usize, usize, Outcome)>,
+    pub(super) memo: Vec<(Vec<u32>, Trial, Outcome)>,
     /// In a trial built apart: set when the build no longer needs it.
     pub(super) cancel: Option<&'a AtomicBool>,
     /// The memory cap stopped a node.
     pub(super) budget_hit: bool,
     /// The trial was cancelled ([`cancel`](Self::cancel)).
     pub(super) cancelled: bool,
+    /// A node with at most this many rules is a leaf: [`Config::binth`],
+    /// or a trial's ([`Trial::binth`]) while it is built.
+    pub(super) binth: usize,
 }
 
 impl<'a> Builder<'a> {
@@ -205,6 +208,7 @@ impl<'a> Builder<'a> {
             cancel: None,
             budget_hit: false,
             cancelled: false,
+            binth: cfg.binth,
         }
     }
 
@@ -258,7 +262,7 @@ impl<'a> Builder<'a> {
             Some(p) => &ids[..=p],
             None => ids,
         };
-        if ids.len() <= self.cfg.binth || depth >= MAX_DEPTH || self.over_budget() {
+        if ids.len() <= self.binth || depth >= MAX_DEPTH || self.over_budget() {
             return Err(self.leaf(ids, depth));
         }
         let Some((d0, b0, d1, b1)) = self.choose_cut(&bx, ids, maxb, spfac) else {

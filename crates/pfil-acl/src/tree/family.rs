@@ -4,7 +4,31 @@
 
 use super::*;
 
+/// What a tree's trial must meet and how it cuts: the units it may use,
+/// the most entries of a leaf, and the leaf threshold of its nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Trial {
+    /// 32-byte units the tree may use.
+    pub(super) budget: usize,
+    /// The most entries a leaf may have.
+    pub(super) leaf_limit: usize,
+    /// A node with at most this many rules is a leaf.
+    pub(super) binth: usize,
+}
+
 impl Builder<'_> {
+    /// The trial of a part of `ids.len()` rules of a split tree whose
+    /// trial was `t`: the same budget and leaf limit, and leaves up to
+    /// the leaf bound if the part has at least [`WIDE_LEAVES_MIN_RULES`].
+    pub(super) fn part(&self, t: Trial, ids: &[u32]) -> Trial {
+        let binth = if ids.len() >= WIDE_LEAVES_MIN_RULES {
+            self.cfg.binth.max(self.cfg.leaf_bound)
+        } else {
+            self.cfg.binth
+        };
+        Trial { binth, ..t }
+    }
+
     /// The trees over one family's rules `ids` (sorted), in order of their
     /// first rule. With at most [`SINGLE_TREE_MAX_RULES`] rules, first one
     /// tree over all of them, kept if it fits in
@@ -39,6 +63,12 @@ impl Builder<'_> {
         // 1.22x the instructions a lookup).
         let budget = (ids.len() * self.cfg.tree_budget).max(SINGLE_TREE_FLOOR);
         let parallel = self.threads > 1 && ids.len() >= PARALLEL_MIN_RULES;
+        // A subset's trial.
+        let sub = Trial {
+            budget,
+            leaf_limit: self.cfg.leaf_bound,
+            binth: self.cfg.binth,
+        };
         if self.cfg.single_tree_budget > 0 && ids.len() <= SINGLE_TREE_MAX_RULES && parts > 1 {
             // One tree if it is small enough: the cap stops the build
             // early when it is not, and what it built is dropped.
@@ -49,23 +79,27 @@ impl Builder<'_> {
                 .cfg
                 .leaf_bound
                 .saturating_mul(parts.min(self.cfg.max_trees));
-            let single = (ids.len() * self.cfg.single_tree_budget).max(SINGLE_TREE_FLOOR);
+            let single = Trial {
+                budget: (ids.len() * self.cfg.single_tree_budget).max(SINGLE_TREE_FLOOR),
+                leaf_limit,
+                binth: self.cfg.binth,
+            };
             if parallel {
                 // The single tree and the subsets' trees at once: the
                 // subsets' are wasted if the single tree fits (and
                 // cancelled when it does), but when it does not they are
                 // built by then (acl2_10k: the failed single tree was
                 // half the build).
-                let mut jobs = vec![(ids.to_vec(), single, leaf_limit)];
+                let mut jobs = vec![(ids.to_vec(), single)];
                 jobs.extend(
                     subsets
                         .iter()
                         .filter(|s| !s.is_empty())
-                        .map(|s| (s.clone(), budget, self.cfg.leaf_bound)),
+                        .map(|s| (s.clone(), sub)),
                 );
                 self.speculate(jobs, true);
             }
-            if let Some(t) = self.trial_or_take(ids, single, leaf_limit) {
+            if let Some(t) = self.trial_or_take(ids, single) {
                 self.memo.clear();
                 self.worst = self.worst.max(self.tree_worst);
                 return vec![t];
@@ -73,23 +107,25 @@ impl Builder<'_> {
         }
         // Each subset a tree within its budget and the leaf bound, split
         // in halves (by rule order) while it is not and trees are left.
-        let mut queue: std::collections::VecDeque<Vec<u32>> =
-            subsets.into_iter().filter(|s| !s.is_empty()).collect();
+        let mut queue: std::collections::VecDeque<(Vec<u32>, Trial)> = subsets
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .map(|s| (s, sub))
+            .collect();
         let mut trees = Vec::new();
         let mut worst = 0;
-        let bound = self.cfg.leaf_bound;
-        while let Some(ids) = queue.pop_front() {
-            if parallel && !self.taken(&ids, budget, bound) {
+        while let Some((ids, trial)) = queue.pop_front() {
+            if parallel && !self.taken(&ids, trial) {
                 // This tree and every one queued after it, at once (the
                 // halves of the trees that failed, breadth first).
-                let jobs = std::iter::once(&ids)
-                    .chain(&queue)
-                    .filter(|q| !self.taken(q, budget, bound))
-                    .map(|q| (q.clone(), budget, bound))
+                let jobs = std::iter::once((&ids, trial))
+                    .chain(queue.iter().map(|(q, t)| (q, *t)))
+                    .filter(|&(q, t)| !self.taken(q, t))
+                    .map(|(q, t)| (q.clone(), t))
                     .collect();
                 self.speculate(jobs, false);
             }
-            if let Some(t) = self.trial_or_take(&ids, budget, bound) {
+            if let Some(t) = self.trial_or_take(&ids, trial) {
                 trees.push(t);
                 worst += self.tree_worst;
                 continue;
@@ -100,8 +136,9 @@ impl Builder<'_> {
                 // the same size.
                 let (a, b) = self.halves(&ids);
                 self.stats.split_trees += 1;
-                queue.push_back(a);
-                queue.push_back(b);
+                let (ta, tb) = (self.part(trial, &a), self.part(trial, &b));
+                queue.push_back((a, ta));
+                queue.push_back((b, tb));
                 continue;
             }
             // Out of trees: this one as large as its share of what is
@@ -110,7 +147,9 @@ impl Builder<'_> {
             self.tree_worst = 0;
             let share = self.cfg.max_entries.saturating_sub(self.used()) / (queue.len() + 1);
             self.cap = (self.used() + share.max(budget)).min(self.cfg.max_entries);
+            self.binth = trial.binth;
             let (root, cut) = self.build_root(FULL, &ids);
+            self.binth = self.cfg.binth;
             self.cap = self.cfg.max_entries;
             self.capped = false;
             if self.tree_worst > self.cfg.leaf_bound.max(BLOCK) {
@@ -156,17 +195,20 @@ impl Builder<'_> {
         (a.to_vec(), b.to_vec())
     }
 
-    /// Builds a tree over `ids` if it fits in `budget` more units (and
-    /// the memory cap) with no leaf over `leaf_limit` entries; otherwise
-    /// rolls back what it built and returns `None`.
-    pub(super) fn trial(&mut self, ids: &[u32], budget: usize, leaf_limit: usize) -> Option<Tree> {
-        self.leaf_limit = leaf_limit.max(BLOCK);
+    /// Builds a tree over `ids` if it fits in `t.budget` more units (and
+    /// the memory cap) with no leaf over `t.leaf_limit` entries, cut down
+    /// to `t.binth` rules a leaf; otherwise rolls back what it built and
+    /// returns `None`.
+    pub(super) fn trial(&mut self, ids: &[u32], t: Trial) -> Option<Tree> {
+        self.leaf_limit = t.leaf_limit.max(BLOCK);
         let (mem, blocks, stats) = (self.mem.len(), self.blocks.len(), self.stats);
-        self.cap = (self.used() + budget).min(self.cfg.max_entries);
+        self.cap = (self.used() + t.budget).min(self.cfg.max_entries);
         self.trial = true;
         self.tree_worst = 0;
+        self.binth = t.binth;
         let (root, cut) = self.build_root(FULL, ids);
         let fits = !self.capped;
+        self.binth = self.cfg.binth;
         self.cap = self.cfg.max_entries;
         self.capped = false;
         self.trial = false;
