@@ -342,6 +342,11 @@ impl<'a> Builder<'a> {
             }
         }
         self.counts = cc;
+        if !self.room(nchild, 0) {
+            // The children's references would pass the cap: a trial
+            // fails, any other tree gets a leaf here.
+            return Err(self.leaf(ids, depth));
+        }
         let o = self.mem.len();
         self.mem.resize(o + nchild, 0);
         self.stats.nodes += 1;
@@ -394,6 +399,18 @@ impl<'a> Builder<'a> {
         self.blocks.len() * BLOCK + self.mem.len() / 4
     }
 
+    /// Whether `words` more node words and `blocks` more blocks fit under
+    /// the cap; if not, the cap is reached ([`capped`](Self::capped)). A
+    /// trial checks every array it adds before adding it, so one that
+    /// fits used at most its budget ([`Config::tree_budget`] is a strict
+    /// bound on a tree).
+    pub(super) fn room(&mut self, words: usize, blocks: usize) -> bool {
+        let fits = (self.blocks.len() + blocks) * BLOCK + (self.mem.len() + words) / 4 <= self.cap;
+        self.capped |= !fits;
+        self.budget_hit |= !fits;
+        fits
+    }
+
     /// Whether the memory cap is reached: a block lane is 32 bytes, a
     /// node word 8.
     pub(super) fn over_budget(&mut self) -> bool {
@@ -419,6 +436,11 @@ impl<'a> Builder<'a> {
         }
         if let Some(&r) = self.leaves.get(ids) {
             return r;
+        }
+        if !self.room(0, ids.len().div_ceil(BLOCK)) && self.trial {
+            // Past the cap: the trial fails. (Any other tree stores the
+            // leaf: its rules must be somewhere.)
+            return EMPTY;
         }
         let start = self.blocks.len();
         for chunk in ids.chunks(BLOCK) {

@@ -227,3 +227,69 @@ impl Builder<'_> {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adversarial::{self, Kind};
+    use crate::{classbench, Action};
+
+    /// A trial that fits used at most its budget, whatever the budget:
+    /// every node's children and every new leaf are checked before they
+    /// are added (before, only nodes about to be cut were, and a tree
+    /// could pass its budget by the leaves built after the last check).
+    #[test]
+    fn a_tree_that_fits_is_within_its_budget() {
+        let dir = classbench::data_dir().expect("data/classbench");
+        let text = std::fs::read_to_string(dir.join("acl1_1k")).expect("reads the set");
+        let mut sets = vec![classbench::parse(&text, Action::Drop).expect("parses")];
+        sets.push(adversarial::generate(Kind::Ports, 600, 3));
+        sets.push(adversarial::generate(Kind::Wild, 300, 3));
+        let cfg = Config::default();
+        for rs in &sets {
+            let br: Vec<BRule> = rs
+                .rules
+                .iter()
+                .enumerate()
+                .map(|(i, r)| BRule::of(i, r))
+                .collect();
+            let ids: Vec<u32> = (0..br.len() as u32).collect();
+            // Leaves of any size: only the budget decides.
+            let t = Trial {
+                budget: cfg.max_entries,
+                leaf_limit: 1 << 16,
+                binth: cfg.binth,
+            };
+            // The tree's size with room to spare, then budgets around it.
+            let mut b = Builder::new(&br, &cfg, cfg.max_entries);
+            let start = b.used();
+            assert!(
+                b.trial(&ids, t).is_some(),
+                "{} rules fit in {} units",
+                ids.len(),
+                cfg.max_entries
+            );
+            let size = b.used() - start;
+            let (mut kept, mut failed) = (0, 0);
+            for budget in (size.saturating_sub(600)..=size + 50).step_by(7) {
+                let mut b = Builder::new(&br, &cfg, cfg.max_entries);
+                let start = b.used();
+                match b.trial(&ids, Trial { budget, ..t }) {
+                    Some(_) => {
+                        kept += 1;
+                        let used = b.used() - start;
+                        assert!(used <= budget, "{used} units in a budget of {budget}");
+                    }
+                    None => {
+                        failed += 1;
+                        assert_eq!(b.used(), start, "a failed trial is rolled back");
+                    }
+                }
+            }
+            assert!(
+                kept > 0 && failed > 0,
+                "budgets on both sides: {kept} {failed}"
+            );
+        }
+    }
+}

@@ -74,9 +74,13 @@
 //! unconditionally. The fifth cut field is the blocks' protocol lane
 //! (`proto << 1 | has_ports`), so a rule with port ranges and one protocol
 //! is an exact box too and prunes the rules after it. Leaves with the same
-//! rule list are stored once. When the structure reaches
-//! [`Config::max_entries`] units, the remaining nodes become leaves
-//! (slower, never wrong).
+//! rule list are stored once. A tree's trial checks each node's children
+//! and each new leaf against its budget before adding them, and fails
+//! (rolled back, then split) rather than pass it: a tree that is kept is
+//! within [`Config::tree_budget`] and [`Config::max_entries`]. A tree
+//! built when no split is left stops cutting at its share of
+//! [`Config::max_entries`] and makes the remaining nodes leaves (slower,
+//! never wrong; those leaves are stored past the cap).
 //!
 //! # Bounded worst case
 //! A lookup compares at most one leaf per tree, so its worst case is the
@@ -231,8 +235,14 @@ pub struct Config {
     /// [`ROOT_MAX_BITS`]; the space factor usually binds first).
     pub max_cut_bits: u8,
     /// Memory cap, in 32-byte units: leaf entries plus node words / 4,
-    /// over all trees; past it, nodes stop being cut (lookups get slower,
-    /// never wrong).
+    /// over all trees. Every tree kept from a trial is within it (a
+    /// trial that would pass it fails, as one over its
+    /// [`tree_budget`](Self::tree_budget)). A tree built when no split is
+    /// left ([`max_trees`](Self::max_trees) reached) stops cutting nodes
+    /// at its share of it instead and still stores those nodes' leaves
+    /// (lookups get slower, never wrong), so such a build, which
+    /// [`Stats::bounded`] reports if a leaf is over the bound, may pass
+    /// the cap by those leaves.
     pub max_entries: usize,
     /// A field is "small" for partitioning when its prefix is at least
     /// this long.
@@ -261,8 +271,12 @@ pub struct Config {
     pub leaf_bound: usize,
     /// The memory a tree may use before it is split: 32-byte units per
     /// rule of its address family (not of the tree), or
-    /// [`SINGLE_TREE_FLOOR`] units if that is more; all trees together
-    /// stay within [`max_entries`](Self::max_entries).
+    /// [`SINGLE_TREE_FLOOR`] units if that is more. A strict bound on
+    /// every tree built as a trial: each node's children and each new
+    /// leaf are checked against it before they are added, and a trial
+    /// that would pass it is rolled back and split.
+    /// The last trees of a build out of splits are capped by
+    /// [`max_entries`](Self::max_entries) instead.
     pub tree_budget: usize,
     /// Most trees per address family. With every tree within
     /// [`leaf_bound`](Self::leaf_bound), a lookup compares at most
