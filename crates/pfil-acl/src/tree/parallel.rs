@@ -138,7 +138,9 @@ impl Builder<'_> {
             }
             done
         };
-        let threads = self.threads.min(own).max(1);
+        // As many threads as jobs, the halves included (one subset that
+        // fails: its halves are built beside it).
+        let threads = self.threads.min(jobs.len()).max(1);
         let done: Vec<(usize, Outcome)> = std::thread::scope(|s| {
             let helpers: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
             let mut done = work();
