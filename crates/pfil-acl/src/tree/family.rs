@@ -195,17 +195,22 @@ impl Builder<'_> {
     /// whose source is the narrower address and the others; those whose
     /// source port range is the narrower and the others), if that splits
     /// them evenly enough (at least 1/8 on each side); of two such
-    /// shapes, the one whose parts' root cuts copy fewer rules (a cheap
-    /// forecast of how much the parts' trees replicate; the address shape
-    /// on a tie). Else the first and the second half in rule order.
+    /// shapes, the one whose parts' first cuts copy fewer rules
+    /// ([`first_copies`](Self::first_copies): a cheap forecast of how
+    /// much the parts' trees replicate; the address shape on a tie).
+    /// Else the first and the second half in rule order.
     ///
     /// Before, the more even shape won: fw4_10k's subset of 716 rules
-    /// went by addresses (224 + 492 rules, roots of 40 696 copies) where
-    /// the port shape (175 + 541, 32 798 copies) gives 554 instructions a
-    /// lookup instead of 575. Rule order as a third candidate won on
-    /// `adv-ports-8000`'s parts by this forecast (718 instructions
-    /// instead of 793) but made trees of 61 MiB instead of 11 and
-    /// doubled the build: not taken.
+    /// went by addresses (224 + 492 rules) where the port shape (175 +
+    /// 541) gives 554 instructions a lookup instead of 575, and
+    /// `adv-ports-8000` by port ranges first (4 trees, 793 instructions)
+    /// where addresses first give 3 trees and 645 (19.7 MiB instead of
+    /// 10.7; rte_acl's 118). Forecasting with the root's wider cut (16
+    /// bits, space factor 64) chose the same for fw4_10k but not for
+    /// `adv-ports-8000`, and cost a build more (a 64k-entry count per
+    /// part). Rule order as a third candidate won on `adv-ports-8000`'s
+    /// parts by the root forecast (718 instructions) but made trees of
+    /// 61 MiB and doubled the build: not taken.
     pub(super) fn halves(&mut self, ids: &[u32]) -> (Vec<u32>, Vec<u32>) {
         let br = self.br;
         let width = |i: u32, d: usize| br[i as usize].hi[d] - br[i as usize].lo[d];
@@ -214,7 +219,7 @@ impl Builder<'_> {
             let n = ids.iter().filter(|&&i| width(i, a) < width(i, b)).count();
             if n.min(ids.len() - n) >= (ids.len() / 8).max(1) {
                 let parts = ids.iter().partition(|&&i| width(i, a) < width(i, b));
-                let copies = self.root_copies(&parts);
+                let copies = self.first_copies(&parts);
                 if best.as_ref().is_none_or(|b| copies < b.0) {
                     best = Some((copies, parts));
                 }
@@ -227,15 +232,15 @@ impl Builder<'_> {
         (a.to_vec(), b.to_vec())
     }
 
-    /// The rule copies in the children of the root cuts of the two parts
-    /// `p` ([`Builder::choose_cut`] as a tree's root would choose it; a
-    /// part no cut separates counts its rules).
-    fn root_copies(&mut self, p: &Parts) -> usize {
-        let maxb = self.cfg.root_cut_bits.clamp(1, ROOT_MAX_BITS);
+    /// The rule copies in the children of a first cut of each of the two
+    /// parts `p`: [`Builder::choose_cut`] over the whole space with an
+    /// inner node's limits ([`Config::max_cut_bits`], [`Config::spfac`]);
+    /// a part no cut separates counts its rules.
+    fn first_copies(&mut self, p: &Parts) -> usize {
+        let maxb = self.cfg.max_cut_bits;
         let mut sum = 0;
         for ids in [&p.0, &p.1] {
-            let Some((d0, b0, d1, b1)) = self.choose_cut(&FULL, ids, maxb, self.cfg.root_spfac)
-            else {
+            let Some((d0, b0, d1, b1)) = self.choose_cut(&FULL, ids, maxb, self.cfg.spfac) else {
                 sum += ids.len();
                 continue;
             };

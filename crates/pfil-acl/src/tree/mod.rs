@@ -95,7 +95,7 @@
 //! rte_acl splits a trie that grows too large): by shape when one splits
 //! them evenly (the rules whose source is the narrower address against
 //! the others, or whose source port range is the narrower: of the two,
-//! the one whose parts' root cuts copy fewer rules; a
+//! the one whose parts' first cuts copy fewer rules; a
 //! cross-product of wide sources with wide destinations comes apart into
 //! two trees that each cut their narrow field), else the first and the
 //! second half in rule order; breadth first, up to [`Config::max_trees`]
