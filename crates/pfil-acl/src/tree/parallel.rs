@@ -125,14 +125,26 @@ impl Builder<'_> {
                     // built, is split next: its halves are built here.)
                     continue;
                 }
-                // Only a first that wins cancels the others.
-                let stop = (first_wins && j > 0).then_some(&cancel);
+                // Only a first that wins cancels the other jobs; a half
+                // stops when its job is found to fit (it was started
+                // while the job was being built: adv-wild-8000's three
+                // subsets fit, and a thread building a half of one held
+                // up the build's join).
+                let stop = if j >= own {
+                    Some(&fitted[parent[j]])
+                } else {
+                    (first_wins && j > 0).then_some(&cancel)
+                };
                 let out = Builder::apart(br, cfg, ids, *t, stop);
                 if j < own && matches!(out, Outcome::Fits(_)) {
                     fitted[j].store(true, Ordering::Relaxed);
                 }
                 if j == 0 && first_wins && matches!(out, Outcome::Fits(_)) {
                     cancel.store(true, Ordering::Relaxed);
+                    // No half is needed either.
+                    for f in &fitted {
+                        f.store(true, Ordering::Relaxed);
+                    }
                 }
                 done.push((j, out));
             }
