@@ -6,7 +6,8 @@
 //!     target/release/examples/acl_count data/classbench/acl1_1k 1 single
 //! ```
 //!
-//! Arguments: the set (or `two` for a 2-rule ACL), passes over the
+//! Arguments: the set (or `two` for a 2-rule ACL, or a generated
+//! `adv-KIND-N[-SEED]` set, as `pfil-bench acl --sets` takes it), passes over the
 //! 100 000-header trace (seed 1, as `pfil-bench acl`), and a mode:
 //! - `batch` (`classify_batch`, the default), `single` (`classify` per
 //!   key);
@@ -30,10 +31,11 @@
 //! replaces the trace by draws from its first N keys (N = 1: every branch
 //! predicted and everything in cache; a few hundred: in cache, branches
 //! not predicted). `ACL_BINTH`, `ACL_SPFAC`, `ACL_CUT_BITS`,
-//! `ACL_ROOT_BITS`, `ACL_ROOT_SPFAC`, `ACL_MERGE_BELOW` and `ACL_SINGLE`
-//! (the single-tree budget) set build parameters.
+//! `ACL_ROOT_BITS`, `ACL_ROOT_SPFAC`, `ACL_MERGE_BELOW`, `ACL_SINGLE`
+//! (the single-tree budget), `ACL_TREE_BUDGET`, `ACL_LEAF_BOUND`,
+//! `ACL_MAX_TREES` and `ACL_THREADS` set build parameters.
 
-use pfil_acl::{classbench, text, Action, Classifier, Classify, Config, Key, KeyV4};
+use pfil_acl::{adversarial, classbench, text, Action, Classifier, Classify, Config, Key, KeyV4};
 
 #[inline(never)]
 fn lookups_v4(c: &Classifier, keys: &[KeyV4], out: &mut [Option<u32>], passes: usize) {
@@ -75,6 +77,8 @@ fn main() {
     let single = mode == "single";
     let rules = if set == "two" {
         text::parse("drop proto udp to any port 53\npass all\n").expect("parses")
+    } else if set.starts_with("adv-") {
+        adversarial::from_name(set).expect("an adv-KIND-N[-SEED] set")
     } else {
         let t = std::fs::read_to_string(set).expect("reads the set");
         classbench::parse(&t, Action::Drop).expect("parses the set")
@@ -130,6 +134,18 @@ fn main() {
     }
     if let Some(m) = env("ACL_MERGE_BELOW") {
         cfg.merge_below = m as usize;
+    }
+    if let Some(b) = env("ACL_TREE_BUDGET") {
+        cfg.tree_budget = b as usize;
+    }
+    if let Some(b) = env("ACL_LEAF_BOUND") {
+        cfg.leaf_bound = b as usize;
+    }
+    if let Some(t) = env("ACL_MAX_TREES") {
+        cfg.max_trees = t as usize;
+    }
+    if let Some(t) = env("ACL_THREADS") {
+        cfg.threads = t as usize;
     }
     let t = std::time::Instant::now();
     let c = Classifier::with_config(&rules, &cfg);

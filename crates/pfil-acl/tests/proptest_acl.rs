@@ -508,6 +508,34 @@ fn port_rules_against_keys_with_and_without_ports() {
     );
 }
 
+/// Loose rules (ports with any protocol: `adversarial`'s `wild` kind) in
+/// trees, against keys without ports in every lookup path: the batches
+/// take such keys on their fast path and look them up again, their loose
+/// leaves confirmed on the full rules.
+#[test]
+fn loose_rules_in_trees_against_keys_without_ports() {
+    let rs = pfil_acl::adversarial::generate(pfil_acl::adversarial::Kind::Wild, 3000, 5);
+    let c = Classifier::new(&rs);
+    assert!(c.stats().nodes > 0, "the batches walk trees");
+    let lin = Linear::new(&rs);
+    let mut keys = Vec::new();
+    let mut differ = 0;
+    for k in pfil_acl::classbench::trace(&rs.rules, 3000, 9) {
+        let bare = Key {
+            has: k.has & !has::PORTS & !has::TCP,
+            ..k
+        };
+        differ += usize::from(lin.classify(&bare) != lin.classify(&k));
+        // Runs of keys with and without ports, in chunks of the batches.
+        keys.push(k);
+        keys.push(bare);
+    }
+    // Without ports, some keys match another rule (a loose one's lane
+    // takes them, the rule does not): what the lookups must confirm.
+    assert!(differ > 100, "{differ} keys change without ports");
+    check(&rs, &Config::default(), &keys);
+}
+
 /// A 2-rule ACL is one leaf per family: no tree level, one 8-rule block
 /// per lookup, for IPv4 and for IPv6 keys.
 #[test]

@@ -69,7 +69,7 @@ impl Classifier {
                     }
                 }
                 for i in 0..GROUP {
-                    best[i] = self.scan(r[i], &k4[i], &ks[i], best[i]);
+                    best[i] = self.scan_key(r[i], &k4[i], &ks[i], best[i]);
                 }
             }
             for i in 0..GROUP {
@@ -183,7 +183,7 @@ impl Classifier {
     /// moves on only if it goes on), so no branch depends on a load: the
     /// loads of a round are independent (up to `C` in flight) and the
     /// only branches are the rounds' loops. Keys `k4` does not take (not
-    /// IPv4) are classified alone, in place.
+    /// IPv4, or without ports) are classified alone, in place.
     #[inline(always)]
     pub(super) fn breadth_in<F: FullKey, const C: usize>(
         &self,
@@ -225,11 +225,15 @@ impl Classifier {
                 }
             }
             let mut nf = 0;
+            // Bit 0 clear: some key has no ports (the protocol lanes'
+            // low bits, and-ed).
+            let mut ports = 1;
             for (i, (k, o)) in ks.iter().zip(os.iter_mut()).enumerate() {
                 if k4(k, &mut view[i]) {
                     fast[nf % C] = i as u8;
                     nf += 1;
                     best[i] = NONE;
+                    ports &= view[i].f[PR];
                 } else {
                     *o = self.classify_slow(&k.full());
                 }
@@ -340,6 +344,24 @@ impl Classifier {
             for &i in &fast[..nf] {
                 let i = usize::from(i) % C;
                 os[i] = (best[i] != NONE).then_some(best[i]);
+            }
+            if ports & 1 == 0 && self.loose {
+                self.again_loose(&fast[..nf], &view, ks, os);
+            }
+        }
+    }
+
+    /// The keys `fast` of a chunk without ports, looked up again, their
+    /// loose leaves confirmed on the full rules: a loose rule's lane may
+    /// hit such a key (rare: not TCP or UDP, or a fragment) where the rule
+    /// does not match it.
+    #[cold]
+    #[inline(never)]
+    fn again_loose<F: FullKey>(&self, fast: &[u8], view: &[K4], ks: &[F], os: &mut [Option<u32>]) {
+        for &i in fast {
+            let i = usize::from(i);
+            if !view[i].has_ports() {
+                os[i] = self.lookup_loose(&view[i], &ks[i].full());
             }
         }
     }

@@ -9,8 +9,9 @@ pub(super) const BIAS32: u32 = 1 << 31;
 /// [`BIAS32`] for 16-bit lanes.
 pub(super) const BIAS16: u16 = 1 << 15;
 /// In [`Block::id`]: the rule has conditions the block does not hold
-/// (VLAN, TCP flags, ICMP, a protocol range with ports): a lane hit is
-/// confirmed on the full rule.
+/// (VLAN, TCP flags, ICMP; any rule of the IPv6 trees): a lane hit is
+/// confirmed on the full rule. (A protocol range with ports is marked on
+/// its leaf instead: [`LOOSE`].)
 pub(super) const EXTRA_ID: u32 = 1 << 31;
 
 /// Eight leaf rules, structure of arrays: each field test is a plain
@@ -305,6 +306,14 @@ impl K4 {
     #[inline(always)]
     pub(super) fn of(k: &Key) -> Option<K4> {
         KeyV4::of(k).map(|v| K4::of_v4(&v))
+    }
+
+    /// Whether the key has ports: the blocks' lanes are exact for it
+    /// but for [`EXTRA`] rules; a key without ports also confirms the
+    /// hits of [`LOOSE`] leaves ([`Classifier::lookup_loose`]).
+    #[inline(always)]
+    pub(super) fn has_ports(&self) -> bool {
+        self.f[PR] & 1 != 0
     }
 }
 

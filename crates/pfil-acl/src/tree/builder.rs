@@ -1,6 +1,6 @@
-//! The build of a family's trees: partition into subsets, trials within
-//! a budget and a leaf bound, splits in halves, and the cuts and leaves
-//! of each node.
+//! The build of one tree: the rules as boxes, the builder's arrays, and
+//! the cuts and leaves of each node (the family's trees around it:
+//! `family.rs`).
 
 use super::*;
 
@@ -13,6 +13,12 @@ pub(super) struct BRule {
     /// Matches every IPv4 key in its box (no conditions beyond the box
     /// and IP): may prune the rules after it.
     pub(super) plain: bool,
+    /// Needs ports and names a range of protocols: its protocol lane
+    /// (`[lo << 1 | 1, hi << 1 | 1]`) is exact for keys with ports (odd
+    /// lane values) and also takes keys without them whose protocol is
+    /// above `lo`, which the full rule rejects. Its lanes carry no
+    /// [`EXTRA_ID`]; a leaf holding one is marked [`LOOSE`].
+    pub(super) loose: bool,
 }
 
 impl BRule {
@@ -58,12 +64,15 @@ impl BRule {
             || r.vlan.is_some()
             || r.tcp_flags.1 != 0
             || r.icmp_type.is_some()
-            || r.icmp_code.is_some()
-            || (needs_ports && r.proto.0 != r.proto.1);
+            || r.icmp_code.is_some();
+        // Exact but for keys without ports: confirmed only for those
+        // (every key of a TCP or UDP 5-tuple has them).
+        let loose = !extra && needs_ports && r.proto.0 != r.proto.1;
         BRule {
             lo,
             hi,
-            plain: !extra,
+            plain: !extra && !loose,
+            loose,
             lane: Lane {
                 src: s,
                 dst: d,
@@ -161,13 +170,16 @@ pub(super) struct Builder<'a> {
     pub(super) threads: usize,
     /// Trials built apart ([`Builder::speculate`]), by rules, budget and
     /// leaf limit, until the serial build takes them.
-    pub(super) memo: Vec<(Vec<u32>, usize, usize, Outcome)>,
+    pub(super) memo: Vec<(Vec<u32>, Trial, Outcome)>,
     /// In a trial built apart: set when the build no longer needs it.
     pub(super) cancel: Option<&'a AtomicBool>,
     /// The memory cap stopped a node.
     pub(super) budget_hit: bool,
     /// The trial was cancelled ([`cancel`](Self::cancel)).
     pub(super) cancelled: bool,
+    /// A node with at most this many rules is a leaf: [`Config::binth`],
+    /// or a trial's ([`Trial::binth`]) while it is built.
+    pub(super) binth: usize,
 }
 
 impl<'a> Builder<'a> {
@@ -196,187 +208,8 @@ impl<'a> Builder<'a> {
             cancel: None,
             budget_hit: false,
             cancelled: false,
+            binth: cfg.binth,
         }
-    }
-
-    /// The trees over one family's rules `ids` (sorted), in order of their
-    /// first rule. With at most [`SINGLE_TREE_MAX_RULES`] rules, first one
-    /// tree over all of them, kept if it fits in
-    /// [`Config::single_tree_budget`] units per rule or
-    /// [`SINGLE_TREE_FLOOR`] units (the trial stops at that cap and is
-    /// rolled back); otherwise one tree per subset: the
-    /// rules split by which of their address fields are small (at least
-    /// [`Config::small_prefix`] long), so that wildcard addresses in one
-    /// subset do not replicate the rules of another; subsets under
-    /// 1/[`Config::merge_below`] of the rules join the general one.
-    pub(super) fn family(&mut self, ids: &[u32]) -> Vec<Tree> {
-        let width = 1u64 << (32 - u32::from(self.cfg.small_prefix.min(32)));
-        let mut subsets: [Vec<u32>; 4] = Default::default();
-        for &i in ids {
-            let r = &self.br[i as usize];
-            let small = |d: usize| u64::from(r.hi[d] - r.lo[d]) < width;
-            subsets[usize::from(small(0)) | usize::from(small(1)) << 1].push(i);
-        }
-        let floor = (ids.len() / self.cfg.merge_below.max(1)).max(16);
-        for s in 1..4 {
-            if !subsets[s].is_empty() && subsets[s].len() < floor {
-                let moved = std::mem::take(&mut subsets[s]);
-                subsets[0].extend(moved);
-            }
-        }
-        subsets[0].sort_unstable();
-        let parts = subsets.iter().filter(|s| !s.is_empty()).count();
-        // Per tree, a budget in proportion to the family's rules, not the
-        // tree's: a subset of a few rules that replicate may need more
-        // than its share (acl2_10k: a 10 MiB tree over a third of the
-        // rules, which 1 KiB per rule of its own split in two trees and
-        // 1.22x the instructions a lookup).
-        let budget = (ids.len() * self.cfg.tree_budget).max(SINGLE_TREE_FLOOR);
-        let parallel = self.threads > 1 && ids.len() >= PARALLEL_MIN_RULES;
-        if self.cfg.single_tree_budget > 0 && ids.len() <= SINGLE_TREE_MAX_RULES && parts > 1 {
-            // One tree if it is small enough: the cap stops the build
-            // early when it is not, and what it built is dropped.
-            // It replaces up to four trees, so its leaves may be up to
-            // four times the bound: the worst case of a lookup is the
-            // same.
-            let leaf_limit = self
-                .cfg
-                .leaf_bound
-                .saturating_mul(parts.min(self.cfg.max_trees));
-            let single = (ids.len() * self.cfg.single_tree_budget).max(SINGLE_TREE_FLOOR);
-            if parallel {
-                // The single tree and the subsets' trees at once: the
-                // subsets' are wasted if the single tree fits (and
-                // cancelled when it does), but when it does not they are
-                // built by then (acl2_10k: the failed single tree was
-                // half the build).
-                let mut jobs = vec![(ids.to_vec(), single, leaf_limit)];
-                jobs.extend(
-                    subsets
-                        .iter()
-                        .filter(|s| !s.is_empty())
-                        .map(|s| (s.clone(), budget, self.cfg.leaf_bound)),
-                );
-                self.speculate(jobs, true);
-            }
-            if let Some(t) = self.trial_or_take(ids, single, leaf_limit) {
-                self.memo.clear();
-                self.worst = self.worst.max(self.tree_worst);
-                return vec![t];
-            }
-        }
-        // Each subset a tree within its budget and the leaf bound, split
-        // in halves (by rule order) while it is not and trees are left.
-        let mut queue: std::collections::VecDeque<Vec<u32>> =
-            subsets.into_iter().filter(|s| !s.is_empty()).collect();
-        let mut trees = Vec::new();
-        let mut worst = 0;
-        let bound = self.cfg.leaf_bound;
-        while let Some(ids) = queue.pop_front() {
-            if parallel && !self.taken(&ids, budget, bound) {
-                // This tree and every one queued after it, at once (the
-                // halves of the trees that failed, breadth first).
-                let jobs = std::iter::once(&ids)
-                    .chain(&queue)
-                    .filter(|q| !self.taken(q, budget, bound))
-                    .map(|q| (q.clone(), budget, bound))
-                    .collect();
-                self.speculate(jobs, false);
-            }
-            if let Some(t) = self.trial_or_take(&ids, budget, bound) {
-                trees.push(t);
-                worst += self.tree_worst;
-                continue;
-            }
-            if ids.len() >= 2 && trees.len() + queue.len() + 2 <= self.cfg.max_trees.max(1) {
-                // Breadth first: every subset that fails is split before
-                // any part is split again, so the trees end up of about
-                // the same size.
-                let (a, b) = self.halves(&ids);
-                self.stats.split_trees += 1;
-                queue.push_back(a);
-                queue.push_back(b);
-                continue;
-            }
-            // Out of trees: this one as large as its share of what is
-            // left under the memory cap lets it be; the build says so if
-            // a leaf is over the bound.
-            self.tree_worst = 0;
-            let share = self.cfg.max_entries.saturating_sub(self.used()) / (queue.len() + 1);
-            self.cap = (self.used() + share.max(budget)).min(self.cfg.max_entries);
-            let (root, cut) = self.build_root(FULL, &ids);
-            self.cap = self.cfg.max_entries;
-            self.capped = false;
-            if self.tree_worst > self.cfg.leaf_bound.max(BLOCK) {
-                self.stats.bounded = false;
-            }
-            trees.push(Tree {
-                root,
-                cut,
-                min_id: ids[0],
-            });
-            worst += self.tree_worst;
-        }
-        self.memo.clear();
-        self.worst = self.worst.max(worst);
-        trees.sort_by_key(|t| t.min_id);
-        trees
-    }
-
-    /// Two parts of `ids` (sorted) for two trees, each sorted: by shape if
-    /// a shape splits them evenly enough (at least 1/8 on each side), so
-    /// that each part's rules are narrow in the same field (the rules
-    /// whose source is the narrower address and the others; those whose
-    /// source port range is the narrower and the others), else the first
-    /// and the second half in rule order.
-    pub(super) fn halves(&self, ids: &[u32]) -> (Vec<u32>, Vec<u32>) {
-        let width = |r: &BRule, d: usize| r.hi[d] - r.lo[d];
-        let shapes: [&dyn Fn(&BRule) -> bool; 2] = [&|r| width(r, 0) < width(r, 1), &|r| {
-            width(r, 2) < width(r, 3)
-        }];
-        let best = shapes
-            .iter()
-            .map(|f| {
-                let n = ids.iter().filter(|&&i| f(&self.br[i as usize])).count();
-                (n.min(ids.len() - n), f)
-            })
-            .max_by_key(|&(m, _)| m);
-        if let Some((m, f)) = best {
-            if m >= ids.len() / 8 && m > 0 {
-                return ids.iter().partition(|&&i| f(&self.br[i as usize]));
-            }
-        }
-        let (a, b) = ids.split_at(ids.len() / 2);
-        (a.to_vec(), b.to_vec())
-    }
-
-    /// Builds a tree over `ids` if it fits in `budget` more units (and
-    /// the memory cap) with no leaf over `leaf_limit` entries; otherwise
-    /// rolls back what it built and returns `None`.
-    pub(super) fn trial(&mut self, ids: &[u32], budget: usize, leaf_limit: usize) -> Option<Tree> {
-        self.leaf_limit = leaf_limit.max(BLOCK);
-        let (mem, blocks, stats) = (self.mem.len(), self.blocks.len(), self.stats);
-        self.cap = (self.used() + budget).min(self.cfg.max_entries);
-        self.trial = true;
-        self.tree_worst = 0;
-        let (root, cut) = self.build_root(FULL, ids);
-        let fits = !self.capped;
-        self.cap = self.cfg.max_entries;
-        self.capped = false;
-        self.trial = false;
-        if fits {
-            return Some(Tree {
-                root,
-                cut,
-                min_id: ids[0],
-            });
-        }
-        self.mem.truncate(mem);
-        self.blocks.truncate(blocks);
-        self.stats = stats;
-        self.leaves
-            .retain(|_, r| ((*r & START_MASK) as usize) < blocks);
-        None
     }
 
     /// Builds a tree's root for `ids` (sorted): a leaf, or the offset of
@@ -429,7 +262,7 @@ impl<'a> Builder<'a> {
             Some(p) => &ids[..=p],
             None => ids,
         };
-        if ids.len() <= self.cfg.binth || depth >= MAX_DEPTH || self.over_budget() {
+        if ids.len() <= self.binth || depth >= MAX_DEPTH || self.over_budget() {
             return Err(self.leaf(ids, depth));
         }
         let Some((d0, b0, d1, b1)) = self.choose_cut(&bx, ids, maxb, spfac) else {
@@ -509,6 +342,11 @@ impl<'a> Builder<'a> {
             }
         }
         self.counts = cc;
+        if !self.room(nchild, 0) {
+            // The children's references would pass the cap: a trial
+            // fails, any other tree gets a leaf here.
+            return Err(self.leaf(ids, depth));
+        }
         let o = self.mem.len();
         self.mem.resize(o + nchild, 0);
         self.stats.nodes += 1;
@@ -561,6 +399,18 @@ impl<'a> Builder<'a> {
         self.blocks.len() * BLOCK + self.mem.len() / 4
     }
 
+    /// Whether `words` more node words and `blocks` more blocks fit under
+    /// the cap; if not, the cap is reached ([`capped`](Self::capped)). A
+    /// trial checks every array it adds before adding it, so one that
+    /// fits used at most its budget ([`Config::tree_budget`] is a strict
+    /// bound on a tree).
+    pub(super) fn room(&mut self, words: usize, blocks: usize) -> bool {
+        let fits = (self.blocks.len() + blocks) * BLOCK + (self.mem.len() + words) / 4 <= self.cap;
+        self.capped |= !fits;
+        self.budget_hit |= !fits;
+        fits
+    }
+
     /// Whether the memory cap is reached: a block lane is 32 bytes, a
     /// node word 8.
     pub(super) fn over_budget(&mut self) -> bool {
@@ -587,6 +437,11 @@ impl<'a> Builder<'a> {
         if let Some(&r) = self.leaves.get(ids) {
             return r;
         }
+        if !self.room(0, ids.len().div_ceil(BLOCK)) && self.trial {
+            // Past the cap: the trial fails. (Any other tree stores the
+            // leaf: its rules must be somewhere.)
+            return EMPTY;
+        }
         let start = self.blocks.len();
         for chunk in ids.chunks(BLOCK) {
             let mut blk = Block::PAD;
@@ -598,14 +453,16 @@ impl<'a> Builder<'a> {
         let blocks = self.blocks.len() - start;
         self.stats.leaves += 1;
         self.stats.max_leaf = self.stats.max_leaf.max(ids.len());
-        let extra = if ids
-            .iter()
-            .any(|&i| self.br[i as usize].lane.id & EXTRA_ID != 0)
-        {
-            EXTRA
-        } else {
-            0
-        };
+        let mut extra = 0;
+        for &i in ids {
+            let r = &self.br[i as usize];
+            if r.lane.id & EXTRA_ID != 0 {
+                extra |= EXTRA;
+            }
+            if r.loose {
+                extra |= LOOSE;
+            }
+        }
         let r = LEAF | extra | (blocks as u64) << 32 | start as u64;
         self.leaves.insert(ids.to_vec(), r);
         r

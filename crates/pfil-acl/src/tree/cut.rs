@@ -104,7 +104,7 @@ impl Builder<'_> {
             return None;
         };
         let (mut d1, mut b1) = (d0, 0u8);
-        if max > self.cfg.binth {
+        if max > self.binth {
             // A second field, one bit at a time.
             let mut best2: Option<(usize, usize, u8)> = None;
             for d in (0..DIMS).filter(|&d| d != d0) {

@@ -163,7 +163,7 @@ impl Classifier {
                 ((r >> 32) & BLOCKS_MASK) as usize,
             );
             let b = best;
-            best = self.scan(r, &k, key, best);
+            best = self.scan_key(r, &k, key, best);
             // Blocks the scan tested: up to the one holding the match, and
             // none that start at or after the earlier match.
             entries += self.blocks[start..start + blocks]
@@ -261,10 +261,13 @@ impl Classifier {
 
     /// [`scan`](Self::scan) for leaves holding rules with conditions the
     /// blocks do not hold (VLAN, TCP flags, ICMP): a hit on one of those
-    /// is confirmed on the full rule.
+    /// is confirmed on the full rule. For a key without ports (in a leaf
+    /// with [`LOOSE`] rules), every hit is.
     #[cold]
     pub(super) fn scan_extra<F: FullKey>(&self, r: u64, k: &K4, key: &F, best: u32) -> u32 {
         let key = key.full();
+        // No ports: a loose rule's lane may hit where the rule does not.
+        let all = k.f[PR] & 1 == 0;
         let start = (r & START_MASK) as usize;
         let blocks = ((r >> 32) & BLOCKS_MASK) as usize;
         for blk in &self.blocks[start..start + blocks] {
@@ -280,7 +283,7 @@ impl Classifier {
                 if id >= best {
                     return best;
                 }
-                if e & EXTRA_ID == 0 || self.rules[id as usize].matches(&key) {
+                if (e & EXTRA_ID == 0 && !all) || self.rules[id as usize].matches(&key) {
                     return id;
                 }
             }
@@ -301,7 +304,38 @@ impl Classifier {
     /// full key for the rules a leaf block cannot decide alone.
     #[inline(always)]
     pub(super) fn lookup_k4<F: FullKey>(&self, k: &K4, key: &F) -> Option<u32> {
+        if !k.has_ports() {
+            return self.lookup_loose(k, &key.full());
+        }
         self.lookup_in(&self.trees, k, key)
+    }
+
+    /// [`lookup_k4`](Self::lookup_k4) for an IPv4 key without ports: the
+    /// hits in [`LOOSE`] leaves are confirmed on the full rules too (a
+    /// loose rule's lane takes such a key where the rule does not).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn lookup_loose(&self, k: &K4, key: &Key) -> Option<u32> {
+        let mut best = NONE;
+        for t in &self.trees {
+            if t.min_id >= best {
+                break;
+            }
+            let leaf = self.walk_tree(t, k);
+            best = self.scan_key(leaf, k, key, best);
+        }
+        (best != NONE).then_some(best)
+    }
+
+    /// [`scan`](Self::scan) for any IPv4 key: for one without ports a
+    /// [`LOOSE`] leaf is confirmed on the full rules
+    /// ([`scan_extra`](Self::scan_extra)).
+    #[inline(always)]
+    pub(super) fn scan_key<F: FullKey>(&self, r: u64, k: &K4, key: &F, best: u32) -> u32 {
+        if !k.has_ports() && r & LOOSE != 0 {
+            return self.scan_extra(r, k, key, best);
+        }
+        self.scan(r, k, key, best)
     }
 
     /// The walks and leaf scans of `trees` (in order of their first rule)

@@ -15,10 +15,14 @@
 //! measured: one tree of 5.2 MiB, 264 instructions a lookup, against two
 //! trees of 2.8 MiB and 279 with more mispredicted branches). Otherwise the
 //! IPv4 rules are split by whether their source and destination prefixes
-//! are at least [`Config::small_prefix`] long: four subsets (both small,
-//! one small, none), so that a wildcard address in one subset does not
-//! replicate the rules of another when the tree cuts that address. Subsets
-//! with under 1/[`Config::merge_below`] of the rules join the general one.
+//! are at least [`Config::small_prefix`] long: three subsets (source
+//! small, destination small, neither), so that a wildcard address in one
+//! subset does not replicate the rules of another when the tree cuts that
+//! address; a rule small in both addresses joins the smaller of the two
+//! one-small subsets (it replicates in neither tree: a fourth subset of
+//! its own cost a tree walk, 15-28 % more instructions a lookup on the
+//! sets that had one). Subsets with under 1/[`Config::merge_below`] of the
+//! rules join the general one.
 //! A lookup walks the trees in order of their smallest rule index and skips
 //! a tree once it has matched a rule before that index.
 //!
@@ -59,8 +63,14 @@
 //! runs when the CPU has them (checked once, when the classifier is
 //! built). The first matching rule is the first zero pair of bits of the
 //! miss vector's sign mask (`pmovmskb`, a bit scan). Rules with conditions the
-//! block does not hold (VLAN, TCP flags, ICMP, a range of protocols with
-//! ports) carry a flag on their index and are confirmed on the full rule.
+//! block does not hold (VLAN, TCP flags, ICMP) carry a flag on their index
+//! and are confirmed on the full rule. A rule that needs ports and names a
+//! range of protocols (`proto any` with a port) is exact in the lanes for
+//! a key with ports (`[lo << 1 | 1, hi << 1 | 1]` holds the odd lane
+//! values of its protocols) and not for one without: its leaf is marked,
+//! and only a key without ports confirms that leaf's hits on the full
+//! rules (before, every hit on such a rule was confirmed: a fifth of
+//! `adv-wild-8000`'s instructions).
 //!
 //! # Pruning and memory
 //! A node keeps only the rules that meet its box, in priority order, and
@@ -68,9 +78,13 @@
 //! unconditionally. The fifth cut field is the blocks' protocol lane
 //! (`proto << 1 | has_ports`), so a rule with port ranges and one protocol
 //! is an exact box too and prunes the rules after it. Leaves with the same
-//! rule list are stored once. When the structure reaches
-//! [`Config::max_entries`] units, the remaining nodes become leaves
-//! (slower, never wrong).
+//! rule list are stored once. A tree's trial checks each node's children
+//! and each new leaf against its budget before adding them, and fails
+//! (rolled back, then split) rather than pass it: a tree that is kept is
+//! within [`Config::tree_budget`] and [`Config::max_entries`]. A tree
+//! built when no split is left stops cutting at its share of
+//! [`Config::max_entries`] and makes the remaining nodes leaves (slower,
+//! never wrong; those leaves are stored past the cap).
 //!
 //! # Bounded worst case
 //! A lookup compares at most one leaf per tree, so its worst case is the
@@ -80,11 +94,17 @@
 //! trial that fails is rolled back and its rules split in two trees (as
 //! rte_acl splits a trie that grows too large): by shape when one splits
 //! them evenly (the rules whose source is the narrower address against
-//! the others, or whose source port range is the narrower; a
+//! the others, or whose source port range is the narrower: of the two,
+//! the one whose parts' first cuts copy fewer rules; a
 //! cross-product of wide sources with wide destinations comes apart into
 //! two trees that each cut their narrow field), else the first and the
 //! second half in rule order; breadth first, up to [`Config::max_trees`]
-//! per family. With the defaults a lookup compares at most
+//! per family. A part of at least [`WIDE_LEAVES_MIN_RULES`] rules is cut
+//! only down to leaves of [`Config::leaf_bound`] rules, not
+//! [`Config::binth`]: its rules overlap where cuts cannot part them, and
+//! cutting there replicates them for nothing (`adv-ports-8000`: 4 trees
+//! instead of 6, 793 instructions a lookup instead of 958; the bound is
+//! the same). With the defaults a lookup compares at most
 //! [`WORST_ENTRIES`] = 16 × 64 leaf entries. A ruleset that cannot be cut
 //! that way (thousands of overlapping port ranges, rules that differ only
 //! in TCP flags) gets its last trees as large as the memory cap lets
@@ -146,6 +166,7 @@ mod batch;
 mod block;
 mod builder;
 mod cut;
+mod family;
 mod lookup;
 mod parallel;
 
@@ -153,6 +174,7 @@ pub use block::KeyV4;
 use block::*;
 use builder::*;
 use cut::*;
+use family::*;
 use lookup::*;
 use parallel::*;
 
@@ -163,6 +185,11 @@ const LEAF: u64 = 1 << 31;
 const START_MASK: u64 = LEAF - 1;
 /// In a leaf reference: some entry needs its full rule checked.
 const EXTRA: u64 = 1 << 62;
+/// In a leaf reference: some entry is a rule that needs ports and names a
+/// range of protocols ([`BRule::loose`]): its lanes are exact for keys
+/// with ports, and a key without them checks the leaf's hits on the full
+/// rules ([`K4::confirm`]).
+const LOOSE: u64 = 1 << 63;
 /// In a leaf reference, after `>> 32`: the number of blocks.
 const BLOCKS_MASK: u64 = (1 << 30) - 1;
 /// Entries per leaf block.
@@ -213,8 +240,14 @@ pub struct Config {
     /// [`ROOT_MAX_BITS`]; the space factor usually binds first).
     pub max_cut_bits: u8,
     /// Memory cap, in 32-byte units: leaf entries plus node words / 4,
-    /// over all trees; past it, nodes stop being cut (lookups get slower,
-    /// never wrong).
+    /// over all trees. Every tree kept from a trial is within it (a
+    /// trial that would pass it fails, as one over its
+    /// [`tree_budget`](Self::tree_budget)). A tree built when no split is
+    /// left ([`max_trees`](Self::max_trees) reached) stops cutting nodes
+    /// at its share of it instead and still stores those nodes' leaves
+    /// (lookups get slower, never wrong), so such a build, which
+    /// [`Stats::bounded`] reports if a leaf is over the bound, may pass
+    /// the cap by those leaves.
     pub max_entries: usize,
     /// A field is "small" for partitioning when its prefix is at least
     /// this long.
@@ -243,8 +276,12 @@ pub struct Config {
     pub leaf_bound: usize,
     /// The memory a tree may use before it is split: 32-byte units per
     /// rule of its address family (not of the tree), or
-    /// [`SINGLE_TREE_FLOOR`] units if that is more; all trees together
-    /// stay within [`max_entries`](Self::max_entries).
+    /// [`SINGLE_TREE_FLOOR`] units if that is more. A strict bound on
+    /// every tree built as a trial: each node's children and each new
+    /// leaf are checked against it before they are added, and a trial
+    /// that would pass it is rolled back and split.
+    /// The last trees of a build out of splits are capped by
+    /// [`max_entries`](Self::max_entries) instead.
     pub tree_budget: usize,
     /// Most trees per address family. With every tree within
     /// [`leaf_bound`](Self::leaf_bound), a lookup compares at most
@@ -260,6 +297,15 @@ pub struct Config {
     /// threads.
     pub threads: usize,
 }
+
+/// Fewest rules of a part of a split tree for which the part is cut with
+/// leaves up to [`Config::leaf_bound`] entries (its `binth`) rather than
+/// [`Config::binth`]: a tree that large failed its budget because its
+/// rules overlap where the cuts cannot part them, and cutting those nodes
+/// down to `binth` replicates them for little (`adv-ports-8000`: 6 trees
+/// and 957 instructions a lookup with `binth` 32, 4 trees and 793 with
+/// 64; fw4_10k's parts of 224 and 492 rules are 1 % faster at 32).
+pub const WIDE_LEAVES_MIN_RULES: usize = 1024;
 
 /// Fewest rules of a family for which a build runs its trees' trials in
 /// parallel ([`Config::threads`]): below it a build takes milliseconds.
@@ -349,6 +395,9 @@ pub struct Classifier {
     /// small chunks prefetches each round's children and the leaves' first
     /// blocks.
     prefetch: bool,
+    /// Some IPv4 rule is loose ([`LOOSE`]): a batch looks its keys without
+    /// ports up again ([`Classifier::lookup_loose`]).
+    loose: bool,
 }
 
 impl Classifier {
@@ -430,6 +479,7 @@ impl Classifier {
             stats,
             avx2: has_avx2(),
             prefetch: mem_bytes > PREFETCH_ABOVE,
+            loose: v4.iter().any(|&i| brules[i as usize].loose),
         }
     }
 

@@ -45,27 +45,17 @@ thread_local! {
 }
 
 impl Builder<'_> {
-    /// Whether the memo holds the trial over `ids` with `budget` and
-    /// `leaf_limit`.
-    pub(super) fn taken(&self, ids: &[u32], budget: usize, leaf_limit: usize) -> bool {
-        self.memo
-            .iter()
-            .any(|m| m.0 == ids && m.1 == budget && m.2 == leaf_limit)
+    /// Whether the memo holds the trial `t` over `ids`.
+    pub(super) fn taken(&self, ids: &[u32], t: Trial) -> bool {
+        self.memo.iter().any(|m| m.0 == ids && m.1 == t)
     }
 
     /// [`trial`](Self::trial), or what the memo knows of it: a tree built
     /// apart that fits is adopted, one that failed on a leaf is a failure,
     /// without building anything again.
-    pub(super) fn trial_or_take(
-        &mut self,
-        ids: &[u32],
-        budget: usize,
-        leaf_limit: usize,
-    ) -> Option<Tree> {
-        let at = self
-            .memo
-            .iter()
-            .position(|m| m.0 == ids && m.1 == budget && m.2 == leaf_limit);
+    pub(super) fn trial_or_take(&mut self, ids: &[u32], t: Trial) -> Option<Tree> {
+        let budget = t.budget;
+        let at = self.memo.iter().position(|m| m.0 == ids && m.1 == t);
         if let Some(at) = at {
             // The serial trial meets no memory cap the one apart did not:
             // it shares leaves with earlier trees, so it uses at most as
@@ -73,7 +63,7 @@ impl Builder<'_> {
             // must fit under `max_entries` too.
             let (used, max) = (self.used(), self.cfg.max_entries);
             let room = |units: usize| used + units.max(budget) < max;
-            match self.memo.swap_remove(at).3 {
+            match self.memo.swap_remove(at).2 {
                 Outcome::Fits(a) if room(a.units) => {
                     #[cfg(test)]
                     TAKEN.with(|t| t.set(t.get() + 1));
@@ -89,7 +79,7 @@ impl Builder<'_> {
                 _ => {}
             }
         }
-        self.trial(ids, budget, leaf_limit)
+        self.trial(ids, t)
     }
 
     /// Builds the trials `jobs` (rules, budget, leaf limit) apart
@@ -101,17 +91,17 @@ impl Builder<'_> {
     /// build needs next if they fail (fw4_10k: a subset of 716 rules
     /// fails after most of the build's time, and its halves were built
     /// after it).
-    pub(super) fn speculate(&mut self, mut jobs: Vec<(Vec<u32>, usize, usize)>, first_wins: bool) {
+    pub(super) fn speculate(&mut self, mut jobs: Vec<(Vec<u32>, Trial)>, first_wins: bool) {
         let (br, cfg) = (self.br, self.cfg);
         let own = jobs.len();
-        // The halves of each job (but a first that wins), after the jobs:
-        // (the job they halve, rules, budget, leaf limit).
+        // The halves of each job (but a first that wins), after the jobs,
+        // with the trials the build gives them ([`Builder::part`]).
         let mut parent = vec![usize::MAX; own];
         for k in usize::from(first_wins)..own {
             if jobs[k].0.len() >= 2 {
                 let (a, b) = self.halves(&jobs[k].0);
-                let (budget, limit) = (jobs[k].1, jobs[k].2);
-                jobs.extend([(a, budget, limit), (b, budget, limit)]);
+                let (ta, tb) = (self.part(jobs[k].1, &a), self.part(jobs[k].1, &b));
+                jobs.extend([(a, ta), (b, tb)]);
                 parent.extend([k, k]);
             }
         }
@@ -123,7 +113,7 @@ impl Builder<'_> {
             let mut done = Vec::new();
             loop {
                 let j = next.fetch_add(1, Ordering::Relaxed);
-                let Some((ids, budget, limit)) = jobs.get(j) else {
+                let Some((ids, t)) = jobs.get(j) else {
                     break;
                 };
                 if cancel.load(Ordering::Relaxed) {
@@ -135,20 +125,34 @@ impl Builder<'_> {
                     // built, is split next: its halves are built here.)
                     continue;
                 }
-                // Only a first that wins cancels the others.
-                let stop = (first_wins && j > 0).then_some(&cancel);
-                let out = Builder::apart(br, cfg, ids, *budget, *limit, stop);
+                // Only a first that wins cancels the other jobs; a half
+                // stops when its job is found to fit (it was started
+                // while the job was being built: adv-wild-8000's three
+                // subsets fit, and a thread building a half of one held
+                // up the build's join).
+                let stop = if j >= own {
+                    Some(&fitted[parent[j]])
+                } else {
+                    (first_wins && j > 0).then_some(&cancel)
+                };
+                let out = Builder::apart(br, cfg, ids, *t, stop);
                 if j < own && matches!(out, Outcome::Fits(_)) {
                     fitted[j].store(true, Ordering::Relaxed);
                 }
                 if j == 0 && first_wins && matches!(out, Outcome::Fits(_)) {
                     cancel.store(true, Ordering::Relaxed);
+                    // No half is needed either.
+                    for f in &fitted {
+                        f.store(true, Ordering::Relaxed);
+                    }
                 }
                 done.push((j, out));
             }
             done
         };
-        let threads = self.threads.min(own).max(1);
+        // As many threads as jobs, the halves included (one subset that
+        // fails: its halves are built beside it).
+        let threads = self.threads.min(jobs.len()).max(1);
         let done: Vec<(usize, Outcome)> = std::thread::scope(|s| {
             let helpers: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
             let mut done = work();
@@ -161,25 +165,26 @@ impl Builder<'_> {
             done
         });
         for (j, out) in done {
-            let (ids, budget, limit) = &jobs[j];
-            self.memo.push((ids.clone(), *budget, *limit, out));
+            let (ids, t) = &jobs[j];
+            self.memo.push((ids.clone(), *t, out));
         }
     }
 
-    /// The trial over `ids` with `budget` and `leaf_limit`, built in
-    /// arrays of its own (an empty builder), stopped when `cancel` is set.
+    /// The trial `t` over `ids`, built in arrays of its own (an empty
+    /// builder), stopped when `cancel` is set.
     pub(super) fn apart(
         br: &[BRule],
         cfg: &Config,
         ids: &[u32],
-        budget: usize,
-        leaf_limit: usize,
+        t: Trial,
         cancel: Option<&AtomicBool>,
     ) -> Outcome {
+        let budget = t.budget;
         let mut b = Builder::new(br, cfg, cfg.max_entries);
         b.cancel = cancel;
         let start = b.used();
-        b.leaf_limit = leaf_limit.max(BLOCK);
+        b.leaf_limit = t.leaf_limit.max(BLOCK);
+        b.binth = t.binth;
         b.cap = (start + budget).min(cfg.max_entries);
         b.trial = true;
         let (root, cut) = b.build_root(FULL, ids);
