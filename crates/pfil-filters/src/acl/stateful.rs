@@ -43,10 +43,13 @@ pub(super) fn filter_batch_keep(
     let ad = crate::ct::table::Adaptive::at(t.len(), run.max);
     // The state table's indexes are read under an epoch: one pin a batch.
     let g = &crossbeam_epoch::pin();
+    // One worker's table updates live entries without their locks.
+    let section = t.bias(ctx.worker);
+    let biased = section.biased();
     for chunk in pkts.chunks_mut(CHUNK) {
         for p in chunk.iter_mut().filter(|p| p.verdict().is_pass()) {
             let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
-            let c = match t.existing(p, len, run, ad, ctx.worker, g) {
+            let c = match t.existing_in(p, len, run, ad, ctx.worker, biased, g) {
                 Existing::Found(st, reply) => {
                     p.set_ct(st, reply);
                     if st == pfil::CtState::Invalid {
@@ -58,7 +61,7 @@ pub(super) fn filter_batch_keep(
             };
             let (m, verdict) = decide_marked(v, p, ctx);
             if verdict.is_pass() && m.is_some_and(|i| v.rules.rules[i as usize].keep_state) {
-                match t.track_why(c, len, run, ctx.worker) {
+                match t.track_why_in(c, len, run, ctx.worker) {
                     Ok((st, reply)) => p.set_ct(st, reply),
                     // The table is full: as pf, the packet that would have
                     // made a state is dropped (counted: invalid, limit).
@@ -74,7 +77,7 @@ pub(super) fn filter_batch_keep(
         }
         // Expired flows go and stop counting against the limit: the next
         // shard in turn, as the `ct` hook sweeps once a chunk.
-        t.sweep_next(chunk.len() * crate::ct::table::SWEEP, run);
+        t.sweep_in(chunk.len() * crate::ct::table::SWEEP, run);
     }
 }
 

@@ -45,10 +45,29 @@ impl Table {
         worker: usize,
         g: &Guard,
     ) -> Existing {
+        let _hold = self.bias.hold();
+        self.existing_in(p, len, run, ad, worker, false, g)
+    }
+
+    /// [`existing`](Self::existing) in a batch of the table
+    /// ([`Bias::enter`](super::bias::Bias::enter) taken; `biased`: its
+    /// [`Section::biased`](super::bias::Section::biased)).
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(crate) fn existing_in(
+        &self,
+        p: &Packet<'_>,
+        len: u32,
+        run: Run,
+        ad: Adaptive,
+        worker: usize,
+        biased: bool,
+        g: &Guard,
+    ) -> Existing {
         match flow::plain_v4(p) {
             Some((w, a, kind)) => {
                 let h = self.hash_words(&w);
-                let found = match self.hit(&w, h, a, kind, len, run, ad, g) {
+                let found = match self.hit(&w, h, a, kind, len, run, ad, biased, g) {
                     Some(r) => Some(r),
                     None => self.existing_locked(&FlowKey::from_words(w), h, a, kind, len, run, ad),
                 };
@@ -56,11 +75,12 @@ impl Table {
                     Class::Flow(FlowKey::from_words(w), a, kind)
                 })
             }
-            None => self.existing_class(flow::classify(p), len, run, ad, worker, g),
+            None => self.existing_class(flow::classify(p), len, run, ad, worker, biased, g),
         }
     }
 
     /// [`existing`](Self::existing) of a packet of class `c`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn existing_class(
         &self,
         c: Class,
@@ -68,6 +88,7 @@ impl Table {
         run: Run,
         ad: Adaptive,
         worker: usize,
+        biased: bool,
         g: &Guard,
     ) -> Existing {
         let (key, src_a, kind) = match c {
@@ -82,7 +103,7 @@ impl Table {
             Class::Flow(key, src_a, kind) => (key, src_a, kind),
         };
         let h = self.hash(&key);
-        let found = match self.hit(&key.words(), h, src_a, kind, len, run, ad, g) {
+        let found = match self.hit(&key.words(), h, src_a, kind, len, run, ad, biased, g) {
             Some(r) => Some(r),
             None => self.existing_locked(&key, h, src_a, kind, len, run, ad),
         };
@@ -142,9 +163,10 @@ impl Table {
         run: Run,
         worker: usize,
     ) -> Option<(CtState, bool)> {
+        let _hold = self.bias.hold();
         let ad = Adaptive::at(self.len(), run.max);
-        let found = self.existing_class(c, len, run, ad, worker, &epoch::pin());
-        self.sweep_next(table::SWEEP, run);
+        let found = self.existing_class(c, len, run, ad, worker, false, &epoch::pin());
+        self.sweep_in(table::SWEEP, run);
         match found {
             Existing::Found(s, reply) => Some((s, reply)),
             Existing::Absent(_) => None,

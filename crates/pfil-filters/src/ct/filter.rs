@@ -142,7 +142,7 @@ impl Ct {
     /// classified, hashed and tracked in turn (nothing staged: there is
     /// no miss to overlap); a plain IPv4 UDP or TCP packet by its key's
     /// words alone ([`flow::plain_v4`]).
-    fn batch_near(
+    fn batch_near<const BIASED: bool>(
         &self,
         pkts: &mut [Packet<'_>],
         ctx: &Ctx<'_>,
@@ -158,19 +158,26 @@ impl Ct {
                     continue;
                 }
                 let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
-                let (s, reply) = if let Some((w, a, kind)) = flow::plain_v4(p) {
-                    let h = t.hash_words(&w);
-                    t.track_words(&w, h, a, kind, len, run, ad, ctx.worker, g)
-                } else {
-                    let c = flow::classify(p);
-                    t.track_batch(&c, t.hash_of(&c), len, run, ad, ctx.worker, g)
+                // The live flow's way inline; anything else (a miss, a
+                // packet of another shape) out of line, from the packet
+                // again, so that the loop keeps nothing for it.
+                let hit = match flow::plain_v4(p) {
+                    Some((w, a, kind)) => {
+                        t.hit(&w, t.hash_words(&w), a, kind, len, run, ad, BIASED, g)
+                    }
+                    None => None,
+                };
+                let (s, reply) = match hit {
+                    Some(Ok(r)) => r,
+                    Some(Err(why)) => t.invalid(why, ctx.worker),
+                    None => t.track_cold(p, len, run, ad, ctx.worker, BIASED, g),
                 };
                 p.set_ct(s, reply);
                 if drop_invalid && s == CtState::Invalid {
                     p.set_verdict(Verdict::Dropped);
                 }
             }
-            t.sweep_next(chunk.len() * super::table::SWEEP, run);
+            t.sweep_in(chunk.len() * super::table::SWEEP, run);
         }
     }
 
@@ -179,7 +186,7 @@ impl Ct {
     /// [`batch_near`](Self::batch_near)), then tracked, the index slot of
     /// the packet [`AHEAD`] places on and the entry of the one half as
     /// far prefetched meanwhile, so that the misses overlap.
-    pub(super) fn batch_far(
+    pub(super) fn batch_far<const BIASED: bool>(
         &self,
         pkts: &mut [Packet<'_>],
         ctx: &Ctx<'_>,
@@ -235,16 +242,16 @@ impl Ct {
                 let (s, reply) = match hs[i] {
                     Some(h) if plain & 1 << i != 0 => {
                         let a = side & 1 << i != 0;
-                        t.track_words(&ws[i], h, a, kinds[i], len, run, ad, ctx.worker, g)
+                        t.track_words(&ws[i], h, a, kinds[i], len, run, ad, ctx.worker, BIASED, g)
                     }
-                    h => t.track_batch(&cls[i], h, len, run, ad, ctx.worker, g),
+                    h => t.track_batch(&cls[i], h, len, run, ad, ctx.worker, BIASED, g),
                 };
                 p.set_ct(s, reply);
                 if drop_invalid && s == CtState::Invalid {
                     p.set_verdict(Verdict::Dropped);
                 }
             }
-            t.sweep_next(chunk.len() * super::table::SWEEP, run);
+            t.sweep_in(chunk.len() * super::table::SWEEP, run);
         }
     }
 }
@@ -272,10 +279,14 @@ impl Filter for Ct {
         // The shards' indexes are read under an epoch (a shard that grows
         // replaces its index): one pin a batch, nested in the datapath's.
         let g = &crossbeam_epoch::pin();
-        if n > PREFETCH_FROM {
-            self.batch_far(pkts, ctx, run, ad, g);
-        } else {
-            self.batch_near(pkts, ctx, run, ad, g);
+        // One worker's table updates live entries without their locks
+        // (see `bias`); the monomorphised loops keep the test out of them.
+        let section = self.table.bias.enter(ctx.worker);
+        match (n > PREFETCH_FROM, section.biased()) {
+            (true, true) => self.batch_far::<true>(pkts, ctx, run, ad, g),
+            (true, false) => self.batch_far::<false>(pkts, ctx, run, ad, g),
+            (false, true) => self.batch_near::<true>(pkts, ctx, run, ad, g),
+            (false, false) => self.batch_near::<false>(pkts, ctx, run, ad, g),
         }
     }
 

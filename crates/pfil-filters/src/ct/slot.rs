@@ -31,7 +31,10 @@ pub(super) const LIVE_BIT: u64 = (LIVE as u64) << 48;
 /// worker may look an entry up without the shard's lock (its key and
 /// flags read, then locked if live); the lock, not the atomics, makes
 /// an update whole: every write of a live entry holds it, so counters
-/// stay exact whichever workers see the flow. Inserting into a free
+/// stay exact whichever workers see the flow. (The one exception: the
+/// batches of a table's only worker write live entries without it, and
+/// the table's bias keeps everyone else out meanwhile: see
+/// `ct/bias.rs`.) Inserting into a free
 /// slot and clearing a removed one hold the shard's lock (a free slot
 /// is never locked: only live ones are). The lock order is the shard's,
 /// then the entry's; a worker holding an entry's lock takes no other.
@@ -90,6 +93,15 @@ impl Slot {
     #[inline(always)]
     pub fn last(&self) -> u32 {
         self.last.load(Relaxed)
+    }
+
+    /// The `tail` word of a live entry that is not locked, without
+    /// locking it: the way of a biased table's owner (see
+    /// `ct/bias.rs`), which no one else writes meanwhile.
+    #[inline(always)]
+    pub fn live_tail(&self) -> Option<u64> {
+        let t = self.tail.load(Relaxed);
+        (t & (LIVE_BIT | LOCK_BIT) == LIVE_BIT).then_some(t)
     }
 
     /// Lock a live entry if it is not locked: its `tail` word (lock bit

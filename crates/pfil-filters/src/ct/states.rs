@@ -82,6 +82,8 @@ impl super::Table {
         limit: usize,
         pred: impl Fn(&StateInfo) -> bool,
     ) -> (usize, Vec<StateInfo>) {
+        // The owner's batches lock entries while they are read.
+        let _hold = self.bias.hold();
         let now = self.now();
         let ad = Adaptive::at(self.len(), max);
         let (mut total, mut out) = (0, Vec::new());
@@ -106,6 +108,8 @@ impl super::Table {
     /// the same flow (never a stall of the datapath longer than a copy).
     /// Counted in `killed`.
     pub fn kill(&self, max: usize, pred: impl Fn(&StateInfo) -> bool) -> usize {
+        // The owner's batches lock entries while some are removed.
+        let _hold = self.bias.hold();
         let now = self.now();
         let ad = Adaptive::at(self.len(), max);
         let mut n = 0;

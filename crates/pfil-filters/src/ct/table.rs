@@ -12,7 +12,9 @@
 //!   Creating, removing (expiry, reopening, `kill`) and any lookup the
 //!   lock-free probe could not settle take the shard's lock (shards are
 //!   [`shards_for`] of them, up to 64), then the entry's. Counters stay
-//!   exact: every write of a live entry holds its lock.
+//!   exact: every write of a live entry holds its lock, except in the
+//!   batches of a table's only worker, which no one else writes
+//!   meanwhile (the table's bias, `ct/bias.rs`).
 //! - **Capacity.** At most `max` entries over the table (one atomic
 //!   count); at the limit a new flow is refused (its packet is `invalid`,
 //!   reason `limit`, counted `refused`): pf refuses too, and evicting a
@@ -579,11 +581,21 @@ impl Peek {
     /// entry's key changes only when it is removed, which takes the
     /// entry's lock, and the key is checked with the lock held.
     ///
+    /// With `biased` the entry is not locked: the caller runs a batch
+    /// of the table's only worker (its bias, `ct/bias.rs`), which no one
+    /// else writes entries during; it then must not unlock it.
+    ///
     /// # Safety
     /// The shard this view was made from must outlive the returned
     /// borrow (the [`super::Table`] that owns both ties them).
     #[inline(always)]
-    pub unsafe fn find_live(&self, w: &[u64; 5], hash: u32, g: &Guard) -> Option<(&Slot, u64)> {
+    pub unsafe fn find_live(
+        &self,
+        w: &[u64; 5],
+        hash: u32,
+        biased: bool,
+        g: &Guard,
+    ) -> Option<(&Slot, u64)> {
         // SAFETY: the shard is alive (the caller's promise).
         let ix = unsafe { self.ix(g) };
         // A bounded probe: the index may be changing under it.
@@ -609,11 +621,18 @@ impl Peek {
                 // as long as the shard (freed only by its drop, the
                 // caller's promise covers the borrow); slots are atomics.
                 let s = unsafe { &*c.add(id % CHUNK) };
-                let t = s.try_lock_live()?;
+                // Biased (one worker's table, see `bias`): no lock to take.
+                let t = if biased {
+                    s.live_tail()?
+                } else {
+                    s.try_lock_live()?
+                };
                 if s.key_is(w, t) {
                     return Some((s, t));
                 }
-                s.unlock(t);
+                if !biased {
+                    s.unlock(t);
+                }
             }
         }
         None
@@ -628,6 +647,7 @@ impl super::Table {
         shard: usize,
         w: &[u64; 5],
         hash: u32,
+        biased: bool,
         g: &Guard,
     ) -> Option<(&Slot, u64)> {
         // SAFETY: the view is of one of this table's shards, which live
@@ -636,7 +656,7 @@ impl super::Table {
         // (see [`Shard`]): `*guard = Shard::new(..)` would drop the old
         // shard (freeing the index and chunks this view points into)
         // while the table, and this borrow, live on.
-        unsafe { self.peeks[shard].find_live(w, hash, g) }
+        unsafe { self.peeks[shard].find_live(w, hash, biased, g) }
     }
 
     /// [`Peek::slot`] of hash `h` (its shard's view).
@@ -778,7 +798,7 @@ mod tests {
                 assert_eq!(last, 10);
                 // SAFETY: the shard outlives the borrow (both in this
                 // test's scope, the shard never replaced).
-                let (slot, t) = unsafe { peek.find_live(&w, h, &crossbeam_epoch::pin()) }
+                let (slot, t) = unsafe { peek.find_live(&w, h, false, &crossbeam_epoch::pin()) }
                     .expect("live, unlocked");
                 slot.count(0, 60, 100);
                 slot.unlock(t);
@@ -816,16 +836,18 @@ mod tests {
         let peek = s.peek();
         // SAFETY: the shard outlives the borrows (both in this test's
         // scope, the shard never replaced); so below.
-        let (slot, t) = unsafe { peek.find_live(&kx.words(), h, &crossbeam_epoch::pin()) }.unwrap();
+        let (slot, t) =
+            unsafe { peek.find_live(&kx.words(), h, false, &crossbeam_epoch::pin()) }.unwrap();
         slot.unlock(t);
         s.remove(id);
         // Y in X's slot under X's tag (as if the lookup had read the
         // index before the removal).
         assert_eq!(s.insert(entry(ky), h), Some(id));
         // SAFETY: as above.
-        assert!(unsafe { peek.find_live(&kx.words(), h, &crossbeam_epoch::pin()) }.is_none());
+        let gone = unsafe { peek.find_live(&kx.words(), h, false, &crossbeam_epoch::pin()) };
+        assert!(gone.is_none());
         // SAFETY: as above.
-        let (slot, t) = unsafe { peek.find_live(&ky.words(), h, &crossbeam_epoch::pin()) }
+        let (slot, t) = unsafe { peek.find_live(&ky.words(), h, false, &crossbeam_epoch::pin()) }
             .expect("Y, unlocked");
         assert_eq!(slot.key(), ky);
         slot.unlock(t);

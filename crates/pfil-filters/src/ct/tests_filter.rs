@@ -323,7 +323,7 @@ fn a_batch_agrees_with_packet_by_packet() {
         loose: false,
         max: DEFAULT_MAX,
     };
-    far.batch_far(
+    far.batch_far::<false>(
         &mut pb,
         &ctx,
         run,
@@ -350,7 +350,7 @@ fn a_batch_agrees_with_packet_by_packet() {
 }
 
 /// Flow `f` of the two-worker tests, from A (`reply`: from B).
-fn flow_frame(f: u16, reply: bool) -> Vec<u8> {
+pub(super) fn flow_frame(f: u16, reply: bool) -> Vec<u8> {
     if reply {
         udp(B, 53, A, 1000 + f)
     } else {
@@ -360,7 +360,7 @@ fn flow_frame(f: u16, reply: bool) -> Vec<u8> {
 
 /// A table of `flows` established flows ([`flow_frame`]): each opened
 /// from A (the originator) and answered.
-fn established(flows: u16) -> Ct {
+pub(super) fn established(flows: u16) -> Ct {
     let ct = Ct::from_config("max 10000", 2).unwrap();
     let ctx0 = Ctx::new("h", Dir::In, 0);
     for f in 0..flows {
@@ -374,7 +374,7 @@ fn established(flows: u16) -> Ct {
 
 /// Every one of the `flows` flows counted `n` packets of [`flow_frame`]'s
 /// length each way, exactly.
-fn assert_counted(ct: &Ct, flows: u16, n: u64) {
+pub(super) fn assert_counted(ct: &Ct, flows: u16, n: u64) {
     let len = flow_frame(0, false).len() as u64;
     let states = ct.states();
     assert_eq!(states.len(), usize::from(flows));

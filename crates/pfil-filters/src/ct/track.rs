@@ -43,6 +43,10 @@ pub struct Table {
     /// Where [`Table::sweep_next`] is and its pace. On a line of its own:
     /// workers write it once a chunk while they sweep.
     pub(super) sweep: CachePadded<Sweep>,
+    /// Whose batches update live entries without their locks
+    /// ([`super::bias`]). On a line of its own: the owner writes it
+    /// once a batch.
+    pub(super) bias: CachePadded<super::bias::Bias>,
 }
 
 /// The round-robin sweep's state (racy between workers: two may sweep
@@ -93,7 +97,16 @@ impl Table {
                 at: AtomicUsize::new(0),
                 pace: AtomicU64::new(SWEEP_MIN_PER_SECOND as u64),
             }),
+            bias: CachePadded::default(),
         }
+    }
+
+    /// Start a batch of `worker` on the table ([`super::bias`]): whether
+    /// it updates live entries without their locks. The acl's `keep
+    /// state` batch takes it as the `ct` hook's does.
+    #[inline]
+    pub(crate) fn bias(&self, worker: usize) -> super::bias::Section<'_> {
+        self.bias.enter(worker)
     }
 
     /// Seconds since the table was made.
@@ -185,6 +198,7 @@ impl Table {
         run: Run,
         worker: usize,
     ) -> (CtState, bool) {
+        let _hold = self.bias.hold();
         match self.track_inner(c, h, len, run, false, true) {
             Ok(r) => r,
             Err(why) => {
@@ -209,11 +223,12 @@ impl Table {
         run: Run,
         ad: Adaptive,
         worker: usize,
+        biased: bool,
         g: &Guard,
     ) -> (CtState, bool) {
         let r = match (c, h) {
             (&Class::Flow(ref key, src_a, kind), Some(h)) => {
-                match self.hit(&key.words(), h, src_a, kind, len, run, ad, g) {
+                match self.hit(&key.words(), h, src_a, kind, len, run, ad, biased, g) {
                     Some(r) => r,
                     None => self.track_inner(*c, Some(h), len, run, false, false),
                 }
@@ -241,9 +256,10 @@ impl Table {
         run: Run,
         ad: Adaptive,
         worker: usize,
+        biased: bool,
         g: &Guard,
     ) -> (CtState, bool) {
-        let r = match self.hit(w, h, src_a, kind, len, run, ad, g) {
+        let r = match self.hit(w, h, src_a, kind, len, run, ad, biased, g) {
             Some(r) => r,
             None => self.track_miss(w, h, src_a, kind, len, run),
         };
@@ -251,6 +267,33 @@ impl Table {
             self.count(worker, why);
             (CtState::Invalid, false)
         })
+    }
+
+    /// A packet that is invalid for `why`: counted in `worker`'s slot.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn invalid(&self, why: Invalid, worker: usize) -> (CtState, bool) {
+        self.count(worker, why);
+        (CtState::Invalid, false)
+    }
+
+    /// The batch path of a packet [`hit`](Self::hit) did not settle (or
+    /// did not see: not a plain IPv4 UDP or TCP packet), classified anew.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn track_cold(
+        &self,
+        p: &pfil::Packet<'_>,
+        len: u32,
+        run: Run,
+        ad: Adaptive,
+        worker: usize,
+        biased: bool,
+        g: &Guard,
+    ) -> (CtState, bool) {
+        let c = flow::classify(p);
+        self.track_batch(&c, self.hash_of(&c), len, run, ad, worker, biased, g)
     }
 
     /// [`track_words`](Self::track_words) when the lock-free way did not
@@ -275,6 +318,8 @@ impl Table {
     /// packet needs the shard's lock: no live entry found (or the index
     /// changing under the probe, or the entry locked), the entry
     /// expired, or a SYN reopening a closed TCP flow; nothing changed.
+    /// `biased`: in the owner's biased batch ([`super::bias`]), without
+    /// the entry's lock (no one else writes entries meanwhile).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(super) fn hit(
@@ -286,12 +331,19 @@ impl Table {
         len: u32,
         run: Run,
         ad: Adaptive,
+        biased: bool,
         g: &Guard,
     ) -> Option<Result<(CtState, bool), Invalid>> {
-        let (s, t) = self.find_live(self.shard_at(h), w, h as u32, g)?;
+        let (s, t) = self.find_live(self.shard_at(h), w, h as u32, biased, g)?;
+        // Leave the entry as it was (unlocked if locked here).
+        let leave = |t: u64| {
+            if !biased {
+                s.unlock(t)
+            }
+        };
         let (mut flags, mut timeout) = (table::tail_flags(t), super::slot::tail_timeout(t));
         if expired_at(timeout, s.last(), run.now, ad) {
-            s.unlock(t);
+            leave(t);
             return None;
         }
         let from = usize::from((flags & ORIG_A != 0) != src_a);
@@ -299,11 +351,11 @@ impl Table {
         let mut peers = if tcp { s.peers() } else { [Peer::default(); 2] };
         match step(&mut flags, &mut timeout, &mut peers, from, kind, run) {
             Err(Reopen) => {
-                s.unlock(t);
+                leave(t);
                 return None;
             }
             Ok(Err(why)) => {
-                s.unlock(t);
+                leave(t);
                 return Some(Err(why));
             }
             Ok(Ok(())) => {}
@@ -327,6 +379,19 @@ impl Table {
     /// `worker`'s slot as there): a caller that treats a full table
     /// ([`Invalid::Limit`]) apart.
     pub fn track_why(
+        &self,
+        c: Class,
+        len: u32,
+        run: Run,
+        worker: usize,
+    ) -> Result<(CtState, bool), Invalid> {
+        let _hold = self.bias.hold();
+        self.track_why_in(c, len, run, worker)
+    }
+
+    /// [`track_why`](Self::track_why) in a batch of the table
+    /// ([`Bias::enter`](super::bias::Bias::enter) taken).
+    pub(crate) fn track_why_in(
         &self,
         c: Class,
         len: u32,
@@ -409,7 +474,17 @@ impl Table {
         let h = h.unwrap_or_else(|| self.hash(&key));
         let ad = Adaptive::at(self.len(), run.max);
         let hit = if try_hit {
-            self.hit(&key.words(), h, src_a, kind, len, run, ad, &epoch::pin())
+            self.hit(
+                &key.words(),
+                h,
+                src_a,
+                kind,
+                len,
+                run,
+                ad,
+                false,
+                &epoch::pin(),
+            )
         } else {
             None
         };
@@ -463,6 +538,13 @@ impl Table {
     /// entry not yet swept is still expired to a lookup, which removes
     /// it; it only counts in `entries` meanwhile.
     pub fn sweep_next(&self, n: usize, run: Run) {
+        let _hold = self.bias.hold();
+        self.sweep_in(n, run);
+    }
+
+    /// [`sweep_next`](Self::sweep_next) in a batch of the table
+    /// ([`Bias::enter`](super::bias::Bias::enter) taken).
+    pub(crate) fn sweep_in(&self, n: usize, run: Run) {
         let len = self.len();
         let n = if len > run.max / 10 * 6 {
             n
@@ -595,6 +677,8 @@ impl Table {
     /// held only to copy its entries (96 bytes each); they are turned
     /// into [`StateInfo`] after.
     pub fn states_limited(&self, max: usize, limit: usize) -> Vec<StateInfo> {
+        // The owner's batches lock entries while they are read.
+        let _hold = self.bias.hold();
         let now = self.now();
         let ad = Adaptive::at(self.len(), max);
         let mut copied: Vec<Entry> = Vec::new();
