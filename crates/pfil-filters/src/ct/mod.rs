@@ -130,6 +130,7 @@
 #[cfg(doc)]
 use pfil::{Filter, Packet};
 
+mod arena;
 pub(crate) mod bias;
 mod config;
 mod existing;

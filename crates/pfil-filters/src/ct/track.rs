@@ -77,8 +77,11 @@ impl Table {
             let rs = std::hash::RandomState::new();
             [0u64, 1, 2, 3].map(|i| rs.hash_one(i) | 1)
         };
+        // One reservation for every chunk of every shard (huge pages for
+        // a large table: `arena`).
+        let arena = std::sync::Arc::new(super::arena::Arena::new(n * Shard::chunks_for(per), max));
         let shards: Shards = (0..n)
-            .map(|_| CachePadded::new(Mutex::new(Shard::new(per, seeds))))
+            .map(|_| CachePadded::new(Mutex::new(Shard::with_arena(per, seeds, arena.clone()))))
             .collect();
         Table {
             peeks: shards.iter().map(|s| lock(s).peek()).collect(),
