@@ -40,6 +40,9 @@ pub struct Acl {
     /// that has one and shared with the filters made from this one
     /// ([`Acl::with_rules`]), so states survive a `set` and an `apply`.
     pub(super) states: Arc<std::sync::OnceLock<crate::ct::Table>>,
+    /// Its `keep state`'s link to a `ct` hook's table before it (shared
+    /// by the filters made from this one, as `states`).
+    pub(super) keep: Arc<super::stateful::KeepLink>,
     pub(super) workers: usize,
 }
 
@@ -55,6 +58,7 @@ impl Acl {
             config: Arc::new(std::sync::Mutex::new(None)),
             retiring: Arc::default(),
             states: Arc::default(),
+            keep: Arc::new(super::stateful::KeepLink::new()),
             workers: max_workers,
         };
         acl.ensure_states();
@@ -183,6 +187,7 @@ impl Acl {
             config: Arc::new(std::sync::Mutex::new(None)),
             retiring: Arc::default(),
             states: self.states.clone(),
+            keep: self.keep.clone(),
             workers: self.workers,
         };
         acl.ensure_states();
@@ -252,7 +257,7 @@ impl Filter for Acl {
         let v = self.current.load();
         if v.keep {
             if let Some(t) = self.states.get() {
-                filter_batch_keep(&v, t, std::slice::from_mut(pkt), ctx);
+                filter_batch_keep(&v, t, &self.keep, std::slice::from_mut(pkt), ctx);
                 return pkt.verdict();
             }
         }
@@ -273,7 +278,7 @@ impl Filter for Acl {
         let v = self.current.load();
         if v.keep {
             if let Some(t) = self.states.get() {
-                return filter_batch_keep(&v, t, pkts, ctx);
+                return filter_batch_keep(&v, t, &self.keep, pkts, ctx);
             }
         }
         if v.marks {
@@ -387,6 +392,11 @@ impl Filter for Acl {
                 "state_expiries",
                 "Keep-state flows removed on expiry.",
                 exp,
+            ));
+            out.push(FilterStat::counter(
+                "states_in_ct",
+                "Flows keep state rules marked in the table of a ct hook before the acl.",
+                self.keep.marked.load(std::sync::atomic::Ordering::Relaxed),
             ));
         }
         out

@@ -48,6 +48,11 @@
 //! state` rule that passes one creates its flow's state. Such rulesets
 //! run packet by packet (no batch classification).
 //!
+//! After a `ct` hook the acl keeps no second table: its `keep state`
+//! marks the flows it passes in the hook's table, and a packet the hook
+//! annotated with the mark passes on its state without a lookup (see
+//! `ct/keep.rs`; one acl a hook's table, a second keeps its own).
+//!
 //! # Keys
 //! The key is read from [`Packet::headers`]: EtherType, addresses,
 //! protocol and UDP/TCP ports from there; the VLAN id (outer tag), TCP
@@ -76,6 +81,8 @@ const SEG: usize = 64;
 mod config;
 mod counters;
 mod filter;
+#[cfg(test)]
+mod keep_ct_tests;
 mod keys;
 mod stateful;
 #[cfg(test)]

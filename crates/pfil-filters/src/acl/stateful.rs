@@ -8,6 +8,26 @@ use pfil_acl::{Classify, CtClassifier, KeyV4};
 use super::{key_of, key_of_reference, key_v4_into, Version, CHUNK};
 use crate::ct::Existing;
 
+/// An acl's link to the table of a `ct` hook before it
+/// (`ct/keep.rs`): its keep id, shared by its versions (`set`, `apply`),
+/// and how many flows its `keep state` rules marked there.
+#[derive(Debug)]
+pub(crate) struct KeepLink {
+    pub(crate) id: u64,
+    pub(crate) marked: std::sync::atomic::AtomicU64,
+}
+
+impl KeepLink {
+    /// A link with a keep id no other acl has had.
+    pub(crate) fn new() -> KeepLink {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        KeepLink {
+            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            marked: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+}
+
 /// The state limit `rules` keep to in table `t`: their `set limit
 /// states`, at most the table's size, else the table's size.
 pub(super) fn state_max(rules: &pfil_acl::Ruleset, t: &crate::ct::Table) -> usize {
@@ -26,10 +46,17 @@ pub(super) fn state_max(rules: &pfil_acl::Ruleset, t: &crate::ct::Table) -> usiz
 /// Packets of live flows are looked up as the `ct` hook's batch does
 /// ([`crate::ct::Table::existing`]: without the shard's lock), and a
 /// chunk of [`CHUNK`] packets sweeps the next shard for expired flows.
+///
+/// After a `ct` hook (`ct/keep.rs`), the packets it annotated need no
+/// lookup: a flow with the mark of this acl's `keep state` passes on its
+/// state (dropped if the hook found it `invalid`); any other packet
+/// walks the rules, and a `keep state` rule that passes it marks its
+/// flow in the hook's table.
 #[inline(never)]
 pub(super) fn filter_batch_keep(
     v: &Version,
     t: &crate::ct::Table,
+    link: &KeepLink,
     pkts: &mut [Packet<'_>],
     ctx: &Ctx<'_>,
 ) {
@@ -38,6 +65,10 @@ pub(super) fn filter_batch_keep(
         loose: false,
         max: state_max(&v.rules, t),
     };
+    // The `ct` hook's table this acl marks flows in, if one ran before
+    // it on this thread and no other acl marks there.
+    let ct = crate::ct::keep::noted().filter(|c| c.keep_for(link.id));
+    let mut ct_run = None;
     // The adaptive timeouts' scale once a batch (the table's size moves
     // by at most the batch's new flows meanwhile), as the `ct` hook.
     let ad = crate::ct::table::Adaptive::at(t.len(), run.max);
@@ -48,6 +79,10 @@ pub(super) fn filter_batch_keep(
     let biased = section.biased();
     for chunk in pkts.chunks_mut(CHUNK) {
         for p in chunk.iter_mut().filter(|p| p.verdict().is_pass()) {
+            if let Some(c) = ct.as_deref().filter(|c| c.annotated(p)) {
+                keep_in_ct(v, c, link, p, ctx, &mut ct_run);
+                continue;
+            }
             let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
             let c = match t.existing_in(p, len, run, ad, ctx.worker, biased, g) {
                 Existing::Found(st, reply) => {
@@ -79,6 +114,43 @@ pub(super) fn filter_batch_keep(
         // shard in turn, as the `ct` hook sweeps once a chunk.
         t.sweep_in(chunk.len() * crate::ct::table::SWEEP, run);
     }
+}
+
+/// [`filter_batch_keep`] of a packet the `ct` hook of table `c`
+/// annotated (`run`: the hook's clock, read once a batch when needed).
+#[inline(always)]
+fn keep_in_ct(
+    v: &Version,
+    c: &crate::ct::Table,
+    link: &KeepLink,
+    p: &mut Packet<'_>,
+    ctx: &Ctx<'_>,
+    run: &mut Option<crate::ct::Run>,
+) {
+    let st = p.ct_state();
+    if p.ct_ext() & crate::ct::keep::EXT_KEPT != 0 {
+        // A flow this acl's `keep state` passed: on its state.
+        if st == pfil::CtState::Invalid {
+            p.set_verdict(Verdict::Dropped);
+        }
+        return;
+    }
+    let (m, verdict) = decide_marked(v, p, ctx);
+    if verdict.is_pass()
+        && st != pfil::CtState::Invalid
+        && m.is_some_and(|i| v.rules.rules[i as usize].keep_state)
+    {
+        let run = *run.get_or_insert_with(|| crate::ct::Run {
+            now: c.now(),
+            loose: false,
+            max: c.built_for(),
+        });
+        if c.mark_kept(p, ctx.worker, run) {
+            link.marked
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    p.set_verdict(verdict);
 }
 
 /// The first rule matching `p` with its connection state and mark (rule

@@ -11,7 +11,12 @@ use super::tests::udp4;
 use super::Acl;
 
 /// The verdicts of `frames` run through `head` in `dir` as one batch.
-fn run_on(head: &pfil::Head, w: &mut pfil::Worker, dir: Dir, frames: Vec<Vec<u8>>) -> Vec<Verdict> {
+pub(super) fn run_on(
+    head: &pfil::Head,
+    w: &mut pfil::Worker,
+    dir: Dir,
+    frames: Vec<Vec<u8>>,
+) -> Vec<Verdict> {
     let mut frames = frames;
     let mut batch: Vec<Packet<'_>> = frames.iter_mut().map(|f| Packet::new(f)).collect();
     match dir {
@@ -40,7 +45,15 @@ fn keep_state_head(config: &str) -> (pfil::Registry, pfil::Head, Acl) {
 
 /// An Ethernet IPv4 TCP segment without data, `flags` of `S`, `F`, `A`
 /// (`A`: acknowledging `ack`).
-fn tcp(src: [u8; 4], sp: u16, dst: [u8; 4], dp: u16, flags: &str, seq: u32, ack: u32) -> Vec<u8> {
+pub(super) fn tcp(
+    src: [u8; 4],
+    sp: u16,
+    dst: [u8; 4],
+    dp: u16,
+    flags: &str,
+    seq: u32,
+    ack: u32,
+) -> Vec<u8> {
     let mut b = PacketBuilder::ethernet2([2; 6], [4; 6])
         .ipv4(src, dst, 64)
         .tcp(sp, dp, seq, 64000);

@@ -68,7 +68,7 @@ impl Table {
             Some((w, a, kind)) => {
                 let h = self.hash_words(&w);
                 let found = match self.hit(&w, h, a, kind, len, run, ad, biased, g) {
-                    Some(r) => Some(r),
+                    Some((r, _)) => Some(r),
                     None => self.existing_locked(&FlowKey::from_words(w), h, a, kind, len, run, ad),
                 };
                 self.settle(found, worker, || {
@@ -104,7 +104,7 @@ impl Table {
         };
         let h = self.hash(&key);
         let found = match self.hit(&key.words(), h, src_a, kind, len, run, ad, biased, g) {
-            Some(r) => Some(r),
+            Some((r, _)) => Some(r),
             None => self.existing_locked(&key, h, src_a, kind, len, run, ad),
         };
         self.settle(found, worker, || c)

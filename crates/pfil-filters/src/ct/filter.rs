@@ -170,12 +170,15 @@ impl Ct {
                     }
                     None => None,
                 };
-                let (s, reply) = match hit {
-                    Some(Ok(r)) => r,
-                    Some(Err(why)) => t.invalid(why, ctx.worker),
+                let (s, reply, kept) = match hit {
+                    Some((Ok((s, reply)), kept)) => (s, reply, kept),
+                    Some((Err(why), kept)) => {
+                        let (s, reply) = t.invalid(why, ctx.worker);
+                        (s, reply, kept)
+                    }
                     None => t.track_cold(p, len, run, ad, ctx.worker, BIASED, g),
                 };
-                p.set_ct(s, reply);
+                p.set_ct_ext(s, reply, t.ext(kept));
                 if drop_invalid && s == CtState::Invalid {
                     p.set_verdict(Verdict::Dropped);
                 }
@@ -242,14 +245,14 @@ impl Ct {
                     continue;
                 }
                 let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
-                let (s, reply) = match hs[i] {
+                let (s, reply, kept) = match hs[i] {
                     Some(h) if plain & 1 << i != 0 => {
                         let a = side & 1 << i != 0;
                         t.track_words(&ws[i], h, a, kinds[i], len, run, ad, ctx.worker, BIASED, g)
                     }
                     h => t.track_batch(&cls[i], h, len, run, ad, ctx.worker, BIASED, g),
                 };
-                p.set_ct(s, reply);
+                p.set_ct_ext(s, reply, t.ext(kept));
                 if drop_invalid && s == CtState::Invalid {
                     p.set_verdict(Verdict::Dropped);
                 }
@@ -286,6 +289,8 @@ impl Filter for Ct {
         // One worker's table updates live entries without their locks
         // (see `bias`); the monomorphised loops keep the test out of them.
         let section = self.table.bias.enter(ctx.worker);
+        // For an acl's `keep state` later in the walk (`keep.rs`).
+        super::keep::note(&self.table);
         match (n > PREFETCH_FROM, section.biased()) {
             (true, true) => self.batch_far::<true>(pkts, ctx, run, ad, g),
             (true, false) => self.batch_far::<false>(pkts, ctx, run, ad, g),

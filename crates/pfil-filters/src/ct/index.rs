@@ -297,7 +297,8 @@ mod tests {
                         for i in 0..2000u32 {
                             let c = udp(i, (i + round + w) % 2 == 0);
                             let h = t.hash_of(&c);
-                            let (st, _) = t.track_batch(&c, h, 60, run, ad, w as usize, false, &g);
+                            let (st, _, _) =
+                                t.track_batch(&c, h, 60, run, ad, w as usize, false, &g);
                             assert_eq!(st, Established, "flow {i} round {round}");
                         }
                     }

@@ -67,7 +67,10 @@
 //! 64 shards for a new flow, a removal, a lookup the lock-free probe
 //! cannot settle, and the round-robin sweep (once a chunk of a batch).
 //! The acl's `keep state` looks its packets up the same way
-//! ([`Table::existing`]).
+//! ([`Table::existing`]), in its own table; after a `ct` hook it keeps
+//! its states in the hook's table instead, as a mark on the flows it
+//! passed ([`table::KEPT`], handed on in the annotation's extra bits,
+//! [`Packet::ct_ext`]; see `ct/keep.rs`).
 //! Measured against per-worker tables (BENCHMARKS.md, "one shared table
 //! vs per-worker tables"): two workers sending both directions of the
 //! same flows cost 10 % more a packet at 1 000 flows and nothing
@@ -138,6 +141,7 @@ pub mod expr;
 mod filter;
 pub mod flow;
 pub mod index;
+pub(crate) mod keep;
 #[cfg(test)]
 mod model;
 pub mod slot;
@@ -163,7 +167,7 @@ pub use track::{Table, SWEEP_MIN_PER_SECOND, SWEEP_PASS_SECONDS};
 
 use flow::{Class, FlowKey, Kind};
 use step::*;
-use table::{Adaptive, Entry, Peek, Shard, Shards, LIVE, ORIG_A, ORIG_MORE, REPLY_SEEN};
+use table::{Adaptive, Entry, Peek, Shard, Shards, KEPT, LIVE, ORIG_A, ORIG_MORE, REPLY_SEEN};
 use track::*;
 
 /// Why a packet is `invalid` (the `reason` label of the `invalid` stat).

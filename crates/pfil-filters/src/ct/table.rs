@@ -90,6 +90,9 @@ pub const ORIG_A: u8 = 2;
 pub const REPLY_SEEN: u8 = 4;
 /// `flags` bit: the originator sent more than one packet.
 pub const ORIG_MORE: u8 = 8;
+/// `flags` bit: an acl's `keep state` rule passed the flow (the acl
+/// after a `ct` hook keeps its states in the hook's table: `ct/keep.rs`).
+pub const KEPT: u8 = 16;
 
 /// One tracked flow, as a value: what [`Shard::entry`] copies out of
 /// the table (the table itself keeps each flow in a [`Slot`]). Its hash

@@ -47,7 +47,17 @@ pub struct Table {
     /// ([`super::bias`]). On a line of its own: the owner writes it
     /// once a batch.
     pub(super) bias: CachePadded<super::bias::Bias>,
+    /// The acl whose `keep state` marks flows here (`KEPT`), by its
+    /// keep id; 0: none yet (`ct/keep.rs`).
+    pub(super) keeper: AtomicU64,
+    /// This table's tag in the packets it annotates (1 to 7), so that an
+    /// acl after it knows the annotation is this table's.
+    pub(super) tag: u8,
 }
+
+/// What [`Table::hit`] found: the packet's state and direction (or why
+/// it is invalid), and whether its flow carries a `keep state` mark.
+pub(super) type Hit = (Result<(CtState, bool), Invalid>, bool);
 
 /// The round-robin sweep's state (racy between workers: two may sweep
 /// one shard, or both take a second's budget, no harm).
@@ -101,6 +111,8 @@ impl Table {
                 pace: AtomicU64::new(SWEEP_MIN_PER_SECOND as u64),
             }),
             bias: CachePadded::default(),
+            keeper: AtomicU64::new(0),
+            tag: super::keep::next_tag(),
         }
     }
 
@@ -228,20 +240,27 @@ impl Table {
         worker: usize,
         biased: bool,
         g: &Guard,
-    ) -> (CtState, bool) {
-        let r = match (c, h) {
+    ) -> (CtState, bool, bool) {
+        let (r, kept) = match (c, h) {
             (&Class::Flow(ref key, src_a, kind), Some(h)) => {
                 match self.hit(&key.words(), h, src_a, kind, len, run, ad, biased, g) {
                     Some(r) => r,
-                    None => self.track_inner(*c, Some(h), len, run, false, false),
+                    None => {
+                        let r = self.track_inner(*c, Some(h), len, run, false, false);
+                        (r, self.kept_slow(c, Some(h)))
+                    }
                 }
             }
-            _ => self.track_inner(*c, h, len, run, false, true),
+            _ => {
+                let r = self.track_inner(*c, h, len, run, false, true);
+                (r, self.kept_slow(c, h))
+            }
         };
-        r.unwrap_or_else(|why| {
+        let (s, reply) = r.unwrap_or_else(|why| {
             self.count(worker, why);
             (CtState::Invalid, false)
-        })
+        });
+        (s, reply, kept)
     }
 
     /// [`track_batch`](Self::track_batch) of a packet of flow `w` (its
@@ -261,15 +280,16 @@ impl Table {
         worker: usize,
         biased: bool,
         g: &Guard,
-    ) -> (CtState, bool) {
-        let r = match self.hit(w, h, src_a, kind, len, run, ad, biased, g) {
+    ) -> (CtState, bool, bool) {
+        let (r, kept) = match self.hit(w, h, src_a, kind, len, run, ad, biased, g) {
             Some(r) => r,
             None => self.track_miss(w, h, src_a, kind, len, run),
         };
-        r.unwrap_or_else(|why| {
+        let (s, reply) = r.unwrap_or_else(|why| {
             self.count(worker, why);
             (CtState::Invalid, false)
-        })
+        });
+        (s, reply, kept)
     }
 
     /// A packet that is invalid for `why`: counted in `worker`'s slot.
@@ -294,7 +314,7 @@ impl Table {
         worker: usize,
         biased: bool,
         g: &Guard,
-    ) -> (CtState, bool) {
+    ) -> (CtState, bool, bool) {
         let c = flow::classify(p);
         self.track_batch(&c, self.hash_of(&c), len, run, ad, worker, biased, g)
     }
@@ -310,9 +330,31 @@ impl Table {
         kind: Kind,
         len: u32,
         run: Run,
-    ) -> Result<(CtState, bool), Invalid> {
+    ) -> (Result<(CtState, bool), Invalid>, bool) {
         let c = Class::Flow(FlowKey::from_words(*w), src_a, kind);
-        self.track_inner(c, Some(h), len, run, false, false)
+        let r = self.track_inner(c, Some(h), len, run, false, false);
+        (r, self.kept_slow(&c, Some(h)))
+    }
+
+    /// Whether the flow of a packet of class `c` (`h`: its hash if
+    /// known; an ICMP error's: the quoted flow's) carries a `keep state`
+    /// mark ([`KEPT`]), read under its shard's lock: for the packets the
+    /// lock-free way did not settle. A table no acl marks answers at once.
+    pub(super) fn kept_slow(&self, c: &Class, h: Option<u64>) -> bool {
+        if self.keeper.load(Relaxed) == 0 {
+            return false;
+        }
+        let key = match c {
+            Class::Flow(k, ..) | Class::Error(k, _) => k,
+            Class::Untracked | Class::Invalid(_) => return false,
+        };
+        let h = h.unwrap_or_else(|| self.hash(key));
+        let g = lock(self.shard(h));
+        // The flag only goes on under the entry's lock and off with the
+        // entry, under the shard's (held): a read without the entry's
+        // lock is exact.
+        g.find(key, h as u32)
+            .is_some_and(|id| table::tail_flags(g.slot(id).tail()) & KEPT != 0)
     }
 
     /// Track a packet of a live flow without the shard's lock: the
@@ -336,7 +378,7 @@ impl Table {
         ad: Adaptive,
         biased: bool,
         g: &Guard,
-    ) -> Option<Result<(CtState, bool), Invalid>> {
+    ) -> Option<Hit> {
         let (s, t) = self.find_live(self.shard_at(h), w, h as u32, biased, g)?;
         // Leave the entry as it was (unlocked if locked here).
         let leave = |t: u64| {
@@ -359,7 +401,7 @@ impl Table {
             }
             Ok(Err(why)) => {
                 leave(t);
-                return Some(Err(why));
+                return Some((Err(why), flags & KEPT != 0));
             }
             Ok(Ok(())) => {}
         }
@@ -368,7 +410,7 @@ impl Table {
         }
         s.count(from, len, run.now);
         s.unlock(table::with_state(t, flags, timeout));
-        Some(Ok(state_of(flags, from == 1)))
+        Some((Ok(state_of(flags, from == 1)), flags & KEPT != 0))
     }
 
     /// Track one packet of class `c` and `len` bytes; its state and
@@ -488,6 +530,7 @@ impl Table {
                 false,
                 &epoch::pin(),
             )
+            .map(|(r, _)| r)
         } else {
             None
         };

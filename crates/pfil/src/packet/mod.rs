@@ -85,6 +85,9 @@ pub struct Packet<'a> {
 
 /// Bit of [`Packet`]'s `ct` byte: the packet goes in the reply direction.
 const CT_REPLY: u8 = 0x80;
+/// Bits of [`Packet`]'s `ct` byte: the tracker's extra bits
+/// ([`Packet::ct_ext`]).
+const CT_EXT: u8 = 0x78;
 
 /// The parse cache, 8 bytes (one register, one load; the packet holds it as
 /// one word, [`Layout::word`]): what the layers are and where the transport
@@ -482,17 +485,36 @@ impl<'a> Packet<'a> {
     }
 
     /// The annotation as one byte: the [`CtState`] as its `repr(u8)`
-    /// value (0..=4) in bits 0..=2, bit 7 set in the reply direction.
+    /// value (0..=4) in bits 0..=2, bit 7 set in the reply direction
+    /// (the tracker's extra bits, [`ct_ext`](Packet::ct_ext), left out).
     /// For classifiers that index tables by it.
     #[inline]
     pub fn ct_bits(&self) -> u8 {
-        self.ct
+        self.ct & !CT_EXT
     }
 
-    /// Record the connection state and direction ([`ct`](Packet::ct)).
+    /// Record the connection state and direction ([`ct`](Packet::ct));
+    /// the extra bits cleared.
     #[inline]
     pub fn set_ct(&mut self, state: CtState, reply: bool) {
         self.ct = state as u8 | if reply { CT_REPLY } else { 0 };
+    }
+
+    /// Four bits the tracker that set the annotation left for later
+    /// hooks of the walk (0 until one does; [`set_ct`](Packet::set_ct)
+    /// clears them). The `ct` hook says there which of its tables it is
+    /// and whether the flow has a `keep state` rule's mark, for an acl
+    /// after it.
+    #[inline]
+    pub fn ct_ext(&self) -> u8 {
+        (self.ct & CT_EXT) >> 3
+    }
+
+    /// [`set_ct`](Packet::set_ct) with the extra bits
+    /// [`ct_ext`](Packet::ct_ext) (the low four bits of `ext`).
+    #[inline]
+    pub fn set_ct_ext(&mut self, state: CtState, reply: bool, ext: u8) {
+        self.ct = state as u8 | if reply { CT_REPLY } else { 0 } | (ext & 0xf) << 3;
     }
 
     /// Clear the metadata: mark 0, untracked. A driver that runs a packet

@@ -278,6 +278,15 @@ fn metadata_starts_clear_survives_reset_and_is_cleared_on_demand() {
     p.set_ct(CtState::Established, true);
     assert_eq!(p.ct(), (CtState::Established, true));
     assert_eq!(p.ct_bits(), 0x82);
+    // The tracker's extra bits: apart from the state, the direction and
+    // the classifiers' byte; `set_ct` clears them.
+    p.set_ct_ext(CtState::Related, true, 0x1b);
+    assert_eq!(
+        (p.ct(), p.ct_ext(), p.ct_bits()),
+        ((CtState::Related, true), 0xb, 0x83)
+    );
+    p.set_ct(CtState::Established, true);
+    assert_eq!((p.ct_ext(), p.ct_bits()), (0, 0x82));
     p.set_verdict(Verdict::Dropped);
     p.reset();
     assert_eq!(
