@@ -7,8 +7,9 @@
 #   ct1k / ct1m: --hook 'ct:max 2M' --hook acl:@RULES (pass ct state
 #                established,related; pass new flows from the clients;
 #                default drop) at 1 000 and at 1 000 000 flows
-#   keep1k:      the same ct hook and an acl of `pass ... keep state;
-#                default drop` at 1 000 flows
+#   keep1k / keep1m: the same ct hook and an acl of `pass ... keep state;
+#                default drop` at 1 000 and 1 000 000 flows (the acl
+#                keeps its states in the ct hook's table)
 #   keepacl1k:   that acl alone (its keep state is its own state table:
 #                pf's way, no ct hook) at 1 000 flows
 #   acl1k:       the stateless ClassBench acl1_1k at 1 000 flows
@@ -65,6 +66,7 @@ for r in $(seq "$RUNS"); do
     est ct1k 1000 "${CT[@]}" --hook "acl:@$OUT/ct.rules"
     est ct1m 1000000 "${CT[@]}" --hook "acl:@$OUT/ct.rules"
     est keep1k 1000 "${CT[@]}" --hook "acl:@$OUT/keep.rules"
+    est keep1m 1000000 "${CT[@]}" --hook "acl:@$OUT/keep.rules"
     est keepacl1k 1000 --hook "acl:@$OUT/keep.rules"
     est acl1k 1000 --hook "acl:@$ACL1K"
     est tcp1k 1000 "${CT[@]}" --hook "acl:@$OUT/ct.rules" --flow-proto tcp
@@ -78,14 +80,15 @@ med() { sort -n "$1" | awk '{ v[NR] = $1 } END { printf "%s (%s-%s)", v[int((NR 
 m() { sort -n "$1" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 echo "| case | ns a frame, median (min-max) |"
 echo "|---|---:|"
-for c in ct1k ct1m keep1k keepacl1k acl1k tcp1k tcp1m; do
+for c in ct1k ct1m keep1k keep1m keepacl1k acl1k tcp1k tcp1m; do
     echo "| $c | $(med "$OUT/$c") |"
 done
 echo "| new flows a second, 1M flows (first frame + reply each) | $(med "$OUT/new1m") |"
-awk -v k="$(m "$OUT/ct1k")" -v g="$(m "$OUT/ct1m")" -v a="$(m "$OUT/acl1k")" -v s="$(m "$OUT/keep1k")" -v p="$(m "$OUT/keepacl1k")" 'BEGIN {
+awk -v k="$(m "$OUT/ct1k")" -v g="$(m "$OUT/ct1m")" -v a="$(m "$OUT/acl1k")" -v s="$(m "$OUT/keep1k")" -v sm="$(m "$OUT/keep1m")" -v p="$(m "$OUT/keepacl1k")" 'BEGIN {
     printf "rate at 1M / rate at 1k: %.2f (target >= 0.5)\n", k / g
     printf "ct+acl at 1k / acl1_1k: %.2f (target <= 1.5)\n", k / a
-    printf "ct+acl keep state at 1k / acl1_1k: %.2f\n", s / a
+    printf "ct+acl keep state: rate at 1M / rate at 1k: %.2f (target >= 0.5)\n", s / sm
+    printf "ct+acl keep state at 1k / acl1_1k: %.2f (target <= 1.5)\n", s / a
     printf "acl keep state alone at 1k / acl1_1k: %.2f\n", p / a
 }'
 awk -v k="$(m "$OUT/tcp1k")" -v g="$(m "$OUT/tcp1m")" -v a="$(m "$OUT/acl1k")" 'BEGIN {

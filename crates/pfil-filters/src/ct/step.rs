@@ -33,6 +33,20 @@ pub(super) fn expired_at(timeout: u8, last: u32, now: u32, ad: Adaptive) -> bool
     u64::from(now.saturating_sub(last)) * ad.den > t * ad.num
 }
 
+/// Whether a packet carrying `kind` leaves a flow of `flags` under
+/// `timeout` as it is: UDP or another protocol without TCP's states,
+/// seen both ways (what [`step`] would set is set). Such a packet is
+/// `established`.
+#[inline(always)]
+pub(super) fn steady(kind: Kind, flags: u8, timeout: u8) -> bool {
+    let multiple = match kind {
+        Kind::Udp => Timeout::UdpMultiple,
+        Kind::Other => Timeout::OtherMultiple,
+        _ => return false,
+    } as u8;
+    flags & (ORIG_MORE | REPLY_SEEN) == ORIG_MORE | REPLY_SEEN && timeout == multiple
+}
+
 /// A SYN reopened a closed TCP flow.
 pub(super) struct Reopen;
 

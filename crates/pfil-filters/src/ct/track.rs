@@ -392,6 +392,14 @@ impl Table {
             return None;
         }
         let from = usize::from((flags & ORIG_A != 0) != src_a);
+        // A UDP (or other) flow seen both ways and under its last
+        // timeout already: the packet changes nothing but the counters
+        // (and, biased, the `tail` word need not be written).
+        if steady(kind, flags, timeout) {
+            s.count(from, len, run.now);
+            leave(t);
+            return Some((Ok((CtState::Established, from == 1)), flags & KEPT != 0));
+        }
         let tcp = matches!(kind, Kind::Tcp(_));
         let mut peers = if tcp { s.peers() } else { [Peer::default(); 2] };
         match step(&mut flags, &mut timeout, &mut peers, from, kind, run) {
