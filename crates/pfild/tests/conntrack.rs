@@ -249,12 +249,25 @@ fn pfilctl_states_lists_the_flows_and_set_keeps_them() {
     let (code, _, err) = pfilctl(&["--socket", &sock, "states", "count:2"]);
     assert_ne!(code, 0);
     assert!(err.contains("its filter is not `ct`"), "{err}");
-    // An acl with keep state lists its own table.
+    // An acl with keep state before the ct hook lists its own table.
     ctl_ok(&sock, &["add", "acl:ks", "--set", "pass keep state"]);
-    ctl_ok(&sock, &["link", "-i", "-a", "acl:ks", "syn0"]);
+    ctl_ok(&sock, &["link", "-i", "acl:ks", "syn0"]);
+    // One after it keeps its states in the hook's table: its own has
+    // none, its `states_in_ct` counts the flows it marked there.
+    ctl_ok(&sock, &["add", "acl:kc", "--set", "pass keep state"]);
+    ctl_ok(&sock, &["link", "-i", "-a", "acl:kc", "syn0"]);
     std::thread::sleep(Duration::from_millis(200));
     let ks = ctl_json(&sock, &["states", "acl:ks"]);
     assert!(ks["hooks"][0]["total"].as_u64().unwrap() >= 1, "{ks}");
+    let kc = ctl_json(&sock, &["states", "acl:kc"]);
+    assert_eq!(kc["hooks"][0]["total"].as_u64(), Some(0), "{kc}");
+    let kc_rules = ctl_ok(&sock, &["rules", "acl:kc"]);
+    let marked = kc_rules
+        .lines()
+        .find(|l| l.contains("states_in_ct"))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(marked.is_some_and(|n| n >= 1), "{kc_rules}");
     let rules = ctl_ok(&sock, &["rules", "ct:1"]);
     assert!(
         rules.contains("entries") && rules.contains("reason=limit"),

@@ -149,3 +149,36 @@ fn a_second_keep_state_acl_after_the_hook_keeps_its_own_table() {
     assert_eq!(stat(&acls[1], "states_in_ct"), 0);
     assert_eq!(acls[1].states().map(|s| s.len()), Some(1));
 }
+
+/// An acl with `keep state` *before* the `ct` hook sees no annotation of
+/// the hook (the hook has not run yet in the walk, though it ran on this
+/// thread in the walks before): it keeps its own table and does not take
+/// the hook's table from an acl linked after the hook later. Were it to
+/// claim the table at its first batch (the hook's table noted from the
+/// walk before), the acl after the hook would keep a table of its own.
+#[test]
+fn an_acl_before_the_hook_does_not_take_its_table() {
+    let (reg, head, _ct, _) = ct_then(&[]);
+    let mut w = reg.worker().unwrap();
+    let (me, peer) = ([198, 18, 0, 1], [198, 18, 0, 9]);
+    let mut run = |port: u16| run_on(&head, &mut w, Dir::In, vec![udp4(peer, me, 53, port)]);
+    assert_eq!(run(7000), [P], "the hook alone, noted on this thread");
+    let pre = Acl::from_config("pass keep state", reg.max_workers()).unwrap();
+    reg.add_hook("acl:pre", PacketKind::Ethernet, Dirs::BOTH, pre.clone())
+        .unwrap();
+    reg.link("h", Dir::In, "acl:pre", Placement::Prepend)
+        .unwrap();
+    assert_eq!(run(7001), [P]);
+    let post = Acl::from_config("pass keep state", reg.max_workers()).unwrap();
+    reg.add_hook("acl:post", PacketKind::Ethernet, Dirs::BOTH, post.clone())
+        .unwrap();
+    reg.link("h", Dir::In, "acl:post", Placement::Append)
+        .unwrap();
+    for port in 7002..7005 {
+        assert_eq!(run(port), [P]);
+    }
+    assert_eq!(pre.states().map(|s| s.len()), Some(4));
+    assert_eq!(stat(&pre, "states_in_ct"), 0);
+    assert_eq!(post.states().map(|s| s.len()), Some(0));
+    assert_eq!(stat(&post, "states_in_ct"), 3);
+}

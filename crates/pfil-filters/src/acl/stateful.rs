@@ -65,9 +65,12 @@ pub(super) fn filter_batch_keep(
         loose: false,
         max: state_max(&v.rules, t),
     };
-    // The `ct` hook's table this acl marks flows in, if one ran before
-    // it on this thread and no other acl marks there.
-    let ct = crate::ct::keep::noted().filter(|c| c.keep_for(link.id));
+    // The table of the `ct` hook that ran last on this thread: this acl
+    // marks flows there if the packets carry its tag (the hook ran
+    // before the acl in this walk) and no other acl marks there (asked
+    // at the first such packet of the batch).
+    let ct = crate::ct::keep::noted();
+    let mut linked = None;
     let mut ct_run = None;
     // The adaptive timeouts' scale once a batch (the table's size moves
     // by at most the batch's new flows meanwhile), as the `ct` hook.
@@ -80,8 +83,10 @@ pub(super) fn filter_batch_keep(
     for chunk in pkts.chunks_mut(CHUNK) {
         for p in chunk.iter_mut().filter(|p| p.verdict().is_pass()) {
             if let Some(c) = ct.as_deref().filter(|c| c.annotated(p)) {
-                keep_in_ct(v, c, link, p, ctx, &mut ct_run);
-                continue;
+                if *linked.get_or_insert_with(|| c.keep_for(link.id)) {
+                    keep_in_ct(v, c, link, p, ctx, &mut ct_run);
+                    continue;
+                }
             }
             let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
             let c = match t.existing_in(p, len, run, ad, ctx.worker, biased, g) {

@@ -87,11 +87,15 @@ impl Table {
     }
 
     /// Whether the acl of keep id `id` marks flows in this table: it
-    /// does if it is the first to ask.
+    /// does if it is the first to ask (an acl asks when it sees a packet
+    /// this table's hook annotated, so only an acl after the hook).
     pub(crate) fn keep_for(&self, id: u64) -> bool {
-        match self.keeper.compare_exchange(0, id, Relaxed, Relaxed) {
-            Ok(_) => true,
-            Err(k) => k == id,
+        match self.keeper.load(Relaxed) {
+            0 => match self.keeper.compare_exchange(0, id, Relaxed, Relaxed) {
+                Ok(_) => true,
+                Err(k) => k == id,
+            },
+            k => k == id,
         }
     }
 
