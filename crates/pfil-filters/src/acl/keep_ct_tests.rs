@@ -182,3 +182,24 @@ fn an_acl_before_the_hook_does_not_take_its_table() {
     assert_eq!(post.states().map(|s| s.len()), Some(0));
     assert_eq!(stat(&post, "states_in_ct"), 3);
 }
+
+/// A flow's first packet and its reply in one batch: the hook annotates
+/// both before the acl runs (neither marked yet), the acl marks the flow
+/// on the first and finds the mark for the reply. Without the look at
+/// the table's mark for a packet annotated without it, the reply is
+/// dropped (and with two workers sending the same flows, any reply that
+/// overtakes the other worker's mark).
+#[test]
+fn a_reply_in_the_batch_of_its_flows_first_packet_passes() {
+    let (reg, head, _ct, acls) = ct_then(&["pass from 198.18.0.1 keep state; default drop"]);
+    let mut w = reg.worker().unwrap();
+    let (me, peer) = ([198, 18, 0, 1], [198, 18, 0, 9]);
+    let batch = vec![
+        udp4(me, peer, 8000, 53),
+        udp4(peer, me, 53, 8000),
+        udp4(me, peer, 8000, 53),
+        udp4(peer, me, 53, 8001),
+    ];
+    assert_eq!(run_on(&head, &mut w, Dir::In, batch), [P, P, P, D]);
+    assert_eq!(stat(&acls[0], "states_in_ct"), 1, "one flow, marked once");
+}

@@ -133,8 +133,11 @@ fn keep_in_ct(
     run: &mut Option<crate::ct::Run>,
 ) {
     let st = p.ct_state();
-    if p.ct_ext() & crate::ct::keep::EXT_KEPT != 0 {
-        // A flow this acl's `keep state` passed: on its state.
+    // A flow this acl's `keep state` passed: on its state. The mark as
+    // the hook read it, else as the table has it now: a flow marked
+    // after the hook annotated this packet (its first packet earlier in
+    // this batch, or on another worker meanwhile) is marked all the same.
+    if p.ct_ext() & crate::ct::keep::EXT_KEPT != 0 || c.kept_now(p) {
         if st == pfil::CtState::Invalid {
             p.set_verdict(Verdict::Dropped);
         }

@@ -99,10 +99,18 @@ impl Table {
         }
     }
 
+    /// Whether the flow of packet `p` (or the flow an ICMP error quotes)
+    /// carries the `keep state` mark now, under its shard's lock: for a
+    /// packet annotated without it (the mark may have come since).
+    pub(crate) fn kept_now(&self, p: &Packet<'_>) -> bool {
+        self.kept_slow(&flow::classify(p), None)
+    }
+
     /// Mark the live flow of packet `p` as passed by a `keep state` rule
     /// (worker `worker`, `now` and `max` as the `ct` hook's run): its
-    /// packets will carry the mark. `false` when the flow is not tracked
-    /// (the hook refused it, or it is an ICMP error's).
+    /// packets will carry the mark. Whether it was not marked yet
+    /// (`false` also when the flow is not tracked: the hook refused it,
+    /// or it is an ICMP error's).
     pub(crate) fn mark_kept(&self, p: &Packet<'_>, worker: usize, run: Run) -> bool {
         let Class::Flow(key, ..) = flow::classify(p) else {
             return false;
@@ -117,11 +125,8 @@ impl Table {
         };
         let s = g.slot(id);
         let t = s.lock();
-        s.unlock(table::with_state(
-            t,
-            table::tail_flags(t) | KEPT,
-            slot::tail_timeout(t),
-        ));
-        true
+        let flags = table::tail_flags(t);
+        s.unlock(table::with_state(t, flags | KEPT, slot::tail_timeout(t)));
+        flags & KEPT == 0
     }
 }
