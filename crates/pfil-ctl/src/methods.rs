@@ -444,6 +444,7 @@ pub fn states(
                     "expires": s.expires,
                     "packets": s.packets,
                     "bytes": s.bytes,
+                    "kept": s.kept,
                 })
             })
             .collect();

@@ -268,6 +268,9 @@ fn pfilctl_states_lists_the_flows_and_set_keeps_them() {
         .and_then(|l| l.split_whitespace().last())
         .and_then(|n| n.parse::<u64>().ok());
     assert!(marked.is_some_and(|n| n >= 1), "{kc_rules}");
+    let kept = ctl_json(&sock, &["states", "ct:1", "--limit", "1"]);
+    assert_eq!(kept["hooks"][0]["states"][0]["kept"], true, "{kept}");
+    assert!(ctl_ok(&sock, &["states", "ct:1"]).contains("KEPT"));
     let rules = ctl_ok(&sock, &["rules", "ct:1"]);
     assert!(
         rules.contains("entries") && rules.contains("reason=limit"),

@@ -260,7 +260,7 @@ pub(super) fn states(r: &Value) -> String {
     let mut o = String::new();
     for h in arr(r, "hooks") {
         let mut rows = vec![[
-            "PROTO", "SRC", "DST", "STATE", "AGE", "EXPIRES", "PACKETS", "BYTES",
+            "PROTO", "SRC", "DST", "STATE", "AGE", "EXPIRES", "PACKETS", "BYTES", "KEPT",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -290,6 +290,7 @@ pub(super) fn states(r: &Value) -> String {
                 format!("{}s", text(&x["expires"])),
                 format!("{}:{}", text(&x["packets"][0]), text(&x["packets"][1])),
                 format!("{}:{}", text(&x["bytes"][0]), text(&x["bytes"][1])),
+                if x["kept"] == true { "yes" } else { "" }.to_owned(),
             ]);
         }
         let total = x_total(&h);

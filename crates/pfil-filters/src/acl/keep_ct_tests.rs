@@ -109,6 +109,11 @@ fn keep_state_after_a_ct_hook_keeps_its_states_in_the_hooks_table() {
     assert_eq!(acl.states().map(|s| s.len()), Some(0));
     assert_eq!(stat(acl, "states_in_ct"), 3);
     assert_eq!(ct.states().len(), 4);
+    assert_eq!(
+        ct.states().iter().filter(|s| s.kept).count(),
+        3,
+        "listed as kept"
+    );
     // A replaced ruleset and a derived filter keep the marks.
     acl.replace(text::parse("pass from 198.18.0.1 keep state\ndefault drop").unwrap());
     assert_eq!(run(Dir::In, vec![udp4(peer, me, 53, 5001)]), [P]);

@@ -208,6 +208,7 @@ mod tests {
             expires: 10,
             packets: [1, 1],
             bytes: [60, 60],
+            kept: false,
         }
     }
 

@@ -2,7 +2,7 @@
 
 use std::net::IpAddr;
 
-use super::table::{Adaptive, Entry, ORIG_A, REPLY_SEEN};
+use super::table::{Adaptive, Entry, KEPT, ORIG_A, REPLY_SEEN};
 use super::{tcp, PF_TIMEOUTS};
 
 /// A tracked flow, originator first.
@@ -32,6 +32,9 @@ pub struct StateInfo {
     pub packets: [u64; 2],
     /// Bytes from the originator and from the responder.
     pub bytes: [u64; 2],
+    /// An acl's `keep state` rule passed the flow (the acl after this
+    /// `ct` hook keeps its states in its table).
+    pub kept: bool,
 }
 
 impl StateInfo {
@@ -68,6 +71,7 @@ impl StateInfo {
             expires: u32::try_from(scaled.saturating_sub(idle)).unwrap_or(u32::MAX),
             packets: [u64::from(e.pkts[0]), u64::from(e.pkts[1])],
             bytes: e.bytes,
+            kept: e.flags & KEPT != 0,
         }
     }
 }
