@@ -6,7 +6,7 @@ use std::sync::Arc;
 use pfil::{Dir, Dirs, Filter, PacketKind, Placement, Registry, Verdict};
 use pfil_acl::text;
 
-use super::stateful_tests::{run_on, tcp};
+use super::stateful_tests::{run_on, tcp_keeps_its_window};
 use super::tests::udp4;
 use super::Acl;
 use crate::Ct;
@@ -87,23 +87,7 @@ fn keep_state_after_a_ct_hook_keeps_its_states_in_the_hooks_table() {
     assert_eq!(run(Dir::In, vec![udp4(peer, me, 53, 5000)]), [P]);
     // TCP: SYN out marks; the SYN-ACK passes on the mark; a segment far
     // out of the window is the hook's `invalid`: dropped.
-    assert_eq!(
-        run(Dir::Out, vec![tcp(me, 40000, peer, 80, "S", 100, 0)]),
-        [P]
-    );
-    assert_eq!(
-        run(Dir::In, vec![tcp(peer, 80, me, 40000, "SA", 7000, 101)]),
-        [P]
-    );
-    assert_eq!(
-        run(Dir::Out, vec![tcp(me, 40000, peer, 80, "A", 101, 7001)]),
-        [P]
-    );
-    let mut far = tcp(peer, 80, me, 40000, "A", 7001 + 90_000_000, 101);
-    far.extend_from_slice(&[0; 100]);
-    let ip_len = (far.len() - 14) as u16;
-    far[16..18].copy_from_slice(&ip_len.to_be_bytes());
-    assert_eq!(run(Dir::In, vec![far]), [D]);
+    tcp_keeps_its_window(&mut run, me, peer);
     // No second table: the acl's own has nothing; the hook's has the
     // three marked flows and the unsolicited one from port 5002.
     assert_eq!(acl.states().map(|s| s.len()), Some(0));

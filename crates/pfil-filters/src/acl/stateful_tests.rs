@@ -70,6 +70,34 @@ pub(super) fn tcp(
     v
 }
 
+/// TCP under `keep state`, `me` (whose packets the rules pass) opening
+/// to `peer` port 80 from port 40000: the handshake passes on its state
+/// both ways; a segment of `peer`'s with data far out of its window
+/// does not.
+pub(super) fn tcp_keeps_its_window(
+    run: &mut impl FnMut(Dir, Vec<Vec<u8>>) -> Vec<Verdict>,
+    me: [u8; 4],
+    peer: [u8; 4],
+) {
+    use Verdict::{Dropped as D, Pass as P};
+    let mut step = |dir: Dir, f: Vec<u8>| run(dir, vec![f]);
+    assert_eq!(step(Dir::Out, tcp(me, 40000, peer, 80, "S", 100, 0)), [P]);
+    assert_eq!(
+        step(Dir::In, tcp(peer, 80, me, 40000, "SA", 7000, 101)),
+        [P]
+    );
+    assert_eq!(
+        step(Dir::Out, tcp(me, 40000, peer, 80, "A", 101, 7001)),
+        [P]
+    );
+    let mut far = tcp(peer, 80, me, 40000, "A", 7001 + 90_000_000, 101);
+    far.extend_from_slice(&[0; 100]);
+    let ip_len = (far.len() - 14) as u16;
+    far[16..18].copy_from_slice(&ip_len.to_be_bytes());
+    // (the checksum is wrong: nobody checks it)
+    assert_eq!(step(Dir::In, far), [D], "data far out of the window");
+}
+
 /// A stateful policy on one head: `ct` then an acl that lets in
 /// replies and drops the rest; outbound (`out`) packets start flows.
 #[test]
@@ -177,20 +205,7 @@ fn keep_state_lets_replies_back_and_nothing_else() {
         ),
         [P, D]
     );
-    // TCP: the handshake's reply passes on the state; a segment far
-    // out of the window does not.
-    assert_eq!(
-        run(Dir::Out, vec![tcp(me, 40000, peer, 80, "S", 100, 0)]),
-        [P]
-    );
-    assert_eq!(
-        run(Dir::In, vec![tcp(peer, 80, me, 40000, "SA", 7000, 101)]),
-        [P]
-    );
-    assert_eq!(
-        run(Dir::Out, vec![tcp(me, 40000, peer, 80, "A", 101, 7001)]),
-        [P]
-    );
+    tcp_keeps_its_window(&mut run, me, peer);
     assert_eq!(
         run(
             Dir::In,
@@ -199,12 +214,6 @@ fn keep_state_lets_replies_back_and_nothing_else() {
         [P],
         "no data: only the ack is checked"
     );
-    let mut far = tcp(peer, 80, me, 40000, "A", 7001 + 90_000_000, 101);
-    far.extend_from_slice(&[0; 100]);
-    let ip_len = (far.len() - 14) as u16;
-    far[16..18].copy_from_slice(&ip_len.to_be_bytes());
-    // (the checksum is wrong: nobody checks it)
-    assert_eq!(run(Dir::In, vec![far]), [D]);
     // An unsolicited SYN in: the rules, default drop.
     assert_eq!(run(Dir::In, vec![tcp(peer, 1234, me, 22, "S", 1, 0)]), [D]);
     // Rules replaced (the rule no longer counted): the states stay.

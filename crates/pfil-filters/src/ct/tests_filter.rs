@@ -504,18 +504,7 @@ fn lookups_without_the_shard_lock_survive_removals_and_reuse() {
     const ROUNDS: usize = 800;
     let ct = Ct::from_config("max 10000", 2).unwrap();
     let stop = std::sync::atomic::AtomicBool::new(false);
-    let base = udp(A, 1000, B, 53).len() as u64;
-    // Flow `f`'s frames, both ways, `f` bytes of padding after the IP
-    // packet: `base + f` bytes.
-    let frame = |f: u16, reply: bool| {
-        let mut v = if reply {
-            udp(B, 53, A, 1000 + f)
-        } else {
-            udp(A, 1000 + f, B, 53)
-        };
-        v.resize(v.len() + usize::from(f), 0);
-        v
-    };
+    let frame = padded_frame;
     std::thread::scope(|s| {
         for w in 0..2usize {
             let (ct, stop) = (&ct, &stop);
@@ -543,14 +532,36 @@ fn lookups_without_the_shard_lock_survive_removals_and_reuse() {
             }
         });
     });
+    assert!(ct.table().len() <= usize::from(FLOWS));
+    // Each worker sends each flow ROUNDS / 2 packets each way.
+    assert_kills_left_no_trace(&ct, ROUNDS as u64);
+}
+
+/// Flow `f` of the removal tests, from A (`reply`: from B), padded after
+/// the IP packet by `f` bytes, so that each flow's frames have a length
+/// of their own.
+pub(super) fn padded_frame(f: u16, reply: bool) -> Vec<u8> {
+    let mut v = if reply {
+        udp(B, 53, A, 1000 + f)
+    } else {
+        udp(A, 1000 + f, B, 53)
+    };
+    v.resize(v.len() + usize::from(f), 0);
+    v
+}
+
+/// After traffic of [`padded_frame`]s (at most `sent` packets a flow and
+/// direction) under repeated kills: the count is the live entries, what
+/// was created and not removed is what is left, kills ran, and no flow
+/// counts a packet of another (its bytes are its packets times its own
+/// length) or more than was sent.
+pub(super) fn assert_kills_left_no_trace(ct: &Ct, sent: u64) {
     let t = ct.table();
     let (ins, exp, _) = t.counts();
     assert_eq!(t.len(), ct.states().len(), "the count is the live entries");
     assert_eq!(ins - exp - t.killed(), t.len() as u64, "nothing leaked");
-    assert!(t.len() <= usize::from(FLOWS));
     assert!(t.killed() > 0, "the removals ran meanwhile");
-    // Each worker sends each flow ROUNDS / 2 packets each way.
-    let sent = ROUNDS as u64;
+    let base = udp(A, 1000, B, 53).len() as u64;
     for st in ct.states() {
         let port = if st.sport == 53 { st.dport } else { st.sport };
         let len = base + u64::from(port - 1000);
