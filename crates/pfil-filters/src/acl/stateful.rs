@@ -79,7 +79,12 @@ pub(super) fn filter_batch_keep(
     let g = &crossbeam_epoch::pin();
     // One worker's table updates live entries without their locks.
     let section = t.bias(ctx.worker);
-    let biased = section.biased();
+    let b = crate::ct::Batch {
+        run,
+        ad,
+        worker: ctx.worker,
+        biased: section.biased(),
+    };
     for chunk in pkts.chunks_mut(CHUNK) {
         for p in chunk.iter_mut().filter(|p| p.verdict().is_pass()) {
             if let Some(c) = ct.as_deref().filter(|c| c.annotated(p)) {
@@ -89,7 +94,7 @@ pub(super) fn filter_batch_keep(
                 }
             }
             let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
-            let c = match t.existing_in(p, len, run, ad, ctx.worker, biased, g) {
+            let c = match t.existing_in(p, len, &b, g) {
                 Existing::Found(st, reply) => {
                     p.set_ct(st, reply);
                     if st == pfil::CtState::Invalid {

@@ -46,56 +46,42 @@ impl Table {
         g: &Guard,
     ) -> Existing {
         let _hold = self.bias.hold();
-        self.existing_in(p, len, run, ad, worker, false, g)
+        let b = Batch {
+            run,
+            ad,
+            worker,
+            biased: false,
+        };
+        self.existing_in(p, len, &b, g)
     }
 
     /// [`existing`](Self::existing) in a batch of the table
     /// ([`Bias::enter`](super::bias::Bias::enter) taken; `biased`: its
     /// [`Section::biased`](super::bias::Section::biased)).
-    #[allow(clippy::too_many_arguments)]
     #[inline]
-    pub(crate) fn existing_in(
-        &self,
-        p: &Packet<'_>,
-        len: u32,
-        run: Run,
-        ad: Adaptive,
-        worker: usize,
-        biased: bool,
-        g: &Guard,
-    ) -> Existing {
+    pub(crate) fn existing_in(&self, p: &Packet<'_>, len: u32, b: &Batch, g: &Guard) -> Existing {
         match flow::plain_v4(p) {
             Some((w, a, kind)) => {
                 let h = self.hash_words(&w);
-                let found = match self.hit(&w, h, a, kind, len, run, ad, biased, g) {
+                let found = match self.hit(&w, h, a, kind, len, b, g) {
                     Some((r, _)) => Some(r),
-                    None => self.existing_locked(&FlowKey::from_words(w), h, a, kind, len, run, ad),
+                    None => self.existing_locked(&FlowKey::from_words(w), h, a, kind, len, b),
                 };
-                self.settle(found, worker, || {
+                self.settle(found, b.worker, || {
                     Class::Flow(FlowKey::from_words(w), a, kind)
                 })
             }
-            None => self.existing_class(flow::classify(p), len, run, ad, worker, biased, g),
+            None => self.existing_class(flow::classify(p), len, b, g),
         }
     }
 
     /// [`existing`](Self::existing) of a packet of class `c`.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn existing_class(
-        &self,
-        c: Class,
-        len: u32,
-        run: Run,
-        ad: Adaptive,
-        worker: usize,
-        biased: bool,
-        g: &Guard,
-    ) -> Existing {
+    pub(super) fn existing_class(&self, c: Class, len: u32, b: &Batch, g: &Guard) -> Existing {
         let (key, src_a, kind) = match c {
             Class::Untracked | Class::Invalid(_) => return Existing::Absent(c),
             // An error quoting no tracked flow walks the rules.
             Class::Error(..) => {
-                return match self.track_inner(c, None, len, run, false, false) {
+                return match self.track_inner(c, None, len, b.run, false, false) {
                     Ok((s, reply)) => Existing::Found(s, reply),
                     Err(_) => Existing::Absent(c),
                 }
@@ -103,16 +89,15 @@ impl Table {
             Class::Flow(key, src_a, kind) => (key, src_a, kind),
         };
         let h = self.hash(&key);
-        let found = match self.hit(&key.words(), h, src_a, kind, len, run, ad, biased, g) {
+        let found = match self.hit(&key.words(), h, src_a, kind, len, b, g) {
             Some((r, _)) => Some(r),
-            None => self.existing_locked(&key, h, src_a, kind, len, run, ad),
+            None => self.existing_locked(&key, h, src_a, kind, len, b),
         };
-        self.settle(found, worker, || c)
+        self.settle(found, b.worker, || c)
     }
 
     /// A packet the lock-free way did not settle, under its shard's lock:
     /// `None` when its flow is not live (or a SYN reopened it: removed).
-    #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     fn existing_locked(
         &self,
@@ -121,12 +106,11 @@ impl Table {
         src_a: bool,
         kind: Kind,
         len: u32,
-        run: Run,
-        ad: Adaptive,
+        b: &Batch,
     ) -> Option<Result<(CtState, bool), Invalid>> {
         let mut g = lock(self.shard(h));
-        let id = self.live(&mut g, key, h as u32, run.now, ad)?;
-        self.update_locked(&mut g, id, src_a, kind, len, run).ok()
+        let id = self.live(&mut g, key, h as u32, b.run.now, b.ad)?;
+        self.update_locked(&mut g, id, src_a, kind, len, b.run).ok()
     }
 
     /// What a lookup `found`, an invalid packet's reason counted in
@@ -165,7 +149,13 @@ impl Table {
     ) -> Option<(CtState, bool)> {
         let _hold = self.bias.hold();
         let ad = Adaptive::at(self.len(), run.max);
-        let found = self.existing_class(c, len, run, ad, worker, false, &epoch::pin());
+        let b = Batch {
+            run,
+            ad,
+            worker,
+            biased: false,
+        };
+        let found = self.existing_class(c, len, &b, &epoch::pin());
         self.sweep_in(table::SWEEP, run);
         match found {
             Existing::Found(s, reply) => Some((s, reply)),

@@ -155,6 +155,12 @@ impl Ct {
     ) {
         let drop_invalid = self.drop_invalid.load(Relaxed);
         let t = &*self.table;
+        let b = super::track::Batch {
+            run,
+            ad,
+            worker: ctx.worker,
+            biased: BIASED,
+        };
         for chunk in pkts.chunks_mut(PIPE) {
             for p in chunk.iter_mut() {
                 if !p.verdict().is_pass() {
@@ -165,9 +171,7 @@ impl Ct {
                 // packet of another shape) out of line, from the packet
                 // again, so that the loop keeps nothing for it.
                 let hit = match flow::plain_v4(p) {
-                    Some((w, a, kind)) => {
-                        t.hit(&w, t.hash_words(&w), a, kind, len, run, ad, BIASED, g)
-                    }
+                    Some((w, a, kind)) => t.hit(&w, t.hash_words(&w), a, kind, len, &b, g),
                     None => None,
                 };
                 let (s, reply, kept) = match hit {
@@ -176,7 +180,7 @@ impl Ct {
                         let (s, reply) = t.invalid(why, ctx.worker);
                         (s, reply, kept)
                     }
-                    None => t.track_cold(p, len, run, ad, ctx.worker, BIASED, g),
+                    None => t.track_cold(p, len, &b, g),
                 };
                 p.set_ct_ext(s, reply, t.ext(kept));
                 if drop_invalid && s == CtState::Invalid {
@@ -202,6 +206,12 @@ impl Ct {
     ) {
         let drop_invalid = self.drop_invalid.load(Relaxed);
         let t = &*self.table;
+        let b = super::track::Batch {
+            run,
+            ad,
+            worker: ctx.worker,
+            biased: BIASED,
+        };
         for chunk in pkts.chunks_mut(PIPE) {
             // Bit i: packet i is tracked (not dropped by an earlier hook);
             // is plain (its key in `ws`, what it carries in `kinds`); is
@@ -248,9 +258,9 @@ impl Ct {
                 let (s, reply, kept) = match hs[i] {
                     Some(h) if plain & 1 << i != 0 => {
                         let a = side & 1 << i != 0;
-                        t.track_words(&ws[i], h, a, kinds[i], len, run, ad, ctx.worker, BIASED, g)
+                        t.track_words(&ws[i], h, a, kinds[i], len, &b, g)
                     }
-                    h => t.track_batch(&cls[i], h, len, run, ad, ctx.worker, BIASED, g),
+                    h => t.track_batch(&cls[i], h, len, &b, g),
                 };
                 p.set_ct_ext(s, reply, t.ext(kept));
                 if drop_invalid && s == CtState::Invalid {

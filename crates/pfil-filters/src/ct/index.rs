@@ -292,13 +292,17 @@ mod tests {
             for w in 0..2 {
                 sc.spawn(move || {
                     let g = crossbeam_epoch::pin();
-                    let ad = super::super::table::Adaptive { num: 1, den: 1 };
+                    let b = super::super::Batch {
+                        run,
+                        ad: super::super::table::Adaptive { num: 1, den: 1 },
+                        worker: w as usize,
+                        biased: false,
+                    };
                     for round in 0..40u32 {
                         for i in 0..2000u32 {
                             let c = udp(i, (i + round + w) % 2 == 0);
                             let h = t.hash_of(&c);
-                            let (st, _, _) =
-                                t.track_batch(&c, h, 60, run, ad, w as usize, false, &g);
+                            let (st, _, _) = t.track_batch(&c, h, 60, &b, &g);
                             assert_eq!(st, Established, "flow {i} round {round}");
                         }
                     }

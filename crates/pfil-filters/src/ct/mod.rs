@@ -163,6 +163,7 @@ pub use expr::StateExpr;
 pub use filter::Ct;
 pub use states::StateInfo;
 pub use step::expired;
+pub(crate) use track::Batch;
 pub use track::{Table, SWEEP_MIN_PER_SECOND, SWEEP_PASS_SECONDS};
 
 use flow::{Class, FlowKey, Kind};

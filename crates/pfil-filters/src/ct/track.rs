@@ -55,6 +55,21 @@ pub struct Table {
     pub(super) tag: u8,
 }
 
+/// What a batch fixes once for every packet it tracks.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Batch {
+    /// Its clock, TCP mode and limit.
+    pub(crate) run: Run,
+    /// The adaptive timeouts' scale (the table's size moves by at most
+    /// the batch's new flows meanwhile).
+    pub(crate) ad: Adaptive,
+    /// The worker that runs it.
+    pub(crate) worker: usize,
+    /// The owner's biased batch (`bias.rs`): live entries are written
+    /// without their locks.
+    pub(crate) biased: bool,
+}
+
 /// What [`Table::hit`] found: the packet's state and direction (or why
 /// it is invalid), and whether its flow carries a `keep state` mark.
 pub(super) type Hit = (Result<(CtState, bool), Invalid>, bool);
@@ -235,15 +250,13 @@ impl Table {
         c: &Class,
         h: Option<u64>,
         len: u32,
-        run: Run,
-        ad: Adaptive,
-        worker: usize,
-        biased: bool,
+        b: &Batch,
         g: &Guard,
     ) -> (CtState, bool, bool) {
+        let run = b.run;
         let (r, kept) = match (c, h) {
             (&Class::Flow(ref key, src_a, kind), Some(h)) => {
-                match self.hit(&key.words(), h, src_a, kind, len, run, ad, biased, g) {
+                match self.hit(&key.words(), h, src_a, kind, len, b, g) {
                     Some(r) => r,
                     None => {
                         let r = self.track_inner(*c, Some(h), len, run, false, false);
@@ -257,7 +270,7 @@ impl Table {
             }
         };
         let (s, reply) = r.unwrap_or_else(|why| {
-            self.count(worker, why);
+            self.count(b.worker, why);
             (CtState::Invalid, false)
         });
         (s, reply, kept)
@@ -275,18 +288,15 @@ impl Table {
         src_a: bool,
         kind: Kind,
         len: u32,
-        run: Run,
-        ad: Adaptive,
-        worker: usize,
-        biased: bool,
+        b: &Batch,
         g: &Guard,
     ) -> (CtState, bool, bool) {
-        let (r, kept) = match self.hit(w, h, src_a, kind, len, run, ad, biased, g) {
+        let (r, kept) = match self.hit(w, h, src_a, kind, len, b, g) {
             Some(r) => r,
-            None => self.track_miss(w, h, src_a, kind, len, run),
+            None => self.track_miss(w, h, src_a, kind, len, b.run),
         };
         let (s, reply) = r.unwrap_or_else(|why| {
-            self.count(worker, why);
+            self.count(b.worker, why);
             (CtState::Invalid, false)
         });
         (s, reply, kept)
@@ -304,19 +314,15 @@ impl Table {
     /// did not see: not a plain IPv4 UDP or TCP packet), classified anew.
     #[cold]
     #[inline(never)]
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn track_cold(
         &self,
         p: &pfil::Packet<'_>,
         len: u32,
-        run: Run,
-        ad: Adaptive,
-        worker: usize,
-        biased: bool,
+        b: &Batch,
         g: &Guard,
     ) -> (CtState, bool, bool) {
         let c = flow::classify(p);
-        self.track_batch(&c, self.hash_of(&c), len, run, ad, worker, biased, g)
+        self.track_batch(&c, self.hash_of(&c), len, b, g)
     }
 
     /// [`track_words`](Self::track_words) when the lock-free way did not
@@ -363,7 +369,7 @@ impl Table {
     /// packet needs the shard's lock: no live entry found (or the index
     /// changing under the probe, or the entry locked), the entry
     /// expired, or a SYN reopening a closed TCP flow; nothing changed.
-    /// `biased`: in the owner's biased batch ([`super::bias`]), without
+    /// In the owner's biased batch (`b.biased`, [`super::bias`]) without
     /// the entry's lock (no one else writes entries meanwhile).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
@@ -374,11 +380,10 @@ impl Table {
         src_a: bool,
         kind: Kind,
         len: u32,
-        run: Run,
-        ad: Adaptive,
-        biased: bool,
+        b: &Batch,
         g: &Guard,
     ) -> Option<Hit> {
+        let (run, ad, biased) = (b.run, b.ad, b.biased);
         let (s, t) = self.find_live(self.shard_at(h), w, h as u32, biased, g)?;
         // Leave the entry as it was (unlocked if locked here).
         let leave = |t: u64| {
@@ -527,18 +532,14 @@ impl Table {
         let h = h.unwrap_or_else(|| self.hash(&key));
         let ad = Adaptive::at(self.len(), run.max);
         let hit = if try_hit {
-            self.hit(
-                &key.words(),
-                h,
-                src_a,
-                kind,
-                len,
+            let b = Batch {
                 run,
                 ad,
-                false,
-                &epoch::pin(),
-            )
-            .map(|(r, _)| r)
+                worker: 0,
+                biased: false,
+            };
+            self.hit(&key.words(), h, src_a, kind, len, &b, &epoch::pin())
+                .map(|(r, _)| r)
         } else {
             None
         };
