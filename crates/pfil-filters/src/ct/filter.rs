@@ -155,7 +155,7 @@ impl Ct {
     ) {
         let drop_invalid = self.drop_invalid.load(Relaxed);
         let t = &*self.table;
-        let b = super::track::Batch {
+        let b = super::Batch {
             run,
             ad,
             worker: ctx.worker,
@@ -206,7 +206,7 @@ impl Ct {
     ) {
         let drop_invalid = self.drop_invalid.load(Relaxed);
         let t = &*self.table;
-        let b = super::track::Batch {
+        let b = super::Batch {
             run,
             ad,
             worker: ctx.worker,

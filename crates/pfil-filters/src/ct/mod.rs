@@ -140,6 +140,7 @@ mod existing;
 pub mod expr;
 mod filter;
 pub mod flow;
+mod hit;
 pub mod index;
 pub(crate) mod keep;
 #[cfg(test)]
@@ -147,6 +148,7 @@ mod model;
 pub mod slot;
 mod states;
 mod step;
+mod sweep;
 pub mod table;
 pub mod tcp;
 #[cfg(test)]
@@ -161,13 +163,15 @@ pub use config::{CtConfig, TcpMode, DEFAULT_MAX, MAX_MAX, SYNTAX};
 pub use existing::Existing;
 pub use expr::StateExpr;
 pub use filter::Ct;
+pub(crate) use hit::Batch;
 pub use states::StateInfo;
 pub use step::expired;
-pub(crate) use track::Batch;
-pub use track::{Table, SWEEP_MIN_PER_SECOND, SWEEP_PASS_SECONDS};
+pub use sweep::{SWEEP_MIN_PER_SECOND, SWEEP_PASS_SECONDS};
+pub use track::Table;
 
 use flow::{Class, FlowKey, Kind};
 use step::*;
+use sweep::*;
 use table::{Adaptive, Entry, Peek, Shard, Shards, KEPT, LIVE, ORIG_A, ORIG_MORE, REPLY_SEEN};
 use track::*;
 

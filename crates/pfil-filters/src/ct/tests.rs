@@ -602,7 +602,7 @@ fn idle_limits_agree_with_expired_at() {
 /// entry the sweep has not reached is still expired to a lookup.
 #[test]
 fn the_sweep_keeps_pfs_pace_below_the_adaptive_start() {
-    use super::track::{SWEEP_MIN_PER_SECOND, SWEEP_PASS_SECONDS};
+    use super::sweep::{SWEEP_MIN_PER_SECOND, SWEEP_PASS_SECONDS};
     let flows = 30_000u32;
     let addr = |f: u32| {
         let mut a = [1u8; 16];
