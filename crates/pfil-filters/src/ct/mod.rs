@@ -145,6 +145,7 @@ pub mod index;
 pub(crate) mod keep;
 #[cfg(test)]
 mod model;
+mod peek;
 pub mod slot;
 mod states;
 mod step;

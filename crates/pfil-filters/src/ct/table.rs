@@ -63,15 +63,16 @@
 
 use std::sync::atomic::{
     AtomicPtr,
-    Ordering::{Acquire, Relaxed, Release},
+    Ordering::{Relaxed, Release},
 };
 use std::sync::{Arc, Mutex};
 
-use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned};
+use crossbeam_epoch::{self as epoch, Atomic, Owned};
 
 use super::arena::Arena;
 use super::flow::FlowKey;
 pub use super::index::{Index, FIRST_SLOTS};
+pub use super::peek::{prefetch, Peek};
 pub use super::slot::Slot;
 pub(super) use super::slot::{tail_flags, with_state};
 use super::slot::{tail_timeout, LIVE_BIT};
@@ -511,197 +512,6 @@ pub fn words_hash(seeds: &[u64; 4], w: &[u64; 5]) -> u64 {
 fn fold(a: u64, b: u64) -> u64 {
     let p = u128::from(a) * u128::from(b);
     (p as u64) ^ ((p >> 64) as u64)
-}
-
-/// Where a shard's index slots and chunks are, read without its lock to
-/// prefetch (VPP's way with a burst: the lookups of a batch are started
-/// before any is done, so their cache misses overlap) and to track a live
-/// flow under its entry's lock ([`find_live`](Self::find_live)). Valid while the
-/// shard lives: the shard's index pointer and chunk-pointer array never
-/// move (the index they name is replaced as the shard grows, and read
-/// under an epoch guard); chunks are only added (published with
-/// `Release`), never freed before the shard.
-#[derive(Clone, Copy, Debug)]
-pub struct Peek {
-    index: *const Atomic<Index>,
-    chunks: *const AtomicPtr<Slot>,
-    nchunks: usize,
-}
-
-// SAFETY: a Peek only reads atomics (the index pointer, index slots,
-// chunk pointers, slots) of a shard that outlives it (the Table holding
-// both; `find_live`'s contract): addresses to prefetch, and the `&Slot`s
-// `find_live` lends, whose every field is an atomic, in chunks freed
-// only with the shard; an index only under an epoch guard.
-unsafe impl Send for Peek {}
-// SAFETY: as for Send: shared reads of atomics only.
-unsafe impl Sync for Peek {}
-
-impl Peek {
-    /// The index in force, for as long as `g` is held.
-    ///
-    /// # Safety
-    /// The shard this view was made from must be alive.
-    #[inline(always)]
-    unsafe fn ix<'g>(&self, g: &'g Guard) -> &'g Index {
-        // SAFETY: the shard is alive (the caller's promise), so its index
-        // pointer is; Acquire pairs with the Release of `Shard::grow`, so
-        // a grown index's slots are seen as written. The pointer is never
-        // null, and the index it names is retired to the epoch only after
-        // it was swapped out: `g` keeps it from being freed.
-        unsafe { (*self.index).load(Acquire, g).deref() }
-    }
-
-    /// The address of `hash`'s home slot.
-    ///
-    /// # Safety
-    /// The shard this view was made from must be alive.
-    #[inline]
-    pub unsafe fn slot(&self, hash: u32, g: &Guard) -> *const u8 {
-        // SAFETY: the caller's promise.
-        unsafe { self.ix(g) }.addr(hash as usize)
-    }
-
-    /// The address of the entry the home slot of `hash` names if its tag
-    /// is `hash` (a racy read: a hint, possibly stale), else `None`.
-    ///
-    /// # Safety
-    /// The shard this view was made from must be alive.
-    #[inline]
-    pub unsafe fn entry(&self, hash: u32, g: &Guard) -> Option<*const u8> {
-        // SAFETY: the caller's promise.
-        let slot = unsafe { self.ix(g) }.at(hash as usize).load(Relaxed);
-        if slot == 0 || (slot >> 32) as u32 != hash {
-            return None;
-        }
-        let id = (slot as u32).wrapping_sub(1) as usize;
-        if id / CHUNK >= self.nchunks {
-            return None;
-        }
-        // SAFETY: `id / CHUNK` is below the array's length (checked).
-        let c = unsafe { &*self.chunks.add(id / CHUNK) }.load(Acquire);
-        if c.is_null() {
-            return None;
-        }
-        Some(c.wrapping_add(id % CHUNK).cast())
-    }
-
-    /// The live entry whose key has words `w` (`hash`: the low 32 bits of
-    /// its [`key_hash`]), locked, with its `tail` word; `None` if the
-    /// index shows none, or it is locked, or the index changed under the
-    /// probe (an insert or removal moving slots): then the caller takes
-    /// the shard's lock and looks again. Without the shard's lock: a live
-    /// entry's key changes only when it is removed, which takes the
-    /// entry's lock, and the key is checked with the lock held.
-    ///
-    /// With `biased` the entry is not locked: the caller runs a batch
-    /// of the table's only worker (its bias, `ct/bias.rs`), which no one
-    /// else writes entries during; it then must not unlock it.
-    ///
-    /// # Safety
-    /// The shard this view was made from must outlive the returned
-    /// borrow (the [`super::Table`] that owns both ties them).
-    #[inline(always)]
-    pub unsafe fn find_live(
-        &self,
-        w: &[u64; 5],
-        hash: u32,
-        biased: bool,
-        g: &Guard,
-    ) -> Option<(&Slot, u64)> {
-        // SAFETY: the shard is alive (the caller's promise).
-        let ix = unsafe { self.ix(g) };
-        // A bounded probe: the index may be changing under it.
-        for pos in hash as usize..hash as usize + PROBE {
-            let slot = ix.at(pos).load(Relaxed);
-            if slot == 0 {
-                return None;
-            }
-            if (slot >> 32) as u32 == hash {
-                let id = (slot as u32).wrapping_sub(1) as usize;
-                let ci = id / CHUNK;
-                if ci >= self.nchunks {
-                    return None;
-                }
-                // SAFETY: `ci` is below the array's length (checked).
-                // Acquire: pairs with the Release that published the
-                // chunk, so its slots are seen initialised.
-                let c = unsafe { &*self.chunks.add(ci) }.load(Acquire);
-                if c.is_null() {
-                    return None;
-                }
-                // SAFETY: a published chunk holds CHUNK slots and lives
-                // as long as the shard (freed only by its drop, the
-                // caller's promise covers the borrow); slots are atomics.
-                let s = unsafe { &*c.add(id % CHUNK) };
-                // Biased (one worker's table, see `bias`): no lock to take.
-                let t = if biased {
-                    s.live_tail()?
-                } else {
-                    s.try_lock_live()?
-                };
-                if s.key_is(w, t) {
-                    return Some((s, t));
-                }
-                if !biased {
-                    s.unlock(t);
-                }
-            }
-        }
-        None
-    }
-}
-
-impl super::Table {
-    /// [`Peek::find_live`] in shard `shard` of this table.
-    #[inline(always)]
-    pub(super) fn find_live(
-        &self,
-        shard: usize,
-        w: &[u64; 5],
-        hash: u32,
-        biased: bool,
-        g: &Guard,
-    ) -> Option<(&Slot, u64)> {
-        // SAFETY: the view is of one of this table's shards, which live
-        // as long as the table, and so as the borrow of `self`. This
-        // holds only because a shard is never replaced inside its mutex
-        // (see [`Shard`]): `*guard = Shard::new(..)` would drop the old
-        // shard (freeing the index and chunks this view points into)
-        // while the table, and this borrow, live on.
-        unsafe { self.peeks[shard].find_live(w, hash, biased, g) }
-    }
-
-    /// [`Peek::slot`] of hash `h` (its shard's view).
-    #[inline(always)]
-    pub(super) fn peek_slot(&self, h: u64, g: &Guard) -> *const u8 {
-        // SAFETY: as in `find_live`: the view's shard lives as long as
-        // the table.
-        unsafe { self.peeks[self.shard_at(h)].slot(h as u32, g) }
-    }
-
-    /// [`Peek::entry`] of hash `h` (its shard's view).
-    #[inline(always)]
-    pub(super) fn peek_entry(&self, h: u64, g: &Guard) -> Option<*const u8> {
-        // SAFETY: as in `find_live`.
-        unsafe { self.peeks[self.shard_at(h)].entry(h as u32, g) }
-    }
-}
-
-/// Index slots a lock-free lookup ([`Peek::find_live`]) probes at most.
-const PROBE: usize = 8;
-
-/// Hint the CPU to bring the cache line at `p` in (no fault, no effect
-/// on memory; nothing on targets without the instruction).
-#[inline(always)]
-pub fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint: it never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch(p.cast::<i8>(), std::arch::x86_64::_MM_HINT_T0);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 /// The shards, each behind its lock.
