@@ -271,7 +271,7 @@ impl Builder<'_> {
         self.trial = true;
         self.tree_worst = 0;
         self.binth = t.binth;
-        let (root, cut) = self.build_root(FULL, ids);
+        let (root, cut, _) = self.trial_root(ids);
         let fits = !self.capped;
         self.binth = self.cfg.binth;
         self.cap = self.cfg.max_entries;
