@@ -414,10 +414,24 @@ impl<'a> Builder<'a> {
             Some(p) => &ids[..=p],
             None => ids,
         };
-        if ids.len() <= self.binth || depth >= MAX_DEPTH || self.over_budget() {
+        if depth >= MAX_DEPTH || self.over_budget() {
             return Err(self.leaf(ids, depth));
         }
-        let Some((d0, b0, d1, b1)) = self.choose_cut(&bx, ids, maxb, spfac) else {
+        let cut = if ids.len() <= self.binth {
+            // A leaf, unless it is more than a block and a cut leaves
+            // fewer to scan (in a small ruleset; not in a part cut to
+            // wide leaves on purpose).
+            if ids.len() <= BLOCK
+                || self.binth != self.cfg.binth
+                || self.br.len() > REFINE_MAX_RULES
+            {
+                return Err(self.leaf(ids, depth));
+            }
+            self.refine_cut(&bx, ids, maxb, spfac)
+        } else {
+            self.choose_cut(&bx, ids, maxb, spfac)
+        };
+        let Some((d0, b0, d1, b1)) = cut else {
             return Err(self.leaf(ids, depth));
         };
         let s0 = bx[d0].1 - b0;
