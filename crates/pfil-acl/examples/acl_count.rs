@@ -33,9 +33,13 @@
 //! not predicted). `ACL_BINTH`, `ACL_SPFAC`, `ACL_CUT_BITS`,
 //! `ACL_ROOT_BITS`, `ACL_ROOT_SPFAC`, `ACL_MERGE_BELOW`, `ACL_SINGLE`
 //! (the single-tree budget), `ACL_TREE_BUDGET`, `ACL_LEAF_BOUND`,
-//! `ACL_MAX_TREES` and `ACL_THREADS` set build parameters.
+//! `ACL_MAX_TREES` and `ACL_THREADS` set build parameters. `ACL_CHECK=1`
+//! compares every result of the run with linear scan ([`Linear`]) and
+//! exits non-zero if one differs.
 
-use pfil_acl::{adversarial, classbench, text, Action, Classifier, Classify, Config, Key, KeyV4};
+use pfil_acl::{
+    adversarial, classbench, text, Action, Classifier, Classify, Config, Key, KeyV4, Linear,
+};
 
 #[inline(never)]
 fn lookups_v4(c: &Classifier, keys: &[KeyV4], out: &mut [Option<u32>], passes: usize) {
@@ -276,6 +280,19 @@ fn main() {
     }
     let hits = out.iter().filter(|o| o.is_some()).count();
     eprintln!("{set}: {:?}; {hits} hits", c.stats());
+    if std::env::var_os("ACL_CHECK").is_some() && !matches!(mode, "ab" | "v4time") {
+        // The run's results against linear scan, key by key.
+        let lin = Linear::new(&rules);
+        let differ = keys
+            .iter()
+            .zip(&out)
+            .filter(|(k, o)| lin.classify(k) != **o)
+            .count();
+        eprintln!("{set}: {differ} of {} differ from linear scan", keys.len());
+        if differ > 0 {
+            std::process::exit(1);
+        }
+    }
     if std::env::var_os("ACL_COST").is_some() {
         // Mean lookup cost over the trace, and the share of keys per
         // (nodes, entries) pair: where a lookup's work goes.

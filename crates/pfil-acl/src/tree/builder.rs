@@ -143,6 +143,10 @@ impl std::hash::Hasher for ListHasher {
     }
 }
 
+/// How much larger than the node words it replaces a node that takes
+/// its children's cut in may be ([`Builder::merge`]).
+pub(super) const MERGE_GROWTH: usize = 4;
+
 pub(super) struct Builder<'a> {
     pub(super) br: &'a [BRule],
     pub(super) cfg: &'a Config,
@@ -180,6 +184,28 @@ pub(super) struct Builder<'a> {
     /// A node with at most this many rules is a leaf: [`Config::binth`],
     /// or a trial's ([`Trial::binth`]) while it is built.
     pub(super) binth: usize,
+    /// Node words built and not yet in `mem` ([`Child::Node`]): counted
+    /// against the cap as if they were.
+    pub(super) pending: usize,
+    /// Node words merges added to the tree being built beyond the words
+    /// they replaced ([`Builder::merge`]).
+    pub(super) grown: usize,
+    /// Merges may not add words (a tree built again after its merges
+    /// took it past its budget).
+    pub(super) lean: bool,
+}
+
+/// A node's cut as it is stored: field, lowest bit and bits of the first
+/// cut field, the same for the second (0 bits: none).
+pub(super) type Cut6 = (usize, u8, u8, usize, u8, u8);
+
+/// A child built by [`Builder::split`]: a reference (a leaf, or a node
+/// already in `mem`), or an internal node whose children's references
+/// are not in `mem` yet, so that its parent may take them into its own
+/// cut ([`Builder::merge`]).
+pub(super) enum Child {
+    Ref(u64),
+    Node(Cut6, Vec<u64>),
 }
 
 impl<'a> Builder<'a> {
@@ -209,6 +235,9 @@ impl<'a> Builder<'a> {
             budget_hit: false,
             cancelled: false,
             binth: cfg.binth,
+            pending: 0,
+            grown: 0,
+            lean: false,
         }
     }
 
@@ -217,25 +246,148 @@ impl<'a> Builder<'a> {
     /// [`Config::root_cut_bits`] wide.
     pub(super) fn build_root(&mut self, bx: Boxx, ids: &[u32]) -> (u64, RootCut) {
         let maxb = self.cfg.root_cut_bits.clamp(1, ROOT_MAX_BITS);
-        match self.split(bx, ids, 0, maxb, self.cfg.root_spfac) {
-            Ok((o, (d0, s0, b0, d1, s1, b1))) => (o as u64, RootCut::of(d0, s0, b0, d1, s1, b1)),
+        self.grown = 0;
+        let root = match self.split(bx, ids, 0, maxb, self.cfg.root_spfac) {
+            Ok(((d0, s0, b0, d1, s1, b1), kids)) => {
+                let o = self.mem.len();
+                self.mem.extend_from_slice(&kids);
+                (o as u64, RootCut::of(d0, s0, b0, d1, s1, b1))
+            }
             Err(leaf) => (leaf, RootCut::default()),
+        };
+        self.pending = 0;
+        root
+    }
+
+    /// [`build_root`](Self::build_root) in a trial: if the tree fits
+    /// only without the words its merges added ([`used`](Self::used)),
+    /// it is rolled back and built again with merges that add none
+    /// ([`lean`](Self::lean)); whether it was is the third value. The
+    /// same leaves, so the same fit, up to the merges that shrink.
+    pub(super) fn trial_root(&mut self, ids: &[u32]) -> (u64, RootCut, bool) {
+        let (mem, blocks, stats) = (self.mem.len(), self.blocks.len(), self.stats);
+        let (root, cut) = self.build_root(FULL, ids);
+        if self.capped || self.real_used() <= self.cap {
+            return (root, cut, false);
+        }
+        self.mem.truncate(mem);
+        self.blocks.truncate(blocks);
+        self.stats = stats;
+        self.leaves
+            .retain(|_, r| ((*r & START_MASK) as usize) < blocks);
+        self.tree_worst = 0;
+        self.lean = true;
+        let (root, cut) = self.build_root(FULL, ids);
+        self.lean = false;
+        (root, cut, true)
+    }
+
+    /// Builds the subtree for `ids` (sorted, all meeting `bx`): a leaf's
+    /// reference, or an internal node not yet in `mem`.
+    pub(super) fn build(&mut self, bx: Boxx, ids: &[u32], depth: usize) -> Child {
+        match self.split(bx, ids, depth, self.cfg.max_cut_bits, self.cfg.spfac) {
+            Ok((cut, kids)) => Child::Node(cut, kids),
+            Err(leaf) => Child::Ref(leaf),
         }
     }
 
-    /// Builds the subtree for `ids` (sorted, all meeting `bx`), returns its
-    /// child reference.
-    pub(super) fn build(&mut self, bx: Boxx, ids: &[u32], depth: usize) -> u64 {
-        match self.split(bx, ids, depth, self.cfg.max_cut_bits, self.cfg.spfac) {
-            Ok((o, (d0, s0, b0, d1, s1, b1))) => node_ref(o, d0, s0, b0, d1, s1, b1),
-            Err(leaf) => leaf,
+    /// The reference to `k`, its node put in `mem` first if it is not
+    /// there yet.
+    pub(super) fn flush(&mut self, k: &mut Child) -> u64 {
+        if let Child::Node((d0, s0, b0, d1, s1, b1), kids) = k {
+            let o = self.mem.len();
+            self.mem.extend_from_slice(kids);
+            self.pending -= kids.len();
+            *k = Child::Ref(node_ref(o, *d0, *s0, *b0, *d1, *s1, *b1));
         }
+        match k {
+            Child::Ref(r) => *r,
+            Child::Node(..) => unreachable!("flushed"),
+        }
+    }
+
+    /// The children of a node cut by `cut`, with the children's own
+    /// children taken in where that saves a level: when children cut the
+    /// bits right below this node's last cut field (the same field, the
+    /// next lower bits, the second field of a two-field child only if this
+    /// node has one field), the node cuts those bits too and its children
+    /// are theirs (a leaf child, or a child cut otherwise, repeated over
+    /// the bits added). The cut most such children share is taken, if the
+    /// node's words are then at most [`MERGE_GROWTH`] × the words it
+    /// replaces, within `maxb` bits ([`ROOT_MAX_BITS`]) and the cap. The
+    /// leaves and the entries a lookup compares are the same; a lookup
+    /// takes one level fewer through every child taken in (acl2_1k's
+    /// wildcard-heavy nodes are cut 2-3 bits at a time by the space
+    /// factor, several levels on the same field).
+    pub(super) fn merge(&mut self, cut: Cut6, mut kids: Vec<Child>, maxb: u8) -> (Cut6, Vec<u64>) {
+        let (d0, s0, b0, d1, s1, b1) = cut;
+        let (dl, sl) = if b1 > 0 { (d1, s1) } else { (d0, s0) };
+        let fits = |c: &Cut6| c.0 == dl && c.1 + c.2 == sl && (b1 == 0 || c.5 == 0);
+        // The cuts of the children that fit, and how many have each.
+        let mut tally: Vec<(Cut6, usize)> = Vec::new();
+        for k in &kids {
+            if let Child::Node(c, _) = k {
+                if fits(c) {
+                    match tally.iter_mut().find(|t| t.0 == *c) {
+                        Some(t) => t.1 += 1,
+                        None => tally.push((*c, 1)),
+                    }
+                }
+            }
+        }
+        let best = tally.iter().max_by_key(|t| t.1).map(|t| (t.0, t.1));
+        let here = kids.len();
+        let merged = best.and_then(|(c, n)| {
+            let more = c.2 + c.5;
+            let words = here << more;
+            let replaced = here + (n << more);
+            let bits = b0 + b1 + more;
+            let grow = words.saturating_sub(replaced);
+            // A trial's growth is judged at its end; any other tree's
+            // within its cap.
+            let cap = if self.trial {
+                self.cfg.max_entries
+            } else {
+                self.cap
+            };
+            let room = self.real_used() + grow.div_ceil(4) <= cap;
+            let growth = if self.lean { 1 } else { MERGE_GROWTH };
+            (bits <= maxb && words <= growth * replaced && room).then_some((c, n, more, grow))
+        });
+        let Some((c, n, more, grow)) = merged else {
+            let refs = kids.iter_mut().map(|k| self.flush(k)).collect();
+            return (cut, refs);
+        };
+        let mut refs = Vec::with_capacity(here << more);
+        for k in &mut kids {
+            match k {
+                Child::Node(kc, v) if *kc == c => {
+                    refs.extend_from_slice(v);
+                    self.pending -= v.len();
+                }
+                _ => {
+                    let r = self.flush(k);
+                    refs.extend(std::iter::repeat_n(r, 1 << more));
+                }
+            }
+        }
+        self.pending = self.pending - here + refs.len();
+        self.grown += grow;
+        self.stats.nodes -= n;
+        let cut = if b1 == 0 {
+            (d0, c.1, b0 + c.2, c.3, c.4, c.5)
+        } else {
+            (d0, s0, b0, d1, c.1, b1 + c.2)
+        };
+        (cut, refs)
     }
 
     /// Cuts the node for `ids` (sorted, all meeting `bx`) with at most
-    /// `maxb` bits and space factor `spfac` and builds its children: their
-    /// offset in `mem` and the cut as (field, shift, bits) twice; or the
-    /// node's leaf reference if it is a leaf.
+    /// `maxb` bits and space factor `spfac` and builds its children: the
+    /// cut as (field, shift, bits) twice and the children's references,
+    /// not yet in `mem` (with its children's cuts taken in where that
+    /// saves a level: [`merge`](Self::merge)); or the node's leaf
+    /// reference if it is a leaf.
     #[allow(clippy::type_complexity)]
     pub(super) fn split(
         &mut self,
@@ -244,7 +396,7 @@ impl<'a> Builder<'a> {
         depth: usize,
         maxb: u8,
         spfac: f64,
-    ) -> Result<(usize, (usize, u8, u8, usize, u8, u8)), u64> {
+    ) -> Result<(Cut6, Vec<u64>), u64> {
         if self.trial && self.capped {
             // A trial past its cap: it will be thrown away.
             return Err(EMPTY);
@@ -262,10 +414,24 @@ impl<'a> Builder<'a> {
             Some(p) => &ids[..=p],
             None => ids,
         };
-        if ids.len() <= self.binth || depth >= MAX_DEPTH || self.over_budget() {
+        if depth >= MAX_DEPTH || self.over_budget() {
             return Err(self.leaf(ids, depth));
         }
-        let Some((d0, b0, d1, b1)) = self.choose_cut(&bx, ids, maxb, spfac) else {
+        let cut = if ids.len() <= self.binth {
+            // A leaf, unless it is more than a block and a cut leaves
+            // fewer to scan (in a small ruleset; not in a part cut to
+            // wide leaves on purpose).
+            if ids.len() <= BLOCK
+                || self.binth != self.cfg.binth
+                || self.br.len() > REFINE_MAX_RULES
+            {
+                return Err(self.leaf(ids, depth));
+            }
+            self.refine_cut(&bx, ids, maxb, spfac)
+        } else {
+            self.choose_cut(&bx, ids, maxb, spfac)
+        };
+        let Some((d0, b0, d1, b1)) = cut else {
             return Err(self.leaf(ids, depth));
         };
         let s0 = bx[d0].1 - b0;
@@ -347,11 +513,11 @@ impl<'a> Builder<'a> {
             // fails, any other tree gets a leaf here.
             return Err(self.leaf(ids, depth));
         }
-        let o = self.mem.len();
-        self.mem.resize(o + nchild, 0);
+        self.pending += nchild;
         self.stats.nodes += 1;
-        // The previous child: its rules, box and what was built for it.
-        let mut prev: Option<(&[u32], Boxx, u64)> = None;
+        let mut kids: Vec<Child> = Vec::with_capacity(nchild);
+        // The previous child: its rules and box.
+        let mut prev: Option<(&[u32], Boxx)> = None;
         for (c, ch) in (0..nchild).map(|c| (c, &flat[at[c]..at[c + 1]])) {
             let mut cb = bx;
             let c0 = (c >> b1) as u32;
@@ -360,24 +526,28 @@ impl<'a> Builder<'a> {
                 let c1 = (c & ((1 << b1) - 1)) as u32;
                 cb[d1] = (bx[d1].0 + (c1 << s1), s1);
             }
-            let r = match prev {
+            let k = match prev {
                 // No rules: an empty leaf (as `build` would make it).
                 _ if ch.is_empty() => {
                     self.stats.max_depth = self.stats.max_depth.max(depth + 1);
-                    EMPTY
+                    Child::Ref(EMPTY)
                 }
                 // The same rules, each covering both boxes where they
                 // differ: every cut and leaf below would be the same, so
                 // the child is the previous one's subtree, shared (wide
                 // rules make runs of such children; rte_acl shares
                 // nodes too).
-                Some((pch, pb, pr)) if pch == ch && self.covers(ch, &pb, &cb) => pr,
+                Some((pch, pb)) if pch == ch && self.covers(ch, &pb, &cb) => {
+                    let last = kids.last_mut().expect("a previous child");
+                    Child::Ref(self.flush(last))
+                }
                 _ => self.build(cb, ch, depth + 1),
             };
-            self.mem[o + c] = r;
-            prev = Some((ch, cb, r));
+            kids.push(k);
+            prev = Some((ch, cb));
         }
-        Ok((o, (d0, s0, b0, d1, s1, b1)))
+        let limit = if depth == 0 { maxb } else { ROOT_MAX_BITS };
+        Ok(self.merge((d0, s0, b0, d1, s1, b1), kids, limit))
     }
 
     /// Whether every rule of `ids` covers boxes `a` and `b` whole in each
@@ -395,8 +565,20 @@ impl<'a> Builder<'a> {
     }
 
     /// Units used so far: a block lane is 32 bytes, a node word 8.
+    ///
+    /// In a trial, the words merges added ([`grown`](Self::grown)) are
+    /// not counted: the trial is judged on the tree as it would be
+    /// without them (so a merge never makes a trial fail), and a tree
+    /// that fits is built again without that growth if it passed its
+    /// budget with it ([`Builder::trial_root`]).
     pub(super) fn used(&self) -> usize {
-        self.blocks.len() * BLOCK + self.mem.len() / 4
+        let grown = if self.trial { self.grown } else { 0 };
+        self.blocks.len() * BLOCK + (self.mem.len() + self.pending - grown) / 4
+    }
+
+    /// [`used`](Self::used), the words merges added counted.
+    pub(super) fn real_used(&self) -> usize {
+        self.blocks.len() * BLOCK + (self.mem.len() + self.pending) / 4
     }
 
     /// Whether `words` more node words and `blocks` more blocks fit under
@@ -405,7 +587,10 @@ impl<'a> Builder<'a> {
     /// fits used at most its budget ([`Config::tree_budget`] is a strict
     /// bound on a tree).
     pub(super) fn room(&mut self, words: usize, blocks: usize) -> bool {
-        let fits = (self.blocks.len() + blocks) * BLOCK + (self.mem.len() + words) / 4 <= self.cap;
+        let grown = if self.trial { self.grown } else { 0 };
+        let fits = (self.blocks.len() + blocks) * BLOCK
+            + (self.mem.len() + self.pending - grown + words) / 4
+            <= self.cap;
         self.capped |= !fits;
         self.budget_hit |= !fits;
         fits

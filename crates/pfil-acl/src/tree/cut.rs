@@ -25,29 +25,7 @@ impl Builder<'_> {
         let n = ids.len();
         let limit = (spfac * n as f64) as usize;
         let mut cc = std::mem::take(&mut self.counts);
-        // Each rule's range in each field, as offsets into the box: read
-        // once here, not once per candidate cut (and again by
-        // [`Builder::split`] for the cut it takes); per field, the sum of
-        // the ranges' widths and the rules that span the whole box (they
-        // are in every child of a cut of that field).
-        let mut widths = [0u64; DIMS];
-        let mut full = [0usize; DIMS];
-        let br = self.br;
-        for d in 0..DIMS {
-            let (blo, top) = (bx[d].0, box_hi(bx[d]));
-            let whole = top - blo;
-            let offs = &mut cc.offs[d];
-            offs.resize(ids.len(), (0, 0));
-            let (mut width, mut whole_n) = (0u64, 0usize);
-            for (o, &i) in offs.iter_mut().zip(ids) {
-                let r = &br[i as usize];
-                let (l, h) = (r.lo[d].max(blo) - blo, r.hi[d].min(top) - blo);
-                *o = (l, h);
-                width += u64::from(h - l);
-                whole_n += usize::from(l == 0 && h == whole);
-            }
-            (widths[d], full[d]) = (width, whole_n);
-        }
+        let (widths, full) = self.offsets(&mut cc, bx, ids);
         // The most bits `b` (at least `least`, at most `most`) of field
         // `d` that may fit under `2^extra` children of another field,
         // whose cut has `total` rules in all: the children's rules are at
@@ -140,6 +118,183 @@ impl Builder<'_> {
     }
 }
 
+impl Builder<'_> {
+    /// Each rule's range in each field, as offsets into the box, in
+    /// `cc.offs`: read once per node, not once per candidate cut (and
+    /// again by [`Builder::split`] for the cut it takes). Per field, the
+    /// sum of the ranges' widths and the rules that span the whole box
+    /// (they are in every child of a cut of that field).
+    fn offsets(&self, cc: &mut Counts, bx: &Boxx, ids: &[u32]) -> ([u64; DIMS], [usize; DIMS]) {
+        let mut widths = [0u64; DIMS];
+        let mut full = [0usize; DIMS];
+        let br = self.br;
+        for d in 0..DIMS {
+            let (blo, top) = (bx[d].0, box_hi(bx[d]));
+            let whole = top - blo;
+            let offs = &mut cc.offs[d];
+            offs.resize(ids.len(), (0, 0));
+            let (mut width, mut whole_n) = (0u64, 0usize);
+            for (o, &i) in offs.iter_mut().zip(ids) {
+                let r = &br[i as usize];
+                let (l, h) = (r.lo[d].max(blo) - blo, r.hi[d].min(top) - blo);
+                *o = (l, h);
+                width += u64::from(h - l);
+                whole_n += usize::from(l == 0 && h == whole);
+            }
+            (widths[d], full[d]) = (width, whole_n);
+        }
+        (widths, full)
+    }
+
+    /// A cut for a node small enough to be a leaf (at most `binth` rules)
+    /// whose leaf would be more than one block: the one-field cut of at
+    /// most `maxb` bits, within the space factor `spfac`, that costs the
+    /// keys reaching the node least, if it costs them less than the leaf.
+    ///
+    /// The keys are modelled as a ClassBench trace is drawn: a share
+    /// [`UNIFORM_KEYS`] anywhere (a node gets them in proportion to its
+    /// box's volume, and they scan the whole leaf: most match no rule of
+    /// it), the others in one rule's box each (a rule's key reaches the
+    /// node with the share of its box inside the node's, and scans the
+    /// leaf up to the rule's block). A cut costs each key
+    /// [`REFINE_LEVEL`] blocks' worth for its level; a uniform key then
+    /// scans its child's blocks (the children are equal parts of the
+    /// box), a rule's key the blocks of the children its box meets, in
+    /// proportion, or no more than before. In a leaf of rules with
+    /// wildcard addresses and a few protocols and ports (acl2_1k: 31
+    /// rules under one wide box, most of its keys matching none of them)
+    /// a cut of the protocol or port parts them.
+    pub(super) fn refine_cut(
+        &mut self,
+        bx: &Boxx,
+        ids: &[u32],
+        maxb: u8,
+        spfac: f64,
+    ) -> Option<Cut> {
+        let n = ids.len();
+        let limit = (spfac * n as f64) as usize;
+        let br = self.br;
+        let rules = br.len().max(1) as f64;
+        // Key mass: the uniform keys in the box, and each rule's keys in
+        // it.
+        let bits: i32 = bx.iter().map(|f| i32::from(f.1)).sum();
+        let full: i32 = FULL.iter().map(|f| i32::from(f.1)).sum();
+        let uniform = UNIFORM_KEYS * 2f64.powi(bits - full);
+        let mut mass = std::mem::take(&mut self.counts.mass);
+        mass.clear();
+        mass.extend(ids.iter().map(|&i| {
+            let r = &br[i as usize];
+            let share: f64 = (0..DIMS)
+                .map(|d| {
+                    let (blo, top) = (bx[d].0, box_hi(bx[d]));
+                    let inside = u64::from(r.hi[d].min(top) - r.lo[d].max(blo)) + 1;
+                    inside as f64 / (u64::from(r.hi[d] - r.lo[d]) + 1) as f64
+                })
+                .product();
+            share * (1.0 - UNIFORM_KEYS) / rules
+        }));
+        let all = uniform + mass.iter().sum::<f64>();
+        // A rule's keys scan the leaf up to its block.
+        let upto = |p: usize| (p / BLOCK + 1) as f64;
+        let leaf = uniform * n.div_ceil(BLOCK) as f64
+            + mass
+                .iter()
+                .enumerate()
+                .map(|(p, m)| m * upto(p))
+                .sum::<f64>();
+        // Below any cut's cost: every key pays the level, and a rule's
+        // key scans at least the block of its rule. (Most small nodes
+        // deep in a tree stop here: their keys are their rules', in
+        // their first blocks.)
+        if all * REFINE_LEVEL + mass.iter().sum::<f64>() >= leaf {
+            self.counts.mass = mass;
+            return None;
+        }
+        let mut cc = std::mem::take(&mut self.counts);
+        let (_, full) = self.offsets(&mut cc, bx, ids);
+        // (cost, field, bits): the least.
+        let mut best: Option<(f64, usize, u8)> = None;
+        let mut sums: Vec<u64> = Vec::new();
+        // A field every rule spans whole parts none of them.
+        for d in (0..DIMS).filter(|&d| full[d] < n) {
+            let w = bx[d].1;
+            let Some(fine) = (1..=maxb.min(w).min(REFINE_MAX_BITS))
+                .take_while(|&b| n + (1usize << b) <= limit)
+                .last()
+            else {
+                continue;
+            };
+            cc.one(d, w, fine);
+            for b in 1..=fine {
+                // The children's blocks, summed: `sums[c]` over the
+                // children before `c`.
+                let t = fine - b;
+                sums.clear();
+                sums.push(0);
+                let mut total = 0;
+                for c in 0..1usize << b {
+                    let k = (cc.lo[(c + 1) << t] - cc.hi[c << t]) as usize;
+                    total += k;
+                    sums.push(sums[c] + k.div_ceil(BLOCK) as u64);
+                }
+                if total + (1 << b) > limit {
+                    break;
+                }
+                let s = u32::from(w - b);
+                let mut cost =
+                    all * REFINE_LEVEL + uniform * sums[1 << b] as f64 / (1u64 << b) as f64;
+                for (p, (&(l, h), m)) in cc.offs[d].iter().zip(&mass).enumerate() {
+                    let (cl, ch) = ((l >> s) as usize, (h >> s) as usize);
+                    let blocks = if cl == ch {
+                        (sums[cl + 1] - sums[cl]) as f64
+                    } else {
+                        // Partial first and last children, whole ones
+                        // between.
+                        let len = (u64::from(h - l) + 1) as f64;
+                        let first = (((cl as u64 + 1) << s) - u64::from(l)) as f64;
+                        let last = (u64::from(h) - ((ch as u64) << s) + 1) as f64;
+                        let mid = (sums[ch] - sums[cl + 1]) as f64 * (1u64 << s) as f64;
+                        (first * (sums[cl + 1] - sums[cl]) as f64
+                            + last * (sums[ch + 1] - sums[ch]) as f64
+                            + mid)
+                            / len
+                    };
+                    cost += m * blocks.min(upto(p));
+                }
+                if best.is_none_or(|bb| cost < bb.0) {
+                    best = Some((cost, d, b));
+                }
+            }
+        }
+        cc.mass = mass;
+        self.counts = cc;
+        let (cost, d, b) = best?;
+        (cost < leaf).then_some((d, b, d, 0))
+    }
+}
+
+/// What a tree level costs a lookup, in leaf blocks scanned
+/// ([`Builder::refine_cut`]): about 35-45 instructions a level against
+/// 25-33 a block, but 2 measured best on acl2_1k (1.5: more cuts, past
+/// its single tree's budget; 3: fewer, 229 instructions a lookup against
+/// 217).
+pub(super) const REFINE_LEVEL: f64 = 2.0;
+
+/// Most rules of a ruleset whose small nodes [`Builder::refine_cut`]
+/// considers: its cost is about a build more on a 1k-rule set (acl2_1k
+/// 187 -> 415 M instructions), half a build on fw4_10k (1.5 -> 2.2 G),
+/// past the 10k-rule sets' build time.
+pub(super) const REFINE_MAX_RULES: usize = 4096;
+
+/// The most bits of a cut [`Builder::refine_cut`] tries (a node of at
+/// most [`Config::binth`] rules).
+pub(super) const REFINE_MAX_BITS: u8 = 5;
+
+/// The share of a trace's keys drawn anywhere rather than in a rule's box
+/// ([`Builder::refine_cut`]): ClassBench traces (`classbench::trace`,
+/// and `pfil-bench acl`) draw half of each.
+pub(super) const UNIFORM_KEYS: f64 = 0.5;
+
 /// The children's rule counts of a node's candidate cuts
 /// ([`Builder::choose_cut`]), every number of bits of a field at once,
 /// and the buffers for them, kept from node to node.
@@ -162,6 +317,8 @@ pub(super) struct Counts {
     /// difference array, then a cursor, per child.
     pub(super) spans: Vec<[usize; 4]>,
     pub(super) fill: Vec<isize>,
+    /// [`Builder::refine_cut`]'s key mass of each rule.
+    pub(super) mass: Vec<f64>,
 }
 
 impl Counts {
@@ -236,5 +393,55 @@ impl Counts {
             }
         }
         (total, max as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{classbench, Action, Classify, Key, Linear};
+
+    #[test]
+    fn a_leaf_of_wildcard_rules_is_cut_for_the_keys_it_does_not_match() {
+        // 400 host rules, then 24 TCP rules on wildcard addresses (one
+        // port each) and a catch-all: past the hosts' cuts, nodes of the
+        // 25 wildcard rules, under `binth`. As one leaf of 4 blocks, a
+        // key of another protocol (most keys anywhere) scans it whole;
+        // refined, 2.3 on average (without: 4).
+        let mut text = String::new();
+        for h in 0..400u32 {
+            let (a, b) = (h.wrapping_mul(2_654_435_761), h.wrapping_mul(40_503) + 7);
+            text.push_str(&format!(
+                "@{}/32\t{}/32\t0 : 65535\t80 : 80\t0x06/0xFF\t0x0000/0x0000\n",
+                std::net::Ipv4Addr::from(a),
+                std::net::Ipv4Addr::from(b)
+            ));
+        }
+        for p in 0..24 {
+            let port = 1000 + 7 * p;
+            text.push_str(&format!(
+                "@0.0.0.0/0\t0.0.0.0/0\t0 : 65535\t{port} : {port}\t0x06/0xFF\t0x0000/0x0000\n"
+            ));
+        }
+        text.push_str("@0.0.0.0/0\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x00/0x00\t0x0000/0x0000\n");
+        let rs = classbench::parse(&text, Action::Drop).expect("parses");
+        let c = Classifier::new(&rs);
+        let lin = Linear::new(&rs);
+        let mut x = 1u64;
+        let mut entries = 0;
+        for _ in 0..1000 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let k = Key::ipv4((x >> 32) as u32, x as u32, 55, 1234, (x >> 17) as u16);
+            entries += c.lookup_cost(&k).2;
+            assert_eq!(c.classify(&k), lin.classify(&k));
+        }
+        assert!(
+            entries <= 1000 * 3 * BLOCK,
+            "{entries} entries over 1000 keys"
+        );
+        for p in 0..24 {
+            let k = Key::ipv4(1, 2, 6, 9, 1000 + 7 * p);
+            assert_eq!(c.classify(&k), Some(400 + u32::from(p)));
+        }
     }
 }

@@ -271,7 +271,7 @@ impl Builder<'_> {
         self.trial = true;
         self.tree_worst = 0;
         self.binth = t.binth;
-        let (root, cut) = self.build_root(FULL, ids);
+        let (root, cut, _) = self.trial_root(ids);
         let fits = !self.capped;
         self.binth = self.cfg.binth;
         self.cap = self.cfg.max_entries;
@@ -303,6 +303,46 @@ mod tests {
     /// every node's children and every new leaf are checked before they
     /// are added (before, only nodes about to be cut were, and a tree
     /// could pass its budget by the leaves built after the last check).
+    #[test]
+    fn merges_never_cost_a_tree_its_trial() {
+        // acl1_1k's tree with room to spare takes merges that add words;
+        // in a budget just under its size it is built again without
+        // them (`Builder::trial_root`), and fits.
+        let dir = classbench::data_dir().expect("data/classbench");
+        let text = std::fs::read_to_string(dir.join("acl1_1k")).expect("reads the set");
+        let rs = classbench::parse(&text, Action::Drop).expect("parses");
+        let cfg = Config::default();
+        let br: Vec<BRule> = rs
+            .rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| BRule::of(i, r))
+            .collect();
+        let ids: Vec<u32> = (0..br.len() as u32).collect();
+        let t = Trial {
+            budget: cfg.max_entries,
+            leaf_limit: 1 << 16,
+            binth: cfg.binth,
+        };
+        let mut b = Builder::new(&br, &cfg, cfg.max_entries);
+        let (start, nodes) = (b.used(), b.stats.nodes);
+        assert!(b.trial(&ids, t).is_some());
+        let (size, merged) = (b.used() - start, b.stats.nodes - nodes);
+        let mut b = Builder::new(&br, &cfg, cfg.max_entries);
+        let start = b.used();
+        assert!(b
+            .trial(
+                &ids,
+                Trial {
+                    budget: size - 1,
+                    ..t
+                }
+            )
+            .is_some());
+        assert!(b.used() - start < size, "within the smaller budget");
+        assert!(b.stats.nodes > merged, "built again with fewer merges");
+    }
+
     #[test]
     fn a_tree_that_fits_is_within_its_budget() {
         let dir = classbench::data_dir().expect("data/classbench");

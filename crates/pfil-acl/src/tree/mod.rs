@@ -352,7 +352,9 @@ pub struct Stats {
     pub entries: usize,
     /// Largest leaf.
     pub max_leaf: usize,
-    /// Deepest leaf (root = 0).
+    /// Deepest leaf (root = 0), counted before levels are merged into
+    /// their parents (`Builder::merge`): a bound on the levels a lookup
+    /// walks.
     pub max_depth: usize,
     /// Bytes of the lookup structure (nodes, entries, lists, rules).
     pub bytes: usize,

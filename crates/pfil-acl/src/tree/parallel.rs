@@ -33,6 +33,10 @@ pub(super) struct Apart {
     pub(super) tree_worst: usize,
     /// The units it used.
     pub(super) units: usize,
+    /// The tree was built again without its merges' growth
+    /// ([`Builder::trial_root`]): here, with leaves the build already
+    /// has, the first one may have fitted.
+    pub(super) lean: bool,
 }
 
 #[cfg(test)]
@@ -64,7 +68,11 @@ impl Builder<'_> {
             let (used, max) = (self.used(), self.cfg.max_entries);
             let room = |units: usize| used + units.max(budget) < max;
             match self.memo.swap_remove(at).2 {
-                Outcome::Fits(a) if room(a.units) => {
+                Outcome::Fits(a)
+                    if room(a.units)
+                        && (!a.lean
+                            || a.leaves.iter().all(|l| !self.leaves.contains_key(&l.0))) =>
+                {
                     #[cfg(test)]
                     TAKEN.with(|t| t.set(t.get() + 1));
                     return Some(self.adopt(*a));
@@ -187,8 +195,8 @@ impl Builder<'_> {
         b.binth = t.binth;
         b.cap = (start + budget).min(cfg.max_entries);
         b.trial = true;
-        let (root, cut) = b.build_root(FULL, ids);
-        let units = b.used() - start;
+        let (root, cut, lean) = b.trial_root(ids);
+        let units = b.real_used() - start;
         if b.cancelled || (b.budget_hit && start + budget >= cfg.max_entries) {
             return Outcome::Unknown;
         }
@@ -215,6 +223,7 @@ impl Builder<'_> {
             max_depth: b.stats.max_depth,
             tree_worst: b.tree_worst,
             units,
+            lean,
         }))
     }
 
