@@ -168,6 +168,7 @@ mod builder;
 mod cut;
 mod family;
 mod lookup;
+mod merge;
 mod parallel;
 
 pub use block::KeyV4;
