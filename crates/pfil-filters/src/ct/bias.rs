@@ -96,6 +96,7 @@ impl Bias {
         let me = worker.wrapping_add(1);
         let o = self.owner.load(Relaxed);
         if o != me && (o == SHARED || !self.claim(me)) {
+            self.settled();
             return Section { bias: None };
         }
         // The handshake: `busy` set, then `owner` and `revoke` read; a
@@ -134,6 +135,17 @@ impl Bias {
         self.revoke.fetch_add(1, SeqCst);
         self.wait();
         Hold(self)
+    }
+
+    /// In a shared table, wait out a biased batch the former owner may
+    /// still be in (the worker that made the table shared waits for it,
+    /// and so must every other that comes meanwhile): `owner` read again
+    /// in the handshake's order, then `busy`. Two loads when there is
+    /// none.
+    #[inline]
+    fn settled(&self) {
+        let _ = self.owner.load(SeqCst);
+        self.wait();
     }
 
     /// Wait for the owner's batch in progress, if any (a few

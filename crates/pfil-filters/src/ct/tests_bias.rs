@@ -47,8 +47,8 @@ fn one_worker_is_biased_until_a_second_shares_the_table() {
 }
 
 /// The handshake itself: while the owner is in a biased batch, a holder
-/// (the control plane) and a second worker both wait for it to end
-/// before they go on; the owner's next batch is not biased while the
+/// (the control plane), a second worker and a third (the table already
+/// shared) all wait for it to end before they go on; the owner's next batch is not biased while the
 /// hold lasts. Without the wait either would touch entries the owner is
 /// writing without their locks.
 #[test]
@@ -87,9 +87,21 @@ fn a_holder_and_a_second_worker_wait_for_the_owners_batch() {
             !second.is_finished(),
             "the second worker waits for the batch"
         );
+        // A third worker, the table already shared: it waits too.
+        let third = s.spawn(move || {
+            let section = bias.enter(2);
+            assert!(!section.biased());
+            assert!(
+                !in_batch.load(Relaxed),
+                "a third ran during the owner's batch"
+            );
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!third.is_finished(), "the third worker waits for the batch");
         in_batch.store(false, Relaxed);
         drop(section);
         second.join().unwrap();
+        third.join().unwrap();
         assert!(bias.is_shared());
     });
 }
