@@ -385,14 +385,7 @@ fn tcp_flows_of_the_synthetic_port_are_tracked_established() {
         args.extend_from_slice(proto);
         args.extend_from_slice(&["--count", "3000", "--hook", "ct:max 1000 tcp strict"]);
         args.extend_from_slice(&["--hook", &acl, "--quiet", "--no-control"]);
-        let out = pfild(&args);
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (totals(&out.stdout), stdout)
+        pfild_totals(&args)
     };
     let (t, stdout) = run(&["--flow-proto", "tcp"]);
     assert_eq!(num(&t, "passed"), 3000, "{stdout}");

@@ -293,16 +293,7 @@ fn a_program_growing_the_head_sends_and_passes_the_grown_frame() {
         return;
     };
     let hook = |prog: &str| format!("xdp:@{} program {prog}", obj.display());
-    let run = |args: &[&str]| {
-        let out = pfild(args);
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (totals(&out.stdout), stdout)
-    };
+    let run = pfild_totals;
     let (push_tx, push_pass, tagged_tx) = (hook("push_tx"), hook("push_pass"), hook("tagged_tx"));
     let common = ["--synthetic", "--count", "1000", "--no-control", "--quiet"];
     // XDP_TX of the grown frame.

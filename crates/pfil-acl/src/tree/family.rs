@@ -297,7 +297,36 @@ impl Builder<'_> {
 mod tests {
     use super::*;
     use crate::adversarial::{self, Kind};
-    use crate::{classbench, Action};
+    use crate::{classbench, Action, Ruleset};
+
+    /// ClassBench's acl1_1k from the repository's data.
+    fn acl1_1k() -> Ruleset {
+        let dir = classbench::data_dir().expect("data/classbench");
+        let text = std::fs::read_to_string(dir.join("acl1_1k")).expect("reads the set");
+        classbench::parse(&text, Action::Drop).expect("parses")
+    }
+
+    /// `rs`'s rules as boxes, and their ids.
+    fn boxes(rs: &Ruleset) -> (Vec<BRule>, Vec<u32>) {
+        let br: Vec<BRule> = rs
+            .rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| BRule::of(i, r))
+            .collect();
+        let ids = (0..br.len() as u32).collect();
+        (br, ids)
+    }
+
+    /// A trial with room to spare and leaves of any size: only a budget
+    /// set on it decides.
+    fn roomy(cfg: &Config) -> Trial {
+        Trial {
+            budget: cfg.max_entries,
+            leaf_limit: 1 << 16,
+            binth: cfg.binth,
+        }
+    }
 
     /// A trial that fits used at most its budget, whatever the budget:
     /// every node's children and every new leaf are checked before they
@@ -308,22 +337,9 @@ mod tests {
         // acl1_1k's tree with room to spare takes merges that add words;
         // in a budget just under its size it is built again without
         // them (`Builder::trial_root`), and fits.
-        let dir = classbench::data_dir().expect("data/classbench");
-        let text = std::fs::read_to_string(dir.join("acl1_1k")).expect("reads the set");
-        let rs = classbench::parse(&text, Action::Drop).expect("parses");
         let cfg = Config::default();
-        let br: Vec<BRule> = rs
-            .rules
-            .iter()
-            .enumerate()
-            .map(|(i, r)| BRule::of(i, r))
-            .collect();
-        let ids: Vec<u32> = (0..br.len() as u32).collect();
-        let t = Trial {
-            budget: cfg.max_entries,
-            leaf_limit: 1 << 16,
-            binth: cfg.binth,
-        };
+        let (br, ids) = boxes(&acl1_1k());
+        let t = roomy(&cfg);
         let mut b = Builder::new(&br, &cfg, cfg.max_entries);
         let (start, nodes) = (b.used(), b.stats.nodes);
         assert!(b.trial(&ids, t).is_some());
@@ -345,26 +361,15 @@ mod tests {
 
     #[test]
     fn a_tree_that_fits_is_within_its_budget() {
-        let dir = classbench::data_dir().expect("data/classbench");
-        let text = std::fs::read_to_string(dir.join("acl1_1k")).expect("reads the set");
-        let mut sets = vec![classbench::parse(&text, Action::Drop).expect("parses")];
-        sets.push(adversarial::generate(Kind::Ports, 600, 3));
-        sets.push(adversarial::generate(Kind::Wild, 300, 3));
+        let sets = [
+            acl1_1k(),
+            adversarial::generate(Kind::Ports, 600, 3),
+            adversarial::generate(Kind::Wild, 300, 3),
+        ];
         let cfg = Config::default();
         for rs in &sets {
-            let br: Vec<BRule> = rs
-                .rules
-                .iter()
-                .enumerate()
-                .map(|(i, r)| BRule::of(i, r))
-                .collect();
-            let ids: Vec<u32> = (0..br.len() as u32).collect();
-            // Leaves of any size: only the budget decides.
-            let t = Trial {
-                budget: cfg.max_entries,
-                leaf_limit: 1 << 16,
-                binth: cfg.binth,
-            };
+            let (br, ids) = boxes(rs);
+            let t = roomy(&cfg);
             // The tree's size with room to spare, then budgets around it.
             let mut b = Builder::new(&br, &cfg, cfg.max_entries);
             let start = b.used();

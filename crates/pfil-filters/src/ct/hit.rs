@@ -63,10 +63,7 @@ impl Table {
                 (r, self.kept_slow(c, h))
             }
         };
-        let (s, reply) = r.unwrap_or_else(|why| {
-            self.count(b.worker, why);
-            (CtState::Invalid, false)
-        });
+        let (s, reply) = r.unwrap_or_else(|why| self.invalid(why, b.worker));
         (s, reply, kept)
     }
 
@@ -89,10 +86,7 @@ impl Table {
             Some(r) => r,
             None => self.track_miss(w, h, src_a, kind, len, b.run),
         };
-        let (s, reply) = r.unwrap_or_else(|why| {
-            self.count(b.worker, why);
-            (CtState::Invalid, false)
-        });
+        let (s, reply) = r.unwrap_or_else(|why| self.invalid(why, b.worker));
         (s, reply, kept)
     }
 

@@ -151,6 +151,19 @@ pub fn totals(stdout: &[u8]) -> std::collections::HashMap<String, String> {
         .collect()
 }
 
+/// Run pfild with `args` to its end, which must be a success (stdout and
+/// stderr shown if not): its totals and its stdout.
+pub fn pfild_totals(args: &[&str]) -> (std::collections::HashMap<String, String>, String) {
+    let out = pfild(args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (totals(&out.stdout), stdout)
+}
+
 /// A numeric field of the totals.
 pub fn num(t: &std::collections::HashMap<String, String>, k: &str) -> u64 {
     t.get(k)
