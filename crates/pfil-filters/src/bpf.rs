@@ -763,18 +763,16 @@ mod tests {
     fn a_batch_agrees_with_packet_by_packet() {
         use etherparse::PacketBuilder;
         let eth = || PacketBuilder::ethernet2([2; 6], [4; 6]);
-        let mut udp53 = Vec::new();
-        eth()
-            .ipv4([198, 18, 0, 1], [198, 18, 0, 2], 64)
-            .udp(1000, 53)
-            .write(&mut udp53, &[1; 8])
-            .unwrap();
-        let mut udp54 = Vec::new();
-        eth()
-            .ipv4([198, 18, 0, 1], [198, 18, 0, 2], 64)
-            .udp(1000, 54)
-            .write(&mut udp54, &[1; 8])
-            .unwrap();
+        let udp = |dport: u16| {
+            let mut v = Vec::new();
+            eth()
+                .ipv4([198, 18, 0, 1], [198, 18, 0, 2], 64)
+                .udp(1000, dport)
+                .write(&mut v, &[1; 8])
+                .unwrap();
+            v
+        };
+        let (udp53, udp54) = (udp(53), udp(54));
         let mut tcp53 = Vec::new();
         eth()
             .ipv4([198, 18, 0, 1], [198, 18, 0, 2], 64)
