@@ -7,7 +7,8 @@
 #
 #   benches/ct_ab.sh ROUNDS FLOWS CASES PFILD...
 #
-# CASES, comma-separated: ct (the `ct` hook alone), ctacl (`ct` and the
+# CASES, comma-separated: none (no hook: the port's own cost), ct (the
+# `ct` hook alone), ctacl (`ct` and the
 # acl of `ct state` rules of benches/ct_flows.sh), keep (`ct` and an acl
 # with `keep state`), acl1k (the stateless ClassBench acl1_1k).
 # Example: benches/ct_ab.sh 3 1000 ct,ctacl,acl1k /tmp/a/pfild /tmp/b/pfild
@@ -33,6 +34,7 @@ for r in $(seq "$ROUNDS"); do
     for p in "$@"; do
         for c in ${CASES//,/ }; do
             case $c in
+                none) H=() ;;
                 ct) H=(--hook 'ct:max 2M') ;;
                 ctacl) H=(--hook 'ct:max 2M' --hook "acl:@$OUT/ct.rules") ;;
                 keep) H=(--hook 'ct:max 2M' --hook "acl:@$OUT/keep.rules") ;;

@@ -51,7 +51,11 @@ pub(super) fn state_max(rules: &pfil_acl::Ruleset, t: &crate::ct::Table) -> usiz
 /// lookup: a flow with the mark of this acl's `keep state` passes on its
 /// state (dropped if the hook found it `invalid`); any other packet
 /// walks the rules, and a `keep state` rule that passes it marks its
-/// flow in the hook's table.
+/// flow in the hook's table. Those packets go first, in a loop of their
+/// own whose common case is one compare of the annotation; a batch the
+/// hook annotated whole costs no clock read, epoch pin or bias section
+/// of the acl's own table (callgrind, the acl after a `ct` hook at 1 000
+/// flows: 53 -> 18 instructions a packet).
 #[inline(never)]
 pub(super) fn filter_batch_keep(
     v: &Version,
@@ -60,11 +64,6 @@ pub(super) fn filter_batch_keep(
     pkts: &mut [Packet<'_>],
     ctx: &Ctx<'_>,
 ) {
-    let run = crate::ct::Run {
-        now: t.now(),
-        loose: false,
-        max: state_max(&v.rules, t),
-    };
     // The table of the `ct` hook that ran last on this thread: this acl
     // marks flows there if the packets carry its tag (the hook ran
     // before the acl in this walk) and no other acl marks there (asked
@@ -72,6 +71,58 @@ pub(super) fn filter_batch_keep(
     let ct = crate::ct::keep::noted();
     let mut linked = None;
     let mut ct_run = None;
+    let mut rest = false;
+    // Once this acl marks the hook's table: the annotation's extra bits
+    // of a flow it marked; until then a value they never have (four bits).
+    let mut kept = u8::MAX;
+    for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
+        // A flow this acl marked, not `invalid`: passes (the common case,
+        // a compare of the annotation).
+        if p.ct_ext() == kept && p.ct_state() != pfil::CtState::Invalid {
+            continue;
+        }
+        match ct.as_deref().filter(|c| c.annotated(p)) {
+            Some(c) if *linked.get_or_insert_with(|| c.keep_for(link.id)) => {
+                kept = c.ext(true);
+                keep_in_ct(v, c, link, p, ctx, &mut ct_run);
+            }
+            _ => rest = true,
+        }
+    }
+    // What the loop above took, the acl's own table leaves alone.
+    let took = ct.as_deref().filter(|_| linked == Some(true));
+    if rest {
+        keep_in_own(v, t, took, pkts, ctx);
+    } else if !t.is_empty() {
+        // Expired flows go and stop counting against the limit, as if
+        // the packets had been looked up there.
+        let run = own_run(v, t);
+        for chunk in pkts.chunks(CHUNK) {
+            t.sweep_in(chunk.len() * crate::ct::table::SWEEP, run);
+        }
+    }
+}
+
+/// The clock and state limit of a batch in the acl's own table.
+fn own_run(v: &Version, t: &crate::ct::Table) -> crate::ct::Run {
+    crate::ct::Run {
+        now: t.now(),
+        loose: false,
+        max: state_max(&v.rules, t),
+    }
+}
+
+/// [`filter_batch_keep`]'s packets in the acl's own state table: every
+/// packet still passing but those of the `ct` hook's table `took`.
+#[inline(never)]
+fn keep_in_own(
+    v: &Version,
+    t: &crate::ct::Table,
+    took: Option<&crate::ct::Table>,
+    pkts: &mut [Packet<'_>],
+    ctx: &Ctx<'_>,
+) {
+    let run = own_run(v, t);
     // The adaptive timeouts' scale once a batch (the table's size moves
     // by at most the batch's new flows meanwhile), as the `ct` hook.
     let ad = crate::ct::table::Adaptive::at(t.len(), run.max);
@@ -87,11 +138,8 @@ pub(super) fn filter_batch_keep(
     };
     for chunk in pkts.chunks_mut(CHUNK) {
         for p in chunk.iter_mut().filter(|p| p.verdict().is_pass()) {
-            if let Some(c) = ct.as_deref().filter(|c| c.annotated(p)) {
-                if *linked.get_or_insert_with(|| c.keep_for(link.id)) {
-                    keep_in_ct(v, c, link, p, ctx, &mut ct_run);
-                    continue;
-                }
+            if took.is_some_and(|c| c.annotated(p)) {
+                continue;
             }
             let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
             let c = match t.existing_in(p, len, &b, g) {

@@ -76,7 +76,7 @@ impl Table {
     /// The annotation's extra bits for a packet of a flow with (or
     /// without) the `keep state` mark.
     #[inline(always)]
-    pub(super) fn ext(&self, kept: bool) -> u8 {
+    pub(crate) fn ext(&self, kept: bool) -> u8 {
         self.tag << 1 | u8::from(kept)
     }
 
