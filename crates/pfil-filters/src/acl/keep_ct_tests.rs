@@ -192,3 +192,27 @@ fn a_reply_in_the_batch_of_its_flows_first_packet_passes() {
     assert_eq!(run_on(&head, &mut w, Dir::In, batch), [P, P, P, D]);
     assert_eq!(stat(&acls[0], "states_in_ct"), 1, "one flow, marked once");
 }
+
+/// A batch of which the hook annotated only some packets (the others
+/// never met it: a head without it, a hook quarantined mid-batch): the
+/// annotated ones are kept in the hook's table, the others in the acl's
+/// own, each packet once. Were the own table's pass to take the packets
+/// the hook's table took, their flows would be in both (and their rules
+/// counted twice).
+#[test]
+fn a_batch_the_hook_annotated_in_part_keeps_each_packet_once() {
+    use pfil::{Ctx, Packet};
+    let ct = Ct::from_config("max 1000", 1).unwrap();
+    let acl = Acl::from_config("pass count from 198.18.0.1 keep state; default drop", 1).unwrap();
+    let ctx = Ctx::new("h", Dir::Out, 0);
+    let (me, peer) = ([198, 18, 0, 1], [198, 18, 0, 9]);
+    let mut frames: Vec<Vec<u8>> = (0..4).map(|i| udp4(me, peer, 9000 + i, 53)).collect();
+    let mut batch: Vec<Packet<'_>> = frames.iter_mut().map(|f| Packet::new(f)).collect();
+    ct.filter_batch(&mut batch[..2], &ctx);
+    acl.filter_batch(&mut batch, &ctx);
+    assert!(batch.iter().all(|p| p.verdict() == P));
+    assert_eq!(stat(&acl, "states_in_ct"), 2, "the hook's two");
+    assert_eq!(acl.states().map(|s| s.len()), Some(2), "the other two");
+    // Each packet met the rule once.
+    assert_eq!(acl.hits()[0].hits, 4);
+}
