@@ -5,6 +5,7 @@
 use pfil::{Ctx, Packet, Verdict};
 use pfil_acl::{Classify, CtClassifier, KeyV4};
 
+use super::version::Quick;
 use super::{key_of, key_of_reference, key_v4_into, Version, CHUNK};
 use crate::ct::Existing;
 
@@ -256,12 +257,18 @@ pub(super) fn filter_batch_ct(v: &Version, pkts: &mut [Packet<'_>], ctx: &Ctx<'_
             if !p.verdict().is_pass() {
                 continue;
             }
-            match v.catch_all.get(v.classifier.part_of(p.ct_bits())) {
-                Some(&Some(rule)) => {
+            let q = v.quick[usize::from(p.ct_bits())];
+            if q == Quick::Pass {
+                continue;
+            }
+            match q {
+                Quick::Pass => {}
+                Quick::Drop => p.set_verdict(Verdict::Dropped),
+                Quick::Rule(rule) => {
                     let verdict = v.decide(Some(rule), ctx.worker);
                     p.set_verdict(verdict);
                 }
-                _ => todo |= 1 << i,
+                Quick::Classify => todo |= 1 << i,
             }
         }
         if todo != 0 {

@@ -8,6 +8,7 @@ use pfil::{Dir, Filter, Packet, PacketKind, Verdict};
 use pfil_acl::text;
 
 use super::tests::udp4;
+use super::version::Quick;
 use super::Acl;
 
 /// The verdicts of `frames` run through `head` in `dir` as one batch.
@@ -321,11 +322,8 @@ fn a_leading_catch_all_rule_answers_its_state_without_classifying() {
     )
     .unwrap();
     let v = all.current.load();
-    assert!(v.catch_all.contains(&Some(0)), "{:?}", v.catch_all);
-    assert!(
-        v.catch_all.iter().all(|c| *c != Some(1)),
-        "a proto is not any"
-    );
+    assert!(v.quick.contains(&Quick::Rule(0)), "{:?}", v.quick);
+    assert!(!v.quick.contains(&Quick::Rule(1)), "a proto is not any");
     assert_eq!(run(&all, &[Est, New, Est, Est]), [Pass, Pass, Pass, Pass]);
     let hits = all.hits();
     assert_eq!((hits[0].hits, hits[1].hits), (3, 1), "{hits:?}");
@@ -337,10 +335,25 @@ fn a_leading_catch_all_rule_answers_its_state_without_classifying() {
     assert!(tcp_only
         .current
         .load()
-        .catch_all
+        .quick
         .iter()
-        .all(Option::is_none));
+        .all(|q| *q == Quick::Classify));
     assert_eq!(run(&tcp_only, &[Est, New]), [Dropped, Dropped]);
+    // Not counted: answered by the verdict alone, per state.
+    let plain = Acl::from_config(
+        "drop ct state invalid; pass ct state established,related; pass proto udp ct state new; default drop",
+        1,
+    )
+    .unwrap();
+    let q = plain.current.load().quick;
+    assert!(
+        q.contains(&Quick::Pass) && q.contains(&Quick::Drop),
+        "{q:?}"
+    );
+    assert_eq!(
+        run(&plain, &[Est, CtState::Invalid, New, Est]),
+        [Pass, Dropped, Pass, Pass]
+    );
 }
 
 /// pf's `set limit states N`: the table is made for N flows; at the

@@ -33,11 +33,27 @@ pub(super) struct Version {
     pub(super) marks: bool,
     /// A rule matches a mark.
     pub(super) mark_match: bool,
-    /// Per part of the classifier: the rule every packet of that part
-    /// matches, if its first rule matches any packet (a `pass ct state
-    /// established,related` leading the ruleset): the ct path answers it
-    /// without classifying.
-    pub(super) catch_all: Box<[Option<u32>]>,
+    /// Per value of a packet's [`ct_bits`](pfil::Packet::ct_bits):
+    /// what the ct path does with it without classifying, if the first
+    /// rule of the part of its state matches any packet (a `pass ct state
+    /// established,related` leading the ruleset). Indexed by the byte
+    /// itself: one load a packet.
+    pub(super) quick: [Quick; 256],
+}
+
+/// What the ct path does with a packet of a connection state whose part
+/// has a catch-all rule (its first rule matches any packet), or that it
+/// classifies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Quick {
+    /// No catch-all rule: classified.
+    Classify,
+    /// A catch-all `pass` rule, not counted: the verdict stays `Pass`.
+    Pass,
+    /// A catch-all `drop` rule, not counted.
+    Drop,
+    /// A counted catch-all rule: decided by it (its hit counted).
+    Rule(u32),
 }
 
 /// Whether `r` matches every packet (whatever its connection state: the
@@ -75,12 +91,12 @@ impl Version {
                 r.count.then(|| c.unwrap_or_else(|| slab.lease()))
             })
             .collect();
-        let counter_of = leases
+        let counter_of: Vec<u32> = leases
             .iter()
             .map(|l| l.as_ref().map_or(NO_COUNTER, |l| l.id))
             .collect();
         let default_lease = default.unwrap_or_else(|| slab.lease());
-        let catch_all = (0..classifier.parts())
+        let catch_all: Box<[Option<u32>]> = (0..classifier.parts())
             .map(|pi| {
                 let first = match classifier.part(pi).1 {
                     Some(map) => *map.first()?,
@@ -89,8 +105,22 @@ impl Version {
                 matches_any(rules.rules.get(first as usize)?).then_some(first)
             })
             .collect();
+        let quick = std::array::from_fn(|ct| {
+            match catch_all
+                .get(classifier.part_of(ct as u8))
+                .copied()
+                .flatten()
+            {
+                None => Quick::Classify,
+                Some(r) if counter_of[r as usize] != NO_COUNTER => Quick::Rule(r),
+                Some(r) => match rules.rules[r as usize].action {
+                    Action::Pass => Quick::Pass,
+                    Action::Drop => Quick::Drop,
+                },
+            }
+        });
         Version {
-            catch_all,
+            quick,
             rules,
             classifier,
             counter_of,
