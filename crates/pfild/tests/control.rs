@@ -176,27 +176,43 @@ fn top_shows_the_most_expensive_hook_first() {
     let out = ctl_ok(&sock, &["top", "-d", "0.5", "-n", "3"]);
     let tables: Vec<&str> = out.split("\n\n").filter(|t| !t.trim().is_empty()).collect();
     assert_eq!(tables.len(), 3, "{out}");
-    let last = tables[2];
-    let rows: Vec<Vec<&str>> = last
-        .lines()
-        .skip(2)
-        .map(|l| l.split_whitespace().collect())
-        .collect();
-    assert_eq!(rows.len(), 2, "{last}");
-    assert_eq!(rows[0][2], "bpf:1", "the costlier hook first: {last}");
-    let num = |s: &str| s.parse::<f64>().unwrap_or_else(|_| panic!("{s}: {last}"));
-    let (bpf, null) = (&rows[0], &rows[1]);
-    assert!(num(bpf[3]) > 50_000.0 && num(null[3]) > 50_000.0, "{last}");
-    assert!(num(bpf[5]) > num(null[5]), "ns/packet: {last}");
-    assert!(last.contains("1 batch in 64 timed"), "{last}");
+    let num = |s: &str| s.parse::<f64>().unwrap_or_else(|_| panic!("{s}: {out}"));
+    // Every table is sorted by cost (top's own doing); the bpf hook is
+    // measured costlier than the null one in most of them. Not in every
+    // one: a timed batch the scheduler preempts counts the time the
+    // thread was off the CPU, and on a loaded machine one such batch of
+    // the null hook can outweigh a period's others (seen once: 420 ns a
+    // packet).
+    let mut bpf_first = 0;
+    for (i, t) in tables.iter().enumerate() {
+        let rows: Vec<Vec<&str>> = t
+            .lines()
+            .skip(2)
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(rows.len(), 2, "{t}");
+        assert!(
+            num(rows[0][5]) >= num(rows[1][5]),
+            "sorted by ns/packet: {t}"
+        );
+        // Rates from the second table on (the first has no period).
+        assert!(
+            i == 0 || (num(rows[0][3]) > 50_000.0 && num(rows[1][3]) > 50_000.0),
+            "{t}"
+        );
+        assert!(t.contains("1 batch in 64 timed"), "{t}");
+        bpf_first += usize::from(rows[0][2] == "bpf:1");
+    }
+    assert!(bpf_first >= 2, "the costlier hook first: {out}");
     // --json: one object per table, links sorted by cost.
     let j: serde_json::Value =
         serde_json::from_str(ctl_ok(&sock, &["--json", "top", "-n", "1"]).trim()).unwrap();
-    assert_eq!(j["links"][0]["hook"], "bpf:1", "{j}");
-    assert!(
-        j["links"][0]["ns_per_packet"].as_f64().unwrap() > 0.0,
-        "{j}"
-    );
+    let (l0, l1) = (&j["links"][0], &j["links"][1]);
+    let mut hooks = [l0["hook"].as_str(), l1["hook"].as_str()];
+    hooks.sort();
+    assert_eq!(hooks, [Some("bpf:1"), Some("null:2")], "{j}");
+    let ns = |l: &serde_json::Value| l["ns_per_packet"].as_f64().unwrap();
+    assert!(ns(l1) > 0.0 && ns(l0) >= ns(l1), "{j}");
     // Off: the timed batches stop growing.
     assert!(ctl_ok(&sock, &["sampling", "0"]).contains("sampling: off"));
     let timed = || {
