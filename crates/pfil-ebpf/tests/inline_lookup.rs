@@ -11,11 +11,13 @@ use pfil_ebpf::{
 
 const MAX: u32 = 5;
 /// 16 bytes between values (an 8-byte value padded as a per-CPU section
-/// would not be: any multiple of 8 works).
+/// would not be: any multiple of 8 works), unless a test says another:
+/// the JIT scales the index by a stride of 8 with `lea`, by another
+/// power of two with a shift, by anything else with a multiply.
 const STRIDE: u64 = 16;
 
 /// The reference helper: the key read through the Env's checks, the value
-/// of the worker whose base `user` points to.
+/// of the worker whose base and stride `user` points to.
 unsafe extern "C" fn lookup(_map: u64, key: u64, _: u64, _: u64, _: u64, env: *mut Env) -> u64 {
     // SAFETY: the engine passes its live Env.
     let env = unsafe { &mut *env };
@@ -28,9 +30,9 @@ unsafe extern "C" fn lookup(_map: u64, key: u64, _: u64, _: u64, _: u64, env: *m
     };
     let k = u32::from_le_bytes([k[0], k[1], k[2], k[3]]);
     // SAFETY: the tests make `user` point to the worker's base.
-    let base = unsafe { *env.user::<u64>() };
+    let [base, stride] = unsafe { *env.user::<[u64; 2]>() };
     if k < MAX {
-        base + u64::from(k) * STRIDE
+        base + u64::from(k) * stride
     } else {
         0
     }
@@ -80,6 +82,11 @@ fn program_at(key: u32, in_packet: bool, depth: i16) -> Vec<Insn> {
 }
 
 fn load(insns: Vec<Insn>, jit: bool) -> Program {
+    load_with(insns, jit, STRIDE)
+}
+
+/// [`load`] with `stride` bytes between the array's values.
+fn load_with(insns: Vec<Insn>, jit: bool, stride: u64) -> Program {
     let mut h = Helpers::new();
     h.insert(1, lookup, Signature { args: 2 });
     let maps = [MapRef {
@@ -88,7 +95,7 @@ fn load(insns: Vec<Insn>, jit: bool) -> Program {
         value_size: 8,
         max_entries: MAX,
         direct: None,
-        array: Some(ArrayLayout { stride: STRIDE }),
+        array: Some(ArrayLayout { stride }),
     }];
     let mut o = LoadOptions::default();
     o.jit = jit;
@@ -98,17 +105,23 @@ fn load(insns: Vec<Insn>, jit: bool) -> Program {
 /// One worker's values (`worker * 100 + index`) and its Env.
 struct Worker {
     arena: Box<[u64]>,
-    base: Box<u64>,
+    /// The values' start and stride, for the reference helper.
+    base: Box<[u64; 2]>,
     env: Env,
 }
 
 fn worker(w: u64) -> Worker {
-    let mut arena: Box<[u64]> = vec![0; (MAX as u64 * STRIDE / 8) as usize].into();
+    worker_with(w, STRIDE)
+}
+
+/// [`worker`] with `stride` bytes between values.
+fn worker_with(w: u64, stride: u64) -> Worker {
+    let mut arena: Box<[u64]> = vec![0; (u64::from(MAX) * stride / 8) as usize].into();
     for k in 0..MAX as usize {
-        arena[k * STRIDE as usize / 8] = w * 100 + k as u64;
+        arena[k * stride as usize / 8] = w * 100 + k as u64;
     }
     let start = arena.as_ptr() as u64;
-    let mut base = Box::new(start);
+    let mut base = Box::new([start, stride]);
     let region = Region {
         start,
         len: arena.len() as u64 * 8,
@@ -116,8 +129,8 @@ fn worker(w: u64) -> Worker {
     };
     // SAFETY: the arena and the base outlive the Env (fields of Worker,
     // dropped together; the Env is not used after).
-    let mut env = unsafe { Env::new(vec![region], (&mut *base as *mut u64).cast()) };
-    // SAFETY: value k < MAX is at start + k * STRIDE, 8 bytes, in the arena.
+    let mut env = unsafe { Env::new(vec![region], (&mut *base as *mut [u64; 2]).cast()) };
+    // SAFETY: value k < MAX is at start + k * stride, 8 bytes, in the arena.
     unsafe { env.set_array_bases(vec![start]) };
     Worker { arena, base, env }
 }
@@ -130,7 +143,15 @@ fn run(p: &Program, w: &mut Worker) -> Result<u64, Fault> {
 
 #[test]
 fn inline_array_lookups_agree_with_the_helper_at_the_bounds() {
-    let mut workers = [worker(0), worker(1)];
+    for stride in [8, STRIDE, 24] {
+        at_the_bounds(stride);
+    }
+}
+
+/// [`inline_array_lookups_agree_with_the_helper_at_the_bounds`] with
+/// `stride` bytes between values.
+fn at_the_bounds(stride: u64) {
+    let mut workers = [worker_with(0, stride), worker_with(1, stride)];
     for key in [
         0,
         1,
@@ -142,17 +163,21 @@ fn inline_array_lookups_agree_with_the_helper_at_the_bounds() {
         u32::MAX,
     ] {
         for in_packet in [false, true] {
-            let jit = load(program(key, in_packet), true);
-            let reference = load(program(key, in_packet), false);
+            let jit = load_with(program(key, in_packet), true, stride);
+            let reference = load_with(program(key, in_packet), false, stride);
             for w in workers.iter_mut() {
                 let want = run(&reference, w).unwrap();
-                assert_eq!(run(&jit, w).unwrap(), want, "key {key}");
+                assert_eq!(run(&jit, w).unwrap(), want, "key {key}, stride {stride}");
                 let expect = if key < MAX {
-                    w.arena[key as usize * STRIDE as usize / 8]
+                    w.arena[key as usize * stride as usize / 8]
                 } else {
                     999
                 };
-                assert_eq!(want, expect, "key {key}, base {:#x}", *w.base);
+                assert_eq!(
+                    want, expect,
+                    "key {key}, stride {stride}, base {:#x}",
+                    w.base[0]
+                );
             }
         }
     }
@@ -184,14 +209,16 @@ fn inlined_lookups_are_not_helper_calls() {
 }
 
 proptest::proptest! {
-    /// Any key at any depth of the frame: the JIT (inline) and the
-    /// interpreter (helper) give the same value or the same miss.
+    /// Any key at any depth of the frame, values 8, 16 or 24 bytes apart:
+    /// the JIT (inline) and the interpreter (helper) give the same value
+    /// or the same miss.
     #[test]
-    fn inline_lookups_match_the_interpreter(key in proptest::prelude::any::<u32>(), small in 0u32..8, depth in 4i16..=512, w in 0u64..2) {
+    fn inline_lookups_match_the_interpreter(key in proptest::prelude::any::<u32>(), small in 0u32..8, depth in 4i16..=512, w in 0u64..2, s in 0usize..3) {
         let key = if small < 6 { small } else { key };
+        let stride = [8, STRIDE, 24][s];
         let insns = program_at(key, false, depth);
-        let (jit, reference) = (load(insns.clone(), true), load(insns, false));
-        let mut w = worker(w);
+        let (jit, reference) = (load_with(insns.clone(), true, stride), load_with(insns, false, stride));
+        let mut w = worker_with(w, stride);
         proptest::prop_assert_eq!(run(&jit, &mut w), run(&reference, &mut w));
     }
 }
