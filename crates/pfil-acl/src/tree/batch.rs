@@ -168,10 +168,13 @@ impl Classifier {
         out: &mut [Option<u32>],
         k4: impl Fn(&F, &mut K4) -> bool,
     ) {
-        if keys.len() <= SMALL_CHUNK {
-            self.breadth_in::<F, SMALL_CHUNK>(keys, out, k4);
-        } else {
-            self.breadth_in::<F, CHUNK>(keys, out, k4);
+        // One tree or several: each its own copy of the loop, so that
+        // neither's registers pay for the other's branch.
+        match (keys.len() <= SMALL_CHUNK, self.trees.len() == 1) {
+            (true, true) => self.breadth_in::<F, SMALL_CHUNK, true>(keys, out, k4),
+            (true, false) => self.breadth_in::<F, SMALL_CHUNK, false>(keys, out, k4),
+            (false, true) => self.breadth_in::<F, CHUNK, true>(keys, out, k4),
+            (false, false) => self.breadth_in::<F, CHUNK, false>(keys, out, k4),
         }
     }
 
@@ -183,9 +186,10 @@ impl Classifier {
     /// moves on only if it goes on), so no branch depends on a load: the
     /// loads of a round are independent (up to `C` in flight) and the
     /// only branches are the rounds' loops. Keys `k4` does not take (not
-    /// IPv4, or without ports) are classified alone, in place.
+    /// IPv4, or without ports) are classified alone, in place. `ONE`: the
+    /// classifier has one tree (its leaves' pass writes the results).
     #[inline(always)]
-    pub(super) fn breadth_in<F: FullKey, const C: usize>(
+    pub(super) fn breadth_in<F: FullKey, const C: usize, const ONE: bool>(
         &self,
         keys: &[F],
         out: &mut [Option<u32>],
@@ -312,13 +316,18 @@ impl Classifier {
                         prefetch_block(&self.blocks, (r & START_MASK) as usize);
                     }
                 }
-                if self.trees.len() == 1 {
-                    // One tree: a key's first block nearly always decides
+                if ONE {
+                    // One tree (`ONE`): a key's first block nearly always decides
                     // it, and the branch on it is well predicted; no key
-                    // has matched before it.
+                    // has matched before it, and its leaf's match is its
+                    // result, written here (`on` is `fast`): no pass over
+                    // the keys after the tree (with the loop's copy for
+                    // one tree, acl4_1k 185.3 -> 175.6 instructions a
+                    // lookup).
                     for &i in &on[..n] {
                         let i = usize::from(i) % C;
-                        best[i] = self.scan_from::<_, true>(node[i], 0, &view[i], &ks[i], NONE);
+                        let b = self.scan_from::<_, true>(node[i], 0, &view[i], &ks[i], NONE);
+                        os[i] = (b != NONE).then_some(b);
                     }
                     continue;
                 }
@@ -341,9 +350,12 @@ impl Classifier {
                     best[i] = self.scan_from::<_, false>(node[i], from, &view[i], &ks[i], best[i]);
                 }
             }
-            for &i in &fast[..nf] {
-                let i = usize::from(i) % C;
-                os[i] = (best[i] != NONE).then_some(best[i]);
+            if !ONE {
+                // (One tree wrote the results in its leaves' pass.)
+                for &i in &fast[..nf] {
+                    let i = usize::from(i) % C;
+                    os[i] = (best[i] != NONE).then_some(best[i]);
+                }
             }
             if ports & 1 == 0 && self.loose {
                 self.again_loose(&fast[..nf], &view, ks, os);
