@@ -219,9 +219,12 @@ impl Classifier {
             let next = (c + 1) * C;
             if next < keys.len() {
                 let end = (next + C).min(keys.len());
-                let step = (64 / std::mem::size_of::<F>().max(1)).max(1);
-                for at in (next..end).step_by(step) {
-                    prefetch(keys, at);
+                // The keys' lines, one prefetch each (not one every
+                // `64 / size` keys, which asks for some lines twice).
+                let size = std::mem::size_of::<F>();
+                let key_lines = keys.as_ptr().cast::<u8>();
+                for line in (next * size..end * size).step_by(64) {
+                    prefetch_ptr(key_lines.wrapping_add(line));
                 }
                 let size = std::mem::size_of::<Option<u32>>();
                 for line in (next * size..end * size).step_by(64) {
@@ -236,7 +239,10 @@ impl Classifier {
                 if k4(k, &mut view[i]) {
                     fast[nf % C] = i as u8;
                     nf += 1;
-                    best[i] = NONE;
+                    if !ONE {
+                        // (One tree: the leaves' pass needs no best.)
+                        best[i] = NONE;
+                    }
                     ports &= view[i].f[PR];
                 } else {
                     *o = self.classify_slow(&k.full());
