@@ -104,7 +104,7 @@ impl Classifier {
             #[allow(unsafe_code)]
             return unsafe { self.batch_v4_avx2(keys, out) };
         }
-        self.batch_v4(keys, out);
+        self.batch_v4::<false>(keys, out);
     }
 
     /// [`classify_batch_v4`](Self::classify_batch_v4) compiled for the
@@ -112,15 +112,16 @@ impl Classifier {
     #[doc(hidden)]
     pub fn classify_batch_v4_portable(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
         assert!(out.len() >= keys.len(), "out is shorter than keys");
-        self.batch_v4(keys, out);
+        self.batch_v4::<false>(keys, out);
     }
 
     /// The body of [`classify_batch_v4`](Self::classify_batch_v4), for
-    /// `out` at least as long as `keys`.
+    /// `out` at least as long as `keys`; `BMI2`: compiled with BMI2
+    /// ([`breadth_in`](Self::breadth_in)).
     #[inline(always)]
-    pub(super) fn batch_v4(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
+    pub(super) fn batch_v4<const BMI2: bool>(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
         if !self.mem.is_empty() {
-            self.breadth(keys, out, |k, v| {
+            self.breadth::<_, BMI2>(keys, out, |k, v| {
                 *v = K4::of_v4(k);
                 true
             });
@@ -140,7 +141,7 @@ impl Classifier {
     #[target_feature(enable = "avx2,bmi1,bmi2")]
     #[allow(unsafe_code)]
     pub(super) unsafe fn batch_v4_avx2(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
-        self.batch_v4(keys, out);
+        self.batch_v4::<true>(keys, out);
     }
 
     /// [`classify_batch_v4`](Self::classify_batch_v4) one key after the
@@ -162,7 +163,7 @@ impl Classifier {
     /// [`SMALL_CHUNK`] for a batch that small (a datapath batch): a chunk's
     /// arrays are set up on every call, 14 KiB for [`CHUNK`] keys.
     #[inline(always)]
-    pub(super) fn breadth<F: FullKey>(
+    pub(super) fn breadth<F: FullKey, const BMI2: bool>(
         &self,
         keys: &[F],
         out: &mut [Option<u32>],
@@ -171,10 +172,10 @@ impl Classifier {
         // One tree or several: each its own copy of the loop, so that
         // neither's registers pay for the other's branch.
         match (keys.len() <= SMALL_CHUNK, self.trees.len() == 1) {
-            (true, true) => self.breadth_in::<F, SMALL_CHUNK, true>(keys, out, k4),
-            (true, false) => self.breadth_in::<F, SMALL_CHUNK, false>(keys, out, k4),
-            (false, true) => self.breadth_in::<F, CHUNK, true>(keys, out, k4),
-            (false, false) => self.breadth_in::<F, CHUNK, false>(keys, out, k4),
+            (true, true) => self.breadth_in::<F, SMALL_CHUNK, true, BMI2>(keys, out, k4),
+            (true, false) => self.breadth_in::<F, SMALL_CHUNK, false, BMI2>(keys, out, k4),
+            (false, true) => self.breadth_in::<F, CHUNK, true, BMI2>(keys, out, k4),
+            (false, false) => self.breadth_in::<F, CHUNK, false, BMI2>(keys, out, k4),
         }
     }
 
@@ -188,8 +189,12 @@ impl Classifier {
     /// only branches are the rounds' loops. Keys `k4` does not take (not
     /// IPv4, or without ports) are classified alone, in place. `ONE`: the
     /// classifier has one tree (its leaves' pass writes the results).
+    /// `BMI2`: compiled with BMI2, whose shifts take their count from
+    /// any register, so the root step takes the root cut's shift counts
+    /// ([`RootCut::shifted`]); the baseline build its rotations and masks
+    /// ([`RootCut::index`]: a shift there moves its count to `cl` first).
     #[inline(always)]
-    pub(super) fn breadth_in<F: FullKey, const C: usize, const ONE: bool>(
+    pub(super) fn breadth_in<F: FullKey, const C: usize, const ONE: bool, const BMI2: bool>(
         &self,
         keys: &[F],
         out: &mut [Option<u32>],
@@ -273,7 +278,13 @@ impl Classifier {
                 } else {
                     for &i in &on[..n] {
                         let i = usize::from(i) % C;
-                        let r = self.mem[(t.root as usize) + t.cut.index(&view[i])];
+                        let v = &view[i];
+                        let at = if BMI2 {
+                            t.cut.shifted(v)
+                        } else {
+                            t.cut.index(v)
+                        };
+                        let r = self.mem[(t.root as usize) + at];
                         node[i] = r;
                         cur[m % C] = i as u8;
                         m += usize::from(r & LEAF == 0);

@@ -15,18 +15,30 @@ pub(super) struct Tree {
     pub(super) min_id: u32,
 }
 
-/// A root's cut, as the shift counts of [`child_index`] (each field's
-/// bits shifted left to the top, `L = 32 - s - b`, and back down, `R =
-/// 32 - b`; the first field's then left by the second's bits `b1`),
-/// unpacked: the counts stay in registers over a batch's root steps, and
-/// a step is two shifts a field and one more, where the rotations and
-/// masks this replaced took a move of each count to `cl` too (24 -> 21
-/// instructions a root step in the AVX2 batch). A cut of one field names
-/// the key's zero slot as its second.
+/// A root's cut, unpacked (it may be wider than a node's), in two
+/// forms: rotations and masks, the child index `rotate_right(f[f0],
+/// rot0) & m0 | rotate_right(f[f1], rot1) & m1` ([`RootCut::index`]);
+/// and the shift counts of [`child_index`] ([`RootCut::shifted`]: each
+/// field's bits shifted left to the top, `L = 32 - s - b`, and back down,
+/// `R = 32 - b`, the first field's then left by the second's bits `b1`).
+/// With BMI2 the counts stay in registers over a batch's root steps and
+/// a step is two shifts a field and one more, where the rotations took a
+/// move of each count to `cl` too (28 -> 24 instructions a root step in
+/// the AVX2 batch of one tree); without BMI2 every shift moves its count
+/// to `cl`, and the rotations are fewer (fw2_1k's `classify_batch` on
+/// [`Key`]s, 381.8 instructions a lookup: 392.6 with the shifts). (With
+/// the shifts alone, the AVX2 batch of several trees kept both field
+/// numbers in registers: fw2_1k 275.1 instructions a lookup against
+/// 283.2 with both forms, where two are reloaded each root step; every
+/// form tried of the two kept the reload.)
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct RootCut {
     pub(super) f0: u8,
+    pub(super) rot0: u8,
     pub(super) f1: u8,
+    pub(super) rot1: u8,
+    pub(super) m0: u32,
+    pub(super) m1: u32,
     pub(super) l0: u32,
     pub(super) r0: u32,
     pub(super) b1: u32,
@@ -37,12 +49,18 @@ pub(super) struct RootCut {
 impl RootCut {
     pub(super) fn of(d0: usize, s0: u8, b0: u8, d1: usize, s1: u8, b1: u8) -> RootCut {
         debug_assert!(b0 >= 1 && b0 + b1 <= ROOT_MAX_BITS && d0 < DIMS && d1 < DIMS);
+        // One field: the second is the key's zero slot (its mask and its
+        // bits none).
         let (d1, s1) = if b1 == 0 { (ZERO, 0) } else { (d1, s1) };
         let left = |s: u8, b: u8| (32 - u32::from(s) - u32::from(b)) & 31;
         let right = |b: u8| (32 - u32::from(b)) & 31;
         RootCut {
             f0: d0 as u8,
+            rot0: (s0.wrapping_sub(b1)) & 31,
             f1: d1 as u8,
+            rot1: s1 & 31,
+            m0: ((1u32 << b0) - 1) << b1,
+            m1: (1u32 << b1) - 1,
             l0: left(s0, b0),
             r0: right(b0),
             b1: u32::from(b1),
@@ -51,8 +69,17 @@ impl RootCut {
         }
     }
 
+    /// The child index of `k`, by rotations and masks.
     #[inline(always)]
     pub(super) fn index(&self, k: &K4) -> usize {
+        let v0 = k.f[usize::from(self.f0 & 7)].rotate_right(u32::from(self.rot0)) & self.m0;
+        let v1 = k.f[usize::from(self.f1 & 7)].rotate_right(u32::from(self.rot1)) & self.m1;
+        (v0 | v1) as usize
+    }
+
+    /// The child index of `k`, by shifts (for code compiled with BMI2).
+    #[inline(always)]
+    pub(super) fn shifted(&self, k: &K4) -> usize {
         let v0 = k.f[usize::from(self.f0 & 7)]
             .wrapping_shl(self.l0)
             .wrapping_shr(self.r0);
@@ -433,7 +460,7 @@ impl Classify for Classifier {
     fn classify_batch(&self, keys: &[Key], out: &mut [Option<u32>]) {
         assert!(out.len() >= keys.len(), "out is shorter than keys");
         if !self.mem.is_empty() {
-            self.breadth(keys, out, |k, v| match K4::of(k) {
+            self.breadth::<_, false>(keys, out, |k, v| match K4::of(k) {
                 Some(x) => {
                     *v = x;
                     true
@@ -500,6 +527,7 @@ mod tests {
                                     let cut = (d0, s0, b0, d1, s1, b1);
                                     assert_eq!(child_index(r, k), want, "cut {cut:?}");
                                     assert_eq!(root.index(k), want, "root cut {cut:?}");
+                                    assert_eq!(root.shifted(k), want, "root shifts {cut:?}");
                                 }
                             }
                         }
