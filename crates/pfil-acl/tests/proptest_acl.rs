@@ -553,3 +553,40 @@ fn a_tiny_acl_is_one_block() {
     assert_eq!(c.classify(&dns), Some(0));
     assert_eq!(c.classify(&Key { dport: 54, ..dns }), Some(1));
 }
+
+/// A classifier of one tree writes each key's result in its leaves' pass
+/// (no pass over the keys after the tree): with IPv6 and non-IP keys
+/// among the IPv4 ones (classified alone, in place), in chunks of both
+/// sizes, every result is linear scan's and the slots of `out` past the
+/// keys keep what they held.
+#[test]
+fn a_one_tree_batch_writes_every_result_and_nothing_past_the_keys() {
+    let rs = shared("acl1_1k");
+    let cls = Classifier::new(&rs);
+    assert_eq!(cls.stats().trees, 1, "{:?}", cls.stats());
+    let lin = Linear::new(&rs);
+    let mut keys = classbench::trace(&rs.rules, 700, 5);
+    for (i, k) in keys.iter_mut().enumerate() {
+        match i % 7 {
+            3 => *k = Key::ipv6(1, 2, 6, 1000, 80),
+            5 => *k = Key::default(),
+            _ => {}
+        }
+    }
+    for n in [1, 40, 64, 65, 300, 700] {
+        let ks = &keys[..n];
+        let mut out = vec![Some(u32::MAX); n + 9];
+        cls.classify_batch(ks, &mut out);
+        for (k, o) in ks.iter().zip(&out) {
+            assert_eq!(*o, lin.classify(k), "batch of {n}, {k:?}");
+        }
+        assert!(out[n..].iter().all(|o| *o == Some(u32::MAX)), "past {n}");
+        let v4: Vec<KeyV4> = ks.iter().filter_map(KeyV4::of).collect();
+        let mut out4 = vec![Some(u32::MAX); v4.len() + 9];
+        cls.classify_batch_v4(&v4, &mut out4);
+        for (k, o) in v4.iter().zip(&out4) {
+            assert_eq!(*o, lin.classify(&k.key()), "IPv4 batch of {n}, {k:?}");
+        }
+        assert!(out4[v4.len()..].iter().all(|o| *o == Some(u32::MAX)));
+    }
+}

@@ -88,39 +88,38 @@ impl Block {
         self.id[j] = l.id;
     }
 
-    /// The lanes `k` misses, all-ones per lane. Branch-free; the compiler
-    /// vectorises it (SSE2 `psubd`/`pcmpgtd` on the addresses, `packssdw`,
-    /// then `psubw`/`pcmpgtw` on the 16-bit fields).
+    /// The lanes probe `p` misses, all-ones per lane. Branch-free; the
+    /// compiler vectorises it (SSE2 `psubd`/`pcmpgtd` on the addresses,
+    /// `packssdw`, then `psubw`/`pcmpgtw` on the 16-bit fields).
     #[inline(always)]
-    pub(super) fn misses(&self, k: &K4) -> [i16; BLOCK] {
+    pub(super) fn misses(&self, p: &Probe) -> [i16; BLOCK] {
         // Misses as all-ones lanes, one field at a time, so that each loop
         // is one vector operation.
         let mut m32 = [0i32; BLOCK];
         for (j, m) in m32.iter_mut().enumerate() {
-            *m = -i32::from(k.f[0].wrapping_sub(self.src_lo[j]) as i32 > self.src_span[j]);
+            *m = -i32::from(p.src[j].wrapping_sub(self.src_lo[j]) as i32 > self.src_span[j]);
         }
         for (j, m) in m32.iter_mut().enumerate() {
-            *m |= -i32::from(k.f[1].wrapping_sub(self.dst_lo[j]) as i32 > self.dst_span[j]);
+            *m |= -i32::from(p.dst[j].wrapping_sub(self.dst_lo[j]) as i32 > self.dst_span[j]);
         }
-        let (sp, dp, pr) = (k.sp(), k.dp(), k.pr());
         let mut m16 = [0i16; BLOCK];
         for (j, m) in m16.iter_mut().enumerate() {
             *m = m32[j] as i16
-                | -i16::from(sp.wrapping_sub(self.sp_lo[j]) as i16 > self.sp_span[j])
-                | -i16::from(dp.wrapping_sub(self.dp_lo[j]) as i16 > self.dp_span[j])
-                | -i16::from(pr.wrapping_sub(self.pr_lo[j]) as i16 > self.pr_span[j]);
+                | -i16::from(p.sp[j].wrapping_sub(self.sp_lo[j]) as i16 > self.sp_span[j])
+                | -i16::from(p.dp[j].wrapping_sub(self.dp_lo[j]) as i16 > self.dp_span[j])
+                | -i16::from(p.pr[j].wrapping_sub(self.pr_lo[j]) as i16 > self.pr_span[j]);
         }
         m16
     }
 
-    /// The first lane `k` hits, or [`BLOCK`] or more if none: the miss
+    /// The first lane `p` hits, or [`BLOCK`] or more if none: the miss
     /// vector's sign bytes (`pmovmskb`, two bits a lane), inverted, and a
     /// bit scan.
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    pub(super) fn first_hit(&self, k: &K4) -> usize {
+    pub(super) fn first_hit(&self, p: &Probe) -> usize {
         use std::arch::x86_64::{_mm_loadu_si128, _mm_movemask_epi8};
-        let m = self.misses(k);
+        let m = self.misses(p);
         // SAFETY: `m` is 16 bytes and `_mm_loadu_si128` reads 16 bytes
         // with no alignment requirement; both intrinsics need SSE2 only,
         // which every x86_64 CPU has.
@@ -130,14 +129,14 @@ impl Block {
         hits.trailing_zeros() as usize / 2
     }
 
-    /// The first lane `k` hits, or [`BLOCK`] or more if none.
+    /// The first lane `p` hits, or [`BLOCK`] or more if none.
     #[cfg(not(target_arch = "x86_64"))]
     #[inline(always)]
-    pub(super) fn first_hit(&self, k: &K4) -> usize {
+    pub(super) fn first_hit(&self, p: &Probe) -> usize {
         // The miss vector goes through memory as two words (without the
         // barrier, LLVM fuses the lane tests with the search and
         // scalarises both); the first hit is the first zero 16-bit group.
-        let m = std::hint::black_box(self.misses(k));
+        let m = std::hint::black_box(self.misses(p));
         let w = |i: usize| {
             u64::from(m[i] as u16)
                 | u64::from(m[i + 1] as u16) << 16
@@ -149,10 +148,35 @@ impl Block {
         hits.trailing_zeros() as usize / 16
     }
 
-    /// The lanes `k` hits, as bits (lane 0 = bit 0).
+    /// The first lane `p` hits, if any: on x86_64 the miss vector's sign
+    /// bytes (`pmovmskb`) compared with all-ones, and only on a hit
+    /// inverted and scanned (a block that misses costs a compare and a
+    /// branch after the mask, not an inversion, a bit scan and a compare).
+    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    pub(super) fn hit_mask(&self, k: &K4) -> u32 {
-        let m16 = self.misses(k);
+    pub(super) fn hit(&self, p: &Probe) -> Option<usize> {
+        use std::arch::x86_64::{_mm_loadu_si128, _mm_movemask_epi8};
+        let m = self.misses(p);
+        // SAFETY: `m` is 16 bytes and `_mm_loadu_si128` reads 16 bytes
+        // with no alignment requirement; both intrinsics need SSE2 only,
+        // which every x86_64 CPU has.
+        #[allow(unsafe_code)]
+        let mask = unsafe { _mm_movemask_epi8(_mm_loadu_si128(m.as_ptr().cast())) } as u32;
+        (mask != 0xffff).then(|| (!mask).trailing_zeros() as usize / 2)
+    }
+
+    /// The first lane `p` hits, if any.
+    #[cfg(not(target_arch = "x86_64"))]
+    #[inline(always)]
+    pub(super) fn hit(&self, p: &Probe) -> Option<usize> {
+        let j = self.first_hit(p);
+        (j < BLOCK).then_some(j)
+    }
+
+    /// The lanes `p` hits, as bits (lane 0 = bit 0).
+    #[inline(always)]
+    pub(super) fn hit_mask(&self, p: &Probe) -> u32 {
+        let m16 = self.misses(p);
         let mut h = 0;
         for (j, &m) in m16.iter().enumerate() {
             h |= u32::from(m == 0) << j;
@@ -161,18 +185,50 @@ impl Block {
     }
 }
 
+/// A key's block fields, each repeated over a block's lanes: the tests
+/// of a leaf's blocks read the blocks' arrays as memory operands against
+/// these vectors, which the compiler keeps in registers from block to
+/// block (the broadcasts hoisted out of the leaf's loop; with the key's
+/// fields read in each test, they were done again for every block).
+#[derive(Clone, Copy)]
+pub(super) struct Probe {
+    pub(super) src: [u32; BLOCK],
+    pub(super) dst: [u32; BLOCK],
+    pub(super) sp: [u16; BLOCK],
+    pub(super) dp: [u16; BLOCK],
+    pub(super) pr: [u16; BLOCK],
+}
+
+impl Probe {
+    /// The probe of key view `k`.
+    #[inline(always)]
+    pub(super) fn of(k: &K4) -> Probe {
+        Probe {
+            src: [k.f[0]; BLOCK],
+            dst: [k.f[1]; BLOCK],
+            sp: [k.sp(); BLOCK],
+            dp: [k.dp(); BLOCK],
+            pr: [k.pr(); BLOCK],
+        }
+    }
+}
+
 /// An IPv4 key as the trees see it: 32 bytes, two vector stores.
 #[derive(Clone, Copy, Default)]
 pub(super) struct K4 {
     /// The cut fields src, dst, sport, dport and the protocol lane
     /// (`proto << 1 | has_ports`), then at [`PR`] the same protocol lane
-    /// protocol lane of the blocks (`proto << 1 | has_ports`); 8 slots so
-    /// that a field number masked with 7 needs no bounds check.
+    /// of the blocks, and zeros (at [`ZERO`]: a one-field node's second
+    /// field); 8 slots so that a field number masked with 7 needs no
+    /// bounds check.
     pub(super) f: [u32; 8],
 }
 
 /// In [`K4::f`]: the protocol lane (not a cut field).
 pub(super) const PR: usize = 5;
+/// In [`K4::f`]: always zero, the second field of a node cut on one
+/// ([`child_index`]).
+pub(super) const ZERO: usize = 6;
 
 /// What a leaf's rules with conditions beyond the block's lanes (VLAN, TCP
 /// flags, ICMP) are checked against: the whole key, built only then.
@@ -389,3 +445,50 @@ pub(super) fn v6_word_range(a: crate::Addr, w: u8) -> (u32, u32) {
 
 /// Keeps a block at four cache lines (32 bytes a rule).
 const _: () = assert!(std::mem::size_of::<Block>() == 256);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_block_hit_is_the_first_lane_that_matches_and_a_miss_is_none() {
+        // Lanes 2 and 5 take port 80, lane 7 anything: a key on port 80
+        // hits lane 2, one on port 81 lane 7, and with lane 7 padding
+        // nothing ([`Block::hit`] against [`Block::first_hit`] and
+        // [`Block::hit_mask`]).
+        let any = Lane {
+            src: (0, u32::MAX),
+            dst: (0, u32::MAX),
+            sp: (0, u16::MAX),
+            dp: (0, u16::MAX),
+            pr: (0, 511),
+            id: 0,
+        };
+        let mut blk = Block::PAD;
+        for j in 0..BLOCK - 1 {
+            let port = if j == 2 || j == 5 {
+                80
+            } else {
+                1000 + j as u16
+            };
+            blk.set(
+                j,
+                &Lane {
+                    dp: (port, port),
+                    id: j as u32,
+                    ..any
+                },
+            );
+        }
+        let k80 = Probe::of(&K4::new(1, 2, 3, 80, 6, has::PORTS));
+        let k81 = Probe::of(&K4::new(1, 2, 3, 81, 6, has::PORTS));
+        assert_eq!(blk.hit(&k80), Some(2));
+        assert_eq!(blk.first_hit(&k80), 2);
+        assert_eq!(blk.hit_mask(&k80), 1 << 2 | 1 << 5);
+        assert_eq!(blk.hit(&k81), None);
+        assert!(blk.first_hit(&k81) >= BLOCK);
+        blk.set(BLOCK - 1, &Lane { id: 7, ..any });
+        assert_eq!(blk.hit(&k81), Some(BLOCK - 1));
+        assert_eq!(blk.hit_mask(&k81), 1 << (BLOCK - 1));
+    }
+}

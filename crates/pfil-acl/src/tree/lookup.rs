@@ -15,9 +15,22 @@ pub(super) struct Tree {
     pub(super) min_id: u32,
 }
 
-/// A root's cut: the child index is `rotate_right(f[f0], rot0) & m0 |
-/// rotate_right(f[f1], rot1) & m1`, as [`child_index`] with masks of up
-/// to [`ROOT_MAX_BITS`] bits.
+/// A root's cut, unpacked (it may be wider than a node's), in two
+/// forms: rotations and masks, the child index `rotate_right(f[f0],
+/// rot0) & m0 | rotate_right(f[f1], rot1) & m1` ([`RootCut::index`]);
+/// and the shift counts of [`child_index`] ([`RootCut::shifted`]: each
+/// field's bits shifted left to the top, `L = 32 - s - b`, and back down,
+/// `R = 32 - b`, the first field's then left by the second's bits `b1`).
+/// With BMI2 the counts stay in registers over a batch's root steps and
+/// a step is two shifts a field and one more, where the rotations took a
+/// move of each count to `cl` too (28 -> 24 instructions a root step in
+/// the AVX2 batch of one tree); without BMI2 every shift moves its count
+/// to `cl`, and the rotations are fewer (fw2_1k's `classify_batch` on
+/// [`Key`]s, 381.8 instructions a lookup: 392.6 with the shifts). (With
+/// the shifts alone, the AVX2 batch of several trees kept both field
+/// numbers in registers: fw2_1k 275.1 instructions a lookup against
+/// 283.2 with both forms, where two are reloaded each root step; every
+/// form tried of the two kept the reload.)
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct RootCut {
     pub(super) f0: u8,
@@ -26,10 +39,21 @@ pub(super) struct RootCut {
     pub(super) rot1: u8,
     pub(super) m0: u32,
     pub(super) m1: u32,
+    pub(super) l0: u32,
+    pub(super) r0: u32,
+    pub(super) b1: u32,
+    pub(super) l1: u32,
+    pub(super) r1: u32,
 }
 
 impl RootCut {
     pub(super) fn of(d0: usize, s0: u8, b0: u8, d1: usize, s1: u8, b1: u8) -> RootCut {
+        debug_assert!(b0 >= 1 && b0 + b1 <= ROOT_MAX_BITS && d0 < DIMS && d1 < DIMS);
+        // One field: the second is the key's zero slot (its mask and its
+        // bits none).
+        let (d1, s1) = if b1 == 0 { (ZERO, 0) } else { (d1, s1) };
+        let left = |s: u8, b: u8| (32 - u32::from(s) - u32::from(b)) & 31;
+        let right = |b: u8| (32 - u32::from(b)) & 31;
         RootCut {
             f0: d0 as u8,
             rot0: (s0.wrapping_sub(b1)) & 31,
@@ -37,14 +61,32 @@ impl RootCut {
             rot1: s1 & 31,
             m0: ((1u32 << b0) - 1) << b1,
             m1: (1u32 << b1) - 1,
+            l0: left(s0, b0),
+            r0: right(b0),
+            b1: u32::from(b1),
+            l1: left(s1, b1),
+            r1: right(b1),
         }
     }
 
+    /// The child index of `k`, by rotations and masks.
     #[inline(always)]
     pub(super) fn index(&self, k: &K4) -> usize {
         let v0 = k.f[usize::from(self.f0 & 7)].rotate_right(u32::from(self.rot0)) & self.m0;
         let v1 = k.f[usize::from(self.f1 & 7)].rotate_right(u32::from(self.rot1)) & self.m1;
         (v0 | v1) as usize
+    }
+
+    /// The child index of `k`, by shifts (for code compiled with BMI2).
+    #[inline(always)]
+    pub(super) fn shifted(&self, k: &K4) -> usize {
+        let v0 = k.f[usize::from(self.f0 & 7)]
+            .wrapping_shl(self.l0)
+            .wrapping_shr(self.r0);
+        let v1 = k.f[usize::from(self.f1 & 7)]
+            .wrapping_shl(self.l1)
+            .wrapping_shr(self.r1);
+        (v0.wrapping_shl(self.b1) | v1) as usize
     }
 }
 
@@ -99,23 +141,26 @@ pub(super) fn has_avx2() -> bool {
 }
 
 /// The child of internal node `r` that `k` falls in. The cut is packed
-/// in bits 32..64 of the reference, a byte each: the first cut field's
-/// lowest cut bit (bits 0..5) and field (bits 5..8), its number of cut bits,
-/// the same two bytes for the second field. The child index is `(bits
-/// s0..s0+b0 of d0) << b1 | (bits s1..s1+b1 of d1)`, and the packing is
-/// the one BMI2's shifts read as they are: `shrx` takes its count modulo
-/// 32 (so the shift is the byte itself, the field bits above it ignored)
-/// and `bzhi` its length from the low byte, so a level is two loads of key
-/// fields, two shifts, two masks, one shift, an or and the child's load.
+/// in bits 32..64 of the reference as shift counts ([`node_ref`]): `L0`
+/// (bits 0..5), `R0` (5..10), `B1` (10..15), `L1` (15..20), `R1`
+/// (20..25), the first cut field (26..29) and the second (29..32). The
+/// child index is `(bits s0..s0+b0 of d0) << b1 | (bits s1..s1+b1 of
+/// d1)`: a field's bits are shifted left to the top (`L = 32 - s - b`)
+/// and back down (`R = 32 - b`). Every shift takes its count modulo 32,
+/// as BMI2's `shlx`/`shrx` do, so each count is the header shifted to
+/// its place, with no mask, and the first field's count `L0` the header
+/// itself (against the byte packing this replaced, whose bit lengths were
+/// masked to 5 bits before `bzhi`: 42 -> 41 instructions a level in the
+/// AVX2 batch). A node of one field names the key's zero slot
+/// (`K4::f[ZERO]`) as its second, whose bits are then none.
 #[inline(always)]
 pub(super) fn child_index(r: u64, k: &K4) -> usize {
     let h = (r >> 32) as u32;
-    let f0 = k.f[((h >> 5) & 7) as usize];
-    let f1 = k.f[((h >> 21) & 7) as usize];
-    let (b0, b1) = ((h >> 8) & 0xff, h >> 24);
-    let v0 = f0.wrapping_shr(h) & !u32::MAX.wrapping_shl(b0);
-    let v1 = f1.wrapping_shr(h >> 16) & !u32::MAX.wrapping_shl(b1);
-    (v0.wrapping_shl(b1) | v1) as usize
+    let f0 = k.f[((h >> 26) & 7) as usize];
+    let f1 = k.f[(h >> 29) as usize];
+    let v0 = f0.wrapping_shl(h).wrapping_shr(h >> 5);
+    let v1 = f1.wrapping_shl(h >> 15).wrapping_shr(h >> 20);
+    (v0.wrapping_shl(h >> 10) | v1) as usize
 }
 
 /// The reference to an internal node whose children start at `o`: the
@@ -123,11 +168,21 @@ pub(super) fn child_index(r: u64, k: &K4) -> usize {
 /// one load. The child index is `(bits s0..s0+b0 of d0) << b1 | (bits
 /// s1..s1+b1 of d1)`, `b0 + b1 <= `[`ROOT_MAX_BITS`].
 pub(super) fn node_ref(o: usize, d0: usize, s0: u8, b0: u8, d1: usize, s1: u8, b1: u8) -> u64 {
-    debug_assert!(d0 < 8 && d1 < 8 && s0 < 32 && s1 <= 32 && b0 >= 1 && b0 + b1 <= ROOT_MAX_BITS);
+    debug_assert!(d0 < DIMS && d1 < DIMS && b0 >= 1 && b0 + b1 <= ROOT_MAX_BITS);
+    debug_assert!(u32::from(s0) + u32::from(b0) <= 32);
+    debug_assert!(b1 == 0 || u32::from(s1) + u32::from(b1) <= 32);
     debug_assert!((o as u64) < LEAF);
-    let s1 = if b1 == 0 { 0 } else { u32::from(s1) };
-    let h = u32::from(s0) | (d0 as u32) << 5 | u32::from(b0) << 8;
-    let h = h | (s1 | (d1 as u32) << 5) << 16 | u32::from(b1) << 24;
+    // One field: the second is the key's zero slot, its bits none.
+    let (d1, s1) = if b1 == 0 { (ZERO, 0) } else { (d1, s1) };
+    let left = |s: u8, b: u8| (32 - u32::from(s) - u32::from(b)) & 31;
+    let right = |b: u8| (32 - u32::from(b)) & 31;
+    let h = left(s0, b0)
+        | right(b0) << 5
+        | u32::from(b1) << 10
+        | left(s1, b1) << 15
+        | right(b1) << 20
+        | (d0 as u32) << 26
+        | (d1 as u32) << 29;
     u64::from(h) << 32 | o as u64
 }
 
@@ -232,11 +287,13 @@ impl Classifier {
                 // Every rule here and after comes after the one matched.
                 break;
             }
-            let j = blk.first_hit(k);
-            // Lanes are in rule order: the first hit is the best.
-            let id = blk.id[j & (BLOCK - 1)];
-            if j < BLOCK {
-                return id.min(best);
+            // The probe is made here, not before the loop: so LLVM
+            // hoists its broadcasts, each one load, out of the loop (made
+            // before it, they went through general registers, 13
+            // instructions a leaf instead of 5).
+            if let Some(j) = blk.hit(&Probe::of(k)) {
+                // Lanes are in rule order: the first hit is the best.
+                return blk.id[j & (BLOCK - 1)].min(best);
             }
         }
         best
@@ -252,7 +309,7 @@ impl Classifier {
         let start = (r & START_MASK) as usize;
         let blocks = (r >> 32) & BLOCKS_MASK;
         let blk = &self.blocks[start];
-        let j = blk.first_hit(k);
+        let j = blk.first_hit(&Probe::of(k));
         let id = blk.id[j & (BLOCK - 1)];
         let confirm = r & EXTRA != 0;
         let hit = if j < BLOCK && !confirm { id } else { NONE };
@@ -270,11 +327,12 @@ impl Classifier {
         let all = k.f[PR] & 1 == 0;
         let start = (r & START_MASK) as usize;
         let blocks = ((r >> 32) & BLOCKS_MASK) as usize;
+        let p = Probe::of(k);
         for blk in &self.blocks[start..start + blocks] {
             if blk.id[0] & !EXTRA_ID >= best {
                 break;
             }
-            let mut hits = blk.hit_mask(k);
+            let mut hits = blk.hit_mask(&p);
             while hits != 0 {
                 let j = hits.trailing_zeros() as usize;
                 hits &= hits - 1;
@@ -402,7 +460,7 @@ impl Classify for Classifier {
     fn classify_batch(&self, keys: &[Key], out: &mut [Option<u32>]) {
         assert!(out.len() >= keys.len(), "out is shorter than keys");
         if !self.mem.is_empty() {
-            self.breadth(keys, out, |k, v| match K4::of(k) {
+            self.breadth::<_, false>(keys, out, |k, v| match K4::of(k) {
                 Some(x) => {
                     *v = x;
                     true
@@ -413,6 +471,69 @@ impl Classify for Classifier {
         }
         for (k, o) in keys.iter().zip(out.iter_mut()) {
             *o = self.lookup(k);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bits `s..s+b` of `x`.
+    fn bits(x: u32, s: u8, b: u8) -> usize {
+        if b == 0 {
+            0
+        } else {
+            ((u64::from(x) >> s) & ((1u64 << b) - 1)) as usize
+        }
+    }
+
+    #[test]
+    fn node_and_root_cuts_index_their_children_for_every_cut_shape() {
+        // Every field pair, every width up to the root's, every shift up
+        // to the field's top (a cut of the top bits: `L = 0`), one field
+        // or two: the packed shift counts give the index the cut names,
+        // for keys whose other fields are not zero (a one-field node must
+        // not read them).
+        let mut x = 7u64;
+        let keys: Vec<K4> = (0..16)
+            .map(|_| {
+                x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                let v = x;
+                K4::new(
+                    v as u32,
+                    (v >> 32) as u32,
+                    (v >> 7) as u16,
+                    (v >> 23) as u16,
+                    (v >> 40) as u8,
+                    (v >> 50) as u8,
+                )
+            })
+            .collect();
+        let widths = [32u8, 32, 16, 16, 9];
+        let o = 12_345;
+        for d0 in 0..DIMS {
+            for d1 in 0..DIMS {
+                for b0 in 1..=ROOT_MAX_BITS.min(widths[d0]) {
+                    for b1 in 0..=(ROOT_MAX_BITS - b0).min(widths[d1]) {
+                        for s0 in [0, 1, widths[d0] - b0, 32 - b0] {
+                            for s1 in [0, 3, 32 - b1] {
+                                let r = node_ref(o, d0, s0, b0, d1, s1, b1);
+                                let root = RootCut::of(d0, s0, b0, d1, s1, b1);
+                                assert_eq!(r & LEAF, 0);
+                                assert_eq!(r as u32 as usize, o);
+                                for k in &keys {
+                                    let want = bits(k.f[d0], s0, b0) << b1 | bits(k.f[d1], s1, b1);
+                                    let cut = (d0, s0, b0, d1, s1, b1);
+                                    assert_eq!(child_index(r, k), want, "cut {cut:?}");
+                                    assert_eq!(root.index(k), want, "root cut {cut:?}");
+                                    assert_eq!(root.shifted(k), want, "root shifts {cut:?}");
+                                }
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
 }
