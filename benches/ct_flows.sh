@@ -21,7 +21,8 @@
 # flows' first frames) cancels: established ns a frame = CPU time of
 # (2N + M frames) minus CPU time of (2N frames), over M; new flows a
 # second = N over the CPU time of (2N frames) minus that of 2 000 frames
-# (N = 1M: each flow's first frame and its reply). CPU time (user +
+# (N = 1M: each flow's first frame and its reply; through the ct rules'
+# chain and through the keep state chain). CPU time (user +
 # sys, /usr/bin/time) rather than wall time: on a shared machine the
 # process is descheduled, which wall time counts. Cases interleave,
 # RUNS rounds; medians and spread (min-max).
@@ -74,6 +75,9 @@ for r in $(seq "$RUNS"); do
     a=$(cpu 1000000 2000 "${CT[@]}" --hook "acl:@$OUT/ct.rules")
     b=$(cpu 1000000 2000000 "${CT[@]}" --hook "acl:@$OUT/ct.rules")
     awk -v a="$a" -v b="$b" 'BEGIN { printf "%.0f\n", 999000 / (b - a) }' >> "$OUT/new1m"
+    a=$(cpu 1000000 2000 "${CT[@]}" --hook "acl:@$OUT/keep.rules")
+    b=$(cpu 1000000 2000000 "${CT[@]}" --hook "acl:@$OUT/keep.rules")
+    awk -v a="$a" -v b="$b" 'BEGIN { printf "%.0f\n", 999000 / (b - a) }' >> "$OUT/newkeep1m"
     echo "round $r done" >&2
 done
 med() { sort -n "$1" | awk '{ v[NR] = $1 } END { printf "%s (%s-%s)", v[int((NR + 1) / 2)], v[1], v[NR] }'; }
@@ -84,6 +88,7 @@ for c in ct1k ct1m keep1k keep1m keepacl1k acl1k tcp1k tcp1m; do
     echo "| $c | $(med "$OUT/$c") |"
 done
 echo "| new flows a second, 1M flows (first frame + reply each) | $(med "$OUT/new1m") |"
+echo "| the same through the keep state chain | $(med "$OUT/newkeep1m") |"
 awk -v k="$(m "$OUT/ct1k")" -v g="$(m "$OUT/ct1m")" -v a="$(m "$OUT/acl1k")" -v s="$(m "$OUT/keep1k")" -v sm="$(m "$OUT/keep1m")" -v p="$(m "$OUT/keepacl1k")" 'BEGIN {
     printf "rate at 1M / rate at 1k: %.2f (target >= 0.5)\n", k / g
     printf "ct+acl at 1k / acl1_1k: %.2f (target <= 1.5)\n", k / a
