@@ -189,7 +189,22 @@ pub(super) struct Builder<'a> {
     /// Merges may not add words (a tree built again after its merges
     /// took it past its budget).
     pub(super) lean: bool,
+    /// The root's cut, taken instead of [`Builder::choose_cut`]'s (a
+    /// root built again with the cut its merges grew:
+    /// [`Builder::build_root`]).
+    pub(super) forced: Option<Cut>,
+    /// The cut chosen for the last root split, before its merges.
+    pub(super) chosen: Option<Cut>,
+    /// A probe of the root's cut: its children are cut, not built
+    /// ([`Builder::build_root`]).
+    pub(super) probe: bool,
 }
+
+/// The most bits a probe ([`Builder::build_root`]) adds to the root cut
+/// chosen: the bits its children's merged cuts add past that (acl4_1k: 4,
+/// acl3_1k: 5) cost memory (acl4_1k 1.10 MB with 3, 1.54 MB with 4) for
+/// 2-8 % of its instructions.
+pub(super) const PROBE_MAX_BITS: u8 = 3;
 
 /// A node's cut as it is stored: field, lowest bit and bits of the first
 /// cut field, the same for the second (0 bits: none).
@@ -234,6 +249,9 @@ impl<'a> Builder<'a> {
             pending: 0,
             grown: 0,
             lean: false,
+            forced: None,
+            chosen: None,
+            probe: false,
         }
     }
 
@@ -242,7 +260,52 @@ impl<'a> Builder<'a> {
     /// [`Config::root_cut_bits`] wide.
     pub(super) fn build_root(&mut self, bx: Boxx, ids: &[u32]) -> (u64, RootCut) {
         let maxb = self.cfg.root_cut_bits.clamp(1, ROOT_MAX_BITS);
+        let mark = (
+            self.mem.len(),
+            self.blocks.len(),
+            self.stats,
+            self.tree_worst,
+            self.capped,
+        );
+        let budget_hit = self.budget_hit;
         self.grown = 0;
+        self.chosen = None;
+        if self.br.len() <= REFINE_MAX_RULES {
+            // A probe: the root's children cut, not built, and their cuts
+            // taken in where they fit ([`Builder::merge`]). If that grew
+            // the root's cut, the tree is built under the grown cut, its
+            // children cut for the boxes they are in (built under the
+            // chosen cut, they were cut in boxes as wide as its parts).
+            self.probe = true;
+            let probed = self.split(bx, ids, 0, maxb, self.cfg.root_spfac);
+            self.probe = false;
+            let (mem, blocks, stats, worst, capped) = mark;
+            self.forced = match probed {
+                Ok((c, _)) if !self.capped => self.grew(&bx, c),
+                _ => None,
+            };
+            if let (Some((d0, b0, d1, b1)), Some((_, c0, _, c1))) = (self.forced, self.chosen) {
+                // At most `PROBE_MAX_BITS` more: the bits merges add are
+                // the last field's lowest.
+                let extra = (b0 + b1 - c0 - c1).min(PROBE_MAX_BITS);
+                self.forced = Some(if b1 > 0 {
+                    (d0, b0, d1, c1 + extra - (b0 - c0))
+                } else {
+                    (d0, c0 + extra, d1, 0)
+                });
+            }
+            self.mem.truncate(mem);
+            self.blocks.truncate(blocks);
+            self.stats = stats;
+            self.leaves
+                .retain(|_, r| ((*r & START_MASK) as usize) < blocks);
+            self.tree_worst = worst;
+            self.capped = capped;
+            self.budget_hit = budget_hit;
+            self.pending = 0;
+            self.grown = 0;
+            self.chosen = None;
+        }
         let root = match self.split(bx, ids, 0, maxb, self.cfg.root_spfac) {
             Ok(((d0, s0, b0, d1, s1, b1), kids)) => {
                 let o = self.mem.len();
@@ -252,6 +315,7 @@ impl<'a> Builder<'a> {
             Err(leaf) => (leaf, RootCut::default()),
         };
         self.pending = 0;
+        self.forced = None;
         root
     }
 
@@ -333,9 +397,18 @@ impl<'a> Builder<'a> {
                 return Err(self.leaf(ids, depth));
             }
             self.refine_cut(&bx, ids, maxb, spfac)
+        } else if let (0, Some(c)) = (depth, self.forced) {
+            // The offsets `choose_cut` would have left.
+            let mut cc = std::mem::take(&mut self.counts);
+            self.offsets(&mut cc, &bx, ids);
+            self.counts = cc;
+            Some(c)
         } else {
             self.choose_cut(&bx, ids, maxb, spfac)
         };
+        if depth == 0 {
+            self.chosen = cut;
+        }
         let Some((d0, b0, d1, b1)) = cut else {
             return Err(self.leaf(ids, depth));
         };
@@ -400,6 +473,16 @@ impl<'a> Builder<'a> {
             self.counts = cc;
             return Err(self.leaf(ids, depth));
         }
+        if self.probe && depth > 0 {
+            // A probe: the cut, not the children.
+            self.counts = cc;
+            if !self.room(nchild, 0) {
+                return Err(self.leaf(ids, depth));
+            }
+            self.pending += nchild;
+            self.stats.nodes += 1;
+            return Ok(((d0, s0, b0, d1, s1, b1), vec![EMPTY; nchild]));
+        }
         let mut flat = vec![0u32; at[nchild]];
         let fill = &mut cc.fill;
         fill.clear();
@@ -452,7 +535,20 @@ impl<'a> Builder<'a> {
             prev = Some((ch, cb));
         }
         let limit = if depth == 0 { maxb } else { ROOT_MAX_BITS };
+
         Ok(self.merge((d0, s0, b0, d1, s1, b1), kids, limit))
+    }
+
+    /// The root cut `c` of box `bx` as [`Builder::choose_cut`] names it,
+    /// if it cuts the top bits of each field (of two distinct fields) and
+    /// more bits than the cut chosen for the root ([`chosen`](Self::chosen)):
+    /// merges grew it.
+    fn grew(&self, bx: &Boxx, c: Cut6) -> Option<Cut> {
+        let (d0, s0, b0, d1, s1, b1) = c;
+        let top = |d: usize, s: u8, b: u8| s + b == bx[d].1;
+        let ok = top(d0, s0, b0) && (b1 == 0 || (d1 != d0 && top(d1, s1, b1)));
+        let (_, c0, _, c1) = self.chosen?;
+        (ok && b0 + b1 > c0 + c1).then_some((d0, b0, d1, b1))
     }
 
     /// Whether every rule of `ids` covers boxes `a` and `b` whole in each

@@ -124,7 +124,12 @@ impl Builder<'_> {
     /// again by [`Builder::split`] for the cut it takes). Per field, the
     /// sum of the ranges' widths and the rules that span the whole box
     /// (they are in every child of a cut of that field).
-    fn offsets(&self, cc: &mut Counts, bx: &Boxx, ids: &[u32]) -> ([u64; DIMS], [usize; DIMS]) {
+    pub(super) fn offsets(
+        &self,
+        cc: &mut Counts,
+        bx: &Boxx,
+        ids: &[u32],
+    ) -> ([u64; DIMS], [usize; DIMS]) {
         let mut widths = [0u64; DIMS];
         let mut full = [0usize; DIMS];
         let br = self.br;
