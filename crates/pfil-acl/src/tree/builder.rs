@@ -270,7 +270,7 @@ impl<'a> Builder<'a> {
         let budget_hit = self.budget_hit;
         self.grown = 0;
         self.chosen = None;
-        if self.br.len() <= REFINE_MAX_RULES {
+        if self.cfg.probe_root && self.br.len() <= REFINE_MAX_RULES {
             // A probe: the root's children cut, not built, and their cuts
             // taken in where they fit ([`Builder::merge`]). If that grew
             // the root's cut, the tree is built under the grown cut, its

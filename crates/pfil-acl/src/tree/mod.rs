@@ -299,6 +299,13 @@ pub struct Config {
     /// order: the classifier is the same, bit for bit, whatever the
     /// threads.
     pub threads: usize,
+    /// Probe a tree's root before building it (rulesets of up to 4 096
+    /// rules): its children are cut, not built, and where their merges
+    /// would widen the root's cut (by up to 3 bits), the tree is built
+    /// under the wider cut, so that the children are cut for the boxes
+    /// they end up in (acl4_1k and acl2_1k: 11 % fewer instructions a
+    /// lookup, 3-5 % more memory). Off: the root's cut as chosen.
+    pub probe_root: bool,
 }
 
 /// Fewest rules of a part of a split tree for which the part is cut with
@@ -335,6 +342,7 @@ impl Default for Config {
             tree_budget: 64,
             max_trees: 16,
             threads: 0,
+            probe_root: true,
         }
     }
 }

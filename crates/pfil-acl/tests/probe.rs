@@ -1,0 +1,62 @@
+//! The root probe (`Config::probe_root`): on acl4_1k and acl2_1k (the
+//! neurocuts sets in `data/classbench/more`), whose merges widen the
+//! root's cut, a tree built under the widened cut walks fewer levels a
+//! lookup and classifies every key as before.
+
+use pfil_acl::classbench;
+use pfil_acl::{Classifier, Classify, Config, Linear, Ruleset};
+
+/// Set `name` from the repository's tarball of the neurocuts sets.
+fn neurocuts(name: &str) -> Ruleset {
+    let dir = classbench::data_dir().expect("data/classbench");
+    let out = std::process::Command::new("tar")
+        .arg("-xJOf")
+        .arg(dir.join("more/neurocuts-sets.tar.xz"))
+        .arg(name)
+        .output()
+        .expect("tar");
+    assert!(
+        out.status.success(),
+        "tar: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    classbench::parse(
+        &String::from_utf8(out.stdout).unwrap(),
+        pfil_acl::Action::Drop,
+    )
+    .unwrap()
+}
+
+/// Mean internal nodes and leaf entries a lookup of `keys` visits.
+fn cost(c: &Classifier, keys: &[pfil_acl::Key]) -> (f64, f64) {
+    let (mut nodes, mut entries) = (0, 0);
+    for k in keys {
+        let (_, n, e) = c.lookup_cost(k);
+        nodes += n;
+        entries += e;
+    }
+    let n = keys.len() as f64;
+    (nodes as f64 / n, entries as f64 / n)
+}
+
+#[test]
+fn a_probed_root_walks_fewer_levels_and_agrees() {
+    for name in ["acl4_1k", "acl2_1k"] {
+        let rs = neurocuts(name);
+        let keys = classbench::trace(&rs.rules, 20_000, 1);
+        let off = Config {
+            probe_root: false,
+            ..Config::default()
+        };
+        let (probed, plain) = (
+            Classifier::with_config(&rs, &Config::default()),
+            Classifier::with_config(&rs, &off),
+        );
+        let linear = Linear::new(&rs);
+        for k in &keys {
+            assert_eq!(probed.classify(k), linear.classify(k), "{name}: {k:?}");
+        }
+        let (a, b) = (cost(&probed, &keys), cost(&plain, &keys));
+        assert!(a.0 < b.0, "{name}: nodes a lookup {a:?} probed, {b:?} not");
+    }
+}
