@@ -1,7 +1,9 @@
 //! The root probe (`Config::probe_root`): on acl4_1k and acl2_1k (the
 //! neurocuts sets in `data/classbench/more`), whose merges widen the
 //! root's cut, a tree built under the widened cut walks fewer levels a
-//! lookup and classifies every key as before.
+//! lookup and classifies every key as before; on acl3_1k the widened cut
+//! costs more leaf entries than it saves levels, and the build keeps
+//! the plain tree.
 
 use pfil_acl::classbench;
 use pfil_acl::{Classifier, Classify, Config, Linear, Ruleset};
@@ -59,4 +61,20 @@ fn a_probed_root_walks_fewer_levels_and_agrees() {
         let (a, b) = (cost(&probed, &keys), cost(&plain, &keys));
         assert!(a.0 < b.0, "{name}: nodes a lookup {a:?} probed, {b:?} not");
     }
+}
+
+#[test]
+fn a_probe_that_costs_more_entries_than_it_saves_levels_is_not_kept() {
+    let rs = neurocuts("acl3_1k");
+    let keys = classbench::trace(&rs.rules, 20_000, 1);
+    let off = Config {
+        probe_root: false,
+        ..Config::default()
+    };
+    let (built, plain) = (
+        Classifier::with_config(&rs, &Config::default()),
+        Classifier::with_config(&rs, &off),
+    );
+    assert_eq!(built.stats(), plain.stats());
+    assert_eq!(cost(&built, &keys), cost(&plain, &keys));
 }

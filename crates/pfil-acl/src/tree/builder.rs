@@ -198,6 +198,8 @@ pub(super) struct Builder<'a> {
     /// A probe of the root's cut: its children are cut, not built
     /// ([`Builder::build_root`]).
     pub(super) probe: bool,
+    /// A probe widened some tree's root cut ([`Builder::build_root`]).
+    pub(super) probed: bool,
 }
 
 /// The most bits a probe ([`Builder::build_root`]) adds to the root cut
@@ -252,6 +254,7 @@ impl<'a> Builder<'a> {
             forced: None,
             chosen: None,
             probe: false,
+            probed: false,
         }
     }
 
@@ -284,6 +287,7 @@ impl<'a> Builder<'a> {
                 Ok((c, _)) if !self.capped => self.grew(&bx, c),
                 _ => None,
             };
+            self.probed |= self.forced.is_some();
             if let (Some((d0, b0, d1, b1)), Some((_, c0, _, c1))) = (self.forced, self.chosen) {
                 // At most `PROBE_MAX_BITS` more: the bits merges add are
                 // the last field's lowest.

@@ -304,7 +304,10 @@ pub struct Config {
     /// would widen the root's cut (by up to 3 bits), the tree is built
     /// under the wider cut, so that the children are cut for the boxes
     /// they end up in (acl4_1k and acl2_1k: 11 % fewer instructions a
-    /// lookup, 3-5 % more memory). Off: the root's cut as chosen.
+    /// lookup, 3-5 % more memory). Such a build is made again without
+    /// and the one whose lookups of a trace of the rules' keys cost less
+    /// is kept (fewer levels can mean more leaf entries: acl3_1k). Off:
+    /// the root's cut as chosen.
     pub probe_root: bool,
 }
 
@@ -346,6 +349,19 @@ impl Default for Config {
         }
     }
 }
+
+/// The leaf entries a lookup's visit of an internal node is worth in
+/// time, when a build weighs a probed root against the plain one
+/// ([`Config::probe_root`]): in instructions a level costs 14 entries
+/// (40 against 22 a block of 8), but the leaf scans' branches and lines
+/// cost more than they count. Measured: acl4_1k probed, 0.53 fewer
+/// levels and 0.57 more entries a lookup, 6 % faster; acl3_1k, 0.32
+/// fewer and 1.57 more, 10 % slower; so a level is worth between 1.1 and
+/// 4.9 entries.
+const LEVEL_ENTRIES: f64 = 2.5;
+
+/// Keys of the trace a build weighs a probed root on.
+const PROBE_TRACE: usize = 4000;
 
 /// What a build produced: sizes, for reports and tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -426,11 +442,41 @@ impl Classifier {
             0 => cores,
             t => t.min(cores),
         };
-        Classifier::with_threads(rs, cfg, threads)
+        let (c, probed) = Classifier::with_threads(rs, cfg, threads);
+        if !probed {
+            return c;
+        }
+        // A probe widened a root cut: fewer levels a lookup, but its
+        // leaves can hold more entries. Kept only if a trace of the
+        // rules' own keys costs less, a level weighed as
+        // [`LEVEL_ENTRIES`] leaf entries.
+        let plain = Config {
+            probe_root: false,
+            ..*cfg
+        };
+        let (p, _) = Classifier::with_threads(rs, &plain, threads);
+        let keys = crate::classbench::trace(&rs.rules, PROBE_TRACE, 1);
+        if c.trace_cost(&keys) <= p.trace_cost(&keys) {
+            c
+        } else {
+            p
+        }
     }
 
-    /// [`with_config`](Self::with_config) on up to `threads` threads.
-    fn with_threads(rs: &Ruleset, cfg: &Config, threads: usize) -> Classifier {
+    /// What a lookup of each of `keys` costs, summed: internal nodes
+    /// weighed as [`LEVEL_ENTRIES`] leaf entries each, and leaf entries.
+    fn trace_cost(&self, keys: &[Key]) -> f64 {
+        keys.iter()
+            .map(|k| {
+                let (_, nodes, entries) = self.lookup_cost(k);
+                nodes as f64 * LEVEL_ENTRIES + entries as f64
+            })
+            .sum()
+    }
+
+    /// [`with_config`](Self::with_config) on up to `threads` threads;
+    /// whether a root probe widened a cut ([`Config::probe_root`]).
+    fn with_threads(rs: &Ruleset, cfg: &Config, threads: usize) -> (Classifier, bool) {
         let rules = rs.rules.clone();
         let (mut v4, mut v6, mut other) = (Vec::new(), Vec::new(), Vec::new());
         for (i, r) in rules.iter().enumerate() {
@@ -470,6 +516,7 @@ impl Classifier {
         b.br = &brules6;
         b.leaves.clear();
         let v6 = b.family(&v6);
+        let probed = b.probed;
         let mut stats = b.stats;
         stats.worst_entries = b.worst;
         let (mem, blocks) = (b.mem, b.blocks);
@@ -481,7 +528,7 @@ impl Classifier {
             + blocks.len() * std::mem::size_of::<Block>()
             + other.len() * 4
             + rules.len() * std::mem::size_of::<Rule>();
-        Classifier {
+        let c = Classifier {
             rules,
             trees,
             mem,
@@ -493,7 +540,8 @@ impl Classifier {
             avx2: has_avx2(),
             prefetch: mem_bytes > PREFETCH_ABOVE,
             loose: v4.iter().any(|&i| brules[i as usize].loose),
-        }
+        };
+        (c, probed)
     }
 
     /// Sizes of the built structure.
@@ -542,14 +590,14 @@ mod tests {
         for (name, rs) in sets() {
             let cfg = Config::default();
             let before = super::parallel::TAKEN.with(|t| t.get());
-            let serial = Classifier::with_threads(&rs, &cfg, 1);
+            let serial = Classifier::with_threads(&rs, &cfg, 1).0;
             assert_eq!(
                 super::parallel::TAKEN.with(|t| t.get()),
                 before,
                 "{name}: serial"
             );
             for threads in [2, 5] {
-                let par = Classifier::with_threads(&rs, &cfg, threads);
+                let par = Classifier::with_threads(&rs, &cfg, threads).0;
                 assert!(dump(&serial) == dump(&par), "{name}, {threads} threads");
             }
         }
@@ -568,8 +616,8 @@ mod tests {
                 max_entries,
                 ..Config::default()
             };
-            let serial = Classifier::with_threads(&rs, &cfg, 1);
-            let par = Classifier::with_threads(&rs, &cfg, 3);
+            let serial = Classifier::with_threads(&rs, &cfg, 1).0;
+            let par = Classifier::with_threads(&rs, &cfg, 3).0;
             assert!(dump(&serial) == dump(&par), "max_entries {max_entries}");
         }
     }
