@@ -41,19 +41,24 @@ fn cost(c: &Classifier, keys: &[pfil_acl::Key]) -> (f64, f64) {
     (nodes as f64 / n, entries as f64 / n)
 }
 
+/// `rs` built with the default [`Config`] and with the probe off.
+fn builds(rs: &Ruleset) -> (Classifier, Classifier) {
+    let off = Config {
+        probe_root: false,
+        ..Config::default()
+    };
+    (
+        Classifier::with_config(rs, &Config::default()),
+        Classifier::with_config(rs, &off),
+    )
+}
+
 #[test]
 fn a_probed_root_walks_fewer_levels_and_agrees() {
     for name in ["acl4_1k", "acl2_1k"] {
         let rs = neurocuts(name);
         let keys = classbench::trace(&rs.rules, 20_000, 1);
-        let off = Config {
-            probe_root: false,
-            ..Config::default()
-        };
-        let (probed, plain) = (
-            Classifier::with_config(&rs, &Config::default()),
-            Classifier::with_config(&rs, &off),
-        );
+        let (probed, plain) = builds(&rs);
         let linear = Linear::new(&rs);
         for k in &keys {
             assert_eq!(probed.classify(k), linear.classify(k), "{name}: {k:?}");
@@ -67,14 +72,7 @@ fn a_probed_root_walks_fewer_levels_and_agrees() {
 fn a_probe_that_costs_more_entries_than_it_saves_levels_is_not_kept() {
     let rs = neurocuts("acl3_1k");
     let keys = classbench::trace(&rs.rules, 20_000, 1);
-    let off = Config {
-        probe_root: false,
-        ..Config::default()
-    };
-    let (built, plain) = (
-        Classifier::with_config(&rs, &Config::default()),
-        Classifier::with_config(&rs, &off),
-    );
+    let (built, plain) = builds(&rs);
     assert_eq!(built.stats(), plain.stats());
     assert_eq!(cost(&built, &keys), cost(&plain, &keys));
 }
