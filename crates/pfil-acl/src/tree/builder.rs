@@ -202,12 +202,6 @@ pub(super) struct Builder<'a> {
     pub(super) probed: bool,
 }
 
-/// The most bits a probe ([`Builder::build_root`]) adds to the root cut
-/// chosen: the bits its children's merged cuts add past that (acl4_1k: 4,
-/// acl3_1k: 5) cost memory (acl4_1k 1.10 MB with 3, 1.54 MB with 4) for
-/// 2-8 % of its instructions.
-pub(super) const PROBE_MAX_BITS: u8 = 3;
-
 /// A node's cut as it is stored: field, lowest bit and bits of the first
 /// cut field, the same for the second (0 bits: none).
 pub(super) type Cut6 = (usize, u8, u8, usize, u8, u8);
@@ -263,52 +257,10 @@ impl<'a> Builder<'a> {
     /// [`Config::root_cut_bits`] wide.
     pub(super) fn build_root(&mut self, bx: Boxx, ids: &[u32]) -> (u64, RootCut) {
         let maxb = self.cfg.root_cut_bits.clamp(1, ROOT_MAX_BITS);
-        let mark = (
-            self.mem.len(),
-            self.blocks.len(),
-            self.stats,
-            self.tree_worst,
-            self.capped,
-        );
-        let budget_hit = self.budget_hit;
         self.grown = 0;
         self.chosen = None;
         if self.cfg.probe_root && self.br.len() <= REFINE_MAX_RULES {
-            // A probe: the root's children cut, not built, and their cuts
-            // taken in where they fit ([`Builder::merge`]). If that grew
-            // the root's cut, the tree is built under the grown cut, its
-            // children cut for the boxes they are in (built under the
-            // chosen cut, they were cut in boxes as wide as its parts).
-            self.probe = true;
-            let probed = self.split(bx, ids, 0, maxb, self.cfg.root_spfac);
-            self.probe = false;
-            let (mem, blocks, stats, worst, capped) = mark;
-            self.forced = match probed {
-                Ok((c, _)) if !self.capped => self.grew(&bx, c),
-                _ => None,
-            };
-            self.probed |= self.forced.is_some();
-            if let (Some((d0, b0, d1, b1)), Some((_, c0, _, c1))) = (self.forced, self.chosen) {
-                // At most `PROBE_MAX_BITS` more: the bits merges add are
-                // the last field's lowest.
-                let extra = (b0 + b1 - c0 - c1).min(PROBE_MAX_BITS);
-                self.forced = Some(if b1 > 0 {
-                    (d0, b0, d1, c1 + extra - (b0 - c0))
-                } else {
-                    (d0, c0 + extra, d1, 0)
-                });
-            }
-            self.mem.truncate(mem);
-            self.blocks.truncate(blocks);
-            self.stats = stats;
-            self.leaves
-                .retain(|_, r| ((*r & START_MASK) as usize) < blocks);
-            self.tree_worst = worst;
-            self.capped = capped;
-            self.budget_hit = budget_hit;
-            self.pending = 0;
-            self.grown = 0;
-            self.chosen = None;
+            self.probe_root(bx, ids, maxb);
         }
         let root = match self.split(bx, ids, 0, maxb, self.cfg.root_spfac) {
             Ok(((d0, s0, b0, d1, s1, b1), kids)) => {
@@ -541,18 +493,6 @@ impl<'a> Builder<'a> {
         let limit = if depth == 0 { maxb } else { ROOT_MAX_BITS };
 
         Ok(self.merge((d0, s0, b0, d1, s1, b1), kids, limit))
-    }
-
-    /// The root cut `c` of box `bx` as [`Builder::choose_cut`] names it,
-    /// if it cuts the top bits of each field (of two distinct fields) and
-    /// more bits than the cut chosen for the root ([`chosen`](Self::chosen)):
-    /// merges grew it.
-    fn grew(&self, bx: &Boxx, c: Cut6) -> Option<Cut> {
-        let (d0, s0, b0, d1, s1, b1) = c;
-        let top = |d: usize, s: u8, b: u8| s + b == bx[d].1;
-        let ok = top(d0, s0, b0) && (b1 == 0 || (d1 != d0 && top(d1, s1, b1)));
-        let (_, c0, _, c1) = self.chosen?;
-        (ok && b0 + b1 > c0 + c1).then_some((d0, b0, d1, b1))
     }
 
     /// Whether every rule of `ids` covers boxes `a` and `b` whole in each

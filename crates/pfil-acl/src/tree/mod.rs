@@ -172,6 +172,7 @@ mod family;
 mod lookup;
 mod merge;
 mod parallel;
+mod probe;
 
 pub use block::KeyV4;
 use block::*;
@@ -350,19 +351,6 @@ impl Default for Config {
     }
 }
 
-/// The leaf entries a lookup's visit of an internal node is worth in
-/// time, when a build weighs a probed root against the plain one
-/// ([`Config::probe_root`]): in instructions a level costs 14 entries
-/// (40 against 22 a block of 8), but the leaf scans' branches and lines
-/// cost more than they count. Measured: acl4_1k probed, 0.53 fewer
-/// levels and 0.57 more entries a lookup, 6 % faster; acl3_1k, 0.32
-/// fewer and 1.57 more, 10 % slower; so a level is worth between 1.1 and
-/// 4.9 entries.
-const LEVEL_ENTRIES: f64 = 2.5;
-
-/// Keys of the trace a build weighs a probed root on.
-const PROBE_TRACE: usize = 4000;
-
 /// What a build produced: sizes, for reports and tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -443,35 +431,11 @@ impl Classifier {
             t => t.min(cores),
         };
         let (c, probed) = Classifier::with_threads(rs, cfg, threads);
-        if !probed {
-            return c;
-        }
-        // A probe widened a root cut: fewer levels a lookup, but its
-        // leaves can hold more entries. Kept only if a trace of the
-        // rules' own keys costs less, a level weighed as
-        // [`LEVEL_ENTRIES`] leaf entries.
-        let plain = Config {
-            probe_root: false,
-            ..*cfg
-        };
-        let (p, _) = Classifier::with_threads(rs, &plain, threads);
-        let keys = crate::classbench::trace(&rs.rules, PROBE_TRACE, 1);
-        if c.trace_cost(&keys) <= p.trace_cost(&keys) {
-            c
+        if probed {
+            c.or_plain(rs, cfg, threads)
         } else {
-            p
+            c
         }
-    }
-
-    /// What a lookup of each of `keys` costs, summed: internal nodes
-    /// weighed as [`LEVEL_ENTRIES`] leaf entries each, and leaf entries.
-    fn trace_cost(&self, keys: &[Key]) -> f64 {
-        keys.iter()
-            .map(|k| {
-                let (_, nodes, entries) = self.lookup_cost(k);
-                nodes as f64 * LEVEL_ENTRIES + entries as f64
-            })
-            .sum()
     }
 
     /// [`with_config`](Self::with_config) on up to `threads` threads;
