@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use crossbeam_epoch::Guard;
 use pfil::{CtState, Ctx, Filter, FilterStat, Packet, StatKind, Verdict};
 
-use super::table::Adaptive;
+use super::table::{Adaptive, Slot};
 use super::{flow, CtConfig, Invalid, Run, StateInfo, Table, TcpMode};
 
 /// The `ct` filter. Filters derived from one another
@@ -127,9 +127,8 @@ impl fmt::Debug for Ct {
     }
 }
 
-/// Packets classified and hashed at a time by [`Ct::filter_batch`] (a
-/// port's whole batch: at a million flows 64 measured 102-104 ns a frame
-/// against 107 for 32, the prefetches starting over less often).
+/// Packets a batch tracks between two sweeps of a shard (`SWEEP`
+/// entries each; a port's whole batch).
 const PIPE: usize = 64;
 /// How far ahead in a batch an index slot is prefetched (its entry half
 /// as far): 16 measured 100-104 ns a frame at a million flows against
@@ -191,11 +190,13 @@ impl Ct {
         }
     }
 
-    /// The batch path of a larger table: a chunk's packets classified
-    /// and hashed first (a plain IPv4 packet by its key's words, as in
-    /// [`batch_near`](Self::batch_near)), then tracked, the index slot of
-    /// the packet [`AHEAD`] places on and the entry of the one half as
-    /// far prefetched meanwhile, so that the misses overlap.
+    /// The batch path of a larger table: each packet classified and
+    /// hashed [`AHEAD`] packets before it is tracked (a plain IPv4 packet
+    /// by its key's words, as in [`batch_near`](Self::batch_near)), its
+    /// index slot prefetched then and the entry that slot names half as
+    /// far ahead, so that the misses overlap. What is staged waits in a
+    /// ring of `AHEAD` places, written as packets are tracked: nothing a
+    /// chunk's size is cleared or copied for each batch.
     pub(super) fn batch_far<const BIASED: bool>(
         &self,
         pkts: &mut [Packet<'_>],
@@ -212,62 +213,101 @@ impl Ct {
             worker: ctx.worker,
             biased: BIASED,
         };
-        for chunk in pkts.chunks_mut(PIPE) {
-            // Bit i: packet i is tracked (not dropped by an earlier hook);
-            // is plain (its key in `ws`, what it carries in `kinds`); is
-            // from its key's `a` side (plain packets).
-            let (mut tracked, mut plain, mut side) = (0u64, 0u64, 0u64);
-            let mut ws = [[0u64; 5]; PIPE];
-            let mut kinds = [flow::Kind::Other; PIPE];
-            let mut cls = [flow::Class::Untracked; PIPE];
-            let mut hs = [None; PIPE];
-            for (i, p) in chunk.iter().enumerate() {
-                if !p.verdict().is_pass() {
-                    continue;
-                }
-                tracked |= 1 << i;
-                if let Some((w, a, kind)) = flow::plain_v4(p) {
-                    hs[i] = Some(t.hash_words(&w));
-                    ws[i] = w;
-                    kinds[i] = kind;
-                    plain |= 1 << i;
-                    side |= u64::from(a) << i;
-                } else {
-                    let c = flow::classify(p);
-                    hs[i] = t.hash_of(&c);
-                    cls[i] = c;
-                }
-            }
-            let hash = |i: usize| hs.get(i).copied().flatten();
-            for i in 0..AHEAD.min(chunk.len()) {
-                if let Some(h) = hash(i) {
-                    t.prefetch(h, false, g);
-                }
-            }
-            for (i, p) in chunk.iter_mut().enumerate() {
-                if let Some(h) = hash(i + AHEAD) {
-                    t.prefetch(h, false, g);
-                }
-                if let Some(h) = hash(i + AHEAD / 2) {
-                    t.prefetch(h, true, g);
-                }
-                if tracked & 1 << i == 0 {
-                    continue;
-                }
-                let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
-                let (s, reply, kept) = match hs[i] {
-                    Some(h) if plain & 1 << i != 0 => {
-                        let a = side & 1 << i != 0;
-                        t.track_words(&ws[i], h, a, kinds[i], len, &b, g)
+        let n = pkts.len();
+        let mut ring = [Staged::Skip; AHEAD];
+        for (r, p) in ring.iter_mut().zip(pkts.iter()) {
+            r.stage(p, t, g);
+        }
+        for i in 0..n {
+            if i + AHEAD / 2 < n {
+                match &mut ring[(i + AHEAD / 2) % AHEAD] {
+                    Staged::Plain { h, e, .. } => *e = t.prefetch_entry(*h, g),
+                    Staged::Other { h: Some(h), .. } => {
+                        t.prefetch_entry(*h, g);
                     }
-                    h => t.track_batch(&cls[i], h, len, &b, g),
-                };
+                    _ => {}
+                }
+            }
+            let at = i % AHEAD;
+            let p = &mut pkts[i];
+            let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
+            let tracked = match &ring[at] {
+                Staged::Skip => None,
+                Staged::Plain { w, h, a, kind, e } => {
+                    Some(t.track_words(*e, w, *h, *a, *kind, len, &b, g))
+                }
+                Staged::Other { c, h } => Some(t.track_batch(c, *h, len, &b, g)),
+            };
+            if let Some((s, reply, kept)) = tracked {
                 p.set_ct_ext(s, reply, t.ext(kept));
                 if drop_invalid && s == CtState::Invalid {
                     p.set_verdict(Verdict::Dropped);
                 }
             }
-            t.sweep_in(chunk.len() * super::table::SWEEP, run);
+            if let Some(q) = pkts.get(i + AHEAD) {
+                ring[at].stage(q, t, g);
+            }
+            if (i + 1) % PIPE == 0 || i + 1 == n {
+                t.sweep_in((i % PIPE + 1) * super::table::SWEEP, run);
+            }
+        }
+    }
+}
+
+/// A packet of [`Ct::batch_far`]'s ring: not to track (an earlier hook
+/// did not pass it), a plain IPv4 UDP or TCP packet by its key's words
+/// `w` (`h` their hash, `a`: from the key's `a` side; `e` the entry its
+/// index slot named when prefetched, a hint for the lookup), or any
+/// other by its class.
+#[derive(Clone, Copy)]
+enum Staged<'t> {
+    Skip,
+    Plain {
+        w: [u64; 5],
+        h: u64,
+        a: bool,
+        kind: flow::Kind,
+        e: Option<&'t Slot>,
+    },
+    Other {
+        c: flow::Class,
+        h: Option<u64>,
+    },
+}
+
+impl<'t> Staged<'t> {
+    /// Stage `p` here: classified, hashed, its index slot prefetched.
+    #[inline(always)]
+    fn stage(&mut self, p: &Packet<'_>, t: &'t Table, g: &Guard) {
+        *self = if !p.verdict().is_pass() {
+            Staged::Skip
+        } else if let Some((w, a, kind)) = flow::plain_v4(p) {
+            Staged::Plain {
+                h: t.hash_words(&w),
+                w,
+                a,
+                kind,
+                e: None,
+            }
+        } else {
+            let c = flow::classify(p);
+            Staged::Other {
+                h: t.hash_of(&c),
+                c,
+            }
+        };
+        if let Some(h) = self.hash() {
+            t.prefetch(h, false, g);
+        }
+    }
+
+    /// The hash to prefetch by.
+    #[inline(always)]
+    fn hash(&self) -> Option<u64> {
+        match *self {
+            Staged::Skip => None,
+            Staged::Plain { h, .. } => Some(h),
+            Staged::Other { h, .. } => h,
         }
     }
 }

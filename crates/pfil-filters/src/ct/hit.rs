@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use crossbeam_epoch::Guard;
 use pfil::CtState;
 
+use super::table::Slot;
 use super::tcp::Peer;
 use super::*;
 
@@ -69,11 +70,12 @@ impl Table {
 
     /// [`track_batch`](Self::track_batch) of a packet of flow `w` (its
     /// key's [`FlowKey::words`], `h` their hash) from side `src_a`,
-    /// carrying `kind`.
+    /// carrying `kind`; `hint` as for [`find_hinted`](Self::find_hinted).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(super) fn track_words(
         &self,
+        hint: Option<&Slot>,
         w: &[u64; 5],
         h: u64,
         src_a: bool,
@@ -82,7 +84,7 @@ impl Table {
         b: &Batch,
         g: &Guard,
     ) -> (CtState, bool, bool) {
-        let (r, kept) = match self.hit(w, h, src_a, kind, len, b, g) {
+        let (r, kept) = match self.hit_hinted(hint, w, h, src_a, kind, len, b, g) {
             Some(r) => r,
             None => self.track_miss(w, h, src_a, kind, len, b.run),
         };
@@ -171,8 +173,26 @@ impl Table {
         b: &Batch,
         g: &Guard,
     ) -> Option<Hit> {
+        self.hit_hinted(None, w, h, src_a, kind, len, b, g)
+    }
+
+    /// [`hit`](Self::hit), the entry `hint` tried before the index
+    /// ([`find_hinted`](Self::find_hinted)).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(super) fn hit_hinted(
+        &self,
+        hint: Option<&Slot>,
+        w: &[u64; 5],
+        h: u64,
+        src_a: bool,
+        kind: Kind,
+        len: u32,
+        b: &Batch,
+        g: &Guard,
+    ) -> Option<Hit> {
         let (run, ad, biased) = (b.run, b.ad, b.biased);
-        let (s, t) = self.find_live(self.shard_at(h), w, h as u32, biased, g)?;
+        let (s, t) = self.find_hinted(hint, w, h, biased, g)?;
         // Leave the entry as it was (unlocked if locked here).
         let leave = |t: u64| {
             if !biased {

@@ -21,7 +21,15 @@
 //! a stale slot is caught by the entry's key check under the entry's
 //! lock, as for any index changing under a lock-free probe.
 
+// The slots behind a raw pointer (a heap slice or an arena block): each
+// block says why it is sound.
+#![allow(unsafe_code)]
+
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use super::arena::Arena;
 
 /// Slots of a new shard's index (2 KiB), or fewer when the shard is
 /// built for fewer.
@@ -30,25 +38,62 @@ pub const FIRST_SLOTS: usize = 256;
 /// One index: `mask + 1` slots, a power of two.
 pub struct Index {
     mask: usize,
-    slots: Box<[AtomicU64]>,
+    /// The slots: a leaked `Box<[u64]>` (`home` `None`) or a block of
+    /// `home`'s index reservation (huge pages in a large table).
+    slots: NonNull<AtomicU64>,
+    home: Option<Arc<Arena>>,
 }
 
 // The index is a zeroed `u64` allocation seen as atomics (same size and
 // representation; the alignment is checked here).
 const _: () = assert!(std::mem::align_of::<AtomicU64>() == std::mem::align_of::<u64>());
 
+// SAFETY: an Index owns its slots (a boxed slice or an arena block no one
+// else is handed) and they are atomics: shared reads and writes through
+// `&Index` are what they are for; `home` is an `Arc` of a Send + Sync
+// arena.
+unsafe impl Send for Index {}
+// SAFETY: as above.
+unsafe impl Sync for Index {}
+
 impl Index {
-    /// An empty index of `n` slots (a power of two), allocated zeroed:
-    /// pages never touched cost nothing.
+    /// An empty index of `n` slots (a power of two), allocated zeroed
+    /// from the heap: pages never touched cost nothing.
     pub fn new(n: usize) -> Index {
+        Index::new_in(n, None)
+    }
+
+    /// [`new`](Self::new), from `arena`'s index reservation where it has
+    /// room for them ([`Arena::index_block`]), else from the heap.
+    pub(super) fn new_in(n: usize, arena: Option<&Arc<Arena>>) -> Index {
         debug_assert!(n.is_power_of_two());
+        if let Some(a) = arena {
+            if let Some(p) = a.index_block(n * 8) {
+                return Index {
+                    mask: n - 1,
+                    // Atomics over u64s: same size and alignment (above).
+                    slots: p.cast(),
+                    home: Some(a.clone()),
+                };
+            }
+        }
         let zeroed = Box::into_raw(vec![0u64; n].into_boxed_slice());
-        // SAFETY: AtomicU64 has the size, alignment (checked above) and
-        // bit validity of u64, so the allocation is a valid [AtomicU64]
-        // of the same length; ownership moves to the new Box.
-        #[allow(unsafe_code)]
-        let slots = unsafe { Box::from_raw(zeroed as *mut [AtomicU64]) };
-        Index { mask: n - 1, slots }
+        Index {
+            mask: n - 1,
+            // A box's pointer is never null; its slice of `n` u64s is
+            // owned by the index from here on (freed in `drop`).
+            slots: NonNull::new(zeroed.cast::<AtomicU64>()).expect("a box is never null"),
+            home: None,
+        }
+    }
+
+    /// The slots.
+    #[inline(always)]
+    fn slots(&self) -> &[AtomicU64] {
+        // SAFETY: `slots` names `mask + 1` initialised (zeroed, then
+        // written only as atomics) slots the index owns while it lives
+        // (see `new`); AtomicU64 has u64's size, alignment and validity.
+        unsafe { std::slice::from_raw_parts(self.slots.as_ptr(), self.mask + 1) }
     }
 
     /// Slots - 1.
@@ -75,7 +120,7 @@ impl Index {
     /// Slot `pos` (masked).
     #[inline(always)]
     pub fn at(&self, pos: usize) -> &AtomicU64 {
-        &self.slots[pos & self.mask]
+        &self.slots()[pos & self.mask]
     }
 
     /// The address of slot `pos` (masked), to prefetch.
@@ -88,17 +133,23 @@ impl Index {
     /// slot after it (the lock holder; the index not full).
     pub fn put(&self, slot: u64) {
         let mut pos = (slot >> 32) as usize & self.mask;
-        while self.slots[pos].load(Relaxed) != 0 {
+        while self.slots()[pos].load(Relaxed) != 0 {
             pos = (pos + 1) & self.mask;
         }
-        self.slots[pos].store(slot, Relaxed);
+        self.slots()[pos].store(slot, Relaxed);
     }
 
     /// An index of twice the slots holding every slot of this one, each
-    /// placed from its tag (no key is hashed again).
+    /// placed from its tag (no key is hashed again), on the heap.
     pub fn grown(&self) -> Index {
-        let g = Index::new(self.len() * 2);
-        for s in self.slots.iter() {
+        self.grown_in(None)
+    }
+
+    /// [`grown`](Self::grown), from `arena` as [`new_in`](Self::new_in)
+    /// places it.
+    pub(super) fn grown_in(&self, arena: Option<&Arc<Arena>>) -> Index {
+        let g = Index::new_in(self.len() * 2, arena);
+        for s in self.slots().iter() {
             let v = s.load(Relaxed);
             if v != 0 {
                 g.put(v);
@@ -112,8 +163,8 @@ impl Index {
     pub fn remove(&self, want: u64) -> bool {
         let m = self.mask;
         let mut pos = (want >> 32) as usize & m;
-        while self.slots[pos].load(Relaxed) != want {
-            if self.slots[pos].load(Relaxed) == 0 {
+        while self.slots()[pos].load(Relaxed) != want {
+            if self.slots()[pos].load(Relaxed) == 0 {
                 return false;
             }
             pos = (pos + 1) & m;
@@ -121,26 +172,47 @@ impl Index {
         let mut hole = pos;
         let mut next = (hole + 1) & m;
         loop {
-            let slot = self.slots[next].load(Relaxed);
+            let slot = self.slots()[next].load(Relaxed);
             if slot == 0 {
                 break;
             }
             let home = (slot >> 32) as usize & m;
             // Move the slot back if its home is not in (hole, next].
             if (next.wrapping_sub(home) & m) >= (next.wrapping_sub(hole) & m) {
-                self.slots[hole].store(slot, Relaxed);
+                self.slots()[hole].store(slot, Relaxed);
                 hole = next;
             }
             next = (next + 1) & m;
         }
-        self.slots[hole].store(0, Relaxed);
+        self.slots()[hole].store(0, Relaxed);
         true
     }
 
     /// Slots in use.
     #[cfg(test)]
     pub fn used(&self) -> usize {
-        self.slots.iter().filter(|s| s.load(Relaxed) != 0).count()
+        self.slots().iter().filter(|s| s.load(Relaxed) != 0).count()
+    }
+}
+
+impl Drop for Index {
+    fn drop(&mut self) {
+        let n = self.mask + 1;
+        match &self.home {
+            // SAFETY: the block `index_block` gave for these `n` slots,
+            // given back once (here), and no one reads it any more: the
+            // index is going (a replaced one only after the epoch let every
+            // reader go).
+            Some(a) => unsafe { a.give_back(self.slots.cast(), n * 8) },
+            // SAFETY: the slice `new` leaked from a `Box<[u64]>` of `n`,
+            // freed once (here); no borrow of it outlives the index.
+            None => drop(unsafe {
+                Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                    self.slots.as_ptr().cast::<u64>(),
+                    n,
+                ))
+            }),
+        }
     }
 }
 
@@ -199,11 +271,18 @@ mod tests {
     /// the full size and no further; every entry stays findable across
     /// the growths, removals after them work, the room is the full
     /// size's from the start.
+    /// A small shard's indexes come from the heap, a large one's from
+    /// its arena's index reservation once they outgrow a page.
     #[test]
     fn a_shard_index_grows_as_it_fills() {
+        grows_as_it_fills(10_000);
+        grows_as_it_fills(super::super::arena::HUGE_FROM);
+    }
+
+    fn grows_as_it_fills(cap: usize) {
         let seeds = [3, 5, 7, 11];
-        let mut s = Shard::new(10_000, seeds);
-        let full = (10_000usize + 10_000 / 3 + 1).next_power_of_two();
+        let mut s = Shard::new(cap, seeds);
+        let full = (cap + cap / 3 + 1).next_power_of_two();
         assert_eq!(s.index_slots(), FIRST_SLOTS);
         assert_eq!(s.room(), full / 8 * 7);
         let mut ids = Vec::new();

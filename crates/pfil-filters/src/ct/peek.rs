@@ -65,13 +65,14 @@ impl Peek {
         unsafe { self.ix(g) }.addr(hash as usize)
     }
 
-    /// The address of the entry the home slot of `hash` names if its tag
-    /// is `hash` (a racy read: a hint, possibly stale), else `None`.
+    /// The entry the home slot of `hash` names if its tag is `hash` (a
+    /// racy read: a hint, possibly stale), else `None`.
     ///
     /// # Safety
-    /// The shard this view was made from must be alive.
+    /// The shard this view was made from must outlive the returned
+    /// borrow (the [`super::Table`] that owns both ties them).
     #[inline]
-    pub unsafe fn entry(&self, hash: u32, g: &Guard) -> Option<*const u8> {
+    pub unsafe fn entry(&self, hash: u32, g: &Guard) -> Option<&Slot> {
         // SAFETY: the caller's promise.
         let slot = unsafe { self.ix(g) }.at(hash as usize).load(Relaxed);
         if slot == 0 || (slot >> 32) as u32 != hash {
@@ -86,7 +87,9 @@ impl Peek {
         if c.is_null() {
             return None;
         }
-        Some(c.wrapping_add(id % CHUNK).cast())
+        // SAFETY: as in `find_live`: a published chunk holds CHUNK slots
+        // (atomics) and lives as long as the shard.
+        Some(unsafe { &*c.add(id % CHUNK) })
     }
 
     /// The live entry whose key has words `w` (`hash`: the low 32 bits of
@@ -138,11 +141,7 @@ impl Peek {
                 // caller's promise covers the borrow); slots are atomics.
                 let s = unsafe { &*c.add(id % CHUNK) };
                 // Biased (one worker's table, see `bias`): no lock to take.
-                let t = if biased {
-                    s.live_tail()?
-                } else {
-                    s.try_lock_live()?
-                };
+                let t = s.claim(biased)?;
                 if s.key_is(w, t) {
                     return Some((s, t));
                 }
@@ -185,9 +184,36 @@ impl super::Table {
 
     /// [`Peek::entry`] of hash `h` (its shard's view).
     #[inline(always)]
-    pub(super) fn peek_entry(&self, h: u64, g: &Guard) -> Option<*const u8> {
+    pub(super) fn peek_entry(&self, h: u64, g: &Guard) -> Option<&Slot> {
         // SAFETY: as in `find_live`.
         unsafe { self.peeks[self.shard_at(h)].entry(h as u32, g) }
+    }
+
+    /// [`find_live`](Self::find_live), `hint` tried first: the entry
+    /// the home slot of `hash` named when it was prefetched
+    /// ([`prefetch_entry`](Self::prefetch_entry)), the one the probe
+    /// would try first if the index has not changed since. A hint not
+    /// live or locked answers `None` as the probe would; one of another
+    /// key is passed over for the probe.
+    #[inline(always)]
+    pub(super) fn find_hinted<'t>(
+        &'t self,
+        hint: Option<&'t Slot>,
+        w: &[u64; 5],
+        hash: u64,
+        biased: bool,
+        g: &Guard,
+    ) -> Option<(&'t Slot, u64)> {
+        if let Some(s) = hint {
+            let t = s.claim(biased)?;
+            if s.key_is(w, t) {
+                return Some((s, t));
+            }
+            if !biased {
+                s.unlock(t);
+            }
+        }
+        self.find_live(self.shard_at(hash), w, hash as u32, biased, g)
     }
 }
 
@@ -205,4 +231,57 @@ pub fn prefetch(p: *const u8) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::flow::{Class, FlowKey, Kind};
+    use super::super::{Run, Table};
+
+    fn key(i: u32) -> FlowKey {
+        let mut a = [0u8; 16];
+        a[..4].copy_from_slice(&(0x0a00_0000 | i).to_be_bytes());
+        let b = [198, 18, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        FlowKey::new(a, 1000, b, 53, 17, false).0
+    }
+
+    /// A hint that is the flow's entry finds it without the index; a
+    /// hint of another flow is passed over for the index; a hint whose
+    /// flow is gone answers `None`, as the probe would, locked or not.
+    #[test]
+    fn a_hint_is_checked_before_it_is_used() {
+        let t = Table::new(1000, 1);
+        let run = Run {
+            now: t.now(),
+            loose: false,
+            max: 1000,
+        };
+        for i in 0..2 {
+            t.track(Class::Flow(key(i), true, Kind::Udp), 60, run, 0);
+        }
+        let g = crossbeam_epoch::pin();
+        let (w0, w1) = (key(0).words(), key(1).words());
+        let (h0, h1) = (t.hash(&key(0)), t.hash(&key(1)));
+        let e0 = t.peek_entry(h0, &g).expect("flow 0 at its home slot");
+        let e1 = t.peek_entry(h1, &g).expect("flow 1 at its home slot");
+        assert!(!std::ptr::eq(e0, e1));
+        for biased in [false, true] {
+            for hint in [Some(e0), Some(e1), None] {
+                let (s, tail) = t.find_hinted(hint, &w0, h0, biased, &g).expect("flow 0");
+                assert!(
+                    std::ptr::eq(s, e0),
+                    "hint {:?}",
+                    hint.map(|e| e as *const _)
+                );
+                if !biased {
+                    s.unlock(tail);
+                }
+            }
+        }
+        assert_eq!(t.kill(1000, |s| s.dport == 53 && s.sport == 1000), 2);
+        for biased in [false, true] {
+            assert!(t.find_hinted(Some(e0), &w0, h0, biased, &g).is_none());
+            assert!(t.find_hinted(Some(e1), &w1, h1, biased, &g).is_none());
+        }
+    }
 }

@@ -104,6 +104,19 @@ impl Slot {
         (t & (LIVE_BIT | LOCK_BIT) == LIVE_BIT).then_some(t)
     }
 
+    /// A live entry's `tail` word for its holder: locked here with
+    /// [`try_lock_live`](Self::try_lock_live), or as it is in the owner's
+    /// biased batch (`biased`: no lock, see `bias.rs`); `None` if it is
+    /// not live, or locked.
+    #[inline(always)]
+    pub fn claim(&self, biased: bool) -> Option<u64> {
+        if biased {
+            self.live_tail()
+        } else {
+            self.try_lock_live()
+        }
+    }
+
     /// Lock a live entry if it is not locked: its `tail` word (lock bit
     /// clear), or `None` (not live, or locked: the caller takes the
     /// shard's way).

@@ -222,7 +222,7 @@ impl Shard {
     /// hashed with `seeds` ([`key_hash`]). The index starts at
     /// [`FIRST_SLOTS`] (fewer if that is the full size).
     pub fn new(cap: usize, seeds: [u64; 4]) -> Shard {
-        let arena = Arena::new(Shard::chunks_for(cap), cap);
+        let arena = Arena::new(Shard::chunks_for(cap), cap, Shard::index_bytes_for(cap));
         Shard::with_arena(cap, seeds, Arc::new(arena))
     }
 
@@ -232,12 +232,18 @@ impl Shard {
         (slots / 8 * 7).div_ceil(CHUNK).max(1)
     }
 
+    /// Bytes of every index a shard for `cap` entries can have in turn
+    /// (each twice the last: less than twice the largest).
+    pub fn index_bytes_for(cap: usize) -> usize {
+        (cap + cap / 3 + 1).next_power_of_two().max(8) * 2 * 8
+    }
+
     /// [`new`](Self::new), its chunks from `arena` (a table's, shared by
     /// its shards).
     pub(super) fn with_arena(cap: usize, seeds: [u64; 4], arena: Arc<Arena>) -> Shard {
         let slots = (cap + cap / 3 + 1).next_power_of_two().max(8);
         Shard {
-            index: Atomic::new(Index::new(slots.min(FIRST_SLOTS))),
+            index: Atomic::new(Index::new_in(slots.min(FIRST_SLOTS), Some(&arena))),
             full: slots,
             seeds,
             nchunks: 0,
@@ -289,7 +295,7 @@ impl Shard {
     /// freed once they have all unpinned.
     fn grow(&mut self) {
         let g = epoch::pin();
-        let grown = Owned::new(self.ix().grown());
+        let grown = Owned::new(self.ix().grown_in(Some(&self.arena)));
         // Release: a reader that loads the new index (Acquire) sees its
         // slots as written here.
         let old = self.index.swap(grown, Release, &g);

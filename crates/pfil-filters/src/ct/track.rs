@@ -65,7 +65,11 @@ impl Table {
         };
         // One reservation for every chunk of every shard (huge pages for
         // a large table: `arena`).
-        let arena = std::sync::Arc::new(super::arena::Arena::new(n * Shard::chunks_for(per), max));
+        let arena = std::sync::Arc::new(super::arena::Arena::new(
+            n * Shard::chunks_for(per),
+            max,
+            n * Shard::index_bytes_for(per),
+        ));
         let shards: Shards = (0..n)
             .map(|_| CachePadded::new(Mutex::new(Shard::with_arena(per, seeds, arena.clone()))))
             .collect();
@@ -169,14 +173,23 @@ impl Table {
     #[inline]
     pub fn prefetch(&self, h: u64, entry: bool, g: &Guard) {
         if entry {
-            if let Some(e) = self.peek_entry(h, g) {
-                // A slot (96 bytes, aligned to 32) spans two lines.
-                table::prefetch(e);
-                table::prefetch(e.wrapping_add(std::mem::size_of::<table::Slot>() - 1));
-            }
+            self.prefetch_entry(h, g);
         } else {
             table::prefetch(self.peek_slot(h, g));
         }
+    }
+
+    /// Start bringing in the entry the index slot of hash `h` names
+    /// (read without the lock: a hint), and hand it back as one for the
+    /// lookup ([`find_hinted`](Self::find_hinted)).
+    #[inline]
+    pub(super) fn prefetch_entry(&self, h: u64, g: &Guard) -> Option<&table::Slot> {
+        let e = self.peek_entry(h, g)?;
+        let p = (e as *const table::Slot).cast::<u8>();
+        // A slot (96 bytes, aligned to 32) spans two lines.
+        table::prefetch(p);
+        table::prefetch(p.wrapping_add(std::mem::size_of::<table::Slot>() - 1));
+        Some(e)
     }
 
     /// [`track`](Self::track) with the hash [`hash_of`](Self::hash_of)
