@@ -45,7 +45,9 @@
 //!   turn from one reservation of address space, on transparent huge
 //!   pages for a table built for 65 536 flows or more (`ct/arena.rs`:
 //!   at a million flows the page walks, not the cache misses, bounded a
-//!   lookup: 102 ns a frame on 4 KiB pages, 69 on 2 MiB ones). At 1 million flows in a table
+//!   lookup: 102 ns a frame on 4 KiB pages, 69 on 2 MiB ones); the
+//!   indexes of such a table, once they outgrow a page, come from a
+//!   second reservation of the same kind. At 1 million flows in a table
 //!   built for 1 million, about 117 bytes a flow (measured by
 //!   `a_flow_costs_at_most_128_bytes_at_a_million`).
 //! - **Lock-free reads.** A batch reads index slots and entries without
