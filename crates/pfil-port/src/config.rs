@@ -329,20 +329,25 @@ mod tests {
         let mut start = Instant::now() - Duration::from_secs(1);
         let mut built = 0;
         let mut burst = 0;
+        let t0 = Instant::now();
         loop {
             let n = g.budget(built, &mut start);
             if n == 0 {
                 break;
             }
+            assert!(n <= BATCH as u64, "{n} frames at once");
             built += n;
             burst += n;
-            assert!(
-                burst <= 2 * BATCH as u64,
-                "a {burst}-frame burst after a stall"
-            );
         }
-        // 1 ms at 40 kpps is 40 frames: the cap is one batch.
-        assert_eq!(burst, BATCH as u64);
+        // 1 ms at 40 kpps is 40 frames: the cap is one batch; the frames
+        // the loop's own time pays for come on top (a loaded machine
+        // runs it for tens of microseconds: a frame or two; the whole
+        // debt would be 40 000).
+        let paid = (t0.elapsed().as_secs_f64() * g.rate as f64).ceil() as u64;
+        assert!(
+            (BATCH as u64..=BATCH as u64 + paid).contains(&burst),
+            "a {burst}-frame burst after a stall ({paid} paid for meanwhile)"
+        );
         assert!(
             start.elapsed() < Duration::from_millis(100),
             "the debt was forgiven"
