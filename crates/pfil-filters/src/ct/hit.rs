@@ -2,7 +2,7 @@
 //! lock and the entry updated under its own, or with no lock at all in
 //! the owner's biased batch (`bias.rs`) ([`Table::hit`]); what the lock-free
 //! way does not settle goes to the shard's lock, and its `keep state`
-//! mark is read there ([`Table::kept_slow`]).
+//! mark is read there, with the entry in hand.
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -53,16 +53,10 @@ impl Table {
             (&Class::Flow(ref key, src_a, kind), Some(h)) => {
                 match self.hit(&key.words(), h, src_a, kind, len, b, g) {
                     Some(r) => r,
-                    None => {
-                        let r = self.track_inner(*c, Some(h), len, run, false, false);
-                        (r, self.kept_slow(c, Some(h)))
-                    }
+                    None => self.track_kept(*c, Some(h), len, run, false, false),
                 }
             }
-            _ => {
-                let r = self.track_inner(*c, h, len, run, false, true);
-                (r, self.kept_slow(c, h))
-            }
+            _ => self.track_kept(*c, h, len, run, false, true),
         };
         let (s, reply) = r.unwrap_or_else(|why| self.invalid(why, b.worker));
         (s, reply, kept)
@@ -128,14 +122,14 @@ impl Table {
         run: Run,
     ) -> (Result<(CtState, bool), Invalid>, bool) {
         let c = Class::Flow(FlowKey::from_words(*w), src_a, kind);
-        let r = self.track_inner(c, Some(h), len, run, false, false);
-        (r, self.kept_slow(&c, Some(h)))
+        self.track_kept(c, Some(h), len, run, false, false)
     }
 
     /// Whether the flow of a packet of class `c` (`h`: its hash if
     /// known; an ICMP error's: the quoted flow's) carries a `keep state`
-    /// mark ([`KEPT`]), read under its shard's lock: for the packets the
-    /// lock-free way did not settle. A table no acl marks answers at once.
+    /// mark ([`KEPT`]), read under its shard's lock: for an acl's packet
+    /// annotated without it (`keep.rs`; the hook's own paths read the
+    /// mark with the entry in hand). A table no acl marks answers at once.
     pub(super) fn kept_slow(&self, c: &Class, h: Option<u64>) -> bool {
         if self.keeper.load(Relaxed) == 0 {
             return false;

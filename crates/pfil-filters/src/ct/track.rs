@@ -295,23 +295,43 @@ impl Table {
         sweep: bool,
         try_hit: bool,
     ) -> Result<(CtState, bool), Invalid> {
+        self.track_kept(c, h, len, run, sweep, try_hit).0
+    }
+
+    /// [`track_inner`](Self::track_inner), and whether the packet's flow
+    /// (an ICMP error's: the quoted flow) carries a `keep state` mark
+    /// ([`KEPT`](table::KEPT)), read with the entry in hand (under the
+    /// shard's lock, or the entry's on the lock-free way).
+    pub(super) fn track_kept(
+        &self,
+        c: Class,
+        h: Option<u64>,
+        len: u32,
+        run: Run,
+        sweep: bool,
+        try_hit: bool,
+    ) -> (Result<(CtState, bool), Invalid>, bool) {
         let (key, src_a, kind) = match c {
-            Class::Untracked => return Ok((CtState::Untracked, false)),
-            Class::Invalid(why) => return Err(why),
+            Class::Untracked => return (Ok((CtState::Untracked, false)), false),
+            Class::Invalid(why) => return (Err(why), false),
             Class::Error(key, sender_a) => {
                 let h = h.unwrap_or_else(|| self.hash(&key));
                 let s = self.shard(h);
                 let mut g = lock(s);
                 let ad = Adaptive::at(self.len(), run.max);
-                let id = self
-                    .live(&mut g, &key, h as u32, run.now, ad)
-                    .ok_or(Invalid::NoState)?;
+                let Some(id) = self.live(&mut g, &key, h as u32, run.now, ad) else {
+                    return (Err(Invalid::NoState), false);
+                };
                 // ORIG_A is set when the entry is made, never changed.
-                let orig_a = table::tail_flags(g.slot(id).tail()) & ORIG_A != 0;
+                let flags = table::tail_flags(g.slot(id).tail());
+                let orig_a = flags & ORIG_A != 0;
                 // The quoted packet went in the original direction: the
                 // error comes back in the reply direction.
                 let quoted_orig = orig_a == sender_a;
-                return Ok((CtState::Related, quoted_orig));
+                return (
+                    Ok((CtState::Related, quoted_orig)),
+                    flags & table::KEPT != 0,
+                );
             }
             Class::Flow(key, src_a, kind) => (key, src_a, kind),
         };
@@ -325,7 +345,6 @@ impl Table {
                 biased: false,
             };
             self.hit(&key.words(), h, src_a, kind, len, &b, &epoch::pin())
-                .map(|(r, _)| r)
         } else {
             None
         };
@@ -356,14 +375,21 @@ impl Table {
         len: u32,
         run: Run,
         ad: Adaptive,
-    ) -> Result<(CtState, bool), Invalid> {
+    ) -> (Result<(CtState, bool), Invalid>, bool) {
         let mut g = lock(self.shard(h));
+        // A flow made here carries no mark yet (an acl marks it later).
         match self.live(&mut g, &key, h as u32, run.now, ad) {
             Some(id) => match self.update_locked(&mut g, id, src_a, kind, len, run) {
-                Err(Reopen) => self.create(&mut g, key, h as u32, src_a, kind, len, run, ad),
-                Ok(r) => r,
+                Err(Reopen) => (
+                    self.create(&mut g, key, h as u32, src_a, kind, len, run, ad),
+                    false,
+                ),
+                Ok(r) => (r, table::tail_flags(g.slot(id).tail()) & table::KEPT != 0),
             },
-            None => self.create(&mut g, key, h as u32, src_a, kind, len, run, ad),
+            None => (
+                self.create(&mut g, key, h as u32, src_a, kind, len, run, ad),
+                false,
+            ),
         }
     }
 
