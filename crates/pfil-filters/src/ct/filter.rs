@@ -214,29 +214,31 @@ impl Ct {
             biased: BIASED,
         };
         let n = pkts.len();
-        let mut ring = [Staged::Skip; AHEAD];
+        let mut ring = [Staged::default(); AHEAD];
         for (r, p) in ring.iter_mut().zip(pkts.iter()) {
             r.stage(p, t, g);
         }
         for i in 0..n {
             if i + AHEAD / 2 < n {
-                match &mut ring[(i + AHEAD / 2) % AHEAD] {
-                    Staged::Plain { h, e, .. } => *e = t.prefetch_entry(*h, g),
-                    Staged::Other { h: Some(h), .. } => {
-                        t.prefetch_entry(*h, g);
-                    }
-                    _ => {}
+                let r = &mut ring[(i + AHEAD / 2) % AHEAD];
+                if matches!(r.how, How::Plain | How::Other) {
+                    r.e = t.prefetch_entry(r.h, g);
                 }
             }
             let at = i % AHEAD;
+            let Staged { h, e, how } = ring[at];
             let p = &mut pkts[i];
             let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
-            let tracked = match &ring[at] {
-                Staged::Skip => None,
-                Staged::Plain { w, h, a, kind, e } => {
-                    Some(t.track_words(*e, w, *h, *a, *kind, len, &b, g))
-                }
-                Staged::Other { c, h } => Some(t.track_batch(c, *h, len, &b, g)),
+            // A plain packet's key again from its parse (cached in the
+            // packet), rather than kept: cheaper than the copies.
+            let tracked = match how {
+                How::Skip => None,
+                How::Plain => Some(match flow::plain_v4(p) {
+                    Some((w, a, kind)) => t.track_words(e, &w, h, a, kind, len, &b, g),
+                    None => t.track_cold(p, len, &b, g),
+                }),
+                How::Other => Some(t.track_batch(&flow::classify(p), Some(h), len, &b, g)),
+                How::Unhashed => Some(t.track_batch(&flow::classify(p), None, len, &b, g)),
             };
             if let Some((s, reply, kept)) = tracked {
                 p.set_ct_ext(s, reply, t.ext(kept));
@@ -254,61 +256,57 @@ impl Ct {
     }
 }
 
-/// A packet of [`Ct::batch_far`]'s ring: not to track (an earlier hook
-/// did not pass it), a plain IPv4 UDP or TCP packet by its key's words
-/// `w` (`h` their hash, `a`: from the key's `a` side; `e` the entry its
-/// index slot named when prefetched, a hint for the lookup), or any
-/// other by its class.
-#[derive(Clone, Copy)]
-enum Staged<'t> {
+/// A packet of [`Ct::batch_far`]'s ring: its hash `h` (its key's, or an
+/// ICMP error's quoted flow's), the entry its index slot named when the
+/// entry was prefetched (`e`, a hint for the lookup), and how it is
+/// tracked.
+#[derive(Clone, Copy, Default)]
+struct Staged<'t> {
+    h: u64,
+    e: Option<&'t Slot>,
+    how: How,
+}
+
+/// How a [`Staged`] packet is tracked.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+enum How {
+    /// Not at all: an earlier hook did not pass it.
+    #[default]
     Skip,
-    Plain {
-        w: [u64; 5],
-        h: u64,
-        a: bool,
-        kind: flow::Kind,
-        e: Option<&'t Slot>,
-    },
-    Other {
-        c: flow::Class,
-        h: Option<u64>,
-    },
+    /// A plain IPv4 UDP or TCP packet ([`flow::plain_v4`]).
+    Plain,
+    /// Any other, classified again when tracked.
+    Other,
+    /// Any other without a hash (nothing to look up).
+    Unhashed,
 }
 
 impl<'t> Staged<'t> {
     /// Stage `p` here: classified, hashed, its index slot prefetched.
     #[inline(always)]
     fn stage(&mut self, p: &Packet<'_>, t: &'t Table, g: &Guard) {
-        *self = if !p.verdict().is_pass() {
-            Staged::Skip
-        } else if let Some((w, a, kind)) = flow::plain_v4(p) {
-            Staged::Plain {
-                h: t.hash_words(&w),
-                w,
-                a,
-                kind,
-                e: None,
-            }
+        self.e = None;
+        if !p.verdict().is_pass() {
+            self.how = How::Skip;
+            return;
+        }
+        let h = if let Some((w, _)) = flow::plain_v4_key(p) {
+            self.how = How::Plain;
+            t.hash_words(&w)
         } else {
-            let c = flow::classify(p);
-            Staged::Other {
-                h: t.hash_of(&c),
-                c,
+            match t.hash_of(&flow::classify(p)) {
+                Some(h) => {
+                    self.how = How::Other;
+                    h
+                }
+                None => {
+                    self.how = How::Unhashed;
+                    return;
+                }
             }
         };
-        if let Some(h) = self.hash() {
-            t.prefetch(h, false, g);
-        }
-    }
-
-    /// The hash to prefetch by.
-    #[inline(always)]
-    fn hash(&self) -> Option<u64> {
-        match *self {
-            Staged::Skip => None,
-            Staged::Plain { h, .. } => Some(h),
-            Staged::Other { h, .. } => h,
-        }
+        self.h = h;
+        t.prefetch(h, false, g);
     }
 }
 

@@ -283,6 +283,21 @@ pub(super) fn plain_v4(p: &Packet<'_>) -> Option<([u64; 5], bool, Kind)> {
     Some((w, a, Kind::Tcp(seg)))
 }
 
+/// [`plain_v4`]'s key words and side alone (its TCP segment not read):
+/// what a batch hashes ahead of tracking the packet. `Some` for every
+/// packet `plain_v4` takes, and for a TCP one whose segment it would
+/// refuse (the tracking finds that out).
+#[inline(always)]
+pub(super) fn plain_v4_key(p: &Packet<'_>) -> Option<([u64; 5], bool)> {
+    let t = p.plain_five_tuple_v4()?;
+    if t.protocol != 17 && t.protocol != 6 {
+        return None;
+    }
+    Some(FlowKey::v4_words(
+        t.src, t.src_port, t.dst, t.dst_port, t.protocol,
+    ))
+}
+
 /// [`classify`] of any shape.
 #[inline(never)]
 pub(super) fn classify_general(p: &Packet<'_>) -> Class {

@@ -120,7 +120,11 @@ impl Index {
     /// Slot `pos` (masked).
     #[inline(always)]
     pub fn at(&self, pos: usize) -> &AtomicU64 {
-        &self.slots()[pos & self.mask]
+        // SAFETY: `pos & mask` is at most `mask`, below the `mask + 1`
+        // slots the index owns (`new_in`); unchecked because the bound
+        // check cannot be proven away (`mask + 1` could wrap as far as
+        // the compiler knows) and lookups take it on every probe.
+        unsafe { &*self.slots.as_ptr().add(pos & self.mask) }
     }
 
     /// The address of slot `pos` (masked), to prefetch.

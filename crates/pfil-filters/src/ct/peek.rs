@@ -155,6 +155,17 @@ impl Peek {
 }
 
 impl super::Table {
+    /// The view of shard `shard` (`shard_at`'s: masked by `shard_mask`).
+    #[inline(always)]
+    fn peek(&self, shard: usize) -> &Peek {
+        debug_assert_eq!(self.peeks.len(), self.shard_mask + 1);
+        // SAFETY: the table has `shard_mask + 1` shards and a view of each
+        // (`Table::new`, which makes `shard_mask` a power of two less
+        // one); masked here, the index is below that length. (The callers
+        // pass `shard_at`'s, masked already: the compiler folds the two.)
+        unsafe { self.peeks.get_unchecked(shard & self.shard_mask) }
+    }
+
     /// [`Peek::find_live`] in shard `shard` of this table.
     #[inline(always)]
     pub(super) fn find_live(
@@ -171,7 +182,7 @@ impl super::Table {
         // (see [`Shard`]): `*guard = Shard::new(..)` would drop the old
         // shard (freeing the index and chunks this view points into)
         // while the table, and this borrow, live on.
-        unsafe { self.peeks[shard].find_live(w, hash, biased, g) }
+        unsafe { self.peek(shard).find_live(w, hash, biased, g) }
     }
 
     /// [`Peek::slot`] of hash `h` (its shard's view).
@@ -179,14 +190,14 @@ impl super::Table {
     pub(super) fn peek_slot(&self, h: u64, g: &Guard) -> *const u8 {
         // SAFETY: as in `find_live`: the view's shard lives as long as
         // the table.
-        unsafe { self.peeks[self.shard_at(h)].slot(h as u32, g) }
+        unsafe { self.peek(self.shard_at(h)).slot(h as u32, g) }
     }
 
     /// [`Peek::entry`] of hash `h` (its shard's view).
     #[inline(always)]
     pub(super) fn peek_entry(&self, h: u64, g: &Guard) -> Option<&Slot> {
         // SAFETY: as in `find_live`.
-        unsafe { self.peeks[self.shard_at(h)].entry(h as u32, g) }
+        unsafe { self.peek(self.shard_at(h)).entry(h as u32, g) }
     }
 
     /// [`find_live`](Self::find_live), `hint` tried first: the entry

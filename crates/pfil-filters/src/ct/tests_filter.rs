@@ -301,6 +301,11 @@ fn a_batch_agrees_with_packet_by_packet() {
         });
     }
     frames.push(echo4(B, A, true, 4));
+    // Not IP (an ARP frame): untracked, nothing to hash.
+    let mut arp = vec![0xffu8; 12];
+    arp.extend_from_slice(&[0x08, 0x06]);
+    arp.resize(60, 0);
+    frames.insert(70, arp);
     // Packets an earlier hook dropped: never tracked.
     let drop_some = |ps: &mut [Packet<'_>]| {
         for p in ps.iter_mut().skip(5).step_by(11) {
