@@ -65,8 +65,12 @@ impl Peek {
         unsafe { self.ix(g) }.addr(hash as usize)
     }
 
-    /// The entry the home slot of `hash` names if its tag is `hash` (a
-    /// racy read: a hint, possibly stale), else `None`.
+    /// The entry the first slot tagged `hash` from its home on names (a
+    /// racy read: a hint, possibly stale), else `None`: the probe
+    /// [`find_live`](Self::find_live) makes, without its checks. A key
+    /// pushed past its home slot (a quarter of them in a half-full
+    /// index) is found too: its entry would otherwise not be prefetched
+    /// at all.
     ///
     /// # Safety
     /// The shard this view was made from must outlive the returned
@@ -74,8 +78,11 @@ impl Peek {
     #[inline]
     pub unsafe fn entry(&self, hash: u32, g: &Guard) -> Option<&Slot> {
         // SAFETY: the caller's promise.
-        let slot = unsafe { self.ix(g) }.at(hash as usize).load(Relaxed);
-        if slot == 0 || (slot >> 32) as u32 != hash {
+        let ix = unsafe { self.ix(g) };
+        let slot = (hash as usize..hash as usize + PROBE)
+            .map(|pos| ix.at(pos).load(Relaxed))
+            .find(|&s| s == 0 || (s >> 32) as u32 == hash)?;
+        if slot == 0 {
             return None;
         }
         let id = (slot as u32).wrapping_sub(1) as usize;
@@ -201,7 +208,7 @@ impl super::Table {
     }
 
     /// [`find_live`](Self::find_live), `hint` tried first: the entry
-    /// the home slot of `hash` named when it was prefetched
+    /// the first slot tagged `hash` named when it was prefetched
     /// ([`prefetch_entry`](Self::prefetch_entry)), the one the probe
     /// would try first if the index has not changed since. A hint not
     /// live or locked answers `None` as the probe would; one of another
@@ -256,6 +263,37 @@ mod tests {
         FlowKey::new(a, 1000, b, 53, 17, false).0
     }
 
+    /// The hint of a key pushed past its home slot (taken by a key of
+    /// another tag) is its entry: the probe goes on to the slot tagged
+    /// with its hash, as the lookup's does.
+    #[test]
+    fn a_displaced_key_has_its_hint() {
+        use super::super::table::{Entry, Shard, LIVE};
+        let mut s = Shard::new(100, [3, 5, 7, 11]);
+        let mask = s.index_slots() as u32 - 1;
+        let (hx, hy) = (7u32, 7 + mask + 1);
+        for (i, h) in [(0, hx), (1, hy)] {
+            let e = Entry {
+                key: key(i),
+                flags: LIVE,
+                ..Entry::default()
+            };
+            s.insert(e, h).unwrap();
+        }
+        let g = crossbeam_epoch::pin();
+        let view = s.peek();
+        for (i, h) in [(0, hx), (1, hy)] {
+            // SAFETY: the shard outlives the borrow.
+            let e = unsafe { view.entry(h, &g) }.expect("a hint");
+            assert_eq!(e.key(), key(i), "hash {h}");
+        }
+        // SAFETY: as above.
+        assert!(
+            unsafe { view.entry(8, &g) }.is_none(),
+            "no key of that hash"
+        );
+    }
+
     /// A hint that is the flow's entry finds it without the index; a
     /// hint of another flow is passed over for the index; a hint whose
     /// flow is gone answers `None`, as the probe would, locked or not.
@@ -273,8 +311,8 @@ mod tests {
         let g = crossbeam_epoch::pin();
         let (w0, w1) = (key(0).words(), key(1).words());
         let (h0, h1) = (t.hash(&key(0)), t.hash(&key(1)));
-        let e0 = t.peek_entry(h0, &g).expect("flow 0 at its home slot");
-        let e1 = t.peek_entry(h1, &g).expect("flow 1 at its home slot");
+        let e0 = t.peek_entry(h0, &g).expect("flow 0 in the index");
+        let e1 = t.peek_entry(h1, &g).expect("flow 1 in the index");
         assert!(!std::ptr::eq(e0, e1));
         for biased in [false, true] {
             for hint in [Some(e0), Some(e1), None] {
