@@ -288,10 +288,8 @@ mod tests {
             assert_eq!(e.key(), key(i), "hash {h}");
         }
         // SAFETY: as above.
-        assert!(
-            unsafe { view.entry(8, &g) }.is_none(),
-            "no key of that hash"
-        );
+        let none = unsafe { view.entry(8, &g) };
+        assert!(none.is_none(), "no key of that hash");
     }
 
     /// A hint that is the flow's entry finds it without the index; a
