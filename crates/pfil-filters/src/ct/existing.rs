@@ -81,7 +81,7 @@ impl Table {
             Class::Untracked | Class::Invalid(_) => return Existing::Absent(c),
             // An error quoting no tracked flow walks the rules.
             Class::Error(..) => {
-                return match self.track_inner(c, None, len, b.run, false, false) {
+                return match self.track_kept(c, None, len, b.run, false, false).0 {
                     Ok((s, reply)) => Existing::Found(s, reply),
                     Err(_) => Existing::Absent(c),
                 }

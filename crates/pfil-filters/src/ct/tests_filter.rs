@@ -474,7 +474,7 @@ fn two_workers_count_exactly(flows: u16, rounds: usize, listings: usize) {
 }
 
 /// One worker tracks packets through the shard's path alone
-/// (`track_inner` without the lock-free try: `track_locked`, then
+/// (`track_kept` without the lock-free try: `track_locked`, then
 /// `update_locked` under the shard's lock and the entry's) while another
 /// sends the same flows, both directions, through the batch's lock-free
 /// path: every packet is counted on its flow and direction, none lost.
@@ -505,9 +505,10 @@ fn the_shard_path_and_the_lock_free_path_count_exactly() {
                         for fr in frames.iter_mut() {
                             let p = Packet::new(fr);
                             let c = flow::classify(&p);
-                            let r =
-                                ct.table()
-                                    .track_inner(c, None, p.len() as u32, run, false, false);
+                            let r = ct
+                                .table()
+                                .track_kept(c, None, p.len() as u32, run, false, false)
+                                .0;
                             assert_eq!(r.map(|r| r.0), Ok(Est));
                         }
                     } else {
@@ -641,7 +642,8 @@ fn last_seen_never_moves_backwards() {
     };
     let r = t
         .table
-        .track_inner(flow::classify(&p), None, p.len() as u32, run, false, false);
+        .track_kept(flow::classify(&p), None, p.len() as u32, run, false, false)
+        .0;
     assert_eq!(r.map(|r| r.0), Ok(Est));
     assert_eq!(last(&t), 100, "shard's path");
     t.now = 120;

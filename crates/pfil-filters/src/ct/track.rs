@@ -203,7 +203,7 @@ impl Table {
         worker: usize,
     ) -> (CtState, bool) {
         let _hold = self.bias.hold();
-        match self.track_inner(c, h, len, run, false, true) {
+        match self.track_kept(c, h, len, run, false, true).0 {
             Ok(r) => r,
             Err(why) => {
                 self.count(worker, why);
@@ -242,7 +242,8 @@ impl Table {
         run: Run,
         worker: usize,
     ) -> Result<(CtState, bool), Invalid> {
-        self.track_inner(c, None, len, run, true, true)
+        self.track_kept(c, None, len, run, true, true)
+            .0
             .inspect_err(|&why| {
                 self.count(worker, why);
             })
@@ -285,23 +286,11 @@ impl Table {
     }
 
     /// Track `c` (`h`: its hash if known); with `sweep`, sweep its shard
-    /// a little; with `try_hit`, try the lock-free way first.
-    pub(super) fn track_inner(
-        &self,
-        c: Class,
-        h: Option<u64>,
-        len: u32,
-        run: Run,
-        sweep: bool,
-        try_hit: bool,
-    ) -> Result<(CtState, bool), Invalid> {
-        self.track_kept(c, h, len, run, sweep, try_hit).0
-    }
-
-    /// [`track_inner`](Self::track_inner), and whether the packet's flow
-    /// (an ICMP error's: the quoted flow) carries a `keep state` mark
-    /// ([`KEPT`](table::KEPT)), read with the entry in hand (under the
-    /// shard's lock, or the entry's on the lock-free way).
+    /// a little; with `try_hit`, try the lock-free way first. Also
+    /// whether the packet's flow (an ICMP error's: the quoted flow)
+    /// carries a `keep state` mark ([`KEPT`](table::KEPT)), read with the
+    /// entry in hand (under the shard's lock, or the entry's on the
+    /// lock-free way).
     pub(super) fn track_kept(
         &self,
         c: Class,
