@@ -215,8 +215,12 @@ impl Ct {
         };
         let n = pkts.len();
         let mut ring = [Staged::default(); AHEAD];
-        for (r, p) in ring.iter_mut().zip(pkts.iter()) {
-            r.stage(p, t, g);
+        // The class of each packet staged as `Other` or `Unhashed`,
+        // written only for those (a plain packet's key comes again from
+        // its cached parse; another's class would cost a second parse).
+        let mut classes = [flow::Class::Untracked; AHEAD];
+        for ((r, c), p) in ring.iter_mut().zip(classes.iter_mut()).zip(pkts.iter()) {
+            r.stage(c, p, t, g);
         }
         for i in 0..n {
             if i + AHEAD / 2 < n {
@@ -237,8 +241,8 @@ impl Ct {
                     Some((w, a, kind)) => t.track_words(e, &w, h, a, kind, len, &b, g),
                     None => t.track_cold(p, len, &b, g),
                 }),
-                How::Other => Some(t.track_batch(&flow::classify(p), Some(h), len, &b, g)),
-                How::Unhashed => Some(t.track_batch(&flow::classify(p), None, len, &b, g)),
+                How::Other => Some(t.track_batch(&classes[at], Some(h), len, &b, g)),
+                How::Unhashed => Some(t.track_batch(&classes[at], None, len, &b, g)),
             };
             if let Some((s, reply, kept)) = tracked {
                 p.set_ct_ext(s, reply, t.ext(kept));
@@ -247,7 +251,7 @@ impl Ct {
                 }
             }
             if let Some(q) = pkts.get(i + AHEAD) {
-                ring[at].stage(q, t, g);
+                ring[at].stage(&mut classes[at], q, t, g);
             }
             if (i + 1) % PIPE == 0 || i + 1 == n {
                 t.sweep_in((i % PIPE + 1) * super::table::SWEEP, run);
@@ -275,16 +279,17 @@ enum How {
     Skip,
     /// A plain IPv4 UDP or TCP packet ([`flow::plain_v4`]).
     Plain,
-    /// Any other, classified again when tracked.
+    /// Any other, by the class kept beside the ring.
     Other,
-    /// Any other without a hash (nothing to look up).
+    /// Any other without a hash (nothing to look up), the same.
     Unhashed,
 }
 
 impl<'t> Staged<'t> {
-    /// Stage `p` here: classified, hashed, its index slot prefetched.
+    /// Stage `p` here: classified, hashed, its index slot prefetched;
+    /// the class of a packet that is not plain into `class`.
     #[inline(always)]
-    fn stage(&mut self, p: &Packet<'_>, t: &'t Table, g: &Guard) {
+    fn stage(&mut self, class: &mut flow::Class, p: &Packet<'_>, t: &'t Table, g: &Guard) {
         self.e = None;
         if !p.verdict().is_pass() {
             self.how = How::Skip;
@@ -294,7 +299,8 @@ impl<'t> Staged<'t> {
             self.how = How::Plain;
             t.hash_words(&w)
         } else {
-            match t.hash_of(&flow::classify(p)) {
+            *class = flow::classify(p);
+            match t.hash_of(class) {
                 Some(h) => {
                     self.how = How::Other;
                     h
