@@ -491,7 +491,6 @@ impl<'a> Builder<'a> {
             prev = Some((ch, cb));
         }
         let limit = if depth == 0 { maxb } else { ROOT_MAX_BITS };
-
         Ok(self.merge((d0, s0, b0, d1, s1, b1), kids, limit))
     }
 

@@ -109,7 +109,7 @@ impl Slot {
     /// biased batch (`biased`: no lock, see `bias.rs`); `None` if it is
     /// not live, or locked.
     #[inline(always)]
-    pub fn claim(&self, biased: bool) -> Option<u64> {
+    pub(super) fn claim(&self, biased: bool) -> Option<u64> {
         if biased {
             self.live_tail()
         } else {

@@ -230,20 +230,25 @@ impl Shard {
 
     /// The most chunks a shard for `cap` entries allocates.
     pub fn chunks_for(cap: usize) -> usize {
-        let slots = (cap + cap / 3 + 1).next_power_of_two().max(8);
-        (slots / 8 * 7).div_ceil(CHUNK).max(1)
+        (Shard::full_slots(cap) / 8 * 7).div_ceil(CHUNK).max(1)
     }
 
     /// Bytes of every index a shard for `cap` entries can have in turn
     /// (each twice the last: less than twice the largest).
-    pub fn index_bytes_for(cap: usize) -> usize {
-        (cap + cap / 3 + 1).next_power_of_two().max(8) * 2 * 8
+    pub(super) fn index_bytes_for(cap: usize) -> usize {
+        Shard::full_slots(cap) * 2 * 8
+    }
+
+    /// Slots of the index of a shard for `cap` entries at its full size:
+    /// at least 4/3 slot per entry, a power of two.
+    fn full_slots(cap: usize) -> usize {
+        (cap + cap / 3 + 1).next_power_of_two().max(8)
     }
 
     /// [`new`](Self::new), its chunks from `arena` (a table's, shared by
     /// its shards).
     pub(super) fn with_arena(cap: usize, seeds: [u64; 4], arena: Arc<Arena>) -> Shard {
-        let slots = (cap + cap / 3 + 1).next_power_of_two().max(8);
+        let slots = Shard::full_slots(cap);
         Shard {
             index: Atomic::new(Index::new_in(slots.min(FIRST_SLOTS), Some(&arena))),
             full: slots,

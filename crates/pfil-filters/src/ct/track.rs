@@ -165,8 +165,9 @@ impl Table {
     }
 
     /// Start bringing in what the lookup of hash `h` will read: with
-    /// `entry` false its index slot, with `entry` true the entry that
-    /// slot names (read without the lock: a hint). A batch prefetches
+    /// `entry` false its index slot, with `entry` true the entry the
+    /// index names for `h` (the slot tagged `h` from its home on, read
+    /// without the lock: a hint). A batch prefetches
     /// slots a few packets ahead and entries fewer ahead, so that with a
     /// table larger than the caches the misses of a burst overlap
     /// instead of costing one DRAM latency each, in turn.
