@@ -241,8 +241,8 @@ impl Ct {
                     Some((w, a, kind)) => t.track_words(e, &w, h, a, kind, len, &b, g),
                     None => t.track_cold(p, len, &b, g),
                 }),
-                How::Other => Some(t.track_batch(&classes[at], Some(h), len, &b, g)),
-                How::Unhashed => Some(t.track_batch(&classes[at], None, len, &b, g)),
+                How::Other => Some(track_other(t, &classes[at], Some(h), len, &b, g)),
+                How::Unhashed => Some(track_other(t, &classes[at], None, len, &b, g)),
             };
             if let Some((s, reply, kept)) = tracked {
                 p.set_ct_ext(s, reply, t.ext(kept));
@@ -258,6 +258,21 @@ impl Ct {
             }
         }
     }
+}
+
+/// [`Table::track_batch`] of a packet that is not plain, out of line
+/// (the plain packets' loop keeps its registers).
+#[cold]
+#[inline(never)]
+fn track_other(
+    t: &Table,
+    c: &flow::Class,
+    h: Option<u64>,
+    len: u32,
+    b: &super::Batch,
+    g: &Guard,
+) -> (CtState, bool, bool) {
+    t.track_batch(c, h, len, b, g)
 }
 
 /// A packet of [`Ct::batch_far`]'s ring: its hash `h` (its key's, or an
@@ -299,20 +314,29 @@ impl<'t> Staged<'t> {
             self.how = How::Plain;
             t.hash_words(&w)
         } else {
-            *class = flow::classify(p);
-            match t.hash_of(class) {
-                Some(h) => {
-                    self.how = How::Other;
-                    h
-                }
-                None => {
-                    self.how = How::Unhashed;
-                    return;
-                }
-            }
+            let Some(h) = self.stage_other(class, p, t) else {
+                return;
+            };
+            h
         };
         self.h = h;
         t.prefetch(h, false, g);
+    }
+
+    /// [`stage`](Self::stage) of a packet that is not plain: its class
+    /// into `class`, its hash if it has one. Out of line, so that the
+    /// plain packets' loop keeps its registers.
+    #[cold]
+    #[inline(never)]
+    fn stage_other(&mut self, class: &mut flow::Class, p: &Packet<'_>, t: &Table) -> Option<u64> {
+        *class = flow::classify(p);
+        let h = t.hash_of(class);
+        self.how = if h.is_some() {
+            How::Other
+        } else {
+            How::Unhashed
+        };
+        h
     }
 }
 
