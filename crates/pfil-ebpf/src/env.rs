@@ -127,6 +127,8 @@ pub struct Env {
     pub(crate) meta: u64,
     pub(crate) data: u64,
     pub(crate) data_end: u64,
+    /// `data` when the run began (where the packet started).
+    start: u64,
     /// `data_end - size` for sizes 1, 2, 4, 8: the last start address of
     /// an access of that size inside the packet (the JIT's inline check).
     pub(crate) last: [u64; 4],
@@ -186,6 +188,7 @@ impl Env {
             meta: 0,
             data: 0,
             data_end: 0,
+            start: 0,
             last: [0; 4],
             pending: None,
             flags: [0; 2],
@@ -285,6 +288,16 @@ impl Env {
         (self.meta, self.data, self.data_end)
     }
 
+    /// Where the packet started when the run began (`data` then; 0
+    /// outside a run): the XDP helpers bound growth by it as the kernel's
+    /// headroom does.
+    pub fn run_start(&self) -> u64 {
+        if self.frame.1 == 0 {
+            return 0;
+        }
+        self.start
+    }
+
     /// The frame around the packet (headroom and tailroom included), as
     /// `(start, end)` host addresses (both 0 outside a run).
     pub fn frame(&self) -> (u64, u64) {
@@ -301,6 +314,7 @@ impl Env {
         self.frame = frame;
         self.meta = data;
         self.data = data;
+        self.start = data;
         self.data_end = end;
         if last {
             self.last = last_starts(end);

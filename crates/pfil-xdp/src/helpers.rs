@@ -26,11 +26,28 @@ pub const XDP_TX: u64 = 3;
 pub const XDP_REDIRECT: u64 = 4;
 
 const EINVAL: i64 = -22;
+/// `bpf_redirect_map` flags (devmap).
+const BPF_F_BROADCAST: u64 = 1 << 3;
+const BPF_F_EXCLUDE_INGRESS: u64 = 1 << 4;
 const EACCES: i64 = -13;
 /// `ETH_HLEN`: a frame never shrinks below an Ethernet header.
 const ETH_HLEN: u64 = 14;
 /// The most metadata `bpf_xdp_adjust_meta` allows (the kernel's 32).
-const META_MAX: u64 = 32;
+/// The most metadata bytes (`skb_shared_info::meta_len` is a u8).
+const META_MAX: u64 = 255;
+/// How far in front of where the packet started `bpf_xdp_adjust_head`
+/// and `_meta` may move its start: the kernel's headroom
+/// (`XDP_PACKET_HEADROOM`, 256 bytes) less the `struct xdp_frame` (40 on
+/// x86-64) it keeps at the headroom's start. Never past the frame's start
+/// either (a frame with less headroom gives less).
+const XDP_GROWTH: u64 = 256 - 40;
+
+/// The lowest address the packet's metadata or data may start at.
+fn floor(env: &Env) -> u64 {
+    env.frame()
+        .0
+        .max(env.run_start().saturating_sub(XDP_GROWTH))
+}
 
 /// trace_printk lines a worker may log per second.
 const PRINTK_PER_SEC: u32 = 20;
@@ -239,19 +256,45 @@ unsafe extern "C" fn get_smp_processor_id(
     state(unsafe { &mut *env }).worker as u64
 }
 
-/// One's-complement sum of 32-bit words, folded to 32 bits with end-around
-/// carry (what x86's csum_partial gives for 4-byte multiples).
-fn csum32(words: &[u8], seed: u64) -> u64 {
-    let mut sum = seed & 0xffff_ffff;
-    for w in words.chunks_exact(4) {
+/// x86-64's `csum_partial`: the one's-complement sum of `seed` and of
+/// `bytes` as little-endian 32-bit words (the last one zero-padded),
+/// folded to 32 bits with end-around carry.
+fn csum_partial(bytes: &[u8], seed: u32) -> u32 {
+    let mut sum = u64::from(seed);
+    let mut words = bytes.chunks_exact(4);
+    for w in &mut words {
         sum += u64::from(u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+    }
+    let rest = words.remainder();
+    if !rest.is_empty() {
+        let mut w = [0u8; 4];
+        w[..rest.len()].copy_from_slice(rest);
+        sum += u64::from(u32::from_le_bytes(w));
     }
     while sum >> 32 != 0 {
         sum = (sum & 0xffff_ffff) + (sum >> 32);
     }
-    sum
+    sum as u32
 }
 
+/// The kernel's `csum_sub`: `a` plus the complement of `b`, end-around.
+fn csum_sub(a: u32, b: u32) -> u32 {
+    let (r, carry) = a.overflowing_add(!b);
+    r + u32::from(carry)
+}
+
+/// The kernel's `csum_from32to16`: a 32-bit sum folded to 16 bits (not
+/// complemented).
+fn from32to16(x: u32) -> u64 {
+    let x = (x & 0xffff) + (x >> 16);
+    u64::from((x & 0xffff) + (x >> 16))
+}
+
+/// `bpf_csum_diff` as Linux computes it since 6.13 (the kernel this was
+/// checked against, 6.18): `to`'s sum minus `from`'s, seeded, folded to
+/// 16 bits; sizes need not be multiples of 4 and are bounded only by the
+/// memory they name. (Earlier kernels returned x86's unfolded 32-bit sum
+/// and refused other sizes, or more than 512 bytes, with `-EINVAL`.)
 unsafe extern "C" fn csum_diff(
     from: u64,
     from_size: u64,
@@ -262,26 +305,31 @@ unsafe extern "C" fn csum_diff(
 ) -> u64 {
     // SAFETY: the engine passes its live Env (HelperFn contract).
     let env = unsafe { &mut *env };
-    if (from_size | to_size) & 3 != 0 || from_size + to_size > 512 {
-        return EINVAL as u64;
-    }
-    let mut diff = [0u8; 512];
-    let (f, t) = (from_size as usize, to_size as usize);
-    if f > 0 {
-        let Ok(src) = env.check(from, from_size) else {
-            return bad(env, "csum_diff: `from` outside the program's memory");
-        };
-        for (d, s) in diff[..f].iter_mut().zip(src) {
-            *d = !s;
+    let seed = seed as u32;
+    let sum_of = |env: &mut Env, at: u64, size: u64, seed: u32| {
+        env.check(at, size).map(|b| csum_partial(b, seed)).ok()
+    };
+    let ret = match (from_size, to_size) {
+        (0, 0) => seed,
+        (0, _) => match sum_of(env, to, to_size, seed) {
+            Some(t) => t,
+            None => return bad(env, "csum_diff: `to` outside the program's memory"),
+        },
+        (_, 0) => match sum_of(env, from, from_size, !seed) {
+            Some(f) => !f,
+            None => return bad(env, "csum_diff: `from` outside the program's memory"),
+        },
+        _ => {
+            let Some(t) = sum_of(env, to, to_size, seed) else {
+                return bad(env, "csum_diff: `to` outside the program's memory");
+            };
+            let Some(f) = sum_of(env, from, from_size, 0) else {
+                return bad(env, "csum_diff: `from` outside the program's memory");
+            };
+            csum_sub(t, f)
         }
-    }
-    if t > 0 {
-        let Ok(src) = env.check(to, to_size) else {
-            return bad(env, "csum_diff: `to` outside the program's memory");
-        };
-        diff[f..f + t].copy_from_slice(src);
-    }
-    csum32(&diff[..f + t], seed)
+    };
+    from32to16(ret)
 }
 
 unsafe extern "C" fn xdp_adjust_head(
@@ -295,11 +343,10 @@ unsafe extern "C" fn xdp_adjust_head(
     // SAFETY: the engine passes its live Env (HelperFn contract).
     let env = unsafe { &mut *env };
     let (meta, data, end) = env.packet();
-    let (start, _) = env.frame();
     let delta = delta as i32 as i64;
     let metalen = data - meta;
     let new_data = (data as i64).wrapping_add(delta) as u64;
-    if new_data < start + metalen || new_data > end.saturating_sub(ETH_HLEN) {
+    if new_data < floor(env) + metalen || new_data > end.saturating_sub(ETH_HLEN) {
         return EINVAL as u64;
     }
     let new_meta = new_data - metalen;
@@ -325,9 +372,8 @@ unsafe extern "C" fn xdp_adjust_meta(
     // SAFETY: the engine passes its live Env (HelperFn contract).
     let env = unsafe { &mut *env };
     let (meta, data, end) = env.packet();
-    let (start, _) = env.frame();
     let new_meta = (meta as i64).wrapping_add(delta as i32 as i64) as u64;
-    if new_meta < start || new_meta > data {
+    if new_meta < floor(env) || new_meta > data {
         return EINVAL as u64;
     }
     let metalen = data - new_meta;
@@ -403,6 +449,18 @@ unsafe extern "C" fn redirect_map(
     };
     if m.kind() != MapType::Devmap {
         return bad(env, "bpf_redirect_map on a map that is not a devmap");
+    }
+    // The kernel's __bpf_xdp_redirect_map: flags past the action bits and
+    // BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS abort; a broadcast redirects
+    // (to every device of the map: pfil sends to one target, so such a
+    // frame is refused and counted by the hook).
+    if flags & !(3 | BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS) != 0 {
+        return XDP_ABORTED;
+    }
+    if flags & BPF_F_BROADCAST != 0 {
+        st.redirect = None;
+        env.read_back();
+        return XDP_REDIRECT;
     }
     let target = m.prog_lookup(&(key as u32).to_le_bytes(), 0);
     if target.is_null() {
@@ -535,7 +593,13 @@ mod tests {
 
     #[test]
     fn csum_folds_with_end_around_carry() {
-        assert_eq!(csum32(&[0xff; 8], 0), 0xffff_ffff);
-        assert_eq!(csum32(&[1, 0, 0, 0], 0xffff_ffff), 1);
+        assert_eq!(csum_partial(&[0xff; 8], 0), 0xffff_ffff);
+        assert_eq!(csum_partial(&[1, 0, 0, 0], 0xffff_ffff), 1);
+        // A trailing part word is zero-padded (little-endian).
+        assert_eq!(csum_partial(&[1, 2, 3], 0), 0x0003_0201);
+        assert_eq!(csum_partial(&[], 0), 0);
+        assert_eq!(csum_sub(0, 0), 0xffff_ffff);
+        assert_eq!(from32to16(0xffff_ffff), 0xffff);
+        assert_eq!(from32to16(0x0001_fffe), 0xffff);
     }
 }

@@ -11,7 +11,9 @@
 //! - [`Map`] holds a map's values in a fixed arena shared by the hook's
 //!   workers the way the kernel shares a map between CPUs.
 //! - [`kernel`] loads the same object into the kernel with bpf(2) and runs
-//!   `BPF_PROG_TEST_RUN`: the oracle of the tests.
+//!   `BPF_PROG_TEST_RUN`; [`oracle`] compares it with pfil's JIT and
+//!   interpreter frame for frame (the tests' oracle, and the
+//!   `xdp-oracle` command's for any object).
 //!
 //! The ELF reader is this crate's own ([`elf`]): a BPF object is a narrow
 //! format (ELF64, little-endian, `ET_REL`, `EM_BPF`, `SHT_REL` only), the
@@ -28,13 +30,14 @@ pub mod helpers;
 pub mod kernel;
 pub mod maps;
 pub mod object;
+pub mod oracle;
 pub mod program;
 
 pub use config::XdpConfig;
 pub use filter::{XdpFault, XdpFilter};
 pub use maps::{Map, MapError, MapType};
 pub use object::{MapDef, MapOrigin, Object, Program};
-pub use program::{Claim, Quick, RunError, RunResult, XdpProgram};
+pub use program::{Claim, Engine, Quick, RunError, RunResult, XdpProgram};
 
 use thiserror::Error;
 

@@ -61,6 +61,13 @@ struct Index {
     /// last written: the kernel keeps the bits past the prefix too and
     /// gives them back when iterating).
     lpm: BTreeMap<u32, LpmLevel>,
+    /// HASH, LRU_HASH: the slot an update of a present key writes the new
+    /// value into; the key then names it and the old slot becomes the
+    /// spare. As the kernel swaps in a new element (its per-CPU extra
+    /// element): a reader sees the old value or the new one, never a mix,
+    /// and a pointer a program looked up before the update still reads
+    /// the old value until the spare is used again.
+    spare: Option<u32>,
 }
 
 /// One map: definition, value arena and key index.
@@ -86,6 +93,8 @@ pub struct Map {
     /// LRU_HASH: last use of each slot (a global tick).
     lru: Box<[AtomicU64]>,
     tick: AtomicU64,
+    /// LRU_HASH: entries evicted to make room.
+    evictions: AtomicU64,
 }
 
 // SAFETY: the arena is shared by design: programs and the control side
@@ -153,13 +162,18 @@ impl Map {
             1
         };
         let stride = vs.div_ceil(8) * 8;
+        // HASH and LRU_HASH: one slot more than entries, the spare an
+        // update of a present key writes into (see `Index::spare`).
+        let replaces = matches!(def.kind, MapType::Hash | MapType::LruHash);
+        let slots = n + usize::from(replaces);
         // Per-CPU maps: one section per worker (the kernel's per-CPU
         // areas), a whole number of cache lines, so that workers updating
         // their own values do not share lines and a worker's values are
         // dense.
-        let section = stride
-            .checked_mul(n)
-            .map(|b| if workers > 1 { b.div_ceil(64) * 64 } else { b });
+        let section =
+            stride
+                .checked_mul(slots)
+                .map(|b| if workers > 1 { b.div_ceil(64) * 64 } else { b });
         let bytes = section
             .and_then(|b| b.checked_mul(workers))
             .filter(|&b| b <= MAX_ARENA)
@@ -176,13 +190,13 @@ impl Map {
         let arena: Box<[UnsafeCell<u64>]> =
             unsafe { Box::from_raw(Box::into_raw(zeroed) as *mut [UnsafeCell<u64>]) };
         let lru = if def.kind == MapType::LruHash {
-            (0..n).map(|_| AtomicU64::new(0)).collect()
+            (0..slots).map(|_| AtomicU64::new(0)).collect()
         } else {
             Box::default()
         };
         let table = match def.kind {
             MapType::Hash | MapType::PercpuHash | MapType::LruHash => {
-                Some(Table::new(n, ks, MAX_ARENA).ok_or_else(|| {
+                Some(Table::new(slots, ks, MAX_ARENA).ok_or_else(|| {
                     inv(format!("{n} keys of {ks} bytes exceed {MAX_ARENA} bytes"))
                 })?)
             }
@@ -190,6 +204,7 @@ impl Map {
         };
         let index = Index {
             free: (0..n as u32).rev().collect(),
+            spare: replaces.then_some(n as u32),
             ..Index::default()
         };
         let m = Map {
@@ -208,6 +223,7 @@ impl Map {
             table,
             lru,
             tick: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
         };
         if let Some(init) = &def.init {
             m.write_slot(0, 0, init);
@@ -280,10 +296,26 @@ impl Map {
         d.into_boxed_slice()
     }
 
+    /// LRU_HASH: how many entries were evicted to make room for others
+    /// (0 for other maps).
+    pub fn evictions(&self) -> u64 {
+        self.evictions.load(Ordering::Relaxed)
+    }
+
     /// The slot holding `key`, for a program (LRU: marks it used).
     fn find(&self, key: &[u8]) -> Option<u32> {
         if self.kind.is_array() {
-            return self.array_index(key);
+            let s = self.array_index(key)?;
+            // A devmap slot without a device (ifindex 0) is empty, as the
+            // kernel's NULL netdev_map entry.
+            if self.kind == MapType::Devmap {
+                let mut v = Vec::with_capacity(4);
+                self.read_slot(s, 0, &mut v);
+                if v.get(..4) == Some(&[0; 4]) {
+                    return None;
+                }
+            }
+            return Some(s);
         }
         let slot = if let Some(t) = &self.table {
             match t.find(key) {
@@ -296,7 +328,11 @@ impl Map {
         } else if self.kind == MapType::LpmTrie {
             let idx = self.index.read();
             let (max, data) = self.lpm_split(key);
-            let max = max.min(data.len() as u32 * 8);
+            // A prefix longer than the key's data matches nothing (the
+            // kernel's trie_lookup_elem returns NULL).
+            if max > data.len() as u32 * 8 {
+                return None;
+            }
             idx.lpm
                 .range(..=max)
                 .rev()
@@ -399,6 +435,21 @@ impl Map {
         match (existing, flags) {
             (Some(_), BPF_NOEXIST) => return Err(MapError::Exists),
             (None, BPF_EXIST) => return Err(MapError::NotFound),
+            (Some(old), _) if lpm_plen.is_none() && idx.spare.is_some() => {
+                let Some(slot) = idx.spare.replace(old) else {
+                    unreachable!("tested above");
+                };
+                write(slot, true);
+                if let Some(t) = &self.table {
+                    t.replace(old, slot, &k);
+                }
+                if self.kind == MapType::LruHash {
+                    self.lru[slot as usize]
+                        .store(self.tick.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
+                }
+                idx.keys.insert(k, slot);
+                return Ok(());
+            }
             (Some(slot), _) => {
                 write(slot, false);
                 if let Some(p) = lpm_plen {
@@ -428,6 +479,7 @@ impl Map {
                 if let Some(t) = &self.table {
                     t.remove(s, &victim);
                 }
+                self.evictions.fetch_add(1, Ordering::Relaxed);
                 s
             }
             None if self.kind == MapType::LpmTrie => return Err(MapError::NoSpace),
@@ -465,6 +517,15 @@ impl Map {
                 self.key_size
             )));
         }
+        if self.kind == MapType::Devmap {
+            // The kernel's dev_map_delete_elem: the slot's device
+            // removed, whether or not it had one.
+            let s = self.array_index(key).ok_or_else(|| {
+                MapError::Invalid(format!("index past max_entries {}", self.max_entries))
+            })?;
+            self.write_slot(s, 0, &vec![0; self.value_size]);
+            return Ok(());
+        }
         if self.kind.is_array() {
             return Err(MapError::Invalid(format!(
                 "a {} cannot delete",
@@ -474,7 +535,14 @@ impl Map {
         let mut idx = self.index.write();
         let slot = if self.kind == MapType::LpmTrie {
             let (plen, data) = self.lpm_split(key);
-            let k = Self::masked(data, plen.min(data.len() as u32 * 8));
+            if plen > data.len() as u32 * 8 {
+                // The kernel's trie_delete_elem: -EINVAL.
+                return Err(MapError::Invalid(format!(
+                    "prefix length {plen} > {} bits",
+                    data.len() * 8
+                )));
+            }
+            let k = Self::masked(data, plen);
             let t = idx.lpm.get_mut(&plen).ok_or(MapError::NotFound)?;
             let (s, _) = t.remove(&k).ok_or(MapError::NotFound)?;
             if t.is_empty() {

@@ -496,9 +496,20 @@ fn link_program(
                     .get(sym.shndx as usize)
                     .is_some_and(|s| s.flags & SHF_EXECINSTR != 0)
                 {
+                    // A static function is named by its section's symbol:
+                    // say where it points instead.
+                    let what = if sym.name.is_empty() {
+                        format!(
+                            "{target} + {}",
+                            (i64::from(imm_of(&insns, slot)) + sym.value as i64)
+                        )
+                    } else {
+                        sym.name.clone()
+                    };
                     return Err(LoadError::Unsupported(format!(
-                        "function pointer to {:?} (callbacks such as bpf_loop)",
-                        sym.name
+                        "a function pointer (to {what}) in program {:?}: callbacks, \
+                         as bpf_loop or bpf_for_each_map_elem take, are not run",
+                        func.name
                     )));
                 } else {
                     return Err(LoadError::Unsupported(format!(

@@ -50,6 +50,15 @@ pub enum RunError {
     Worker(usize),
 }
 
+/// What runs a program's instructions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// Machine code (x86-64; elsewhere the interpreter).
+    Jit,
+    /// The interpreter.
+    Interpreter,
+}
+
 /// A loaded XDP program and its maps.
 pub struct XdpProgram {
     name: String,
@@ -80,6 +89,21 @@ impl XdpProgram {
         name: Option<&str>,
         workers: usize,
         keep: &[Arc<Map>],
+    ) -> Result<XdpProgram, LoadError> {
+        XdpProgram::load_on(obj, name, workers, keep, Engine::Jit)
+    }
+
+    /// [`load`](Self::load) run by `engine` (the interpreter is the JIT's
+    /// reference: the kernel oracle, [`crate::oracle`], runs both).
+    ///
+    /// # Errors
+    /// As [`load`](Self::load).
+    pub fn load_on(
+        obj: &Object,
+        name: Option<&str>,
+        workers: usize,
+        keep: &[Arc<Map>],
+        engine: Engine,
     ) -> Result<XdpProgram, LoadError> {
         let p = obj.program(name)?;
         let mut maps = Vec::with_capacity(obj.maps.len());
@@ -114,7 +138,9 @@ impl XdpProgram {
             })
             .collect();
         let insns = Insn::decode_all(&p.insns).map_err(|e| LoadError::Malformed(e.to_string()))?;
-        let prog = pfil_ebpf::Program::load(insns, &refs, &xdp_helpers(), &LoadOptions::default())
+        let mut opts = LoadOptions::default();
+        opts.jit &= engine == Engine::Jit;
+        let prog = pfil_ebpf::Program::load(insns, &refs, &xdp_helpers(), &opts)
             .map_err(|e| LoadError::Verify(format!("program {:?}: {e}", p.name)))?;
         let regions: Vec<Region> = maps
             .iter()

@@ -88,3 +88,48 @@ fn lpm_routes_lru_sources_and_per_cpu_counters_like_the_kernel() {
         let _ = (V4_B, V4_C);
     });
 }
+
+/// Frames of random bytes (a fixed seed) for `csum_diff`: byte 14 picks
+/// the sizes in turn; some frames' seeds are 0 or ~0, some `from`/`to`
+/// are all zero, all ones, or equal.
+fn random_frames() -> Vec<(String, Vec<u8>)> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    (0..4000)
+        .map(|i| {
+            let n = 128 + (next() % 64) as usize;
+            let mut f: Vec<u8> = (0..n).map(|_| next() as u8).collect();
+            f[14] = (i % 16) as u8;
+            match next() % 6 {
+                0 => f[16..20].fill(0),
+                1 => f[16..20].fill(0xff),
+                2 => f[24..104].fill(0),
+                3 => f.copy_within(24..64, 64),
+                4 => f[24..104].fill(0xff),
+                _ => {}
+            }
+            (format!("random {i}"), f)
+        })
+        .collect()
+}
+
+#[test]
+fn csum_diff_like_the_kernel() {
+    if !oracle::kernel_here() {
+        return;
+    }
+    let Some(path) = clang::compile("csum_diff") else {
+        return;
+    };
+    oracle::pin_cpu();
+    let mut p = Pair::new(&std::fs::read(path).unwrap(), None);
+    for (what, f) in random_frames() {
+        assert_eq!(p.run(&f, &what), 2, "{what}");
+    }
+    assert_eq!(p.runs, 4000);
+}

@@ -218,11 +218,10 @@ impl Table {
         }
     }
 
-    /// Link `slot` (free, its value written) under `key`. The index
-    /// lock must be held for writing.
-    pub(super) fn insert(&self, slot: u32, key: &[u8]) {
+    /// Write `key` and the link `next` into `slot` under its sequence
+    /// number (odd meanwhile: a reader on it starts over).
+    fn fill(&self, slot: u32, key: &[u8], next: u32) {
         let i = slot as usize;
-        let b = self.bucket(key);
         let node = &self.nodes[i];
         let seq = node.seq.load(Ordering::Relaxed);
         node.seq.store(seq.wrapping_add(1) | 1, Ordering::Relaxed);
@@ -232,10 +231,49 @@ impl Table {
         for (w, k) in self.rest[i * n..(i + 1) * n].iter().enumerate() {
             k.store(word(key, w + 1), Ordering::Relaxed);
         }
-        let head = self.heads[b as usize].load(Ordering::Relaxed);
-        node.next.store(head, Ordering::Relaxed);
+        node.next.store(next, Ordering::Relaxed);
         node.seq.store((seq | 1).wrapping_add(1), Ordering::Release);
-        self.heads[b as usize].store(slot, Ordering::Release);
+    }
+
+    /// The link that points at `slot` in bucket `b`'s chain.
+    fn link_to(&self, b: usize, slot: u32) -> Option<&AtomicU32> {
+        let mut link = &self.heads[b];
+        for _ in 0..=self.nodes.len() {
+            let s = link.load(Ordering::Relaxed);
+            if s & NULLS != 0 {
+                return None;
+            }
+            if s == slot {
+                return Some(link);
+            }
+            link = &self.nodes[s as usize].next;
+        }
+        None
+    }
+
+    /// Link `slot` (free, its value written) under `key`. The index
+    /// lock must be held for writing.
+    pub(super) fn insert(&self, slot: u32, key: &[u8]) {
+        let b = self.bucket(key) as usize;
+        self.fill(slot, key, self.heads[b].load(Ordering::Relaxed));
+        self.heads[b].store(slot, Ordering::Release);
+    }
+
+    /// Put `new` (free, its value written) in the place of `old`, which
+    /// holds `key`: one link changes, so a reader finds one or the other
+    /// wherever it stands (linked at the chain's head and `old` unlinked,
+    /// a reader already past the head would find neither). The index
+    /// lock must be held for writing; `old` keeps its next link.
+    pub(super) fn replace(&self, old: u32, new: u32, key: &[u8]) {
+        let b = self.bucket(key) as usize;
+        self.fill(
+            new,
+            key,
+            self.nodes[old as usize].next.load(Ordering::Relaxed),
+        );
+        if let Some(link) = self.link_to(b, old) {
+            link.store(new, Ordering::Release);
+        }
     }
 
     /// Unlink `slot`, which holds `key`. The index lock must be held for
@@ -243,17 +281,8 @@ impl Table {
     pub(super) fn remove(&self, slot: u32, key: &[u8]) {
         let b = self.bucket(key) as usize;
         let after = self.nodes[slot as usize].next.load(Ordering::Relaxed);
-        let mut link = &self.heads[b];
-        for _ in 0..=self.nodes.len() {
-            let s = link.load(Ordering::Relaxed);
-            if s & NULLS != 0 {
-                return;
-            }
-            if s == slot {
-                link.store(after, Ordering::Release);
-                return;
-            }
-            link = &self.nodes[s as usize].next;
+        if let Some(link) = self.link_to(b, slot) {
+            link.store(after, Ordering::Release);
         }
     }
 }

@@ -12,6 +12,12 @@ pub fn compile(name: &str) -> Option<PathBuf> {
 
 /// The object compiled from `DIR/NAME.c`.
 pub fn compile_in(dir: &Path, name: &str) -> Option<PathBuf> {
+    compile_with(dir, name, &[])
+}
+
+/// The object compiled from `DIR/NAME.c` with `flags` added (e.g.
+/// `-mcpu=v3`).
+pub fn compile_with(dir: &Path, name: &str, flags: &[&str]) -> Option<PathBuf> {
     let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bpf");
     std::fs::create_dir_all(&out_dir).expect("tmpdir");
     let out = out_dir.join(format!("{name}.o"));
@@ -20,6 +26,7 @@ pub fn compile_in(dir: &Path, name: &str) -> Option<PathBuf> {
     let multiarch = format!("/usr/include/{}-linux-gnu", std::env::consts::ARCH);
     let status = Command::new("clang")
         .args(["-O2", "-g", "-target", "bpf", "-Wall", "-c"])
+        .args(flags)
         .arg(format!("-I{multiarch}"))
         .arg(dir.join(format!("{name}.c")))
         .arg("-o")

@@ -1,0 +1,118 @@
+//! Programs written apart from pfil's own tests (`tests/c/unseen/`, by a
+//! tester given only what pfil supports): each run by the kernel, pfil's
+//! JIT and its interpreter on generated traffic, the vendored captures and
+//! its own frames (`NAME.hex`), with its map entries (`NAME.maps`, the
+//! `xdp` hook's syntax), compiled with `NAME.cflags`; the program named in
+//! `NAME.program` where the object has several. Needs root; under CI it
+//! must run. Those of `refuse/` use what pfil does not run: each is
+//! refused, naming it. Found, and fixed, with them: `bpf_csum_diff`'s
+//! 16-bit result, LPM prefixes past the key, empty DEVMAP slots,
+//! `bpf_redirect_map`'s flags, the metadata and headroom limits, a HASH
+//! update's new element.
+
+mod clang;
+mod oracle;
+
+use std::path::{Path, PathBuf};
+
+use pfil_xdp::config::XdpConfig;
+use pfil_xdp::oracle::{hex, Oracle};
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/unseen")
+}
+
+fn read(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}
+
+#[test]
+fn programs_written_apart_run_as_the_kernel_runs_them() {
+    if !oracle::kernel_here() {
+        return;
+    }
+    let cpu = oracle::pin_cpu();
+    let mut names: Vec<String> = std::fs::read_dir(dir())
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            (p.extension()? == "c").then(|| p.file_stem().unwrap().to_string_lossy().into_owned())
+        })
+        .collect();
+    names.sort();
+    assert!(names.len() >= 16, "{names:?}");
+    let mut traffic = oracle::frames::generated();
+    traffic.extend(oracle::frames::captures(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/captures"),
+        500,
+    ));
+    for name in &names {
+        let d = dir();
+        let flags = read(&d.join(format!("{name}.cflags"))).unwrap_or_default();
+        let flags: Vec<&str> = flags.split_whitespace().collect();
+        let Some(obj) = clang::compile_with(&d, name, &flags) else {
+            return;
+        };
+        let program = read(&d.join(format!("{name}.program"))).map(|p| p.trim().to_owned());
+        let maps = read(&d.join(format!("{name}.maps"))).unwrap_or_default();
+        let cfg = XdpConfig::parse(&format!("@{}\n{maps}", obj.display()))
+            .unwrap_or_else(|e| panic!("{name}.maps: {e}"));
+        let mut o = Oracle::load(&std::fs::read(&obj).unwrap(), program.as_deref(), cpu)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        for e in &cfg.entries {
+            o.set(e).unwrap_or_else(|err| panic!("{name}: {err}"));
+        }
+        let mut frames = traffic.clone();
+        let own = read(&d.join(format!("{name}.hex"))).unwrap_or_default();
+        for (n, line) in own.lines().enumerate() {
+            let h: String = line.chars().filter(|c| !c.is_whitespace()).collect();
+            if h.is_empty() || h.starts_with('#') {
+                continue;
+            }
+            let f = (0..h.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+                .collect();
+            frames.push((format!("{name}.hex:{}", n + 1), f));
+        }
+        let mut actions = [0usize; 5];
+        for (what, f) in &frames {
+            match o.run(f) {
+                Ok(Some(a)) => actions[(a.action as usize).min(4)] += 1,
+                Ok(None) => {}
+                Err(m) => panic!("{name}: {what}: {m}\n  frame  {}", hex(f)),
+            }
+        }
+        let notes = o.compare_maps().unwrap_or_else(|m| panic!("{name}: {m}"));
+        eprintln!(
+            "{name}: {} frames agree (aborted/drop/pass/tx/redirect {actions:?}){}",
+            o.runs(),
+            notes.iter().map(|n| format!("; {n}")).collect::<String>()
+        );
+        // Only an LRU map that evicted may go uncompared.
+        assert!(notes.iter().all(|n| n.contains("LRU")), "{name}: {notes:?}");
+    }
+}
+
+#[test]
+fn what_pfil_does_not_run_is_refused_by_name() {
+    let d = dir().join("refuse");
+    for (name, why) in [
+        ("bpf_loop", "callbacks, as bpf_loop"),
+        ("devmap_hash", "map type 25 (devmap_hash) is not supported"),
+        ("fib_lookup", "helper 69 (bpf_fib_lookup)"),
+        ("ringbuf", "map type 27 (ringbuf) is not supported"),
+        ("tail_call", "map type 3 (prog_array) is not supported"),
+        ("xdp_load_bytes", "helper 188 (bpf_xdp_get_buff_len)"),
+    ] {
+        let Some(obj) = clang::compile_in(&d, name) else {
+            return;
+        };
+        let bytes = std::fs::read(&obj).unwrap();
+        let err = pfil_xdp::Object::parse(&bytes)
+            .and_then(|o| pfil_xdp::XdpProgram::load(&o, None, 1, &[]).map(|_| ()))
+            .expect_err(name)
+            .to_string();
+        assert!(err.contains(why), "{name}: {err}");
+    }
+}
