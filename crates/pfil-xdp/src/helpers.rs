@@ -26,6 +26,7 @@ pub const XDP_TX: u64 = 3;
 pub const XDP_REDIRECT: u64 = 4;
 
 const EINVAL: i64 = -22;
+const EFAULT: i64 = -14;
 /// `bpf_redirect_map` flags (devmap).
 const BPF_F_BROADCAST: u64 = 1 << 3;
 const BPF_F_EXCLUDE_INGRESS: u64 = 1 << 4;
@@ -221,16 +222,145 @@ unsafe extern "C" fn map_delete_elem(
     }
 }
 
-unsafe extern "C" fn ktime_get_ns(_: u64, _: u64, _: u64, _: u64, _: u64, _env: *mut Env) -> u64 {
+/// A clock's time in nanoseconds.
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime writes the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     (ts.tv_sec as u64)
         .wrapping_mul(1_000_000_000)
         .wrapping_add(ts.tv_nsec as u64)
+}
+
+unsafe extern "C" fn ktime_get_ns(_: u64, _: u64, _: u64, _: u64, _: u64, _env: *mut Env) -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// `bpf_ktime_get_boot_ns`: the monotonic clock, suspend included.
+unsafe extern "C" fn ktime_get_boot_ns(
+    _: u64,
+    _: u64,
+    _: u64,
+    _: u64,
+    _: u64,
+    _env: *mut Env,
+) -> u64 {
+    clock_ns(libc::CLOCK_BOOTTIME)
+}
+
+/// `bpf_ktime_get_coarse_ns`: the monotonic clock at tick resolution.
+unsafe extern "C" fn ktime_get_coarse_ns(
+    _: u64,
+    _: u64,
+    _: u64,
+    _: u64,
+    _: u64,
+    _env: *mut Env,
+) -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC_COARSE)
+}
+
+/// `bpf_xdp_get_buff_len`: the packet's length (no fragments here).
+unsafe extern "C" fn xdp_get_buff_len(
+    _ctx: u64,
+    _: u64,
+    _: u64,
+    _: u64,
+    _: u64,
+    env: *mut Env,
+) -> u64 {
+    // SAFETY: the engine passes its live Env (HelperFn contract).
+    let (_, data, end) = unsafe { &*env }.packet();
+    end - data
+}
+
+/// The kernel's `bpf_xdp_pointer` checks for `bpf_xdp_load_bytes` and
+/// `_store_bytes`: the packet's address of `[offset, offset + len)`, or
+/// the error the helper returns (offset or length over 0xffff: -EFAULT;
+/// past the packet: -EINVAL).
+fn xdp_span(env: &Env, offset: u64, len: u64) -> Result<u64, u64> {
+    let (offset, len) = (offset & 0xffff_ffff, len & 0xffff_ffff);
+    if offset > 0xffff || len > 0xffff {
+        return Err(EFAULT as u64);
+    }
+    let (_, data, end) = env.packet();
+    if offset + len > end - data {
+        return Err(EINVAL as u64);
+    }
+    Ok(data + offset)
+}
+
+/// Copy `len` bytes from `from` to `to`, both checked (`to` writable);
+/// the ranges may overlap.
+fn copy_checked(env: &mut Env, from: u64, to: u64, len: u64, what: [&'static str; 2]) -> u64 {
+    let Ok(src) = env.check(from, len) else {
+        return bad(env, what[0]);
+    };
+    let src = src.as_ptr();
+    let Ok(dst) = env.check_mut(to, len) else {
+        return bad(env, what[1]);
+    };
+    // SAFETY: both ranges were checked inside the program's memory
+    // (regions that live for the run, `to`'s writable); memmove semantics.
+    unsafe { std::ptr::copy(src, dst.as_mut_ptr(), len as usize) };
+    0
+}
+
+/// `bpf_xdp_load_bytes(ctx, offset, buf, len)`: `len` packet bytes from
+/// `offset` into `buf`.
+unsafe extern "C" fn xdp_load_bytes(
+    _ctx: u64,
+    offset: u64,
+    buf: u64,
+    len: u64,
+    _: u64,
+    env: *mut Env,
+) -> u64 {
+    // SAFETY: the engine passes its live Env (HelperFn contract).
+    let env = unsafe { &mut *env };
+    match xdp_span(env, offset, len) {
+        Ok(from) => copy_checked(
+            env,
+            from,
+            buf,
+            len & 0xffff,
+            [
+                "xdp_load_bytes: packet bytes out of reach",
+                "xdp_load_bytes: `buf` outside the program's writable memory",
+            ],
+        ),
+        Err(e) => e,
+    }
+}
+
+/// `bpf_xdp_store_bytes(ctx, offset, buf, len)`: `len` bytes of `buf`
+/// into the packet at `offset`.
+unsafe extern "C" fn xdp_store_bytes(
+    _ctx: u64,
+    offset: u64,
+    buf: u64,
+    len: u64,
+    _: u64,
+    env: *mut Env,
+) -> u64 {
+    // SAFETY: the engine passes its live Env (HelperFn contract).
+    let env = unsafe { &mut *env };
+    match xdp_span(env, offset, len) {
+        Ok(to) => copy_checked(
+            env,
+            buf,
+            to,
+            len & 0xffff,
+            [
+                "xdp_store_bytes: `buf` outside the program's memory",
+                "xdp_store_bytes: packet bytes out of reach",
+            ],
+        ),
+        Err(e) => e,
+    }
 }
 
 unsafe extern "C" fn get_prandom_u32(_: u64, _: u64, _: u64, _: u64, _: u64, env: *mut Env) -> u64 {
@@ -553,7 +683,7 @@ fn format_printk(fmt: &[u8], args: [u64; 3]) -> String {
 
 /// The helpers of an XDP program, by kernel id.
 pub fn xdp_helpers() -> Helpers {
-    let table: [(u32, HelperFn, u8); 13] = [
+    let table: [(u32, HelperFn, u8); 18] = [
         (1, map_lookup_elem, 2),
         (2, map_update_elem, 4),
         (3, map_delete_elem, 2),
@@ -567,6 +697,11 @@ pub fn xdp_helpers() -> Helpers {
         (51, redirect_map, 3),
         (54, xdp_adjust_meta, 2),
         (65, xdp_adjust_tail, 2),
+        (125, ktime_get_boot_ns, 0),
+        (160, ktime_get_coarse_ns, 0),
+        (188, xdp_get_buff_len, 1),
+        (189, xdp_load_bytes, 4),
+        (190, xdp_store_bytes, 4),
     ];
     let mut h = Helpers::new();
     for (id, f, args) in table {

@@ -133,3 +133,22 @@ fn csum_diff_like_the_kernel() {
     }
     assert_eq!(p.runs, 4000);
 }
+
+#[test]
+fn packet_bytes_helpers_like_the_kernel() {
+    if !oracle::kernel_here() {
+        return;
+    }
+    let Some(path) = clang::compile("xdp_bytes") else {
+        return;
+    };
+    oracle::pin_cpu();
+    let mut p = Pair::new(&std::fs::read(path).unwrap(), None);
+    let mut frames = frames::generated();
+    frames.extend(random_frames());
+    for (what, f) in frames {
+        p.run(&f, &what);
+        p.same_maps(&what);
+    }
+    assert!(p.runs > 7000);
+}

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// REFUSE: bpf_xdp_get_buff_len (188) and bpf_xdp_load_bytes (189) /
-// bpf_xdp_store_bytes (190), the multi-buffer-safe packet accessors.
+// bpf_xdp_get_buff_len (188), bpf_xdp_load_bytes (189) and
+// bpf_xdp_store_bytes (190), the multi-buffer-safe packet accessors
+// (written as a program pfil would refuse; it runs them since).
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
