@@ -38,9 +38,11 @@ use parking_lot::RwLock;
 
 use crate::object::MapDef;
 
-pub use types::{MapError, MapType, BPF_ANY, BPF_EXIST, BPF_NOEXIST};
+pub use types::{MapError, MapType, BPF_ANY, BPF_EXIST, BPF_F_NO_COMMON_LRU, BPF_NOEXIST};
 
 mod arena;
+mod lru;
+mod lru_map;
 mod table;
 #[cfg(test)]
 mod table_tests;
@@ -68,6 +70,8 @@ struct Index {
     /// and a pointer a program looked up before the update still reads
     /// the old value until the spare is used again.
     spare: Option<u32>,
+    /// LRU_HASH: the key each slot holds (to evict it).
+    owners: Vec<Option<Box<[u8]>>>,
 }
 
 /// One map: definition, value arena and key index.
@@ -90,9 +94,11 @@ pub struct Map {
     /// HASH, PERCPU_HASH, LRU_HASH: the index as programs read it,
     /// without the lock (the lock serialises its writers).
     table: Option<Table>,
-    /// LRU_HASH: last use of each slot (a global tick).
-    lru: Box<[AtomicU64]>,
-    tick: AtomicU64,
+    /// LRU_HASH: the kernel's LRU lists, changed under the index lock
+    /// (and their own, uncontended), and their reference bits, which a
+    /// program's lookup sets without a lock.
+    lru: Option<parking_lot::Mutex<lru::Lru>>,
+    lru_refs: std::sync::Arc<[std::sync::atomic::AtomicU8]>,
     /// LRU_HASH: entries evicted to make room.
     evictions: AtomicU64,
 }
@@ -156,15 +162,25 @@ impl Map {
                 "an lpm_trie key is 4 bytes of prefix length then 1-256 bytes, not {ks}"
             )));
         }
+        // An LRU_HASH's lists are per CPU (worker); with one set of lists
+        // per CPU each has the same number of entries (the kernel rounds
+        // max_entries up to a multiple of the CPUs).
+        let lru_cpus = workers.max(1);
+        let n = if def.kind == MapType::LruHash && def.flags & BPF_F_NO_COMMON_LRU != 0 {
+            n.div_ceil(lru_cpus) * lru_cpus
+        } else {
+            n
+        };
         let workers = if def.kind.per_cpu() {
             workers.max(1)
         } else {
             1
         };
         let stride = vs.div_ceil(8) * 8;
-        // HASH and LRU_HASH: one slot more than entries, the spare an
-        // update of a present key writes into (see `Index::spare`).
-        let replaces = matches!(def.kind, MapType::Hash | MapType::LruHash);
+        // HASH: one slot more than entries, the spare an update of a
+        // present key writes into (see `Index::spare`); an LRU_HASH takes
+        // a node from its lists instead, as the kernel's.
+        let replaces = def.kind == MapType::Hash;
         let slots = n + usize::from(replaces);
         // Per-CPU maps: one section per worker (the kernel's per-CPU
         // areas), a whole number of cache lines, so that workers updating
@@ -189,11 +205,16 @@ impl Map {
         // slice has the same layout; ownership moves from one Box to the other.
         let arena: Box<[UnsafeCell<u64>]> =
             unsafe { Box::from_raw(Box::into_raw(zeroed) as *mut [UnsafeCell<u64>]) };
-        let lru = if def.kind == MapType::LruHash {
-            (0..slots).map(|_| AtomicU64::new(0)).collect()
-        } else {
-            Box::default()
-        };
+        let lru = (def.kind == MapType::LruHash).then(|| {
+            parking_lot::Mutex::new(lru::Lru::new(
+                n,
+                lru_cpus,
+                def.flags & BPF_F_NO_COMMON_LRU != 0,
+            ))
+        });
+        let lru_refs = lru
+            .as_ref()
+            .map_or_else(|| std::sync::Arc::from(Vec::new()), |l| l.lock().refs());
         let table = match def.kind {
             MapType::Hash | MapType::PercpuHash | MapType::LruHash => {
                 Some(Table::new(slots, ks, MAX_ARENA).ok_or_else(|| {
@@ -205,6 +226,11 @@ impl Map {
         let index = Index {
             free: (0..n as u32).rev().collect(),
             spare: replaces.then_some(n as u32),
+            owners: if def.kind == MapType::LruHash {
+                vec![None; n]
+            } else {
+                Vec::new()
+            },
             ..Index::default()
         };
         let m = Map {
@@ -222,7 +248,7 @@ impl Map {
             index: RwLock::new(index),
             table,
             lru,
-            tick: AtomicU64::new(0),
+            lru_refs,
             evictions: AtomicU64::new(0),
         };
         if let Some(init) = &def.init {
@@ -340,10 +366,6 @@ impl Map {
         } else {
             self.index.read().keys.get(key).copied()
         };
-        if let (Some(s), MapType::LruHash) = (slot, self.kind) {
-            self.lru[s as usize]
-                .store(self.tick.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
-        }
         slot
     }
 
@@ -354,7 +376,12 @@ impl Map {
             return std::ptr::null_mut();
         }
         match self.find(key) {
-            Some(s) => self.slot_ptr(s, if self.kind.per_cpu() { worker } else { 0 }),
+            Some(s) => {
+                // A program's lookup marks an LRU entry used (a control
+                // side's does not, as the kernel's syscall).
+                lru::set_ref(&self.lru_refs, s);
+                self.slot_ptr(s, if self.kind.per_cpu() { worker } else { 0 })
+            }
             None => std::ptr::null_mut(),
         }
     }
@@ -374,7 +401,7 @@ impl Map {
                 "a devmap is updated from the control side only".into(),
             ));
         }
-        self.update_with(key, flags, |slot, fresh| {
+        self.update_with(key, flags, worker, |slot, fresh| {
             if fresh {
                 self.zero_slot(slot);
             }
@@ -390,10 +417,14 @@ impl Map {
         })
     }
 
+    /// Update `key` on `cpu` (the worker, or the control side's CPU: an
+    /// LRU_HASH's lists are per CPU); `write` fills the slot (fresh: a
+    /// slot that held no value of this key).
     fn update_with(
         &self,
         key: &[u8],
         flags: u64,
+        cpu: usize,
         write: impl FnOnce(u32, bool),
     ) -> Result<(), MapError> {
         if key.len() != self.key_size {
@@ -414,6 +445,9 @@ impl Map {
             }
             write(slot, false);
             return Ok(());
+        }
+        if self.kind == MapType::LruHash {
+            return self.lru_update(key, flags, cpu, write);
         }
         let mut idx = self.index.write();
         let (k, lpm_plen): (Box<[u8]>, Option<u32>) = if self.kind == MapType::LpmTrie {
@@ -443,10 +477,6 @@ impl Map {
                 if let Some(t) = &self.table {
                     t.replace(old, slot, &k);
                 }
-                if self.kind == MapType::LruHash {
-                    self.lru[slot as usize]
-                        .store(self.tick.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
-                }
                 idx.keys.insert(k, slot);
                 return Ok(());
             }
@@ -457,31 +487,12 @@ impl Map {
                         e.1 = key[4..].into();
                     }
                 }
-                if self.kind == MapType::LruHash {
-                    self.lru[slot as usize]
-                        .store(self.tick.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
-                }
                 return Ok(());
             }
             (None, _) => {}
         }
         let slot = match idx.free.pop() {
             Some(s) => s,
-            None if self.kind == MapType::LruHash => {
-                // Evict the least recently used entry.
-                let (victim, _) = idx
-                    .keys
-                    .iter()
-                    .map(|(k, &s)| (k.clone(), self.lru[s as usize].load(Ordering::Relaxed)))
-                    .min_by_key(|(_, t)| *t)
-                    .ok_or(MapError::Full)?;
-                let s = idx.keys.remove(&victim).ok_or(MapError::Full)?;
-                if let Some(t) = &self.table {
-                    t.remove(s, &victim);
-                }
-                self.evictions.fetch_add(1, Ordering::Relaxed);
-                s
-            }
             None if self.kind == MapType::LpmTrie => return Err(MapError::NoSpace),
             None => return Err(MapError::Full),
         };
@@ -499,10 +510,6 @@ impl Map {
                 }
                 idx.keys.insert(k, slot);
             }
-        }
-        if self.kind == MapType::LruHash {
-            self.lru[slot as usize]
-                .store(self.tick.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
         }
         Ok(())
     }
@@ -531,6 +538,9 @@ impl Map {
                 "a {} cannot delete",
                 self.kind.name()
             )));
+        }
+        if self.kind == MapType::LruHash {
+            return self.lru_delete(key);
         }
         let mut idx = self.index.write();
         let slot = if self.kind == MapType::LpmTrie {
@@ -596,7 +606,7 @@ impl Map {
                 self.user_value_size()
             )));
         }
-        self.update_with(key, flags, |slot, _| {
+        self.update_with(key, flags, Self::this_cpu(), |slot, _| {
             if self.kind.per_cpu() {
                 for (w, chunk) in value.chunks(self.stride).enumerate() {
                     self.write_slot(slot, w, chunk);

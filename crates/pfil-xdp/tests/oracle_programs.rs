@@ -152,3 +152,22 @@ fn packet_bytes_helpers_like_the_kernel() {
     }
     assert!(p.runs > 7000);
 }
+
+#[test]
+fn lru_maps_evict_as_the_kernel_does() {
+    if !oracle::kernel_here() {
+        return;
+    }
+    let Some(path) = clang::compile("lru_kernel") else {
+        return;
+    };
+    oracle::pin_cpu();
+    let mut p = Pair::new(&std::fs::read(path).unwrap(), None);
+    // Every frame, then the maps: an eviction the kernel would not make
+    // shows at the frame that made it.
+    for (what, f) in random_frames() {
+        p.run(&f, &what);
+        p.same_maps(&what);
+    }
+    assert_eq!(p.runs, 4000);
+}

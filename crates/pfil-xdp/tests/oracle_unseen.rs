@@ -8,7 +8,7 @@
 //! refused, naming it. Found, and fixed, with them: `bpf_csum_diff`'s
 //! 16-bit result, LPM prefixes past the key, empty DEVMAP slots,
 //! `bpf_redirect_map`'s flags, the metadata and headroom limits, a HASH
-//! update's new element; and `xdp_load_bytes`, written as one pfil would
+//! update's new element, the LRU lists' evictions; and `xdp_load_bytes`, written as one pfil would
 //! refuse, runs since pfil has `bpf_xdp_get_buff_len`, `_load_bytes` and
 //! `_store_bytes`.
 
@@ -85,14 +85,11 @@ fn programs_written_apart_run_as_the_kernel_runs_them() {
                 Err(m) => panic!("{name}: {what}: {m}\n  frame  {}", hex(f)),
             }
         }
-        let notes = o.compare_maps().unwrap_or_else(|m| panic!("{name}: {m}"));
+        o.compare_maps().unwrap_or_else(|m| panic!("{name}: {m}"));
         eprintln!(
-            "{name}: {} frames agree (aborted/drop/pass/tx/redirect {actions:?}){}",
-            o.runs(),
-            notes.iter().map(|n| format!("; {n}")).collect::<String>()
+            "{name}: {} frames agree (aborted/drop/pass/tx/redirect {actions:?})",
+            o.runs()
         );
-        // Only an LRU map that evicted may go uncompared.
-        assert!(notes.iter().all(|n| n.contains("LRU")), "{name}: {notes:?}");
     }
 }
 

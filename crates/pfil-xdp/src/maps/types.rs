@@ -120,6 +120,9 @@ pub enum MapError {
     Range,
     /// An LPM_TRIE is full (`ENOSPC`, as the kernel's trie says it).
     NoSpace,
+    /// An LRU_HASH found no node to take, not even by evicting
+    /// (`ENOMEM`, as the kernel's).
+    NoMemory,
     /// A bad key or value size, index or flag (`EINVAL`), with the reason.
     Invalid(String),
 }
@@ -132,6 +135,7 @@ impl MapError {
             MapError::Exists => -17,
             MapError::Full | MapError::Range => -7,
             MapError::NoSpace => -28,
+            MapError::NoMemory => -12,
             MapError::Invalid(_) => -22,
         }
     }
@@ -142,7 +146,7 @@ impl fmt::Display for MapError {
         match self {
             MapError::NotFound => f.write_str("no such key"),
             MapError::Exists => f.write_str("key exists"),
-            MapError::Full | MapError::NoSpace => f.write_str("map is full"),
+            MapError::Full | MapError::NoSpace | MapError::NoMemory => f.write_str("map is full"),
             MapError::Range => f.write_str("index past max_entries"),
             MapError::Invalid(s) => f.write_str(s),
         }
@@ -157,3 +161,6 @@ pub const BPF_ANY: u64 = 0;
 pub const BPF_NOEXIST: u64 = 1;
 /// `BPF_EXIST`: update only.
 pub const BPF_EXIST: u64 = 2;
+/// Map flag: an LRU_HASH with one set of LRU lists per CPU (worker)
+/// instead of common lists with per-CPU local lists.
+pub const BPF_F_NO_COMMON_LRU: u32 = 2;

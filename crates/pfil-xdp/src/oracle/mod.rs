@@ -9,10 +9,8 @@
 //! `xdp-oracle` command runs on an object, map entries and captures of
 //! the user's choosing. It needs root (`CAP_BPF`).
 //!
-//! Where pfil cannot be compared with the kernel by design, it says so
-//! rather than report a difference: an LRU map that evicted (the kernel's
-//! choice of victim depends on its per-CPU free lists) is left out of the
-//! map comparison, with a note ([`Oracle::compare_maps`]).
+//! Everything is compared, LRU maps too: pfil's LRU_HASH runs the
+//! kernel's LRU lists, so it evicts the entries the kernel evicts.
 
 pub mod frames;
 pub mod pcap;
@@ -22,7 +20,7 @@ use std::fmt;
 use crate::config::MapEntry;
 use crate::kernel::{self, KernelProgram};
 use crate::program::Engine;
-use crate::{MapType, Object, XdpProgram};
+use crate::{Object, XdpProgram};
 
 /// The kernel's XDP test run gives this much headroom
 /// (`XDP_PACKET_HEADROOM`).
@@ -312,18 +310,12 @@ impl Oracle {
         }))
     }
 
-    /// Every map's contents, compared; the notes say what was not. An
-    /// LRU map that has evicted is not compared: which entry the kernel
-    /// evicts, and when it starts (its per-CPU free lists let it evict
-    /// before the map is full, and an update that fails may still take a
-    /// node), is its own, not the program's. It counts as evicted when
-    /// pfil's copy evicted or the kernel's holds fewer entries (pfil
-    /// removes none but those the program or the operator deletes).
+    /// Every map's contents, compared (an LRU_HASH evicts what the
+    /// kernel's would: pfil runs the kernel's LRU lists).
     ///
     /// # Errors
     /// The first map that differs, or the kernel's dump failing.
-    pub fn compare_maps(&self) -> Result<Vec<String>, Mismatch> {
-        let mut notes = Vec::new();
+    pub fn compare_maps(&self) -> Result<(), Mismatch> {
         for (i, d) in self.obj.maps.iter().enumerate() {
             let mut theirs = self.kernel.maps[i]
                 .entries()
@@ -342,19 +334,6 @@ impl Oracle {
                 }
                 mine.sort();
                 let sizes = (theirs.len(), mine.len());
-                if d.kind == MapType::LruHash && (m.evictions() > 0 || sizes.0 < sizes.1) {
-                    if *engine == Engine::Jit {
-                        notes.push(format!(
-                            "map {}: an LRU map that evicted, not compared (entries: kernel {}, \
-                             pfil {}; pfil evicted {})",
-                            d.name,
-                            sizes.0,
-                            sizes.1,
-                            m.evictions()
-                        ));
-                    }
-                    continue;
-                }
                 if theirs != mine {
                     return Err(Mismatch::Map {
                         engine: *engine,
@@ -374,7 +353,7 @@ impl Oracle {
                 }
             }
         }
-        Ok(notes)
+        Ok(())
     }
 }
 
