@@ -41,6 +41,7 @@ use crate::object::MapDef;
 pub use types::{MapError, MapType, BPF_ANY, BPF_EXIST, BPF_F_NO_COMMON_LRU, BPF_NOEXIST};
 
 mod arena;
+mod control;
 mod lru;
 mod lru_map;
 mod table;
@@ -568,100 +569,6 @@ impl Map {
         };
         idx.free.push(slot);
         Ok(())
-    }
-
-    /// Control side: the value of `key` (all workers' for per-CPU maps,
-    /// each padded to 8 bytes), `None` if absent. An LPM_TRIE lookup is a
-    /// longest-prefix match, as bpf(2)'s.
-    pub fn lookup(&self, key: &[u8]) -> Result<Option<Vec<u8>>, MapError> {
-        if key.len() != self.key_size {
-            return Err(MapError::Invalid(format!(
-                "key of {} bytes, map {:?} has {}",
-                key.len(),
-                self.name,
-                self.key_size
-            )));
-        }
-        let Some(slot) = self.find(key) else {
-            return Ok(None);
-        };
-        let mut out = Vec::with_capacity(self.user_value_size());
-        for w in 0..self.workers {
-            self.read_slot(slot, w, &mut out);
-            if self.kind.per_cpu() {
-                out.resize(out.len().div_ceil(8) * 8, 0);
-            }
-        }
-        Ok(Some(out))
-    }
-
-    /// Control side: set `key` to `value` ([`Map::user_value_size`] bytes)
-    /// with `flags` ([`BPF_ANY`], [`BPF_NOEXIST`], [`BPF_EXIST`]).
-    pub fn update(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
-        if value.len() != self.user_value_size() {
-            return Err(MapError::Invalid(format!(
-                "value of {} bytes, map {:?} takes {}",
-                value.len(),
-                self.name,
-                self.user_value_size()
-            )));
-        }
-        self.update_with(key, flags, Self::this_cpu(), |slot, _| {
-            if self.kind.per_cpu() {
-                for (w, chunk) in value.chunks(self.stride).enumerate() {
-                    self.write_slot(slot, w, chunk);
-                }
-            } else {
-                self.write_slot(slot, 0, value);
-            }
-        })
-    }
-
-    /// Control side: every key, in an unspecified order (for arrays every
-    /// index).
-    pub fn keys(&self) -> Vec<Vec<u8>> {
-        if self.kind.is_array() {
-            return (0..self.max_entries as u32)
-                .map(|i| i.to_le_bytes().to_vec())
-                .collect();
-        }
-        let idx = self.index.read();
-        if self.kind == MapType::LpmTrie {
-            let mut out = Vec::new();
-            for (plen, t) in &idx.lpm {
-                for (_, data) in t.values() {
-                    let mut v = plen.to_le_bytes().to_vec();
-                    v.extend_from_slice(data);
-                    out.push(v);
-                }
-            }
-            return out;
-        }
-        idx.keys.keys().map(|k| k.to_vec()).collect()
-    }
-
-    /// Control side: every (key, value) pair.
-    pub fn entries(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
-        self.keys()
-            .into_iter()
-            .filter_map(|k| {
-                let v = self.lookup(&k).ok().flatten()?;
-                Some((k, v))
-            })
-            .collect()
-    }
-
-    /// Whether `def` describes this map (same type and sizes): a program
-    /// swapped in by `pfilctl set` keeps such a map and its contents.
-    pub fn same_definition(&self, def: &MapDef) -> bool {
-        self.name == def.name
-            && self.kind == def.kind
-            && self.key_size == def.key_size as usize
-            && self.value_size == def.value_size as usize
-            && self.max_entries == def.max_entries as usize
-            && self.flags == def.flags
-            && self.readonly == def.readonly
-            && def.init.is_none()
     }
 }
 
