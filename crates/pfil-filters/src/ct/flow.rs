@@ -11,8 +11,10 @@ use super::Invalid;
 /// A flow's key: the two endpoints in a fixed order (the lower address,
 /// then port, first), so that both directions of a flow have one key.
 /// IPv4 addresses are in the first 4 bytes of their 16. ICMP echo flows
-/// use the echo identifier as both ports; other protocols (and ICMP that
-/// is neither echo nor an error) use ports 0.
+/// use the echo identifier as both ports and say which side sends the
+/// requests (two hosts may ping each other with one identifier: two
+/// flows); other protocols (and ICMP that is neither echo nor an error)
+/// use ports 0.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct FlowKey {
     /// The lower endpoint's address.
@@ -27,6 +29,8 @@ pub struct FlowKey {
     pub proto: u8,
     /// IPv6 (else IPv4).
     pub v6: bool,
+    /// An ICMP echo flow whose requests the `b` side sends.
+    pub echo_b: bool,
 }
 
 impl FlowKey {
@@ -54,9 +58,27 @@ impl FlowKey {
                 pb,
                 proto,
                 v6,
+                echo_b: false,
             },
             src_is_a,
         )
+    }
+
+    /// The key of an ICMP echo flow of identifier `id` whose requests
+    /// `requester` sends to `responder`, and whether the packet's source
+    /// (the requester for a request, else the responder) is the key's
+    /// `a` side.
+    pub fn echo(
+        requester: [u8; 16],
+        responder: [u8; 16],
+        id: u16,
+        proto: u8,
+        v6: bool,
+        request: bool,
+    ) -> (FlowKey, bool) {
+        let (mut k, requester_a) = FlowKey::new(requester, id, responder, id, proto, v6);
+        k.echo_b = !requester_a;
+        (k, requester_a == request)
     }
 
     /// The key of an IPv4 packet from `src:sp` to `dst:dp` (addresses in
@@ -86,6 +108,7 @@ impl FlowKey {
                 pb,
                 proto,
                 v6: false,
+                echo_b: false,
             },
             src_is_a,
         )
@@ -142,12 +165,13 @@ impl FlowKey {
             u64::from(self.pa)
                 | u64::from(self.pb) << 16
                 | u64::from(self.proto) << 32
-                | u64::from(self.v6) << 40,
+                | u64::from(self.v6) << 40
+                | u64::from(self.echo_b) << 41,
         ]
     }
 
     /// The key whose [`words`](Self::words) are `w` (the fifth word's
-    /// bits from 41 up ignored).
+    /// bits from 42 up ignored).
     pub fn from_words(w: [u64; 5]) -> FlowKey {
         let addr = |lo: u64, hi: u64| {
             let mut x = [0u8; 16];
@@ -162,6 +186,7 @@ impl FlowKey {
             pb: (w[4] >> 16) as u16,
             proto: (w[4] >> 32) as u8,
             v6: (w[4] >> 40) & 1 != 0,
+            echo_b: (w[4] >> 41) & 1 != 0,
         }
     }
 
@@ -224,7 +249,8 @@ fn addr(f: &[u8], at: usize, v6: bool) -> Option<[u8; 16]> {
 /// Whether ICMP (`v6` false) or ICMPv6 type `t` is an error message.
 fn is_error(t: u8, v6: bool) -> bool {
     if v6 {
-        matches!(t, 1..=4)
+        // RFC 4443: types 0-127 are errors.
+        t < 128
     } else {
         matches!(t, 3 | 4 | 5 | 11 | 12)
     }
@@ -379,6 +405,11 @@ pub(super) fn classify_general(p: &Packet<'_>) -> Class {
         }
         L4::Icmpv4 | L4::Icmpv6 => {
             let icmp6 = l4 == L4::Icmpv6;
+            if icmp6 != v6 {
+                // ICMPv6 in IPv4 or ICMP in IPv6: no such flow (pf drops
+                // it, Linux calls it invalid).
+                return Class::Invalid(Invalid::Malformed);
+            }
             let (Some(&ty), Some(_code)) = (f.get(t), f.get(t + 1)) else {
                 return Class::Invalid(Invalid::Malformed);
             };
@@ -390,8 +421,10 @@ pub(super) fn classify_general(p: &Packet<'_>) -> Class {
                 let Some(id) = be16(f, t + 4) else {
                     return Class::Invalid(Invalid::Malformed);
                 };
-                let (k, a) = FlowKey::new(src, id, dst, id, proto, v6);
-                let kind = if ty == req {
+                let request = ty == req;
+                let (requester, responder) = if request { (src, dst) } else { (dst, src) };
+                let (k, a) = FlowKey::echo(requester, responder, id, proto, v6, request);
+                let kind = if request {
                     Kind::EchoRequest
                 } else {
                     Kind::EchoReply
@@ -452,7 +485,10 @@ fn window_scale(mut o: &[u8]) -> Option<u8> {
 
 /// The flow an ICMP error (sent from `src` to `dst`) quotes, from the
 /// quoted IP header at `q`: the quoted packet went from the flow's
-/// endpoint `dst` (the error goes back to it) to the other.
+/// endpoint `dst` (the error goes back to it) to the other. IPv6
+/// extension headers of the quoted packet are skipped (as Linux's
+/// `ipv6_skip_exthdr` and pf do); a quoted later fragment (IPv4 or IPv6)
+/// has no transport header to relate it by: malformed.
 fn quoted(f: &[u8], q: usize, src: [u8; 16], dst: [u8; 16]) -> Class {
     let _ = src;
     let bad = Class::Invalid(Invalid::Malformed);
@@ -461,12 +497,15 @@ fn quoted(f: &[u8], q: usize, src: [u8; 16], dst: [u8; 16]) -> Class {
     let (qsrc, qdst, proto, l4) = match vb >> 4 {
         4 => {
             let ihl = usize::from(vb & 15) * 4;
-            let (Some(s), Some(d), Some(&p)) =
-                (addr(f, q + 12, false), addr(f, q + 16, false), f.get(q + 9))
-            else {
+            let (Some(s), Some(d), Some(&p), Some(frag)) = (
+                addr(f, q + 12, false),
+                addr(f, q + 16, false),
+                f.get(q + 9),
+                be16(f, q + 6),
+            ) else {
                 return bad;
             };
-            if ihl < 20 {
+            if ihl < 20 || frag & 0x1fff != 0 {
                 return bad;
             }
             (s, d, p, q + ihl)
@@ -477,7 +516,10 @@ fn quoted(f: &[u8], q: usize, src: [u8; 16], dst: [u8; 16]) -> Class {
             else {
                 return bad;
             };
-            (s, d, p, q + 40)
+            let Some((p, l4)) = skip_v6_ext(f, p, q + 40) else {
+                return bad;
+            };
+            (s, d, p, l4)
         }
         _ => return bad,
     };
@@ -485,27 +527,65 @@ fn quoted(f: &[u8], q: usize, src: [u8; 16], dst: [u8; 16]) -> Class {
     if qsrc != dst {
         return Class::Invalid(Invalid::IcmpMismatch);
     }
-    let (sp, dp) = match proto {
+    let (k, a) = match proto {
         6 | 17 => {
             let (Some(sp), Some(dp)) = (be16(f, l4), be16(f, l4 + 2)) else {
                 return bad;
             };
-            (sp, dp)
+            FlowKey::new(qsrc, sp, qdst, dp, proto, v6)
         }
         1 | 58 => {
-            let (Some(&ty), Some(id)) = (f.get(l4), be16(f, l4 + 4)) else {
+            let Some(&ty) = f.get(l4) else {
                 return bad;
             };
             let (req, rep) = echo(proto == 58);
-            if ty != req && ty != rep {
-                // An error about an error (or about other ICMP): nothing
-                // to relate it to.
+            if ty == req || ty == rep {
+                let Some(id) = be16(f, l4 + 4) else {
+                    return bad;
+                };
+                let request = ty == req;
+                let (requester, responder) = if request { (qsrc, qdst) } else { (qdst, qsrc) };
+                FlowKey::echo(requester, responder, id, proto, v6, request)
+            } else if is_error(ty, proto == 58) {
+                // An error about an error: nothing to relate it to.
                 return Class::Invalid(Invalid::NoState);
+            } else {
+                // Other ICMP (a timestamp request...): its address pair's
+                // flow, as the hook tracks such messages.
+                FlowKey::new(qsrc, 0, qdst, 0, proto, v6)
             }
-            (id, id)
         }
-        _ => (0, 0),
+        _ => FlowKey::new(qsrc, 0, qdst, 0, proto, v6),
     };
-    let (k, a) = FlowKey::new(qsrc, sp, qdst, dp, proto, v6);
     Class::Error(k, a)
+}
+
+/// The transport protocol and its offset after IPv6 extension headers
+/// starting with `next` at `at` (hop-by-hop, routing, destination
+/// options, AH, and a first fragment's header), or `None` for a later
+/// fragment or a header cut short.
+fn skip_v6_ext(f: &[u8], mut next: u8, mut at: usize) -> Option<(u8, usize)> {
+    for _ in 0..8 {
+        match next {
+            0 | 43 | 60 => {
+                let (&n, &len) = (f.get(at)?, f.get(at + 1)?);
+                next = n;
+                at += (usize::from(len) + 1) * 8;
+            }
+            51 => {
+                let (&n, &len) = (f.get(at)?, f.get(at + 1)?);
+                next = n;
+                at += (usize::from(len) + 2) * 4;
+            }
+            44 => {
+                if be16(f, at + 2)? & 0xfff8 != 0 {
+                    return None;
+                }
+                next = *f.get(at)?;
+                at += 8;
+            }
+            _ => return Some((next, at)),
+        }
+    }
+    None
 }

@@ -122,7 +122,26 @@
 //!   first).
 //! - An ICMP error is `related` if it quotes a tracked flow and goes
 //!   back to the quoted packet's sender, without pf's check of a quoted
-//!   TCP sequence number.
+//!   TCP sequence number. An echo reply's code is not compared with its
+//!   request's (Linux: `invalid` when they differ).
+//! - pf's TCP rules where Linux's differ (each shown by a scenario
+//!   capture of `tests/data/ct-oracle/scenarios`): a segment must end
+//!   inside the receiver's window (Linux: start inside it); an ACK may
+//!   be up to pf's MAXACKWINDOW (65 535) ahead of the data sent, a
+//!   SYN-ACK's or RST-ACK's of the SYN too (Linux: not past it); a RST
+//!   must be at the next sequence, one before or one after (Linux: any
+//!   in the window, answered by a challenge ACK); SACK blocks are not
+//!   checked; a SYN with a new ISN on a flow not closed both ways, or a
+//!   SYN or SYN-ACK sent again with a new ISN, is `invalid` (Linux lets
+//!   it through without changing the flow); a challenge ACK answering a
+//!   SYN (RFC 5961: the server still holds an old connection the table
+//!   lost) is `invalid`, where Linux expects the RST after it and lets
+//!   the new handshake through; flag combinations are pf's normaliser's
+//!   (SYN with PSH or URG `invalid`; SYN-ACK-URG, RST-ACK-URG, FIN-RST-ACK
+//!   valid); after the server's RST a new SYN starts a new flow (Linux
+//!   keeps the closed entry).
+//! - Protocols without a tracker here (SCTP, UDP-Lite, ...) are tracked
+//!   by address pair, ports 0: two port pairs are one flow.
 //!
 //! # Reconfiguring
 //! `pfilctl set` (in place, [`Filter::reconfigure`]) and `apply`
@@ -156,6 +175,8 @@ pub mod tcp;
 mod tests;
 #[cfg(test)]
 mod tests_bias;
+#[cfg(test)]
+mod tests_edges;
 #[cfg(test)]
 mod tests_filter;
 mod track;

@@ -227,9 +227,11 @@ proptest! {
     #[test]
     fn the_tracker_follows_the_model(evs in prop::collection::vec(ev(), 1..120)) {
         let table = Table::new(1000, 1);
-        // Per flow index: TCP, UDP, echo models; and the real stacks'
+        // Per flow index: TCP, UDP, echo models (the echo flows of the
+        // client's requests and of the server's: two hosts pinging each
+        // other with one identifier are two flows); and the real stacks'
         // sequence numbers (client, server) per TCP flow.
-        let mut models: Vec<[Option<MFlow>; 3]> = vec![[None; 3]; 2];
+        let mut models: Vec<[Option<MFlow>; 4]> = vec![[None; 4]; 2];
         let mut seqs = [[0u32; 2]; 2];
         let mut isn = 1000u32;
         let mut now = 0u32;
@@ -295,7 +297,8 @@ proptest! {
                     let f = super::tests::echo_frame(
                         if client { CLIENT } else { SERVER }, if client { SERVER } else { CLIENT }, reply, 100 + fi as u16,
                     );
-                    (f, model_simple(&mut models[fi][2], client, e, now))
+                    let server_asks = client == reply;
+                    (f, model_simple(&mut models[fi][2 + usize::from(server_asks)], client, e, now))
                 }
             };
             let mut frame = frame;

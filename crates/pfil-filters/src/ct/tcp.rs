@@ -207,7 +207,6 @@ pub fn track(peers: &mut [Peer; 2], from: usize, seg: &Seg) -> Outcome {
     if f & FIN != 0 {
         end = end.wrapping_add(1);
     }
-    let mut check_ack = true;
     if src.state < SYN_SENT {
         // This side's first segment (the SYN-ACK of a handshake).
         if f & SYN != 0 && dst.wscale & WS_SET != 0 {
@@ -230,12 +229,18 @@ pub fn track(peers: &mut [Peer; 2], from: usize, seg: &Seg) -> Outcome {
         let room = (u32::from(dst.max_win) << dws).max(1);
         if src.seqhi == 1 || seq_ge(end.wrapping_add(room), src.seqhi) {
             src.seqhi = end.wrapping_add(room);
-            check_ack = false;
         }
         src.max_win = src.max_win.max(win.min(0xffff) as u16);
     }
+    // The acknowledgement is checked, a responder's first segment's too
+    // (pf's `ackskew`: a SYN-ACK, or a RST, that does not acknowledge
+    // the SYN is not the answer; it is invalid and sets nothing, so the
+    // genuine answer after a blind one still opens the flow), unless
+    // there is nothing to check it against: no ACK flag, a RST-ACK of 0
+    // (stacks that time a SYN out), or a peer that has sent nothing yet
+    // (a flow picked up mid-stream).
     let mut ack = seg.ack;
-    if f & ACK == 0 || (ack == 0 && f & (ACK | RST) == ACK | RST) {
+    if f & ACK == 0 || (ack == 0 && f & (ACK | RST) == ACK | RST) || dst.state < SYN_SENT {
         ack = dst.seqlo;
     }
     if seq == end {
@@ -243,11 +248,7 @@ pub fn track(peers: &mut [Peer; 2], from: usize, seg: &Seg) -> Outcome {
         seq = src.seqlo;
         end = seq;
     }
-    let ackskew = if check_ack {
-        i64::from(dst.seqlo.wrapping_sub(ack) as i32)
-    } else {
-        0
-    };
+    let ackskew = i64::from(dst.seqlo.wrapping_sub(ack) as i32);
     let back = u32::from(dst.max_win) << dws;
     let in_window = seq_ge(src.seqhi, end)
         && seq_ge(seq, src.seqlo.wrapping_sub(back))
