@@ -33,7 +33,8 @@ impl Map {
     }
 
     /// Control side: set `key` to `value` ([`Map::user_value_size`] bytes)
-    /// with `flags` ([`BPF_ANY`], [`BPF_NOEXIST`], [`BPF_EXIST`]).
+    /// with `flags` ([`BPF_ANY`](super::BPF_ANY),
+    /// [`BPF_NOEXIST`](super::BPF_NOEXIST), [`BPF_EXIST`](super::BPF_EXIST)).
     pub fn update(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
         if value.len() != self.user_value_size() {
             return Err(MapError::Invalid(format!(
