@@ -300,6 +300,19 @@ impl Map {
         }
     }
 
+    /// `key` is `key_size` bytes, or the error naming both.
+    fn check_key(&self, key: &[u8]) -> Result<(), MapError> {
+        if key.len() == self.key_size {
+            return Ok(());
+        }
+        Err(MapError::Invalid(format!(
+            "key of {} bytes, map {:?} has {}",
+            key.len(),
+            self.name,
+            self.key_size
+        )))
+    }
+
     fn array_index(&self, key: &[u8]) -> Option<u32> {
         let k = u32::from_le_bytes(key.get(..4)?.try_into().ok()?);
         ((k as usize) < self.max_entries).then_some(k)
@@ -428,14 +441,7 @@ impl Map {
         cpu: usize,
         write: impl FnOnce(u32, bool),
     ) -> Result<(), MapError> {
-        if key.len() != self.key_size {
-            return Err(MapError::Invalid(format!(
-                "key of {} bytes, map {:?} has {}",
-                key.len(),
-                self.name,
-                self.key_size
-            )));
-        }
+        self.check_key(key)?;
         if flags > BPF_EXIST {
             return Err(MapError::Invalid(format!("update flags {flags:#x}")));
         }
@@ -517,14 +523,7 @@ impl Map {
 
     /// Delete `key` (programs and control side).
     pub fn delete(&self, key: &[u8]) -> Result<(), MapError> {
-        if key.len() != self.key_size {
-            return Err(MapError::Invalid(format!(
-                "key of {} bytes, map {:?} has {}",
-                key.len(),
-                self.name,
-                self.key_size
-            )));
-        }
+        self.check_key(key)?;
         if self.kind == MapType::Devmap {
             // The kernel's dev_map_delete_elem: the slot's device
             // removed, whether or not it had one.

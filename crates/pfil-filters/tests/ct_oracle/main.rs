@@ -137,7 +137,7 @@ fn kind(f: &[u8], ways: &mut Ways) -> &'static str {
 const ALLOWED: &[(&str, &str, &str, &str, &str, &str)] = &[
     (
         "loose",
-        "tcp_",
+        "",
         "tcp",
         "invalid",
         "established",
@@ -189,17 +189,6 @@ const ALLOWED: &[(&str, &str, &str, &str, &str, &str)] = &[
          COOKIE ECHO, verification tags) and calls chunks outside it \
          invalid; the hook has no SCTP tracker and tracks SCTP like other \
          protocols (by address pair, ports 0)",
-    ),
-    (
-        "loose",
-        "capture:",
-        "tcp",
-        "invalid",
-        "established",
-        "`tcp loose` is flags only, as VPP's: no sequence checks, so a \
-         segment or RST out of the window passes on the flow; Linux's \
-         nf_conntrack_tcp_loose only lets it pick flows up mid-stream and \
-         still checks the window",
     ),
     (
         "*",

@@ -11,14 +11,7 @@ impl Map {
     /// each padded to 8 bytes), `None` if absent. An LPM_TRIE lookup is a
     /// longest-prefix match, as bpf(2)'s.
     pub fn lookup(&self, key: &[u8]) -> Result<Option<Vec<u8>>, MapError> {
-        if key.len() != self.key_size {
-            return Err(MapError::Invalid(format!(
-                "key of {} bytes, map {:?} has {}",
-                key.len(),
-                self.name,
-                self.key_size
-            )));
-        }
+        self.check_key(key)?;
         let Some(slot) = self.find(key) else {
             return Ok(None);
         };
