@@ -136,6 +136,9 @@ pub(crate) fn compile(
     let single = functions.len() <= 1;
     if !single {
         a.store(8, R12, JIT_RSP, RSP);
+        // r0 starts at 0, as the interpreter's: a `void` subprogram
+        // returns whatever r0 held, never a host value left in rax.
+        a.rr(0x31, false, RAX, RAX);
     }
     let mut inline_checks = false;
     let n = insns.len();

@@ -268,7 +268,16 @@ impl Flow<'_> {
     /// (`None` where there is no successor), the entry state of a callee.
     fn step(&self, pc: usize, st: &State) -> Result<Step> {
         let u = self.uses[pc];
-        let missing = u.reads & !st.init;
+        let mut reads = u.reads;
+        if self.insns[pc].code == BPF_JMP | BPF_EXIT && self.func_of(pc) != 0 {
+            // A subprogram's exit need not return anything (a `void`
+            // function: the kernel checks r0 at the program's exit only).
+            // Its caller's r0 is then what it was, or what the callee
+            // left: values the program had (the JIT zeroes r0 at the
+            // program's entry when it has subprograms).
+            reads &= !1;
+        }
+        let missing = reads & !st.init;
         if missing != 0 {
             let r = missing.trailing_zeros();
             return err(

@@ -281,32 +281,45 @@ impl KernelProgram {
             }
         }
         let license = CString::new(obj.license.clone()).unwrap_or_default();
-        let mut log = vec![0u8; 1 << 20];
-        let mut a = Attr::new();
-        a.u32(0, BPF_PROG_TYPE_XDP)
-            .u32(4, (insns.len() / 8) as u32)
-            .u64(8, insns.as_ptr() as u64)
-            .u64(16, license.as_ptr() as u64)
-            .u32(24, 1)
-            .u32(28, log.len() as u32)
-            .u64(32, log.as_mut_ptr() as u64)
-            .u32(44, if prog.frags { BPF_F_XDP_HAS_FRAGS } else { 0 });
-        match bpf(BPF_PROG_LOAD, &mut a, "PROG_LOAD") {
-            Ok(fd) => Ok(KernelProgram {
-                fd: fd_of(fd),
-                maps,
-            }),
-            Err(e) => {
-                let end = log.iter().position(|&b| b == 0).unwrap_or(0);
-                let text = String::from_utf8_lossy(&log[..end]);
-                let tail: Vec<&str> = text.lines().rev().take(8).collect();
-                let tail: Vec<&str> = tail.into_iter().rev().collect();
-                Err(io::Error::new(
-                    e.kind(),
-                    format!("{e}; verifier: {}", tail.join(" | ")),
-                ))
+        let load = |log: &mut [u8]| {
+            let mut a = Attr::new();
+            a.u32(0, BPF_PROG_TYPE_XDP)
+                .u32(4, (insns.len() / 8) as u32)
+                .u64(8, insns.as_ptr() as u64)
+                .u64(16, license.as_ptr() as u64)
+                .u32(44, if prog.frags { BPF_F_XDP_HAS_FRAGS } else { 0 });
+            if !log.is_empty() {
+                a.u32(24, 1)
+                    .u32(28, log.len() as u32)
+                    .u64(32, log.as_mut_ptr() as u64);
             }
-        }
+            bpf(BPF_PROG_LOAD, &mut a, "PROG_LOAD")
+        };
+        // Without a log first (as libbpf does): a large program's log can
+        // outgrow any buffer, and the kernel then fails the load with
+        // ENOSPC although it verified the program.
+        let e = match load(&mut []) {
+            Ok(fd) => {
+                return Ok(KernelProgram {
+                    fd: fd_of(fd),
+                    maps,
+                })
+            }
+            Err(e) => e,
+        };
+        // Refused: again with a log, for the verifier's reason (its last
+        // lines; a log that outgrew the buffer still holds them up to its
+        // end).
+        let mut log = vec![0u8; 1 << 22];
+        let _ = load(&mut log);
+        let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+        let text = String::from_utf8_lossy(&log[..end]);
+        let tail: Vec<&str> = text.lines().rev().take(8).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        Err(io::Error::new(
+            e.kind(),
+            format!("{e}; verifier: {}", tail.join(" | ")),
+        ))
     }
 
     /// Run the program once on `frame` (`BPF_PROG_TEST_RUN`, on the

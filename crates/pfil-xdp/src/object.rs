@@ -554,10 +554,79 @@ fn link_program(
             }
         }
     }
+    if let (Some(base), Some(t)) = (text_base, text) {
+        insns = keep_called(elf, t, insns, base);
+    }
     Ok(Program {
         name: func.name.clone(),
         section: sec.name.clone(),
         insns,
         frags: sec.name.starts_with("xdp.frags"),
     })
+}
+
+/// `insns` (the program, then the whole of `.text` from slot `base`,
+/// calls relocated) with only the `.text` functions the program calls,
+/// directly or not, as libbpf appends them: a function no call reaches
+/// would be an unreachable instruction to the verifiers, the kernel's
+/// too. Without function symbols for `.text`, `insns` as they are.
+fn keep_called(elf: &Elf<'_>, text: &Section, insns: Vec<u8>, base: usize) -> Vec<u8> {
+    const STT_FUNC: u8 = 2;
+    let n = insns.len() / 8;
+    let mut funcs: Vec<(usize, usize)> = elf
+        .symbols
+        .iter()
+        .filter(|y| y.shndx as usize == text.index && y.kind == STT_FUNC && y.size > 0)
+        .map(|y| {
+            (
+                base + y.value as usize / 8,
+                base + (y.value + y.size) as usize / 8,
+            )
+        })
+        .filter(|&(a, b)| a < b && b <= n)
+        .collect();
+    funcs.sort_unstable();
+    funcs.dedup();
+    // The functions must tile .text, or the pruning could cut a function.
+    let tiles = funcs.first().is_some_and(|f| f.0 == base)
+        && funcs.last().is_some_and(|f| f.1 == n)
+        && funcs.windows(2).all(|w| w[0].1 == w[1].0);
+    if !tiles {
+        return insns;
+    }
+    let is_call = |s: usize| insns[s * 8] == CALL && insns[s * 8 + 1] >> 4 == PSEUDO_CALL;
+    let target = |s: usize| (s as i64 + 1 + i64::from(imm_of(&insns, s))) as usize;
+    let mut keep = vec![false; funcs.len()];
+    let mut todo = vec![(0usize, base)];
+    while let Some((a, b)) = todo.pop() {
+        for s in (a..b).filter(|&s| is_call(s)) {
+            let t = target(s);
+            if let Some(k) = funcs.iter().position(|f| f.0 == t) {
+                if !keep[k] {
+                    keep[k] = true;
+                    todo.push(funcs[k]);
+                }
+            }
+        }
+    }
+    if keep.iter().all(|&k| k) {
+        return insns;
+    }
+    // New slot of each kept slot; the calls' offsets again.
+    let mut at = vec![usize::MAX; n];
+    let mut out = insns[..base * 8].to_vec();
+    (0..base).for_each(|s| at[s] = s);
+    for &(a, b) in funcs.iter().zip(&keep).filter(|(_, &k)| k).map(|(f, _)| f) {
+        for s in a..b {
+            at[s] = out.len() / 8;
+            out.extend_from_slice(&insns[s * 8..s * 8 + 8]);
+        }
+    }
+    for s in (0..n).filter(|&s| at[s] != usize::MAX && is_call(s)) {
+        let t = at[target(s)];
+        if t != usize::MAX {
+            set_imm(&mut out, at[s], (t as i64 - at[s] as i64 - 1) as i32);
+        }
+    }
+    out
 }

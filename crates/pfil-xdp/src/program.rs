@@ -24,7 +24,7 @@ struct Slot {
 /// What a run returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunResult {
-    /// The XDP action (r0).
+    /// The XDP action: r0's low 32 bits, as the kernel reads it.
     pub action: u64,
     /// Offset of `data_meta` in the frame after the run.
     pub meta: usize,
@@ -265,7 +265,7 @@ pub struct Claim<'p> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Quick {
     /// No fault, the packet's bounds unmoved, no redirect target asked
-    /// for: the action.
+    /// for: the action (r0's low 32 bits).
     Quiet(u64),
     /// Anything else: what [`Claim::run`] returns.
     Full(Result<RunResult, RunError>),
@@ -319,7 +319,10 @@ impl Claim<'_> {
             .prog
             .run_xdp_quick(env, frame, data, len, ifindex, queue)
         {
-            XdpEnd::Quiet(action) => Quick::Quiet(action),
+            // The action is r0's low 32 bits: the kernel's `u32 act =
+            // bpf_prog_run_xdp(...)` (its verifier does not range-check
+            // an XDP program's return).
+            XdpEnd::Quiet(action) => Quick::Quiet(action & 0xffff_ffff),
             XdpEnd::Full(r) => {
                 // The redirect helpers make their run end Full: the
                 // target is taken here, so a later run never sees it.
@@ -338,7 +341,7 @@ fn full(
 ) -> Result<RunResult, RunError> {
     let o = r?;
     Ok(RunResult {
-        action: o.action,
+        action: o.action & 0xffff_ffff,
         meta: o.data_meta,
         data: o.data,
         end: o.data_end,

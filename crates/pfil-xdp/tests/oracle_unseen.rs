@@ -42,7 +42,7 @@ fn programs_written_apart_run_as_the_kernel_runs_them() {
         })
         .collect();
     names.sort();
-    assert!(names.len() >= 17, "{names:?}");
+    assert!(names.len() >= 36, "{names:?}");
     let mut traffic = oracle::frames::generated();
     traffic.extend(oracle::frames::captures(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/captures"),
@@ -102,8 +102,20 @@ fn what_pfil_does_not_run_is_refused_by_name() {
         ("fib_lookup", "helper 69 (bpf_fib_lookup)"),
         ("ringbuf", "map type 27 (ringbuf) is not supported"),
         ("tail_call", "map type 3 (prog_array) is not supported"),
+        // Kernel-valid programs pfil does not run yet, each refused with
+        // its reason: a register set and used under one condition (the
+        // kernel's path-by-path verifier accepts it), load-acquire
+        // (Linux 6.15) and may_goto (6.9), which newer clangs emit.
+        (
+            "cond_init",
+            "reads r8, which is not initialised on every path here",
+        ),
+        ("acq_rel", "unknown atomic operation 0x100"),
+        ("may_goto", "unknown jump opcode 0xe5"),
     ] {
-        let Some(obj) = clang::compile_in(&d, name) else {
+        let flags = read(&d.join(format!("{name}.cflags"))).unwrap_or_default();
+        let flags: Vec<&str> = flags.split_whitespace().collect();
+        let Some(obj) = clang::compile_with(&d, name, &flags) else {
             return;
         };
         let bytes = std::fs::read(&obj).unwrap();
