@@ -15,6 +15,7 @@ use pfil_ebpf::{Env, Fault, HelperFn, Helpers, Signature};
 use crate::maps::{Map, MapType};
 
 mod packet;
+mod printk;
 
 use packet::{
     csum_diff, xdp_adjust_head, xdp_adjust_meta, xdp_adjust_tail, xdp_get_buff_len, xdp_load_bytes,
@@ -338,6 +339,12 @@ unsafe extern "C" fn redirect_map(
     XDP_REDIRECT
 }
 
+impl printk::Memory for Env {
+    fn bytes(&self, addr: u64, len: u64) -> Option<Vec<u8>> {
+        self.check(addr, len).ok().map(<[u8]>::to_vec)
+    }
+}
+
 unsafe extern "C" fn trace_printk(
     fmt: u64,
     size: u64,
@@ -351,8 +358,12 @@ unsafe extern "C" fn trace_printk(
     let Ok(bytes) = env.check(fmt, size) else {
         return bad(env, "trace_printk: format outside the program's memory");
     };
-    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    let line = format_printk(&bytes[..end], [a1, a2, a3]);
+    let fmt = bytes.to_vec();
+    let Some(line) = printk::format(&fmt, [a1, a2, a3], &*env) else {
+        return EINVAL as u64;
+    };
+    let written = line.len() as u64;
+    let line = String::from_utf8_lossy(&line).into_owned();
     let st = state(env);
     let sec = st.epoch.elapsed().as_secs();
     if st.printk.0 != sec {
@@ -367,48 +378,7 @@ unsafe extern "C" fn trace_printk(
         st.printk.1 += 1;
         tracing::info!(program = %st.program, worker = st.worker, "{}", line.trim_end());
     }
-    line.len() as u64
-}
-
-/// The kernel's trace_printk formats: `%d %i %u %x %X %ld %lu %lx %lld
-/// %llu %llx %p %c %%`; `%s` (a pointer the kernel would probe) prints as
-/// an address.
-fn format_printk(fmt: &[u8], args: [u64; 3]) -> String {
-    let mut out = String::new();
-    let mut it = fmt.iter().copied().peekable();
-    let mut ai = 0;
-    while let Some(c) = it.next() {
-        if c != b'%' {
-            out.push(c as char);
-            continue;
-        }
-        let mut longs = 0;
-        while it.peek() == Some(&b'l') {
-            longs += 1;
-            it.next();
-        }
-        let conv = it.next().unwrap_or(b'%');
-        if conv == b'%' {
-            out.push('%');
-            continue;
-        }
-        let a = args.get(ai).copied().unwrap_or(0);
-        ai += 1;
-        let a32 = longs == 0;
-        match conv {
-            b'd' | b'i' if a32 => out.push_str(&(a as i32).to_string()),
-            b'd' | b'i' => out.push_str(&(a as i64).to_string()),
-            b'u' if a32 => out.push_str(&(a as u32).to_string()),
-            b'u' => out.push_str(&a.to_string()),
-            b'x' if a32 => out.push_str(&format!("{:x}", a as u32)),
-            b'X' if a32 => out.push_str(&format!("{:X}", a as u32)),
-            b'x' => out.push_str(&format!("{a:x}")),
-            b'X' => out.push_str(&format!("{a:X}")),
-            b'c' => out.push(a as u8 as char),
-            _ => out.push_str(&format!("{a:#x}")),
-        }
-    }
-    out
+    written
 }
 
 /// The helpers of an XDP program, by kernel id.
@@ -438,21 +408,4 @@ pub fn xdp_helpers() -> Helpers {
         h.insert(id, f, Signature { args });
     }
     h
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn printk_formats_like_the_kernel() {
-        assert_eq!(
-            format_printk(b"len %d port %u x=%x %%", [u64::MAX, 53, 255]),
-            "len -1 port 53 x=ff %"
-        );
-        assert_eq!(
-            format_printk(b"%llu %lx", [1 << 40, 16, 0]),
-            "1099511627776 10"
-        );
-    }
 }
