@@ -305,15 +305,16 @@ impl XdpFilter {
             Quick::Quiet(action) => action,
             Quick::Full(r) => return self.decide_full(pkt, worker, r),
         };
-        // The two common verdicts without a jump table.
-        if action == XDP_PASS {
+        // The two common verdicts without a jump table (32-bit compares:
+        // the action is r0's low half).
+        if action == XDP_PASS as u32 {
             return Verdict::Pass;
         }
-        if action == XDP_DROP {
+        if action == XDP_DROP as u32 {
             return Verdict::Dropped;
         }
         // A quiet run asked for no redirect target.
-        self.act(pkt, worker, action, None)
+        self.act(pkt, worker, u64::from(action), None)
     }
 
     /// The verdict of a run that faulted or moved the packet.

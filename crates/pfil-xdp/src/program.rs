@@ -266,7 +266,7 @@ pub struct Claim<'p> {
 pub enum Quick {
     /// No fault, the packet's bounds unmoved, no redirect target asked
     /// for: the action (r0's low 32 bits).
-    Quiet(u64),
+    Quiet(u32),
     /// Anything else: what [`Claim::run`] returns.
     Full(Result<RunResult, RunError>),
 }
@@ -288,7 +288,7 @@ impl Claim<'_> {
     ) -> Result<RunResult, RunError> {
         match self.run_quick(frame, data, len, ifindex, queue) {
             Quick::Quiet(action) => Ok(RunResult {
-                action,
+                action: u64::from(action),
                 meta: data,
                 data,
                 end: data + len,
@@ -322,7 +322,7 @@ impl Claim<'_> {
             // The action is r0's low 32 bits: the kernel's `u32 act =
             // bpf_prog_run_xdp(...)` (its verifier does not range-check
             // an XDP program's return).
-            XdpEnd::Quiet(action) => Quick::Quiet(action & 0xffff_ffff),
+            XdpEnd::Quiet(action) => Quick::Quiet(action as u32),
             XdpEnd::Full(r) => {
                 // The redirect helpers make their run end Full: the
                 // target is taken here, so a later run never sees it.
