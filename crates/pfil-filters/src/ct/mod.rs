@@ -133,13 +133,14 @@
 //!   in the window, answered by a challenge ACK); SACK blocks are not
 //!   checked; a SYN with a new ISN on a flow not closed both ways, or a
 //!   SYN or SYN-ACK sent again with a new ISN, is `invalid` (Linux lets
-//!   it through without changing the flow); a challenge ACK answering a
-//!   SYN (RFC 5961: the server still holds an old connection the table
-//!   lost) is `invalid`, where Linux expects the RST after it and lets
-//!   the new handshake through; flag combinations are pf's normaliser's
+//!   it through without changing the flow); flag combinations are pf's
+//!   normaliser's
 //!   (SYN with PSH or URG `invalid`; SYN-ACK-URG, RST-ACK-URG, FIN-RST-ACK
 //!   valid); after the server's RST a new SYN starts a new flow (Linux
-//!   keeps the closed entry).
+//!   keeps the closed entry). Unlike pf, a challenge ACK answering a SYN
+//!   (RFC 5961: the server still holds a connection the table lost, as
+//!   after a restart) passes and sets nothing, as in Linux, so the
+//!   originator's RST and its next SYN reconnect.
 //! - Protocols without a tracker here (SCTP, UDP-Lite, ...) are tracked
 //!   by address pair, ports 0: two port pairs are one flow.
 //!

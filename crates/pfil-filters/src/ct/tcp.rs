@@ -305,6 +305,19 @@ pub fn track(peers: &mut [Peer; 2], from: usize, seg: &Seg) -> Outcome {
             src.state = TIME_WAIT;
             dst.state = TIME_WAIT;
         }
+    } else if peers[s].state < SYN_SENT
+        && peers[d].state == SYN_SENT
+        && f & (SYN | RST | FIN | ACK) == ACK
+        && seg.len == 0
+    {
+        // A challenge ACK (RFC 5961): the responder answers the SYN with
+        // an ACK of a connection it still holds (one the table lost, as
+        // after a restart). It passes and sets nothing, as in Linux, so
+        // that the originator's RST (pf's leniency takes it before any
+        // answer) and its next SYN open the flow again; pf would drop it
+        // and the originator would retry until the old connection timed
+        // out.
+        return Outcome::Valid;
     } else {
         return Outcome::Invalid(if f & RST != 0 {
             Invalid::TcpRst

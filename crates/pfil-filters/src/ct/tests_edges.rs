@@ -133,3 +133,30 @@ fn icmpv6_over_ipv4_is_invalid() {
     let m = [8, 0, 0, 0, 0, 9, 0, 1];
     assert_eq!(t.see(ip6(A6, B6, 1, &m)), (Inv, false));
 }
+
+#[test]
+fn a_challenge_ack_lets_the_originator_reset_and_reconnect() {
+    // The table lost the flow; the server still holds it and answers a
+    // new SYN with a challenge ACK (RFC 5961), the client resets, then
+    // connects again: Linux's states, packet for packet.
+    let mut t = T::new();
+    let syn = tcp(A, 40025, B, 80, SYN, 800_000_000, 0, 0);
+    assert_eq!(t.see(syn.clone()), (New, false));
+    assert_eq!(
+        t.see(tcp(B, 80, A, 40025, ACK, 55_555, 12_345, 0)),
+        (Est, true)
+    );
+    assert_eq!(
+        t.see(tcp(A, 40025, B, 80, super::tcp::RST, 12_345, 0, 0)),
+        (Est, false)
+    );
+    assert_eq!(t.see(syn), (New, false));
+    assert_eq!(
+        t.see(tcp(B, 80, A, 40025, SYN | ACK, 600_000, 800_000_001, 0)),
+        (Est, true)
+    );
+    assert_eq!(
+        t.see(tcp(A, 40025, B, 80, ACK, 800_000_001, 600_001, 0)),
+        (Est, false)
+    );
+}

@@ -318,15 +318,6 @@ const PF_RULES: &[(&str, &[usize], &str)] = &[
          calls the SYN established; pf's tracking starts a new flow",
     ),
     (
-        "capture:tcp_challenge_ack_to_syn_unknown_flow",
-        &[1, 2],
-        "a challenge ACK (RFC 5961) answering a SYN: pf checks the \
-         responder's first acknowledgement and calls it invalid; Linux \
-         expects the originator's RST that follows and lets the new \
-         handshake through (here the originator's SYNs retransmit until the \
-         server's old connection times out)",
-    ),
-    (
         "capture:tcp_synack_spoofed_before_genuine",
         &[3, 4],
         "a blind SYN-ACK before the genuine one: both call it invalid, but \
