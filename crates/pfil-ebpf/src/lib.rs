@@ -334,6 +334,7 @@ impl Program {
         opts: &LoadOptions,
     ) -> Result<Program, VerifyError> {
         let map_refs = resolve_maps(&mut insns, maps)?;
+        acquire_release_as_plain(&mut insns);
         let a = verify::verify(&insns, helpers, opts, &map_refs, maps)?;
         let read_only = insns.iter().all(|i| match i.class() {
             BPF_ST | BPF_STX => i.dst == 10 && i.code & 0xe0 == BPF_MEM,
@@ -692,6 +693,27 @@ fn reads_ctx_fields(insns: &[Insn], access: &[verify::Access]) -> bool {
                 _ => true,
             }
     })
+}
+
+/// Load-acquire (`BPF_STX | BPF_ATOMIC`, imm `BPF_LOAD_ACQ`: `dst =
+/// *(src + off)`, zero-extended) and store-release (imm
+/// `BPF_STORE_REL`: `*(dst + off) = src`), Linux 6.15, of any size,
+/// as the plain load and store they are on x86-64 (whose loads acquire
+/// and stores release): verified, interpreted and compiled as those.
+fn acquire_release_as_plain(insns: &mut [Insn]) {
+    const LOAD_ACQ: i32 = 0x100;
+    const STORE_REL: i32 = 0x110;
+    for i in insns.iter_mut() {
+        if i.class() != BPF_STX || i.code & 0xe0 != BPF_ATOMIC {
+            continue;
+        }
+        let size = i.code & 0x18;
+        match i.imm {
+            LOAD_ACQ => *i = Insn::new(BPF_LDX | BPF_MEM | size, i.dst, i.src, i.off, 0),
+            STORE_REL => *i = Insn::new(BPF_STX | BPF_MEM | size, i.dst, i.src, i.off, 0),
+            _ => {}
+        }
+    }
 }
 
 #[cfg(test)]
