@@ -700,10 +700,21 @@ fn reads_ctx_fields(insns: &[Insn], access: &[verify::Access]) -> bool {
 /// `BPF_STORE_REL`: `*(dst + off) = src`), Linux 6.15, of any size,
 /// as the plain load and store they are on x86-64 (whose loads acquire
 /// and stores release): verified, interpreted and compiled as those.
+///
+/// And `may_goto` (`BPF_JMP | BPF_JCOND`, Linux 6.9: taken once the
+/// kernel's per-run allowance of 8 million is spent) as a jump on r10
+/// being null: both edges stay for the verifiers, the jump is never
+/// taken; a run that would spend the allowance meets pfil's own
+/// instruction budget first (a contained fault).
 fn acquire_release_as_plain(insns: &mut [Insn]) {
     const LOAD_ACQ: i32 = 0x100;
     const STORE_REL: i32 = 0x110;
+    const MAY_GOTO: u8 = BPF_JMP | 0xe0;
     for i in insns.iter_mut() {
+        if i.code == MAY_GOTO && i.src == 0 && i.dst == 0 && i.imm == 0 {
+            *i = Insn::new(BPF_JMP | BPF_JEQ | BPF_K, 10, 0, i.off, 0);
+            continue;
+        }
         if i.class() != BPF_STX || i.code & 0xe0 != BPF_ATOMIC {
             continue;
         }
