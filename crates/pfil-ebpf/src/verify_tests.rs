@@ -74,7 +74,7 @@ fn reserved_fields_and_unknown_opcodes_are_refused() {
         crate::Insn::new(0x20, 0, 0, 0, 0),  // LD ABS
         crate::Insn::new(0x9d, 0, 0, 0, 0),  // exit in JMP32
         crate::Insn::new(0x8d, 1, 0, 0, 0),  // callx
-        crate::Insn::new(0xe5, 0, 0, 0, 0),  // JMP op 0xe0
+        crate::Insn::new(0xe5, 0, 1, 0, 0),  // JMP op 0xe0, not may_goto
         crate::Insn::new(0xdb, 10, 1, -8, 0x02), // atomic op 2
         crate::Insn::new(0xd3, 10, 1, -8, 0), // atomic of 1 byte
         crate::Insn::new(0x99, 0, 1, 0, 0),  // ldxsdw
@@ -83,6 +83,16 @@ fn reserved_fields_and_unknown_opcodes_are_refused() {
         let e = Program::load(with(bad), &[], &Helpers::new(), &LoadOptions::default());
         assert!(e.is_err(), "{bad:?} accepted");
         assert_eq!(e.unwrap_err().pc, 1, "{bad:?}");
+    }
+    // may_goto (+0), load-acquire and store-release (on the stack).
+    let st = crate::Insn::new(0x7b, 10, 0, -8, 0); // *(u64 *)(r10 - 8) = r0
+    for good in [
+        vec![mov0, crate::Insn::new(0xe5, 0, 0, 0, 0), exit],
+        vec![mov0, st, crate::Insn::new(0xdb, 0, 10, -8, 0x100), exit],
+        vec![mov0, crate::Insn::new(0xd3, 10, 0, -4, 0x110), exit],
+    ] {
+        let p = Program::load(good.clone(), &[], &Helpers::new(), &LoadOptions::default());
+        assert!(p.is_ok(), "{good:?}: {:?}", p.err());
     }
 }
 
