@@ -348,12 +348,8 @@ impl Map {
             let s = self.array_index(key)?;
             // A devmap slot without a device (ifindex 0) is empty, as the
             // kernel's NULL netdev_map entry.
-            if self.kind == MapType::Devmap {
-                let mut v = Vec::with_capacity(4);
-                self.read_slot(s, 0, &mut v);
-                if v.get(..4) == Some(&[0; 4]) {
-                    return None;
-                }
+            if self.kind == MapType::Devmap && self.devmap_ifindex(s) == 0 {
+                return None;
             }
             return Some(s);
         }

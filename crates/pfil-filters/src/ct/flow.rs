@@ -81,6 +81,20 @@ impl FlowKey {
         (k, requester_a == request)
     }
 
+    /// [`FlowKey::echo`] of an echo message from `src` to `dst`: a
+    /// request's sender is the requester, a reply's is the responder.
+    pub(super) fn echo_of(
+        src: [u8; 16],
+        dst: [u8; 16],
+        id: u16,
+        proto: u8,
+        v6: bool,
+        request: bool,
+    ) -> (FlowKey, bool) {
+        let (requester, responder) = if request { (src, dst) } else { (dst, src) };
+        FlowKey::echo(requester, responder, id, proto, v6, request)
+    }
+
     /// The key of an IPv4 packet from `src:sp` to `dst:dp` (addresses in
     /// host order, as [`pfil::FiveTupleV4`] has them), and whether `src` is
     /// the key's `a` side: [`FlowKey::new`] with the addresses' bytes,
@@ -422,8 +436,7 @@ pub(super) fn classify_general(p: &Packet<'_>) -> Class {
                     return Class::Invalid(Invalid::Malformed);
                 };
                 let request = ty == req;
-                let (requester, responder) = if request { (src, dst) } else { (dst, src) };
-                let (k, a) = FlowKey::echo(requester, responder, id, proto, v6, request);
+                let (k, a) = FlowKey::echo_of(src, dst, id, proto, v6, request);
                 let kind = if request {
                     Kind::EchoRequest
                 } else {
@@ -543,9 +556,7 @@ fn quoted(f: &[u8], q: usize, src: [u8; 16], dst: [u8; 16]) -> Class {
                 let Some(id) = be16(f, l4 + 4) else {
                     return bad;
                 };
-                let request = ty == req;
-                let (requester, responder) = if request { (qsrc, qdst) } else { (qdst, qsrc) };
-                FlowKey::echo(requester, responder, id, proto, v6, request)
+                FlowKey::echo_of(qsrc, qdst, id, proto, v6, ty == req)
             } else if is_error(ty, proto == 58) {
                 // An error about an error: nothing to relate it to.
                 return Class::Invalid(Invalid::NoState);

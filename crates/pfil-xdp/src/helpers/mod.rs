@@ -358,8 +358,7 @@ unsafe extern "C" fn trace_printk(
     let Ok(bytes) = env.check(fmt, size) else {
         return bad(env, "trace_printk: format outside the program's memory");
     };
-    let fmt = bytes.to_vec();
-    let Some(line) = printk::format(&fmt, [a1, a2, a3], &*env) else {
+    let Some(line) = printk::format(bytes, [a1, a2, a3], &*env) else {
         return EINVAL as u64;
     };
     let written = line.len() as u64;

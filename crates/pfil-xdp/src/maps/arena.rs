@@ -62,6 +62,13 @@ impl Map {
         };
     }
 
+    /// A DEVMAP slot's ifindex (its value's first 4 bytes; 0: no device).
+    pub(super) fn devmap_ifindex(&self, slot: u32) -> u32 {
+        // SAFETY: as in read_slot: a devmap value is at least 4 bytes
+        // (Map::new checks) inside the arena.
+        unsafe { std::ptr::read_unaligned(self.slot_ptr(slot, 0).cast::<u32>()) }
+    }
+
     pub(super) fn zero_slot(&self, slot: u32) {
         for w in 0..self.workers {
             // SAFETY: as in write_slot.
