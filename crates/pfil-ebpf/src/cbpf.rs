@@ -3,7 +3,7 @@
 //! engine (and JIT) as XDP programs.
 //!
 //! Mapping: A is r0, X is r7, the scratch words `M[0..16]` are the 64
-//! bytes below r10, r6 holds the packet's start, r2 its end, r8 the
+//! bytes below r10, r1 holds the packet's start, r2 its end, r8 the
 //! bytes at hand and r9 the length on the wire. Loads at constant offsets
 //! compare `data + end` with the end pointer, as XDP programs do, so
 //! that the verifier proves them (load with
@@ -61,9 +61,15 @@ impl Out {
     }
 }
 
+/// The largest packet offset the verifier tracks (the kernel's
+/// `MAX_PACKET_OFF`, `verify_state.rs`).
+const MAX_PKT_OFF: u32 = 0xffff;
+
 const A: u8 = 0;
 const X: u8 = 7;
-const PKT: u8 = 6;
+/// The packet's start: r1 as the program gets it (nothing is called,
+/// so nothing clobbers it).
+const PKT: u8 = 1;
 const CAPLEN: u8 = 8;
 /// The packet's end pointer, as [`Program::run_packet`](crate::Program::run_packet) passes it.
 const PKT_END: u8 = 2;
@@ -94,6 +100,50 @@ fn load_at_r4(o: &mut Out, dst: u8, size: usize) {
     );
     o.push(alu64x(BPF_ADD, 4, PKT));
     load_bytes(o, dst, 4, 0, size);
+}
+
+/// Loads `size` bytes at packet offset `X + k` into A, or returns 0.
+///
+/// Where `X + k` is below 64 KiB (every header of a packet that fits in
+/// a frame) the load is `data + X` tested as a pointer against the
+/// packet's end, as [`load_abs`] does: the verifier proves it and the
+/// JIT emits no run-time check. The test `X > 0xffff - k - size` before
+/// it, which sends larger offsets to [`load_at_r4`]'s checked load, is
+/// decided by the verifier where X is bounded (`ldx 4*([k]&0xf)`), and
+/// then neither it nor the checked load is emitted.
+fn load_ind(o: &mut Out, k: u32, size: usize) {
+    let far = o.code.len();
+    if (k as usize + size) <= i16::MAX as usize {
+        // if X > MAX_PKT_OFF - k - size: the checked load below.
+        o.push(Insn::new(
+            BPF_JMP | BPF_JGT | BPF_K,
+            X,
+            0,
+            0,
+            (MAX_PKT_OFF as usize - size - k as usize) as i32,
+        ));
+        // r4 = data + X; if r4 + k + size > data_end: return 0.
+        o.push(alu64x(BPF_MOV, 4, PKT));
+        o.push(alu64x(BPF_ADD, 4, X));
+        o.push(alu64x(BPF_MOV, 5, 4));
+        o.push(alu64(BPF_ADD, 5, (k as usize + size) as i32));
+        o.jump(
+            Insn::new(BPF_JMP | BPF_JGT | BPF_X, 5, PKT_END, 0, 0),
+            Target::Zero,
+        );
+        load_bytes(o, A, 4, k as i16, size);
+        o.push(Insn::new(BPF_JMP | BPF_JA, 0, 0, 0, 0));
+        o.code[far].off = (o.code.len() - far - 1) as i16;
+    }
+    // r4 = X + k, both zero-extended: no overflow.
+    o.push(alu32x(BPF_MOV, 4, X));
+    o.push(alu32(BPF_MOV, 5, k as i32));
+    o.push(alu64x(BPF_ADD, 4, 5));
+    load_at_r4(o, A, size);
+    if far != o.code.len() && o.code[far].code == BPF_JMP | BPF_JGT | BPF_K {
+        let over = far + o.code[far].off as usize;
+        o.code[over].off = (o.code.len() - over - 1) as i16;
+    }
 }
 
 fn load_bytes(o: &mut Out, dst: u8, base: u8, off: i16, size: usize) {
@@ -206,7 +256,6 @@ pub fn convert(prog: &[CInsn]) -> Result<Vec<Insn>, String> {
         code: Vec::new(),
         jumps: Vec::new(),
     };
-    o.push(alu64x(BPF_MOV, PKT, 1));
     o.push(alu64x(BPF_MOV, CAPLEN, PKT_END));
     o.push(alu64x(BPF_SUB, CAPLEN, PKT));
     o.push(alu64x(BPF_MOV, WIRELEN, 3));
@@ -237,13 +286,7 @@ pub fn convert(prog: &[CInsn]) -> Result<Vec<Insn>, String> {
                 let dst = if c & 0x07 == 0 { A } else { X };
                 match (c & 0x07, c & 0xe0) {
                     (0x00, 0x20) if size > 0 => load_abs(&mut o, A, k, size),
-                    (0x00, 0x40) if size > 0 => {
-                        // r4 = X + k, both zero-extended: no overflow.
-                        o.push(alu32x(BPF_MOV, 4, X));
-                        o.push(alu32(BPF_MOV, 5, k as i32));
-                        o.push(alu64x(BPF_ADD, 4, 5));
-                        load_at_r4(&mut o, A, size);
-                    }
+                    (0x00, 0x40) if size > 0 => load_ind(&mut o, k, size),
                     (_, 0x00) => o.push(alu32(BPF_MOV, dst, k as i32)),
                     (_, 0x80) => o.push(alu32x(BPF_MOV, dst, WIRELEN)),
                     (_, 0x60) => {

@@ -90,9 +90,49 @@ enum Value {
     Imm(i32),
 }
 
+/// The instructions some path reaches from a function's entry, the
+/// jumps in `decided` (pc, always taken) taking their one edge.
+fn reachable(insns: &[Insn], functions: &[usize], decided: &[(usize, bool)]) -> Vec<bool> {
+    let n = insns.len();
+    let mut reach = vec![false; n];
+    let mut work: Vec<usize> = functions.to_vec();
+    while let Some(pc) = work.pop() {
+        if pc >= n || reach[pc] {
+            continue;
+        }
+        reach[pc] = true;
+        let i = insns[pc];
+        if i.code == LDDW {
+            work.push(pc + 2);
+            continue;
+        }
+        if !matches!(i.class(), BPF_JMP | BPF_JMP32) {
+            work.push(pc + 1);
+            continue;
+        }
+        let w = i.class() == BPF_JMP;
+        let target = |off: i64| (pc as i64 + 1 + off) as usize;
+        match i.op() {
+            BPF_EXIT => {}
+            BPF_CALL => work.push(pc + 1),
+            BPF_JA => work.push(target(if w { i.off as i64 } else { i.imm as i64 })),
+            _ => match decided.binary_search_by_key(&pc, |d| d.0) {
+                Ok(k) if decided[k].1 => work.push(target(i.off as i64)),
+                Ok(_) => work.push(pc + 1),
+                Err(_) => {
+                    work.push(pc + 1);
+                    work.push(target(i.off as i64));
+                }
+            },
+        }
+    }
+    reach
+}
+
 /// Compiles a verified program.
 /// (`analysis`: its functions, inlined lookups, stack words), and
-/// whether the code checks accesses inline (reads `Env::last`).
+/// whether the code checks accesses inline (reads `Env::last`), and
+/// whether it is sealed from the Env (`Program::sealed`).
 pub(crate) fn compile(
     insns: &[Insn],
     loop_cost: &[u32],
@@ -100,7 +140,7 @@ pub(crate) fn compile(
     helpers: &Helpers,
     analysis: &crate::verify::Analysis,
     maps: &[MapRef],
-) -> Result<(JitCode, bool), String> {
+) -> Result<(JitCode, bool, bool), String> {
     let (functions, lookups, stack_words) = (
         &analysis.functions[..],
         &analysis.lookups[..],
@@ -108,28 +148,46 @@ pub(crate) fn compile(
     );
     let mut a = Asm::default();
     let lookup_pcs: Vec<usize> = lookups.iter().map(|l| l.0).collect();
-    let plan = crate::jit_plan::plan(insns, functions, &lookup_pcs, helpers);
-    // Prologue: save rbp (r10), rbx (r6) and r15 (r9) where used; r12
-    // (the Env), r13 and r14 (r7, r8) are the caller's to save
-    // (`JitCode::call` declares them clobbered).
-    let saved: Vec<u8> = [(0, RBP), (6, RBX), (9, R15)]
+    let reach = reachable(insns, functions, &analysis.decided);
+    let plan = crate::jit_plan::plan(
+        insns,
+        functions,
+        &lookup_pcs,
+        helpers,
+        &analysis.decided,
+        &reach,
+    );
+    // Code that calls out (helpers, the slow paths' Rust, local calls).
+    let calls = crate::jit_plan::calls_out(insns, loop_cost, access, &lookup_pcs, &reach);
+    // Prologue: save rbp (r10: where the code uses its stack or calls
+    // out), rbx (r6) and r15 (r9) where used; r12 (the Env), r13 and r14
+    // (r7, r8) are the caller's to save (`JitCode::call` declares them
+    // clobbered).
+    let frame = calls || plan.callee_saved & (1 << 10) != 0;
+    let saved: Vec<u8> = [(10, RBP), (6, RBX), (9, R15)]
         .into_iter()
-        .filter(|&(r, _)| r == 0 || plan.callee_saved & (1 << r) != 0)
+        .filter(|&(r, _)| {
+            if r == 10 {
+                frame
+            } else {
+                plan.callee_saved & (1 << r) != 0
+            }
+        })
         .map(|(_, x)| x)
         .collect();
     for &r in &saved {
         a.push(r);
     }
-    // Code that calls out (helpers, the slow paths' Rust, local calls)
-    // keeps the stack 16-byte aligned at its calls: the return address
-    // and the pushes an even count of 8-byte slots.
-    let pad =
-        saved.len() % 2 == 0 && crate::jit_plan::calls_out(insns, loop_cost, access, &lookup_pcs);
+    // Code that calls out keeps the stack 16-byte aligned at its calls:
+    // the return address and the pushes an even count of 8-byte slots.
+    let pad = saved.len() % 2 == 0 && calls;
     if pad {
         a.ri(5, true, RSP, 8);
     }
     // The Env arrives in r12 (`JitCode::call`), the stack top in r8.
-    a.rr(0x89, true, RBP, R8);
+    if frame {
+        a.rr(0x89, true, RBP, R8);
+    }
     // One function: every exit jump leaves from the entry's stack depth
     // (slow paths pop what they push first); with local calls a fault
     // unwinds from a callee's frame to the saved stack pointer.
@@ -151,6 +209,14 @@ pub(crate) fn compile(
     while pc < n {
         native[pc] = a.pos();
         let i = insns[pc];
+        if !reach[pc] {
+            // Only a jump the verifier's bounds decide led here.
+            pc += if i.code == LDDW { 2 } else { 1 };
+            if pc <= n {
+                native[pc - 1] = a.pos();
+            }
+            continue;
+        }
         if plan.skip[pc] {
             // A dead definition (see `jit_plan`).
             pc += if i.code == LDDW { 2 } else { 1 };
@@ -265,7 +331,11 @@ pub(crate) fn compile(
                 match i.op() {
                     BPF_JA => {
                         let off = if w { i.off as i64 } else { i.imm as i64 };
-                        fixups.push((a.jmp(), (pc as i64 + 1 + off) as usize));
+                        let t = (pc as i64 + 1 + off) as usize;
+                        // Over nothing but code no path reaches: no jump.
+                        if t <= pc || reach[pc + 1..t].iter().any(|&r| r) {
+                            fixups.push((a.jmp(), t));
+                        }
                     }
                     BPF_CALL if i.src == PSEUDO_CALL => {
                         for r in [RBX, R13, R14, R15, RBP] {
@@ -383,6 +453,13 @@ pub(crate) fn compile(
                             exits.push(a.jmp());
                         } else {
                             a.ret();
+                        }
+                    }
+                    _ if analysis.decided.binary_search_by_key(&pc, |d| d.0).is_ok() => {
+                        // The verifier's bounds decide it: no compare.
+                        let k = analysis.decided.binary_search_by_key(&pc, |d| d.0);
+                        if k.is_ok_and(|k| analysis.decided[k].1) {
+                            fixups.push((a.jmp(), (pc as i64 + 1 + i.off as i64) as usize));
                         }
                     }
                     op => {
@@ -601,5 +678,11 @@ pub(crate) fn compile(
             .ok_or_else(|| format!("jump target {t} outside the program"))?;
         a.patch(at, to);
     }
-    Ok((JitCode::new(&a.buf)?, inline_checks))
+    // Sealed: nothing reads or writes the Env, nothing can fault.
+    let sealed = !calls
+        && !inline_checks
+        && lookups.is_empty()
+        && single
+        && !(0..n).any(|pc| reach[pc] && access.get(pc) == Some(&Access::Ctx));
+    Ok((JitCode::new(&a.buf)?, inline_checks, sealed))
 }

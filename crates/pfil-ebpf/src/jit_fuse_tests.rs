@@ -264,3 +264,116 @@ fn a_load_into_r0_agrees_and_is_kept_where_read_or_jumped_onto() {
         }
     }
 }
+
+/// Machine code size of `text` (XDP, JIT).
+#[cfg(target_arch = "x86_64")]
+fn code_len(text: &str) -> usize {
+    let p = Program::load(
+        assemble(text).unwrap(),
+        &[],
+        &Helpers::new(),
+        &LoadOptions::default(),
+    )
+    .unwrap();
+    p.machine_code().unwrap().len()
+}
+
+#[test]
+fn jumps_the_bounds_decide_agree_and_emit_no_compare() {
+    // r4 = pkt[0] & mask; then `if r4 OP k`: decided where the mask
+    // bounds r4 (never or always taken), compared at run time elsewhere.
+    // Each arm leaves its own r0; the jump's other edge is code no run
+    // reaches when decided.
+    for (op, k, mask) in [
+        ("jgt", 300, 0xff),
+        ("jgt", 255, 0xff),
+        ("jgt", 254, 0xff),
+        ("jge", 256, 0xff),
+        ("jge", 255, 0xff),
+        ("jeq", 256, 0xff),
+        ("jeq", 7, 0xff),
+        ("jlt", 256, 0xff),
+        ("jlt", 255, 0xff),
+        ("jle", 255, 0xff),
+        ("jle", 254, 0xff),
+        ("jne", 256, 0xff),
+        ("jne", 7, 0x7),
+        ("jgt", 200, 0xfff),
+        // A 32-bit `and` bounds the value as well.
+        ("jgt", 20, 0xf),
+    ] {
+        let text = prog(&format!(
+            "ldxb %r4, [%r2+0]\nand %r4, {mask}\n{op} %r4, {k}, +2\nmov %r0, 1\nja out\n\
+             mov %r0, 2\nmov %r6, 9"
+        ));
+        let decided = |v: u64| match op {
+            "jgt" => v > k,
+            "jge" => v >= k,
+            "jeq" => v == k,
+            "jlt" => v < k,
+            "jle" => v <= k,
+            _ => v != k,
+        };
+        for b in [0u8, 1, 7, 15, 20, 21, 200, 254, 255] {
+            let mut pkt = [0u8; 16];
+            pkt[0] = b;
+            let v = u64::from(b) & mask;
+            assert_eq!(
+                both(&text, &pkt),
+                if decided(v) { 2 } else { 1 },
+                "{text} on {b}"
+            );
+        }
+        // The verifier decides it exactly where the mask settles it.
+        let always = (0..=mask).all(decided);
+        let known = always || (0..=mask).all(|v| !decided(v));
+        let insns = assemble(&text).unwrap();
+        let a = crate::verify::verify(&insns, &Helpers::new(), &LoadOptions::default(), &[], &[])
+            .unwrap();
+        let want: Vec<(usize, bool)> = if known { vec![(8, always)] } else { vec![] };
+        assert_eq!(a.decided, want, "{text}");
+        // Decided: neither the compare nor the dead arm is emitted, so
+        // the code is shorter than the same program with a constant the
+        // bound does not settle (half the mask).
+        #[cfg(target_arch = "x86_64")]
+        if known {
+            let open = text.replace(
+                &format!("{op} %r4, {k},"),
+                &format!("{op} %r4, {},", mask / 2),
+            );
+            let (a, b) = (code_len(&text), code_len(&open));
+            assert!(a + 8 < b, "{op} {k} {mask}: {a} vs {b} bytes");
+        }
+    }
+}
+
+#[test]
+fn a_compare_bounds_the_value_on_its_edge() {
+    // `if r4 > 40 goto out` bounds r4 (a 32-bit load: too large to add
+    // to a packet pointer) by 40 after it: `data + r4` is then a packet
+    // pointer, and the test of it + 2 against the end proves the load
+    // (without the bound it would be checked at run time). Both agree
+    // with the interpreter.
+    let text = "ldxw %r2, [%r1+0]\nldxw %r3, [%r1+4]\nmov %r0, 0\nmov %r5, %r2\nadd %r5, 42\n\
+                jgt %r5, %r3, out\nldxw %r4, [%r2+0]\njgt %r4, 40, out\nmov %r6, %r2\n\
+                add %r6, %r4\nmov %r7, %r6\nadd %r7, 2\njgt %r7, %r3, out\nldxh %r0, [%r6+0]\n\
+                out:\nexit";
+    let mut pkt: Vec<u8> = (0..70).map(|i| i as u8).collect();
+    for at in [0u8, 3, 40, 41, 63] {
+        pkt[..4].copy_from_slice(&u32::from(at).to_le_bytes());
+        let want = if at > 40 {
+            0
+        } else {
+            u64::from(u16::from_le_bytes([pkt[at as usize], pkt[at as usize + 1]]))
+        };
+        assert_eq!(both(text, &pkt[..42.max(at as usize + 2)]), want);
+    }
+    let insns = assemble(text).unwrap();
+    let a =
+        crate::verify::verify(&insns, &Helpers::new(), &LoadOptions::default(), &[], &[]).unwrap();
+    assert_eq!(
+        a.access[13],
+        crate::verify::Access::Packet,
+        "the load at 13"
+    );
+}

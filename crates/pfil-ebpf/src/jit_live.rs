@@ -3,8 +3,9 @@
 //! reads need not be materialised (the reload after an in-memory add,
 //! the low byte of a combined 16-bit load, an immediate only compared).
 //!
-//! Conservative: a helper reads the arguments its signature names, a
-//! local call r1-r5, an exit reads r0
+//! Conservative: `bpf_map_lookup_elem` reads the arguments its
+//! signature names, any other helper and a local call r1-r5, an exit
+//! reads r0
 //! (the JIT saves r6-r9 around local calls; the verifier lets no one
 //! read r1-r5 after a call), anything unknown reads every register.
 
@@ -38,8 +39,13 @@ fn use_def(i: &Insn, helpers: &Helpers) -> (u16, u16) {
         BPF_JMP | BPF_JMP32 => match i.op() {
             BPF_JA => (0, 0),
             BPF_CALL => {
+                // A signature names the registers that must be set, not
+                // all a helper may read (`bpf_trace_printk` reads r3-r5
+                // as its format asks): only `bpf_map_lookup_elem`'s
+                // contract (`Helpers`) bounds it to r1 and r2.
+                let lookup = i.src == 0 && i.imm as u32 == helper::MAP_LOOKUP_ELEM;
                 let args = match helpers.get(i.imm as u32) {
-                    Some((_, sig)) if i.src == 0 => sig.args.min(5),
+                    Some((_, sig)) if lookup => sig.args.min(5),
                     _ => 5,
                 };
                 (((1u16 << (args + 1)) - 1) & !1, 0b11_1111)
@@ -53,7 +59,20 @@ fn use_def(i: &Insn, helpers: &Helpers) -> (u16, u16) {
 
 /// Live registers after each instruction (bit n: rn), for a verified
 /// program (jump targets inside it, no fall-through off the end).
+#[cfg(test)]
 pub(crate) fn live_out(insns: &[Insn], helpers: &Helpers) -> Vec<u16> {
+    live_out_with(insns, helpers, &[], &[])
+}
+
+/// [`live_out`] where the conditional jumps in `decided` (pc, always
+/// taken) take their one edge, and the instructions `skip` marks are not
+/// emitted (they read and write nothing).
+pub(crate) fn live_out_with(
+    insns: &[Insn],
+    helpers: &Helpers,
+    decided: &[(usize, bool)],
+    skip: &[bool],
+) -> Vec<u16> {
     let n = insns.len();
     let mut second = vec![false; n];
     let mut pc = 0;
@@ -73,7 +92,11 @@ pub(crate) fn live_out(insns: &[Insn], helpers: &Helpers) -> Vec<u16> {
             (BPF_JMP, BPF_JA) => [at(i.off.into()), None],
             (BPF_JMP32, BPF_JA) => [at(i.imm.into()), None],
             (BPF_JMP, BPF_CALL) => [Some(pc + 1), None],
-            (BPF_JMP | BPF_JMP32, _) => [Some(pc + 1), at(i.off.into())],
+            (BPF_JMP | BPF_JMP32, _) => match decided.binary_search_by_key(&pc, |d| d.0) {
+                Ok(k) if decided[k].1 => [at(i.off.into()), None],
+                Ok(_) => [Some(pc + 1), None],
+                Err(_) => [Some(pc + 1), at(i.off.into())],
+            },
             _ if i.code == LDDW => [Some(pc + 2), None],
             _ => [Some(pc + 1), None],
         }
@@ -90,7 +113,13 @@ pub(crate) fn live_out(insns: &[Insn], helpers: &Helpers) -> Vec<u16> {
                 .into_iter()
                 .flatten()
                 .fold(0, |l, t| l | live_in.get(t).copied().unwrap_or(ALL));
-            let (u, d) = use_def(&insns[pc], helpers);
+            // A decided jump emits no compare: it reads nothing.
+            let decided_here = decided.binary_search_by_key(&pc, |d| d.0).is_ok();
+            let (u, d) = if decided_here || skip.get(pc).copied().unwrap_or(false) {
+                (0, 0)
+            } else {
+                use_def(&insns[pc], helpers)
+            };
             let inn = u | (o & !d);
             out[pc] = o;
             if inn != live_in[pc] {
@@ -127,7 +156,8 @@ mod tests {
         assert_eq!(l[2], bit(0));
         assert_eq!(l[3], bit(0));
         // A call of an unknown helper reads r1-r5 and ends them; a known
-        // one reads its arguments.
+        // lookup its arguments; any other helper r1-r5 whatever its
+        // signature.
         let p = assemble("mov %r1, 1\nmov %r6, 2\ncall 1\nmov %r0, %r6\nexit").unwrap();
         let l = live_out(&p, &h);
         assert_eq!(l[0], 0b11_1110);
@@ -141,5 +171,9 @@ mod tests {
         let l = live_out(&p, &two);
         assert_eq!(l[0], bit(1) | bit(2));
         assert_eq!(l[1], bit(1) | bit(2) | bit(6));
+        two.insert(6, f, crate::Signature { args: 2 });
+        let p = assemble("mov %r1, 1\nmov %r6, 2\ncall 6\nmov %r0, %r6\nexit").unwrap();
+        let l = live_out(&p, &two);
+        assert_eq!(l[0], 0b11_1110);
     }
 }

@@ -16,7 +16,7 @@ pub(crate) struct Plan {
     /// the stack at the depth the verifier found) and after which the
     /// verifier lets no one read r1-r5.
     pub skip: Vec<bool>,
-    /// Bit n: rn (n in 6..=9) appears in some instruction.
+    /// Bit n: rn (n in 6..=10) appears in some instruction emitted.
     pub callee_saved: u16,
     /// Registers live after each instruction (`jit_live`).
     pub live: Vec<u16>,
@@ -29,21 +29,17 @@ pub(crate) fn plan(
     functions: &[usize],
     lookups: &[usize],
     helpers: &crate::Helpers,
+    decided: &[(usize, bool)],
+    reach: &[bool],
 ) -> Plan {
     let n = insns.len();
     let mut target = vec![false; n + 1];
-    let mut callee_saved = 0u16;
     for &f in functions {
         target[f] = true;
     }
     let mut pc = 0;
     while pc < n {
         let i = &insns[pc];
-        for r in [i.dst, i.src] {
-            if (6..=9).contains(&r) {
-                callee_saved |= 1 << r;
-            }
-        }
         let t = match (i.class(), i.op()) {
             (BPF_JMP, BPF_EXIT) => None,
             (BPF_JMP, BPF_CALL) if i.src == PSEUDO_CALL => Some(pc as i64 + 1 + i.imm as i64),
@@ -92,11 +88,44 @@ pub(crate) fn plan(
             p = q;
         }
     }
+    // Any other pure definition of a register no path reads is not
+    // emitted either (the verifier's decided jumps cut the paths that
+    // only lead to code no run reaches), until nothing more dies.
+    let mut live = crate::jit_live::live_out_with(insns, helpers, decided, &skip);
+    loop {
+        let mut more = false;
+        let mut pc = 0;
+        while pc < n {
+            let i = &insns[pc];
+            let wide = if i.code == LDDW { 2 } else { 1 };
+            let pure = matches!(i.class(), BPF_ALU | BPF_ALU64) || i.code == LDDW;
+            if reach[pc] && pure && !skip[pc] && i.dst < 10 && live[pc] & (1 << i.dst) == 0 {
+                skip[pc..pc + wide].fill(true);
+                more = true;
+            }
+            pc += wide;
+        }
+        if !more {
+            break;
+        }
+        live = crate::jit_live::live_out_with(insns, helpers, decided, &skip);
+    }
+    // The callee-saved registers the emitted code uses.
+    let mut callee_saved = 0u16;
+    for (pc, i) in insns.iter().enumerate() {
+        if reach[pc] && !skip[pc] {
+            for r in [i.dst, i.src] {
+                if (6..=10).contains(&r) {
+                    callee_saved |= 1 << r;
+                }
+            }
+        }
+    }
     Plan {
         target,
         skip,
         callee_saved,
-        live: crate::jit_live::live_out(insns, helpers),
+        live,
     }
 }
 
@@ -240,15 +269,18 @@ pub(crate) fn key_below(
 /// Whether the code may call out of itself (a helper not inlined, a
 /// local call, the Rust slow path of a checked access or an atomic, a
 /// loop head's budget fault): then its stack is kept 16-byte aligned.
+/// Instructions `reach` says no path reaches emit nothing and do not count.
 pub(crate) fn calls_out(
     insns: &[Insn],
     loop_cost: &[u32],
     access: &[Access],
     inlined: &[usize],
+    reach: &[bool],
 ) -> bool {
     let proven = |pc: usize| matches!(access.get(pc), Some(Access::Value | Access::Packet));
     loop_cost.iter().any(|&c| c != 0)
         || insns.iter().enumerate().any(|(pc, i)| match i.class() {
+            _ if !reach.get(pc).copied().unwrap_or(true) => false,
             BPF_JMP => i.op() == BPF_CALL && inlined.binary_search(&pc).is_err(),
             BPF_LDX => i.src != 10 && !proven(pc) && access.get(pc) != Some(&Access::Ctx),
             BPF_ST | BPF_STX => i.dst != 10 && !proven(pc),
@@ -368,30 +400,49 @@ mod tests {
              mov %r4, %r0\ncall 1\nexit",
         )
         .unwrap();
-        let found = plan(&p, &[0], &[7], &crate::Helpers::new());
+        let found = plan_of(&p, &[7]);
         assert_eq!(
             found.skip,
             [false, false, false, true, true, true, true, false, false]
         );
-        // r3 read by a kept instruction (r6 = r3) is live above it.
+        // r3 read by a kept instruction (r6 = r3, r6 read after the call)
+        // is live above it.
         let p = assemble(
             "mov %r3, 5
 mov %r6, %r3
 mov %r2, 1
 call 1
+mov %r0, %r6
 exit",
         )
         .unwrap();
-        assert_eq!(plan_skips(&p, 3), [false, false, true, false, false]);
+        assert_eq!(plan_skips(&p, 3), [false, false, true, false, false, false]);
+        // With r6 never read, r6 = r3 is a dead definition; r3 = 5 stays
+        // (a helper the plan does not know reads r1-r5).
+        let p = assemble("mov %r3, 5\nmov %r6, %r3\nmov %r2, 1\ncall 1\nexit").unwrap();
+        assert_eq!(plan_skips(&p, 3), [false, true, true, false, false]);
         // A jump target stops the walk: nothing above it is skipped.
         let p = assemble("mov %r3, 5\nja +0\nmov %r1, 1\ncall 1\nexit").unwrap();
         assert_eq!(plan_skips(&p, 3), [false, false, true, false, false]);
         // No lookup there: nothing skipped.
-        assert_eq!(plan(&p, &[0], &[], &crate::Helpers::new()).skip, [false; 5]);
+        assert_eq!(plan_of(&p, &[]).skip, [false; 5]);
+    }
+
+    /// The plan of `p` (one function, every instruction reached, no
+    /// decided jump) with inlined lookups at `lookups`.
+    fn plan_of(p: &[Insn], lookups: &[usize]) -> Plan {
+        plan(
+            p,
+            &[0],
+            lookups,
+            &crate::Helpers::new(),
+            &[],
+            &vec![true; p.len()],
+        )
     }
 
     fn plan_skips(p: &[Insn], lookup: usize) -> Vec<bool> {
-        plan(p, &[0], &[lookup], &crate::Helpers::new()).skip
+        plan_of(p, &[lookup]).skip
     }
 
     #[test]

@@ -298,6 +298,12 @@ pub struct Program {
     /// (`ingress_ifindex` and after): a converted load of one, or a
     /// load the verifier could not place (it may reach the context).
     reads_ctx: bool,
+    /// JIT code sealed from its `Env`: it reads only its arguments and
+    /// its stack and cannot fault (every access proven or on the stack,
+    /// no helper, no loop, no local call, no context field, no inlined
+    /// lookup) and stores nothing outside its stack. [`Program::run_packet`]
+    /// calls it with nothing set up and nothing read back.
+    sealed: bool,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -358,6 +364,7 @@ impl Program {
             need_bases: 0,
             reads_last: false,
             reads_ctx: false,
+            sealed: false,
         }
         .compiled(opts, &a, maps)
         .map(|mut p| {
@@ -385,8 +392,9 @@ impl Program {
                 maps,
             )
             .map_err(|e| VerifyError::new(0, e))?;
-            let (code, inline_checks) = code;
+            let (code, inline_checks, sealed) = code;
             self.reads_last = inline_checks;
+            self.sealed = sealed && !self.counted && self.read_only;
             self.jit = Some(code);
             self.need_bases = a
                 .lookups
@@ -475,13 +483,27 @@ impl Program {
     ///
     /// The [`Fault`] that stopped the run; [`Fault::NotReadOnly`] for a
     /// program that may write.
-    #[inline]
+    #[inline(always)]
     pub fn run_packet(&self, env: &mut Env, pkt: &[u8], arg: u64) -> Result<u64, Fault> {
+        let base = pkt.as_ptr() as u64;
+        let end = base + pkt.len() as u64;
+        #[cfg(target_arch = "x86_64")]
+        if self.sealed {
+            if let Some(code) = &self.jit {
+                // Nothing to set up, no fault to read back (see `sealed`;
+                // a sealed program is read-only).
+                return Ok(code.call(env, [base, end, arg]));
+            }
+        }
+        self.run_packet_full(env, base, end, arg)
+    }
+
+    /// [`Program::run_packet`] for code that is not sealed.
+    #[inline(never)]
+    fn run_packet_full(&self, env: &mut Env, base: u64, end: u64, arg: u64) -> Result<u64, Fault> {
         if !self.read_only {
             return Err(Fault::NotReadOnly);
         }
-        let base = pkt.as_ptr() as u64;
-        let end = base + pkt.len() as u64;
         env.begin_packet((base, end), base, end, self.reads_last());
         // The packet region is nominally writable, but this program has
         // no store that can reach it and no helper that could.

@@ -156,3 +156,53 @@ fn no_frame_is_reachable_after_a_run() {
         }
     }
 }
+
+/// `tcpdump -d 'udp port 53'`'s IPv4 half: every load proven (X from
+/// `ldxb 4*([14]&0xf)` bounds the indirect ones), so the code is sealed;
+/// with X from the length (unbounded) the indirect loads are checked and
+/// it is not. Both give libpcap's answers.
+#[test]
+fn classic_programs_with_proven_loads_run_sealed() {
+    use crate::cbpf::{convert, CInsn};
+    let i = |code: u16, jt: u8, jf: u8, k: u32| CInsn { code, jt, jf, k };
+    let prog = |ldx: CInsn| {
+        vec![
+            i(0x28, 0, 0, 12),
+            i(0x15, 0, 8, 0x800),
+            i(0x30, 0, 0, 23),
+            i(0x15, 0, 6, 17),
+            ldx,
+            i(0x48, 0, 0, 14),
+            i(0x15, 2, 0, 53),
+            i(0x48, 0, 0, 16),
+            i(0x15, 0, 1, 53),
+            i(0x06, 0, 0, 0x40000),
+            i(0x06, 0, 0, 0),
+        ]
+    };
+    let o = LoadOptions {
+        entry_args: 3,
+        xdp_ctx: false,
+        packet_args: true,
+        ..LoadOptions::default()
+    };
+    let mut frame = vec![0u8; 64];
+    frame[12..14].copy_from_slice(&[8, 0]);
+    frame[14] = 0x45;
+    frame[23] = 17;
+    frame[36..38].copy_from_slice(&53u16.to_be_bytes());
+    for (ldx, sealed) in [(i(0xb1, 0, 0, 14), true), (i(0x81, 0, 0, 0), false)] {
+        let p = Program::load(convert(&prog(ldx)).unwrap(), &[], &Helpers::new(), &o).unwrap();
+        assert_eq!(p.sealed, sealed && cfg!(target_arch = "x86_64"));
+        let mut e = env();
+        // msh: the port at 14 + 20 + 2; X = the length (64): 64 + 16 is
+        // past the frame, so 0.
+        let want = if sealed { 0x40000 } else { 0 };
+        assert_eq!(p.run_packet(&mut e, &frame, 64), Ok(want));
+        // Cut inside the UDP header: 0 either way.
+        assert_eq!(p.run_packet(&mut e, &frame[..37], 37), Ok(0));
+        frame[36] = 1;
+        assert_eq!(p.run_packet(&mut e, &frame, 64), Ok(0));
+        frame[36] = 0;
+    }
+}

@@ -72,6 +72,10 @@ pub(crate) struct Analysis {
     /// `and d, 2^k - 1` on a value the verifier knows within the mask:
     /// no-ops, by pc.
     pub no_op_ands: Vec<usize>,
+    /// Conditional jumps the verifier's bounds decide: (pc, always
+    /// taken), by pc. The JIT emits nothing for one never taken and a
+    /// plain jump for one always taken.
+    pub decided: Vec<(usize, bool)>,
 }
 
 type Result<T> = core::result::Result<T, VerifyError>;
@@ -569,6 +573,7 @@ pub(crate) fn verify(
         lookups,
         stack_words,
         no_op_ands,
+        decided,
     } = flow::Flow {
         insns,
         uses: &uses,
@@ -589,6 +594,7 @@ pub(crate) fn verify(
         lookups,
         stack_words,
         no_op_ands,
+        decided,
     })
 }
 

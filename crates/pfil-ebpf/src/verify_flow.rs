@@ -43,6 +43,8 @@ pub(super) struct Found {
     pub lookups: Vec<(usize, u32, u32)>,
     pub stack_words: Vec<(usize, u64)>,
     pub no_op_ands: Vec<usize>,
+    /// Conditional jumps the bounds decide: (pc, always taken), by pc.
+    pub decided: Vec<(usize, bool)>,
 }
 
 /// The state on each successor edge of one instruction, and the entry
@@ -146,6 +148,7 @@ impl Flow<'_> {
         let mut lookups = Vec::new();
         let mut words = Vec::new();
         let mut ands = Vec::new();
+        let mut decided = Vec::new();
         // Initialised registers and register types (the context, map
         // pointers, map values maybe null, map values), meet =
         // intersection; callers before callees.
@@ -183,6 +186,7 @@ impl Flow<'_> {
                         lookups.extend(self.lookup(pc, &st));
                         words.extend(self.stack_word(pc, &st));
                         ands.extend(self.no_op_and(pc, &st));
+                        decided.extend(self.decided(pc, &st));
                     }
                     let step = self.step(pc, &st)?;
                     if let Some((g, args)) = step.call {
@@ -242,6 +246,7 @@ impl Flow<'_> {
                 lookups.extend(self.lookup(pc, &st));
                 words.extend(self.stack_word(pc, &st));
                 ands.extend(self.no_op_and(pc, &st));
+                decided.extend(self.decided(pc, &st));
                 let step = self.step(pc, &st)?;
                 let next = (0..2).find_map(|k| {
                     let t = self.succ[pc].get()[k].filter(|&t| head[t] == NONE)?;
@@ -256,11 +261,13 @@ impl Flow<'_> {
         lookups.sort_unstable();
         words.sort_unstable();
         ands.sort_unstable();
+        decided.sort_unstable();
         Ok(Found {
             access,
             lookups,
             stack_words: words,
             no_op_ands: ands,
+            decided,
         })
     }
 
@@ -405,6 +412,21 @@ impl Flow<'_> {
             && i.code & BPF_X == 0
             && i.imm == 0
             && st.ty[d] & KIND == NULLABLE;
+        // `if d OP k` (64-bit, unsigned) on a scalar: d's bound on the
+        // edge where the comparison says d <= k' (as the kernel's
+        // `reg_set_min_max`, upper bounds only).
+        let bound_edge = (i.class() == BPF_JMP && i.code & BPF_X == 0 && dty == OTHER)
+            .then(|| {
+                let k = i.imm as i64 as u64;
+                match i.op() {
+                    BPF_JGT => Some((0, k)),
+                    BPF_JGE => Some((0, k.checked_sub(1)?)),
+                    BPF_JLT => Some((1, k.checked_sub(1)?)),
+                    BPF_JLE => Some((1, k)),
+                    _ => None,
+                }
+            })
+            .flatten();
         let succ = self.succ[pc].get();
         let mut edges = [None, None];
         for (k, t) in succ.into_iter().enumerate() {
@@ -415,6 +437,11 @@ impl Flow<'_> {
             if let Some((on_taken, r)) = pkt_edge {
                 if (k == 1) == on_taken && succ[0] != succ[1] {
                     o.prove(r);
+                }
+            }
+            if let Some((edge, hi)) = bound_edge {
+                if k == edge && succ[0] != succ[1] {
+                    o.hi[d] = o.hi[d].min(hi);
                 }
             }
             if null_check && succ[0] != succ[1] {
@@ -457,6 +484,26 @@ impl Flow<'_> {
     fn stack_word(&self, pc: usize, st: &State) -> Option<(usize, u64)> {
         let i = &self.insns[pc];
         (i.code == BPF_STX | BPF_MEM | BPF_W && i.dst == 10).then(|| (pc, st.bound(i.src as usize)))
+    }
+
+    /// A conditional jump at `pc` whose outcome `d`'s bound decides in
+    /// state `st` (64-bit compares with a constant): (pc, always taken).
+    fn decided(&self, pc: usize, st: &State) -> Option<(usize, bool)> {
+        let i = &self.insns[pc];
+        if i.class() != BPF_JMP || i.code & BPF_X != 0 || st.ty[i.dst as usize] != OTHER {
+            return None;
+        }
+        let (hi, k) = (st.bound(i.dst as usize), i.imm as i64 as u64);
+        let taken = match i.op() {
+            BPF_JGT if hi <= k => false,
+            BPF_JGE if hi < k => false,
+            BPF_JEQ if hi < k => false,
+            BPF_JLT if hi < k => true,
+            BPF_JLE if hi <= k => true,
+            BPF_JNE if hi < k => true,
+            _ => return None,
+        };
+        Some((pc, taken))
     }
 
     /// `and d, 2^k - 1` at `pc` on a scalar already at most the mask: a

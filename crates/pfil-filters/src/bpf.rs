@@ -461,6 +461,13 @@ impl Program {
         self.exec(pkt, wirelen).unwrap_or(0)
     }
 
+    /// The engine's machine code for this program (x86-64), for
+    /// inspection (`objdump -D -b binary -m i386:x86-64`); `None` when
+    /// the interpreter runs it.
+    pub fn machine_code(&self) -> Option<&[u8]> {
+        self.engine.as_deref().and_then(|e| e.machine_code())
+    }
+
     /// Whether the program runs on the eBPF engine (else the interpreter).
     pub fn on_engine(&self) -> bool {
         self.engine.is_some()

@@ -12,8 +12,9 @@ mod oracle;
 #[path = "../benches/native/xdpfilt.rs"]
 mod native;
 
-use native::{Native, FLAG_DST, FLAG_SRC, FLAG_UDP};
+use native::{Native, NativeHook, FLAG_DST, FLAG_SRC, FLAG_UDP};
 use oracle::frames::{eth, ipv4, ipv6, l4, MAC_A, MAC_B, V4_A, V4_B, V6_A, V6_B};
+use pfil::{Ctx, Dir, Filter, Packet, Verdict};
 use pfil_xdp::XdpFilter;
 
 const OBJ: &str = "/usr/lib/x86_64-linux-gnu/bpf/xdpfilt_alw_udp.o";
@@ -182,6 +183,7 @@ fn native_filter_agrees_with_xdpfilt_alw_udp() {
     let ports = prog.map("filter_ports").unwrap();
     let stats = prog.map("xdp_stats_map").unwrap();
     let mut native = Native::default();
+    let hook = NativeHook::new(2);
     // `xdp-filter port 53 -p udp -m dst`, `port 5353 -p udp -m src`,
     // `port 1234 -p udp` (both ways), `port 9 -p tcp -m dst` (not UDP).
     for (port, flags) in [
@@ -193,6 +195,7 @@ fn native_filter_agrees_with_xdpfilt_alw_udp() {
         let key = u32::from(port.to_be()).to_le_bytes();
         ports.update(&key, &flags.to_le_bytes(), 0).unwrap();
         native.ports[Native::key(port)] = flags;
+        hook.set_port(port, flags);
     }
     let frames = frames();
     let mut seen = [0usize; 3];
@@ -202,6 +205,23 @@ fn native_filter_agrees_with_xdpfilt_alw_udp() {
         let got = prog.run(0, &mut buf, 0, len, 1, 0).unwrap().action;
         let want = native.filter(f);
         assert_eq!(got, u64::from(want), "frame {name}: {f:02x?}");
+        // The hook form (worker 1), one packet at a time and in a batch
+        // of one (each frame counted once: every other frame each way).
+        let mut b = f.clone();
+        let ctx = Ctx::new("t", Dir::In, 1);
+        let v = if seen.iter().sum::<usize>() % 2 == 0 {
+            hook.filter(&mut Packet::new(&mut b), &ctx)
+        } else {
+            let mut batch = [Packet::new(&mut b)];
+            hook.filter_batch(&mut batch, &ctx);
+            batch[0].verdict()
+        };
+        let pass = if want == native::PASS {
+            Verdict::Pass
+        } else {
+            Verdict::Dropped
+        };
+        assert_eq!(v, pass, "frame {name}: the hook's verdict");
         seen[want as usize] += 1;
     }
     // Every action taken, or the frames test less than they seem.
@@ -211,11 +231,26 @@ fn native_filter_agrees_with_xdpfilt_alw_udp() {
         let packets = u64::from_le_bytes(v[..8].try_into().unwrap());
         let bytes = u64::from_le_bytes(v[8..16].try_into().unwrap());
         assert_eq!([packets, bytes], native.stats[a as usize], "action {a}");
+        assert_eq!(
+            hook.counters(1, a as usize, 0).0,
+            [packets, bytes],
+            "hook, action {a}"
+        );
+        assert_eq!(
+            hook.counters(0, a as usize, 0).0,
+            [0, 0],
+            "hook's idle worker"
+        );
     }
     for port in 0..=u16::MAX {
         let key = u32::from(port).to_le_bytes();
         let v = ports.lookup(&key).unwrap().unwrap();
         let v = u64::from_le_bytes(v[..8].try_into().unwrap());
         assert_eq!(v, native.ports[usize::from(port)], "port map index {port}");
+        assert_eq!(
+            v,
+            hook.counters(1, 0, usize::from(port)).1,
+            "hook's port map index {port}"
+        );
     }
 }

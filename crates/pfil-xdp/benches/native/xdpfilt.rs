@@ -23,6 +23,11 @@
 //! - the per-action counters (packets, bytes) as `xdp_stats_map` keeps
 //!   them.
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use crossbeam_utils::CachePadded;
+use pfil::{Ctx, Filter, Packet, Verdict};
+
 /// `XDP_ABORTED`.
 pub const ABORTED: u32 = 0;
 /// `XDP_DROP`.
@@ -67,72 +72,184 @@ impl Native {
     // callgrind can count its instructions apart.
     #[inline(never)]
     pub fn filter(&mut self, f: &[u8]) -> u32 {
-        let action = self.decide(f);
+        let ports = &mut self.ports;
+        let action = decide(f, |i, mask| {
+            let v = &mut ports[i];
+            let hit = *v & mask == mask;
+            if hit {
+                *v += 1 << COUNTER_SHIFT;
+            }
+            hit
+        });
         let s = &mut self.stats[action as usize];
         s[0] += 1;
         s[1] += f.len() as u64;
         action
     }
+}
 
-    #[inline(always)]
-    fn decide(&mut self, f: &[u8]) -> u32 {
-        let Some(eth) = f.get(..14) else {
-            return ABORTED;
-        };
-        let mut proto = u16::from_be_bytes([eth[12], eth[13]]);
-        let mut off = 14;
-        for _ in 0..4 {
-            if proto != 0x8100 && proto != 0x88a8 {
-                break;
-            }
-            let Some(tag) = f.get(off..off + 4) else {
-                break;
-            };
-            proto = u16::from_be_bytes([tag[2], tag[3]]);
-            off += 4;
-        }
-        let l4 = match proto {
-            0x0800 => {
-                let Some(ip) = f.get(off..off + 20) else {
-                    return ABORTED;
-                };
-                let hl = usize::from(ip[0] & 0xf) * 4;
-                if off + hl > f.len() {
-                    return ABORTED;
-                }
-                off += hl;
-                ip[9]
-            }
-            0x86dd => match ipv6_upper(f, off) {
-                Some((next, at)) => {
-                    off = at;
-                    next
-                }
-                None => return ABORTED,
-            },
-            _ => return PASS,
-        };
-        if l4 != 17 {
-            return PASS;
-        }
-        let Some(udp) = f.get(off..off + 8) else {
-            return ABORTED;
-        };
-        if u16::from_be_bytes([udp[4], udp[5]]) < 8 {
-            return ABORTED;
-        }
-        for (port, mask) in [
-            ([udp[2], udp[3]], FLAG_DST | FLAG_UDP),
-            ([udp[0], udp[1]], FLAG_SRC | FLAG_UDP),
-        ] {
-            let v = &mut self.ports[usize::from(u16::from_le_bytes(port))];
-            if *v & mask == mask {
-                *v += 1 << COUNTER_SHIFT;
-                return DROP;
-            }
-        }
-        PASS
+/// One worker's maps as a hook keeps them: shared with the control side,
+/// so atomics, read and written with plain (relaxed) loads and stores as
+/// the eBPF program's per-CPU map accesses are.
+struct HookWorker {
+    ports: Box<[AtomicU64]>,
+    stats: [[AtomicU64; 2]; 5],
+}
+
+/// The same filter as a pfil hook ([`Filter`]): per-worker port maps and
+/// counters indexed by [`Ctx::worker`] (the per-CPU maps of the eBPF
+/// program), the frame from [`Packet::frame`], the action as a
+/// [`Verdict`] (`XDP_PASS` passes, the others drop). What a native filter
+/// written for pfil with xdp-filter's logic costs, called the way the
+/// chain calls a hook.
+pub struct NativeHook {
+    workers: Box<[CachePadded<HookWorker>]>,
+}
+
+impl NativeHook {
+    /// A hook for `workers` workers, its port maps empty.
+    pub fn new(workers: usize) -> NativeHook {
+        let workers = (0..workers)
+            .map(|_| {
+                CachePadded::new(HookWorker {
+                    ports: (0..65536).map(|_| AtomicU64::new(0)).collect(),
+                    stats: Default::default(),
+                })
+            })
+            .collect();
+        NativeHook { workers }
     }
+
+    /// Set port `port`'s (host order) flags in every worker's map.
+    pub fn set_port(&self, port: u16, flags: u64) {
+        for w in self.workers.iter() {
+            w.ports[Native::key(port)].store(flags, Relaxed);
+        }
+    }
+
+    // Read by tests/native_xdpfilt.rs, not by the bench.
+    #[allow(dead_code)]
+    /// Worker `w`'s packets and bytes for action `a`, and its port map
+    /// entry at index `i`.
+    pub fn counters(&self, w: usize, a: usize, i: usize) -> ([u64; 2], u64) {
+        let w = &self.workers[w];
+        let s = &w.stats[a];
+        (
+            [s[0].load(Relaxed), s[1].load(Relaxed)],
+            w.ports[i].load(Relaxed),
+        )
+    }
+}
+
+impl NativeHook {
+    #[inline(always)]
+    fn run(w: &HookWorker, pkt: &Packet<'_>) -> Verdict {
+        let f = pkt.frame();
+        let action = decide(f, |i, mask| {
+            let v = &w.ports[i];
+            let x = v.load(Relaxed);
+            let hit = x & mask == mask;
+            if hit {
+                v.store(x + (1 << COUNTER_SHIFT), Relaxed);
+            }
+            hit
+        });
+        let s = &w.stats[action as usize];
+        s[0].store(s[0].load(Relaxed) + 1, Relaxed);
+        s[1].store(s[1].load(Relaxed) + f.len() as u64, Relaxed);
+        if action == PASS {
+            Verdict::Pass
+        } else {
+            Verdict::Dropped
+        }
+    }
+}
+
+impl Filter for NativeHook {
+    fn filter(&self, pkt: &mut Packet<'_>, ctx: &Ctx<'_>) -> Verdict {
+        match self.workers.get(ctx.worker) {
+            Some(w) => Self::run(w, pkt),
+            None => Verdict::Dropped,
+        }
+    }
+
+    /// The worker's maps found once a batch.
+    fn filter_batch(&self, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
+        let Some(w) = self.workers.get(ctx.worker) else {
+            for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
+                p.set_verdict(Verdict::Dropped);
+            }
+            return;
+        };
+        for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
+            let v = Self::run(w, p);
+            p.set_verdict(v);
+        }
+    }
+
+    fn batched(&self) -> bool {
+        true
+    }
+}
+
+/// xdp-filter's decision on frame `f`; `hit(index, mask)` tests a port
+/// map entry for the flags and, on a match, counts it.
+#[inline(always)]
+fn decide(f: &[u8], mut hit: impl FnMut(usize, u64) -> bool) -> u32 {
+    let Some(eth) = f.get(..14) else {
+        return ABORTED;
+    };
+    let mut proto = u16::from_be_bytes([eth[12], eth[13]]);
+    let mut off = 14;
+    for _ in 0..4 {
+        if proto != 0x8100 && proto != 0x88a8 {
+            break;
+        }
+        let Some(tag) = f.get(off..off + 4) else {
+            break;
+        };
+        proto = u16::from_be_bytes([tag[2], tag[3]]);
+        off += 4;
+    }
+    let l4 = match proto {
+        0x0800 => {
+            let Some(ip) = f.get(off..off + 20) else {
+                return ABORTED;
+            };
+            let hl = usize::from(ip[0] & 0xf) * 4;
+            if off + hl > f.len() {
+                return ABORTED;
+            }
+            off += hl;
+            ip[9]
+        }
+        0x86dd => match ipv6_upper(f, off) {
+            Some((next, at)) => {
+                off = at;
+                next
+            }
+            None => return ABORTED,
+        },
+        _ => return PASS,
+    };
+    if l4 != 17 {
+        return PASS;
+    }
+    let Some(udp) = f.get(off..off + 8) else {
+        return ABORTED;
+    };
+    if u16::from_be_bytes([udp[4], udp[5]]) < 8 {
+        return ABORTED;
+    }
+    for (port, mask) in [
+        ([udp[2], udp[3]], FLAG_DST | FLAG_UDP),
+        ([udp[0], udp[1]], FLAG_SRC | FLAG_UDP),
+    ] {
+        if hit(usize::from(u16::from_le_bytes(port)), mask) {
+            return DROP;
+        }
+    }
+    PASS
 }
 
 /// The IPv6 header at `off`: its upper-layer protocol and where that
