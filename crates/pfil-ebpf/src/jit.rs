@@ -313,6 +313,22 @@ pub(crate) fn compile(
                 pc += 1;
                 native[pc] = a.pos();
             }
+            // `be16` of a 16-bit load just made, compared with a constant
+            // by the next instruction and read by nothing after: the
+            // loaded value compared with the constant's bytes swapped.
+            BPF_ALU
+                if crate::jit_plan::swapped_compare(insns, pc, &plan, &analysis.decided)
+                    .is_some() =>
+            {
+                let q = crate::jit_plan::swapped_compare(insns, pc, &plan, &analysis.decided)
+                    .ok_or("swapped_compare vanished")?;
+                let j = insns[q];
+                let k = (j.imm as u16).swap_bytes() as i32;
+                native[pc + 1..=q].fill(a.pos());
+                compare_imm(&mut a, j.class() == BPF_JMP, d, k, j.op());
+                pc = q;
+                fixups.push((a.jcc(cond(j.op())), (pc as i64 + 1 + j.off as i64) as usize));
+            }
             // `be16` of a 16-bit load just made: the high bits are zero.
             BPF_ALU
                 if i.code == BPF_ALU | BPF_END | BPF_X
@@ -331,10 +347,9 @@ pub(crate) fn compile(
                 match i.op() {
                     BPF_JA => {
                         let off = if w { i.off as i64 } else { i.imm as i64 };
-                        let t = (pc as i64 + 1 + off) as usize;
                         // Over nothing but code no path reaches: no jump.
-                        if t <= pc || reach[pc + 1..t].iter().any(|&r| r) {
-                            fixups.push((a.jmp(), t));
+                        if !plan.elided[pc] {
+                            fixups.push((a.jmp(), (pc as i64 + 1 + off) as usize));
                         }
                     }
                     BPF_CALL if i.src == PSEUDO_CALL => {
@@ -458,7 +473,7 @@ pub(crate) fn compile(
                     _ if analysis.decided.binary_search_by_key(&pc, |d| d.0).is_ok() => {
                         // The verifier's bounds decide it: no compare.
                         let k = analysis.decided.binary_search_by_key(&pc, |d| d.0);
-                        if k.is_ok_and(|k| analysis.decided[k].1) {
+                        if k.is_ok_and(|k| analysis.decided[k].1) && !plan.elided[pc] {
                             fixups.push((a.jmp(), (pc as i64 + 1 + i.off as i64) as usize));
                         }
                     }

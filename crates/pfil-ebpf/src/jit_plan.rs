@@ -20,6 +20,13 @@ pub(crate) struct Plan {
     pub callee_saved: u16,
     /// Registers live after each instruction (`jit_live`).
     pub live: Vec<u16>,
+    /// Instructions some path from a function's entry reaches (the
+    /// verifier's decided jumps taking their one edge); the others are
+    /// not emitted.
+    pub reach: Vec<bool>,
+    /// Unconditional jumps (and jumps decided always taken) over nothing
+    /// but unreached code: not emitted.
+    pub elided: Vec<bool>,
 }
 
 /// Builds the plan; `functions` are the first pcs of the functions,
@@ -34,26 +41,40 @@ pub(crate) fn plan(
 ) -> Plan {
     let n = insns.len();
     let mut target = vec![false; n + 1];
+    let mut elided = vec![false; n];
     for &f in functions {
         target[f] = true;
     }
     let mut pc = 0;
     while pc < n {
         let i = &insns[pc];
+        let wide = if i.code == LDDW { 2 } else { 1 };
+        let decision = decided
+            .binary_search_by_key(&pc, |d| d.0)
+            .ok()
+            .map(|k| decided[k].1);
         let t = match (i.class(), i.op()) {
+            _ if !reach[pc] => None,
             (BPF_JMP, BPF_EXIT) => None,
             (BPF_JMP, BPF_CALL) if i.src == PSEUDO_CALL => Some(pc as i64 + 1 + i.imm as i64),
             (BPF_JMP, BPF_CALL) => None,
             (BPF_JMP32, BPF_JA) => Some(pc as i64 + 1 + i.imm as i64),
+            // A jump never taken lands nowhere.
+            (BPF_JMP | BPF_JMP32, _) if decision == Some(false) => None,
             (BPF_JMP | BPF_JMP32, _) => Some(pc as i64 + 1 + i.off as i64),
             _ => None,
         };
         if let Some(t) = t.and_then(|t| usize::try_from(t).ok()) {
-            if t <= n {
+            let unconditional = i.op() == BPF_JA || decision == Some(true);
+            if unconditional && t > pc && t <= n && !reach[pc + 1..t].iter().any(|&r| r) {
+                // Over nothing but code no path reaches: not emitted, and
+                // its target is where the code before it falls through.
+                elided[pc] = true;
+            } else if t <= n {
                 target[t] = true;
             }
         }
-        pc += if i.code == LDDW { 2 } else { 1 };
+        pc += wide;
     }
     let mut skip = vec![false; n];
     for &c in lookups {
@@ -126,10 +147,22 @@ pub(crate) fn plan(
         skip,
         callee_saved,
         live,
+        reach: reach.to_vec(),
+        elided,
     }
 }
 
 impl Plan {
+    /// The first instruction after `pc` that is emitted: past elided
+    /// jumps and unreached code.
+    pub fn next_emitted(&self, pc: usize) -> usize {
+        let mut q = pc + 1;
+        while q < self.reach.len() && (!self.reach[q] || self.elided[q]) {
+            q += 1;
+        }
+        q
+    }
+
     /// Whether register `r` is read on no path after `pc`.
     pub fn dead_after(&self, pc: usize, r: u8) -> bool {
         self.live.get(pc).is_some_and(|l| l & (1 << r) == 0)
@@ -286,6 +319,42 @@ pub(crate) fn calls_out(
             BPF_ST | BPF_STX => i.dst != 10 && !proven(pc),
             _ => false,
         })
+}
+
+/// `d = be16 d` at `pc` right after `d = *(u16 *)(p + k)` (so d's high
+/// bits are zero), followed (the next instruction emitted, at the pc
+/// returned) by `if d == k`, `!= k` or `& k` with
+/// `0 <= k <= 0xffff` (not a jump the verifier decided), nothing jumping
+/// onto either, `d` read by nothing after: the loaded value compared with
+/// `k`'s bytes swapped is the same test (`d` is never swapped).
+pub(crate) fn swapped_compare(
+    insns: &[Insn],
+    pc: usize,
+    plan: &Plan,
+    decided: &[(usize, bool)],
+) -> Option<usize> {
+    let q = plan.next_emitted(pc);
+    let (Some(i), Some(j)) = (insns.get(pc), insns.get(q)) else {
+        return None;
+    };
+    (pc > 0
+        && i.code == BPF_ALU | BPF_END | BPF_X
+        && i.imm == 16
+        && insns[pc - 1].code == BPF_LDX | BPF_MEM | BPF_H
+        && insns[pc - 1].dst == i.dst
+        && plan.reach[pc - 1]
+        && !plan.skip[pc - 1]
+        && !plan.skip[pc]
+        && !plan.target[pc]
+        && !plan.target[q]
+        && matches!(j.class(), BPF_JMP | BPF_JMP32)
+        && matches!(j.op(), BPF_JEQ | BPF_JNE | BPF_JSET)
+        && j.code & BPF_X == 0
+        && j.dst == i.dst
+        && (0..=0xffff).contains(&j.imm)
+        && decided.binary_search_by_key(&q, |d| d.0).is_err()
+        && plan.dead_after(q, i.dst))
+    .then_some(q)
 }
 
 /// `x = 1; if c goto +1; x = 0` at `pc`, nothing jumping between, `x`

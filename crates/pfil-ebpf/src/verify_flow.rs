@@ -486,10 +486,30 @@ impl Flow<'_> {
         (i.code == BPF_STX | BPF_MEM | BPF_W && i.dst == 10).then(|| (pc, st.bound(i.src as usize)))
     }
 
-    /// A conditional jump at `pc` whose outcome `d`'s bound decides in
-    /// state `st` (64-bit compares with a constant): (pc, always taken).
+    /// A conditional jump at `pc` whose outcome state `st` decides: a
+    /// 64-bit compare of a scalar with a constant its bound settles, or a
+    /// packet pointer compared with the packet's end where its bytes are
+    /// already proven: (pc, always taken).
     fn decided(&self, pc: usize, st: &State) -> Option<(usize, bool)> {
         let i = &self.insns[pc];
+        if i.class() == BPF_JMP && i.code & BPF_X != 0 {
+            // `if p > data_end` (and its forms) with p's bytes already
+            // proven: p <= data_end on every path here.
+            let (d, s) = (i.dst as usize, i.src as usize);
+            let (p, taken) = match (st.ty[d] & KIND, st.ty[s] & KIND, i.op()) {
+                (PKT, PKT_END, BPF_JGT) => (d, false),
+                (PKT, PKT_END, BPF_JLE) => (d, true),
+                (PKT_END, PKT, BPF_JLT) => (s, false),
+                (PKT_END, PKT, BPF_JGE) => (s, true),
+                _ => return None,
+            };
+            // `data + 0 <= data_end` always holds; a base with a variable
+            // part is below the end only where a comparison proved bytes
+            // behind it (0 there means none proven).
+            let limit = st.limit(p);
+            let proven = (st.ty[p] & !KIND) <= limit && (st.id[p] == 0 || limit > 0);
+            return proven.then_some((pc, taken));
+        }
         if i.class() != BPF_JMP || i.code & BPF_X != 0 || st.ty[i.dst as usize] != OTHER {
             return None;
         }
