@@ -102,7 +102,8 @@ fn load_at_r4(o: &mut Out, dst: u8, size: usize) {
     load_bytes(o, dst, 4, 0, size);
 }
 
-/// Loads `size` bytes at packet offset `X + k` into A, or returns 0.
+/// Loads `size` bytes at packet offset `X + k` into A, or returns 0;
+/// whether r4 holds `data + X` after it (on every path).
 ///
 /// Where `X + k` is below 64 KiB (every header of a packet that fits in
 /// a frame) the load is `data + X` tested as a pointer against the
@@ -110,40 +111,52 @@ fn load_at_r4(o: &mut Out, dst: u8, size: usize) {
 /// JIT emits no run-time check. The test `X > 0xffff - k - size` before
 /// it, which sends larger offsets to [`load_at_r4`]'s checked load, is
 /// decided by the verifier where X is bounded (`ldx 4*([k]&0xf)`), and
-/// then neither it nor the checked load is emitted.
-fn load_ind(o: &mut Out, k: u32, size: usize) {
+/// then neither it nor the checked load is emitted. `reuse`: r4 already
+/// holds `data + X` (an indirect load before this one, X unchanged, no
+/// other way in), which is not computed again.
+fn load_ind(o: &mut Out, k: u32, size: usize, reuse: bool) -> bool {
+    if k as usize + size > i16::MAX as usize {
+        // r4 = X + k, both zero-extended: no overflow.
+        o.push(alu32x(BPF_MOV, 4, X));
+        o.push(alu32(BPF_MOV, 5, k as i32));
+        o.push(alu64x(BPF_ADD, 4, 5));
+        load_at_r4(o, A, size);
+        return false;
+    }
+    // if X > MAX_PKT_OFF - k - size: the checked load below.
     let far = o.code.len();
-    if (k as usize + size) <= i16::MAX as usize {
-        // if X > MAX_PKT_OFF - k - size: the checked load below.
-        o.push(Insn::new(
-            BPF_JMP | BPF_JGT | BPF_K,
-            X,
-            0,
-            0,
-            (MAX_PKT_OFF as usize - size - k as usize) as i32,
-        ));
-        // r4 = data + X; if r4 + k + size > data_end: return 0.
+    o.push(Insn::new(
+        BPF_JMP | BPF_JGT | BPF_K,
+        X,
+        0,
+        0,
+        (MAX_PKT_OFF as usize - size - k as usize) as i32,
+    ));
+    // r4 = data + X; if r4 + k + size > data_end: return 0.
+    if !reuse {
         o.push(alu64x(BPF_MOV, 4, PKT));
         o.push(alu64x(BPF_ADD, 4, X));
-        o.push(alu64x(BPF_MOV, 5, 4));
-        o.push(alu64(BPF_ADD, 5, (k as usize + size) as i32));
-        o.jump(
-            Insn::new(BPF_JMP | BPF_JGT | BPF_X, 5, PKT_END, 0, 0),
-            Target::Zero,
-        );
-        load_bytes(o, A, 4, k as i16, size);
-        o.push(Insn::new(BPF_JMP | BPF_JA, 0, 0, 0, 0));
-        o.code[far].off = (o.code.len() - far - 1) as i16;
     }
+    o.push(alu64x(BPF_MOV, 5, 4));
+    o.push(alu64(BPF_ADD, 5, (k as usize + size) as i32));
+    o.jump(
+        Insn::new(BPF_JMP | BPF_JGT | BPF_X, 5, PKT_END, 0, 0),
+        Target::Zero,
+    );
+    load_bytes(o, A, 4, k as i16, size);
+    let over = o.code.len();
+    o.push(Insn::new(BPF_JMP | BPF_JA, 0, 0, 0, 0));
+    o.code[far].off = (o.code.len() - far - 1) as i16;
     // r4 = X + k, both zero-extended: no overflow.
     o.push(alu32x(BPF_MOV, 4, X));
     o.push(alu32(BPF_MOV, 5, k as i32));
     o.push(alu64x(BPF_ADD, 4, 5));
     load_at_r4(o, A, size);
-    if far != o.code.len() && o.code[far].code == BPF_JMP | BPF_JGT | BPF_K {
-        let over = far + o.code[far].off as usize;
-        o.code[over].off = (o.code.len() - over - 1) as i16;
-    }
+    // r4 = data + X, as on the other path.
+    o.push(alu32x(BPF_MOV, 4, X));
+    o.push(alu64x(BPF_ADD, 4, PKT));
+    o.code[over].off = (o.code.len() - over - 1) as i16;
+    true
 }
 
 fn load_bytes(o: &mut Out, dst: u8, base: u8, off: i16, size: usize) {
@@ -266,12 +279,45 @@ pub fn convert(prog: &[CInsn]) -> Result<Vec<Insn>, String> {
             o.push(Insn::new(BPF_ST | BPF_MEM | BPF_DW, 10, 0, -64 + 8 * k, 0));
         }
     }
+    // Each instruction's predecessors: how many, and the last one seen
+    // (the only one where there is one).
+    let mut preds = vec![(0u32, usize::MAX); n];
+    for pc in (0..n).filter(|&pc| live[pc]) {
+        let i = prog[pc];
+        let succ: [Option<usize>; 2] = match i.code & 0x07 {
+            0x05 if i.code & 0xf0 == 0x00 => [Some(tgt(pc, i.k as u64)?), None],
+            0x05 => {
+                let (t, f) = (tgt(pc, i.jt as u64)?, tgt(pc, i.jf as u64)?);
+                [Some(t), (f != t).then_some(f)]
+            }
+            0x06 => [None, None],
+            _ => [Some(pc + 1), None],
+        };
+        for s in succ.into_iter().flatten() {
+            preds[s] = (preds[s].0 + 1, pc);
+        }
+    }
+    // Whether r4 holds `data + X` after each instruction (`load_ind`).
+    let mut pkt_x = vec![false; n];
     let mut start = vec![usize::MAX; n];
     for pc in 0..n {
         if !live[pc] {
             continue;
         }
+        let (np, from) = preds[pc];
+        let pkt_x_in = np == 1 && pkt_x[from];
         start[pc] = o.code.len();
+        // Kept by what touches neither r4 nor X (loads into A other than
+        // from the packet, stores, ALU, jumps, TXA); an indirect load
+        // sets it below.
+        let c = prog[pc].code;
+        pkt_x[pc] = pkt_x_in
+            && match c & 0x07 {
+                0x00 => matches!(c & 0xe0, 0x00 | 0x60 | 0x80),
+                0x02..=0x05 => true,
+                0x07 => c & 0xf8 == 0x80,
+                _ => false,
+            };
         let i = prog[pc];
         let (c, k) = (i.code, i.k);
         let bad = || Err(format!("instruction {pc} ({c:#06x}): unknown opcode"));
@@ -286,7 +332,7 @@ pub fn convert(prog: &[CInsn]) -> Result<Vec<Insn>, String> {
                 let dst = if c & 0x07 == 0 { A } else { X };
                 match (c & 0x07, c & 0xe0) {
                     (0x00, 0x20) if size > 0 => load_abs(&mut o, A, k, size),
-                    (0x00, 0x40) if size > 0 => load_ind(&mut o, k, size),
+                    (0x00, 0x40) if size > 0 => pkt_x[pc] = load_ind(&mut o, k, size, pkt_x_in),
                     (_, 0x00) => o.push(alu32(BPF_MOV, dst, k as i32)),
                     (_, 0x80) => o.push(alu32x(BPF_MOV, dst, WIRELEN)),
                     (_, 0x60) => {

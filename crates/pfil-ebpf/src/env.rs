@@ -326,6 +326,17 @@ impl Env {
         }
     }
 
+    /// The packet of a run of contained code (`Program::contained`):
+    /// only the bounds its context loads read. The frame stays as the
+    /// last run ended it (its end at 0), so nothing else of the Env
+    /// reaches the packet.
+    #[inline]
+    pub(crate) fn lean_packet(&mut self, data: u64, end: u64) {
+        self.meta = data;
+        self.data = data;
+        self.data_end = end;
+    }
+
     /// Ends the run's packet: one store. With the frame's end at 0,
     /// [`Env::set_packet`] admits no bounds but an empty packet at 0 and
     /// [`Env::find`] no packet bytes (it bounds the packet by the

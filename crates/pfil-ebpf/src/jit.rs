@@ -132,7 +132,10 @@ fn reachable(insns: &[Insn], functions: &[usize], decided: &[(usize, bool)]) -> 
 /// Compiles a verified program.
 /// (`analysis`: its functions, inlined lookups, stack words), and
 /// whether the code checks accesses inline (reads `Env::last`), and
-/// whether it is sealed from the Env (`Program::sealed`).
+/// whether it is contained: it calls nothing (no helper left, no local
+/// call, no slow path, no loop budget) and checks nothing inline, so it
+/// reads of the Env only its context fields and array bases, and cannot
+/// fault.
 pub(crate) fn compile(
     insns: &[Insn],
     loop_cost: &[u32],
@@ -693,11 +696,9 @@ pub(crate) fn compile(
             .ok_or_else(|| format!("jump target {t} outside the program"))?;
         a.patch(at, to);
     }
-    // Sealed: nothing reads or writes the Env, nothing can fault.
-    let sealed = !calls
-        && !inline_checks
-        && lookups.is_empty()
-        && single
-        && !(0..n).any(|pc| reach[pc] && access.get(pc) == Some(&Access::Ctx));
-    Ok((JitCode::new(&a.buf)?, inline_checks, sealed))
+    // Code that calls nothing out of itself and checks nothing inline
+    // touches the Env only for its context fields and array bases, and
+    // cannot fault.
+    let contained = !calls && !inline_checks && single;
+    Ok((JitCode::new(&a.buf)?, inline_checks, contained))
 }

@@ -304,6 +304,12 @@ pub struct Program {
     /// lookup) and stores nothing outside its stack. [`Program::run_packet`]
     /// calls it with nothing set up and nothing read back.
     sealed: bool,
+    /// JIT code that calls nothing out of itself (no helper left after
+    /// inlining, no local call, no slow path, no loop) and checks nothing
+    /// inline: it reads of its `Env` only `data`, `data_end`, `data_meta`
+    /// and the array bases, and cannot fault. An XDP run of it sets those
+    /// three and reads nothing back ([`Program::run_xdp_quick`]).
+    contained: bool,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -365,6 +371,7 @@ impl Program {
             reads_last: false,
             reads_ctx: false,
             sealed: false,
+            contained: false,
         }
         .compiled(opts, &a, maps)
         .map(|mut p| {
@@ -392,9 +399,13 @@ impl Program {
                 maps,
             )
             .map_err(|e| VerifyError::new(0, e))?;
-            let (code, inline_checks, sealed) = code;
+            let (code, inline_checks, contained) = code;
             self.reads_last = inline_checks;
-            self.sealed = sealed && !self.counted && self.read_only;
+            self.contained = contained && !self.counted;
+            self.sealed = self.contained
+                && self.read_only
+                && a.lookups.is_empty()
+                && !a.access.contains(&verify::Access::Ctx);
             self.jit = Some(code);
             self.need_bases = a
                 .lookups
@@ -608,6 +619,12 @@ impl Program {
             // The short path: nothing but the packet to set up (the
             // context's plain fields are read by no load of this code).
             if env.array_bases() >= self.need_bases {
+                if self.contained {
+                    // Nothing but the packet's bounds to set, nothing to
+                    // read back (no fault, no helper: see `contained`).
+                    env.lean_packet(data, data + data_len as u64);
+                    return XdpEnd::Quiet(code.call(env, [env.ctx_addr(), 0, 0]));
+                }
                 env.begin_packet((base, frame_end), data, data + data_len as u64, false);
                 let action = code.call(env, [env.ctx_addr(), 0, 0]);
                 // No fault, the packet where it was: nothing to read back.

@@ -455,6 +455,12 @@ impl Flow<'_> {
             }
             edges[k] = Some(o);
         }
+        // A jump the state decides has one edge: the other's state would
+        // only blur what its target knows (code reached only through it
+        // gets no state, and is not emitted).
+        if let Some((_, taken)) = self.decided(pc, st) {
+            edges[usize::from(!taken)] = None;
+        }
         Ok(Step { out: edges, call })
     }
 

@@ -646,13 +646,20 @@ impl Filter for Bpf {
     /// each packet still passing run as [`filter`](Filter::filter) runs
     /// it.
     fn filter_batch(&self, pkts: &mut [Packet<'_>], _ctx: &Ctx<'_>) {
+        // The action read once: a match drops under `drop`, a miss under
+        // `pass`.
+        let drop_on_match = matches!(self.action, BpfAction::Drop);
         with_env(|env| {
             for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
                 let hit = self.program(p.kind()).is_some_and(|prog| {
                     let f = p.frame();
                     prog.run_in(env, f, f.len() as u32) != 0
                 });
-                p.set_verdict(self.verdict(hit));
+                p.set_verdict(if hit == drop_on_match {
+                    Verdict::Dropped
+                } else {
+                    Verdict::Pass
+                });
             }
         })
     }
