@@ -220,14 +220,9 @@ pub(crate) fn compile(
             }
             continue;
         }
-        if plan.skip[pc] {
-            // A dead definition (see `jit_plan`).
-            pc += if i.code == LDDW { 2 } else { 1 };
-            if pc <= n {
-                native[pc - 1] = a.pos();
-            }
-            continue;
-        }
+        // A loop head is charged first, whatever its own instruction
+        // becomes (a dead definition there is still where the loop
+        // comes back to).
         if let Some(&cost) = loop_cost.get(pc) {
             if cost != 0 {
                 a.sub_mem_imm(R12, BUDGET, cost as i32);
@@ -236,6 +231,16 @@ pub(crate) fn compile(
                     pc,
                 });
             }
+        }
+        if plan.skip[pc] {
+            // A dead definition (see `jit_plan`): nothing emitted. Jumps
+            // onto it land on its loop charge, if any (`native[pc]`, set
+            // above); an LDDW's second slot is where it ends.
+            if i.code == LDDW && pc + 1 < n {
+                native[pc + 1] = a.pos();
+            }
+            pc += if i.code == LDDW { 2 } else { 1 };
+            continue;
         }
         let d = MAP[(i.dst as usize).min(10)];
         let s = MAP[(i.src as usize).min(10)];
@@ -289,6 +294,40 @@ pub(crate) fn compile(
             // `and d, 2^k - 1` on a value the verifier bounded by the mask.
             BPF_ALU | BPF_ALU64 if analysis.no_op_ands.binary_search(&pc).is_ok() => {}
             // `x = 1; if c goto +1; x = 0`: `xor x, x; cmp; setcc x`.
+            // Two flags or'ed and tested: two compares and jumps.
+            BPF_ALU | BPF_ALU64
+                if crate::jit_plan::or_flags(insns, pc, &plan, &analysis.decided).is_some() =>
+            {
+                let (e, either) = crate::jit_plan::or_flags(insns, pc, &plan, &analysis.decided)
+                    .ok_or("or_flags vanished")?;
+                for k in &insns[pc + 7..e] {
+                    let (kd, ks) = (MAP[k.dst as usize], MAP[(k.src as usize).min(10)]);
+                    alu(&mut a, k, kd, ks, k.code & BPF_X != 0);
+                }
+                let compare = |a: &mut Asm, j: &Insn| {
+                    let (jd, js) = (MAP[j.dst as usize], MAP[(j.src as usize).min(10)]);
+                    let w = j.class() == BPF_JMP;
+                    if j.code & BPF_X != 0 {
+                        a.rr(if j.op() == BPF_JSET { 0x85 } else { 0x39 }, w, jd, js);
+                    } else {
+                        compare_imm(a, w, jd, j.imm, j.op());
+                    }
+                };
+                let t = (e as i64 + 1 + insns[e].off as i64) as usize;
+                compare(&mut a, &insns[pc + 2]);
+                let first = a.jcc(cond(insns[pc + 2].op()));
+                compare(&mut a, &insns[pc + 4]);
+                if either {
+                    fixups.push((first, t));
+                    fixups.push((a.jcc(cond(insns[pc + 4].op())), t));
+                } else {
+                    // x86 condition codes negate by their low bit.
+                    fixups.push((a.jcc(cond(insns[pc + 4].op()) ^ 1), t));
+                    a.patch(first, a.pos());
+                }
+                native[pc + 1..=e].fill(a.pos());
+                pc = e;
+            }
             BPF_ALU | BPF_ALU64 if crate::jit_plan::set_flag(insns, pc, &plan) => {
                 let j = insns[pc + 1];
                 a.rr(0x31, false, d, d);
@@ -384,7 +423,17 @@ pub(crate) fn compile(
                             let (jd, js) = (MAP[j.dst as usize], MAP[(j.src as usize).min(10)]);
                             alu(&mut a, &j, jd, js, j.code & BPF_X != 0);
                         }
-                        a.load(4, false, R11, RBP, -(depth as i32));
+                        // The key: from the register it was stored from
+                        // where that still holds it, else from the stack.
+                        // (Not where the instruction after the call, emitted
+                        // above, wrote it.)
+                        let moved = null_test.and_then(|(_, m)| m).map(|m| insns[m].dst);
+                        match crate::jit_plan::key_register(insns, pc, depth, &plan)
+                            .filter(|&x| Some(x) != moved)
+                        {
+                            Some(x) => a.rr(0x89, false, R11, MAP[x as usize]),
+                            None => a.load(4, false, R11, RBP, -(depth as i32)),
+                        }
                         // A miss (r0 = 0) out of line, unless the key is
                         // proven below max_entries.
                         let proven = crate::jit_plan::key_below(

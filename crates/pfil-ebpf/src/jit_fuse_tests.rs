@@ -377,3 +377,98 @@ fn a_compare_bounds_the_value_on_its_edge() {
         "the load at 13"
     );
 }
+
+#[test]
+fn or_ed_flags_agree_and_a_jump_inside_stops_the_fusion() {
+    // pkt[0] is the value tested, pkt[1] selects the jump into the
+    // pattern (at `into`, 0: none); the result tells which way it went
+    // and what r4 (written between the `or` and the test) holds.
+    for (test, either) in [
+        ("jne %r6, 1", false),
+        ("jeq %r6, 0", false),
+        ("jeq %r6, 1", true),
+        ("jne %r6, 0", true),
+    ] {
+        for into in 0..=8 {
+            let pattern = [
+                "mov %r6, 1".to_string(),
+                "mov %r7, 1".to_string(),
+                "jeq %r3, 5, +1".to_string(),
+                "mov %r7, 0".to_string(),
+                "jeq %r3, 9, +1".to_string(),
+                "mov %r6, 0".to_string(),
+                "or %r6, %r7".to_string(),
+                "mov %r4, 40".to_string(),
+                format!("{test}, hit"),
+            ];
+            let mut body = vec![
+                "ldxb %r3, [%r2+0]".to_string(),
+                "ldxb %r8, [%r2+1]".to_string(),
+                "mov %r6, 0".to_string(),
+                "mov %r7, 0".to_string(),
+                "mov %r4, 3".to_string(),
+            ];
+            if into > 0 {
+                body.push(format!("jeq %r8, 1, +{into}"));
+            }
+            body.extend(pattern);
+            body.push("mov %r0, %r4".to_string());
+            body.push("ja out".to_string());
+            body.push("hit:".to_string());
+            body.push("mov %r0, %r4".to_string());
+            body.push("add %r0, 100".to_string());
+            let text = prog(&body.join("\n"));
+            for v in [5u8, 9, 7] {
+                for sel in [0u8, 1] {
+                    let mut pkt = [0u8; 16];
+                    pkt[0] = v;
+                    pkt[1] = sel;
+                    let got = both(&text, &pkt);
+                    if sel == 0 || into == 0 {
+                        let set = v == 5 || v == 9;
+                        let jumped = set == either;
+                        assert_eq!(got, if jumped { 140 } else { 40 }, "{text} on {v}");
+                    }
+                }
+            }
+        }
+    }
+    // Fused where nothing jumps in: the code is shorter than with a jump
+    // landing on the `or`.
+    #[cfg(target_arch = "x86_64")]
+    {
+        let make = |into: &str| {
+            prog(&format!(
+                "ldxb %r3, [%r2+0]\nldxb %r8, [%r2+1]\nmov %r6, 0\nmov %r7, 0\n{into}\nmov %r6, 1\n\
+                 mov %r7, 1\njeq %r3, 5, +1\nmov %r7, 0\njeq %r3, 9, +1\nmov %r6, 0\nor %r6, %r7\n\
+                 jne %r6, 1, hit\nmov %r0, 1\nja out\nhit:\nmov %r0, 2"
+            ))
+        };
+        let (fused, split) = (
+            code_len(&make("jeq %r8, 7, +0")),
+            code_len(&make("jeq %r8, 7, +6")),
+        );
+        assert!(fused + 8 < split, "{fused} vs {split} bytes");
+    }
+}
+
+#[test]
+fn a_loop_whose_head_is_a_dead_definition_still_spends_its_budget() {
+    // The loop comes back to `mov %r3, 5`, which nothing reads (not
+    // emitted): the head's charge must stay, or the loop never ends.
+    let text = "mov %r0, 0\nloop:\nmov %r3, 5\nadd %r0, 1\njne %r0, 0, loop\nexit";
+    for jit in [false, true] {
+        let o = LoadOptions {
+            jit,
+            max_insns_per_run: 10_000,
+            ..LoadOptions::default()
+        };
+        let p = Program::load(assemble(text).unwrap(), &[], &Helpers::new(), &o).unwrap();
+        let mut frame = [0u8; 16];
+        let r = p.run_xdp(&mut env(), &mut frame, 0, 16, 0, 0);
+        assert!(
+            matches!(r, Err(crate::Fault::Budget { .. })),
+            "jit {jit}: {r:?}"
+        );
+    }
+}

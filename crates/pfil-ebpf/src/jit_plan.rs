@@ -299,6 +299,38 @@ pub(crate) fn key_below(
     }
 }
 
+/// The register whose low 32 bits the inlined lookup at `pc` reads as
+/// its key: the `rX` of the `*(u32 *)(r10 - depth) = rX` that stored it,
+/// with only register instructions and loads after it, nothing jumping
+/// in between and nothing emitted there writing rX. The key is then
+/// taken from rX, not reloaded from the stack it was just stored to.
+pub(crate) fn key_register(insns: &[Insn], pc: usize, depth: u32, plan: &Plan) -> Option<u8> {
+    let mut written = 0u16;
+    let mut q = pc;
+    loop {
+        if plan.target[q] || q == 0 {
+            return None;
+        }
+        let p = if q >= 2 && insns[q - 2].code == LDDW {
+            q - 2
+        } else {
+            q - 1
+        };
+        let i = &insns[p];
+        if i.code == BPF_STX | BPF_MEM | BPF_W && i.dst == 10 && i32::from(i.off) == -(depth as i32)
+        {
+            return (i.src < 10 && written & (1 << i.src) == 0).then_some(i.src);
+        }
+        if !(matches!(i.class(), BPF_ALU | BPF_ALU64 | BPF_LDX) || i.code == LDDW) {
+            return None;
+        }
+        if !plan.skip[p] {
+            written |= 1 << (i.dst & 15);
+        }
+        q = p;
+    }
+}
+
 /// Whether the code may call out of itself (a helper not inlined, a
 /// local call, the Rust slow path of a checked access or an atomic, a
 /// loop head's budget fault): then its stack is kept 16-byte aligned.
@@ -355,6 +387,134 @@ pub(crate) fn swapped_compare(
         && decided.binary_search_by_key(&q, |d| d.0).is_err()
         && plan.dead_after(q, i.dst))
     .then_some(q)
+}
+
+/// Two flags or'ed and tested, at `pc` (clang's form of `if (t == A ||
+/// t == B)`, xdp-filter's VLAN test):
+///
+/// ```text
+/// pc:     a = 1
+/// pc+1:   b = 1
+/// pc+2:   if c1 goto +1      b = c1
+/// pc+3:   b = 0
+/// pc+4:   if c2 goto +1      a = c2
+/// pc+5:   a = 0
+/// pc+6:   a |= b
+///         (at most two register instructions that neither read a or b
+///          nor write an operand of c1 or c2)
+/// e:      if a != 1 goto T   (or == 0: neither; == 1, != 0: either)
+/// ```
+///
+/// with `a` read by nothing after `e`, `b` by nothing after `pc+6`, no
+/// jump landing inside but the pattern's own, none of its jumps decided
+/// by the verifier: `(e, either)`. Emitted as the instructions between,
+/// then `c1 -> L; !c2 -> T; L:` (neither) or `c1 -> T; c2 -> T`.
+pub(crate) fn or_flags(
+    insns: &[Insn],
+    pc: usize,
+    plan: &Plan,
+    decided: &[(usize, bool)],
+) -> Option<(usize, bool)> {
+    let w = insns.get(pc..pc + 7)?;
+    let mov = |m: &Insn, r: u8, v: i32| {
+        (m.code == BPF_ALU64 | BPF_MOV | BPF_K || m.code == BPF_ALU | BPF_MOV | BPF_K)
+            && m.off == 0
+            && m.dst == r
+            && m.imm == v
+    };
+    let (a, b) = (w[0].dst, w[1].dst);
+    let flag_jump = |j: &Insn| {
+        matches!(j.class(), BPF_JMP | BPF_JMP32)
+            && !matches!(j.op(), BPF_JA | BPF_CALL | BPF_EXIT)
+            && j.off == 1
+            && j.dst != a
+            && j.dst != b
+            && (j.code & BPF_X == 0 || (j.src != a && j.src != b && j.src < 10))
+    };
+    let or = (w[6].code == BPF_ALU64 | BPF_OR | BPF_X || w[6].code == BPF_ALU | BPF_OR | BPF_X)
+        && w[6].dst == a
+        && w[6].src == b;
+    if a == b
+        || a >= 10
+        || b >= 10
+        || !mov(&w[0], a, 1)
+        || !mov(&w[1], b, 1)
+        || !flag_jump(&w[2])
+        || !mov(&w[3], b, 0)
+        || !flag_jump(&w[4])
+        || !mov(&w[5], a, 0)
+        || !or
+    {
+        return None;
+    }
+    // The compares' operands, which the instructions between must keep.
+    let mut operands = 0u16;
+    for j in [&w[2], &w[4]] {
+        operands |= 1 << j.dst;
+        if j.code & BPF_X != 0 {
+            operands |= 1 << j.src;
+        }
+    }
+    let mut e = pc + 7;
+    while e < pc + 10 {
+        let i = insns.get(e)?;
+        if matches!(i.class(), BPF_JMP | BPF_JMP32) {
+            break;
+        }
+        let x = i.code & BPF_X != 0;
+        let plain = matches!(i.class(), BPF_ALU | BPF_ALU64)
+            && i.op() != BPF_END
+            && i.dst < 10
+            && i.dst != a
+            && operands & (1 << i.dst) == 0
+            && (!x || (i.src != a && i.src != b && i.src <= 10));
+        if !plain {
+            return None;
+        }
+        e += 1;
+    }
+    let j = insns.get(e)?;
+    let test = matches!(j.class(), BPF_JMP | BPF_JMP32)
+        && j.code & BPF_X == 0
+        && j.dst == a
+        && matches!((j.op(), j.imm), (BPF_JNE | BPF_JEQ, 0 | 1));
+    if !test {
+        return None;
+    }
+    let either = matches!((j.op(), j.imm), (BPF_JEQ, 1) | (BPF_JNE, 0));
+    let undecided = [pc + 2, pc + 4, e]
+        .iter()
+        .all(|q| decided.binary_search_by_key(q, |d| d.0).is_err());
+    let emitted = (pc..=e).all(|q| plan.reach[q] && !plan.skip[q]);
+    if !undecided || !emitted || !plan.dead_after(e, a) || !plan.dead_after(pc + 6, b) {
+        return None;
+    }
+    // No jump lands inside but the pattern's own (pc+2 onto pc+4, pc+4
+    // onto pc+6): every jump of the program looked at, where the plan's
+    // targets say one lands.
+    if (pc + 1..=e).any(|q| plan.target[q] && q != pc + 4 && q != pc + 6) {
+        return None;
+    }
+    let lands_inside = |q: usize, i: &Insn| {
+        if !matches!(i.class(), BPF_JMP | BPF_JMP32) || matches!(i.op(), BPF_CALL | BPF_EXIT) {
+            return false;
+        }
+        let off = if i.class() == BPF_JMP32 && i.op() == BPF_JA {
+            i.imm as i64
+        } else {
+            i.off as i64
+        };
+        let t = q as i64 + 1 + off;
+        q != pc + 2 && q != pc + 4 && (pc as i64 + 1..=e as i64).contains(&t)
+    };
+    if insns
+        .iter()
+        .enumerate()
+        .any(|(q, i)| plan.reach[q] && lands_inside(q, i))
+    {
+        return None;
+    }
+    Some((e, either))
 }
 
 /// `x = 1; if c goto +1; x = 0` at `pc`, nothing jumping between, `x`

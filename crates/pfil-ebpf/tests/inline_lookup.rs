@@ -282,7 +282,9 @@ fn null_tests_after_inline_lookups_take_the_same_branch() {
 /// the second byte is 1, the unmasked byte instead, jumping onto the
 /// instructions between the store and the call (`jump_in`) or to the
 /// end. `between` 1: a register instruction between the call and the
-/// null test (the test stays fused); 2: one that writes r0 (not fused).
+/// null test (the test stays fused); 2: one that writes r0 (not fused);
+/// 3: one that writes r3, the register the key was stored from (fused,
+/// so emitted before the lookup: the key is then read from the stack).
 fn bounded_key(mask: u32, jump_in: bool, between: u8) -> Vec<Insn> {
     let text = format!(
         "ldxw %r6, [%r1+0]\nldxw %r7, [%r1+4]\nmov %r0, 0\nmov %r5, %r6\nadd %r5, 2\n\
@@ -291,8 +293,8 @@ fn bounded_key(mask: u32, jump_in: bool, between: u8) -> Vec<Insn> {
          add %r2, -8\nlddw %r1, 0\ncall 1\n{}\njeq %r0, 0, miss\nldxdw %r0, [%r0+0]\nexit\n\
          miss:\nmov %r0, 999\n{}\nout:\nexit",
         if jump_in { "mid" } else { "out" },
-        ["", "mov %r4, 3", "mov %r0, 5"][usize::from(between)],
-        if between == 1 { "add %r0, %r4" } else { "" },
+        ["", "mov %r4, 3", "mov %r0, 5", "mov %r3, 4"][usize::from(between)],
+        ["", "add %r0, %r4", "", "add %r0, %r3"][usize::from(between)],
     );
     let mut p = pfil_ebpf::asm::assemble(&text).unwrap();
     for i in p.iter_mut().filter(|i| i.code == LDDW) {
@@ -306,7 +308,7 @@ fn a_key_proven_below_max_entries_is_not_checked_and_a_jump_in_keeps_the_check()
     let mut w = worker(1);
     for mask in [3, 4, 5, 7, 0xff] {
         for jump_in in [false, true] {
-            for between in [0, 1, 2] {
+            for between in [0, 1, 2, 3] {
                 let insns = bounded_key(mask, jump_in, between);
                 let (jit, reference) = (load(insns.clone(), true), load(insns, false));
                 for key in 0..=255u8 {
