@@ -261,23 +261,16 @@ pub(crate) fn null_test_after(
     (movable && test(pc + 2)).then_some((pc + 2, Some(pc + 1)))
 }
 
-/// Whether the key of the inlined lookup at `pc` (4 bytes at `r10 -
-/// depth`) is below `max`: stored there by `*(u32 *)(r10 - depth) = rX`
-/// with only register instructions and loads after it, nothing jumping
-/// in between, and the verifier's bound of rX at the store (`words`)
-/// below `max`.
-pub(crate) fn key_below(
-    insns: &[Insn],
-    pc: usize,
-    depth: u32,
-    max: u32,
-    words: &[(usize, u64)],
-    plan: &Plan,
-) -> bool {
+/// The store that wrote the key of the inlined lookup at `pc` (4 bytes
+/// at `r10 - depth`): `*(u32 *)(r10 - depth) = rX` with only register
+/// instructions and loads after it and nothing jumping in between. Its
+/// pc, and the registers the instructions emitted between write.
+fn key_store(insns: &[Insn], pc: usize, depth: u32, plan: &Plan) -> Option<(usize, u16)> {
+    let mut written = 0u16;
     let mut q = pc;
     loop {
         if plan.target[q] || q == 0 {
-            return false;
+            return None;
         }
         // An LDDW's first slot two back: q - 1 is its second slot.
         let p = if q >= 2 && insns[q - 2].code == LDDW {
@@ -288,38 +281,7 @@ pub(crate) fn key_below(
         let i = &insns[p];
         if i.code == BPF_STX | BPF_MEM | BPF_W && i.dst == 10 && i32::from(i.off) == -(depth as i32)
         {
-            return words
-                .binary_search_by_key(&p, |w| w.0)
-                .is_ok_and(|k| words[k].1 < u64::from(max));
-        }
-        if !(matches!(i.class(), BPF_ALU | BPF_ALU64 | BPF_LDX) || i.code == LDDW) {
-            return false;
-        }
-        q = p;
-    }
-}
-
-/// The register whose low 32 bits the inlined lookup at `pc` reads as
-/// its key: the `rX` of the `*(u32 *)(r10 - depth) = rX` that stored it,
-/// with only register instructions and loads after it, nothing jumping
-/// in between and nothing emitted there writing rX. The key is then
-/// taken from rX, not reloaded from the stack it was just stored to.
-pub(crate) fn key_register(insns: &[Insn], pc: usize, depth: u32, plan: &Plan) -> Option<u8> {
-    let mut written = 0u16;
-    let mut q = pc;
-    loop {
-        if plan.target[q] || q == 0 {
-            return None;
-        }
-        let p = if q >= 2 && insns[q - 2].code == LDDW {
-            q - 2
-        } else {
-            q - 1
-        };
-        let i = &insns[p];
-        if i.code == BPF_STX | BPF_MEM | BPF_W && i.dst == 10 && i32::from(i.off) == -(depth as i32)
-        {
-            return (i.src < 10 && written & (1 << i.src) == 0).then_some(i.src);
+            return Some((p, written));
         }
         if !(matches!(i.class(), BPF_ALU | BPF_ALU64 | BPF_LDX) || i.code == LDDW) {
             return None;
@@ -329,6 +291,34 @@ pub(crate) fn key_register(insns: &[Insn], pc: usize, depth: u32, plan: &Plan) -
         }
         q = p;
     }
+}
+
+/// Whether the key of the inlined lookup at `pc` (4 bytes at `r10 -
+/// depth`) is below `max`: stored there as [`key_store`] finds it, the
+/// verifier's bound of the stored register there (`words`) below `max`.
+pub(crate) fn key_below(
+    insns: &[Insn],
+    pc: usize,
+    depth: u32,
+    max: u32,
+    words: &[(usize, u64)],
+    plan: &Plan,
+) -> bool {
+    key_store(insns, pc, depth, plan).is_some_and(|(p, _)| {
+        words
+            .binary_search_by_key(&p, |w| w.0)
+            .is_ok_and(|k| words[k].1 < u64::from(max))
+    })
+}
+
+/// The register whose low 32 bits the inlined lookup at `pc` reads as
+/// its key: the `rX` of the store [`key_store`] finds, where nothing
+/// emitted after it writes rX. The key is then taken from rX, not
+/// reloaded from the stack it was just stored to.
+pub(crate) fn key_register(insns: &[Insn], pc: usize, depth: u32, plan: &Plan) -> Option<u8> {
+    let (p, written) = key_store(insns, pc, depth, plan)?;
+    let x = insns[p].src;
+    (x < 10 && written & (1 << x) == 0).then_some(x)
 }
 
 /// Whether the code may call out of itself (a helper not inlined, a
