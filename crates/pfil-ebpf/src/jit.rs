@@ -18,6 +18,12 @@
 //! saved in the `Env`. Loop heads subtract their cost from a budget in the
 //! `Env`. Division by zero follows eBPF (no `#DE`: zero divisors and
 //! `INT_MIN / -1` are tested before `div`).
+//!
+//! What the verifier and `jit_plan` let it leave out: conditional jumps
+//! the verifier's bounds decide (`Analysis::decided`: no compare, and no
+//! code for what only the impossible edge reached), definitions no path
+//! reads, rbp where the code neither uses its stack nor calls out, and
+//! the fusions of `jit_plan` (each refused where a jump lands inside).
 
 use core::mem::offset_of;
 
