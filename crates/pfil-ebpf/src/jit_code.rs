@@ -80,6 +80,14 @@ impl JitCode {
     #[inline]
     pub(crate) fn call(&self, env: &mut Env, args: [u64; 3]) -> u64 {
         let top = env.stack_top();
+        self.call_at(env, top, args)
+    }
+
+    /// [`JitCode::call`] with the stack top already read from `env`
+    /// (`top` must be `env.stack_top()`).
+    #[inline(always)]
+    pub(crate) fn call_at(&self, env: &mut Env, top: u64, args: [u64; 3]) -> u64 {
+        debug_assert_eq!(top, env.stack_top());
         let env: *mut Env = env;
         let r0: u64;
         // SAFETY: `ptr` is the start of code built by `compile`: the SysV

@@ -53,6 +53,7 @@ mod jit_live;
 #[cfg(target_arch = "x86_64")]
 mod jit_plan;
 mod maps;
+mod runner;
 pub mod verify;
 #[cfg(target_arch = "x86_64")]
 mod x86;
@@ -60,6 +61,7 @@ mod x86;
 pub use env::{Env, HelperFn, Helpers, Region, Signature};
 pub use insn::Insn;
 pub use maps::{ArrayLayout, MapRef};
+pub use runner::{PacketRunner, XdpRunner};
 
 use maps::resolve_maps;
 

@@ -199,10 +199,53 @@ fn classic_programs_with_proven_loads_run_sealed() {
         // past the frame, so 0.
         let want = if sealed { 0x40000 } else { 0 };
         assert_eq!(p.run_packet(&mut e, &frame, 64), Ok(want));
+        // A runner exactly for sealed code, with the same answers.
+        let mut r = p.packet_runner(&mut e);
+        assert_eq!(r.is_some(), p.sealed);
+        if let Some(r) = &mut r {
+            assert_eq!(r.run(&frame, 64), want);
+            assert_eq!(r.run(&frame[..37], 37), 0);
+        }
         // Cut inside the UDP header: 0 either way.
         assert_eq!(p.run_packet(&mut e, &frame[..37], 37), Ok(0));
         frame[36] = 1;
         assert_eq!(p.run_packet(&mut e, &frame, 64), Ok(0));
         frame[36] = 0;
+    }
+}
+
+/// A runner exists exactly for contained code (no helper, nothing
+/// checked inline, no context field past data_meta) and gives what
+/// `run_xdp` gives, frame for frame; a packet outside its frame is not
+/// run.
+#[test]
+fn xdp_runners_only_for_contained_code_and_agree_with_run_xdp() {
+    for (text, contained) in [
+        (PROVEN, true),
+        (MOVES, false),
+        (FAULTS, false),
+        (CTX_PTR, false),
+        ("ldxw %r0, [%r1+12]\nexit", false),
+    ] {
+        let p = load(text, true);
+        let mut e = env();
+        let has = p.xdp_runner(&mut e).is_some();
+        assert_eq!(has, contained && cfg!(target_arch = "x86_64"), "{text}");
+        if !has {
+            continue;
+        }
+        for len in 0..4usize {
+            let mut frame: Vec<u8> = (0..8).map(|i| 0x30 + i).collect();
+            let mut copy = frame.clone();
+            let want = p.run_xdp(&mut e, &mut copy, 2, len, 0, 0).map(|o| o.action);
+            let got = p.xdp_runner(&mut e).unwrap().run(&mut frame, 2, len);
+            assert_eq!(got.map(u64::from), want.ok(), "{text} len {len}");
+        }
+        let mut frame = [0u8; 8];
+        assert_eq!(p.xdp_runner(&mut e).unwrap().run(&mut frame, 6, 3), None);
+        assert_eq!(
+            p.xdp_runner(&mut e).unwrap().run(&mut frame, usize::MAX, 2),
+            None
+        );
     }
 }

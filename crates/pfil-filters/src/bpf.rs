@@ -649,17 +649,36 @@ impl Filter for Bpf {
         // The action read once: a match drops under `drop`, a miss under
         // `pass`.
         let drop_on_match = matches!(self.action, BpfAction::Drop);
+        let verdict = |hit: bool| {
+            if hit == drop_on_match {
+                Verdict::Dropped
+            } else {
+                Verdict::Pass
+            }
+        };
         with_env(|env| {
+            // Ethernet frames through a runner where the engine sealed the
+            // program (its checks made once a batch), others as `filter`.
+            let ethernet = self.ethernet.engine.as_deref();
+            if let Some(mut r) = ethernet.and_then(|e| e.packet_runner(&mut *env)) {
+                for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
+                    let f = p.frame();
+                    let hit = match p.kind() {
+                        PacketKind::Ethernet => r.run(f, u64::from(f.len() as u32)) as u32 != 0,
+                        kind => self
+                            .program(kind)
+                            .is_some_and(|prog| prog.run_in(r.env(), f, f.len() as u32) != 0),
+                    };
+                    p.set_verdict(verdict(hit));
+                }
+                return;
+            }
             for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
                 let hit = self.program(p.kind()).is_some_and(|prog| {
                     let f = p.frame();
                     prog.run_in(env, f, f.len() as u32) != 0
                 });
-                p.set_verdict(if hit == drop_on_match {
-                    Verdict::Dropped
-                } else {
-                    Verdict::Pass
-                });
+                p.set_verdict(verdict(hit));
             }
         })
     }

@@ -232,6 +232,27 @@ impl Filter for XdpFilter {
                 return;
             }
         };
+        if let Some(mut r) = claim.runner() {
+            // Contained code: every run ends quiet (no fault, the packet
+            // where it was, no redirect target asked for).
+            for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
+                let len = p.len();
+                let (buf, data) = p.buffer_mut();
+                let v = match r.run(buf, data, len) {
+                    Some(a) if a == XDP_PASS as u32 => Verdict::Pass,
+                    Some(a) if a == XDP_DROP as u32 => Verdict::Dropped,
+                    Some(a) => self.act(p, ctx.worker, u64::from(a), None),
+                    // A packet outside its buffer would be pfil's bug:
+                    // dropped rather than run (as `decide_full`).
+                    None => {
+                        self.count(ctx.worker, 1);
+                        Verdict::Dropped
+                    }
+                };
+                p.set_verdict(v);
+            }
+            return;
+        }
         for p in pkts.iter_mut().filter(|p| p.verdict().is_pass()) {
             let v = self.decide(&mut claim, p, ctx.worker);
             p.set_verdict(v);

@@ -298,6 +298,16 @@ impl Claim<'_> {
         }
     }
 
+    /// A runner over frames with the set-up done once, for a batch, where
+    /// the program's code is contained ([`pfil_ebpf::Program::xdp_runner`]:
+    /// each run ends quiet, its action alone); `None` otherwise.
+    pub fn runner(&mut self) -> Option<pfil_ebpf::XdpRunner<'_, '_>> {
+        // SAFETY: as in `run_quick`: this Claim holds the slot, and the
+        // runner borrows the claim mutably for as long as it lives.
+        let env = unsafe { &mut *self.slot.env.get() };
+        self.prog.prog.xdp_runner(env)
+    }
+
     /// [`Claim::run`] for the hook's hot path: a run that neither
     /// faulted, moved the packet nor asked for a redirect target gives
     /// its action alone.
