@@ -107,30 +107,11 @@ fn reachable(insns: &[Insn], functions: &[usize], decided: &[(usize, bool)]) -> 
             continue;
         }
         reach[pc] = true;
-        let i = insns[pc];
-        if i.code == LDDW {
-            work.push(pc + 2);
-            continue;
-        }
-        if !matches!(i.class(), BPF_JMP | BPF_JMP32) {
-            work.push(pc + 1);
-            continue;
-        }
-        let w = i.class() == BPF_JMP;
-        let target = |off: i64| (pc as i64 + 1 + off) as usize;
-        match i.op() {
-            BPF_EXIT => {}
-            BPF_CALL => work.push(pc + 1),
-            BPF_JA => work.push(target(if w { i.off as i64 } else { i.imm as i64 })),
-            _ => match decided.binary_search_by_key(&pc, |d| d.0) {
-                Ok(k) if decided[k].1 => work.push(target(i.off as i64)),
-                Ok(_) => work.push(pc + 1),
-                Err(_) => {
-                    work.push(pc + 1);
-                    work.push(target(i.off as i64));
-                }
-            },
-        }
+        work.extend(
+            crate::jit_live::successors(insns, pc, decided)
+                .into_iter()
+                .flatten(),
+        );
     }
     reach
 }
@@ -299,7 +280,6 @@ pub(crate) fn compile(
             }
             // `and d, 2^k - 1` on a value the verifier bounded by the mask.
             BPF_ALU | BPF_ALU64 if analysis.no_op_ands.binary_search(&pc).is_ok() => {}
-            // `x = 1; if c goto +1; x = 0`: `xor x, x; cmp; setcc x`.
             // Two flags or'ed and tested: two compares and jumps.
             BPF_ALU | BPF_ALU64
                 if crate::jit_plan::or_flags(insns, pc, &plan, &analysis.decided).is_some() =>
@@ -310,15 +290,6 @@ pub(crate) fn compile(
                     let (kd, ks) = (MAP[k.dst as usize], MAP[(k.src as usize).min(10)]);
                     alu(&mut a, k, kd, ks, k.code & BPF_X != 0);
                 }
-                let compare = |a: &mut Asm, j: &Insn| {
-                    let (jd, js) = (MAP[j.dst as usize], MAP[(j.src as usize).min(10)]);
-                    let w = j.class() == BPF_JMP;
-                    if j.code & BPF_X != 0 {
-                        a.rr(if j.op() == BPF_JSET { 0x85 } else { 0x39 }, w, jd, js);
-                    } else {
-                        compare_imm(a, w, jd, j.imm, j.op());
-                    }
-                };
                 let t = (e as i64 + 1 + insns[e].off as i64) as usize;
                 compare(&mut a, &insns[pc + 2]);
                 let first = a.jcc(cond(insns[pc + 2].op()));
@@ -334,16 +305,11 @@ pub(crate) fn compile(
                 native[pc + 1..=e].fill(a.pos());
                 pc = e;
             }
+            // `x = 1; if c goto +1; x = 0`: `xor x, x; cmp; setcc x`.
             BPF_ALU | BPF_ALU64 if crate::jit_plan::set_flag(insns, pc, &plan) => {
                 let j = insns[pc + 1];
                 a.rr(0x31, false, d, d);
-                let (jd, js) = (MAP[j.dst as usize], MAP[(j.src as usize).min(10)]);
-                let w = j.class() == BPF_JMP;
-                if j.code & BPF_X != 0 {
-                    a.rr(if j.op() == BPF_JSET { 0x85 } else { 0x39 }, w, jd, js);
-                } else {
-                    compare_imm(&mut a, w, jd, j.imm, j.op());
-                }
+                compare(&mut a, &j);
                 a.setcc(cond(j.op()), d);
                 native[pc + 1..pc + 3].fill(a.pos());
                 pc += 2;
@@ -528,20 +494,22 @@ pub(crate) fn compile(
                             a.ret();
                         }
                     }
-                    _ if analysis.decided.binary_search_by_key(&pc, |d| d.0).is_ok() => {
-                        // The verifier's bounds decide it: no compare.
-                        let k = analysis.decided.binary_search_by_key(&pc, |d| d.0);
-                        if k.is_ok_and(|k| analysis.decided[k].1) && !plan.elided[pc] {
-                            fixups.push((a.jmp(), (pc as i64 + 1 + i.off as i64) as usize));
-                        }
-                    }
                     op => {
-                        if x {
-                            a.rr(if op == BPF_JSET { 0x85 } else { 0x39 }, w, d, s);
-                        } else {
-                            compare_imm(&mut a, w, d, i.imm, op);
+                        let t = (pc as i64 + 1 + i.off as i64) as usize;
+                        match analysis.decided.binary_search_by_key(&pc, |d| d.0) {
+                            // The verifier's bounds decide it: no compare,
+                            // a plain jump if always taken (and not over
+                            // unreached code only).
+                            Ok(k) => {
+                                if analysis.decided[k].1 && !plan.elided[pc] {
+                                    fixups.push((a.jmp(), t));
+                                }
+                            }
+                            Err(_) => {
+                                compare(&mut a, &i);
+                                fixups.push((a.jcc(cond(op)), t));
+                            }
                         }
-                        fixups.push((a.jcc(cond(op)), (pc as i64 + 1 + i.off as i64) as usize));
                     }
                 }
             }

@@ -20,6 +20,19 @@ pub(super) fn epilogue(a: &mut Asm, unwind: bool, pad: bool, saved: &[u8]) {
     a.ret();
 }
 
+/// The compare (or `test`, for `JSET`) of conditional jump `j`'s
+/// operands, setting the flags its [`cond`] reads.
+pub(super) fn compare(a: &mut Asm, j: &Insn) {
+    let d = super::MAP[j.dst as usize];
+    let w = j.class() == BPF_JMP;
+    if j.code & BPF_X != 0 {
+        let s = super::MAP[(j.src as usize).min(10)];
+        a.rr(if j.op() == BPF_JSET { 0x85 } else { 0x39 }, w, d, s);
+    } else {
+        compare_imm(a, w, d, j.imm, j.op());
+    }
+}
+
 /// The x86 condition of a conditional jump's operation.
 pub(super) fn cond(op: u8) -> u8 {
     match op {

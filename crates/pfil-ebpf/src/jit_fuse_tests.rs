@@ -455,8 +455,9 @@ fn or_ed_flags_agree_and_a_jump_inside_stops_the_fusion() {
 #[test]
 fn a_loop_whose_head_is_a_dead_definition_still_spends_its_budget() {
     // The loop comes back to `mov %r3, 5`, which nothing reads (not
-    // emitted): the head's charge must stay, or the loop never ends.
-    let text = "mov %r0, 0\nloop:\nmov %r3, 5\nadd %r0, 1\njne %r0, 0, loop\nexit";
+    // emitted): the head's charge must stay, or the run goes round all
+    // 100 million times (and ends without the budget's fault).
+    let text = "mov %r0, 0\nloop:\nmov %r3, 5\nadd %r0, 1\njlt %r0, 100000000, loop\nexit";
     for jit in [false, true] {
         let o = LoadOptions {
             jit,

@@ -64,6 +64,30 @@ pub(crate) fn live_out(insns: &[Insn], helpers: &Helpers) -> Vec<u16> {
     live_out_with(insns, helpers, &[], &[])
 }
 
+/// Where control goes after `pc` (none after an exit; one edge for the
+/// conditional jumps `decided` settles: (pc, always taken), by pc).
+pub(crate) fn successors(
+    insns: &[Insn],
+    pc: usize,
+    decided: &[(usize, bool)],
+) -> [Option<usize>; 2] {
+    let i = &insns[pc];
+    let at = |off: i64| usize::try_from(pc as i64 + 1 + off).ok();
+    match (i.class(), i.op()) {
+        (BPF_JMP, BPF_EXIT) => [None, None],
+        (BPF_JMP, BPF_JA) => [at(i.off.into()), None],
+        (BPF_JMP32, BPF_JA) => [at(i.imm.into()), None],
+        (BPF_JMP, BPF_CALL) => [Some(pc + 1), None],
+        (BPF_JMP | BPF_JMP32, _) => match decided.binary_search_by_key(&pc, |d| d.0) {
+            Ok(k) if decided[k].1 => [at(i.off.into()), None],
+            Ok(_) => [Some(pc + 1), None],
+            Err(_) => [Some(pc + 1), at(i.off.into())],
+        },
+        _ if i.code == LDDW => [Some(pc + 2), None],
+        _ => [Some(pc + 1), None],
+    }
+}
+
 /// [`live_out`] where the conditional jumps in `decided` (pc, always
 /// taken) take their one edge, and the instructions `skip` marks are not
 /// emitted (they read and write nothing).
@@ -84,23 +108,7 @@ pub(crate) fn live_out_with(
             pc += 1;
         }
     }
-    let succ = |pc: usize| -> [Option<usize>; 2] {
-        let i = &insns[pc];
-        let at = |off: i64| usize::try_from(pc as i64 + 1 + off).ok();
-        match (i.class(), i.op()) {
-            (BPF_JMP, BPF_EXIT) => [None, None],
-            (BPF_JMP, BPF_JA) => [at(i.off.into()), None],
-            (BPF_JMP32, BPF_JA) => [at(i.imm.into()), None],
-            (BPF_JMP, BPF_CALL) => [Some(pc + 1), None],
-            (BPF_JMP | BPF_JMP32, _) => match decided.binary_search_by_key(&pc, |d| d.0) {
-                Ok(k) if decided[k].1 => [at(i.off.into()), None],
-                Ok(_) => [Some(pc + 1), None],
-                Err(_) => [Some(pc + 1), at(i.off.into())],
-            },
-            _ if i.code == LDDW => [Some(pc + 2), None],
-            _ => [Some(pc + 1), None],
-        }
-    };
+    let succ = |pc: usize| successors(insns, pc, decided);
     let mut live_in = vec![0u16; n + 2];
     let mut out = vec![ALL; n];
     loop {

@@ -239,9 +239,7 @@ impl Filter for XdpFilter {
                 let len = p.len();
                 let (buf, data) = p.buffer_mut();
                 let v = match r.run(buf, data, len) {
-                    Some(a) if a == XDP_PASS as u32 => Verdict::Pass,
-                    Some(a) if a == XDP_DROP as u32 => Verdict::Dropped,
-                    Some(a) => self.act(p, ctx.worker, u64::from(a), None),
+                    Some(action) => self.quiet(p, ctx.worker, action),
                     // A packet outside its buffer would be pfil's bug:
                     // dropped rather than run (as `decide_full`).
                     None => {
@@ -322,12 +320,16 @@ impl XdpFilter {
         // the headroom and tailroom the port gave (data_meta lives in the
         // headroom too, as the kernel's).
         let (buf, data) = pkt.buffer_mut();
-        let action = match claim.run_quick(buf, data, len, ifindex, queue) {
-            Quick::Quiet(action) => action,
-            Quick::Full(r) => return self.decide_full(pkt, worker, r),
-        };
-        // The two common verdicts without a jump table (32-bit compares:
-        // the action is r0's low half).
+        match claim.run_quick(buf, data, len, ifindex, queue) {
+            Quick::Quiet(action) => self.quiet(pkt, worker, action),
+            Quick::Full(r) => self.decide_full(pkt, worker, r),
+        }
+    }
+
+    /// The verdict of a quiet run's action (r0's low 32 bits).
+    #[inline(always)]
+    fn quiet(&self, pkt: &mut Packet<'_>, worker: usize, action: u32) -> Verdict {
+        // The two common verdicts without a jump table.
         if action == XDP_PASS as u32 {
             return Verdict::Pass;
         }
