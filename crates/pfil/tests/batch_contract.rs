@@ -106,6 +106,96 @@ fn a_reordering_batch_hook_is_put_back_in_full_and_partial_chunks() {
     );
 }
 
+/// A batch hook that stops the first two packets it is shown (an earlier
+/// hook's work in the test below), then breaks every rule a batch hook
+/// can break in safe Rust: sets every verdict to `Pass` (also the final
+/// ones it was not shown), replaces the packet at index 3 by one of its
+/// own, and reverses the batch.
+struct Vandal;
+
+impl Filter for Vandal {
+    fn filter(&self, _: &mut Packet<'_>, _: &Ctx<'_>) -> Verdict {
+        Verdict::Pass
+    }
+    fn filter_batch(&self, pkts: &mut [Packet<'_>], _: &Ctx<'_>) {
+        for p in pkts.iter_mut() {
+            p.set_verdict(Verdict::Pass);
+        }
+        if pkts.len() > 3 {
+            let own: &'static mut [u8] = Box::leak(Box::new([0xee; 60]));
+            pkts[3] = Packet::new(own).with_cookie(999);
+        }
+        pkts.reverse();
+    }
+    fn batched(&self) -> bool {
+        true
+    }
+}
+
+/// A batch hook that drops the packet at index 0 and consumes the one at
+/// index 1, and leaves the rest.
+struct Stopper;
+
+impl Filter for Stopper {
+    fn filter(&self, _: &mut Packet<'_>, _: &Ctx<'_>) -> Verdict {
+        Verdict::Pass
+    }
+    fn filter_batch(&self, pkts: &mut [Packet<'_>], _: &Ctx<'_>) {
+        pkts[0].set_verdict(Verdict::Dropped);
+        pkts[1].set_verdict(Verdict::Consumed);
+    }
+    fn batched(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn a_batch_hook_that_replaces_reorders_and_revives_packets_is_repaired() {
+    let reg = Registry::with_max_workers(1);
+    let head = reg
+        .register_head("h", PacketKind::Ethernet, Dirs::IN)
+        .unwrap();
+    reg.add_hook("stop:x", PacketKind::Ethernet, Dirs::IN, Stopper)
+        .unwrap();
+    reg.add_hook("vandal:x", PacketKind::Ethernet, Dirs::IN, Vandal)
+        .unwrap();
+    reg.link("h", Dir::In, "vandal:x", Placement::Prepend).unwrap();
+    reg.link("h", Dir::In, "stop:x", Placement::Prepend).unwrap();
+    let mut w = reg.worker().unwrap();
+    let mut bufs: Vec<[u8; 60]> = (0..6u8).map(|i| [i; 60]).collect();
+    let mut pkts: Vec<Packet<'_>> = bufs
+        .iter_mut()
+        .enumerate()
+        .map(|(i, b)| Packet::new(b).with_cookie(100 + i as u64))
+        .collect();
+    let before = pfil::witness::thread_violations();
+    head.run(Dir::In, &mut w, &mut pkts);
+    let got: Vec<(u64, u8, Verdict)> = pkts
+        .iter()
+        .map(|p| (p.cookie(), p.frame()[0], p.verdict()))
+        .collect();
+    // The final verdicts of the first hook stand; every packet the driver
+    // placed is back at its index, but the one the vandal replaced: the
+    // stranger there is dropped (the driver's frame 3 was shown as `Pass`).
+    assert_eq!(
+        got,
+        [
+            (100, 0, Verdict::Dropped),
+            (101, 1, Verdict::Consumed),
+            (102, 2, Verdict::Pass),
+            (999, 0xee, Verdict::Dropped),
+            (104, 4, Verdict::Pass),
+            (105, 5, Verdict::Pass),
+        ]
+    );
+    assert!(pfil::witness::thread_violations() > before, "counted");
+    let chain = reg.chain("h", Dir::In).unwrap();
+    let c = chain[1].counters;
+    assert_eq!(chain[1].hook, "vandal:x");
+    // Shown 4, of which the stranger's index is dropped.
+    assert_eq!((c.packets, c.dropped, c.consumed, c.passed), (4, 1, 0, 3));
+}
+
 /// A batch hook that pushes a 4-byte tag in front of every other packet
 /// (`adjust_head`, as an XDP program's `bpf_xdp_adjust_head`) and trims
 /// the last byte of the rest: it moves frames, not packets.
