@@ -159,8 +159,10 @@ fn a_batch_hook_that_replaces_reorders_and_revives_packets_is_repaired() {
         .unwrap();
     reg.add_hook("vandal:x", PacketKind::Ethernet, Dirs::IN, Vandal)
         .unwrap();
-    reg.link("h", Dir::In, "vandal:x", Placement::Prepend).unwrap();
-    reg.link("h", Dir::In, "stop:x", Placement::Prepend).unwrap();
+    reg.link("h", Dir::In, "vandal:x", Placement::Prepend)
+        .unwrap();
+    reg.link("h", Dir::In, "stop:x", Placement::Prepend)
+        .unwrap();
     let mut w = reg.worker().unwrap();
     let mut bufs: Vec<[u8; 60]> = (0..6u8).map(|i| [i; 60]).collect();
     let mut pkts: Vec<Packet<'_>> = bufs

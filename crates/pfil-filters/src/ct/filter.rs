@@ -140,11 +140,18 @@ const AHEAD: usize = 16;
 const PREFETCH_FROM: usize = 8192;
 
 impl Ct {
-    /// The batch path of a table that fits in the caches: each packet
-    /// classified, hashed and tracked in turn (nothing staged: there is
-    /// no miss to overlap); a plain IPv4 UDP or TCP packet by its key's
-    /// words alone ([`flow::plain_v4`]).
-    fn batch_near<const BIASED: bool>(
+    /// The batch path of a table that fits in the caches, in two passes
+    /// over each [`PIPE`] packets: the first hashes each plain IPv4 UDP or
+    /// TCP packet ([`flow::plain_v4_key`]) and reads the entry its index
+    /// slot names (a hint, as [`batch_far`](Self::batch_far)'s prefetch
+    /// finds one); the second tracks each packet, a plain one by its key's
+    /// words alone ([`flow::plain_v4`]) on its hint. Nothing is missed
+    /// in the caches, but a lookup is a chain of dependent loads (the
+    /// shard's view, its index, the slot, the chunk, the entry): in a pass
+    /// of lookups alone the chains of many packets overlap, where one
+    /// packet's tracking at a time left each exposed (the `ct` hook at
+    /// 1 000 flows, BENCHMARKS.md).
+    pub(super) fn batch_near<const BIASED: bool>(
         &self,
         pkts: &mut [Packet<'_>],
         ctx: &Ctx<'_>,
@@ -161,7 +168,24 @@ impl Ct {
             biased: BIASED,
         };
         for chunk in pkts.chunks_mut(PIPE) {
-            for p in chunk.iter_mut() {
+            // What the first pass found of each packet (4 KiB, cleared a
+            // chunk: two stores a packet).
+            let mut ahead = [Ahead::default(); PIPE];
+            for (p, a) in chunk.iter().zip(ahead.iter_mut()) {
+                if let Some((w, side, proto)) = flow::plain_v4_key(p) {
+                    if p.verdict().is_pass() {
+                        let h = t.hash_words(&w);
+                        *a = Ahead {
+                            w,
+                            h,
+                            hint: t.peek_entry(h, g),
+                            side,
+                            proto,
+                        };
+                    }
+                }
+            }
+            for (p, a) in chunk.iter_mut().zip(ahead.iter()) {
                 if !p.verdict().is_pass() {
                     continue;
                 }
@@ -169,8 +193,8 @@ impl Ct {
                 // The live flow's way inline; anything else (a miss, a
                 // packet of another shape) out of line, from the packet
                 // again, so that the loop keeps nothing for it.
-                let hit = match flow::plain_v4(p) {
-                    Some((w, a, kind)) => t.hit(&w, t.hash_words(&w), a, kind, len, &b, g),
+                let hit = match flow::plain_v4_kind(p, a.proto) {
+                    Some(kind) => t.hit_hinted(a.hint, &a.w, a.h, a.side, kind, len, &b, g),
                     None => None,
                 };
                 let (s, reply, kept) = match hit {
@@ -260,6 +284,19 @@ impl Ct {
     }
 }
 
+/// A packet as [`Ct::batch_near`]'s first pass leaves it: a plain IPv4
+/// UDP or TCP packet's key words `w` and side (`side`: its source is the
+/// key's `a`), their hash `h`, the entry its index slot names (`hint`)
+/// and its protocol; `proto` 0 for any other packet, and one not passed.
+#[derive(Clone, Copy, Default)]
+struct Ahead<'t> {
+    w: [u64; 5],
+    h: u64,
+    hint: Option<&'t Slot>,
+    side: bool,
+    proto: u8,
+}
+
 /// [`Table::track_batch`] of a packet that is not plain, out of line
 /// (the plain packets' loop keeps its registers).
 #[cold]
@@ -310,7 +347,7 @@ impl<'t> Staged<'t> {
             self.how = How::Skip;
             return;
         }
-        let h = if let Some((w, _)) = flow::plain_v4_key(p) {
+        let h = if let Some((w, ..)) = flow::plain_v4_key(p) {
             self.how = How::Plain;
             t.hash_words(&w)
         } else {

@@ -311,31 +311,38 @@ pub fn classify(p: &Packet<'_>) -> Class {
 pub(super) fn plain_v4(p: &Packet<'_>) -> Option<([u64; 5], bool, Kind)> {
     let t = p.plain_five_tuple_v4()?;
     let (w, a) = FlowKey::v4_words(t.src, t.src_port, t.dst, t.dst_port, t.protocol);
-    if t.protocol == 17 {
-        return Some((w, a, Kind::Udp));
+    Some((w, a, plain_v4_kind(p, t.protocol)?))
+}
+
+/// The [`Kind`] of a plain IPv4 packet of protocol `proto` (one
+/// [`Packet::plain_five_tuple_v4`] reads), as [`plain_v4`] gives it: UDP,
+/// or TCP with its segment read; `None` for another protocol or a TCP
+/// segment it refuses.
+#[inline(always)]
+pub(super) fn plain_v4_kind(p: &Packet<'_>, proto: u8) -> Option<Kind> {
+    if proto == 17 {
+        return Some(Kind::Udp);
     }
-    if t.protocol != 6 {
+    if proto != 6 {
         return None;
     }
     let f = p.frame();
     let end = be16(f, 16).map_or(0, |l| 14 + usize::from(l));
-    let seg = tcp_seg(f, 34, end.min(f.len()))?;
-    Some((w, a, Kind::Tcp(seg)))
+    Some(Kind::Tcp(tcp_seg(f, 34, end.min(f.len()))?))
 }
 
-/// [`plain_v4`]'s key words and side alone (its TCP segment not read):
+/// [`plain_v4`]'s key words, side and protocol (its TCP segment not read):
 /// what a batch hashes ahead of tracking the packet. `Some` for every
 /// packet `plain_v4` takes, and for a TCP one whose segment it would
 /// refuse (the tracking finds that out).
 #[inline(always)]
-pub(super) fn plain_v4_key(p: &Packet<'_>) -> Option<([u64; 5], bool)> {
+pub(super) fn plain_v4_key(p: &Packet<'_>) -> Option<([u64; 5], bool, u8)> {
     let t = p.plain_five_tuple_v4()?;
     if t.protocol != 17 && t.protocol != 6 {
         return None;
     }
-    Some(FlowKey::v4_words(
-        t.src, t.src_port, t.dst, t.dst_port, t.protocol,
-    ))
+    let (w, a) = FlowKey::v4_words(t.src, t.src_port, t.dst, t.dst_port, t.protocol);
+    Some((w, a, t.protocol))
 }
 
 /// [`classify`] of any shape.

@@ -175,6 +175,8 @@ pub mod tcp;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_batch;
+#[cfg(test)]
 mod tests_bias;
 #[cfg(test)]
 mod tests_edges;
