@@ -127,31 +127,32 @@ impl fmt::Debug for Ct {
     }
 }
 
-/// Packets a batch tracks between two sweeps of a shard (`SWEEP`
-/// entries each; a port's whole batch).
+/// Packets a batch stages before it tracks them, and tracks between two
+/// sweeps of a shard (`SWEEP` entries each; a port's whole batch).
 const PIPE: usize = 64;
-/// How far ahead in a batch an index slot is prefetched (its entry half
-/// as far): 16 measured 100-104 ns a frame at a million flows against
-/// 103-104 for 8.
-const AHEAD: usize = 16;
 /// Entries from which a batch prefetches: below, the table (96 bytes
 /// an entry and its index) fits in a core's L2 cache (1 MiB here) and
 /// the prefetches are instructions for nothing.
 const PREFETCH_FROM: usize = 8192;
 
 impl Ct {
-    /// The batch path of a table that fits in the caches, in two passes
-    /// over each [`PIPE`] packets: the first hashes each plain IPv4 UDP or
-    /// TCP packet ([`flow::plain_v4_key`]) and reads the entry its index
-    /// slot names (a hint, as [`batch_far`](Self::batch_far)'s prefetch
-    /// finds one); the second tracks each packet, a plain one by its key's
-    /// words alone ([`flow::plain_v4`]) on its hint. Nothing is missed
-    /// in the caches, but a lookup is a chain of dependent loads (the
-    /// shard's view, its index, the slot, the chunk, the entry): in a pass
-    /// of lookups alone the chains of many packets overlap, where one
-    /// packet's tracking at a time left each exposed (the `ct` hook at
-    /// 1 000 flows, BENCHMARKS.md).
-    pub(super) fn batch_near<const BIASED: bool>(
+    /// The batch path, in passes over each [`PIPE`] packets (VPP's way
+    /// with a burst). The first hashes each plain IPv4 UDP or TCP packet
+    /// by its key's words ([`flow::plain_v4_key`]); then the entry each
+    /// packet's index slot names is read, a hint for its lookup; the last
+    /// pass tracks each packet, a plain one by its staged words on its
+    /// hint ([`Table::track_words`]). A lookup is a chain of dependent
+    /// loads (the shard's view, its index, the slot, the chunk, the
+    /// entry): in a pass of lookups alone the chains of many packets
+    /// overlap, where tracking one packet at a time left each exposed.
+    ///
+    /// `FAR` (a table past [`PREFETCH_FROM`] entries, larger than the
+    /// caches): the first pass also prefetches each index slot, and the
+    /// second each entry, so that a chunk's misses overlap; a packet that
+    /// is not plain is classified and hashed in the first pass too (its
+    /// class kept beside). Near, the hint is read in the first pass and a
+    /// packet that is not plain is classified when it is tracked.
+    pub(super) fn batch<const BIASED: bool, const FAR: bool>(
         &self,
         pkts: &mut [Packet<'_>],
         ctx: &Ctx<'_>,
@@ -168,42 +169,60 @@ impl Ct {
             biased: BIASED,
         };
         for chunk in pkts.chunks_mut(PIPE) {
-            // What the first pass found of each packet (4 KiB, cleared a
-            // chunk: two stores a packet).
+            // What the passes found of each packet (4 KiB, cleared a
+            // chunk: two stores a packet), and the class of each staged
+            // as `Other` or `Unhashed` (written only for those).
             let mut ahead = [Ahead::default(); PIPE];
-            for (p, a) in chunk.iter().zip(ahead.iter_mut()) {
-                if let Some((w, side, proto)) = flow::plain_v4_key(p) {
-                    if p.verdict().is_pass() {
-                        let h = t.hash_words(&w);
-                        *a = Ahead {
-                            w,
-                            h,
-                            hint: t.peek_entry(h, g),
-                            side,
-                            proto,
-                        };
-                    }
-                }
-            }
-            for (p, a) in chunk.iter_mut().zip(ahead.iter()) {
+            let mut classes = [flow::Class::Untracked; PIPE];
+            for ((p, a), c) in chunk.iter().zip(ahead.iter_mut()).zip(classes.iter_mut()) {
                 if !p.verdict().is_pass() {
                     continue;
                 }
-                let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
-                // The live flow's way inline; anything else (a miss, a
-                // packet of another shape) out of line, from the packet
-                // again, so that the loop keeps nothing for it.
-                let hit = match flow::plain_v4_kind(p, a.proto) {
-                    Some(kind) => t.hit_hinted(a.hint, &a.w, a.h, a.side, kind, len, &b, g),
-                    None => None,
-                };
-                let (s, reply, kept) = match hit {
-                    Some((Ok((s, reply)), kept)) => (s, reply, kept),
-                    Some((Err(why), kept)) => {
-                        let (s, reply) = t.invalid(why, ctx.worker);
-                        (s, reply, kept)
+                if let Some((w, side, proto)) = flow::plain_v4_key(p) {
+                    let h = t.hash_words(&w);
+                    *a = Ahead {
+                        w,
+                        h,
+                        hint: None,
+                        side,
+                        proto,
+                        how: How::Plain,
+                    };
+                    if FAR {
+                        t.prefetch(h, false, g);
+                    } else {
+                        a.hint = t.peek_entry(h, g);
                     }
-                    None => t.track_cold(p, len, &b, g),
+                } else if FAR {
+                    if let Some(h) = stage_other(a, c, p, t) {
+                        t.prefetch(h, false, g);
+                    }
+                } else {
+                    a.how = How::Cold;
+                }
+            }
+            if FAR {
+                for a in ahead.iter_mut().take(chunk.len()) {
+                    if matches!(a.how, How::Plain | How::Other) {
+                        a.hint = t.prefetch_entry(a.h, g);
+                    }
+                }
+            }
+            for ((p, a), c) in chunk.iter_mut().zip(&ahead).zip(&classes) {
+                let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
+                let (s, reply, kept) = match a.how {
+                    How::Skip => continue,
+                    // The live flow's way inline; anything else (a miss,
+                    // a segment the plain parse refuses) out of line, from
+                    // the packet again, so that the loop keeps nothing
+                    // for it.
+                    How::Plain => match flow::plain_v4_kind(p, a.proto) {
+                        Some(kind) => t.track_words(a.hint, &a.w, a.h, a.side, kind, len, &b, g),
+                        None => t.track_cold(p, len, &b, g),
+                    },
+                    How::Other => track_other(t, c, Some(a.h), len, &b, g),
+                    How::Unhashed => track_other(t, c, None, len, &b, g),
+                    How::Cold => t.track_cold(p, len, &b, g),
                 };
                 p.set_ct_ext(s, reply, t.ext(kept));
                 if drop_invalid && s == CtState::Invalid {
@@ -213,88 +232,6 @@ impl Ct {
             t.sweep_in(chunk.len() * super::table::SWEEP, run);
         }
     }
-
-    /// The batch path of a larger table: each packet classified and
-    /// hashed [`AHEAD`] packets before it is tracked (a plain IPv4 packet
-    /// by its key's words, as in [`batch_near`](Self::batch_near)), its
-    /// index slot prefetched then and the entry that slot names half as
-    /// far ahead, so that the misses overlap. What is staged waits in a
-    /// ring of `AHEAD` places, written as packets are tracked: nothing a
-    /// chunk's size is cleared or copied for each batch.
-    pub(super) fn batch_far<const BIASED: bool>(
-        &self,
-        pkts: &mut [Packet<'_>],
-        ctx: &Ctx<'_>,
-        run: Run,
-        ad: Adaptive,
-        g: &Guard,
-    ) {
-        let drop_invalid = self.drop_invalid.load(Relaxed);
-        let t = &*self.table;
-        let b = super::Batch {
-            run,
-            ad,
-            worker: ctx.worker,
-            biased: BIASED,
-        };
-        let n = pkts.len();
-        let mut ring = [Staged::default(); AHEAD];
-        // The class of each packet staged as `Other` or `Unhashed`,
-        // written only for those (a plain packet's key comes again from
-        // its cached parse; another's class would cost a second parse).
-        let mut classes = [flow::Class::Untracked; AHEAD];
-        for ((r, c), p) in ring.iter_mut().zip(classes.iter_mut()).zip(pkts.iter()) {
-            r.stage(c, p, t, g);
-        }
-        for i in 0..n {
-            if i + AHEAD / 2 < n {
-                let r = &mut ring[(i + AHEAD / 2) % AHEAD];
-                if matches!(r.how, How::Plain | How::Other) {
-                    r.e = t.prefetch_entry(r.h, g);
-                }
-            }
-            let at = i % AHEAD;
-            let Staged { h, e, how } = ring[at];
-            let p = &mut pkts[i];
-            let len = u32::try_from(p.len()).unwrap_or(u32::MAX);
-            // A plain packet's key again from its parse (cached in the
-            // packet), rather than kept: cheaper than the copies.
-            let tracked = match how {
-                How::Skip => None,
-                How::Plain => Some(match flow::plain_v4(p) {
-                    Some((w, a, kind)) => t.track_words(e, &w, h, a, kind, len, &b, g),
-                    None => t.track_cold(p, len, &b, g),
-                }),
-                How::Other => Some(track_other(t, &classes[at], Some(h), len, &b, g)),
-                How::Unhashed => Some(track_other(t, &classes[at], None, len, &b, g)),
-            };
-            if let Some((s, reply, kept)) = tracked {
-                p.set_ct_ext(s, reply, t.ext(kept));
-                if drop_invalid && s == CtState::Invalid {
-                    p.set_verdict(Verdict::Dropped);
-                }
-            }
-            if let Some(q) = pkts.get(i + AHEAD) {
-                ring[at].stage(&mut classes[at], q, t, g);
-            }
-            if (i + 1) % PIPE == 0 || i + 1 == n {
-                t.sweep_in((i % PIPE + 1) * super::table::SWEEP, run);
-            }
-        }
-    }
-}
-
-/// A packet as [`Ct::batch_near`]'s first pass leaves it: a plain IPv4
-/// UDP or TCP packet's key words `w` and side (`side`: its source is the
-/// key's `a`), their hash `h`, the entry its index slot names (`hint`)
-/// and its protocol; `proto` 0 for any other packet, and one not passed.
-#[derive(Clone, Copy, Default)]
-struct Ahead<'t> {
-    w: [u64; 5],
-    h: u64,
-    hint: Option<&'t Slot>,
-    side: bool,
-    proto: u8,
 }
 
 /// [`Table::track_batch`] of a packet that is not plain, out of line
@@ -312,69 +249,57 @@ fn track_other(
     t.track_batch(c, h, len, b, g)
 }
 
-/// A packet of [`Ct::batch_far`]'s ring: its hash `h` (its key's, or an
-/// ICMP error's quoted flow's), the entry its index slot named when the
-/// entry was prefetched (`e`, a hint for the lookup), and how it is
-/// tracked.
+/// Stage a packet that is not plain in [`Ct::batch`]'s first pass (far):
+/// its class into `class`, its hash (if it has one) into `a`. Out of
+/// line, so that the plain packets' loop keeps its registers.
+#[cold]
+#[inline(never)]
+fn stage_other(
+    a: &mut Ahead<'_>,
+    class: &mut flow::Class,
+    p: &Packet<'_>,
+    t: &Table,
+) -> Option<u64> {
+    *class = flow::classify(p);
+    let h = t.hash_of(class);
+    a.how = match h {
+        Some(h) => {
+            a.h = h;
+            How::Other
+        }
+        None => How::Unhashed,
+    };
+    h
+}
+
+/// A packet as [`Ct::batch`]'s passes leave it: how it is tracked; a
+/// plain IPv4 UDP or TCP packet's key words `w` and side (`side`: its
+/// source is the key's `a`) and protocol; its hash `h` (an ICMP error's:
+/// the quoted flow's) and the entry its index slot names (`hint`).
 #[derive(Clone, Copy, Default)]
-struct Staged<'t> {
+struct Ahead<'t> {
+    w: [u64; 5],
     h: u64,
-    e: Option<&'t Slot>,
+    hint: Option<&'t Slot>,
+    side: bool,
+    proto: u8,
     how: How,
 }
 
-/// How a [`Staged`] packet is tracked.
+/// How an [`Ahead`] packet is tracked.
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 enum How {
     /// Not at all: an earlier hook did not pass it.
     #[default]
     Skip,
-    /// A plain IPv4 UDP or TCP packet ([`flow::plain_v4`]).
+    /// A plain IPv4 UDP or TCP packet ([`flow::plain_v4`]), by its words.
     Plain,
-    /// Any other, by the class kept beside the ring.
+    /// Any other, by the class kept beside (far).
     Other,
     /// Any other without a hash (nothing to look up), the same.
     Unhashed,
-}
-
-impl<'t> Staged<'t> {
-    /// Stage `p` here: classified, hashed, its index slot prefetched;
-    /// the class of a packet that is not plain into `class`.
-    #[inline(always)]
-    fn stage(&mut self, class: &mut flow::Class, p: &Packet<'_>, t: &'t Table, g: &Guard) {
-        self.e = None;
-        if !p.verdict().is_pass() {
-            self.how = How::Skip;
-            return;
-        }
-        let h = if let Some((w, ..)) = flow::plain_v4_key(p) {
-            self.how = How::Plain;
-            t.hash_words(&w)
-        } else {
-            let Some(h) = self.stage_other(class, p, t) else {
-                return;
-            };
-            h
-        };
-        self.h = h;
-        t.prefetch(h, false, g);
-    }
-
-    /// [`stage`](Self::stage) of a packet that is not plain: its class
-    /// into `class`, its hash if it has one. Out of line, so that the
-    /// plain packets' loop keeps its registers.
-    #[cold]
-    #[inline(never)]
-    fn stage_other(&mut self, class: &mut flow::Class, p: &Packet<'_>, t: &Table) -> Option<u64> {
-        *class = flow::classify(p);
-        let h = t.hash_of(class);
-        self.how = if h.is_some() {
-            How::Other
-        } else {
-            How::Unhashed
-        };
-        h
-    }
+    /// Any other, classified when it is tracked (near).
+    Cold,
 }
 
 impl Filter for Ct {
@@ -386,12 +311,12 @@ impl Filter for Ct {
     /// One clock read for the batch; each packet of a live flow looked
     /// up and updated under its entry's lock alone (no lock at all in a
     /// batch of the table's only worker: `bias.rs`), any other under its
-    /// shard's lock. From 8 192 entries (a smaller table is in the
-    /// caches) the packets are classified and hashed first, a chunk at a
-    /// time, then tracked, the index slot of the packet 16 places on and
-    /// the entry of the one 8 on prefetched meanwhile (as VPP does with a
-    /// burst), so that the misses overlap. A chunk of 64 packets also
-    /// sweeps the next shard in turn for expired flows.
+    /// shard's lock; in passes over each 64 packets ([`Ct::batch`]): the
+    /// packets hashed and their entries found first, then tracked; from
+    /// 8 192 entries (a smaller table is in the caches) with their index
+    /// slots, then their entries, prefetched a chunk at a time (as VPP
+    /// does with a burst), so that the misses overlap. A chunk of 64
+    /// packets also sweeps the next shard in turn for expired flows.
     fn filter_batch(&self, pkts: &mut [Packet<'_>], ctx: &Ctx<'_>) {
         let run = self.run();
         let n = self.table.len();
@@ -406,11 +331,11 @@ impl Filter for Ct {
         let section = self.table.bias.enter(ctx.worker);
         // For an acl's `keep state` later in the walk (`keep.rs`).
         super::keep::note(&self.table);
-        match (n > PREFETCH_FROM, section.biased()) {
-            (true, true) => self.batch_far::<true>(pkts, ctx, run, ad, g),
-            (true, false) => self.batch_far::<false>(pkts, ctx, run, ad, g),
-            (false, true) => self.batch_near::<true>(pkts, ctx, run, ad, g),
-            (false, false) => self.batch_near::<false>(pkts, ctx, run, ad, g),
+        match (section.biased(), n > PREFETCH_FROM) {
+            (true, true) => self.batch::<true, true>(pkts, ctx, run, ad, g),
+            (true, false) => self.batch::<true, false>(pkts, ctx, run, ad, g),
+            (false, true) => self.batch::<false, true>(pkts, ctx, run, ad, g),
+            (false, false) => self.batch::<false, false>(pkts, ctx, run, ad, g),
         }
     }
 

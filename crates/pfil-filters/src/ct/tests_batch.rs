@@ -9,7 +9,7 @@ use pfil::{Ctx, Dir, Packet, Verdict};
 use proptest::prelude::*;
 
 use super::tcp::{ACK, FIN, RST, SYN};
-use super::tests::{tcp, udp, A, B};
+use super::tests::{echo4, icmp4_error, tcp, udp, udp6, A, A6, B, B6};
 use super::*;
 
 /// One packet of the generated traffic: flow (client port), side, what
@@ -28,7 +28,7 @@ fn ev() -> impl Strategy<Value = Ev> {
     (
         0..5u16,
         any::<bool>(),
-        0..8u8,
+        0..12u8,
         prop_oneof![6 => Just(0u32), 1 => any::<u32>()],
         prop_oneof![9 => Just(false), 1 => Just(true)],
     )
@@ -54,6 +54,27 @@ fn frames(evs: &[Ev]) -> Vec<Vec<u8>> {
             let (me, peer) = if e.client { (0, 1) } else { (1, 0) };
             let flags = match e.what {
                 0 => return udp_dir(e.client, port),
+                // Packets that are not plain IPv4 UDP or TCP: IPv6, ICMP
+                // echoes, an ICMP error quoting the flow's last segment
+                // sent the other way, and a frame that is not IP.
+                8 if e.client => return udp6(A6, port, B6, 53),
+                8 => return udp6(B6, 53, A6, port),
+                9 => return echo4(A, B, !e.client, e.flow),
+                10 => {
+                    let quoted = if e.client {
+                        tcp(B, 80, A, port, ACK, seq[f][1], seq[f][0], 0)
+                    } else {
+                        tcp(A, port, B, 80, ACK, seq[f][0], seq[f][1], 0)
+                    };
+                    let (from, to) = if e.client { (A, B) } else { (B, A) };
+                    return icmp4_error(from, to, 3, 3, &quoted);
+                }
+                11 => {
+                    let mut arp = vec![0xffu8; 12];
+                    arp.extend_from_slice(&[0x08, 0x06]);
+                    arp.resize(60, 0);
+                    return arp;
+                }
                 1 => SYN,
                 2 => SYN | ACK,
                 3 | 4 => ACK,
@@ -123,10 +144,10 @@ fn run(ct: &Ct, evs: &[Ev], cuts: &[usize], path: Path, loose: bool) -> Vec<(u8,
         let section = ct.table().bias(if biased { 0 } else { 1 });
         assert_eq!(section.biased(), biased);
         match path {
-            Path::NearBiased => ct.batch_near::<true>(batch, &ctx, run, ad, &g),
-            Path::Near => ct.batch_near::<false>(batch, &ctx, run, ad, &g),
-            Path::FarBiased => ct.batch_far::<true>(batch, &ctx, run, ad, &g),
-            Path::Far => ct.batch_far::<false>(batch, &ctx, run, ad, &g),
+            Path::NearBiased => ct.batch::<true, false>(batch, &ctx, run, ad, &g),
+            Path::Near => ct.batch::<false, false>(batch, &ctx, run, ad, &g),
+            Path::FarBiased => ct.batch::<true, true>(batch, &ctx, run, ad, &g),
+            Path::Far => ct.batch::<false, true>(batch, &ctx, run, ad, &g),
         }
         drop(section);
         at = end;

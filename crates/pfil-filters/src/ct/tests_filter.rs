@@ -351,9 +351,9 @@ fn a_batch_agrees_with_packet_by_packet() {
             if biased {
                 let section = far.table().bias(0);
                 assert!(section.biased());
-                far.batch_far::<true>(&mut pb, &ctx, run, ad, &g);
+                far.batch::<true, true>(&mut pb, &ctx, run, ad, &g);
             } else {
-                far.batch_far::<false>(&mut pb, &ctx, run, ad, &g);
+                far.batch::<false, true>(&mut pb, &ctx, run, ad, &g);
             }
             let want = if round == 0 { &pa } else { &again };
             for (i, (x, y)) in want.iter().zip(&pb).enumerate() {
