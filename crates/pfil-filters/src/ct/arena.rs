@@ -332,7 +332,7 @@ mod tests {
         use super::super::table::{key_hash, Entry, Shard, LIVE};
         let seeds = [3, 5, 7, 11];
         let mut s = Shard::new(HUGE_FROM, seeds);
-        for i in 0..200u32 {
+        for i in 0..400u32 {
             let mut a = [0u8; 16];
             a[..4].copy_from_slice(&i.to_be_bytes());
             let key = super::super::flow::FlowKey::new(a, 1, a, 2, 17, false).0;

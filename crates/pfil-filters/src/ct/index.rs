@@ -1,8 +1,7 @@
 //! A shard's index: open addressing over 8-byte slots (a 32-bit hash tag
 //! above an entry id + 1; 0 is a free slot), linear probing, deletion by
 //! backward shift (no tombstones). It starts small ([`FIRST_SLOTS`]) and
-//! doubles as its shard fills (once a quarter of its slots are taken:
-//! short probes), up to the size the shard was built for
+//! doubles as its shard fills (once half its slots are taken), up to the size the shard was built for
 //! ([`Shard::new`](super::table::Shard::new)): a table built for two
 //! million flows that holds a thousand keeps its thousand index slots in
 //! a few dozen cache lines, not scattered one a page over 32 MiB: a
@@ -300,11 +299,11 @@ mod tests {
             let slots = s.index_slots();
             assert!(s.live <= slots / 8 * 7, "{} live in {slots}", s.live);
             assert!(
-                slots == full || s.live <= slots / 4,
+                slots == full || s.live <= slots / 2,
                 "{} live in {slots}: grown late",
                 s.live
             );
-            assert!(slots == FIRST_SLOTS || s.live > slots / 8, "grown early");
+            assert!(slots == FIRST_SLOTS || s.live > slots / 4, "grown early");
         }
         assert_eq!(s.index_slots(), full);
         let one_more = Entry {

@@ -36,7 +36,7 @@
 //!   traffic comes (listing them marks them expired).
 //! - **Memory.** An entry is 96 bytes; the index grows to at least 4/3
 //!   slot per entry the shard can hold, rounded up to a power of two (8
-//!   bytes each): it starts at [`FIRST_SLOTS`] and doubles when a quarter
+//!   bytes each): it starts at [`FIRST_SLOTS`] and doubles when half
 //!   full ([`super::index`]), so that a large table with few flows keeps
 //!   their slots together. Entries
 //!   come in chunks of [`CHUNK`], allocated as the shard grows and kept
@@ -47,9 +47,10 @@
 //!   at a million flows the page walks, not the cache misses, bounded a
 //!   lookup: 102 ns a frame on 4 KiB pages, 69 on 2 MiB ones); the
 //!   indexes of such a table, once they outgrow a page, come from a
-//!   second reservation of the same kind. At 1 million flows in a table
-//!   built for 1 million, about 117 bytes a flow (measured by
-//!   `a_flow_costs_at_most_128_bytes_at_a_million`).
+//!   second reservation of the same kind. At 1 million flows, about 117
+//!   bytes a flow in a table built for 1 million or for 2 million
+//!   (`a_flow_costs_at_most_128_bytes_at_a_million`; resident memory in
+//!   BENCHMARKS.md).
 //! - **Lock-free reads.** A batch reads index slots and entries without
 //!   the shard's lock to prefetch them and to track a live flow
 //!   ([`Peek`]); the only unsafe code of the tracker is here and in
@@ -389,11 +390,15 @@ impl Shard {
         if self.live >= self.room() {
             return None;
         }
-        // A growing index doubles once a quarter of its slots are taken:
-        // linear probes stay short (at a million flows a quarter-full
-        // index measured 115 ns a frame against 123 for a half-full
-        // one); the full size takes up to 7/8 (`room`).
-        while self.live >= self.ix().len() / 4 && self.ix().len() < self.full {
+        // A growing index doubles once half its slots are taken: at a
+        // million flows in a table built for two million, 16 bytes a flow
+        // less than at a quarter (134 -> 118 bytes a flow), and no
+        // measurable time more, now that a batch reads every packet's
+        // slot in a pass of its own (`Ct::batch`; when one packet's
+        // lookup at a time waited on its probe, a half-full index
+        // measured 16 ns a frame more). The full size takes up to 7/8
+        // (`room`).
+        while self.live >= self.ix().len() / 2 && self.ix().len() < self.full {
             self.grow();
         }
         let id = match self.free.pop() {
