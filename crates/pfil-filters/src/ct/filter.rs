@@ -311,7 +311,7 @@ impl Filter for Ct {
     /// One clock read for the batch; each packet of a live flow looked
     /// up and updated under its entry's lock alone (no lock at all in a
     /// batch of the table's only worker: `bias.rs`), any other under its
-    /// shard's lock; in passes over each 64 packets ([`Ct::batch`]): the
+    /// shard's lock; in passes over each 64 packets (`Ct::batch`): the
     /// packets hashed and their entries found first, then tracked; from
     /// 8 192 entries (a smaller table is in the caches) with their index
     /// slots, then their entries, prefetched a chunk at a time (as VPP
