@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Long fuzz run, in release mode:
-# - every packet-parsing and filter property test of pfil, pfil-filters,
-#   the lock-study hooks of pfil-bench and the eBPF engine (random and
+# - every packet-parsing and filter property test of pfil, pfil-filters
+#   (the connection tracker's among them), the lock-study hooks of
+#   pfil-bench and the eBPF engine (random and
 #   mutated programs, JIT vs interpreter, classic BPF) with
 #   PROPTEST_CASES cases each (default 100000);
 # - the control-protocol fuzzer (crates/pfil-ctl/tests/fuzz.rs: mutated
@@ -34,6 +35,9 @@ if [ -z "$only" ] || [ "$only" = props ]; then
     echo "fuzz-long: ${PROPTEST_CASES} cases per property"
     cargo test --release -p pfil --test proptest_packets
     cargo test --release -p pfil-filters --test proptest_filters
+    # The connection tracker: its state machine against a model, its
+    # batch paths against packet-by-packet tracking.
+    cargo test --release -p pfil-filters --lib -- ct::model ct::tests_batch
     cargo test --release -p pfil-bench --test proptest_lock_hooks
     # The eBPF engine: hostile programs, JIT vs interpreter, classic BPF.
     cargo test --release -p pfil-ebpf --test robustness --test differential --test cbpf
