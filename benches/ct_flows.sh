@@ -33,8 +33,6 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PFILD=${1:-$ROOT/target/release/pfild}
 RUNS=${2:-5}
 M=${3:-10000000}
-PIN=()
-command -v taskset >/dev/null && PIN=(taskset -c 1)
 OUT=$(mktemp -d /tmp/ct-flows.XXXXXX)
 cat > "$OUT/ct.rules" <<'EOF'
 pass ct state established,related
@@ -46,13 +44,7 @@ pass from 198.18.0.0/18 to 198.18.0.2 keep state
 default drop
 EOF
 ACL1K=$ROOT/data/classbench/acl1_1k
-cpu() { # flows count hooks...: CPU seconds of one run
-    local flows=$1 count=$2
-    shift 2
-    /usr/bin/time -f '%U %S' -o "$OUT/time" "${PIN[@]}" "$PFILD" sink syn0 --synthetic \
-        --flows "$flows" --count "$count" "$@" --no-control --quiet >/dev/null 2>&1
-    awk '{ printf "%.3f\n", $1 + $2 }' "$OUT/time"
-}
+. "$ROOT/benches/synthetic_cpu.sh"
 est() { # name flows hooks...: one sample of ns a frame, established
     local name=$1 flows=$2
     shift 2

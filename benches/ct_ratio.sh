@@ -16,18 +16,10 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PFILD=${1:-$ROOT/target/release/pfild}
 ROUNDS=${2:-9}
 M=20000000
-PIN=()
-command -v taskset >/dev/null && PIN=(taskset -c 1)
 OUT=$(mktemp -d /tmp/ct-ratio.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 printf 'pass from 198.18.0.0/18 to 198.18.0.2 keep state\ndefault drop\n' > "$OUT/keep.rules"
-cpu() { # flows count hooks...: CPU seconds of one run
-    local flows=$1 count=$2
-    shift 2
-    /usr/bin/time -f '%U %S' -o "$OUT/time" "${PIN[@]}" "$PFILD" sink syn0 --synthetic \
-        --flows "$flows" --count "$count" "$@" --no-control --quiet >/dev/null 2>&1
-    awk '{ printf "%.3f\n", $1 + $2 }' "$OUT/time"
-}
+. "$ROOT/benches/synthetic_cpu.sh"
 est() { # flows hooks...: ns a frame
     local flows=$1 a b
     shift
