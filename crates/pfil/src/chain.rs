@@ -423,10 +423,8 @@ fn fault(
     }
 }
 
-/// Packets per call of a batch hook: the snapshot of a chunk ([`Snap`] a
-/// packet) is an array on the stack, left uninitialised and written only
-/// as far as the chunk goes (a 4 KiB clear per call cost 128 instructions
-/// a frame on a 32-frame batch, see [`Prefix`]).
+/// Packets per call of a batch hook: the verdict snapshot is an array on
+/// the stack (written only as far as the chunk goes, see [`Prefix`]).
 const CHUNK: usize = 256;
 
 /// The batch-method path: the hook sets verdicts itself, in chunks of at
@@ -451,53 +449,63 @@ fn run_batched<const FIRST: bool>(
             continue;
         }
         // One pass before the call: the first link refuses packets of
-        // another kind; each packet's frame and verdict are kept (a `Pass`
-        // one is shown to the hook), and what is shown is counted and sized
-        // here (lengths as shown: a hook may move a frame's bounds).
-        let mut snap_buf = [const { MaybeUninit::<Snap>::uninit() }; CHUNK];
+        // another kind; every verdict is kept (a `Pass` one is shown to the
+        // hook), and what is shown is counted and sized here (a hook
+        // changes verdicts, never lengths).
+        let (mut before_buf, mut ids_buf) = (MaybeUninit::uninit(), MaybeUninit::uninit());
+        let mut before = Prefix::<Verdict>::new(&mut before_buf);
+        // Which packet each index held: a hook given `&mut [Packet]` can
+        // swap or replace them (safe Rust), and the driver maps verdicts
+        // to frames by index.
+        let mut ids = Prefix::<Identity>::new(&mut ids_buf);
         let mut t = Tally::default();
-        for (p, s) in chunk.iter_mut().zip(snap_buf.iter_mut()) {
+        for p in chunk.iter_mut() {
             if FIRST && p.kind() != env.kind && p.verdict().is_pass() {
                 p.set_verdict(Verdict::Dropped);
                 refused += 1;
             }
+            ids.push(Identity::of(p));
             let b = p.verdict();
-            s.write(Snap::of(p, b));
-            // Branch-free: a mask of the length for a shown packet.
-            let shown = u64::from(b.is_pass()).wrapping_neg();
-            t.packets += shown & 1;
-            t.bytes += p.len() as u64 & shown;
+            before.push(b);
+            if b.is_pass() {
+                t.packets += 1;
+                t.bytes += p.len() as u64;
+            }
         }
-        // SAFETY: the loop wrote the first `chunk.len()` (at most `CHUNK`)
-        // elements, and `MaybeUninit<Snap>` is laid out as `Snap`.
-        let snap =
-            unsafe { std::slice::from_raw_parts(snap_buf.as_ptr().cast::<Snap>(), chunk.len()) };
+        let (before, ids) = (before.into_slice(), ids.into_slice());
         let scope = witness::HookScope::enter();
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             link.hook.filter.filter_batch(chunk, ctx)
         }));
         scope.exit(&link.hook.name);
+        if chunk
+            .iter()
+            .zip(ids.iter())
+            .any(|(p, id)| Identity::of(p) != *id)
+        {
+            put_back(chunk, ids, before, &link.hook.name);
+        }
         if outcome.is_err() && link.fail == FailMode::Closed {
-            fail_closed(chunk, snap, &link.hook.name);
-        }
-        // One pass after: each packet where it was (else the cold path
-        // puts them back and counts again), the verdicts of what was shown
-        // counted, any other verdict the hook changed put back.
-        let (mut dropped, mut consumed) = (0u64, 0u64);
-        let mut moved = false;
-        for (i, (s, p)) in snap.iter().zip(chunk.iter_mut()).enumerate() {
-            if p.buffer_addr() != s.frame {
-                moved = true;
-                break;
+            // We cannot tell which packet the hook died on: drop all it was
+            // shown.
+            for (b, p) in before.iter().zip(chunk.iter_mut()) {
+                if b.is_pass() && p.verdict().is_pass() {
+                    p.set_verdict(Verdict::Dropped);
+                }
             }
-            let (d, c) = changed(i, s.before, p, &link.hook.name);
-            dropped += d;
-            consumed += c;
         }
-        if moved {
-            (dropped, consumed) = reorder_and_count(chunk, snap, &link.hook.name);
+        // One pass after: count the verdicts of what was shown, put back
+        // any other verdict the hook changed.
+        for (i, (&b, p)) in before.iter().zip(chunk.iter_mut()).enumerate() {
+            let v = p.verdict();
+            if b.is_pass() {
+                t.verdicts[1] += u64::from(v == Verdict::Dropped);
+                t.verdicts[2] += u64::from(v == Verdict::Consumed);
+            } else if v != b {
+                witness::broken_contract(&link.hook.name, i, b, v);
+                p.set_verdict(b);
+            }
         }
-        t.verdicts = [0, dropped, consumed];
         t.shown = t.packets;
         t.faults = u64::from(outcome.is_err());
         link.counters.flush(ctx.worker, &t);
@@ -507,68 +515,6 @@ fn run_batched<const FIRST: bool>(
         }
     }
     refused
-}
-
-/// A batch hook changed the final verdict `now` of packet `i` (it was
-/// `was`): put it back.
-#[cold]
-#[inline(never)]
-fn restore(hook: &str, i: usize, was: Verdict, p: &mut Packet<'_>) {
-    witness::broken_contract(hook, i, was, p.verdict());
-    p.set_verdict(was);
-}
-
-/// A fail-closed batch hook panicked: we cannot tell which packet it died
-/// on, so every packet it was shown (and that is where it was) is dropped.
-/// The packets are put back in place first.
-#[cold]
-#[inline(never)]
-fn fail_closed(chunk: &mut [Packet<'_>], snap: &[Snap], hook: &str) {
-    if chunk
-        .iter()
-        .zip(snap.iter())
-        .any(|(p, s)| p.buffer_addr() != s.frame)
-    {
-        put_back(chunk, snap, hook);
-    }
-    for (s, p) in snap.iter().zip(chunk.iter_mut()) {
-        if s.before.is_pass() && p.verdict().is_pass() {
-            p.set_verdict(Verdict::Dropped);
-        }
-    }
-}
-
-/// [`run_batched`]'s pass after the call when the hook moved packets:
-/// put back ([`put_back`]), then the verdicts of what was shown counted
-/// (by verdict) and any other verdict the hook changed put back.
-#[cold]
-#[inline(never)]
-fn reorder_and_count(chunk: &mut [Packet<'_>], snap: &[Snap], hook: &str) -> (u64, u64) {
-    put_back(chunk, snap, hook);
-    let (mut dropped, mut consumed) = (0u64, 0u64);
-    for (i, (s, p)) in snap.iter().zip(chunk.iter_mut()).enumerate() {
-        let (d, c) = changed(i, s.before, p, hook);
-        dropped += d;
-        consumed += c;
-    }
-    (dropped, consumed)
-}
-
-/// After a batch hook's call, packet `i` (its verdict `before` the call
-/// kept): if shown and no longer `Pass`, counted (dropped, consumed); if
-/// not shown and its final verdict changed, put back.
-#[inline(always)]
-fn changed(i: usize, before: Verdict, p: &mut Packet<'_>, hook: &str) -> (u64, u64) {
-    let v = p.verdict();
-    if v != before {
-        if before.is_pass() {
-            // `Dropped` (1) or `Consumed` (2).
-            let v = v as u64;
-            return (v & 1, v >> 1);
-        }
-        restore(hook, i, before, p);
-    }
-    (0, 0)
 }
 
 /// Up to [`CHUNK`] values written in order, left uninitialised beyond:
@@ -602,34 +548,38 @@ impl<'a, T: Copy, const N: usize> Prefix<'a, T, N> {
         self.len += 1;
     }
 
+    #[inline(always)]
+    fn into_slice(self) -> &'a [T] {
+        // SAFETY: `push` wrote the first `len <= N` elements, and an
+        // array of `T` is laid out as `T`s in a row, so they read as `[T]`.
+        unsafe { std::slice::from_raw_parts(self.buf.as_ptr().cast::<T>(), self.len) }
+    }
+
     /// The values pushed, mutable.
     #[inline(always)]
     pub(crate) fn into_mut_slice(self) -> &'a mut [T] {
-        // SAFETY: `push` wrote the first `len <= N` elements, and an
-        // array of `T` is laid out as `T`s in a row, so they read as `[T]`;
-        // `self` (and so the only other path to `buf`) is consumed, so the
-        // slice is the one borrow of it.
+        // SAFETY: as `into_slice`; `self` (and so the only other path to
+        // `buf`) is consumed, so the slice is the one borrow of it.
         unsafe { std::slice::from_raw_parts_mut(self.buf.as_mut_ptr().cast::<T>(), self.len) }
     }
 }
 
-/// What [`run_batched`] keeps of each packet of a chunk across the hook's
-/// call: its verdict before, and the address of its frame's buffer, which
-/// tells the packets of a batch apart (distinct for distinct frames, and
-/// the same whatever a hook does to the frame's bounds: `adjust_head`
-/// moves the frame, not its buffer).
-#[derive(Clone, Copy)]
-struct Snap {
+/// What tells the packets of a batch apart: the address of the frame's
+/// buffer (distinct for distinct frames, and the same whatever a hook does
+/// to the frame's bounds: `adjust_head` moves the frame, not its buffer)
+/// and the driver's cookie.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Identity {
     frame: usize,
-    before: Verdict,
+    cookie: u64,
 }
 
-impl Snap {
+impl Identity {
     #[inline(always)]
-    fn of(p: &Packet<'_>, before: Verdict) -> Snap {
-        Snap {
+    fn of(p: &Packet<'_>) -> Identity {
+        Identity {
             frame: p.buffer_addr(),
-            before,
+            cookie: p.cookie(),
         }
     }
 }
@@ -643,16 +593,16 @@ impl Snap {
 /// in the chunk at worst (256 packets).
 #[cold]
 #[inline(never)]
-fn put_back(chunk: &mut [Packet<'_>], snap: &[Snap], hook: &str) {
-    for (i, s) in snap.iter().enumerate().take(chunk.len()) {
+fn put_back(chunk: &mut [Packet<'_>], ids: &[Identity], before: &[Verdict], hook: &str) {
+    for (i, id) in ids.iter().enumerate().take(chunk.len()) {
         let now = chunk[i].verdict();
-        if chunk[i].buffer_addr() == s.frame {
+        if Identity::of(&chunk[i]) == *id {
             continue;
         }
-        witness::broken_contract(hook, i, s.before, now);
-        match (i + 1..chunk.len()).find(|&j| chunk[j].buffer_addr() == s.frame) {
+        witness::broken_contract(hook, i, before[i], now);
+        match (i + 1..chunk.len()).find(|&j| Identity::of(&chunk[j]) == *id) {
             Some(j) => chunk.swap(i, j),
-            None if s.before.is_pass() => chunk[i].set_verdict(Verdict::Dropped),
+            None if before[i].is_pass() => chunk[i].set_verdict(Verdict::Dropped),
             None => {}
         }
     }

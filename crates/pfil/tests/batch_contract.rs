@@ -5,7 +5,9 @@
 use std::sync::{mpsc, Arc, OnceLock};
 use std::time::Duration;
 
-use pfil::{Ctx, Dir, Dirs, Filter, Packet, PacketKind, Placement, Registry, Verdict};
+use pfil::{
+    Ctx, Dir, Dirs, FailMode, Filter, LinkOptions, Packet, PacketKind, Placement, Registry, Verdict,
+};
 
 /// A batch hook that drops the packet at index 0, consumes the one at
 /// index 1, and then reverses the batch (safe Rust: the slice is its to
@@ -38,6 +40,17 @@ fn run_chain(
     hooks: Vec<(&str, Arc<dyn Filter>)>,
     n: u8,
 ) -> (Vec<(u64, u8, Verdict)>, Vec<pfil::LinkInfo>, bool) {
+    let (got, chain, violations) = run_chain_with(hooks, n, FailMode::Open);
+    (got, chain, violations > 0)
+}
+
+/// [`run_chain`] with every link of fail mode `fail`; how many contract
+/// violations were counted.
+fn run_chain_with(
+    hooks: Vec<(&str, Arc<dyn Filter>)>,
+    n: u8,
+    fail: FailMode,
+) -> (Vec<(u64, u8, Verdict)>, Vec<pfil::LinkInfo>, u64) {
     let reg = Registry::with_max_workers(1);
     let head = reg
         .register_head("h", PacketKind::Ethernet, Dirs::IN)
@@ -45,7 +58,11 @@ fn run_chain(
     for (name, f) in hooks {
         reg.add_hook_shared(name, PacketKind::Ethernet, Dirs::IN, f)
             .unwrap();
-        reg.link("h", Dir::In, name, Placement::Append).unwrap();
+        let opts = LinkOptions {
+            placement: Placement::Append,
+            fail,
+        };
+        reg.link("h", Dir::In, name, opts).unwrap();
     }
     let mut w = reg.worker().unwrap();
     let mut bufs: Vec<[u8; 60]> = (0..n).map(|i| [i; 60]).collect();
@@ -60,8 +77,8 @@ fn run_chain(
         .iter()
         .map(|p| (p.cookie(), p.frame()[0], p.verdict()))
         .collect();
-    let violated = pfil::witness::thread_violations() > before;
-    (got, reg.chain("h", Dir::In).unwrap(), violated)
+    let violations = pfil::witness::thread_violations() - before;
+    (got, reg.chain("h", Dir::In).unwrap(), violations)
 }
 
 #[test]
@@ -192,6 +209,64 @@ fn a_batch_hook_that_replaces_reorders_and_revives_packets_is_repaired() {
     let c = chain[1].counters;
     // Shown 4, of which the stranger's index is dropped.
     assert_eq!((c.packets, c.dropped, c.consumed, c.passed), (4, 1, 0, 3));
+}
+
+/// A batch hook that gives the packet at index 2 another cookie (the
+/// frame a driver or a sending hook would name by it) and, when `panics`,
+/// replaces the one at index 3 by one of its own and panics.
+struct Renamer {
+    panics: bool,
+}
+
+impl Filter for Renamer {
+    fn filter(&self, _: &mut Packet<'_>, _: &Ctx<'_>) -> Verdict {
+        Verdict::Pass
+    }
+    fn filter_batch(&self, pkts: &mut [Packet<'_>], _: &Ctx<'_>) {
+        let empty: &'static mut [u8] = Box::leak(Box::new([]));
+        let p = std::mem::replace(&mut pkts[2], Packet::new(empty));
+        pkts[2] = p.with_cookie(7);
+        if self.panics {
+            let own: &'static mut [u8] = Box::leak(Box::new([0xee; 60]));
+            pkts[3] = Packet::new(own).with_cookie(999);
+            panic!("renamer");
+        }
+    }
+    fn batched(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn a_batch_hook_that_renames_a_packet_has_it_treated_as_a_stranger() {
+    let (got, chain, violations) = run_chain_with(
+        vec![("rename:x", Arc::new(Renamer { panics: false }))],
+        4,
+        FailMode::Open,
+    );
+    // Index 2 holds the driver's frame under a cookie the driver did not
+    // give: dropped (it was shown as `Pass`), counted once.
+    assert_eq!(got[2], (7, 2, Verdict::Dropped));
+    assert_eq!(got[3], (103, 3, Verdict::Pass));
+    assert_eq!(violations, 1);
+    let c = chain[0].counters;
+    assert_eq!((c.packets, c.dropped, c.passed), (4, 1, 3));
+}
+
+#[test]
+fn a_fail_closed_batch_hook_that_panics_after_breaking_the_contract_is_counted_once() {
+    let (got, chain, violations) = run_chain_with(
+        vec![("rename:x", Arc::new(Renamer { panics: true }))],
+        5,
+        FailMode::Closed,
+    );
+    // Every packet it was shown is dropped (it died on one of them); the
+    // renamed and the replaced index are each one violation, not two.
+    assert!(got.iter().all(|g| g.2 == Verdict::Dropped), "{got:?}");
+    assert_eq!((got[2].0, got[3].0), (7, 999));
+    assert_eq!(violations, 2);
+    let c = chain[0].counters;
+    assert_eq!((c.packets, c.dropped, c.faults), (5, 5, 1));
 }
 
 /// A batch hook that pushes a 4-byte tag in front of every other packet
