@@ -248,7 +248,12 @@ fn a_batch_hook_that_renames_a_packet_has_it_treated_as_a_stranger() {
     // give: dropped (it was shown as `Pass`), counted once.
     assert_eq!(got[2], (7, 2, Verdict::Dropped));
     assert_eq!(got[3], (103, 3, Verdict::Pass));
-    assert_eq!(violations, 1);
+    // (With `witness`, a batch descheduled past its limit is one more.)
+    let slow = u64::from(cfg!(feature = "witness"));
+    assert!(
+        (1..=1 + slow).contains(&violations),
+        "{violations} violations"
+    );
     let c = chain[0].counters;
     assert_eq!((c.packets, c.dropped, c.passed), (4, 1, 3));
 }
@@ -262,9 +267,15 @@ fn a_fail_closed_batch_hook_that_panics_after_breaking_the_contract_is_counted_o
     );
     // Every packet it was shown is dropped (it died on one of them); the
     // renamed and the replaced index are each one violation, not two.
+    // (With `witness`, the batch may also be reported slow: the panic's
+    // backtrace takes time.)
     assert!(got.iter().all(|g| g.2 == Verdict::Dropped), "{got:?}");
     assert_eq!((got[2].0, got[3].0), (7, 999));
-    assert_eq!(violations, 2);
+    let slow = u64::from(cfg!(feature = "witness"));
+    assert!(
+        (2..=2 + slow).contains(&violations),
+        "{violations} violations"
+    );
     let c = chain[0].counters;
     assert_eq!((c.packets, c.dropped, c.faults), (5, 5, 1));
 }
