@@ -54,7 +54,7 @@ est() { # name flows hooks...: one sample of ns a frame, established
     awk -v a="$a" -v b="$b" -v m="$M" 'BEGIN { printf "%.1f\n", (b - a) * 1e9 / m }' >> "$OUT/$name"
 }
 CT=(--hook 'ct:max 2M')
-echo "# ct_flows: $RUNS rounds, M=$M, $(date -u +%FT%TZ), $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null), $(nproc) CPUs: $(lscpu | sed -n 's/^Model name: *//p')"
+echo "# ct_flows: $RUNS rounds, M=$M, $(date -u +%FT%TZ), $PFILD (sha256 $(sha256sum "$PFILD" | cut -c1-12); tree $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)), $(nproc) CPUs: $(lscpu | sed -n 's/^Model name: *//p')"
 for r in $(seq "$RUNS"); do
     est ct1k 1000 "${CT[@]}" --hook "acl:@$OUT/ct.rules"
     est ct1m 1000000 "${CT[@]}" --hook "acl:@$OUT/ct.rules"

@@ -28,7 +28,7 @@ est() { # flows hooks...: ns a frame
     awk -v a="$a" -v b="$b" -v m="$M" 'BEGIN { printf "%.1f\n", (b - a) * 1e9 / m }'
 }
 KEEP=(--hook 'ct:max 2M' --hook "acl:@$OUT/keep.rules")
-echo "# ct_ratio: $ROUNDS rounds, M=$M, $(date -u +%FT%TZ), $PFILD, $(nproc) CPUs: $(lscpu | sed -n 's/^Model name: *//p')"
+echo "# ct_ratio: $ROUNDS rounds, M=$M, $(date -u +%FT%TZ), $PFILD (sha256 $(sha256sum "$PFILD" | cut -c1-12); tree $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)), $(nproc) CPUs: $(lscpu | sed -n 's/^Model name: *//p')"
 echo "# keep1m keep1k acl1k keep1m/acl1k keep1k/acl1k keep1k/keep1m"
 for r in $(seq "$ROUNDS"); do
     k1m=$(est 1000000 "${KEEP[@]}")
