@@ -341,9 +341,18 @@ impl Classifier {
                     // the keys after the tree (with the loop's copy for
                     // one tree, acl4_1k 185.3 -> 175.6 instructions a
                     // lookup).
+                    let mut rest = 0;
                     for &i in &on[..n] {
                         let i = usize::from(i) % C;
-                        let b = self.scan_from::<_, true>(node[i], 0, &view[i], &ks[i], NONE);
+                        let (hit, more) = self.first_block(node[i], &view[i]);
+                        os[i] = (hit != NONE).then_some(hit);
+                        cur[rest % C] = i as u8;
+                        rest += usize::from(more);
+                    }
+                    for &i in &cur[..rest] {
+                        let i = usize::from(i) % C;
+                        let from = usize::from(node[i] & EXTRA == 0);
+                        let b = self.scan_from::<_, false>(node[i], from, &view[i], &ks[i], NONE);
                         os[i] = (b != NONE).then_some(b);
                     }
                     continue;

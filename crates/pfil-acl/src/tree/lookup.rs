@@ -312,7 +312,11 @@ impl Classifier {
         let j = blk.first_hit(&Probe::of(k));
         let id = blk.id[j & (BLOCK - 1)];
         let confirm = r & EXTRA != 0;
-        let hit = if j < BLOCK && !confirm { id } else { NONE };
+        let undecided = j >= BLOCK || confirm;
+        // `NONE` is all ones: or-ed in, not selected, so that no branch
+        // is taken on the hit (a select here became one, which leaves
+        // that half miss their first block mispredict).
+        let hit = id | u32::from(undecided).wrapping_neg();
         (hit, confirm | (j >= BLOCK) & (blocks > 1))
     }
 
