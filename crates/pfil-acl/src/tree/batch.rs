@@ -334,13 +334,16 @@ impl Classifier {
                     }
                 }
                 if ONE {
-                    // One tree (`ONE`): a key's first block nearly always decides
-                    // it, and the branch on it is well predicted; no key
-                    // has matched before it, and its leaf's match is its
-                    // result, written here (`on` is `fast`): no pass over
-                    // the keys after the tree (with the loop's copy for
-                    // one tree, acl4_1k 185.3 -> 175.6 instructions a
-                    // lookup).
+                    // One tree (`ONE`): no key has matched before it,
+                    // and its leaf's match is its result, written here
+                    // (`on` is `fast`): no pass over the keys after the
+                    // tree (with the loop's copy for one tree, acl4_1k
+                    // 185.3 -> 175.6 instructions a lookup). Every key's
+                    // first block without a branch, then the keys it
+                    // leaves undecided: a branch on each key's first
+                    // block mispredicts where about half the keys miss it
+                    // (acl4_1k 0.74-0.82x the time of that scan,
+                    // BENCHMARKS.md).
                     let mut rest = 0;
                     for &i in &on[..n] {
                         let i = usize::from(i) % C;
@@ -352,7 +355,7 @@ impl Classifier {
                     for &i in &cur[..rest] {
                         let i = usize::from(i) % C;
                         let from = usize::from(node[i] & EXTRA == 0);
-                        let b = self.scan_from::<_, false>(node[i], from, &view[i], &ks[i], NONE);
+                        let b = self.scan_from(node[i], from, &view[i], &ks[i], NONE);
                         os[i] = (b != NONE).then_some(b);
                     }
                     continue;
@@ -373,7 +376,7 @@ impl Classifier {
                 for &i in &cur[..rest] {
                     let i = usize::from(i) % C;
                     let from = usize::from(node[i] & EXTRA == 0);
-                    best[i] = self.scan_from::<_, false>(node[i], from, &view[i], &ks[i], best[i]);
+                    best[i] = self.scan_from(node[i], from, &view[i], &ks[i], best[i]);
                 }
             }
             if !ONE {

@@ -258,15 +258,14 @@ impl Classifier {
     /// test of 8 lanes and a bit scan.
     #[inline(always)]
     pub(super) fn scan<F: FullKey>(&self, r: u64, k: &K4, key: &F, best: u32) -> u32 {
-        self.scan_from::<_, false>(r, 0, k, key, best)
+        self.scan_from(r, 0, k, key, best)
     }
 
     /// [`scan`](Self::scan) from block `from` of the leaf on (the blocks
     /// before it missed); a leaf with rules to confirm goes to
-    /// [`scan_extra`](Self::scan_extra), whole. `FIRST`: no match before
-    /// this leaf (`best` is [`NONE`]), so blocks are not tested against it.
+    /// [`scan_extra`](Self::scan_extra), whole.
     #[inline(always)]
-    pub(super) fn scan_from<F: FullKey, const FIRST: bool>(
+    pub(super) fn scan_from<F: FullKey>(
         &self,
         r: u64,
         from: usize,
@@ -283,7 +282,7 @@ impl Classifier {
             return best;
         };
         for blk in leaf {
-            if !FIRST && blk.id[0] >= best {
+            if blk.id[0] >= best {
                 // Every rule here and after comes after the one matched.
                 break;
             }
@@ -313,9 +312,9 @@ impl Classifier {
         let id = blk.id[j & (BLOCK - 1)];
         let confirm = r & EXTRA != 0;
         let undecided = j >= BLOCK || confirm;
-        // `NONE` is all ones: or-ed in, not selected, so that no branch
-        // is taken on the hit (a select here became one, which leaves
-        // that half miss their first block mispredict).
+        // `NONE` is all ones: or-ed in, not selected. LLVM made the
+        // select a branch, which mispredicts where about half the keys
+        // miss their first block (acl4_1k).
         let hit = id | u32::from(undecided).wrapping_neg();
         (hit, confirm | (j >= BLOCK) & (blocks > 1))
     }
