@@ -319,6 +319,23 @@ impl Classifier {
         (hit, confirm | (j >= BLOCK) & (blocks > 1))
     }
 
+    /// Block `b` of leaf `r` (which has more than `b` blocks and no rules
+    /// to confirm) for `k`, whose match so far is `best`, without a
+    /// branch: the rule it matches ([`NONE`] if none), and whether the
+    /// leaf's next block is still to test (no hit here, a next block,
+    /// and this block's rules not all after `best`, in which case the
+    /// next block's are too).
+    #[inline(always)]
+    pub(super) fn block_at(&self, r: u64, b: usize, k: &K4, best: u32) -> (u32, bool) {
+        let start = (r & START_MASK) as usize;
+        let blocks = ((r >> 32) & BLOCKS_MASK) as usize;
+        let blk = &self.blocks[start + b];
+        let j = blk.first_hit(&Probe::of(k));
+        let miss = j >= BLOCK;
+        let hit = blk.id[j & (BLOCK - 1)] | u32::from(miss).wrapping_neg();
+        (hit, miss & (blk.id[0] < best) & (b + 1 < blocks))
+    }
+
     /// [`scan`](Self::scan) for leaves holding rules with conditions the
     /// blocks do not hold (VLAN, TCP flags, ICMP): a hit on one of those
     /// is confirmed on the full rule. For a key without ports (in a leaf
