@@ -323,8 +323,8 @@ impl Classifier {
     /// to confirm) for `k`, whose match so far is `best`, without a
     /// branch: the rule it matches ([`NONE`] if none), and whether the
     /// leaf's next block is still to test (no hit here, a next block,
-    /// and this block's rules not all after `best`, in which case the
-    /// next block's are too).
+    /// and this block's first rule before `best`: if it is not, no
+    /// later block's rules are either).
     #[inline(always)]
     pub(super) fn block_at(&self, r: u64, b: usize, k: &K4, best: u32) -> (u32, bool) {
         let start = (r & START_MASK) as usize;
