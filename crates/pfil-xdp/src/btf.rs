@@ -48,6 +48,8 @@ struct Type {
 pub struct Btf {
     /// Index 0 is `void`.
     types: Vec<Type>,
+    /// The string section (names, and `.BTF.ext`'s CO-RE access strings).
+    strings: Vec<u8>,
 }
 
 fn err(msg: impl Into<String>) -> LoadError {
@@ -90,6 +92,7 @@ impl Btf {
         let strs = slice(str_off, str_len, "string")?;
         let mut out = Btf {
             types: vec![Type::default()],
+            strings: strs.to_vec(),
         };
         let mut p = 0;
         while p < types.len() {
@@ -183,6 +186,38 @@ impl Btf {
                 .ok_or_else(|| err(format!("array type {id} overflows"))),
             k => Err(err(format!("type {id} (kind {k}) has no size"))),
         }
+    }
+
+    /// The string at `off` of the string section.
+    ///
+    /// # Errors
+    /// `off` outside the section, or no terminating NUL.
+    pub fn string(&self, off: u32) -> Result<String, LoadError> {
+        cstr(&self.strings, off as usize).map_err(|e| err(e.to_string()))
+    }
+
+    /// The name of type `id` past typedefs and qualifiers (empty for an
+    /// anonymous type).
+    ///
+    /// # Errors
+    /// No such type, or a chain too deep.
+    pub fn name_of(&self, id: u32) -> Result<&str, LoadError> {
+        Ok(self.get(self.skip_mods(id)?)?.name.as_str())
+    }
+
+    /// Type `id` past typedefs and qualifiers, when it is a struct or a
+    /// union: its name and its members' names, in order.
+    ///
+    /// # Errors
+    /// No such type, or a chain too deep.
+    pub fn record(&self, id: u32) -> Result<Option<(&str, Vec<&str>)>, LoadError> {
+        let t = self.get(self.skip_mods(id)?)?;
+        Ok(matches!(t.kind, KIND_STRUCT | KIND_UNION).then(|| {
+            (
+                t.name.as_str(),
+                t.members.iter().map(|(n, _)| n.as_str()).collect(),
+            )
+        }))
     }
 
     /// The variables of data section `sec` (e.g. `.maps`): (name, type).

@@ -3,7 +3,9 @@
 //! maps, and, as root, run the same object in the kernel as the reference.
 //!
 //! - [`Object::parse`] reads an object: XDP program sections (`xdp`,
-//!   `xdp/*`, `xdp.frags`) linked with the `.text` subprograms they call,
+//!   `xdp/*`, `xdp.frags`; a function of an untyped section when named)
+//!   linked with the `.text` subprograms they call, CO-RE relocations of
+//!   the context applied (`co_re.rs`),
 //!   legacy (`maps`) and BTF-defined (`.maps`) map definitions, global
 //!   data (`.data`, `.rodata`, `.bss`, `.rodata.*`) as single-entry arrays,
 //!   and `license`. Anything it cannot do as libbpf would is refused with
@@ -23,11 +25,13 @@
 //! more than this needs).
 
 pub mod btf;
+mod co_re;
 pub mod config;
 pub mod elf;
 pub mod filter;
 pub mod helpers;
 pub mod kernel;
+mod link;
 pub mod maps;
 pub mod object;
 pub mod oracle;

@@ -4,7 +4,7 @@
 //! references relocated to map indices (see [`Program::insns`]).
 
 use crate::btf::{Btf, MapField};
-use crate::elf::{Elf, Rel, Section, Symbol, SHF_EXECINSTR, STB_GLOBAL, STT_FUNC, STT_SECTION};
+use crate::elf::{Elf, Symbol, SHF_EXECINSTR, STB_GLOBAL, STT_FUNC, STT_SECTION};
 use crate::maps::MapType;
 use crate::LoadError;
 
@@ -19,9 +19,6 @@ pub const PSEUDO_MAP_FD: u8 = 1;
 pub const PSEUDO_MAP_VALUE: u8 = 2;
 /// `src` of a CALL to a bpf-to-bpf subprogram (imm = relative pc).
 pub const PSEUDO_CALL: u8 = 1;
-
-const R_BPF_64_64: u32 = 1;
-const R_BPF_64_32: u32 = 10;
 
 /// Where a map definition came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +86,62 @@ pub struct Object {
     pub maps: Vec<MapDef>,
     /// Every XDP program.
     pub programs: Vec<Program>,
+    /// Functions of executable sections whose names give no program type
+    /// (`xdp_patch_ports`, `prog`: what `ip link ... sec NAME` and
+    /// `bpftool prog load ... type xdp` load as XDP, and libbpf 1.0 no
+    /// longer guesses), each linked as an XDP program (or why it could not
+    /// be): run only when named with `program NAME`.
+    legacy: Vec<(String, Result<Program, LoadError>)>,
+    /// Functions of sections of another program type (`kprobe/...`,
+    /// `tp_btf/...`, `tc`), with their section: not XDP programs.
+    other: Vec<(String, String)>,
+}
+
+/// The section names libbpf gives a program type other than XDP (the part
+/// before `/` or `.`, or a prefix of a family).
+fn is_other_kind(name: &str) -> bool {
+    const KINDS: [&str; 35] = [
+        "socket",
+        "kprobe",
+        "uprobe",
+        "kretprobe",
+        "uretprobe",
+        "ksyscall",
+        "kretsyscall",
+        "usdt",
+        "tc",
+        "tcx",
+        "netkit",
+        "classifier",
+        "action",
+        "tracepoint",
+        "tp",
+        "raw_tracepoint",
+        "raw_tp",
+        "tp_btf",
+        "fentry",
+        "fmod_ret",
+        "fexit",
+        "freplace",
+        "lsm",
+        "iter",
+        "syscall",
+        "perf_event",
+        "sockops",
+        "lirc_mode2",
+        "flow_dissector",
+        "struct_ops",
+        "netfilter",
+        "uprobe.s",
+        "fentry.s",
+        "lsm.s",
+        "iter.s",
+    ];
+    let head = name.split(['/', '.']).next().unwrap_or(name);
+    KINDS.contains(&head)
+        || ["cgroup", "lwt_", "sk_", "seccomp"]
+            .iter()
+            .any(|p| head.starts_with(p))
 }
 
 fn is_xdp_section(name: &str) -> bool {
@@ -98,25 +151,10 @@ fn is_xdp_section(name: &str) -> bool {
         || name.starts_with("xdp.frags/")
 }
 
-fn is_global_data(name: &str) -> bool {
+pub(crate) fn is_global_data(name: &str) -> bool {
     matches!(name, ".data" | ".rodata" | ".bss")
         || name.starts_with(".rodata.")
         || name.starts_with(".data.")
-}
-
-fn set_imm(insns: &mut [u8], slot: usize, imm: i32) {
-    insns[slot * 8 + 4..slot * 8 + 8].copy_from_slice(&imm.to_le_bytes());
-}
-fn imm_of(insns: &[u8], slot: usize) -> i32 {
-    i32::from_le_bytes([
-        insns[slot * 8 + 4],
-        insns[slot * 8 + 5],
-        insns[slot * 8 + 6],
-        insns[slot * 8 + 7],
-    ])
-}
-fn set_src(insns: &mut [u8], slot: usize, src: u8) {
-    insns[slot * 8 + 1] = (insns[slot * 8 + 1] & 0x0f) | (src << 4);
 }
 
 impl Object {
@@ -143,7 +181,8 @@ impl Object {
             Some(s) => Some(Btf::parse(elf.bytes_of(s)?)?),
             None => None,
         };
-        check_btf_ext(&elf)?;
+        let relos = crate::co_re::parse(&elf, btf.as_ref())?;
+        let core = (relos.as_slice(), btf.as_ref());
         let mut maps = Vec::new();
         legacy_maps(&elf, &mut maps)?;
         btf_maps(&elf, btf.as_ref(), &mut maps)?;
@@ -178,7 +217,7 @@ impl Object {
             });
         }
         let text = elf.section(".text").filter(|s| s.size > 0).cloned();
-        let mut programs = Vec::new();
+        let (mut programs, mut legacy, mut other) = (Vec::new(), Vec::new(), Vec::new());
         for s in elf
             .sections
             .iter()
@@ -194,17 +233,35 @@ impl Object {
             if !is_xdp_section(&s.name) {
                 // Kept out rather than refused: an object may carry
                 // programs of other kinds beside its XDP ones. Asking for
-                // one by name says why it is missing (Object::program).
+                // one by name says why it is missing (Object::program);
+                // one of a section that names no type runs when named.
+                for f in funcs {
+                    if is_other_kind(&s.name) {
+                        other.push((f.name.clone(), s.name.clone()));
+                    } else {
+                        let p = crate::link::link_program(&elf, s, f, text.as_ref(), &maps, core);
+                        legacy.push((f.name.clone(), p));
+                    }
+                }
                 continue;
             }
             for f in funcs {
-                programs.push(link_program(&elf, s, f, text.as_ref(), &maps)?);
+                programs.push(crate::link::link_program(
+                    &elf,
+                    s,
+                    f,
+                    text.as_ref(),
+                    &maps,
+                    core,
+                )?);
             }
         }
         Ok(Object {
             license,
             maps,
             programs,
+            legacy,
+            other,
         })
     }
 
@@ -215,14 +272,42 @@ impl Object {
     /// No such program, or several and no name given.
     pub fn program(&self, name: Option<&str>) -> Result<&Program, LoadError> {
         match name {
-            Some(n) => self.programs.iter().find(|p| p.name == n).ok_or_else(|| {
-                LoadError::NoProgram(format!(
-                    "no XDP program {n:?} (XDP programs: {})",
-                    self.program_names()
+            Some(n) => {
+                if let Some(p) = self.programs.iter().find(|p| p.name == n) {
+                    return Ok(p);
+                }
+                if let Some((_, p)) = self.legacy.iter().find(|(f, _)| f == n) {
+                    return p.as_ref().map_err(Clone::clone);
+                }
+                Err(LoadError::NoProgram(
+                    match self.other.iter().find(|(f, _)| f == n) {
+                        Some((_, sec)) => format!(
+                            "{n:?} is in section {sec:?}, a program of another type than XDP"
+                        ),
+                        None => format!(
+                            "no XDP program {n:?} (XDP programs: {})",
+                            self.program_names()
+                        ),
+                    },
                 ))
-            }),
+            }
             None => match self.programs.as_slice() {
                 [p] => Ok(p),
+                [] if !self.legacy.is_empty() => {
+                    let v: Vec<String> = self
+                        .legacy
+                        .iter()
+                        .map(|(f, p)| match p {
+                            Ok(p) => format!("{f} (section {:?})", p.section),
+                            Err(_) => f.clone(),
+                        })
+                        .collect();
+                    Err(LoadError::NoProgram(format!(
+                        "no function in a section named xdp, xdp/*, xdp.frags; name one of \
+                         {} with `program NAME` to run it as XDP",
+                        v.join(", ")
+                    )))
+                }
                 [] => Err(LoadError::NoProgram(
                     "no XDP program (no function in a section named xdp, xdp/*, xdp.frags)".into(),
                 )),
@@ -242,29 +327,6 @@ impl Object {
             v.join(", ")
         }
     }
-}
-
-fn check_btf_ext(elf: &Elf<'_>) -> Result<(), LoadError> {
-    let Some(s) = elf.section(".BTF.ext") else {
-        return Ok(());
-    };
-    let d = elf.bytes_of(s)?;
-    // btf_ext_header: magic u16, version u8, flags u8, hdr_len u32,
-    // func_info off/len, line_info off/len, then (if hdr_len >= 32)
-    // core_relo off/len.
-    let rd = |o: usize| {
-        d.get(o..o + 4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    };
-    if let (Some(hdr_len), Some(core_len)) = (rd(4), rd(28)) {
-        if hdr_len >= 32 && core_len > 0 {
-            return Err(LoadError::Unsupported(
-                "CO-RE relocations (.BTF.ext core_relo): the object needs the kernel's type info"
-                    .into(),
-            ));
-        }
-    }
-    Ok(())
 }
 
 fn legacy_maps(elf: &Elf<'_>, maps: &mut Vec<MapDef>) -> Result<(), LoadError> {
@@ -374,259 +436,4 @@ fn btf_maps(elf: &Elf<'_>, btf: Option<&Btf>, maps: &mut Vec<MapDef>) -> Result<
         maps.push(def);
     }
     Ok(())
-}
-
-fn link_program(
-    elf: &Elf<'_>,
-    sec: &Section,
-    func: &Symbol,
-    text: Option<&Section>,
-    maps: &[MapDef],
-) -> Result<Program, LoadError> {
-    let bytes = elf.bytes_of(sec)?;
-    let (start, size) = (func.value as usize, func.size as usize);
-    let own = start
-        .checked_add(size)
-        .and_then(|e| bytes.get(start..e))
-        .filter(|b| b.len() % 8 == 0 && !b.is_empty())
-        .ok_or_else(|| {
-            LoadError::Malformed(format!(
-                "program {:?} lies outside section {:?}",
-                func.name, sec.name
-            ))
-        })?;
-    let mut insns = own.to_vec();
-    let own_slots = insns.len() / 8;
-    let mut rels: Vec<(usize, Rel, usize)> = Vec::new(); // (slot in insns, rel, section of code)
-    for r in elf.relocations_for(sec.index)? {
-        let off = r.offset as usize;
-        if off >= start && off < start + size {
-            rels.push(((off - start) / 8, r, sec.index));
-        }
-    }
-    // Append .text when any relocation or call goes there.
-    let mut text_base = None;
-    let calls_text = rels.iter().any(|(_, r, _)| r.kind == R_BPF_64_32);
-    if calls_text {
-        let t = text.ok_or_else(|| {
-            LoadError::Malformed(format!(
-                "program {:?} calls into a missing .text",
-                func.name
-            ))
-        })?;
-        let tb = elf.bytes_of(t)?;
-        if tb.len() % 8 != 0 {
-            return Err(LoadError::Malformed(
-                ".text is not a whole number of instructions".into(),
-            ));
-        }
-        text_base = Some(own_slots);
-        insns.extend_from_slice(tb);
-        for r in elf.relocations_for(t.index)? {
-            rels.push((own_slots + r.offset as usize / 8, r, t.index));
-        }
-    }
-    let nslots = insns.len() / 8;
-    for (slot, r, code_sec) in rels {
-        if slot >= nslots || r.offset % 8 != 0 {
-            return Err(LoadError::Malformed(format!(
-                "relocation at {:#x} outside {:?}",
-                r.offset, func.name
-            )));
-        }
-        let sym = elf.symbols.get(r.sym as usize).ok_or_else(|| {
-            LoadError::Malformed(format!(
-                "relocation names symbol {} that does not exist",
-                r.sym
-            ))
-        })?;
-        let code = insns[slot * 8];
-        match r.kind {
-            R_BPF_64_64 => {
-                if code != LDDW || slot + 1 >= nslots {
-                    return Err(LoadError::Malformed(format!(
-                        "R_BPF_64_64 at pc {slot} is not on an LDDW"
-                    )));
-                }
-                if sym.shndx == 0 {
-                    return Err(LoadError::Unsupported(format!(
-                        "extern symbol {:?} (kconfig/ksym)",
-                        sym.name
-                    )));
-                }
-                let target = elf
-                    .sections
-                    .get(sym.shndx as usize)
-                    .map(|s| s.name.as_str())
-                    .unwrap_or("?");
-                if is_global_data(target) {
-                    let idx = maps
-                        .iter()
-                        .position(|m| {
-                            m.origin == MapOrigin::Global && m.section == sym.shndx as usize
-                        })
-                        .ok_or_else(|| {
-                            LoadError::Malformed(format!("no global-data map for {target:?}"))
-                        })?;
-                    let off = i64::from(imm_of(&insns, slot)) + sym.value as i64;
-                    let off = i32::try_from(off)
-                        .map_err(|_| LoadError::Malformed(format!("offset {off} in {target:?}")))?;
-                    set_src(&mut insns, slot, PSEUDO_MAP_VALUE);
-                    set_imm(&mut insns, slot, idx as i32);
-                    set_imm(&mut insns, slot + 1, off);
-                } else if target == "maps" || target == ".maps" {
-                    let idx = maps
-                        .iter()
-                        .position(|m| {
-                            m.section == sym.shndx as usize
-                                && m.sym_off == sym.value
-                                && m.origin != MapOrigin::Global
-                        })
-                        .ok_or_else(|| {
-                            LoadError::Malformed(format!(
-                                "relocation to {:?}, which is not a map",
-                                sym.name
-                            ))
-                        })?;
-                    set_src(&mut insns, slot, PSEUDO_MAP_FD);
-                    set_imm(&mut insns, slot, idx as i32);
-                    set_imm(&mut insns, slot + 1, 0);
-                } else if elf
-                    .sections
-                    .get(sym.shndx as usize)
-                    .is_some_and(|s| s.flags & SHF_EXECINSTR != 0)
-                {
-                    // A static function is named by its section's symbol:
-                    // say where it points instead.
-                    let what = if sym.name.is_empty() {
-                        format!(
-                            "{target} + {}",
-                            (i64::from(imm_of(&insns, slot)) + sym.value as i64)
-                        )
-                    } else {
-                        sym.name.clone()
-                    };
-                    return Err(LoadError::Unsupported(format!(
-                        "a function pointer (to {what}) in program {:?}: callbacks, \
-                         as bpf_loop or bpf_for_each_map_elem take, are not run",
-                        func.name
-                    )));
-                } else {
-                    return Err(LoadError::Unsupported(format!(
-                        "relocation against section {target:?}"
-                    )));
-                }
-            }
-            R_BPF_64_32 => {
-                if code != CALL || (insns[slot * 8 + 1] >> 4) != PSEUDO_CALL {
-                    return Err(LoadError::Unsupported(format!(
-                        "R_BPF_64_32 at pc {slot} not on a bpf-to-bpf call"
-                    )));
-                }
-                let tsec = elf
-                    .sections
-                    .get(sym.shndx as usize)
-                    .map(|s| s.name.as_str())
-                    .unwrap_or("?");
-                if tsec != ".text" {
-                    return Err(LoadError::Unsupported(format!(
-                        "call into section {tsec:?} (only .text subprograms)"
-                    )));
-                }
-                let base =
-                    text_base.ok_or_else(|| LoadError::Malformed("call without .text".into()))?;
-                // libbpf: target = sym.st_value / 8 + imm + 1, in .text.
-                let t = (sym.value / 8) as i64 + i64::from(imm_of(&insns, slot)) + 1;
-                if t < 0 || (base as i64 + t) as usize >= nslots {
-                    return Err(LoadError::Malformed(format!(
-                        "call at pc {slot} targets outside .text"
-                    )));
-                }
-                let rel = base as i64 + t - slot as i64 - 1;
-                set_imm(&mut insns, slot, rel as i32);
-                let _ = code_sec;
-            }
-            k => {
-                return Err(LoadError::Unsupported(format!(
-                    "relocation type {k} at {:#x} in {:?} (only R_BPF_64_64 and R_BPF_64_32)",
-                    r.offset, sec.name
-                )))
-            }
-        }
-    }
-    if let (Some(base), Some(t)) = (text_base, text) {
-        insns = keep_called(elf, t, insns, base);
-    }
-    Ok(Program {
-        name: func.name.clone(),
-        section: sec.name.clone(),
-        insns,
-        frags: sec.name.starts_with("xdp.frags"),
-    })
-}
-
-/// `insns` (the program, then the whole of `.text` from slot `base`,
-/// calls relocated) with only the `.text` functions the program calls,
-/// directly or not, as libbpf appends them: a function no call reaches
-/// would be an unreachable instruction to the verifiers, the kernel's
-/// too. Without function symbols for `.text`, `insns` as they are.
-fn keep_called(elf: &Elf<'_>, text: &Section, insns: Vec<u8>, base: usize) -> Vec<u8> {
-    const STT_FUNC: u8 = 2;
-    let n = insns.len() / 8;
-    let mut funcs: Vec<(usize, usize)> = elf
-        .symbols
-        .iter()
-        .filter(|y| y.shndx as usize == text.index && y.kind == STT_FUNC && y.size > 0)
-        .map(|y| {
-            (
-                base + y.value as usize / 8,
-                base + (y.value + y.size) as usize / 8,
-            )
-        })
-        .filter(|&(a, b)| a < b && b <= n)
-        .collect();
-    funcs.sort_unstable();
-    funcs.dedup();
-    // The functions must tile .text, or the pruning could cut a function.
-    let tiles = funcs.first().is_some_and(|f| f.0 == base)
-        && funcs.last().is_some_and(|f| f.1 == n)
-        && funcs.windows(2).all(|w| w[0].1 == w[1].0);
-    if !tiles {
-        return insns;
-    }
-    let is_call = |s: usize| insns[s * 8] == CALL && insns[s * 8 + 1] >> 4 == PSEUDO_CALL;
-    let target = |s: usize| (s as i64 + 1 + i64::from(imm_of(&insns, s))) as usize;
-    let mut keep = vec![false; funcs.len()];
-    let mut todo = vec![(0usize, base)];
-    while let Some((a, b)) = todo.pop() {
-        for s in (a..b).filter(|&s| is_call(s)) {
-            let t = target(s);
-            if let Some(k) = funcs.iter().position(|f| f.0 == t) {
-                if !keep[k] {
-                    keep[k] = true;
-                    todo.push(funcs[k]);
-                }
-            }
-        }
-    }
-    if keep.iter().all(|&k| k) {
-        return insns;
-    }
-    // New slot of each kept slot; the calls' offsets again.
-    let mut at = vec![usize::MAX; n];
-    let mut out = insns[..base * 8].to_vec();
-    (0..base).for_each(|s| at[s] = s);
-    for &(a, b) in funcs.iter().zip(&keep).filter(|(_, &k)| k).map(|(f, _)| f) {
-        for s in a..b {
-            at[s] = out.len() / 8;
-            out.extend_from_slice(&insns[s * 8..s * 8 + 8]);
-        }
-    }
-    for s in (0..n).filter(|&s| at[s] != usize::MAX && is_call(s)) {
-        let t = at[target(s)];
-        if t != usize::MAX {
-            set_imm(&mut out, at[s], (t as i64 - at[s] as i64 - 1) as i32);
-        }
-    }
-    out
 }

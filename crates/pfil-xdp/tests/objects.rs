@@ -2,7 +2,7 @@
 //! installs them, and the kernel's verifier as a second opinion on the
 //! linked instructions.
 
-use pfil_xdp::{kernel, MapOrigin, MapType, Object};
+use pfil_xdp::{kernel, Engine, MapOrigin, MapType, Object, XdpProgram};
 
 const BPF_DIR: &str = "/usr/lib/x86_64-linux-gnu/bpf";
 const XDPFILT: [&str; 10] = [
@@ -204,7 +204,64 @@ fn unsupported_helpers_and_map_types_are_refused_by_name() {
     let e = pfil_xdp::XdpFilter::from_config(&format!("@{BPF_DIR}/xdpdump_bpf.o"), 1)
         .err()
         .unwrap();
-    assert!(e.contains("CO-RE") || e.contains("no XDP program"), "{e}");
+    // fentry/fexit programs (their CO-RE relocations are not pfil's) and
+    // a perf event array.
+    assert!(
+        e.contains("perf_event_array") || e.contains("no XDP program"),
+        "{e}"
+    );
+}
+
+#[test]
+fn co_re_relocates_the_context_by_field_name() {
+    let Some(path) = clang::compile("co_re") else {
+        return;
+    };
+    for engine in [Engine::Jit, Engine::Interpreter] {
+        let obj = Object::parse(&std::fs::read(&path).unwrap()).unwrap();
+        let prog = XdpProgram::load_on(&obj, None, 1, &[], engine).unwrap();
+        let mut f = [0u8; 64];
+        let r = prog.run(0, &mut f, 0, 64, 7, 3).unwrap();
+        assert_eq!(
+            r.action, 2,
+            "{engine:?}: no_such_field does not exist in pfil"
+        );
+        assert_eq!(
+            f[..2],
+            [3, 7],
+            "{engine:?}: rx_queue_index, ingress_ifindex"
+        );
+    }
+}
+
+#[test]
+fn legacy_sections_run_when_named_and_kfuncs_are_refused_by_name() {
+    let Some(path) = clang::compile("legacy") else {
+        return;
+    };
+    let obj = Object::parse(&std::fs::read(&path).unwrap()).unwrap();
+    assert!(obj.programs.is_empty(), "no section named xdp");
+    let e = obj.program(None).unwrap_err().to_string();
+    assert!(
+        e.contains("legacy (section \"xdp_legacy\")") && e.contains("program NAME"),
+        "{e}"
+    );
+    assert_eq!(obj.program(Some("legacy")).unwrap().section, "xdp_legacy");
+    let e = obj.program(Some("not_xdp")).unwrap_err().to_string();
+    assert!(e.contains("\"tc\"") && e.contains("another type"), "{e}");
+    let e = obj.program(Some("kfunc")).unwrap_err().to_string();
+    assert!(
+        e.contains("kernel function \"bpf_dynptr_from_xdp\"") && e.contains("kfunc"),
+        "{e}"
+    );
+    let filter =
+        pfil_xdp::XdpFilter::from_config(&format!("@{} program legacy", path.display()), 1)
+            .unwrap();
+    let mut f = [0u8; 64];
+    assert_eq!(
+        filter.program().run(0, &mut f, 0, 64, 1, 0).unwrap().action,
+        1
+    );
 }
 
 #[test]

@@ -171,3 +171,21 @@ fn lru_maps_evict_as_the_kernel_does() {
     }
     assert_eq!(p.runs, 4000);
 }
+
+#[test]
+fn co_re_context_fields_like_the_kernel() {
+    // tests/c/co_re.c: its own order of struct xdp_md's fields, relocated
+    // by pfil; the kernel runs the object as pfil linked it.
+    if !oracle::kernel_here() {
+        return;
+    }
+    let Some(path) = clang::compile("co_re") else {
+        return;
+    };
+    oracle::pin_cpu();
+    let mut p = Pair::new(&std::fs::read(path).unwrap(), None);
+    for (what, f) in frames::generated() {
+        assert_eq!(p.run(&f, &what), 2, "{what}");
+    }
+    assert!(p.runs > 100);
+}

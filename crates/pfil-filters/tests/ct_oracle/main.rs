@@ -12,7 +12,7 @@
 //! `$PFIL_CT_CAPTURES` (e.g. tcpdump's `tests/`; see
 //! scripts/replay-corpus.sh), each rewritten to the test's addresses
 //! (frames::Rewriter), at most [`FRAMES_PER_CAPTURE`] frames a capture
-//! and [`CAPTURE_BUDGET`] for all of them.
+//! and [`CAPTURE_BUDGET`] for all of them (`PFIL_CT_CAPTURE_SECS`: another).
 //!
 //! `PFIL_CT_ORACLE_DUMP=DIR` writes each capture's frames as sent to
 //! `DIR` (frame `#i` of a message is stamped `i + 1` seconds).
@@ -35,8 +35,16 @@ use linux::{Oracle, Seen};
 
 /// Most frames taken from one capture.
 const FRAMES_PER_CAPTURE: usize = 400;
-/// Most time spent on captures (the generated cases always run).
+/// Most time spent on captures (the generated cases always run);
+/// `PFIL_CT_CAPTURE_SECS` sets another (a whole corpus takes longer).
 const CAPTURE_BUDGET: Duration = Duration::from_secs(90);
+
+fn capture_budget() -> Duration {
+    std::env::var("PFIL_CT_CAPTURE_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map_or(CAPTURE_BUDGET, Duration::from_secs)
+}
 
 /// A state as both trackers can say it: `(state, reply)`, the direction
 /// left out for invalid and untracked packets.
@@ -497,6 +505,7 @@ fn linux_conntrack_and_the_ct_hook_agree_on_every_packet() {
     let (mut generated, mut captured) = (Tally::default(), Tally::default());
     let mut used = 0;
     let start = Instant::now();
+    let budget = capture_budget();
     // Each TCP mode against Linux's: strict (pf's) with
     // nf_conntrack_tcp_loose=0, loose (flags only) with =1.
     for loose in [false, true] {
@@ -505,7 +514,7 @@ fn linux_conntrack_and_the_ct_hook_agree_on_every_packet() {
             run_case(&oracle, loose, &name, &frames, &mut generated);
         }
         for (name, f) in &loaded {
-            if start.elapsed() > CAPTURE_BUDGET {
+            if start.elapsed() > budget {
                 break;
             }
             used += 1;
