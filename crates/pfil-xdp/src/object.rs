@@ -162,8 +162,8 @@ impl Object {
     ///
     /// # Errors
     /// A malformed file, an unsupported map type or relocation, a CO-RE
-    /// relocation, a non-GPL-compatible... anything the loader cannot do
-    /// exactly as libbpf would, named.
+    /// relocation pfil cannot answer, a call to a kernel function...
+    /// anything the loader cannot do exactly as libbpf would, named.
     pub fn parse(data: &[u8]) -> Result<Object, LoadError> {
         let elf = Elf::parse(data)?;
         if let Some(s) = elf.has_rela() {
