@@ -299,10 +299,13 @@ impl XdpFilter {
     #[inline(never)]
     fn fault(&self, worker: usize, f: pfil_ebpf::Fault) -> ! {
         self.count(worker, 4);
-        std::panic::resume_unwind(Box::new(XdpFault(format!(
-            "xdp program {:?}: {f}",
-            self.prog.name()
-        ))));
+        let what = format!("xdp program {:?}: {f}", self.prog.name());
+        // What the program did, for the operator: the chain's log line
+        // that follows ("hook panicked; link quarantined") cannot read it
+        // from the payload. Once per worker at most: the link is
+        // quarantined and not called again.
+        tracing::error!(target: "pfil_xdp", worker, "faulted: {what}");
+        std::panic::resume_unwind(Box::new(XdpFault(what)));
     }
 
     /// Run the program on one packet with a claimed environment and turn
