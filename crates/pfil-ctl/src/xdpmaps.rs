@@ -147,6 +147,7 @@ pub(crate) fn read(reg: &Registry, p: MapParams) -> Result<Value, RpcError> {
                 pfil_xdp::MapType::Array
                     | pfil_xdp::MapType::PercpuArray
                     | pfil_xdp::MapType::Devmap
+                    | pfil_xdp::MapType::Cpumap
             ) {
                 keys.sort();
             }

@@ -13,7 +13,9 @@
 //! packet's interface, or on the redirect target), counted `tx` and
 //! `redirected`, when the filter has outboxes
 //! ([`XdpFilter::with_outboxes`]) and the frame a driver cookie, else
-//! Dropped and counted (`tx_refused`, `redirect_refused`); any other
+//! Dropped and counted (`tx_refused`, `redirect_refused`); `XDP_REDIRECT`
+//! into a cpumap → Pass, counted (`to_cpu`): the kernel hands such a
+//! frame to its stack on that CPU, pfil passes it on; any other
 //! action → Dropped and counted
 //! (`invalid_action`), as the kernel does. A program that faults
 //! (an access outside its regions, its instruction budget spent) is
@@ -29,13 +31,13 @@ use pfil_port::Outboxes;
 
 use crate::config::XdpConfig;
 use crate::helpers::{XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX};
-use crate::program::{Quick, RunError, XdpProgram};
+use crate::program::{Quick, Redirect, RunError, XdpProgram};
 use crate::Object;
 
 /// Largest object file `xdp:@PATH` reads.
 pub const MAX_OBJECT_BYTES: u64 = 64 << 20;
 
-const STATS: [(&str, &str); 8] = [
+const STATS: [(&str, &str); 9] = [
     (
         "aborted",
         "Packets the program returned XDP_ABORTED for (dropped).",
@@ -68,6 +70,10 @@ const STATS: [(&str, &str); 8] = [
         "redirected",
         "XDP_REDIRECT verdicts handed to the worker to send out (consumed).",
     ),
+    (
+        "to_cpu",
+        "XDP_REDIRECT verdicts into a cpumap, passed on as XDP_PASS (the kernel hands them to its stack).",
+    ),
 ];
 
 /// The payload a faulting program's run unwinds with: the chain catches
@@ -79,7 +85,7 @@ pub struct XdpFault(pub String);
 pub struct XdpFilter {
     config: String,
     prog: XdpProgram,
-    stats: Box<[CachePadded<[AtomicU64; 8]>]>,
+    stats: Box<[CachePadded<[AtomicU64; STATS.len()]>]>,
     outboxes: Option<Arc<Outboxes>>,
 }
 
@@ -384,7 +390,7 @@ impl XdpFilter {
         pkt: &mut Packet<'_>,
         worker: usize,
         action: u64,
-        redirect: Option<u32>,
+        redirect: Option<Redirect>,
     ) -> Verdict {
         match action {
             XDP_ABORTED => {
@@ -395,8 +401,12 @@ impl XdpFilter {
             // (grown, narrowed or as it came).
             XDP_TX => self.send(pkt, worker, pkt.ifindex(), 6, 2),
             XDP_REDIRECT => match redirect {
-                Some(ifindex) => self.send(pkt, worker, ifindex, 7, 3),
-                _ => {
+                Some(Redirect::Device(ifindex)) => self.send(pkt, worker, ifindex, 7, 3),
+                Some(Redirect::Cpu(_)) => {
+                    self.count(worker, 8);
+                    Verdict::Pass
+                }
+                None => {
                     self.count(worker, 3);
                     Verdict::Dropped
                 }

@@ -41,7 +41,7 @@ pub use config::XdpConfig;
 pub use filter::{XdpFault, XdpFilter};
 pub use maps::{Map, MapError, MapType};
 pub use object::{MapDef, MapOrigin, Object, Program};
-pub use program::{Claim, Engine, Quick, RunError, RunResult, XdpProgram};
+pub use program::{Claim, Engine, Quick, Redirect, RunError, RunResult, XdpProgram};
 
 use thiserror::Error;
 

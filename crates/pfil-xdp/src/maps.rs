@@ -155,8 +155,11 @@ impl Map {
                 def.kind.name()
             )));
         }
-        if def.kind == MapType::Devmap && vs != 4 && vs != 8 {
-            return Err(inv(format!("a devmap value is 4 or 8 bytes, not {vs}")));
+        if def.kind.is_redirect() && vs != 4 && vs != 8 {
+            return Err(inv(format!(
+                "a {} value is 4 or 8 bytes, not {vs}",
+                def.kind.name()
+            )));
         }
         if def.kind == MapType::LpmTrie && (ks <= 4 || ks > 4 + 256) {
             return Err(inv(format!(
@@ -181,7 +184,7 @@ impl Map {
         // HASH: one slot more than entries, the spare an update of a
         // present key writes into (see `Index::spare`); an LRU_HASH takes
         // a node from its lists instead, as the kernel's.
-        let replaces = def.kind == MapType::Hash;
+        let replaces = matches!(def.kind, MapType::Hash | MapType::DevmapHash);
         let slots = n + usize::from(replaces);
         // Per-CPU maps: one section per worker (the kernel's per-CPU
         // areas), a whole number of cache lines, so that workers updating
@@ -217,7 +220,7 @@ impl Map {
             .as_ref()
             .map_or_else(|| std::sync::Arc::from(Vec::new()), |l| l.lock().refs());
         let table = match def.kind {
-            MapType::Hash | MapType::PercpuHash | MapType::LruHash => {
+            MapType::Hash | MapType::PercpuHash | MapType::LruHash | MapType::DevmapHash => {
                 Some(Table::new(slots, ks, MAX_ARENA).ok_or_else(|| {
                     inv(format!("{n} keys of {ks} bytes exceed {MAX_ARENA} bytes"))
                 })?)
@@ -347,8 +350,9 @@ impl Map {
         if self.kind.is_array() {
             let s = self.array_index(key)?;
             // A devmap slot without a device (ifindex 0) is empty, as the
-            // kernel's NULL netdev_map entry.
-            if self.kind == MapType::Devmap && self.devmap_ifindex(s) == 0 {
+            // kernel's NULL netdev_map entry; a cpumap's without a queue
+            // (qsize 0) too.
+            if self.kind.is_redirect() && self.devmap_ifindex(s) == 0 {
                 return None;
             }
             return Some(s);
@@ -379,10 +383,27 @@ impl Map {
         slot
     }
 
+    /// `bpf_redirect_map`'s look into a redirect map
+    /// ([`MapType::is_redirect`]): the entry's first word (an ifindex, a
+    /// cpumap's queue size), `None` for an empty or absent one.
+    pub(crate) fn redirect_word(&self, key: &[u8]) -> Option<u32> {
+        if key.len() != self.key_size || !self.kind.is_redirect() {
+            return None;
+        }
+        self.find(key)
+            .map(|s| self.devmap_ifindex(s))
+            .filter(|&w| w != 0)
+    }
+
     /// `bpf_map_lookup_elem` for worker `worker`: the value's address, or
     /// null. `key` must be `key_size` bytes.
     pub fn prog_lookup(&self, key: &[u8], worker: usize) -> *mut u8 {
-        if key.len() != self.key_size || worker >= self.workers && self.kind.per_cpu() {
+        // The kernel's verifier lets a program only redirect into a
+        // cpumap (a lookup is refused at load): nothing to find here.
+        if key.len() != self.key_size
+            || worker >= self.workers && self.kind.per_cpu()
+            || self.kind == MapType::Cpumap
+        {
             return std::ptr::null_mut();
         }
         match self.find(key) {
@@ -406,10 +427,11 @@ impl Map {
         flags: u64,
         worker: usize,
     ) -> Result<(), MapError> {
-        if self.kind == MapType::Devmap {
-            return Err(MapError::Invalid(
-                "a devmap is updated from the control side only".into(),
-            ));
+        if self.kind.is_redirect() {
+            return Err(MapError::Invalid(format!(
+                "a {} is updated from the control side only",
+                self.kind.name()
+            )));
         }
         self.update_with(key, flags, worker, |slot, fresh| {
             if fresh {
@@ -520,9 +542,9 @@ impl Map {
     /// Delete `key` (programs and control side).
     pub fn delete(&self, key: &[u8]) -> Result<(), MapError> {
         self.check_key(key)?;
-        if self.kind == MapType::Devmap {
-            // The kernel's dev_map_delete_elem: the slot's device
-            // removed, whether or not it had one.
+        if self.kind.is_redirect() && self.kind.is_array() {
+            // The kernel's dev_map_delete_elem (and cpu_map_delete_elem):
+            // the slot's device (queue) removed, whether or not it had one.
             let s = self.array_index(key).ok_or_else(|| {
                 MapError::Invalid(format!("index past max_entries {}", self.max_entries))
             })?;

@@ -33,7 +33,18 @@ pub struct RunResult {
     /// Offset of `data_end`.
     pub end: usize,
     /// Where `bpf_redirect`/`bpf_redirect_map` asked to send the frame.
-    pub redirect: Option<u32>,
+    pub redirect: Option<Redirect>,
+}
+
+/// Where a run's `XDP_REDIRECT` asked the frame to go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Redirect {
+    /// Out of the interface with this ifindex (`bpf_redirect`, a devmap
+    /// or devmap_hash entry).
+    Device(u32),
+    /// To this CPU's network stack (a cpumap entry): the hook passes the
+    /// frame on, as `XDP_PASS` does.
+    Cpu(u32),
 }
 
 /// Why a run gave no result.
@@ -347,7 +358,7 @@ impl Claim<'_> {
 #[inline(never)]
 fn full(
     r: Result<pfil_ebpf::RunOutcome, Fault>,
-    redirect: Option<u32>,
+    redirect: Option<Redirect>,
 ) -> Result<RunResult, RunError> {
     let o = r?;
     Ok(RunResult {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use pfil::{
     Dir, Dirs, FailMode, Filter, LinkOptions, Packet, PacketKind, Placement, Registry, Verdict,
 };
-use pfil_xdp::XdpFilter;
+use pfil_xdp::{Redirect, XdpFilter};
 
 mod clang;
 
@@ -197,10 +197,10 @@ fn a_redirect_target_lives_for_its_run_only() {
         (r.action, r.redirect)
     };
     // Asked for, then passed: the target is seen with that run.
-    assert_eq!(run(1), (2, Some(7)));
+    assert_eq!(run(1), (2, Some(Redirect::Device(7))));
     // XDP_REDIRECT without asking: no target (not the last run's).
     assert_eq!(run(2), (4, None));
-    assert_eq!(run(3), (4, Some(9)));
+    assert_eq!(run(3), (4, Some(Redirect::Device(9))));
     assert_eq!(run(0), (1, None));
     assert_eq!(run(2), (4, None));
     // Through the hook: a redirect without a target is refused.
@@ -216,4 +216,59 @@ fn a_redirect_target_lives_for_its_run_only() {
         assert_eq!(v, want);
     }
     assert_eq!(counter(&filter, "redirect_refused"), 1);
+}
+
+#[test]
+fn a_cpumap_redirect_passes_and_a_devmap_hash_one_goes_to_its_device() {
+    let Some(obj) = clang::compile("redirect_maps") else {
+        return;
+    };
+    let filter = XdpFilter::from_config(
+        &format!(
+            "@{}; map cpus key 0 0 0 0 value 64 0 0 0 0 0 0 0; \
+             map ports key 9 0 0 0 value 4 0 0 0 0 0 0 0",
+            obj.display()
+        ),
+        1,
+    )
+    .unwrap();
+    let frame = |first: u8, b5: u8| {
+        let mut f = [0u8; 64];
+        f[0] = first;
+        f[5] = b5;
+        f
+    };
+    let prog = filter.program();
+    let run = |first: u8, b5: u8| {
+        let mut f = frame(first, b5);
+        let r = prog.run(0, &mut f, 0, 64, 1, 0).unwrap();
+        (r.action, r.redirect)
+    };
+    assert_eq!(run(1, 0), (4, Some(Redirect::Cpu(0))));
+    assert_eq!(
+        run(1, 1),
+        (2, None),
+        "an empty cpumap entry: the flags' XDP_PASS"
+    );
+    assert_eq!(run(1, 3), (2, None), "past the cpumap's end");
+    assert_eq!(run(2, 9), (4, Some(Redirect::Device(4))));
+    assert_eq!(run(2, 8), (1, None), "no such key: the flags' XDP_DROP");
+    // Through the hook: the cpumap's frame passes on, counted; the
+    // device's is refused here (no outboxes), counted.
+    let mut f = frame(1, 0);
+    let ctx = pfil::Ctx::new("h", Dir::In, 0);
+    assert_eq!(filter.filter(&mut Packet::new(&mut f), &ctx), Verdict::Pass);
+    assert_eq!(counter(&filter, "to_cpu"), 1);
+    let mut f = frame(2, 9);
+    assert_eq!(
+        filter.filter(&mut Packet::new(&mut f), &ctx),
+        Verdict::Dropped
+    );
+    assert_eq!(counter(&filter, "redirect_refused"), 1);
+    // Programs cannot write either map (the kernel's verifier refuses
+    // it; here the control side alone can), and a devmap_hash entry
+    // names a device.
+    let ports = filter.program().map("ports").unwrap();
+    let e = ports.update(&[1, 0, 0, 0], &[0; 8], 0).unwrap_err();
+    assert!(format!("{e:?}").contains("ifindex 0"), "{e:?}");
 }

@@ -189,3 +189,43 @@ fn co_re_context_fields_like_the_kernel() {
     }
     assert!(p.runs > 100);
 }
+
+#[test]
+fn redirect_into_a_cpumap_and_a_devmap_hash_like_the_kernel() {
+    // tests/c/redirect_maps.c: the first byte picks the map, byte 5 the
+    // entry; hits, empty entries, misses and keys past a cpumap's end.
+    if !oracle::kernel_here() {
+        return;
+    }
+    let Some(path) = clang::compile("redirect_maps") else {
+        return;
+    };
+    oracle::pin_cpu();
+    let mut p = Pair::new(&std::fs::read(path).unwrap(), None);
+    // A queue on CPU 0 (the kernel starts its kthread), none on CPU 1.
+    let cpu_val = |qsize: u32| [qsize.to_le_bytes(), [0; 4]].concat();
+    p.set("cpus", &0u32.to_le_bytes(), &cpu_val(192));
+    // Devices by ifindex: the loopback (1) under two keys.
+    let dev = [1u32.to_le_bytes(), [0; 4]].concat();
+    p.set("ports", &7u32.to_le_bytes(), &dev);
+    p.set("ports", &0x56u32.to_le_bytes(), &dev);
+    let mut actions = [0usize; 5];
+    let mut frames = frames::generated();
+    for first in [0x01u8, 0x02] {
+        for b5 in [0u8, 1, 2, 3, 7, 0x56, 0x57] {
+            let mut f = vec![0u8; 60];
+            f[0] = first;
+            f[5] = b5;
+            frames.push((format!("first {first:#x}, byte 5 {b5:#x}"), f));
+        }
+    }
+    for (what, f) in frames {
+        let a = p.run(&f, &what);
+        if let Some(c) = actions.get_mut(a as usize) {
+            *c += 1;
+        }
+    }
+    p.same_maps("redirect_maps");
+    let [_, drop, pass, _, redirect] = actions;
+    assert!(drop > 0 && pass > 0 && redirect > 0, "{actions:?}");
+}

@@ -13,6 +13,7 @@ use std::time::Instant;
 use pfil_ebpf::{Env, Fault, HelperFn, Helpers, Signature};
 
 use crate::maps::{Map, MapType};
+use crate::program::Redirect;
 
 mod packet;
 mod printk;
@@ -51,9 +52,9 @@ pub struct RunState {
     /// The worker running (`bpf_get_smp_processor_id`).
     pub worker: usize,
     /// Set by `bpf_redirect`/`bpf_redirect_map` (which make the run end
-    /// `XdpEnd::Full`): the ifindex to send to; taken by the hook after
+    /// `XdpEnd::Full`): where to send the frame; taken by the hook after
     /// such a run.
-    pub redirect: Option<u32>,
+    pub redirect: Option<Redirect>,
     /// xorshift state for `bpf_get_prandom_u32`.
     pub rng: u64,
     /// trace_printk rate limit: (second of the window, lines in it,
@@ -288,7 +289,7 @@ unsafe extern "C" fn redirect(
     if flags != 0 {
         return XDP_ABORTED;
     }
-    state(env).redirect = Some(ifindex as u32);
+    state(env).redirect = Some(Redirect::Device(ifindex as u32));
     // The hook reads (and clears) the target after such a run only.
     env.read_back();
     XDP_REDIRECT
@@ -308,8 +309,11 @@ unsafe extern "C" fn redirect_map(
     let Some(m) = st.map(map) else {
         return bad(env, "not a map of this program");
     };
-    if m.kind() != MapType::Devmap {
-        return bad(env, "bpf_redirect_map on a map that is not a devmap");
+    if !m.kind().is_redirect() {
+        return bad(
+            env,
+            "bpf_redirect_map on a map that is not a devmap, devmap_hash or cpumap",
+        );
     }
     // The kernel's __bpf_xdp_redirect_map: flags past the action bits and
     // BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS abort; a broadcast redirects
@@ -323,17 +327,14 @@ unsafe extern "C" fn redirect_map(
         env.read_back();
         return XDP_REDIRECT;
     }
-    let target = m.prog_lookup(&(key as u32).to_le_bytes(), 0);
-    if target.is_null() {
+    let Some(word) = m.redirect_word(&(key as u32).to_le_bytes()) else {
         return flags & 3;
-    }
-    // SAFETY: a devmap value is at least 4 bytes (Map::new checks), the
-    // pointer is inside its arena.
-    let ifindex = unsafe { std::ptr::read_unaligned(target.cast::<u32>()) };
-    if ifindex == 0 {
-        return flags & 3;
-    }
-    st.redirect = Some(ifindex);
+    };
+    st.redirect = Some(if m.kind() == MapType::Cpumap {
+        Redirect::Cpu(key as u32)
+    } else {
+        Redirect::Device(word)
+    });
     // The hook reads (and clears) the target after such a run only.
     env.read_back();
     XDP_REDIRECT

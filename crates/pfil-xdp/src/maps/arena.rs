@@ -62,9 +62,10 @@ impl Map {
         };
     }
 
-    /// A DEVMAP slot's ifindex (its value's first 4 bytes; 0: no device).
-    pub(super) fn devmap_ifindex(&self, slot: u32) -> u32 {
-        // SAFETY: as in read_slot: a devmap value is at least 4 bytes
+    /// A redirect map's slot's first word ([`MapType::is_redirect`]): a
+    /// devmap's ifindex, a cpumap's queue size (0: empty).
+    pub(crate) fn devmap_ifindex(&self, slot: u32) -> u32 {
+        // SAFETY: as in read_slot: a redirect map's value is at least 4 bytes
         // (Map::new checks) inside the arena.
         unsafe { std::ptr::read_unaligned(self.slot_ptr(slot, 0).cast::<u32>()) }
     }

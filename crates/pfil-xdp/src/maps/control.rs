@@ -37,6 +37,13 @@ impl Map {
                 self.user_value_size()
             )));
         }
+        // The kernel's dev_map_hash_update_elem finds no device 0.
+        if self.kind == MapType::DevmapHash && value.get(..4) == Some(&[0; 4][..]) {
+            return Err(MapError::Invalid(format!(
+                "map {:?}: a devmap_hash entry names a device (ifindex 0)",
+                self.name
+            )));
+        }
         self.update_with(key, flags, Self::this_cpu(), |slot, _| {
             if self.kind.per_cpu() {
                 for (w, chunk) in value.chunks(self.stride).enumerate() {

@@ -21,6 +21,12 @@ pub enum MapType {
     LpmTrie,
     /// `BPF_MAP_TYPE_DEVMAP` (14).
     Devmap,
+    /// `BPF_MAP_TYPE_CPUMAP` (16): `bpf_redirect_map` into it hands the
+    /// frame on as `XDP_PASS` does (the kernel passes it to its stack on
+    /// that CPU).
+    Cpumap,
+    /// `BPF_MAP_TYPE_DEVMAP_HASH` (25): a devmap keyed by any 4-byte key.
+    DevmapHash,
 }
 
 const MAP_TYPE_NAMES: [&str; 31] = [
@@ -68,6 +74,8 @@ impl MapType {
             9 => MapType::LruHash,
             11 => MapType::LpmTrie,
             14 => MapType::Devmap,
+            16 => MapType::Cpumap,
+            25 => MapType::DevmapHash,
             _ => {
                 let name = MAP_TYPE_NAMES.get(n as usize).copied().unwrap_or("unknown");
                 return Err(format!("map type {n} ({name}) is not supported"));
@@ -85,6 +93,8 @@ impl MapType {
             MapType::LruHash => 9,
             MapType::LpmTrie => 11,
             MapType::Devmap => 14,
+            MapType::Cpumap => 16,
+            MapType::DevmapHash => 25,
         }
     }
 
@@ -101,7 +111,17 @@ impl MapType {
     pub(crate) fn is_array(self) -> bool {
         matches!(
             self,
-            MapType::Array | MapType::PercpuArray | MapType::Devmap
+            MapType::Array | MapType::PercpuArray | MapType::Devmap | MapType::Cpumap
+        )
+    }
+
+    /// A map `bpf_redirect_map` sends into: its value's first 4 bytes say
+    /// where (an ifindex, a cpumap's queue size), 0 for an empty entry,
+    /// and only the control side writes it.
+    pub(crate) fn is_redirect(self) -> bool {
+        matches!(
+            self,
+            MapType::Devmap | MapType::DevmapHash | MapType::Cpumap
         )
     }
 }

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// REFUSE: BPF_MAP_TYPE_DEVMAP_HASH (unsupported map type; only DEVMAP is).
+// Written to be refused (BPF_MAP_TYPE_DEVMAP_HASH was not supported);
+// runs since pfil has devmap_hash: the test run's ingress (ifindex 1)
+// is a key of the map (devmap_hash.maps), so every frame is redirected.
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
