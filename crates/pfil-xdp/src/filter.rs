@@ -303,9 +303,22 @@ impl XdpFilter {
     /// program's fault is not a bug of pfild.
     #[cold]
     #[inline(never)]
-    fn fault(&self, worker: usize, f: pfil_ebpf::Fault) -> ! {
+    fn fault(&self, worker: usize, f: pfil_ebpf::Fault, pkt: &[u8]) -> ! {
         self.count(worker, 4);
-        let what = format!("xdp program {:?}: {f}", self.prog.name());
+        // An access outside the frame, said where it was from the packet
+        // (the address alone tells an operator nothing).
+        let near = match f {
+            pfil_ebpf::Fault::OutOfBounds { addr, .. } => {
+                let off = addr.wrapping_sub(pkt.as_ptr() as u64) as i64;
+                if off.unsigned_abs() < 1 << 16 {
+                    format!(" (byte {off} of a {}-byte packet)", pkt.len())
+                } else {
+                    String::new()
+                }
+            }
+            _ => String::new(),
+        };
+        let what = format!("xdp program {:?}: {f}{near}", self.prog.name());
         // What the program did, for the operator: the chain's log line
         // that follows ("hook panicked; link quarantined") cannot read it
         // from the payload. Once per worker at most: the link is
@@ -362,7 +375,7 @@ impl XdpFilter {
         let (head, len) = (pkt.headroom(), pkt.len());
         let r = match r {
             Ok(r) => r,
-            Err(RunError::Fault(f)) => self.fault(worker, f),
+            Err(RunError::Fault(f)) => self.fault(worker, f, pkt.frame()),
             Err(RunError::Worker(_)) => {
                 self.count(worker, 5);
                 return Verdict::Dropped;
