@@ -114,3 +114,34 @@ fn the_classbench_sets_in_the_repository_meet_the_bound() {
         check(&rs, 300, 2, true);
     }
 }
+
+#[test]
+fn a_tree_with_a_few_leaves_past_the_bound_is_not_split() {
+    // 90 identical 5-tuples that differ in TCP flags (one leaf no cut
+    // separates) among 600 rules cut apart by port: one tree with that
+    // leaf walks cheaper than the two trees a split would make, and its
+    // worst case is smaller (a subset's tree may have leaves up to twice
+    // the bound, and counts as two trees).
+    let mut text: String = (0..90)
+        .map(|i| {
+            format!(
+                "drop proto tcp from 10.0.0.0/8 port 80 flags S/{}\n",
+                ["SA", "SF", "SR", "SAF"][i % 4]
+            )
+        })
+        .collect();
+    for p in 0..600 {
+        text += &format!("drop proto udp from 10.0.0.0/8 to any port {}\n", 1000 + p);
+    }
+    let rs = pfil_acl::text::parse(&text).unwrap();
+    let c = Classifier::new(&rs);
+    let st = c.stats();
+    assert!(st.bounded && st.trees == 1 && st.split_trees == 0, "{st:?}");
+    assert!(st.max_leaf > 64 && st.worst_entries <= 128, "{st:?}");
+    let keys = classbench::trace(&rs.rules, 300, 4);
+    let lin = Linear::new(&rs);
+    for k in &keys {
+        assert_eq!(c.classify(k), lin.classify(k));
+        assert!(c.lookup_cost(k).2 <= st.worst_entries);
+    }
+}

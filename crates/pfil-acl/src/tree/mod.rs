@@ -90,7 +90,9 @@
 //! A lookup compares at most one leaf per tree, so its worst case is the
 //! sum over the trees of their largest leaf ([`Stats::worst_entries`]).
 //! Every tree is built as a trial: within [`Config::tree_budget`] units
-//! per rule of its family and with no leaf over [`Config::leaf_bound`] entries. A
+//! per rule of its family and with no leaf over [`Config::leaf_bound`] entries
+//! (a subset's first tree: twice that, as the two trees it would be split
+//! into, and it then counts as two against [`Config::max_trees`]). A
 //! trial that fails is rolled back and its rules split in two trees (as
 //! rte_acl splits a trie that grows too large): by shape when one splits
 //! them evenly (the rules whose source is the narrower address against
