@@ -31,6 +31,10 @@ pub struct FlowKey {
     pub v6: bool,
     /// An ICMP echo flow whose requests the `b` side sends.
     pub echo_b: bool,
+    /// An ICMP echo flow (keyed by its identifier): apart from the
+    /// address pair's flow of other ICMP messages, whose ports are 0 as
+    /// an echo of identifier 0's are.
+    pub echo: bool,
 }
 
 impl FlowKey {
@@ -59,6 +63,7 @@ impl FlowKey {
                 proto,
                 v6,
                 echo_b: false,
+                echo: false,
             },
             src_is_a,
         )
@@ -78,6 +83,7 @@ impl FlowKey {
     ) -> (FlowKey, bool) {
         let (mut k, requester_a) = FlowKey::new(requester, id, responder, id, proto, v6);
         k.echo_b = !requester_a;
+        k.echo = true;
         (k, requester_a == request)
     }
 
@@ -123,6 +129,7 @@ impl FlowKey {
                 proto,
                 v6: false,
                 echo_b: false,
+                echo: false,
             },
             src_is_a,
         )
@@ -180,12 +187,13 @@ impl FlowKey {
                 | u64::from(self.pb) << 16
                 | u64::from(self.proto) << 32
                 | u64::from(self.v6) << 40
-                | u64::from(self.echo_b) << 41,
+                | u64::from(self.echo_b) << 41
+                | u64::from(self.echo) << 42,
         ]
     }
 
     /// The key whose [`words`](Self::words) are `w` (the fifth word's
-    /// bits from 42 up ignored).
+    /// bits from 43 up ignored).
     pub fn from_words(w: [u64; 5]) -> FlowKey {
         let addr = |lo: u64, hi: u64| {
             let mut x = [0u8; 16];
@@ -201,6 +209,7 @@ impl FlowKey {
             proto: (w[4] >> 32) as u8,
             v6: (w[4] >> 40) & 1 != 0,
             echo_b: (w[4] >> 41) & 1 != 0,
+            echo: (w[4] >> 42) & 1 != 0,
         }
     }
 

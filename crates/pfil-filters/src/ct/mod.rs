@@ -107,7 +107,8 @@
 //!   the responder yet and lets them through: `new`.
 //! - SCTP: Linux has an SCTP state machine and calls chunks outside it
 //!   `invalid`; here SCTP is tracked like other protocols.
-//! - ICMPv6 neighbour discovery and MLD are `untracked` in Linux; here
+//! - ICMPv6 neighbour discovery (but redirects, which Linux calls
+//!   `invalid`) and MLD are `untracked` in Linux; here
 //!   they are tracked by address pair, as is every informational ICMP
 //!   message that is not an echo (Linux tracks timestamp, information
 //!   and address-mask requests by identifier and calls other
@@ -137,7 +138,12 @@
 //!   normaliser's
 //!   (SYN with PSH or URG `invalid`; SYN-ACK-URG, RST-ACK-URG, FIN-RST-ACK
 //!   valid); after the server's RST a new SYN starts a new flow (Linux
-//!   keeps the closed entry). Unlike pf, a challenge ACK answering a SYN
+//!   keeps the closed entry); a blind SYN-ACK, or a blind RST-ACK acking
+//!   the ISN itself, before the genuine SYN-ACK is `invalid` to both but
+//!   throws Linux's flow out of step, not this hook's; a responder whose
+//!   first segment seen is not a SYN-ACK gives its window (Linux stays
+//!   in `SYN_SENT` and calls the originator's ACKs `invalid`). Unlike
+//!   pf, a challenge ACK answering a SYN
 //!   (RFC 5961: the server still holds a connection the table lost, as
 //!   after a restart) passes and sets nothing, as in Linux, so the
 //!   originator's RST and its next SYN reconnect.

@@ -495,6 +495,43 @@ fn icmp_echo_pairs_up_v4_and_v6() {
     assert_eq!(t.see(echo4(B, A, true, 7)), (Inv, false));
 }
 
+#[test]
+fn an_echo_of_identifier_0_is_not_the_address_pairs_icmp_flow() {
+    // Other informational ICMP (a timestamp request, a neighbour
+    // advertisement) is tracked by address pair with ports 0, as an echo
+    // of identifier 0 from the lower address would be keyed: the two
+    // must stay apart (found by a tester's captures against Linux).
+    let mut t = T::new();
+    let mut ts = Vec::new();
+    eth()
+        .ipv4(A, B, 64)
+        .icmpv4_raw(13, 0, [0; 4])
+        .write(&mut ts, &[0; 12])
+        .unwrap();
+    assert_eq!(t.see(ts), (New, false));
+    assert_eq!(
+        t.see(echo4(B, A, true, 0)),
+        (Inv, false),
+        "a reply to no echo request"
+    );
+    // IPv6: a neighbour advertisement, then an error quoting an echo of
+    // identifier 0 that was never sent.
+    let mut na = Vec::new();
+    eth()
+        .ipv6(A6, B6, 255)
+        .icmpv6_raw(136, 0, [0; 4])
+        .write(&mut na, &[0; 16])
+        .unwrap();
+    assert_eq!(t.see(na), (New, false));
+    assert_eq!(
+        t.see(icmp6_error(B6, A6, 1, &echo6(A6, B6, false, 0))),
+        (Inv, false)
+    );
+    // The echo itself still pairs up.
+    assert_eq!(t.see(echo4(A, B, false, 0)), (New, false));
+    assert_eq!(t.see(echo4(B, A, true, 0)), (Est, true));
+}
+
 /// An ICMP error from `from` to `to` quoting `orig` (an Ethernet frame).
 pub(super) fn icmp4_error(from: [u8; 4], to: [u8; 4], ty: u8, code: u8, orig: &[u8]) -> Vec<u8> {
     let quoted = &orig[14..(14 + 28).min(orig.len())];
