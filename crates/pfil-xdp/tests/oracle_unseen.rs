@@ -120,7 +120,10 @@ fn what_pfil_does_not_run_is_refused_by_name() {
         // Frozen `.rodata` knobs (libbpf's `const volatile`) that rule
         // code out: the kernel folds their values, pfil does not yet.
         ("rodata_dead_helper", "helper 69 (bpf_fib_lookup)"),
-        ("rodata_dead_uninit", "which is not initialised on every path here"),
+        (
+            "rodata_dead_uninit",
+            "which is not initialised on every path here",
+        ),
     ] {
         let flags = read(&d.join(format!("{name}.cflags"))).unwrap_or_default();
         let flags: Vec<&str> = flags.split_whitespace().collect();
