@@ -29,6 +29,7 @@ use core::mem::offset_of;
 
 use crate::env::{Env, INLINE_BASES, STACK_FRAME, STACK_SIZE};
 use crate::insn::*;
+use crate::jit_live::reachable;
 use crate::verify::Access;
 use crate::x86::{cc, reg::*, Asm};
 use crate::{Helpers, MapRef};
@@ -94,26 +95,6 @@ enum Value {
     None,
     Reg(u8),
     Imm(i32),
-}
-
-/// The instructions some path reaches from a function's entry, the
-/// jumps in `decided` (pc, always taken) taking their one edge.
-fn reachable(insns: &[Insn], functions: &[usize], decided: &[(usize, bool)]) -> Vec<bool> {
-    let n = insns.len();
-    let mut reach = vec![false; n];
-    let mut work: Vec<usize> = functions.to_vec();
-    while let Some(pc) = work.pop() {
-        if pc >= n || reach[pc] {
-            continue;
-        }
-        reach[pc] = true;
-        work.extend(
-            crate::jit_live::successors(insns, pc, decided)
-                .into_iter()
-                .flatten(),
-        );
-    }
-    reach
 }
 
 /// Compiles a verified program.
@@ -306,7 +287,9 @@ pub(crate) fn compile(
                 pc = e;
             }
             // `x = 1; if c goto +1; x = 0`: `xor x, x; cmp; setcc x`.
-            BPF_ALU | BPF_ALU64 if crate::jit_plan::set_flag(insns, pc, &plan) => {
+            BPF_ALU | BPF_ALU64
+                if crate::jit_plan::set_flag(insns, pc, &plan, &analysis.decided) =>
+            {
                 let j = insns[pc + 1];
                 a.rr(0x31, false, d, d);
                 compare(&mut a, &j);

@@ -192,6 +192,31 @@ fn a_flag_set_by_a_comparison_agrees_and_jumps_between_stop_it() {
 }
 
 #[test]
+fn a_flag_on_a_jump_the_bounds_decide_is_not_fused() {
+    // The comparison's operand is set only for it; the verifier decides
+    // the jump (taken: a register that is 0 compared equal to 0; not
+    // taken: one at most 5 compared above 100), so the JIT emits no
+    // compare and not the operand's definition either: a fused `setcc`
+    // would read whatever the register held (found with a folded
+    // `.rodata` setting, `tests/c/co_re.c`).
+    for (cmp, want) in [
+        ("jeq %r1, 0, +1", 1),
+        ("jne %r1, 0, +1", 0),
+        ("jgt %r1, 100, +1", 0),
+    ] {
+        let set = if cmp.starts_with("jgt") {
+            "ldxb %r1, [%r2+0]\nand %r1, 5"
+        } else {
+            "mov %r1, 0"
+        };
+        let text = prog(&format!(
+            "{set}\nmov %r6, 1\n{cmp}\nmov %r6, 0\nmov %r0, %r6"
+        ));
+        assert_eq!(both(&text, &[0xff; 16]), want, "{cmp}");
+    }
+}
+
+#[test]
 fn an_and_within_the_verifiers_bound_agrees_also_after_a_join() {
     // r4 <= 0xff on the straight path (a no-op `and 0xff`), a wider
     // value where a jump joins it: not a no-op there.
@@ -225,7 +250,7 @@ fn an_and_within_the_verifiers_bound_agrees_also_after_a_join() {
                 p.insns(),
                 &Helpers::new(),
                 &LoadOptions::default(),
-                &[],
+                (&[], &[]),
                 &[],
             )
             .unwrap()
@@ -328,8 +353,14 @@ fn jumps_the_bounds_decide_agree_and_emit_no_compare() {
         let always = (0..=mask).all(decided);
         let known = always || (0..=mask).all(|v| !decided(v));
         let insns = assemble(&text).unwrap();
-        let a = crate::verify::verify(&insns, &Helpers::new(), &LoadOptions::default(), &[], &[])
-            .unwrap();
+        let a = crate::verify::verify(
+            &insns,
+            &Helpers::new(),
+            &LoadOptions::default(),
+            (&[], &[]),
+            &[],
+        )
+        .unwrap();
         let want: Vec<(usize, bool)> = if known { vec![(8, always)] } else { vec![] };
         assert_eq!(a.decided, want, "{text}");
         // Decided: neither the compare nor the dead arm is emitted, so
@@ -369,8 +400,14 @@ fn a_compare_bounds_the_value_on_its_edge() {
         assert_eq!(both(text, &pkt[..42.max(at as usize + 2)]), want);
     }
     let insns = assemble(text).unwrap();
-    let a =
-        crate::verify::verify(&insns, &Helpers::new(), &LoadOptions::default(), &[], &[]).unwrap();
+    let a = crate::verify::verify(
+        &insns,
+        &Helpers::new(),
+        &LoadOptions::default(),
+        (&[], &[]),
+        &[],
+    )
+    .unwrap();
     assert_eq!(
         a.access[13],
         crate::verify::Access::Packet,

@@ -141,6 +141,28 @@ pub(crate) fn live_out_with(
     }
 }
 
+/// The instructions some path reaches from a function's entry, the
+/// jumps in `decided` (pc, always taken) taking their one edge: what the
+/// JIT emits, and where the verifier refuses a helper call it cannot
+/// run.
+pub(crate) fn reachable(
+    insns: &[Insn],
+    functions: &[usize],
+    decided: &[(usize, bool)],
+) -> Vec<bool> {
+    let n = insns.len();
+    let mut reach = vec![false; n];
+    let mut work: Vec<usize> = functions.to_vec();
+    while let Some(pc) = work.pop() {
+        if pc >= n || reach[pc] {
+            continue;
+        }
+        reach[pc] = true;
+        work.extend(successors(insns, pc, decided).into_iter().flatten());
+    }
+    reach
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -509,7 +509,7 @@ pub(crate) fn or_flags(
 
 /// `x = 1; if c goto +1; x = 0` at `pc`, nothing jumping between, `x`
 /// no operand of the comparison: `x = c` (the JIT's `setcc`).
-pub(crate) fn set_flag(insns: &[Insn], pc: usize, plan: &Plan) -> bool {
+pub(crate) fn set_flag(insns: &[Insn], pc: usize, plan: &Plan, decided: &[(usize, bool)]) -> bool {
     let (Some(i), Some(j), Some(k)) = (insns.get(pc), insns.get(pc + 1), insns.get(pc + 2)) else {
         return false;
     };
@@ -529,6 +529,10 @@ pub(crate) fn set_flag(insns: &[Insn], pc: usize, plan: &Plan) -> bool {
         && !operand
         && x != 10
         && plan.plain_run(pc, 3)
+        // A jump the verifier decided compares nothing: its operands'
+        // definitions may not be emitted (found with a folded `.rodata`
+        // setting), so the flag is not computed from them.
+        && decided.binary_search_by_key(&(pc + 1), |d| d.0).is_err()
 }
 
 /// `d = *(p + k); r0 = d` at `pc` with `d` read on no path after, the

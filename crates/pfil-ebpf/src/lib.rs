@@ -347,9 +347,9 @@ impl Program {
         helpers: &Helpers,
         opts: &LoadOptions,
     ) -> Result<Program, VerifyError> {
-        let map_refs = resolve_maps(&mut insns, maps)?;
+        let (map_refs, consts) = resolve_maps(&mut insns, maps)?;
         acquire_release_as_plain(&mut insns);
-        let a = verify::verify(&insns, helpers, opts, &map_refs, maps)?;
+        let a = verify::verify(&insns, helpers, opts, (&map_refs, &consts), maps)?;
         let read_only = insns.iter().all(|i| match i.class() {
             BPF_ST | BPF_STX => i.dst == 10 && i.code & 0xe0 == BPF_MEM,
             BPF_JMP => !(i.op() == BPF_CALL && i.src == 0),

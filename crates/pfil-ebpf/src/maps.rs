@@ -18,6 +18,10 @@ pub struct MapRef {
     /// For maps whose value is addressed directly (global data: `.data`,
     /// `.rodata`, `.bss`), the value's memory, for `LDDW` with src 2. The
     /// region must also be given to [`Env::new`](crate::Env::new) for the program to reach it.
+    /// A region that is not writable is a constant for the program's
+    /// life (a frozen `.rodata`): the verifier reads it, to fold loads of
+    /// it and decide the jumps they settle, so its bytes must not change
+    /// after [`Program::load`](crate::Program::load).
     pub direct: Option<Region>,
     /// For array maps (ARRAY, PERCPU_ARRAY) whose lookups the JIT may
     /// compile inline, as the kernel's `array_map_gen_lookup`: no helper
@@ -38,11 +42,14 @@ pub struct ArrayLayout {
 }
 
 /// Rewrites `LDDW` with a map pseudo-source into a plain 64-bit immediate.
-pub(crate) fn resolve_maps(
-    insns: &mut [Insn],
-    maps: &[MapRef],
-) -> Result<Vec<(usize, u32)>, VerifyError> {
+/// The map references of a program after [`resolve_maps`]: the LDDWs of
+/// map handles (pc, map), and of addresses in a read-only directly
+/// addressed value (pc, map, offset), whose bytes the verifier may read.
+pub(crate) type Resolved = (Vec<(usize, u32)>, Vec<(usize, u32, u32)>);
+
+pub(crate) fn resolve_maps(insns: &mut [Insn], maps: &[MapRef]) -> Result<Resolved, VerifyError> {
     let mut refs = Vec::new();
+    let mut consts = Vec::new();
     let mut pc = 0;
     while pc < insns.len() {
         if insns[pc].code == LDDW {
@@ -79,6 +86,9 @@ pub(crate) fn resolve_maps(
                             )
                         })?;
                         let off = imm2 as u32 as u64;
+                        if !d.writable {
+                            consts.push((pc, imm as u32, off as u32));
+                        }
                         if off >= d.len {
                             return Err(VerifyError::new(
                                 pc,
@@ -105,5 +115,5 @@ pub(crate) fn resolve_maps(
             pc += 1;
         }
     }
-    Ok(refs)
+    Ok((refs, consts))
 }

@@ -388,12 +388,17 @@ fn successors(pc: usize, i: &Insn) -> ([Option<i64>; 2], Option<i64>) {
     }
 }
 
+/// A program's resolved map references (`resolve_maps`): the LDDWs of
+/// map handles (pc, map), and of addresses in read-only values (pc, map,
+/// offset).
+pub(crate) type MapRefs<'a> = (&'a [(usize, u32)], &'a [(usize, u32, u32)]);
+
 /// Verifies `insns` (map references already resolved).
 pub(crate) fn verify(
     insns: &[Insn],
     helpers: &Helpers,
     opts: &LoadOptions,
-    map_refs: &[(usize, u32)],
+    (map_refs, consts): MapRefs<'_>,
     maps: &[MapRef],
 ) -> Result<Analysis> {
     let kernel_rules = opts.kernel_rules;
@@ -433,6 +438,7 @@ pub(crate) fn verify(
     let mut succ = vec![Succ::NONE; n];
     let mut calls: Vec<(usize, usize)> = Vec::new();
     let mut starts = vec![0usize];
+    let mut unknown: Vec<usize> = Vec::new();
     let target = |pc: usize, t: i64, what: &str| -> Result<usize> {
         if t < 0 || t as usize >= n {
             return err(pc, format!("{what} to {t}, outside the program (0..{n})"));
@@ -453,7 +459,20 @@ pub(crate) fn verify(
             continue;
         }
         let i = &insns[pc];
-        uses[pc] = check_insn(pc, i, helpers, kernel_rules)?;
+        if i.code == BPF_JMP | BPF_CALL && i.src == 0 && helpers.get(i.imm as u32).is_none() {
+            // A helper the program was not given: refused below if a path
+            // reaches it (code a frozen `.rodata` setting rules out is
+            // not, as in the kernel). Until then it reads nothing (its
+            // arguments are not known) and ends r1-r5.
+            unknown.push(pc);
+            uses[pc] = Use {
+                reads: 0,
+                writes: 1,
+                kills: R1_R5,
+            };
+        } else {
+            uses[pc] = check_insn(pc, i, helpers, kernel_rules)?;
+        }
         let (ss, call) = successors(pc, i);
         for (k, s) in ss.into_iter().enumerate() {
             if let Some(t) = s {
@@ -582,9 +601,17 @@ pub(crate) fn verify(
         starts: &starts,
         order: &order,
         map_refs,
+        consts,
         maps,
     }
     .run(opts)?;
+    if !unknown.is_empty() {
+        let reach = crate::jit_live::reachable(insns, &starts, &decided);
+        if let Some(&pc) = unknown.iter().find(|&&pc| reach[pc]) {
+            // The structural check's own refusal, with its message.
+            check_insn(pc, &insns[pc], helpers, kernel_rules)?;
+        }
+    }
     let any = access.iter().any(|&a| a != Access::Checked);
     Ok(Analysis {
         back_edge_cost,

@@ -32,6 +32,9 @@ pub(super) struct Flow<'a> {
     pub order: &'a [usize],
     /// LDDWs of map handles: (pc, map index), by pc.
     pub map_refs: &'a [(usize, u32)],
+    /// LDDWs of addresses in a read-only directly addressed map value:
+    /// (pc, map index, offset), by pc (`resolve_maps`).
+    pub consts: &'a [(usize, u32, u32)],
     pub maps: &'a [MapRef],
 }
 
@@ -103,6 +106,34 @@ impl Flow<'_> {
             .binary_search_by_key(&pc, |m| m.0)
             .ok()
             .map(|k| self.map_refs[k].1)
+    }
+
+    /// The [`CONST`] type of the LDDW at `pc`, if it loads an address in a
+    /// read-only map value that fits the type's bits.
+    fn const_at(&self, pc: usize) -> Option<u32> {
+        let k = self.consts.binary_search_by_key(&pc, |c| c.0).ok()?;
+        let (_, m, off) = self.consts[k];
+        (m < 256 && off <= CONST_OFF).then_some(CONST | m << 20 | off)
+    }
+
+    /// The bytes `[o, o + size)` of the read-only map value a [`CONST`]
+    /// type names, at offset `o` from it, as an unsigned value.
+    fn const_load(&self, ty: u32, delta: i64, size: usize) -> Option<u64> {
+        let m = self.maps.get(((ty & !KIND) >> 20) as usize)?;
+        let d = m.direct.filter(|d| !d.writable)?;
+        let o = i64::from(ty & CONST_OFF) + delta;
+        let o = u64::try_from(o).ok()?;
+        if o.checked_add(size as u64)? > d.len {
+            return None;
+        }
+        let mut b = [0u8; 8];
+        // SAFETY: `d` is a read-only region the loader keeps alive and
+        // unchanged for the program's life (`MapRef::direct`), and
+        // `[o, o + size)` lies inside it (checked above; size <= 8).
+        unsafe {
+            std::ptr::copy_nonoverlapping((d.start + o) as *const u8, b.as_mut_ptr(), size);
+        }
+        Some(u64::from_le_bytes(b))
     }
 
     /// Whether successor `k` of `pc` is its fall-through.
@@ -332,6 +363,18 @@ impl Flow<'_> {
                     OTHER
                 },
             );
+        } else if i.code == BPF_ALU64 | BPF_ADD | BPF_K && dty & KIND == CONST {
+            // An address in a frozen value, moved: still one while the
+            // offset fits (a load past the value is checked at run time).
+            let k = i64::from(dty & CONST_OFF) + i64::from(i.imm);
+            out.set(
+                d,
+                if (0..=i64::from(CONST_OFF)).contains(&k) {
+                    (dty & !CONST_OFF) | k as u32
+                } else {
+                    OTHER
+                },
+            );
         } else if i.code == BPF_ALU64 | BPF_ADD | BPF_K && dty & KIND == PKT {
             // base + k: still a packet pointer while 0 <= k < 2^16.
             let k = (dty & !KIND) as i64 + i.imm as i64;
@@ -364,11 +407,21 @@ impl Flow<'_> {
                 4 => out.set(d, PKT_END),
                 _ => out.set(d, OTHER),
             }
+        } else if let Some(v) =
+            (i.class() == BPF_LDX && i.code & 0xe0 == BPF_MEM && sty & KIND == CONST)
+                .then(|| self.const_load(sty, i64::from(i.off), i.size()))
+                .flatten()
+        {
+            // A load of a frozen value (a `const volatile` setting): the
+            // value itself, as the kernel reads a frozen map.
+            out.exact(d, v);
         } else if i.class() == BPF_LDX && i.code & 0xe0 == BPF_MEM && i.size() < 8 {
             // Zero-extended.
             out.scalar(d, (1u64 << (8 * i.size())) - 1);
         } else if let (LDDW, Some(m)) = (i.code, self.map_at(pc)) {
             out.set(d, MAP | m);
+        } else if let (LDDW, Some(c)) = (i.code, self.const_at(pc)) {
+            out.set(d, c);
         } else if i.code == LDDW {
             let hi = insns.get(pc + 1).map_or(0, |h| h.imm as u32 as u64);
             out.scalar(d, (i.imm as u32 as u64) | (hi << 32));
@@ -516,11 +569,29 @@ impl Flow<'_> {
             let proven = (st.ty[p] & !KIND) <= limit && (st.id[p] == 0 || limit > 0);
             return proven.then_some((pc, taken));
         }
-        if i.class() != BPF_JMP || i.code & BPF_X != 0 || st.ty[i.dst as usize] != OTHER {
+        let jmp32 = i.class() == BPF_JMP32;
+        if !(i.class() == BPF_JMP || jmp32) || i.code & BPF_X != 0 || st.ty[i.dst as usize] != OTHER
+        {
             return None;
         }
         let (hi, k) = (st.bound(i.dst as usize), i.imm as i64 as u64);
+        let lo = st.low(i.dst as usize);
+        // A 32-bit compare reads the low half: the same as the 64-bit one
+        // of a value under 2^32 with the constant's low half.
+        let (hi, k) = match jmp32 {
+            false => (hi, k),
+            true if hi <= u64::from(u32::MAX) => (hi, k & 0xffff_ffff),
+            true => return None,
+        };
         let taken = match i.op() {
+            // A value known exactly (at most 0, or a frozen setting).
+            BPF_JEQ if lo == hi && hi == k => true,
+            BPF_JNE if lo == hi && hi == k => false,
+            BPF_JEQ | BPF_JNE if k < lo => i.op() == BPF_JNE,
+            BPF_JGT if lo > k => true,
+            BPF_JGE if lo >= k => true,
+            BPF_JLT if lo >= k => false,
+            BPF_JLE if lo > k => false,
             BPF_JGT if hi <= k => false,
             BPF_JGE if hi < k => false,
             BPF_JEQ if hi < k => false,

@@ -90,7 +90,7 @@ fn one_pass_and_two_passes_agree_on_forward_code() {
         let p = program(seed, 20 + (seed as usize % 60));
         let verify = |two: bool| {
             TWO.with(|t| t.set(two));
-            let r = crate::verify::verify(&p, &h, &opts, &[], &[]);
+            let r = crate::verify::verify(&p, &h, &opts, (&[], &[]), &[]);
             TWO.with(|t| t.set(false));
             r.map(|a| (a.access, a.lookups))
         };

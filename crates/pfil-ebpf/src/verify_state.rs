@@ -28,6 +28,11 @@ pub(super) const PKT: u32 = 0x4000_0000;
 pub(super) const PKT_END: u32 = 0x5000_0000;
 /// `r10 - k` of the current frame (k in the low bits, 0..=512).
 pub(super) const STACK: u32 = 0x6000_0000;
+/// An address in a read-only directly addressed map value (a frozen
+/// `.rodata`): the map in bits 20..28, the offset in the low 20 bits.
+pub(super) const CONST: u32 = 0x7000_0000;
+/// [`CONST`]'s offset bits.
+pub(super) const CONST_OFF: u32 = (1 << 20) - 1;
 
 /// The largest packet offset tracked (the kernel's `MAX_PACKET_OFF`):
 /// bounds of bases and constant offsets alike.
@@ -54,6 +59,9 @@ pub(super) struct State {
     pub vrange: [u32; 11],
     /// Scalars (`OTHER`): an upper bound, unsigned (`u64::MAX`: none).
     pub hi: [u64; 11],
+    /// Scalars: a lower bound, unsigned (0: none). Only a load of a
+    /// frozen value sets one (the value: `lo == hi`).
+    pub lo: [u64; 11],
 }
 
 impl State {
@@ -67,6 +75,7 @@ impl State {
             vmax: [0; 11],
             vrange: [0; 11],
             hi: [u64::MAX; 11],
+            lo: [0; 11],
         }
     }
 
@@ -77,6 +86,22 @@ impl State {
         self.vmax[r] = 0;
         self.vrange[r] = 0;
         self.hi[r] = u64::MAX;
+        self.lo[r] = 0;
+    }
+
+    /// Makes `r` the scalar `v` exactly.
+    pub fn exact(&mut self, r: usize, v: u64) {
+        self.scalar(r, v);
+        self.lo[r] = v;
+    }
+
+    /// `r`'s lower bound if it is a scalar.
+    pub fn low(&self, r: usize) -> u64 {
+        if self.ty[r] == OTHER {
+            self.lo[r]
+        } else {
+            0
+        }
     }
 
     /// Makes `r` a scalar of at most `hi`.
@@ -101,6 +126,7 @@ impl State {
         self.vmax[d] = from.vmax[s];
         self.vrange[d] = from.vrange[s];
         self.hi[d] = from.hi[s];
+        self.lo[d] = from.lo[s];
     }
 
     /// Bytes from `r`'s base proven in the packet.
@@ -182,6 +208,7 @@ impl State {
                     0
                 };
                 m.hi[r] = self.hi[r].max(o.hi[r]);
+                m.lo[r] = self.lo[r].min(o.lo[r]);
             } else if pkt {
                 let (oa, ob) = (a & !KIND, b & !KIND);
                 // The first register of its group names the new base.
@@ -246,6 +273,9 @@ impl State {
         for r in 0..11 {
             if self.ty[r] == OTHER && self.hi[r] != old.hi[r] {
                 self.hi[r] = u64::MAX;
+            }
+            if self.lo[r] != old.lo[r] {
+                self.lo[r] = 0;
             }
             let moved =
                 old.ty[r] != self.ty[r] || old.id[r] != self.id[r] || old.vmax[r] != self.vmax[r];

@@ -136,6 +136,33 @@ impl XdpConfig {
             verify_kernel,
         })
     }
+
+    /// Write the entries of `obj`'s read-only global data (`.rodata`,
+    /// libbpf's `const volatile` settings) into their initial values, as
+    /// a skeleton sets them before it loads the program: such a map is
+    /// frozen once loaded (the verifier folds its values), so it cannot
+    /// be written after. The other entries, to set once loaded.
+    ///
+    /// # Errors
+    /// An entry of such a map whose key is not index 0 or whose value is
+    /// not the whole section.
+    pub fn preset<'c>(&'c self, obj: &mut crate::Object) -> Result<Vec<&'c MapEntry>, String> {
+        let mut rest = Vec::new();
+        for e in &self.entries {
+            let Some(def) = obj.maps.iter_mut().find(|m| m.name == e.map && m.readonly) else {
+                rest.push(e);
+                continue;
+            };
+            if e.key != [0; 4] || e.value.len() != def.value_size as usize {
+                return Err(format!(
+                    "map {}: read-only global data is one value of {} bytes at key 0 0 0 0",
+                    e.map, def.value_size
+                ));
+            }
+            def.init = Some(e.value.clone());
+        }
+        Ok(rest)
+    }
 }
 
 #[cfg(test)]

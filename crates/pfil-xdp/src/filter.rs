@@ -123,7 +123,8 @@ impl XdpFilter {
     fn build(config: &str, workers: usize, keep: &[Arc<crate::Map>]) -> Result<XdpFilter, String> {
         let c = XdpConfig::parse(config)?;
         let bytes = read_object(&c.path)?;
-        let obj = Object::parse(&bytes).map_err(|e| format!("@{}: {e}", c.path))?;
+        let mut obj = Object::parse(&bytes).map_err(|e| format!("@{}: {e}", c.path))?;
+        let rest = c.preset(&mut obj)?;
         if c.verify_kernel {
             let p = obj
                 .program(c.program.as_deref())
@@ -139,7 +140,7 @@ impl XdpFilter {
         }
         let prog = XdpProgram::load(&obj, c.program.as_deref(), workers, keep)
             .map_err(|e| format!("@{}: {e}", c.path))?;
-        for e in &c.entries {
+        for e in rest {
             let m = prog.map(&e.map).ok_or_else(|| {
                 let names: Vec<&str> = prog.maps().iter().map(|m| m.name()).collect();
                 format!(

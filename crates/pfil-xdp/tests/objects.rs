@@ -312,3 +312,63 @@ fn every_installed_object_loads_or_is_refused_by_name() {
     }
     assert!(seen >= 10);
 }
+
+#[test]
+fn frozen_rodata_settings_rule_code_out_as_in_the_kernel() {
+    // tests/c/unseen/rodata_dead_*.c: code under a `const volatile`
+    // setting that is 0. pfil folds the frozen `.rodata` as the kernel
+    // does: a helper pfil lacks there, or a variable set and read only
+    // there, is no refusal. Set to 1 in the hook's config (before load,
+    // as a skeleton sets it), the code is live and checked.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/unseen");
+    let Some(helper) = clang::compile_in(&dir, "rodata_dead_helper") else {
+        return;
+    };
+    let Some(uninit) = clang::compile_in(&dir, "rodata_dead_uninit") else {
+        return;
+    };
+    let config = |o: &std::path::Path, knob: u8| {
+        format!(
+            "@{}; map .rodata key 0 0 0 0 value {knob} 0 0 0",
+            o.display()
+        )
+    };
+    for o in [&helper, &uninit] {
+        let f = pfil_xdp::XdpFilter::from_config(&config(o, 0), 1)
+            .unwrap_or_else(|e| panic!("{}: {e}", o.display()));
+        let mut frame = [0u8; 64];
+        assert_eq!(
+            f.program().run(0, &mut frame, 0, 64, 1, 0).unwrap().action,
+            2
+        );
+        // Frozen: the control side cannot change what the verifier read.
+        let rodata = f.program().map(".rodata").unwrap();
+        let e = rodata.update(&[0; 4], &[1, 0, 0, 0], 0).unwrap_err();
+        assert!(format!("{e:?}").contains("frozen"), "{e:?}");
+    }
+    let e = pfil_xdp::XdpFilter::from_config(&config(&helper, 1), 1)
+        .err()
+        .unwrap();
+    assert!(e.contains("helper 69 (bpf_fib_lookup)"), "{e}");
+    // The variable is set and read on the same live path now.
+    let f = pfil_xdp::XdpFilter::from_config(&config(&uninit, 1), 1).unwrap();
+    let mut frame = [0u8; 64];
+    assert_eq!(
+        f.program().run(0, &mut frame, 0, 64, 1, 3).unwrap().action,
+        2
+    );
+    let out = f.program().map("out").unwrap();
+    let want = 3u64.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    assert_eq!(out.lookup(&[0; 4]).unwrap().unwrap(), want.to_le_bytes());
+    // A bad setting is named.
+    let e = pfil_xdp::XdpFilter::from_config(
+        &format!(
+            "@{}; map .rodata key 1 0 0 0 value 1 0 0 0",
+            uninit.display()
+        ),
+        1,
+    )
+    .err()
+    .unwrap();
+    assert!(e.contains("read-only global data"), "{e}");
+}

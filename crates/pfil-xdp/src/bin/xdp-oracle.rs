@@ -169,13 +169,17 @@ fn run(args: &Args) -> Result<bool, String> {
         return Err("the kernel cannot be asked here: bpf(2) needs root (CAP_BPF)".into());
     }
     let cpu = oracle::pin_cpu().map_err(|e| format!("pin to a CPU: {e}"))?;
-    let mut o = Oracle::load(&bytes, cfg.program.as_deref(), cpu)?;
+    let mut rest = Vec::new();
+    let mut o = Oracle::load_with(&bytes, cfg.program.as_deref(), cpu, |obj| {
+        rest = cfg.preset(obj)?.into_iter().cloned().collect();
+        Ok(())
+    })?;
     let name = o.ours[0].1.name().to_owned();
     println!(
         "{}: program {name}: loaded by the kernel and by pfil (JIT and interpreter)",
         cfg.path
     );
-    for e in &cfg.entries {
+    for e in &rest {
         o.set(e)?;
     }
     let traffic = traffic(args)?;

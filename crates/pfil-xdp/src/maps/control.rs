@@ -29,6 +29,15 @@ impl Map {
     /// with `flags` ([`BPF_ANY`](super::BPF_ANY),
     /// [`BPF_NOEXIST`](super::BPF_NOEXIST), [`BPF_EXIST`](super::BPF_EXIST)).
     pub fn update(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
+        if self.readonly {
+            // Frozen, as the kernel freezes it: the program's verifier
+            // read its bytes as constants.
+            return Err(MapError::Invalid(format!(
+                "map {:?} is read-only global data, frozen at load (its values are constants \
+                 to the program): set it in the hook's config",
+                self.name
+            )));
+        }
         if value.len() != self.user_value_size() {
             return Err(MapError::Invalid(format!(
                 "value of {} bytes, map {:?} takes {}",

@@ -189,7 +189,23 @@ impl Oracle {
     /// What the object's parse, the kernel's verifier (its log's last
     /// lines) or pfil's loader said, naming which.
     pub fn load(bytes: &[u8], program: Option<&str>, cpu: usize) -> Result<Oracle, String> {
-        let obj = Object::parse(bytes).map_err(|e| format!("object: {e}"))?;
+        Oracle::load_with(bytes, program, cpu, |_| Ok(()))
+    }
+
+    /// [`Oracle::load`] with `preset` run on the object first (e.g.
+    /// [`XdpConfig::preset`](crate::XdpConfig::preset): `.rodata` settings,
+    /// written before load on both sides).
+    ///
+    /// # Errors
+    /// As [`Oracle::load`], and what `preset` said.
+    pub fn load_with(
+        bytes: &[u8],
+        program: Option<&str>,
+        cpu: usize,
+        preset: impl FnOnce(&mut Object) -> Result<(), String>,
+    ) -> Result<Oracle, String> {
+        let mut obj = Object::parse(bytes).map_err(|e| format!("object: {e}"))?;
+        preset(&mut obj)?;
         let p = obj.program(program).map_err(|e| format!("object: {e}"))?;
         let kernel = KernelProgram::load(&obj, p).map_err(|e| format!("the kernel: {e}"))?;
         let workers = kernel::possible_cpus().max(cpu + 1);

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// (Written by a tester, 2026-12-06.) Not run by pfil yet: the kernel
+// (Written by a tester, 2026-12-06; refused by pfil at first.) The kernel
 // reads a frozen .rodata knob's value and never verifies code it rules out;
-// pfil's verifier does not fold .rodata loads to constants, so it refuses
-// the helper it does not have (bpf_fib_lookup) in the dead branch.
+// pfil folds them too (a frozen .rodata, its loads constants), so the
+// helper it does not have (bpf_fib_lookup) in the dead branch is no refusal.
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// (Written by a tester, 2026-12-06.) Not run by pfil yet: a value set and
+// (Written by a tester, 2026-12-06; refused by pfil at first.) A value set and
 // used only under a frozen .rodata knob that is 0. The kernel prunes both
-// branches from the knob's known value; pfil merges the paths and refuses
-// the read of the register never set.
+// branches from the knob's known value, and so does pfil now: no read of
+// the register never set is left.
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
