@@ -31,6 +31,19 @@ fn both(text: &str, pkt: &[u8]) -> u64 {
     out[0].unwrap()
 }
 
+/// The verifier's analysis of `insns` (no maps, no helpers).
+fn verify_plain(
+    insns: &[crate::insn::Insn],
+) -> Result<crate::verify::Analysis, crate::VerifyError> {
+    crate::verify::verify(
+        insns,
+        &Helpers::new(),
+        &LoadOptions::default(),
+        (&[], &[]),
+        &[],
+    )
+}
+
 /// `data + 16 <= data_end` proven, r2 = data; the body, then `out: exit`.
 fn prog(body: &str) -> String {
     format!(
@@ -246,16 +259,10 @@ fn an_and_within_the_verifiers_bound_agrees_also_after_a_join() {
                 })
                 .unwrap();
             // A no-op where the bound holds (straight, mask 0xff or wider).
-            let no_op = crate::verify::verify(
-                p.insns(),
-                &Helpers::new(),
-                &LoadOptions::default(),
-                (&[], &[]),
-                &[],
-            )
-            .unwrap()
-            .no_op_ands
-            .contains(&and_pc);
+            let no_op = verify_plain(p.insns())
+                .unwrap()
+                .no_op_ands
+                .contains(&and_pc);
             assert_eq!(no_op, !join && mask != 0x7f, "{text}");
             for sel in [0u8, 1] {
                 let mut p = [0xe7u8; 16];
@@ -353,14 +360,7 @@ fn jumps_the_bounds_decide_agree_and_emit_no_compare() {
         let always = (0..=mask).all(decided);
         let known = always || (0..=mask).all(|v| !decided(v));
         let insns = assemble(&text).unwrap();
-        let a = crate::verify::verify(
-            &insns,
-            &Helpers::new(),
-            &LoadOptions::default(),
-            (&[], &[]),
-            &[],
-        )
-        .unwrap();
+        let a = verify_plain(&insns).unwrap();
         let want: Vec<(usize, bool)> = if known { vec![(8, always)] } else { vec![] };
         assert_eq!(a.decided, want, "{text}");
         // Decided: neither the compare nor the dead arm is emitted, so
@@ -400,14 +400,7 @@ fn a_compare_bounds_the_value_on_its_edge() {
         assert_eq!(both(text, &pkt[..42.max(at as usize + 2)]), want);
     }
     let insns = assemble(text).unwrap();
-    let a = crate::verify::verify(
-        &insns,
-        &Helpers::new(),
-        &LoadOptions::default(),
-        (&[], &[]),
-        &[],
-    )
-    .unwrap();
+    let a = verify_plain(&insns).unwrap();
     assert_eq!(
         a.access[13],
         crate::verify::Access::Packet,
