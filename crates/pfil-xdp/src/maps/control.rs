@@ -28,6 +28,10 @@ impl Map {
     /// Control side: set `key` to `value` ([`Map::user_value_size`] bytes)
     /// with `flags` ([`BPF_ANY`](super::BPF_ANY),
     /// [`BPF_NOEXIST`](super::BPF_NOEXIST), [`BPF_EXIST`](super::BPF_EXIST)).
+    /// A read-only map (`.rodata`) refuses: it is frozen at load, as the
+    /// kernel freezes it (the program's verifier read its values); its
+    /// initial value is the object's, or the hook config's
+    /// ([`XdpConfig::preset`](crate::XdpConfig::preset)).
     pub fn update(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
         if self.readonly {
             // Frozen, as the kernel freezes it: the program's verifier
