@@ -459,7 +459,13 @@ pub(crate) fn verify(
             continue;
         }
         let i = &insns[pc];
-        if i.code == BPF_JMP | BPF_CALL && i.src == 0 && helpers.get(i.imm as u32).is_none() {
+        // (Reserved fields set: refused now, as any malformed call.)
+        let well_formed = i.dst == 0 && i.off == 0;
+        if i.code == BPF_JMP | BPF_CALL
+            && i.src == 0
+            && well_formed
+            && helpers.get(i.imm as u32).is_none()
+        {
             // A helper the program was not given: refused below if a path
             // reaches it (code a frozen `.rodata` setting rules out is
             // not, as in the kernel). Until then it reads nothing (its

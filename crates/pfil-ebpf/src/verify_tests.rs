@@ -128,6 +128,14 @@ fn helpers_must_be_given_and_are_named() {
         "{e}"
     );
     assert!(refuse("call 9999\nexit").reason.contains("9999"));
+    // Only where a path reaches it: behind a jump the bounds decide
+    // (r1 is 0), as the kernel skips code a frozen setting rules out.
+    accept("mov %r1, 0\njne %r1, 0, +1\nja +1\ncall 9999\nmov %r0, 2\nexit");
+    assert!(
+        refuse("mov %r1, 1\njne %r1, 0, +1\nja +1\ncall 9999\nmov %r0, 2\nexit")
+            .reason
+            .contains("9999")
+    );
 }
 
 #[test]

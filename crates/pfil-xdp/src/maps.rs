@@ -352,7 +352,7 @@ impl Map {
             // A devmap slot without a device (ifindex 0) is empty, as the
             // kernel's NULL netdev_map entry; a cpumap's without a queue
             // (qsize 0) too.
-            if self.kind.is_redirect() && self.devmap_ifindex(s) == 0 {
+            if self.kind.is_redirect() && self.first_word(s) == 0 {
                 return None;
             }
             return Some(s);
@@ -391,7 +391,7 @@ impl Map {
             return None;
         }
         self.find(key)
-            .map(|s| self.devmap_ifindex(s))
+            .map(|s| self.first_word(s))
             .filter(|&w| w != 0)
     }
 

@@ -64,7 +64,7 @@ impl Map {
 
     /// A redirect map's slot's first word ([`MapType::is_redirect`]): a
     /// devmap's ifindex, a cpumap's queue size (0: empty).
-    pub(crate) fn devmap_ifindex(&self, slot: u32) -> u32 {
+    pub(crate) fn first_word(&self, slot: u32) -> u32 {
         // SAFETY: as in read_slot: a redirect map's value is at least 4 bytes
         // (Map::new checks) inside the arena.
         unsafe { std::ptr::read_unaligned(self.slot_ptr(slot, 0).cast::<u32>()) }
