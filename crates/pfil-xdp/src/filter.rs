@@ -322,8 +322,8 @@ impl XdpFilter {
         let what = format!("xdp program {:?}: {f}{near}", self.prog.name());
         // What the program did, for the operator: the chain's log line
         // that follows ("hook panicked; link quarantined") cannot read it
-        // from the payload. Once per worker at most: the link is
-        // quarantined and not called again.
+        // from the payload. Once per link and worker at most: the link
+        // is quarantined and not called again.
         tracing::error!(target: "pfil_xdp", worker, "faulted: {what}");
         std::panic::resume_unwind(Box::new(XdpFault(what)));
     }
