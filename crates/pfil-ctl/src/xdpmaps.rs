@@ -118,6 +118,7 @@ fn describe(m: &Map) -> Value {
         "value_size": m.value_size(),
         "max_entries": m.max_entries(),
         "flags": m.flags(),
+        "not_made": m.not_made(),
     })
 }
 
@@ -320,7 +321,7 @@ pub(crate) fn human(r: &Value) -> String {
         ));
         for m in maps {
             o.push_str(&format!(
-                "  {}  {}  key {}B  value {}B  max_entries {}  flags {:#x}\n",
+                "  {}  {}  key {}B  value {}B  max_entries {}  flags {:#x}",
                 m["name"].as_str().unwrap_or(""),
                 m["type"].as_str().unwrap_or(""),
                 m["key_size"],
@@ -328,6 +329,10 @@ pub(crate) fn human(r: &Value) -> String {
                 m["max_entries"],
                 m["flags"].as_u64().unwrap_or(0)
             ));
+            if let Some(why) = m["not_made"].as_str() {
+                o.push_str(&format!("  (not made: {why})"));
+            }
+            o.push('\n');
         }
         return o;
     }

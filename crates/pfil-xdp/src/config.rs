@@ -4,6 +4,7 @@
 //! ```text
 //! @PATH [program NAME]
 //! map MAP key BYTES value BYTES      (any number, one per line or after `;`)
+//! map MAP max_entries N              (a map's size, as its loader sets it)
 //! verify kernel                      (optional)
 //! ```
 //!
@@ -21,6 +22,11 @@
 //! map filter_ports key 0x00 0x35 0 0 value 10 0 0 0 0 0 0 0
 //! """
 //! ```
+//!
+//! `map MAP max_entries N` sizes a map before it is made, as a loader's
+//! `bpf_map__set_max_entries` does: objects leave some maps for their
+//! loader to size (`max_entries` 0, which the kernel refuses, as pfil
+//! does without the line).
 //!
 //! `verify kernel` asks the kernel's verifier too (`BPF_PROG_LOAD`, as
 //! root), as a second opinion: the hook is refused when the kernel
@@ -52,6 +58,8 @@ pub struct XdpConfig {
     pub program: Option<String>,
     /// Map entries to set when the hook is built.
     pub entries: Vec<MapEntry>,
+    /// Maps sized by the config (`map MAP max_entries N`), in order.
+    pub sizes: Vec<(String, u32)>,
     /// Ask the kernel's verifier too (`verify kernel`).
     pub verify_kernel: bool,
 }
@@ -63,6 +71,25 @@ pub fn parse_byte(t: &str) -> Result<u8, String> {
         None => t.parse::<u8>(),
     };
     r.map_err(|_| format!("`{t}` is not a byte (0-255, or 0x00-0xff)"))
+}
+
+/// `map MAP max_entries N`: `Some((MAP, N))`; `None` for another line.
+fn max_entries(line: &str) -> Result<Option<(String, u32)>, String> {
+    let t: Vec<&str> = line.split_whitespace().collect();
+    let [map, name, max_entries, rest @ ..] = t.as_slice() else {
+        return Ok(None);
+    };
+    if *map != "map" || *max_entries != "max_entries" {
+        return Ok(None);
+    }
+    let usage = || format!("MAPS: expected `map {name} max_entries N` (N from 1), got `{line}`");
+    match rest {
+        [n] => match n.parse::<u32>() {
+            Ok(n) if n > 0 => Ok(Some(((*name).to_owned(), n))),
+            _ => Err(usage()),
+        },
+        _ => Err(usage()),
+    }
 }
 
 fn entry(line: &str) -> Result<MapEntry, String> {
@@ -122,9 +149,12 @@ impl XdpConfig {
         }
         let mut verify_kernel = false;
         let mut entries = Vec::new();
+        let mut sizes = Vec::new();
         for line in parts {
             if line.split_whitespace().eq(["verify", "kernel"]) {
                 verify_kernel = true;
+            } else if let Some(size) = max_entries(line)? {
+                sizes.push(size);
             } else {
                 entries.push(entry(line)?);
             }
@@ -133,6 +163,7 @@ impl XdpConfig {
             path: path.to_owned(),
             program,
             entries,
+            sizes,
             verify_kernel,
         })
     }
@@ -141,12 +172,31 @@ impl XdpConfig {
     /// libbpf's `const volatile` settings) into their initial values, as
     /// a skeleton sets them before it loads the program: such a map is
     /// frozen once loaded (the verifier folds its values), so it cannot
-    /// be written after. The other entries, to set once loaded.
+    /// be written after. The other entries, to set once loaded. The sizes
+    /// (`map MAP max_entries N`) are set first.
     ///
     /// # Errors
     /// An entry of such a map whose key is not index 0 or whose value is
-    /// not the whole section.
+    /// not the whole section; a size for a map the object does not have,
+    /// or for global data.
     pub fn preset<'c>(&'c self, obj: &mut crate::Object) -> Result<Vec<&'c MapEntry>, String> {
+        for (name, n) in &self.sizes {
+            let names: Vec<&str> = obj.maps.iter().map(|m| m.name.as_str()).collect();
+            let names = names.join(", ");
+            let def = obj
+                .maps
+                .iter_mut()
+                .find(|m| m.name == *name)
+                .ok_or_else(|| {
+                    format!("map {name}: the object has no such map (its maps: {names})")
+                })?;
+            if def.origin == crate::object::MapOrigin::Global {
+                return Err(format!(
+                    "map {name}: global data is one value; its size is the section's"
+                ));
+            }
+            def.max_entries = *n;
+        }
         let mut rest = Vec::new();
         for e in &self.entries {
             let Some(def) = obj.maps.iter_mut().find(|m| m.name == e.map && m.readonly) else {
@@ -196,7 +246,14 @@ mod tests {
                 value: vec![2]
             }
         );
+        let c = XdpConfig::parse("@/x.o\nmap m max_entries 16; map n max_entries 0x10").err();
+        assert!(c.unwrap().contains("max_entries N"));
+        let c = XdpConfig::parse("@/x.o\nmap m max_entries 16\nmap m key 1 value 2").unwrap();
+        assert_eq!((c.sizes, c.entries.len()), (vec![("m".into(), 16)], 1));
         for bad in [
+            "@/x.o\nmap m max_entries 0",
+            "@/x.o\nmap m max_entries",
+            "@/x.o\nmap m max_entries 1 2",
             "@/x.o\nmap",
             "@/x.o\nmap m key value 1",
             "@/x.o\nmap m key 1 value",

@@ -44,6 +44,7 @@ mod arena;
 mod control;
 mod lru;
 mod lru_map;
+mod make;
 mod table;
 #[cfg(test)]
 mod table_tests;
@@ -102,6 +103,8 @@ pub struct Map {
     lru_refs: std::sync::Arc<[std::sync::atomic::AtomicU8]>,
     /// LRU_HASH: entries evicted to make room.
     evictions: AtomicU64,
+    /// Not made, and why (see [`Map::not_made`]).
+    inert: Option<String>,
 }
 
 // SAFETY: the arena is shared by design: programs and the control side
@@ -130,137 +133,6 @@ pub struct ArenaRegion {
 pub const MAX_ARENA: usize = 1 << 30;
 
 impl Map {
-    /// Allocate the map `def` for `workers` workers and fill its initial
-    /// value (global data).
-    ///
-    /// # Errors
-    /// Sizes the kernel refuses (a zero key or value, a key that is not 4
-    /// bytes for an array, an LPM key without its prefix) or an arena over
-    /// [`MAX_ARENA`].
-    pub fn new(def: &MapDef, workers: usize) -> Result<Map, MapError> {
-        let inv = |m: String| MapError::Invalid(format!("map {:?}: {m}", def.name));
-        let (ks, vs, n) = (
-            def.key_size as usize,
-            def.value_size as usize,
-            def.max_entries as usize,
-        );
-        if vs == 0 || n == 0 || ks == 0 {
-            return Err(inv(format!(
-                "key size {ks}, value size {vs}, max_entries {n}: none may be 0"
-            )));
-        }
-        if def.kind.is_array() && ks != 4 {
-            return Err(inv(format!(
-                "an {} has 4-byte keys, not {ks}",
-                def.kind.name()
-            )));
-        }
-        if def.kind.is_redirect() && vs != 4 && vs != 8 {
-            return Err(inv(format!(
-                "a {} value is 4 or 8 bytes, not {vs}",
-                def.kind.name()
-            )));
-        }
-        if def.kind == MapType::LpmTrie && (ks <= 4 || ks > 4 + 256) {
-            return Err(inv(format!(
-                "an lpm_trie key is 4 bytes of prefix length then 1-256 bytes, not {ks}"
-            )));
-        }
-        // An LRU_HASH's lists are per CPU (worker); with one set of lists
-        // per CPU each has the same number of entries (the kernel rounds
-        // max_entries up to a multiple of the CPUs).
-        let lru_cpus = workers.max(1);
-        let n = if def.kind == MapType::LruHash && def.flags & BPF_F_NO_COMMON_LRU != 0 {
-            n.div_ceil(lru_cpus) * lru_cpus
-        } else {
-            n
-        };
-        let workers = if def.kind.per_cpu() {
-            workers.max(1)
-        } else {
-            1
-        };
-        let stride = vs.div_ceil(8) * 8;
-        // HASH: one slot more than entries, the spare an update of a
-        // present key writes into (see `Index::spare`); an LRU_HASH takes
-        // a node from its lists instead, as the kernel's.
-        let replaces = matches!(def.kind, MapType::Hash | MapType::DevmapHash);
-        let slots = n + usize::from(replaces);
-        // Per-CPU maps: one section per worker (the kernel's per-CPU
-        // areas), a whole number of cache lines, so that workers updating
-        // their own values do not share lines and a worker's values are
-        // dense.
-        let section =
-            stride
-                .checked_mul(slots)
-                .map(|b| if workers > 1 { b.div_ceil(64) * 64 } else { b });
-        let bytes = section
-            .and_then(|b| b.checked_mul(workers))
-            .filter(|&b| b <= MAX_ARENA)
-            .ok_or_else(|| {
-                inv(format!(
-                    "{n} entries of {vs} bytes exceed {MAX_ARENA} bytes"
-                ))
-            })?;
-        // Zeroed by the allocator (fresh pages are not touched until used:
-        // a large map costs nothing at load).
-        let zeroed: Box<[u64]> = vec![0u64; bytes / 8].into_boxed_slice();
-        // SAFETY: UnsafeCell<u64> is repr(transparent) over u64, so the
-        // slice has the same layout; ownership moves from one Box to the other.
-        let arena: Box<[UnsafeCell<u64>]> =
-            unsafe { Box::from_raw(Box::into_raw(zeroed) as *mut [UnsafeCell<u64>]) };
-        let lru = (def.kind == MapType::LruHash).then(|| {
-            parking_lot::Mutex::new(lru::Lru::new(
-                n,
-                lru_cpus,
-                def.flags & BPF_F_NO_COMMON_LRU != 0,
-            ))
-        });
-        let lru_refs = lru
-            .as_ref()
-            .map_or_else(|| std::sync::Arc::from(Vec::new()), |l| l.lock().refs());
-        let table = match def.kind {
-            MapType::Hash | MapType::PercpuHash | MapType::LruHash | MapType::DevmapHash => {
-                Some(Table::new(slots, ks, MAX_ARENA).ok_or_else(|| {
-                    inv(format!("{n} keys of {ks} bytes exceed {MAX_ARENA} bytes"))
-                })?)
-            }
-            _ => None,
-        };
-        let index = Index {
-            free: (0..n as u32).rev().collect(),
-            spare: replaces.then_some(n as u32),
-            owners: if def.kind == MapType::LruHash {
-                vec![None; n]
-            } else {
-                Vec::new()
-            },
-            ..Index::default()
-        };
-        let m = Map {
-            name: def.name.clone(),
-            kind: def.kind,
-            key_size: ks,
-            value_size: vs,
-            max_entries: n,
-            flags: def.flags,
-            readonly: def.readonly,
-            workers,
-            stride,
-            section: section.unwrap_or(0),
-            arena,
-            index: RwLock::new(index),
-            table,
-            lru,
-            lru_refs,
-            evictions: AtomicU64::new(0),
-        };
-        if let Some(init) = &def.init {
-            m.write_slot(0, 0, init);
-        }
-        Ok(m)
-    }
-
     /// The map's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -305,6 +177,7 @@ impl Map {
 
     /// `key` is `key_size` bytes, or the error naming both.
     fn check_key(&self, key: &[u8]) -> Result<(), MapError> {
+        self.check_runs()?;
         if key.len() == self.key_size {
             return Ok(());
         }
@@ -314,6 +187,24 @@ impl Map {
             self.name,
             self.key_size
         )))
+    }
+
+    /// Why this map was not made, if it was not: an object's map that
+    /// its program does not use and pfil could not make (a type pfil does
+    /// not run, as an xskmap; `max_entries` 0, left for a loader to set).
+    /// It holds nothing, and the control side refuses it.
+    pub fn not_made(&self) -> Option<&str> {
+        self.inert.as_deref()
+    }
+
+    /// A made map; else the refusal, saying why it was not.
+    pub(crate) fn check_runs(&self) -> Result<(), MapError> {
+        match &self.inert {
+            None => Ok(()),
+            Some(why) => Err(MapError::Invalid(format!(
+                "{why}; the program does not use it, so it was not made and holds nothing"
+            ))),
+        }
     }
 
     fn array_index(&self, key: &[u8]) -> Option<u32> {
@@ -403,6 +294,7 @@ impl Map {
         if key.len() != self.key_size
             || worker >= self.workers && self.kind.per_cpu()
             || self.kind == MapType::Cpumap
+            || self.inert.is_some()
         {
             return std::ptr::null_mut();
         }
@@ -427,6 +319,7 @@ impl Map {
         flags: u64,
         worker: usize,
     ) -> Result<(), MapError> {
+        self.check_runs()?;
         if self.kind.is_redirect() {
             return Err(MapError::Invalid(format!(
                 "a {} is updated from the control side only",

@@ -161,7 +161,7 @@ impl Object {
     /// Parse `data`, a clang `-target bpf` object.
     ///
     /// # Errors
-    /// A malformed file, an unsupported map type or relocation, a CO-RE
+    /// A malformed file, an unsupported relocation, a CO-RE
     /// relocation pfil cannot answer, a call to a kernel function...
     /// anything the loader cannot do exactly as libbpf would, named.
     pub fn parse(data: &[u8]) -> Result<Object, LoadError> {
@@ -365,8 +365,7 @@ fn legacy_maps(elf: &Elf<'_>, maps: &mut Vec<MapDef>) -> Result<(), LoadError> {
         }
         maps.push(MapDef {
             name: y.name.clone(),
-            kind: MapType::from_raw(w(0))
-                .map_err(|e| LoadError::Map(format!("map {:?}: {e}", y.name)))?,
+            kind: MapType::of_raw(w(0)),
             key_size: w(4),
             value_size: w(8),
             max_entries: w(12),
@@ -431,8 +430,7 @@ fn btf_maps(elf: &Elf<'_>, btf: Option<&Btf>, maps: &mut Vec<MapDef>) -> Result<
             }
         }
         let kind = kind.ok_or_else(|| LoadError::Map(format!("map {name:?} has no type")))?;
-        def.kind =
-            MapType::from_raw(kind).map_err(|e| LoadError::Map(format!("map {name:?}: {e}")))?;
+        def.kind = MapType::of_raw(kind);
         maps.push(def);
     }
     Ok(())

@@ -21,6 +21,35 @@ struct Slot {
     _state: Box<UnsafeCell<RunState>>,
 }
 
+/// Which of the object's maps program `name` loads (by index); refused if
+/// one is of a type pfil does not run
+/// ([`MapType::Other`](crate::MapType::Other)): such a map, and one it
+/// cannot make, is made inert, which only a program that never names it
+/// may be given.
+fn used_maps(obj: &Object, name: &str, insns: &[Insn]) -> Result<Vec<bool>, LoadError> {
+    use crate::object::{LDDW, PSEUDO_MAP_FD, PSEUDO_MAP_VALUE};
+    let mut used = vec![false; obj.maps.len()];
+    for i in insns
+        .iter()
+        .filter(|i| i.code == LDDW && (i.src == PSEUDO_MAP_FD || i.src == PSEUDO_MAP_VALUE))
+    {
+        let Some(m) = usize::try_from(i.imm).ok().filter(|&m| m < used.len()) else {
+            continue; // the verifier names a map index past the maps
+        };
+        used[m] = true;
+        let d = &obj.maps[m];
+        if !d.kind.runs() {
+            return Err(LoadError::Unsupported(format!(
+                "program {name:?} uses map {:?} of type {} ({}), which pfil does not run",
+                d.name,
+                d.kind.raw(),
+                d.kind.name()
+            )));
+        }
+    }
+    Ok(used)
+}
+
 /// What a run returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunResult {
@@ -117,14 +146,24 @@ impl XdpProgram {
         engine: Engine,
     ) -> Result<XdpProgram, LoadError> {
         let p = obj.program(name)?;
+        let insns = Insn::decode_all(&p.insns).map_err(|e| LoadError::Malformed(e.to_string()))?;
+        let used = used_maps(obj, &p.name, &insns)?;
         let mut maps = Vec::with_capacity(obj.maps.len());
-        for d in &obj.maps {
-            let kept = keep
-                .iter()
-                .find(|m| m.same_definition(d) && m.workers() == workers_of(d, workers));
+        for (d, &used) in obj.maps.iter().zip(&used) {
+            let kept = keep.iter().find(|m| {
+                m.same_definition(d)
+                    && m.workers() == workers_of(d, workers)
+                    && (!used || m.not_made().is_none())
+            });
             maps.push(match kept {
                 Some(m) => m.clone(),
-                None => Arc::new(Map::new(d, workers).map_err(|e| LoadError::Map(e.to_string()))?),
+                None => Arc::new(match Map::new(d, workers) {
+                    Ok(m) => m,
+                    // The kernel's loader makes every map of the object;
+                    // one the program never names need not be.
+                    Err(e) if !used => Map::inert(d, e.to_string()),
+                    Err(e) => return Err(LoadError::Map(e.to_string())),
+                }),
             });
         }
         let refs: Vec<MapRef> = maps
@@ -148,7 +187,6 @@ impl XdpProgram {
                 }
             })
             .collect();
-        let insns = Insn::decode_all(&p.insns).map_err(|e| LoadError::Malformed(e.to_string()))?;
         let mut opts = LoadOptions::default();
         opts.jit &= engine == Engine::Jit;
         let prog = pfil_ebpf::Program::load(insns, &refs, &xdp_helpers(), &opts)

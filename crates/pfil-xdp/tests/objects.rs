@@ -194,12 +194,85 @@ fn unsupported_helpers_and_map_types_are_refused_by_name() {
     let Some(path) = clang::compile("bad_map") else {
         return;
     };
-    let e = pfil_xdp::XdpFilter::from_config(&format!("@{}", path.display()), 1)
+    let obj = format!("@{}", path.display());
+    // A program that uses a map of a type pfil does not run is refused,
+    // naming the map and its type...
+    let e = pfil_xdp::XdpFilter::from_config(&format!("{obj} program uses_xsk"), 1)
         .err()
         .unwrap();
     assert!(
-        e.contains("map type 27 (ringbuf) is not supported") && e.contains("events"),
+        e.contains("uses_xsk") && e.contains("\"xsks\" of type 17 (xskmap)"),
         "{e}"
+    );
+    // ...one that does not loads: its object's ringbuf and xskmap are not
+    // made, and the control side says why.
+    let f = pfil_xdp::XdpFilter::from_config(&format!("{obj} program unused"), 2).unwrap();
+    let xsks = f.program().map("xsks").unwrap();
+    assert_eq!((xsks.kind().raw(), xsks.kind().name()), (17, "xskmap"));
+    assert!(!xsks.kind().runs() && xsks.entries().is_empty() && xsks.not_made().is_some());
+    assert!(f
+        .program()
+        .map("sized")
+        .unwrap()
+        .not_made()
+        .unwrap()
+        .contains("max_entries 0"));
+    for e in [
+        xsks.lookup(&[0; 4]).unwrap_err(),
+        xsks.update(&[0; 4], &[0; 4], 0).unwrap_err(),
+        xsks.delete(&[0; 4]).unwrap_err(),
+    ] {
+        assert!(
+            e.to_string().contains(
+                "\"xsks\": type 17 (xskmap) is not one pfil runs; the program does not use it"
+            ),
+            "{e}"
+        );
+    }
+    assert!(f.program().map("events").unwrap().lookup(&[]).is_err());
+    // A map its loader sizes (max_entries 0) is refused as the kernel
+    // refuses it, naming the config line that sizes it; with the line,
+    // the program runs and uses it.
+    let e = pfil_xdp::XdpFilter::from_config(&format!("{obj} program uses_sized"), 1)
+        .err()
+        .unwrap();
+    assert!(
+        e.contains("max_entries 0") && e.contains("`map sized max_entries N`"),
+        "{e}"
+    );
+    let e = pfil_xdp::XdpFilter::from_config(
+        &format!("{obj} program uses_sized\nmap nosuch max_entries 4"),
+        1,
+    )
+    .err()
+    .unwrap();
+    assert!(e.contains("map nosuch: the object has no such map") && e.contains("sized"));
+    let kernel = if pfil_xdp::kernel::available() {
+        "\nverify kernel"
+    } else {
+        ""
+    };
+    let f = pfil_xdp::XdpFilter::from_config(
+        &format!("{obj} program uses_sized\nmap sized max_entries 2{kernel}"),
+        1,
+    )
+    .unwrap();
+    let sized = f.program().map("sized").unwrap();
+    assert_eq!(sized.max_entries(), 2);
+    for q in [0u32, 1, 1, 5] {
+        let mut frame = [0u8; 64];
+        let r = f.program().run(0, &mut frame, 0, 64, 1, q).unwrap();
+        assert_eq!(r.action, 1, "XDP_DROP");
+    }
+    let mut got = sized.entries();
+    got.sort();
+    // Queue 5's key did not fit: the map is full at 2 entries.
+    assert_eq!(
+        got,
+        [
+            (0u32.to_le_bytes().to_vec(), 1u64.to_le_bytes().to_vec()),
+            (1u32.to_le_bytes().to_vec(), 2u64.to_le_bytes().to_vec())
+        ]
     );
     let e = pfil_xdp::XdpFilter::from_config(&format!("@{BPF_DIR}/xdpdump_bpf.o"), 1)
         .err()

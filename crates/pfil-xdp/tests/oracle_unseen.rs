@@ -110,8 +110,11 @@ fn what_pfil_does_not_run_is_refused_by_name() {
     for (name, why) in [
         ("bpf_loop", "callbacks, as bpf_loop"),
         ("fib_lookup", "helper 69 (bpf_fib_lookup)"),
-        ("ringbuf", "map type 27 (ringbuf) is not supported"),
-        ("tail_call", "map type 3 (prog_array) is not supported"),
+        ("ringbuf", "of type 27 (ringbuf), which pfil does not run"),
+        (
+            "tail_call",
+            "of type 3 (prog_array), which pfil does not run",
+        ),
         // A kernel-valid program pfil does not run yet, refused with its
         // reason: a register set and used under one condition (the
         // kernel's path-by-path verifier accepts it).

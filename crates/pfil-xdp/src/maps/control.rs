@@ -33,6 +33,7 @@ impl Map {
     /// initial value is the object's, or the hook config's
     /// ([`XdpConfig::preset`](crate::XdpConfig::preset)).
     pub fn update(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
+        self.check_runs()?;
         if self.readonly {
             // Frozen, as the kernel freezes it: the program's verifier
             // read its bytes as constants.
@@ -71,6 +72,9 @@ impl Map {
     /// Control side: every key, in an unspecified order (for arrays every
     /// index).
     pub fn keys(&self) -> Vec<Vec<u8>> {
+        if self.inert.is_some() {
+            return Vec::new();
+        }
         if self.kind.is_array() {
             return (0..self.max_entries as u32)
                 .map(|i| i.to_le_bytes().to_vec())

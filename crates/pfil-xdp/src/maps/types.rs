@@ -27,6 +27,12 @@ pub enum MapType {
     Cpumap,
     /// `BPF_MAP_TYPE_DEVMAP_HASH` (25): a devmap keyed by any 4-byte key.
     DevmapHash,
+    /// A type pfil does not run (xskmap, ringbuf, perf_event_array...),
+    /// with the kernel's number. An object may define one: it loads as
+    /// long as the program run does not use the map (as a program of the
+    /// same object that does is refused, naming it). Such a map is not
+    /// made: it holds nothing, and the control side refuses it.
+    Other(u32),
 }
 
 const MAP_TYPE_NAMES: [&str; 31] = [
@@ -65,8 +71,23 @@ const MAP_TYPE_NAMES: [&str; 31] = [
 
 impl MapType {
     /// The type for the kernel's number, or an error naming an unsupported one.
+    ///
+    /// # Errors
+    /// A type pfil does not run (see [`MapType::Other`]).
     pub fn from_raw(n: u32) -> Result<MapType, String> {
-        Ok(match n {
+        match MapType::of_raw(n) {
+            MapType::Other(n) => Err(format!(
+                "map type {n} ({}) is not supported",
+                MapType::Other(n).name()
+            )),
+            t => Ok(t),
+        }
+    }
+
+    /// The type for the kernel's number, [`MapType::Other`] for one pfil
+    /// does not run.
+    pub fn of_raw(n: u32) -> MapType {
+        match n {
             1 => MapType::Hash,
             2 => MapType::Array,
             5 => MapType::PercpuHash,
@@ -76,11 +97,8 @@ impl MapType {
             14 => MapType::Devmap,
             16 => MapType::Cpumap,
             25 => MapType::DevmapHash,
-            _ => {
-                let name = MAP_TYPE_NAMES.get(n as usize).copied().unwrap_or("unknown");
-                return Err(format!("map type {n} ({name}) is not supported"));
-            }
-        })
+            n => MapType::Other(n),
+        }
     }
 
     /// The kernel's number.
@@ -95,12 +113,22 @@ impl MapType {
             MapType::Devmap => 14,
             MapType::Cpumap => 16,
             MapType::DevmapHash => 25,
+            MapType::Other(n) => n,
         }
     }
 
-    /// The kernel's name (`percpu_array`).
+    /// The kernel's name (`percpu_array`; `unknown` past the types the
+    /// kernel had when this was written).
     pub fn name(self) -> &'static str {
-        MAP_TYPE_NAMES[self.raw() as usize]
+        MAP_TYPE_NAMES
+            .get(self.raw() as usize)
+            .copied()
+            .unwrap_or("unknown")
+    }
+
+    /// A type pfil runs (not [`MapType::Other`]).
+    pub fn runs(self) -> bool {
+        !matches!(self, MapType::Other(_))
     }
 
     /// One value per worker.

@@ -332,7 +332,15 @@ impl Oracle {
     /// # Errors
     /// The first map that differs, or the kernel's dump failing.
     pub fn compare_maps(&self) -> Result<(), Mismatch> {
-        for (i, d) in self.obj.maps.iter().enumerate() {
+        // A map of a type pfil does not run is not used by the program
+        // (the loader refused it otherwise): nothing to compare.
+        for (i, d) in self
+            .obj
+            .maps
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.kind.runs())
+        {
             let mut theirs = self.kernel.maps[i]
                 .entries()
                 .map_err(|e| Mismatch::Kernel(format!("dump of map {}: {e}", d.name)))?;
