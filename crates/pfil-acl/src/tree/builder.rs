@@ -158,6 +158,10 @@ pub(super) struct Builder<'a> {
     /// A trial build ([`Builder::trial`]): stop at the cap or at a leaf
     /// over the bound, the tree will be thrown away.
     pub(super) trial: bool,
+    /// Rules a trial has cut so far (a node's rules, summed over the
+    /// nodes), and the most it may ([`Trial::work`]).
+    pub(super) work: usize,
+    pub(super) work_cap: usize,
     /// Entries of the largest leaf of the tree being built.
     pub(super) tree_worst: usize,
     /// In a trial, the most entries a leaf may have.
@@ -232,6 +236,8 @@ impl<'a> Builder<'a> {
             cap,
             capped: false,
             trial: false,
+            work: 0,
+            work_cap: usize::MAX,
             tree_worst: 0,
             leaf_limit: 0,
             worst: 0,
@@ -330,6 +336,14 @@ impl<'a> Builder<'a> {
             self.capped = true;
             self.cancelled = true;
             return Err(EMPTY);
+        }
+        if self.trial {
+            self.work += ids.len();
+            if self.work > self.work_cap {
+                // Past the rules a trial may cut: it fails.
+                self.capped = true;
+                return Err(EMPTY);
+            }
         }
         // Prune after the first rule covering the whole box.
         let ids = match ids.iter().position(|&i| {

@@ -14,6 +14,9 @@ pub(super) struct Trial {
     pub(super) leaf_limit: usize,
     /// A node with at most this many rules is a leaf.
     pub(super) binth: usize,
+    /// The most rules it may cut, summed over its nodes, before it fails
+    /// (`usize::MAX`: no limit; [`Config::single_tree_work`]).
+    pub(super) work: usize,
 }
 
 /// Two parts of a tree's rules ([`Builder::halves`]).
@@ -101,6 +104,7 @@ impl Builder<'_> {
             budget,
             leaf_limit: self.cfg.leaf_bound.saturating_mul(2),
             binth: self.cfg.binth,
+            work: usize::MAX,
         };
         if self.cfg.single_tree_budget > 0 && ids.len() <= SINGLE_TREE_MAX_RULES && parts > 1 {
             // One tree if it is small enough: the cap stops the build
@@ -112,10 +116,16 @@ impl Builder<'_> {
                 .cfg
                 .leaf_bound
                 .saturating_mul(parts.min(self.cfg.max_trees));
+            let budget = (ids.len() * self.cfg.single_tree_budget).max(SINGLE_TREE_FLOOR);
+            let work = match self.cfg.single_tree_work {
+                0 => usize::MAX,
+                w => budget.saturating_mul(w),
+            };
             let single = Trial {
-                budget: (ids.len() * self.cfg.single_tree_budget).max(SINGLE_TREE_FLOOR),
+                budget,
                 leaf_limit,
                 binth: self.cfg.binth,
+                work,
             };
             if parallel {
                 // The single tree and the subsets' trees at once: the
@@ -285,12 +295,14 @@ impl Builder<'_> {
         self.trial = true;
         self.tree_worst = 0;
         self.binth = t.binth;
+        (self.work, self.work_cap) = (0, t.work);
         let (root, cut, _) = self.trial_root(ids);
         let fits = !self.capped;
         self.binth = self.cfg.binth;
         self.cap = self.cfg.max_entries;
         self.capped = false;
         self.trial = false;
+        self.work_cap = usize::MAX;
         if fits {
             return Some(Tree {
                 root,
@@ -339,6 +351,55 @@ mod tests {
             budget: cfg.max_entries,
             leaf_limit: 1 << 16,
             binth: cfg.binth,
+            work: usize::MAX,
+        }
+    }
+
+    /// A trial given fewer rules to cut than its tree needs fails; given
+    /// exactly as many, it is the same tree; and a build whose single
+    /// tree would need more than `single_tree_work` rules a unit of its
+    /// budget builds the subsets' trees instead (the same lookups).
+    #[test]
+    fn a_trial_past_its_work_gives_up() {
+        let cfg = Config::default();
+        let rs = acl1_1k();
+        let (br, ids) = boxes(&rs);
+        let t = roomy(&cfg);
+        let mut b = Builder::new(&br, &cfg, cfg.max_entries);
+        let start = b.used();
+        assert!(b.trial(&ids, t).is_some());
+        let (work, size) = (b.work, b.used() - start);
+        assert!(work >= ids.len(), "the root's rules at least: {work}");
+        let mut b = Builder::new(&br, &cfg, cfg.max_entries);
+        assert!(b
+            .trial(
+                &ids,
+                Trial {
+                    work: work - 1,
+                    ..t
+                }
+            )
+            .is_none());
+        assert_eq!(b.used(), start, "the failed trial is rolled back");
+        let mut b = Builder::new(&br, &cfg, cfg.max_entries);
+        assert!(b.trial(&ids, Trial { work, ..t }).is_some());
+        assert_eq!(b.used() - start, size);
+        // acl1_1k's single tree cuts 1.6 rules a unit of its budget.
+        let one = Classifier::with_config(&rs, &cfg);
+        let given_up = Classifier::with_config(
+            &rs,
+            &Config {
+                single_tree_work: 1,
+                ..cfg
+            },
+        );
+        assert_eq!(one.stats().trees, 1);
+        assert!(given_up.stats().trees > 1, "{:?}", given_up.stats());
+        let lin = crate::Linear::new(&rs);
+        for k in crate::classbench::trace(&rs.rules, 2000, 7) {
+            use crate::Classify;
+            let want = lin.classify(&k);
+            assert_eq!((one.classify(&k), given_up.classify(&k)), (want, want));
         }
     }
 

@@ -10,7 +10,8 @@
 //! one tree over all of them, and keeps it if it fits in
 //! [`Config::single_tree_budget`] 32-byte units per rule, or
 //! [`SINGLE_TREE_FLOOR`] units for a small set (the trial stops at that
-//! cap), with leaves of at most [`Config::leaf_bound`] times the number
+//! cap, or once it has cut [`Config::single_tree_work`] rules a unit of
+//! it), with leaves of at most [`Config::leaf_bound`] times the number
 //! of subsets it replaces (the same worst case as the subsets' trees): one walk per lookup is worth memory (acl1_10k, when it was
 //! measured: one tree of 5.2 MiB, 264 instructions a lookup, against two
 //! trees of 2.8 MiB and 279 with more mispredicted branches). Otherwise the
@@ -273,6 +274,16 @@ pub struct Config {
     /// rule, or [`SINGLE_TREE_FLOOR`] units if that is more; otherwise
     /// (or with 0) the rules are partitioned.
     pub single_tree_budget: usize,
+    /// The single-tree trial gives up once it has cut this many rules per
+    /// unit of its budget (a node's rules, summed over the nodes it cut):
+    /// a trial that fails costs its cap's worth of building, and the one
+    /// tree of rules that replicate that much is not worth the wait. Over
+    /// the 24 ClassBench sets, the 5 adversarial and the 2 generated ones
+    /// of the repository, every single tree that fits cut at most 9.2
+    /// rules a unit (fw3_1k; the 10k-rule sets at most 1.4), and the
+    /// trials that fail 2.2 to 31.9 (ipc1_10k_s8: 20.6, 177 ms of a
+    /// 233 ms serial build). 0: no limit.
+    pub single_tree_work: usize,
     /// The most leaf entries (rule copies, padding included) a tree may
     /// have in one leaf: a tree whose build needs a larger leaf, or more
     /// than [`tree_budget`](Self::tree_budget) units, is split into two
@@ -342,6 +353,7 @@ impl Default for Config {
             small_prefix: 16,
             merge_below: 16,
             single_tree_budget: 16,
+            single_tree_work: 12,
             root_cut_bits: 16,
             root_spfac: 64.0,
             leaf_bound: 64,

@@ -195,6 +195,7 @@ impl Builder<'_> {
         b.binth = t.binth;
         b.cap = (start + budget).min(cfg.max_entries);
         b.trial = true;
+        b.work_cap = t.work;
         let (root, cut, lean) = b.trial_root(ids);
         let units = b.real_used() - start;
         if b.cancelled || (b.budget_hit && start + budget >= cfg.max_entries) {
