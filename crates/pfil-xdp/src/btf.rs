@@ -63,13 +63,16 @@ fn u32_at(d: &[u8], off: usize) -> Result<u32, LoadError> {
         .ok_or_else(|| err(format!("record at {off} is truncated")))
 }
 
-/// One `__uint`/`__type` member of a BTF map definition.
+/// One `__uint`/`__type`/`__array` member of a BTF map definition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MapField {
     /// `__uint(name, N)`.
     Uint(u32),
     /// `__type(name, T)`: the size of `T`.
     Type(u32),
+    /// `__array(values, T)`: a prog_array's or map-in-map's inner
+    /// programs or maps (and, initialised, their first entries).
+    Values,
 }
 
 impl Btf {
@@ -250,6 +253,11 @@ impl Btf {
         let mut out = Vec::new();
         for (name, mt) in &t.members {
             let ptr = self.get(self.skip_mods(*mt)?)?;
+            if name == "values" && ptr.kind == KIND_ARRAY {
+                // `__array(values, T)`: `typeof(T) *values[]`.
+                out.push((name.clone(), MapField::Values));
+                continue;
+            }
             if ptr.kind != KIND_PTR {
                 return Err(err(format!(
                     "map field {name:?} is not written with __uint or __type"

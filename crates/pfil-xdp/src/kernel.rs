@@ -52,6 +52,9 @@ impl Attr {
     }
 }
 
+/// `BPF_MAP_TYPE_PERF_EVENT_ARRAY`.
+const BPF_MAP_TYPE_PERF_EVENT_ARRAY: u32 = 4;
+
 fn bpf(cmd: libc::c_long, attr: &mut Attr, what: &str) -> io::Result<libc::c_long> {
     // SAFETY: `attr` is a valid, writable 128-byte bpf_attr whose
     // pointers (set by the callers) point to live buffers of the sizes
@@ -103,10 +106,15 @@ impl KernelMap {
     pub fn create(def: &MapDef) -> io::Result<KernelMap> {
         let mut a = Attr::new();
         let flags = def.flags | if def.readonly { BPF_F_RDONLY_PROG } else { 0 };
+        // libbpf sizes a perf_event_array left at 0 to the CPUs.
+        let max_entries = match (def.kind.raw(), def.max_entries) {
+            (BPF_MAP_TYPE_PERF_EVENT_ARRAY, 0) => possible_cpus() as u32,
+            (_, n) => n,
+        };
         a.u32(0, def.kind.raw())
             .u32(4, def.key_size)
             .u32(8, def.value_size)
-            .u32(12, def.max_entries)
+            .u32(12, max_entries)
             .u32(16, flags);
         let name: Vec<u8> = def
             .name
@@ -263,7 +271,25 @@ impl KernelProgram {
         let maps = obj
             .maps
             .iter()
-            .map(KernelMap::create)
+            .map(|d| {
+                KernelMap::create(d).map_err(|e| {
+                    let hint = if d.max_entries == 0 {
+                        " (max_entries 0: a map its loader sizes; give it a size with \
+                         `map NAME max_entries N`)"
+                    } else {
+                        ""
+                    };
+                    io::Error::new(
+                        e.kind(),
+                        format!(
+                            "creating map {:?} ({}, max_entries {}): {e}{hint}",
+                            d.name,
+                            d.kind.name(),
+                            d.max_entries
+                        ),
+                    )
+                })
+            })
             .collect::<io::Result<Vec<_>>>()?;
         let mut insns = prog.insns.clone();
         for slot in 0..insns.len() / 8 {

@@ -84,7 +84,8 @@ pub struct Object {
     pub license: String,
     /// Every map of the object, in index order.
     pub maps: Vec<MapDef>,
-    /// Every XDP program.
+    /// Every XDP program that links (one that calls a kernel function,
+    /// say, is refused when named: [`Object::program`]).
     pub programs: Vec<Program>,
     /// Functions of executable sections whose names give no program type
     /// (`xdp_patch_ports`, `prog`: what `ip link ... sec NAME` and
@@ -95,6 +96,10 @@ pub struct Object {
     /// Functions of sections of another program type (`kprobe/...`,
     /// `tp_btf/...`, `tc`), with their section: not XDP programs.
     other: Vec<(String, String)>,
+    /// XDP programs that could not be linked (a kernel function called,
+    /// a relocation pfil cannot answer), with why: refused when named,
+    /// or when the only one, not for their neighbours.
+    broken: Vec<(String, LoadError)>,
 }
 
 /// The section names libbpf gives a program type other than XDP (the part
@@ -218,6 +223,7 @@ impl Object {
         }
         let text = elf.section(".text").filter(|s| s.size > 0).cloned();
         let (mut programs, mut legacy, mut other) = (Vec::new(), Vec::new(), Vec::new());
+        let mut broken = Vec::new();
         for s in elf
             .sections
             .iter()
@@ -246,14 +252,10 @@ impl Object {
                 continue;
             }
             for f in funcs {
-                programs.push(crate::link::link_program(
-                    &elf,
-                    s,
-                    f,
-                    text.as_ref(),
-                    &maps,
-                    core,
-                )?);
+                match crate::link::link_program(&elf, s, f, text.as_ref(), &maps, core) {
+                    Ok(p) => programs.push(p),
+                    Err(e) => broken.push((f.name.clone(), e)),
+                }
             }
         }
         Ok(Object {
@@ -262,6 +264,7 @@ impl Object {
             programs,
             legacy,
             other,
+            broken,
         })
     }
 
@@ -275,6 +278,9 @@ impl Object {
             Some(n) => {
                 if let Some(p) = self.programs.iter().find(|p| p.name == n) {
                     return Ok(p);
+                }
+                if let Some((_, e)) = self.broken.iter().find(|(f, _)| f == n) {
+                    return Err(e.clone());
                 }
                 if let Some((_, p)) = self.legacy.iter().find(|(f, _)| f == n) {
                     return p.as_ref().map_err(Clone::clone);
@@ -291,9 +297,10 @@ impl Object {
                     },
                 ))
             }
-            None => match self.programs.as_slice() {
-                [p] => Ok(p),
-                [] if !self.legacy.is_empty() => {
+            None => match (self.programs.as_slice(), self.broken.as_slice()) {
+                ([p], []) => Ok(p),
+                ([], [(_, e)]) => Err(e.clone()),
+                ([], []) if !self.legacy.is_empty() => {
                     let v: Vec<String> = self
                         .legacy
                         .iter()
@@ -308,7 +315,7 @@ impl Object {
                         v.join(", ")
                     )))
                 }
-                [] => Err(LoadError::NoProgram(
+                ([], []) => Err(LoadError::NoProgram(
                     "no XDP program (no function in a section named xdp, xdp/*, xdp.frags)".into(),
                 )),
                 _ => Err(LoadError::NoProgram(format!(
@@ -320,7 +327,8 @@ impl Object {
     }
 
     fn program_names(&self) -> String {
-        let v: Vec<&str> = self.programs.iter().map(|p| p.name.as_str()).collect();
+        let mut v: Vec<&str> = self.programs.iter().map(|p| p.name.as_str()).collect();
+        v.extend(self.broken.iter().map(|(f, _)| f.as_str()));
         if v.is_empty() {
             "none".into()
         } else {
@@ -406,11 +414,14 @@ fn btf_maps(elf: &Elf<'_>, btf: Option<&Btf>, maps: &mut Vec<MapDef>) -> Result<
             section: sec.index,
         };
         let mut kind = None;
+        let mut values = false;
         for (field, v) in btf.map_fields(ty)? {
             let n = match v {
                 MapField::Uint(n) | MapField::Type(n) => n,
+                MapField::Values => 0,
             };
             match (field.as_str(), &v) {
+                ("values", MapField::Values) => values = true,
                 ("type", MapField::Uint(_)) => kind = Some(n),
                 ("key_size" | "key", _) => def.key_size = n,
                 ("value_size" | "value", _) => def.value_size = n,
@@ -431,6 +442,16 @@ fn btf_maps(elf: &Elf<'_>, btf: Option<&Btf>, maps: &mut Vec<MapDef>) -> Result<
         }
         let kind = kind.ok_or_else(|| LoadError::Map(format!("map {name:?} has no type")))?;
         def.kind = MapType::of_raw(kind);
+        if values && def.value_size == 0 {
+            // A program's or inner map's fd, as libbpf sizes it.
+            def.value_size = 4;
+        }
+        if values && def.kind.runs() {
+            return Err(LoadError::Unsupported(format!(
+                "map {name:?}: inner programs or maps (`__array(values, ...)`) in a {}",
+                def.kind.name()
+            )));
+        }
         maps.push(def);
     }
     Ok(())

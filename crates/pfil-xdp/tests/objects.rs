@@ -286,6 +286,43 @@ fn unsupported_helpers_and_map_types_are_refused_by_name() {
 }
 
 #[test]
+fn a_program_loads_beside_neighbours_pfil_refuses() {
+    let Some(path) = clang::compile("neighbours") else {
+        return;
+    };
+    let obj = format!("@{}", path.display());
+    let f = pfil_xdp::XdpFilter::from_config(&format!("{obj} program plain"), 1).unwrap();
+    let mut frame = [0u8; 64];
+    assert_eq!(
+        f.program().run(0, &mut frame, 0, 64, 1, 0).unwrap().action,
+        3
+    );
+    frame[13] = 1;
+    assert_eq!(
+        f.program().run(0, &mut frame, 0, 64, 1, 0).unwrap().action,
+        2
+    );
+    let jmp = f.program().map("jmp").unwrap();
+    assert_eq!((jmp.kind().name(), jmp.value_size()), ("prog_array", 4));
+    assert!(jmp.not_made().is_some());
+    let refused = |name: &str| {
+        pfil_xdp::XdpFilter::from_config(&format!("{obj} program {name}"), 1)
+            .err()
+            .unwrap()
+    };
+    let e = refused("uses_kfunc");
+    assert!(
+        e.contains("\"uses_kfunc\" calls kernel function \"bpf_dynptr_from_xdp\""),
+        "{e}"
+    );
+    let e = refused("entry");
+    assert!(e.contains("\"jmp\" of type 3 (prog_array)"), "{e}");
+    // Without a name, every XDP program is listed, the refused one too.
+    let e = pfil_xdp::XdpFilter::from_config(&obj, 1).err().unwrap();
+    assert!(e.contains("slot0, entry, plain, uses_kfunc"), "{e}");
+}
+
+#[test]
 fn co_re_relocates_the_context_by_field_name() {
     let Some(path) = clang::compile("co_re") else {
         return;

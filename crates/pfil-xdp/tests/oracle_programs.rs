@@ -191,6 +191,32 @@ fn co_re_context_fields_like_the_kernel() {
 }
 
 #[test]
+fn a_program_beside_refused_neighbours_like_the_kernel() {
+    // tests/c/neighbours.c: `plain` beside a jump table initialised the
+    // libbpf way (made in the kernel, not in pfil) and a kfunc caller.
+    if !oracle::kernel_here() {
+        return;
+    }
+    let Some(path) = clang::compile("neighbours") else {
+        return;
+    };
+    oracle::pin_cpu();
+    let mut p = Pair::new(&std::fs::read(path).unwrap(), Some("plain"));
+    let mut actions = [0; 4];
+    for (what, f) in frames::generated() {
+        let a = p.run(&f, &what);
+        if let Some(n) = actions.get_mut(a as usize) {
+            *n += 1;
+        }
+    }
+    assert!(
+        p.runs > 100 && actions[2] > 0 && actions[3] > 0,
+        "{actions:?}"
+    );
+    p.same_maps("neighbours");
+}
+
+#[test]
 fn redirect_into_a_cpumap_and_a_devmap_hash_like_the_kernel() {
     // tests/c/redirect_maps.c: the first byte picks the map, byte 5 the
     // entry; hits, empty entries, misses and keys past a cpumap's end.
