@@ -308,7 +308,7 @@ fn xdp_context_converts_pointers() {
 ldxw %r2, [%r1+0]
 ldxw %r3, [%r9+4]
 ldxw %r4, [%r1+12]
-ldxh %r5, [%r1+16]
+ldxw %r5, [%r1+16]
 \
              mov %r0, %r3
 sub %r0, %r2

@@ -632,10 +632,25 @@ impl Flow<'_> {
             if i.class() != BPF_LDX {
                 return err(pc, "store into the context (struct xdp_md is read-only)");
             }
+            // As the kernel's `xdp_is_valid_access`: whole 4-byte fields,
+            // and not `egress_ifindex` (offset 20), which only a program
+            // of a devmap's entries may read.
             let sx = i.code & 0xe0 == BPF_MEMSX;
-            let pointer = matches!(off, 0 | 4 | 8) && size == 4 && !sx;
-            if !(pointer || (off >= 12 && off + size <= CTX_SIZE as i64)) {
-                return err(pc, format!("invalid access to the context: {size} bytes at offset {off} of struct xdp_md"));
+            let pointer = matches!(off, 0 | 4 | 8) && !sx;
+            let field = pointer || matches!(off, 12 | 16);
+            if size != 4 || !field || off + size > CTX_SIZE as i64 {
+                let why = if off == 20 && size == 4 {
+                    "egress_ifindex, which only a program of a devmap's entries (SEC \"xdp/devmap\") reads"
+                } else {
+                    "its fields are read whole, 4 bytes at a time"
+                };
+                return err(
+                    pc,
+                    format!(
+                        "invalid access to the context: {size} bytes at offset {off} of struct \
+                         xdp_md ({why})"
+                    ),
+                );
             }
             return Ok(Access::Ctx);
         }

@@ -107,7 +107,7 @@ fn unbounded_or_wrapping_offsets_keep_the_run_time_check() {
 #[test]
 fn a_join_of_two_offsets_proves_only_what_both_paths_have() {
     // r8 = data + 14 or data + 18 (ingress_ifindex decides).
-    let text = "ldxw %r2, [%r1+0]\nldxw %r3, [%r1+4]\nmov %r0, 0\nldxb %r5, [%r1+12]\n\
+    let text = "ldxw %r2, [%r1+0]\nldxw %r3, [%r1+4]\nmov %r0, 0\nldxw %r5, [%r1+12]\n\
                 mov %r8, %r2\nadd %r8, 14\njeq %r5, 0, join\nadd %r8, 4\njoin:\nmov %r4, %r8\n\
                 add %r4, 2\njgt %r4, %r3, out\nldxh %r0, [%r8+0]\nldxb %r6, [%r8+2]\n\
                 add %r0, %r6\nout:\nexit";

@@ -205,3 +205,29 @@ fn kernel_rules_refuse_zero_divisors_and_wide_shifts() {
         .contains("shift"));
     accept("mov %r0, 1\nlsh %r0, 63\nexit");
 }
+
+#[test]
+fn the_context_is_read_as_the_kernel_lets_an_interfaces_program() {
+    // Whole 4-byte fields: data, data_end, data_meta, ingress_ifindex,
+    // rx_queue_index.
+    for off in [0, 4, 8, 12, 16] {
+        accept(&format!("ldxw %r0, [%r1+{off}]\nmov %r0, 2\nexit"));
+    }
+    // Part of a field, more than one, egress_ifindex (a devmap entry
+    // program's), past the end, misaligned: the kernel's
+    // `xdp_is_valid_access` refuses each.
+    for (load, why) in [
+        ("ldxb %r0, [%r1+12]", "1 bytes at offset 12"),
+        ("ldxh %r0, [%r1+16]", "2 bytes at offset 16"),
+        ("ldxdw %r0, [%r1+12]", "8 bytes at offset 12"),
+        (
+            "ldxw %r0, [%r1+20]",
+            "offset 20 of struct xdp_md (egress_ifindex",
+        ),
+        ("ldxw %r0, [%r1+24]", "4 bytes at offset 24"),
+        ("ldxw %r0, [%r1+14]", "4 bytes at offset 14"),
+    ] {
+        let e = refuse(&format!("{load}\nmov %r0, 2\nexit"));
+        assert!(e.reason.contains(why), "{load}: {e}");
+    }
+}

@@ -150,10 +150,25 @@ fn is_other_kind(name: &str) -> bool {
 }
 
 fn is_xdp_section(name: &str) -> bool {
-    name == "xdp"
+    (name == "xdp"
         || name == "xdp.frags"
         || name.starts_with("xdp/")
-        || name.starts_with("xdp.frags/")
+        || name.starts_with("xdp.frags/"))
+        && !is_map_entry_section(name)
+}
+
+/// A section of programs for a devmap's or cpumap's entries (libbpf's
+/// `xdp/devmap`, `xdp/cpumap`, their `.frags` and legacy `xdp_devmap/`
+/// forms): the kernel runs them on frames redirected into the map, not
+/// on an interface's.
+fn is_map_entry_section(name: &str) -> bool {
+    let kind = name
+        .strip_prefix("xdp.frags/")
+        .or_else(|| name.strip_prefix("xdp/"))
+        .map(|k| k.split('/').next().unwrap_or(k));
+    matches!(kind, Some("devmap" | "cpumap"))
+        || name.starts_with("xdp_devmap/")
+        || name.starts_with("xdp_cpumap/")
 }
 
 pub(crate) fn is_global_data(name: &str) -> bool {
@@ -237,6 +252,10 @@ impl Object {
                 })
                 .collect();
             if !is_xdp_section(&s.name) {
+                if is_map_entry_section(&s.name) {
+                    other.extend(funcs.iter().map(|f| (f.name.clone(), s.name.clone())));
+                    continue;
+                }
                 // Kept out rather than refused: an object may carry
                 // programs of other kinds beside its XDP ones. Asking for
                 // one by name says why it is missing (Object::program);
@@ -287,6 +306,11 @@ impl Object {
                 }
                 Err(LoadError::NoProgram(
                     match self.other.iter().find(|(f, _)| f == n) {
+                        Some((_, sec)) if is_map_entry_section(sec) => format!(
+                            "{n:?} is in section {sec:?}: a program for a devmap's or cpumap's \
+                             entries, which the kernel runs on frames redirected into the map; \
+                             pfil runs XDP programs on an interface's frames"
+                        ),
                         Some((_, sec)) => format!(
                             "{n:?} is in section {sec:?}, a program of another type than XDP"
                         ),

@@ -323,6 +323,41 @@ fn a_program_loads_beside_neighbours_pfil_refuses() {
 }
 
 #[test]
+fn context_reads_the_kernel_refuses_are_refused() {
+    let Some(path) = clang::compile("ctx_access") else {
+        return;
+    };
+    let obj = Object::parse(&std::fs::read(&path).unwrap()).unwrap();
+    for (name, why) in [
+        (
+            "narrow",
+            "1 bytes at offset 12 of struct xdp_md (its fields are read whole",
+        ),
+        ("egress", "offset 20 of struct xdp_md (egress_ifindex"),
+        ("devmap", "a program for a devmap's or cpumap's entries"),
+    ] {
+        let e = XdpProgram::load(&obj, Some(name), 1, &[])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains(why), "{name}: {e}");
+        // The kernel refuses them too (its verifier: "invalid bpf_context
+        // access"; a devmap's program is not loaded as an interface's).
+        if pfil_xdp::kernel::available() && name != "devmap" {
+            let p = obj.program(Some(name)).unwrap();
+            let k = pfil_xdp::kernel::KernelProgram::load(&obj, p)
+                .err()
+                .unwrap();
+            assert!(k.to_string().contains("invalid bpf_context access"), "{k}");
+        }
+    }
+    let p = XdpProgram::load(&obj, Some("whole"), 1, &[]).unwrap();
+    let mut frame = [0u8; 64];
+    assert_eq!(p.run(0, &mut frame, 0, 64, 7, 0).unwrap().action, 1);
+    assert_eq!(p.run(0, &mut frame, 0, 64, 8, 0).unwrap().action, 2);
+}
+
+#[test]
 fn co_re_relocates_the_context_by_field_name() {
     let Some(path) = clang::compile("co_re") else {
         return;
