@@ -590,9 +590,11 @@ fn quoted(f: &[u8], q: usize, src: [u8; 16], dst: [u8; 16]) -> Class {
 /// The transport protocol and its offset after IPv6 extension headers
 /// starting with `next` at `at` (hop-by-hop, routing, destination
 /// options, AH, and a first fragment's header), or `None` for a later
-/// fragment or a header cut short.
+/// fragment or a header cut short. As many headers as the bytes hold, as
+/// Linux's `ipv6_skip_exthdr` and pf's walk of a quoted packet take
+/// them (each is at least 8 bytes: the walk ends with the frame).
 fn skip_v6_ext(f: &[u8], mut next: u8, mut at: usize) -> Option<(u8, usize)> {
-    for _ in 0..8 {
+    loop {
         match next {
             0 | 43 | 60 => {
                 let (&n, &len) = (f.get(at)?, f.get(at + 1)?);
@@ -614,5 +616,4 @@ fn skip_v6_ext(f: &[u8], mut next: u8, mut at: usize) -> Option<(u8, usize)> {
             _ => return Some((next, at)),
         }
     }
-    None
 }

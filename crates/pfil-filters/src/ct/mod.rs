@@ -100,7 +100,14 @@
 //! - A TCP segment wholly below the receiver's window (old data already
 //!   acknowledged): Linux passes it as `established` without updating
 //!   the flow ("SEQ is under the lower bound", `NFCT_TCP_IGNORE`); pf's
-//!   tracking calls it a bad state: `invalid`.
+//!   tracking calls it a bad state: `invalid`. So for an ACK more than a
+//!   window below the data the other way sent (Linux 6.1 on: "ACK under
+//!   the lower bound"; pf's `ackskew` check).
+//! - A TCP flow whose first answer is a RST: Linux deletes its entry at
+//!   once (a RST before any reply), so the flow's later segments find
+//!   none (`invalid`, or `new` when loose mode picks them up); pf's
+//!   state stays, closing, and passes segments inside its window
+//!   (`established`).
 //! - Segments (not SYNs) from the originator before any answer (a
 //!   one-sided capture, TCP Fast Open data): Linux's state table calls an
 //!   ACK from the originator in `SYN_SENT` invalid; pf knows no window of

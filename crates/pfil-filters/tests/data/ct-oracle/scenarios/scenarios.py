@@ -631,6 +631,55 @@ def tcp_ip_options():
 
 
 @scenario
+def tcp_first_answer_rst_then_segments():
+    # The responder's first answer is a RST-ACK: Linux deletes its entry
+    # at once; pf keeps the state, closing, and passes the segments after
+    # it inside the window (found on suricata-verify's bug-3286 captures
+    # and nDPI's teams.pcap).
+    c = Cap()
+    c.tcp(A, 40060, B, 80, SYN, 3000, 0, options=syn_opts())
+    c.tcp(B, 80, A, 40060, RST | ACK, 0, 3001, win=0)
+    c.tcp(B, 80, A, 40060, FIN | ACK, 0, 3001, win=64240)
+    c.tcp(A, 40060, B, 80, ACK, 3001, 1, win=502)
+    return c
+
+
+@scenario
+def tcp_ack_far_below_data_sent():
+    # A pure ACK 200 000 below what the other way sent (far past a
+    # window): Linux 6.1 on ignores it ('ACK under the lower bound'), pf's
+    # ackskew calls it bad; the flow goes on (a tester's capture).
+    c = Cap()
+    x, y = plain_handshake(c, A, 40061, B, 80, 1000, 500_000)
+    c.tcp(A, 40061, B, 80, ACK, x, y - 200_000, win=65535)
+    c.tcp(A, 40061, B, 80, ACK | PSH, x, y, 10, win=65535)
+    return c
+
+
+@scenario
+def tcp_fin_without_ack_then_its_ack():
+    # A FIN without ACK (invalid to both trackers, so neither counts its
+    # sequence) and the peer's ACK of it: an ACK ahead of the data sent.
+    c = Cap()
+    x, y = handshake(c, A, 40062, B, 80, 246_074, 899_029)
+    c.tcp(B, 80, A, 40062, FIN, y, 0, win=8192)
+    c.tcp(A, 40062, B, 80, ACK, x, y + 1, win=8192)
+    return c
+
+
+@scenario
+def udp_bad_ip_options():
+    # A datagram whose IPv4 options Linux cannot parse (a record-route
+    # option with a pointer before its start): Linux's IP layer drops it
+    # after conntrack saw it; the flow's other datagrams are compared.
+    c = Cap()
+    c.udp(A, 40063, B, 5353, b"one")
+    c.raw(eth(ip4(A, B, 17, udp_dgram(A, 40063, B, 5353, b"two"), options=b"\x07\x07\x01\x00\x00\x00\x00\x00")))
+    c.udp(B, 5353, A, 40063, b"three")
+    return c
+
+
+@scenario
 def tcp_v6_handshake_data_close():
     c = Cap()
     x, y = handshake(c, A6, 40050, B6, 443, 77_000, 88_000)
@@ -919,6 +968,26 @@ def icmpv6_error_quoting_extension_headers():
     dst = bytes([17, 0, 1, 4, 0, 0, 0, 0])
     inner = ip6(A6, B6, 60, dst + udp_dgram(A6, 40072, B6, 5353, b"query3"))
     c.icmp_error(B6, A6, None, 1, 4, quoted_ip=inner)
+    return c
+
+
+@scenario
+def icmpv6_error_quoting_many_extension_headers():
+    # Errors quoting datagrams of a tracked flow behind 7, 8 and 20
+    # destination-options headers: Linux's ipv6_skip_exthdr (and pf's
+    # walk of a quoted packet) take as many as the bytes hold (the ct
+    # hook gave up past 7; found on suricata-verify's
+    # ipv6-malformed-fragments-11, 137 headers).
+    c = Cap()
+    c.udp(A6, 40072, B6, 5353, b"query")
+    c.udp(B6, 5353, A6, 40072, b"answer")
+    for n in (7, 8, 20):
+        hdrs = b""
+        for k in range(n):
+            nxt = 17 if k == n - 1 else 60
+            hdrs += bytes([nxt, 0, 1, 4, 0, 0, 0, 0])  # PadN only
+        inner = ip6(A6, B6, 60, hdrs + udp_dgram(A6, 40072, B6, 5353, b"q%d" % n))
+        c.icmp_error(B6, A6, None, 1, 4, quoted_ip=inner)
     return c
 
 
