@@ -338,6 +338,9 @@ pub(crate) fn calls_out(
             _ if !reach.get(pc).copied().unwrap_or(true) => false,
             BPF_JMP => i.op() == BPF_CALL && inlined.binary_search(&pc).is_err(),
             BPF_LDX => i.src != 10 && !proven(pc) && access.get(pc) != Some(&Access::Ctx),
+            // An atomic but a map value's inlined add goes through Rust,
+            // on the stack too (a misaligned one faults there).
+            BPF_STX if i.code & 0xe0 == BPF_ATOMIC => access.get(pc) != Some(&Access::Value),
             BPF_ST | BPF_STX => i.dst != 10 && !proven(pc),
             _ => false,
         })

@@ -249,3 +249,47 @@ fn xdp_runners_only_for_contained_code_and_agree_with_run_xdp() {
         );
     }
 }
+
+#[test]
+fn a_stack_atomic_that_faults_is_not_contained_code() {
+    // `lock *(u32 *)(r10 - 14) += r1`: misaligned, refused as the kernel
+    // refuses it; loaded without the kernel's rules, it faults in Rust,
+    // and the JIT's code must not be taken for code that cannot fault
+    // (it was: every run's verdict was whatever rax held, no fault).
+    let text =
+        "mov %r1, 0\nstxdw [%r10-16], %r1\nmov %r1, 1\nlock add32 [%r10-14], %r1\nmov %r0, 2\nexit";
+    let e = Program::load(
+        crate::asm::assemble(text).unwrap(),
+        &[],
+        &helpers(),
+        &LoadOptions::default(),
+    )
+    .unwrap_err();
+    assert!(e.reason.contains("misaligned stack access [r10-14]"), "{e}");
+    for jit in [false, true] {
+        let o = LoadOptions {
+            jit,
+            kernel_rules: false,
+            ..LoadOptions::default()
+        };
+        let p = Program::load(crate::asm::assemble(text).unwrap(), &[], &helpers(), &o).unwrap();
+        let mut frame = [0u8; 64];
+        let r = p.run_xdp(&mut env(), &mut frame, 0, 64, 1, 0);
+        assert!(
+            matches!(r, Err(Fault::Misaligned { .. })),
+            "jit {jit}: {r:?}"
+        );
+    }
+    // Aligned, it runs on both.
+    let text = "mov %r1, 0\nstxdw [%r10-16], %r1\nmov %r1, 1\nlock add32 [%r10-16], %r1\nldxw %r0, [%r10-16]\nadd %r0, 1\nexit";
+    for jit in [false, true] {
+        let p = load(text, jit);
+        let mut frame = [0u8; 64];
+        assert_eq!(
+            p.run_xdp(&mut env(), &mut frame, 0, 64, 1, 0)
+                .unwrap()
+                .action,
+            2
+        );
+    }
+}

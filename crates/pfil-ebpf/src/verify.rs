@@ -132,6 +132,15 @@ fn check_insn(pc: usize, i: &Insn, helpers: &Helpers, kernel_rules: bool) -> Res
             if off >= 0 || off < -(STACK_FRAME as i64) || off + size as i64 > 0 {
                 return err(pc, format!("stack access [r10{off:+}] of {size} bytes outside the {STACK_FRAME}-byte frame"));
             }
+            if kernel_rules && off % size as i64 != 0 {
+                return err(
+                    pc,
+                    format!(
+                        "misaligned stack access [r10{off:+}] of {size} bytes (the kernel \
+                         requires the stack's accesses aligned to their size)"
+                    ),
+                );
+            }
         }
         Ok(())
     };
