@@ -45,8 +45,11 @@ pub(crate) fn load(env: &Env, pc: usize, addr: u64, size: usize) -> Result<u64, 
 }
 
 /// The kernel's context conversion: `data`, `data_end` and `data_meta`
-/// (offsets 0, 4, 8, 4-byte loads) read as the 64-bit host pointers; the
-/// other fields as stored.
+/// (offsets 0, 4, 8, 4-byte loads) read as the 64-bit host pointers;
+/// `ingress_ifindex` and `rx_queue_index` (12, 16) as stored. Any other
+/// read of the context (a part of a field, `egress_ifindex`, a pointer
+/// to it the verifier did not know for one) faults, as the kernel's
+/// verifier refuses it.
 #[cold]
 fn load_ctx(env: &Env, pc: usize, addr: u64, size: usize) -> Result<u64, Fault> {
     let off = addr.wrapping_sub(env.ctx_addr());
@@ -54,17 +57,10 @@ fn load_ctx(env: &Env, pc: usize, addr: u64, size: usize) -> Result<u64, Fault> 
         (0, 4) => Ok(env.data),
         (4, 4) => Ok(env.data_end),
         (8, 4) => Ok(env.meta),
-        (12..=23, _) if off + size as u64 <= CTX_SIZE as u64 => {
-            // SAFETY: `[addr, addr + size)` lies inside the context,
-            // which the `Env` owns.
-            Ok(unsafe {
-                match size {
-                    1 => (addr as *const u8).read() as u64,
-                    2 => (addr as *const u16).read_unaligned() as u64,
-                    4 => (addr as *const u32).read_unaligned() as u64,
-                    _ => (addr as *const u64).read_unaligned(),
-                }
-            })
+        (12 | 16, 4) if off + size as u64 <= CTX_SIZE as u64 => {
+            // SAFETY: `[addr, addr + 4)` lies inside the context, which
+            // the `Env` owns.
+            Ok(unsafe { (addr as *const u32).read_unaligned() as u64 })
         }
         _ => Err(Fault::Context {
             pc,

@@ -56,7 +56,7 @@ const PROVEN: &str = "ldxw %r2, [%r1+0]\nldxw %r3, [%r1+4]\nmov %r4, %r2\nadd %r
                       mov %r0, 0\njgt %r4, %r3, +1\nldxb %r0, [%r2+1]\nexit";
 const MOVES: &str = "mov %r2, -4\ncall 44\nmov %r0, 2\nexit";
 const FAULTS: &str = "call 99\nmov %r0, 2\nexit";
-const CTX_PTR: &str = "mov %r2, %r1\nadd %r2, 12\nldxw %r0, [%r2+0]\nexit";
+const CTX_PTR: &str = "stxdw [%r10-8], %r1\nldxdw %r2, [%r10-8]\nldxw %r0, [%r2+12]\nexit";
 
 #[test]
 fn the_short_path_is_taken_only_where_nothing_else_is_needed() {

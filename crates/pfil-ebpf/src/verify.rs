@@ -10,6 +10,17 @@
 //! without any runs without an instruction counter; one with loops pays
 //! for each taken back-edge.
 //!
+//! With [`LoadOptions::kernel_rules`](crate::LoadOptions::kernel_rules)
+//! it refuses what the kernel's type rules refuse of the pointers it
+//! tracks, though a run-time check would contain it: arithmetic on a
+//! pointer other than adding or subtracting a scalar in 64 bits (two
+//! pointers only subtracted), any on a map pointer, data_end or a map
+//! value not checked for null; a dereference of data_end or of a moved
+//! context pointer; an atomic on the packet; a misaligned stack access;
+//! a function returning a pointer into its own frame; a context read
+//! other than a whole field. A register it does not track (a pointer
+//! filled from the stack) is checked at run time instead.
+//!
 //! It also tracks register types (the context, map values checked for
 //! null, stack pointers, packet pointers; see `verify_state.rs`) to find
 //! the accesses that need no run-time check (`Access`): context fields
@@ -618,6 +629,7 @@ pub(crate) fn verify(
         map_refs,
         consts,
         maps,
+        kernel_rules,
     }
     .run(opts)?;
     if !unknown.is_empty() {

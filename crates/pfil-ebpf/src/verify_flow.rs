@@ -36,6 +36,11 @@ pub(super) struct Flow<'a> {
     /// (pc, map index, offset), by pc (`resolve_maps`).
     pub consts: &'a [(usize, u32, u32)],
     pub maps: &'a [MapRef],
+    /// Refuse what the kernel refuses although it is checked here at run
+    /// time ([`LoadOptions::kernel_rules`]): pointer arithmetic the
+    /// kernel forbids, a dereference of a moved context pointer or of
+    /// data_end, an atomic on the packet, a stack pointer returned.
+    pub kernel_rules: bool,
 }
 
 /// What [`Flow::run`] found: each pc's access, the inlined lookups, the
@@ -325,6 +330,20 @@ impl Flow<'_> {
         }
         let insns = self.insns;
         let i = &insns[pc];
+        if self.kernel_rules && matches!(i.class(), BPF_ALU | BPF_ALU64) {
+            pointer_alu(pc, i, st)?;
+        }
+        if self.kernel_rules
+            && i.code == BPF_JMP | BPF_EXIT
+            && self.func_of(pc) != 0
+            && st.ty[0] & KIND == STACK
+        {
+            return err(
+                pc,
+                "a function returns a pointer into its own stack frame (the kernel refuses it: \
+                 the frame is gone once it returns)",
+            );
+        }
         let mut out = *st;
         out.init = (st.init & !u.kills) | u.writes | bit(10);
         for r in 0..11 {
@@ -352,6 +371,24 @@ impl Flow<'_> {
         } else if i.code == BPF_ALU64 | BPF_MOV | BPF_X && i.off == 0 {
             // A copy keeps the type (and the id, range, bound).
             out.copy(d, st, sr);
+        } else if i.class() == BPF_ALU64
+            && matches!(i.op(), BPF_ADD | BPF_SUB)
+            && (matches!(dty, CTX | CTX_MOD)
+                || (i.op() == BPF_ADD && i.code & BPF_X != 0 && matches!(sty, CTX | CTX_MOD)))
+        {
+            // The context pointer moved: not a context any more.
+            out.set(d, CTX_MOD);
+        } else if matches!(i.code, c if c == BPF_ALU64 | BPF_MOV | BPF_K || c == BPF_ALU | BPF_MOV | BPF_K)
+            && i.off == 0
+        {
+            // A constant: exactly it (as the kernel's tnum), so a jump on
+            // it is decided.
+            let v = if i.class() == BPF_ALU64 {
+                i.imm as i64 as u64
+            } else {
+                u64::from(i.imm as u32)
+            };
+            out.exact(d, v);
         } else if i.code == BPF_ALU64 | BPF_ADD | BPF_K && dty & KIND == STACK {
             // r10 - k: still in the frame while 0 <= k <= STACK_FRAME.
             let k = (dty & !KIND) as i64 - i.imm as i64;
@@ -628,6 +665,29 @@ impl Flow<'_> {
         if base == 10 {
             return Ok(Access::Checked);
         }
+        if ty == CTX_MOD && self.kernel_rules {
+            return err(
+                pc,
+                "dereference of a modified context pointer (the kernel refuses it: read \
+                 struct xdp_md's fields through the pointer as the program was given it)",
+            );
+        }
+        if ty & KIND == PKT_END && self.kernel_rules {
+            return err(
+                pc,
+                "dereference of data_end (the packet's end, not its bytes)",
+            );
+        }
+        if self.kernel_rules
+            && i.code & 0xe0 == BPF_ATOMIC
+            && matches!(ty & KIND, PKT | MAP | CONST)
+        {
+            return err(
+                pc,
+                "an atomic operation on the packet or a map pointer (the kernel allows them on \
+                 the stack and in map values only)",
+            );
+        }
         if ty == CTX {
             if i.class() != BPF_LDX {
                 return err(pc, "store into the context (struct xdp_md is read-only)");
@@ -691,3 +751,74 @@ mod tests {
 #[cfg(test)]
 #[path = "verify_flow_tests.rs"]
 mod tests;
+
+/// The kernel's rules for arithmetic on pointers
+/// (`adjust_ptr_min_max_vals`, as for a privileged loader): a pointer
+/// moves by adding or subtracting a scalar in 64 bits; two pointers may
+/// only be subtracted; a 32-bit operation on a pointer may only be a
+/// subtraction (a scalar results); nothing moves a map pointer, data_end
+/// or a map value not yet checked for null; bitwise and other operators
+/// on a pointer are refused. `NEG`, `END` and `MOV` are not arithmetic
+/// here (the kernel lets a privileged loader make scalars of pointers).
+/// Only what is refused whatever the other operand is: a register this
+/// verifier takes for a scalar may be a pointer the kernel tracks (one
+/// filled from the stack), so a subtraction of a register is allowed.
+fn pointer_alu(pc: usize, i: &Insn, st: &State) -> Result<()> {
+    let op = i.op();
+    if matches!(op, BPF_MOV | BPF_NEG | BPF_END) {
+        return Ok(());
+    }
+    let (d, s) = (i.dst as usize, i.src as usize);
+    let dp = st.pointer(d);
+    let sp = i.code & BPF_X != 0 && st.pointer(s);
+    if !dp && !sp {
+        return Ok(());
+    }
+    let name = |op: u8| match op {
+        BPF_ADD => "+=",
+        BPF_SUB => "-=",
+        BPF_MUL => "*=",
+        BPF_DIV => "/=",
+        BPF_OR => "|=",
+        BPF_AND => "&=",
+        BPF_LSH => "<<=",
+        BPF_RSH => ">>=",
+        BPF_MOD => "%=",
+        BPF_XOR => "^=",
+        BPF_ARSH => "s>>=",
+        _ => "?",
+    };
+    let refuse = |what: String| err(pc, format!("{what} (the kernel refuses it)"));
+    if i.class() == BPF_ALU {
+        if op == BPF_SUB {
+            return Ok(());
+        }
+        return refuse(format!("32-bit pointer arithmetic ({})", name(op)));
+    }
+    if dp && sp {
+        if op == BPF_SUB {
+            return Ok(());
+        }
+        return refuse(format!("pointer {} pointer", name(op)));
+    }
+    if op == BPF_SUB && i.code & BPF_X != 0 {
+        // The other may be a pointer the verifier does not track (filled
+        // from the stack): pointer - pointer is a scalar, allowed.
+        return Ok(());
+    }
+    let t = if dp { st.ty[d] } else { st.ty[s] };
+    let kind = match t & KIND {
+        NULLABLE => Some("a map value that may be null (check it for null first)"),
+        MAP => Some("a map pointer"),
+        PKT_END => Some("data_end"),
+        _ => None,
+    };
+    if let Some(k) = kind {
+        return refuse(format!("pointer arithmetic on {k}"));
+    }
+    match op {
+        BPF_ADD | BPF_SUB => Ok(()),
+        BPF_AND | BPF_OR | BPF_XOR => refuse(format!("bitwise {} on a pointer", name(op))),
+        _ => refuse(format!("{} on a pointer", name(op))),
+    }
+}

@@ -19,6 +19,9 @@ use crate::insn::*;
 /// Register types (a kind in the top bits, a map index below).
 pub(super) const OTHER: u32 = 0;
 pub(super) const CTX: u32 = 1;
+/// The context pointer moved by arithmetic: the kernel refuses a
+/// dereference of it ("dereference of modified ctx ptr").
+pub(super) const CTX_MOD: u32 = 2;
 pub(super) const KIND: u32 = 0xf000_0000;
 pub(super) const MAP: u32 = 0x1000_0000;
 pub(super) const NULLABLE: u32 = 0x2000_0000;
@@ -108,6 +111,13 @@ impl State {
     pub fn scalar(&mut self, r: usize, hi: u64) {
         self.set(r, OTHER);
         self.hi[r] = hi;
+    }
+
+    /// Whether `r` holds a pointer of a kind the verifier tracks (the
+    /// kernel's pointer types: arithmetic on them is restricted).
+    pub fn pointer(&self, r: usize) -> bool {
+        let t = self.ty[r];
+        matches!(t, CTX | CTX_MOD) || t & KIND != 0
     }
 
     /// `r`'s upper bound if it is a scalar.

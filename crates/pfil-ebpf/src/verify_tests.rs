@@ -231,3 +231,59 @@ fn the_context_is_read_as_the_kernel_lets_an_interfaces_program() {
         assert!(e.reason.contains(why), "{load}: {e}");
     }
 }
+
+#[test]
+fn pointer_arithmetic_is_what_the_kernel_allows() {
+    // Allowed: a pointer plus or minus a scalar, two pointers subtracted
+    // (a scalar), a subtraction of a register the verifier takes for a
+    // scalar (it may be a pointer filled from the stack), 32-bit
+    // subtraction (a scalar), the frame pointer copied.
+    for ok in [
+        "ldxw %r2, [%r1+0]\nadd %r2, 14\nmov %r0, 2\nexit",
+        "ldxw %r2, [%r1+0]\nldxw %r3, [%r1+4]\nsub %r3, %r2\nmov %r0, 2\nexit",
+        "stxdw [%r10-8], %r1\nldxdw %r3, [%r10-8]\nldxw %r2, [%r1+4]\nsub %r2, %r3\nmov %r0, 2\nexit",
+        "ldxw %r2, [%r1+0]\nsub32 %r2, 1\nmov %r0, 2\nexit",
+        "mov %r2, %r10\nadd %r2, -8\nsub %r2, 8\nstdw [%r2+0], 1\nmov %r0, 2\nexit",
+    ] {
+        accept(ok);
+    }
+    for (bad, why) in [
+        (
+            "ldxw %r2, [%r1+0]\nmul %r2, 2\nmov %r0, 2\nexit",
+            "*= on a pointer",
+        ),
+        (
+            "mov %r2, %r10\nand %r2, -8\nmov %r0, 2\nexit",
+            "bitwise &= on a pointer",
+        ),
+        (
+            "ldxw %r2, [%r1+0]\nadd32 %r2, 1\nmov %r0, 2\nexit",
+            "32-bit pointer arithmetic",
+        ),
+        (
+            "ldxw %r2, [%r1+0]\nadd %r2, %r1\nmov %r0, 2\nexit",
+            "pointer += pointer",
+        ),
+        (
+            "ldxw %r2, [%r1+4]\nadd %r2, 1\nmov %r0, 2\nexit",
+            "pointer arithmetic on data_end",
+        ),
+        (
+            "ldxw %r2, [%r1+4]\nldxb %r0, [%r2-1]\nexit",
+            "dereference of data_end",
+        ),
+        (
+            "add %r1, 12\nldxw %r0, [%r1+0]\nexit",
+            "dereference of a modified context pointer",
+        ),
+    ] {
+        let e = refuse(bad);
+        assert!(e.reason.contains(why), "{bad}: {e}");
+        // Without the kernel's rules: accepted, checked at run time.
+        let o = LoadOptions {
+            kernel_rules: false,
+            ..LoadOptions::default()
+        };
+        Program::load(assemble(bad).unwrap(), &[], &Helpers::new(), &o).unwrap();
+    }
+}

@@ -358,6 +358,54 @@ fn context_reads_the_kernel_refuses_are_refused() {
 }
 
 #[test]
+fn what_the_kernels_type_rules_refuse_is_refused() {
+    let Some(path) = clang::compile("kernel_refuses") else {
+        return;
+    };
+    let obj = Object::parse(&std::fs::read(&path).unwrap()).unwrap();
+    let kernel = pfil_xdp::kernel::available();
+    for (name, why) in [
+        ("ptr_mul", "*= on a pointer"),
+        ("ptr_alu32", "32-bit pointer arithmetic (+=)"),
+        ("ptr_add_ptr", "pointer += pointer"),
+        ("ptr_xor", "bitwise ^= on a pointer"),
+        ("fp_shift", ">>= on a pointer"),
+        ("mapptr_add", "pointer arithmetic on a map pointer"),
+        ("pktend_deref", "dereference of data_end"),
+        ("atomic_pkt", "an atomic operation on the packet"),
+        ("ctx_mod_read", "dereference of a modified context pointer"),
+        (
+            "stack_misalign",
+            "misaligned stack access [r10-12] of 8 bytes",
+        ),
+        (
+            "ret_callee_stack",
+            "returns a pointer into its own stack frame",
+        ),
+    ] {
+        let e = XdpProgram::load(&obj, Some(name), 1, &[])
+            .err()
+            .unwrap_or_else(|| panic!("{name}: pfil loaded it"))
+            .to_string();
+        assert!(e.contains(why), "{name}: {e}");
+        if kernel {
+            let p = obj.program(Some(name)).unwrap();
+            assert!(
+                pfil_xdp::kernel::KernelProgram::load(&obj, p).is_err(),
+                "{name}: the kernel loads it"
+            );
+        }
+    }
+    let p = XdpProgram::load(&obj, Some("dead_branch_ctx"), 1, &[]).unwrap();
+    let mut frame = [0u8; 64];
+    assert_eq!(p.run(0, &mut frame, 0, 64, 1, 0).unwrap().action, 2);
+    if kernel {
+        let k = obj.program(Some("dead_branch_ctx")).unwrap();
+        assert!(pfil_xdp::kernel::KernelProgram::load(&obj, k).is_ok());
+    }
+}
+
+#[test]
 fn co_re_relocates_the_context_by_field_name() {
     let Some(path) = clang::compile("co_re") else {
         return;

@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Programs the kernel's verifier refuses for its type rules (as root),
+// each one rule, in BPF assembly so that clang emits exactly these
+// instructions; and one it accepts that rests on a constant's exact
+// value. Found by a tester's probes of what pfil accepted and the kernel
+// did not (2026-12-07).
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#define __naked __attribute__((naked))
+#define P(name) SEC("xdp") __naked int name(void)
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4);
+	__type(key, __u32);
+	__type(value, __u64);
+} amap SEC(".maps");
+
+P(ptr_mul) { asm volatile("r0 = *(u32 *)(r1 + 0); r0 *= 2; r0 = 2; exit;"); }
+P(ptr_alu32) { asm volatile("r2 = *(u32 *)(r1 + 0); w2 += 1; r0 = 2; exit;"); }
+P(ptr_add_ptr) { asm volatile("r2 = *(u32 *)(r1 + 0); r2 += r1; r0 = 2; exit;"); }
+P(ptr_xor) { asm volatile("r2 = r10; r2 ^= 0x1234; r0 = 2; exit;"); }
+P(fp_shift) { asm volatile("r0 = r10; r0 >>= 12; r0 &= 3; exit;"); }
+P(mapptr_add) { asm volatile("r1 = %[amap] ll; r1 += 8; r0 = 2; exit;" :: [amap]"i"(&amap)); }
+P(pktend_deref) { asm volatile("r2 = *(u32 *)(r1 + 4); r0 = *(u8 *)(r2 - 1); r0 = 2; exit;"); }
+P(atomic_pkt) {
+	asm volatile("r2 = *(u32 *)(r1 + 0); r3 = *(u32 *)(r1 + 4); r4 = r2; r4 += 8;"
+		     "if r4 > r3 goto 1f; r5 = 1; lock *(u64 *)(r2 + 0) += r5; 1: r0 = 2; exit;");
+}
+P(ctx_mod_read) { asm volatile("r1 += 12; r0 = *(u32 *)(r1 + 0); r0 = 2; exit;"); }
+P(stack_misalign) { asm volatile("r1 = 0; *(u64 *)(r10 - 12) = r1; r0 = 2; exit;"); }
+
+static __naked __attribute__((used, noinline)) int sub_retfp(void)
+{
+	asm volatile("r0 = r10; r0 += -8; r1 = 5; *(u64 *)(r0 + 0) = r1; exit;");
+}
+P(ret_callee_stack) { asm volatile("call sub_retfp; r0 = *(u64 *)(r0 + 0); r0 = 2; exit;"); }
+
+// Accepted: the jump is decided by r0's exact value, so the 8-byte read
+// of the context is never reached.
+P(dead_branch_ctx) { asm volatile("r0 = 2; if r0 == 2 goto 1f; r0 = *(u64 *)(r1 + 0); 1: exit;"); }
+
+char LICENSE[] SEC("license") = "GPL";
