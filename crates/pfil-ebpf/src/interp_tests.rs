@@ -663,8 +663,27 @@ fn map_values_checked_for_null_are_accessed_directly() {
             .run_xdp(&mut e, &mut frame, 0, 60, 0, 0)
             .unwrap();
         assert_eq!(r.action, 99);
-        // Outside the value: checked at run time, and it faults.
-        let p = load(text(1, 21));
+        // Outside the value: refused as the kernel refuses it; without
+        // the kernel's rules, checked at run time, and it faults.
+        let e21 = Program::load(
+            {
+                let mut insns = assemble(&text(1, 21)).unwrap();
+                insns[1].src = crate::insn::PSEUDO_MAP_FD;
+                insns
+            },
+            &maps,
+            &h,
+            &o,
+        )
+        .unwrap_err();
+        assert!(e21.reason.contains("outside it"), "{e21}");
+        let lax = LoadOptions {
+            kernel_rules: false,
+            ..o.clone()
+        };
+        let mut insns = assemble(&text(1, 21)).unwrap();
+        insns[1].src = crate::insn::PSEUDO_MAP_FD;
+        let p = Program::load(insns, &maps, &h, &lax).unwrap();
         assert_eq!(p.access.get(13), Some(&Access::Checked));
         assert!(matches!(
             p.run_xdp(&mut e, &mut frame, 0, 60, 0, 0),

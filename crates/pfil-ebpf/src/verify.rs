@@ -18,7 +18,8 @@
 //! value not checked for null; a dereference of data_end or of a moved
 //! context pointer; an atomic on the packet; a misaligned stack access;
 //! a function returning a pointer into its own frame; a context read
-//! other than a whole field. A register it does not track (a pointer
+//! other than a whole field; an access at a constant offset outside a
+//! map value. A register it does not track (a pointer
 //! filled from the stack) is checked at run time instead.
 //!
 //! It also tracks register types (the context, map values checked for

@@ -735,6 +735,18 @@ impl Flow<'_> {
             if inside && inline_atomic {
                 return Ok(Access::Value);
             }
+            if !inside && self.kernel_rules && value_size > 0 {
+                // The kernel's "invalid access to map value": the value
+                // is all the program was handed (the run-time check
+                // would allow the map's other values).
+                return err(
+                    pc,
+                    format!(
+                        "access of {size} bytes at offset {off} of a map value of {value_size} \
+                         bytes (outside it)"
+                    ),
+                );
+            }
         }
         Ok(Access::Checked)
     }

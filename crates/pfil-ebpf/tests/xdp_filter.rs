@@ -91,7 +91,9 @@ fn load(insns: &[Insn], maps: usize, jit: bool) -> Result<Program, pfil_ebpf::Ve
         .map(|i| MapRef {
             handle: 0x1000 + i as u64,
             key_size: 4,
-            value_size: 8,
+            // The largest of xdp-filter's values (its stats record: two
+            // counters); the lookups miss, so none is read.
+            value_size: 16,
             max_entries: 1,
             direct: None,
             array: None,
