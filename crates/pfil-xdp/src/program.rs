@@ -191,17 +191,19 @@ impl XdpProgram {
         opts.jit &= engine == Engine::Jit;
         let prog = pfil_ebpf::Program::load(insns, &refs, &xdp_helpers(), &opts)
             .map_err(|e| LoadError::Verify(format!("program {:?}: {e}", p.name)))?;
-        let regions: Vec<Region> = maps
-            .iter()
-            .map(|m| {
-                let r = m.region();
-                Region {
-                    start: r.start,
-                    len: r.len,
-                    writable: r.writable,
-                }
-            })
-            .collect();
+        // Each worker's regions: a per-CPU map's values of that worker only.
+        let regions = |w: usize| -> Vec<Region> {
+            maps.iter()
+                .map(|m| {
+                    let r = m.worker_region(w);
+                    Region {
+                        start: r.start,
+                        len: r.len,
+                        writable: r.writable,
+                    }
+                })
+                .collect()
+        };
         let slots = (0..workers.max(1))
             .map(|w| {
                 let state = Box::new(UnsafeCell::new(RunState::new(
@@ -212,7 +214,7 @@ impl XdpProgram {
                 // SAFETY: the regions are the maps' arenas, which `state`
                 // (and the XdpProgram) keep alive as long as the Env; Rust
                 // code touches them only through raw pointers (maps.rs).
-                let mut env = unsafe { Env::new(regions.clone(), state.get().cast()) };
+                let mut env = unsafe { Env::new(regions(w), state.get().cast()) };
                 // Worker w's values of the array maps (0 for the others,
                 // which have no `MapRef::array` and so no inlined lookup).
                 let bases = maps

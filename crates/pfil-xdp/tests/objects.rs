@@ -406,6 +406,32 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
 }
 
 #[test]
+fn a_program_reaches_only_its_own_workers_per_cpu_values() {
+    let Some(path) = clang::compile("percpu_reach") else {
+        return;
+    };
+    let obj = Object::parse(&std::fs::read(&path).unwrap()).unwrap();
+    for engine in [Engine::Jit, Engine::Interpreter] {
+        let p = XdpProgram::load_on(&obj, None, 2, &[], engine).unwrap();
+        let vals = p.map("vals").unwrap();
+        // Worker 0's value 1, worker 1's value 7 (8 bytes each, padded).
+        let stride = vals.user_value_size() / vals.workers();
+        let mut v = vec![0u8; vals.user_value_size()];
+        v[0] = 1;
+        v[stride] = 7;
+        vals.update(&0u32.to_le_bytes(), &v, 0).unwrap();
+        let mut frame = [0u8; 64];
+        // Its own value: read.
+        assert_eq!(p.run(0, &mut frame, 0, 64, 1, 0).unwrap().action, 2);
+        assert_eq!(p.run(1, &mut frame, 0, 64, 1, 0).unwrap().action, 1);
+        // Worker 1's value from worker 0 (the next section): a fault,
+        // not a read (it read 7 and dropped).
+        let r = p.run(0, &mut frame, 0, 64, 1, 64);
+        assert!(r.is_err(), "{engine:?}: {r:?}");
+    }
+}
+
+#[test]
 fn co_re_relocates_the_context_by_field_name() {
     let Some(path) = clang::compile("co_re") else {
         return;

@@ -14,6 +14,22 @@ impl Map {
         }
     }
 
+    /// What worker `worker`'s programs may touch: the arena, or for a
+    /// per-CPU map that worker's values only (a program reaches its own
+    /// CPU's values, as in the kernel; another worker's are not its).
+    pub fn worker_region(&self, worker: usize) -> ArenaRegion {
+        let all = self.region();
+        if !self.kind.per_cpu() || self.workers <= 1 || self.section == 0 {
+            return all;
+        }
+        let w = worker % self.workers;
+        ArenaRegion {
+            start: all.start + (w * self.section) as u64,
+            len: self.section as u64,
+            ..all
+        }
+    }
+
     /// For a writable ARRAY or PERCPU_ARRAY, where worker `worker`'s value
     /// 0 lies and the bytes from one of its values to the next: the
     /// engine compiles lookups in such maps inline (`MapRef::array`).
