@@ -37,6 +37,8 @@ use crate::{LoadOptions, MapRef, VerifyError};
 
 #[path = "verify_flow.rs"]
 mod flow;
+#[path = "verify_rules.rs"]
+mod rules;
 #[path = "verify_state.rs"]
 mod state;
 

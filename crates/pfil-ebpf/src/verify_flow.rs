@@ -13,9 +13,9 @@
 //! that walk and the state dropped, so only the pending heads' states
 //! are kept.
 
+use super::rules::{helper_args, pointer_alu};
 use super::state::*;
 use super::{bit, err, Access, Result, Succ, Use, R1_R5};
-use crate::env::CTX_SIZE;
 use crate::insn::*;
 use crate::{LoadOptions, MapRef};
 
@@ -332,6 +332,9 @@ impl Flow<'_> {
         let i = &insns[pc];
         if self.kernel_rules && matches!(i.class(), BPF_ALU | BPF_ALU64) {
             pointer_alu(pc, i, st)?;
+        }
+        if self.kernel_rules && i.code == BPF_JMP | BPF_CALL && i.src == 0 {
+            helper_args(pc, i.imm as u32, st)?;
         }
         if self.kernel_rules
             && i.code == BPF_JMP | BPF_EXIT
@@ -651,105 +654,6 @@ impl Flow<'_> {
             && mask & mask.wrapping_add(1) == 0;
         (and && st.bound(i.dst as usize) <= mask as u64).then_some(pc)
     }
-
-    /// How the load or store at `pc` is made, in its final state `st`.
-    fn access(&self, pc: usize, st: &State) -> Result<Access> {
-        let i = &self.insns[pc];
-        let (off, size) = (i.off as i64, i.size() as i64);
-        let base = match i.class() {
-            BPF_LDX => i.src,
-            BPF_ST | BPF_STX => i.dst,
-            _ => return Ok(Access::Checked),
-        };
-        let ty = st.ty[base as usize];
-        if base == 10 {
-            return Ok(Access::Checked);
-        }
-        if ty == CTX_MOD && self.kernel_rules {
-            return err(
-                pc,
-                "dereference of a modified context pointer (the kernel refuses it: read \
-                 struct xdp_md's fields through the pointer as the program was given it)",
-            );
-        }
-        if ty & KIND == PKT_END && self.kernel_rules {
-            return err(
-                pc,
-                "dereference of data_end (the packet's end, not its bytes)",
-            );
-        }
-        if self.kernel_rules
-            && i.code & 0xe0 == BPF_ATOMIC
-            && matches!(ty & KIND, PKT | MAP | CONST)
-        {
-            return err(
-                pc,
-                "an atomic operation on the packet or a map pointer (the kernel allows them on \
-                 the stack and in map values only)",
-            );
-        }
-        if ty == CTX {
-            if i.class() != BPF_LDX {
-                return err(pc, "store into the context (struct xdp_md is read-only)");
-            }
-            // As the kernel's `xdp_is_valid_access`: whole 4-byte fields,
-            // and not `egress_ifindex` (offset 20), which only a program
-            // of a devmap's entries may read.
-            let sx = i.code & 0xe0 == BPF_MEMSX;
-            let pointer = matches!(off, 0 | 4 | 8) && !sx;
-            let field = pointer || matches!(off, 12 | 16);
-            if size != 4 || !field || off + size > CTX_SIZE as i64 {
-                let why = if off == 20 && size == 4 {
-                    "egress_ifindex, which only a program of a devmap's entries (SEC \"xdp/devmap\") reads"
-                } else {
-                    "its fields are read whole, 4 bytes at a time"
-                };
-                return err(
-                    pc,
-                    format!(
-                        "invalid access to the context: {size} bytes at offset {off} of struct \
-                         xdp_md ({why})"
-                    ),
-                );
-            }
-            return Ok(Access::Ctx);
-        }
-        if ty & KIND == PKT && i.code & 0xe0 != BPF_ATOMIC {
-            // Inside the bytes a comparison with data_end proved there.
-            let start = (ty & !KIND) as i64 + off;
-            if start >= 0 && start + size <= st.limit(base as usize) as i64 {
-                return Ok(Access::Packet);
-            }
-        } else if ty & KIND == VALUE {
-            // A map value (its helper returned value_size bytes,
-            // 8-aligned): inside it, no run-time check; outside, the
-            // run-time check.
-            let value_size = self
-                .maps
-                .get((ty & !KIND) as usize)
-                .map_or(0, |m| m.value_size as i64);
-            let inside = off >= 0 && off + size <= value_size;
-            let atomic = i.code & 0xe0 == BPF_ATOMIC;
-            let inline_atomic =
-                !atomic || (i.imm & !BPF_FETCH == BPF_ADD as i32 && off % size == 0);
-            if inside && inline_atomic {
-                return Ok(Access::Value);
-            }
-            if !inside && self.kernel_rules && value_size > 0 {
-                // The kernel's "invalid access to map value": the value
-                // is all the program was handed (the run-time check
-                // would allow the map's other values).
-                return err(
-                    pc,
-                    format!(
-                        "access of {size} bytes at offset {off} of a map value of {value_size} \
-                         bytes (outside it)"
-                    ),
-                );
-            }
-        }
-        Ok(Access::Checked)
-    }
 }
 
 #[cfg(not(test))]
@@ -763,74 +667,3 @@ mod tests {
 #[cfg(test)]
 #[path = "verify_flow_tests.rs"]
 mod tests;
-
-/// The kernel's rules for arithmetic on pointers
-/// (`adjust_ptr_min_max_vals`, as for a privileged loader): a pointer
-/// moves by adding or subtracting a scalar in 64 bits; two pointers may
-/// only be subtracted; a 32-bit operation on a pointer may only be a
-/// subtraction (a scalar results); nothing moves a map pointer, data_end
-/// or a map value not yet checked for null; bitwise and other operators
-/// on a pointer are refused. `NEG`, `END` and `MOV` are not arithmetic
-/// here (the kernel lets a privileged loader make scalars of pointers).
-/// Only what is refused whatever the other operand is: a register this
-/// verifier takes for a scalar may be a pointer the kernel tracks (one
-/// filled from the stack), so a subtraction of a register is allowed.
-fn pointer_alu(pc: usize, i: &Insn, st: &State) -> Result<()> {
-    let op = i.op();
-    if matches!(op, BPF_MOV | BPF_NEG | BPF_END) {
-        return Ok(());
-    }
-    let (d, s) = (i.dst as usize, i.src as usize);
-    let dp = st.pointer(d);
-    let sp = i.code & BPF_X != 0 && st.pointer(s);
-    if !dp && !sp {
-        return Ok(());
-    }
-    let name = |op: u8| match op {
-        BPF_ADD => "+=",
-        BPF_SUB => "-=",
-        BPF_MUL => "*=",
-        BPF_DIV => "/=",
-        BPF_OR => "|=",
-        BPF_AND => "&=",
-        BPF_LSH => "<<=",
-        BPF_RSH => ">>=",
-        BPF_MOD => "%=",
-        BPF_XOR => "^=",
-        BPF_ARSH => "s>>=",
-        _ => "?",
-    };
-    let refuse = |what: String| err(pc, format!("{what} (the kernel refuses it)"));
-    if i.class() == BPF_ALU {
-        if op == BPF_SUB {
-            return Ok(());
-        }
-        return refuse(format!("32-bit pointer arithmetic ({})", name(op)));
-    }
-    if dp && sp {
-        if op == BPF_SUB {
-            return Ok(());
-        }
-        return refuse(format!("pointer {} pointer", name(op)));
-    }
-    if op == BPF_SUB && i.code & BPF_X != 0 {
-        // The other may be a pointer the verifier does not track (filled
-        // from the stack): pointer - pointer is a scalar, allowed.
-        return Ok(());
-    }
-    let t = if dp { st.ty[d] } else { st.ty[s] };
-    let kind = match t & KIND {
-        NULLABLE => Some("a map value that may be null (check it for null first)"),
-        MAP => Some("a map pointer"),
-        PKT_END => Some("data_end"),
-        _ => None,
-    };
-    if let Some(k) = kind {
-        return refuse(format!("pointer arithmetic on {k}"));
-    }
-    match op {
-        BPF_ADD | BPF_SUB => Ok(()),
-        BPF_AND | BPF_OR | BPF_XOR => refuse(format!("bitwise {} on a pointer", name(op))),
-        _ => refuse(format!("{} on a pointer", name(op))),
-    }
-}

@@ -382,6 +382,15 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
             "ret_callee_stack",
             "returns a pointer into its own stack frame",
         ),
+        (
+            "adjhead_fp_ctx",
+            "bpf_xdp_adjust_head's first argument must be the context, not a stack pointer",
+        ),
+        (
+            "lookup_stack_map",
+            "bpf_map_lookup_elem's first argument must be a map, not a stack pointer",
+        ),
+        ("loadbytes_len0", "bpf_xdp_load_bytes of 0 bytes"),
     ] {
         let e = XdpProgram::load(&obj, Some(name), 1, &[])
             .err()

@@ -37,6 +37,16 @@ static __naked __attribute__((used, noinline)) int sub_retfp(void)
 }
 P(ret_callee_stack) { asm volatile("call sub_retfp; r0 = *(u64 *)(r0 + 0); r0 = 2; exit;"); }
 
+P(adjhead_fp_ctx) { asm volatile("r1 = r10; r1 += -8; r2 = 14; call %[f]; r0 = 2; exit;" :: [f]"i"(BPF_FUNC_xdp_adjust_head)); }
+P(lookup_stack_map) {
+	asm volatile("r1 = r10; r1 += -8; r2 = r10; r2 += -16; r3 = 0; *(u64 *)(r10 - 16) = r3;"
+		     "call %[f]; r0 = 2; exit;" :: [f]"i"(BPF_FUNC_map_lookup_elem));
+}
+P(loadbytes_len0) {
+	asm volatile("r2 = 0; r3 = r10; r3 += -8; r4 = 0; call %[f]; r0 = 2; exit;"
+		     :: [f]"i"(BPF_FUNC_xdp_load_bytes));
+}
+
 // Accepted: the jump is decided by r0's exact value, so the 8-byte read
 // of the context is never reached.
 P(dead_branch_ctx) { asm volatile("r0 = 2; if r0 == 2 goto 1f; r0 = *(u64 *)(r1 + 0); 1: exit;"); }

@@ -1,0 +1,239 @@
+//! The kernel's type rules the verifier applies with
+//! [`LoadOptions::kernel_rules`](crate::LoadOptions::kernel_rules) where
+//! it knows a register's type: arithmetic on pointers, and the pointer
+//! arguments of the helpers that take a map or the context; and how each
+//! load or store is made (`Flow::access`: inline, or checked at run time).
+
+use super::flow::Flow;
+use super::state::*;
+use super::{err, Access, Result};
+use crate::env::CTX_SIZE;
+use crate::insn::*;
+
+/// The kernel's rules for arithmetic on pointers
+/// (`adjust_ptr_min_max_vals`, as for a privileged loader): a pointer
+/// moves by adding or subtracting a scalar in 64 bits; two pointers may
+/// only be subtracted; a 32-bit operation on a pointer may only be a
+/// subtraction (a scalar results); nothing moves a map pointer, data_end
+/// or a map value not yet checked for null; bitwise and other operators
+/// on a pointer are refused. `NEG`, `END` and `MOV` are not arithmetic
+/// here (the kernel lets a privileged loader make scalars of pointers).
+/// Only what is refused whatever the other operand is: a register this
+/// verifier takes for a scalar may be a pointer the kernel tracks (one
+/// filled from the stack), so a subtraction of a register is allowed.
+pub(super) fn pointer_alu(pc: usize, i: &Insn, st: &State) -> Result<()> {
+    let op = i.op();
+    if matches!(op, BPF_MOV | BPF_NEG | BPF_END) {
+        return Ok(());
+    }
+    let (d, s) = (i.dst as usize, i.src as usize);
+    let dp = st.pointer(d);
+    let sp = i.code & BPF_X != 0 && st.pointer(s);
+    if !dp && !sp {
+        return Ok(());
+    }
+    let name = |op: u8| match op {
+        BPF_ADD => "+=",
+        BPF_SUB => "-=",
+        BPF_MUL => "*=",
+        BPF_DIV => "/=",
+        BPF_OR => "|=",
+        BPF_AND => "&=",
+        BPF_LSH => "<<=",
+        BPF_RSH => ">>=",
+        BPF_MOD => "%=",
+        BPF_XOR => "^=",
+        BPF_ARSH => "s>>=",
+        _ => "?",
+    };
+    let refuse = |what: String| err(pc, format!("{what} (the kernel refuses it)"));
+    if i.class() == BPF_ALU {
+        if op == BPF_SUB {
+            return Ok(());
+        }
+        return refuse(format!("32-bit pointer arithmetic ({})", name(op)));
+    }
+    if dp && sp {
+        if op == BPF_SUB {
+            return Ok(());
+        }
+        return refuse(format!("pointer {} pointer", name(op)));
+    }
+    if op == BPF_SUB && i.code & BPF_X != 0 {
+        // The other may be a pointer the verifier does not track (filled
+        // from the stack): pointer - pointer is a scalar, allowed.
+        return Ok(());
+    }
+    let t = if dp { st.ty[d] } else { st.ty[s] };
+    let kind = match t & KIND {
+        NULLABLE => Some("a map value that may be null (check it for null first)"),
+        MAP => Some("a map pointer"),
+        PKT_END => Some("data_end"),
+        _ => None,
+    };
+    if let Some(k) = kind {
+        return refuse(format!("pointer arithmetic on {k}"));
+    }
+    match op {
+        BPF_ADD | BPF_SUB => Ok(()),
+        BPF_AND | BPF_OR | BPF_XOR => refuse(format!("bitwise {} on a pointer", name(op))),
+        _ => refuse(format!("{} on a pointer", name(op))),
+    }
+}
+
+/// The kernel's argument types of the helpers a program's first argument
+/// names a map or the context for (`bpf_func_proto`), where the
+/// verifier knows the register's type: a known pointer of another kind
+/// is refused (an untracked register, one filled from the stack, is
+/// checked at run time). The packet helpers' length may not be 0
+/// (`ARG_CONST_SIZE`).
+pub(super) fn helper_args(pc: usize, id: u32, st: &State) -> Result<()> {
+    let map_arg = matches!(
+        id,
+        helper::MAP_LOOKUP_ELEM
+            | helper::MAP_UPDATE_ELEM
+            | helper::MAP_DELETE_ELEM
+            | helper::REDIRECT_MAP
+    );
+    // bpf_xdp_adjust_head, _meta, _tail, bpf_xdp_get_buff_len,
+    // bpf_xdp_load_bytes, bpf_xdp_store_bytes.
+    let ctx_arg = matches!(id, 44 | 54 | 65 | 188 | 189 | 190);
+    let name = helper::name(id).unwrap_or("helper");
+    let kind = |t: u32| match t & KIND {
+        MAP => "a map",
+        NULLABLE => "a map value that may be null",
+        VALUE | CONST => "a map value",
+        PKT => "a packet pointer",
+        PKT_END => "data_end",
+        STACK => "a stack pointer",
+        _ if t == CTX || t == CTX_MOD => "the context",
+        _ => "a scalar",
+    };
+    let t = st.ty[1];
+    if map_arg && st.pointer(1) && t & KIND != MAP {
+        return err(
+            pc,
+            format!(
+                "bpf_{name}'s first argument must be a map, not {} (the kernel refuses it)",
+                kind(t)
+            ),
+        );
+    }
+    if ctx_arg && st.pointer(1) && t != CTX {
+        return err(
+            pc,
+            format!(
+                "bpf_{name}'s first argument must be the context, not {} (the kernel refuses it)",
+                kind(t)
+            ),
+        );
+    }
+    if matches!(id, 189 | 190) && st.ty[4] == OTHER && st.bound(4) == 0 {
+        return err(
+            pc,
+            format!("bpf_{name} of 0 bytes (the kernel refuses a zero-sized access)"),
+        );
+    }
+    Ok(())
+}
+
+impl Flow<'_> {
+    /// How the load or store at `pc` is made, in its final state `st`.
+    pub(super) fn access(&self, pc: usize, st: &State) -> Result<Access> {
+        let i = &self.insns[pc];
+        let (off, size) = (i.off as i64, i.size() as i64);
+        let base = match i.class() {
+            BPF_LDX => i.src,
+            BPF_ST | BPF_STX => i.dst,
+            _ => return Ok(Access::Checked),
+        };
+        let ty = st.ty[base as usize];
+        if base == 10 {
+            return Ok(Access::Checked);
+        }
+        if ty == CTX_MOD && self.kernel_rules {
+            return err(
+                pc,
+                "dereference of a modified context pointer (the kernel refuses it: read \
+                 struct xdp_md's fields through the pointer as the program was given it)",
+            );
+        }
+        if ty & KIND == PKT_END && self.kernel_rules {
+            return err(
+                pc,
+                "dereference of data_end (the packet's end, not its bytes)",
+            );
+        }
+        if self.kernel_rules
+            && i.code & 0xe0 == BPF_ATOMIC
+            && matches!(ty & KIND, PKT | MAP | CONST)
+        {
+            return err(
+                pc,
+                "an atomic operation on the packet or a map pointer (the kernel allows them on \
+                 the stack and in map values only)",
+            );
+        }
+        if ty == CTX {
+            if i.class() != BPF_LDX {
+                return err(pc, "store into the context (struct xdp_md is read-only)");
+            }
+            // As the kernel's `xdp_is_valid_access`: whole 4-byte fields,
+            // and not `egress_ifindex` (offset 20), which only a program
+            // of a devmap's entries may read.
+            let sx = i.code & 0xe0 == BPF_MEMSX;
+            let pointer = matches!(off, 0 | 4 | 8) && !sx;
+            let field = pointer || matches!(off, 12 | 16);
+            if size != 4 || !field || off + size > CTX_SIZE as i64 {
+                let why = if off == 20 && size == 4 {
+                    "egress_ifindex, which only a program of a devmap's entries (SEC \"xdp/devmap\") reads"
+                } else {
+                    "its fields are read whole, 4 bytes at a time"
+                };
+                return err(
+                    pc,
+                    format!(
+                        "invalid access to the context: {size} bytes at offset {off} of struct \
+                         xdp_md ({why})"
+                    ),
+                );
+            }
+            return Ok(Access::Ctx);
+        }
+        if ty & KIND == PKT && i.code & 0xe0 != BPF_ATOMIC {
+            // Inside the bytes a comparison with data_end proved there.
+            let start = (ty & !KIND) as i64 + off;
+            if start >= 0 && start + size <= st.limit(base as usize) as i64 {
+                return Ok(Access::Packet);
+            }
+        } else if ty & KIND == VALUE {
+            // A map value (its helper returned value_size bytes,
+            // 8-aligned): inside it, no run-time check; outside, the
+            // run-time check.
+            let value_size = self
+                .maps
+                .get((ty & !KIND) as usize)
+                .map_or(0, |m| m.value_size as i64);
+            let inside = off >= 0 && off + size <= value_size;
+            let atomic = i.code & 0xe0 == BPF_ATOMIC;
+            let inline_atomic =
+                !atomic || (i.imm & !BPF_FETCH == BPF_ADD as i32 && off % size == 0);
+            if inside && inline_atomic {
+                return Ok(Access::Value);
+            }
+            if !inside && self.kernel_rules && value_size > 0 {
+                // The kernel's "invalid access to map value": the value
+                // is all the program was handed (the run-time check
+                // would allow the map's other values).
+                return err(
+                    pc,
+                    format!(
+                        "access of {size} bytes at offset {off} of a map value of {value_size} \
+                         bytes (outside it)"
+                    ),
+                );
+            }
+        }
+        Ok(Access::Checked)
+    }
+}
