@@ -14,9 +14,9 @@
 //! it refuses what the kernel's type rules refuse of the pointers it
 //! tracks, though a run-time check would contain it: arithmetic on a
 //! pointer other than adding or subtracting a scalar in 64 bits (two
-//! pointers only subtracted), any on a map pointer, data_end or a map
-//! value not checked for null; a dereference of data_end or of a moved
-//! context pointer; an atomic on the packet; a misaligned stack access;
+//! pointers only subtracted), any but a known 0 on a map pointer or
+//! data_end; a dereference of data_end or of a moved context pointer
+//! (moved back by known amounts, it is the context again); an atomic on the packet; a misaligned stack access;
 //! a function returning a pointer into its own frame; a context read
 //! other than a whole field; an access at a constant offset outside a
 //! map value. A register it does not track (a pointer

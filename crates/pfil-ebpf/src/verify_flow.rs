@@ -13,7 +13,7 @@
 //! that walk and the state dropped, so only the pending heads' states
 //! are kept.
 
-use super::rules::{helper_args, pointer_alu};
+use super::rules::{amount, helper_args, pointer_alu};
 use super::state::*;
 use super::{bit, err, Access, Result, Succ, Use, R1_R5};
 use crate::insn::*;
@@ -376,10 +376,46 @@ impl Flow<'_> {
             out.copy(d, st, sr);
         } else if i.class() == BPF_ALU64
             && matches!(i.op(), BPF_ADD | BPF_SUB)
-            && (matches!(dty, CTX | CTX_MOD)
-                || (i.op() == BPF_ADD && i.code & BPF_X != 0 && matches!(sty, CTX | CTX_MOD)))
+            && st.pointer(d)
+            && amount(i, st) == Some(0)
         {
-            // The context pointer moved: not a context any more.
+            // A pointer moved by a known 0 (the kernel's tnum): itself.
+        } else if i.class() == BPF_ALU64
+            && matches!(i.op(), BPF_ADD | BPF_SUB)
+            && (matches!(dty, CTX | CTX_MOD) || dty & KIND == CTX_OFF)
+        {
+            // The context pointer moved: by a known amount, tracked (back
+            // at 0 it is the context again); else moved for good.
+            let at = if dty & KIND == CTX_OFF {
+                i64::from(dty & 0xffff) - CTX_OFF_BIAS
+            } else {
+                0
+            };
+            let k = amount(i, st).map(|k| {
+                let k = k as i64;
+                if i.op() == BPF_SUB {
+                    at - k
+                } else {
+                    at + k
+                }
+            });
+            out.set(
+                d,
+                match k {
+                    _ if dty == CTX_MOD => CTX_MOD,
+                    Some(0) => CTX,
+                    Some(k) if (-CTX_OFF_BIAS..CTX_OFF_BIAS).contains(&k) => {
+                        CTX_OFF | (k + CTX_OFF_BIAS) as u32
+                    }
+                    _ => CTX_MOD,
+                },
+            );
+        } else if i.class() == BPF_ALU64
+            && i.op() == BPF_ADD
+            && i.code & BPF_X != 0
+            && (matches!(sty, CTX | CTX_MOD) || sty & KIND == CTX_OFF)
+        {
+            // A scalar plus the context pointer: a moved one.
             out.set(d, CTX_MOD);
         } else if matches!(i.code, c if c == BPF_ALU64 | BPF_MOV | BPF_K || c == BPF_ALU | BPF_MOV | BPF_K)
             && i.off == 0

@@ -14,8 +14,8 @@ use crate::insn::*;
 /// (`adjust_ptr_min_max_vals`, as for a privileged loader): a pointer
 /// moves by adding or subtracting a scalar in 64 bits; two pointers may
 /// only be subtracted; a 32-bit operation on a pointer may only be a
-/// subtraction (a scalar results); nothing moves a map pointer, data_end
-/// or a map value not yet checked for null; bitwise and other operators
+/// subtraction (a scalar results); nothing moves a map pointer or
+/// data_end but by a known 0; bitwise and other operators
 /// on a pointer are refused. `NEG`, `END` and `MOV` are not arithmetic
 /// here (the kernel lets a privileged loader make scalars of pointers).
 /// Only what is refused whatever the other operand is: a register this
@@ -30,6 +30,11 @@ pub(super) fn pointer_alu(pc: usize, i: &Insn, st: &State) -> Result<()> {
     let dp = st.pointer(d);
     let sp = i.code & BPF_X != 0 && st.pointer(s);
     if !dp && !sp {
+        return Ok(());
+    }
+    if i.class() == BPF_ALU64 && matches!(op, BPF_ADD | BPF_SUB) && !sp && amount(i, st) == Some(0)
+    {
+        // Moved by a known 0: the kernel allows it on any pointer.
         return Ok(());
     }
     let name = |op: u8| match op {
@@ -65,8 +70,9 @@ pub(super) fn pointer_alu(pc: usize, i: &Insn, st: &State) -> Result<()> {
         return Ok(());
     }
     let t = if dp { st.ty[d] } else { st.ty[s] };
+    // (Not a map value that may be null, which the kernel refuses too:
+    // a copy of it checked for null is not known here to be checked.)
     let kind = match t & KIND {
-        NULLABLE => Some("a map value that may be null (check it for null first)"),
         MAP => Some("a map pointer"),
         PKT_END => Some("data_end"),
         _ => None,
@@ -106,7 +112,9 @@ pub(super) fn helper_args(pc: usize, id: u32, st: &State) -> Result<()> {
         PKT => "a packet pointer",
         PKT_END => "data_end",
         STACK => "a stack pointer",
-        _ if t == CTX || t == CTX_MOD => "the context",
+        CTX_OFF => "a moved context pointer",
+        _ if t == CTX_MOD => "a moved context pointer",
+        _ if t == CTX => "the context",
         _ => "a scalar",
     };
     let t = st.ty[1];
@@ -151,7 +159,7 @@ impl Flow<'_> {
         if base == 10 {
             return Ok(Access::Checked);
         }
-        if ty == CTX_MOD && self.kernel_rules {
+        if (ty == CTX_MOD || ty & KIND == CTX_OFF) && self.kernel_rules {
             return err(
                 pc,
                 "dereference of a modified context pointer (the kernel refuses it: read \
@@ -235,5 +243,15 @@ impl Flow<'_> {
             }
         }
         Ok(Access::Checked)
+    }
+}
+
+/// The known amount an `ADD`/`SUB` at `i` moves its destination by: the
+/// immediate, or the source register's exact value.
+pub(super) fn amount(i: &Insn, st: &State) -> Option<u64> {
+    if i.code & BPF_X == 0 {
+        Some(i.imm as i64 as u64)
+    } else {
+        st.known(i.src as usize)
     }
 }

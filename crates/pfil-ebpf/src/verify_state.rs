@@ -22,6 +22,11 @@ pub(super) const CTX: u32 = 1;
 /// The context pointer moved by arithmetic: the kernel refuses a
 /// dereference of it ("dereference of modified ctx ptr").
 pub(super) const CTX_MOD: u32 = 2;
+/// The context pointer moved by a known amount (the low 16 bits, biased
+/// by [`CTX_OFF_BIAS`]): moved back to 0 it is the context again.
+pub(super) const CTX_OFF: u32 = 0x8000_0000;
+/// [`CTX_OFF`]'s offset bias.
+pub(super) const CTX_OFF_BIAS: i64 = 0x8000;
 pub(super) const KIND: u32 = 0xf000_0000;
 pub(super) const MAP: u32 = 0x1000_0000;
 pub(super) const NULLABLE: u32 = 0x2000_0000;
@@ -118,6 +123,11 @@ impl State {
     pub fn pointer(&self, r: usize) -> bool {
         let t = self.ty[r];
         matches!(t, CTX | CTX_MOD) || t & KIND != 0
+    }
+
+    /// `r`'s value if it is a scalar known exactly.
+    pub fn known(&self, r: usize) -> Option<u64> {
+        (self.ty[r] == OTHER && self.lo[r] == self.hi[r]).then_some(self.hi[r])
     }
 
     /// `r`'s upper bound if it is a scalar.

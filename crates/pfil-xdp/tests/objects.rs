@@ -405,12 +405,23 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
             );
         }
     }
-    let p = XdpProgram::load(&obj, Some("dead_branch_ctx"), 1, &[]).unwrap();
-    let mut frame = [0u8; 64];
-    assert_eq!(p.run(0, &mut frame, 0, 64, 1, 0).unwrap().action, 2);
-    if kernel {
-        let k = obj.program(Some("dead_branch_ctx")).unwrap();
-        assert!(pfil_xdp::kernel::KernelProgram::load(&obj, k).is_ok());
+    for name in [
+        "dead_branch_ctx",
+        "null_copy_arith",
+        "ctx_roundtrip",
+        "ctx_add_zero",
+        "ctx_roundtrip_helper",
+        "mapptr_add0",
+    ] {
+        let p = XdpProgram::load(&obj, Some(name), 1, &[])
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut frame = [0u8; 64];
+        assert_eq!(p.run(0, &mut frame, 0, 64, 1, 0).unwrap().action, 2, "{name}");
+        if kernel {
+            let k = obj.program(Some(name)).unwrap();
+            let r = pfil_xdp::kernel::KernelProgram::load(&obj, k);
+            assert!(r.is_ok(), "{name}: the kernel refuses it: {:?}", r.err());
+        }
     }
 }
 

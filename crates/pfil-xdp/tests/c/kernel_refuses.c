@@ -47,8 +47,29 @@ P(loadbytes_len0) {
 		     :: [f]"i"(BPF_FUNC_xdp_load_bytes));
 }
 
-// Accepted: the jump is decided by r0's exact value, so the 8-byte read
-// of the context is never reached.
+// Accepted by the kernel, so by pfil (a second tester's probes of the
+// rules above, 2026-12-07). The jump is decided by r0's exact value, so
+// the 8-byte read of the context is never reached:
 P(dead_branch_ctx) { asm volatile("r0 = 2; if r0 == 2 goto 1f; r0 = *(u64 *)(r1 + 0); 1: exit;"); }
+// A lookup's result copied, the copy checked for null, the original moved
+// (the kernel marks every copy checked):
+P(null_copy_arith) {
+	asm volatile("r1 = 0; *(u32 *)(r10 - 4) = r1; r2 = r10; r2 += -4; r1 = %[amap] ll; call %[lk];"
+		     "r6 = r0; if r6 == 0 goto 1f; r0 += 4; r1 = *(u32 *)(r0 + 0); 1: r0 = 2; exit;"
+		     :: [amap]"i"(&amap), [lk]"i"(BPF_FUNC_map_lookup_elem) : "memory");
+}
+// The context moved and moved back, or moved by a known 0, then read or
+// passed to a helper; a map pointer moved by 0:
+P(ctx_roundtrip) { asm volatile("r1 += 4; r1 += -4; r0 = *(u32 *)(r1 + 12); r0 = 2; exit;"); }
+P(ctx_add_zero) { asm volatile("r2 = 0; r1 += r2; r0 = *(u32 *)(r1 + 12); r0 = 2; exit;"); }
+P(ctx_roundtrip_helper) {
+	asm volatile("r1 += 8; r1 += -8; r2 = 0; call %[ah]; r0 = 2; exit;"
+		     :: [ah]"i"(BPF_FUNC_xdp_adjust_head));
+}
+P(mapptr_add0) {
+	asm volatile("r1 = 0; *(u32 *)(r10 - 4) = r1; r2 = r10; r2 += -4; r1 = %[amap] ll; r1 += 0;"
+		     "call %[lk]; r0 = 2; exit;"
+		     :: [amap]"i"(&amap), [lk]"i"(BPF_FUNC_map_lookup_elem) : "memory");
+}
 
 char LICENSE[] SEC("license") = "GPL";
