@@ -413,10 +413,14 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
         "ctx_roundtrip_helper",
         "mapptr_add0",
     ] {
-        let p = XdpProgram::load(&obj, Some(name), 1, &[])
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let p =
+            XdpProgram::load(&obj, Some(name), 1, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
         let mut frame = [0u8; 64];
-        assert_eq!(p.run(0, &mut frame, 0, 64, 1, 0).unwrap().action, 2, "{name}");
+        assert_eq!(
+            p.run(0, &mut frame, 0, 64, 1, 0).unwrap().action,
+            2,
+            "{name}"
+        );
         if kernel {
             let k = obj.program(Some(name)).unwrap();
             let r = pfil_xdp::kernel::KernelProgram::load(&obj, k);
