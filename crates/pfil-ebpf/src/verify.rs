@@ -12,15 +12,17 @@
 //!
 //! With [`LoadOptions::kernel_rules`](crate::LoadOptions::kernel_rules)
 //! it refuses what the kernel's type rules refuse of the pointers it
-//! tracks, though a run-time check would contain it: arithmetic on a
-//! pointer other than adding or subtracting a scalar in 64 bits (two
-//! pointers only subtracted), any but a known 0 on a map pointer or
-//! data_end; a dereference of data_end or of a moved context pointer
-//! (moved back by known amounts, it is the context again); an atomic on the packet; a misaligned stack access;
-//! a function returning a pointer into its own frame; a context read
-//! other than a whole field; an access at a constant offset outside a
-//! map value. A register it does not track (a pointer
-//! filled from the stack) is checked at run time instead.
+//! tracks, though a run-time check would contain it (`verify_rules.rs`):
+//! arithmetic on a pointer other than adding or subtracting a scalar in
+//! 64 bits (two pointers only subtracted), any but a known 0 on a map
+//! pointer or data_end; a dereference of data_end or of a moved context
+//! pointer (moved back by known amounts, it is the context again); an
+//! atomic on the packet; a misaligned stack access; a function
+//! returning a pointer into its own frame; a context read other than a
+//! whole field; an access at a constant offset outside a map value; a
+//! known pointer of another kind where a helper takes a map or the
+//! context. A register it does not track (a pointer filled from the
+//! stack) is checked at run time instead.
 //!
 //! It also tracks register types (the context, map values checked for
 //! null, stack pointers, packet pointers; see `verify_state.rs`) to find

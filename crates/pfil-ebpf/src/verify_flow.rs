@@ -37,9 +37,7 @@ pub(super) struct Flow<'a> {
     pub consts: &'a [(usize, u32, u32)],
     pub maps: &'a [MapRef],
     /// Refuse what the kernel refuses although it is checked here at run
-    /// time ([`LoadOptions::kernel_rules`]): pointer arithmetic the
-    /// kernel forbids, a dereference of a moved context pointer or of
-    /// data_end, an atomic on the packet, a stack pointer returned.
+    /// time ([`LoadOptions::kernel_rules`]; the rules: `verify_rules.rs`).
     pub kernel_rules: bool,
 }
 

@@ -67,8 +67,9 @@ pub(super) struct State {
     pub vrange: [u32; 11],
     /// Scalars (`OTHER`): an upper bound, unsigned (`u64::MAX`: none).
     pub hi: [u64; 11],
-    /// Scalars: a lower bound, unsigned (0: none). Only a load of a
-    /// frozen value sets one (the value: `lo == hi`).
+    /// Scalars: a lower bound, unsigned (0: none). Only an exact value
+    /// sets one (`lo == hi`: a constant moved in, a load of a frozen
+    /// value); joins keep the least.
     pub lo: [u64; 11],
 }
 

@@ -52,9 +52,6 @@ impl Attr {
     }
 }
 
-/// `BPF_MAP_TYPE_PERF_EVENT_ARRAY`.
-const BPF_MAP_TYPE_PERF_EVENT_ARRAY: u32 = 4;
-
 fn bpf(cmd: libc::c_long, attr: &mut Attr, what: &str) -> io::Result<libc::c_long> {
     // SAFETY: `attr` is a valid, writable 128-byte bpf_attr whose
     // pointers (set by the callers) point to live buffers of the sizes
@@ -107,8 +104,8 @@ impl KernelMap {
         let mut a = Attr::new();
         let flags = def.flags | if def.readonly { BPF_F_RDONLY_PROG } else { 0 };
         // libbpf sizes a perf_event_array left at 0 to the CPUs.
-        let max_entries = match (def.kind.raw(), def.max_entries) {
-            (BPF_MAP_TYPE_PERF_EVENT_ARRAY, 0) => possible_cpus() as u32,
+        let max_entries = match (def.kind, def.max_entries) {
+            (MapType::Other(4), 0) => possible_cpus() as u32, // perf_event_array
             (_, n) => n,
         };
         a.u32(0, def.kind.raw())

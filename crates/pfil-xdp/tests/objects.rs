@@ -33,6 +33,15 @@ fn read(name: &str) -> Option<Vec<u8>> {
     }
 }
 
+/// What building the `xdp` hook of `config` for `workers` workers says
+/// when it refuses (a panic when it builds).
+fn refused(config: &str, workers: usize) -> String {
+    match pfil_xdp::XdpFilter::from_config(config, workers) {
+        Ok(_) => panic!("{config}: built"),
+        Err(e) => e,
+    }
+}
+
 #[test]
 fn xdp_filter_objects_parse_with_their_btf_maps() {
     for name in XDPFILT {
@@ -187,9 +196,7 @@ fn unsupported_helpers_and_map_types_are_refused_by_name() {
     let Some(path) = clang::compile("bad_helper") else {
         return;
     };
-    let e = pfil_xdp::XdpFilter::from_config(&format!("@{}", path.display()), 1)
-        .err()
-        .unwrap();
+    let e = refused(&format!("@{}", path.display()), 1);
     assert!(e.contains("69") && e.contains("fib_lookup"), "{e}");
     let Some(path) = clang::compile("bad_map") else {
         return;
@@ -197,9 +204,7 @@ fn unsupported_helpers_and_map_types_are_refused_by_name() {
     let obj = format!("@{}", path.display());
     // A program that uses a map of a type pfil does not run is refused,
     // naming the map and its type...
-    let e = pfil_xdp::XdpFilter::from_config(&format!("{obj} program uses_xsk"), 1)
-        .err()
-        .unwrap();
+    let e = refused(&format!("{obj} program uses_xsk"), 1);
     assert!(
         e.contains("uses_xsk") && e.contains("\"xsks\" of type 17 (xskmap)"),
         "{e}"
@@ -233,19 +238,15 @@ fn unsupported_helpers_and_map_types_are_refused_by_name() {
     // A map its loader sizes (max_entries 0) is refused as the kernel
     // refuses it, naming the config line that sizes it; with the line,
     // the program runs and uses it.
-    let e = pfil_xdp::XdpFilter::from_config(&format!("{obj} program uses_sized"), 1)
-        .err()
-        .unwrap();
+    let e = refused(&format!("{obj} program uses_sized"), 1);
     assert!(
         e.contains("max_entries 0") && e.contains("`map sized max_entries N`"),
         "{e}"
     );
-    let e = pfil_xdp::XdpFilter::from_config(
+    let e = refused(
         &format!("{obj} program uses_sized\nmap nosuch max_entries 4"),
         1,
-    )
-    .err()
-    .unwrap();
+    );
     assert!(e.contains("map nosuch: the object has no such map") && e.contains("sized"));
     let kernel = if pfil_xdp::kernel::available() {
         "\nverify kernel"
@@ -274,9 +275,7 @@ fn unsupported_helpers_and_map_types_are_refused_by_name() {
             (1u32.to_le_bytes().to_vec(), 2u64.to_le_bytes().to_vec())
         ]
     );
-    let e = pfil_xdp::XdpFilter::from_config(&format!("@{BPF_DIR}/xdpdump_bpf.o"), 1)
-        .err()
-        .unwrap();
+    let e = refused(&format!("@{BPF_DIR}/xdpdump_bpf.o"), 1);
     // fentry/fexit programs (their CO-RE relocations are not pfil's) and
     // a perf event array.
     assert!(
@@ -305,20 +304,15 @@ fn a_program_loads_beside_neighbours_pfil_refuses() {
     let jmp = f.program().map("jmp").unwrap();
     assert_eq!((jmp.kind().name(), jmp.value_size()), ("prog_array", 4));
     assert!(jmp.not_made().is_some());
-    let refused = |name: &str| {
-        pfil_xdp::XdpFilter::from_config(&format!("{obj} program {name}"), 1)
-            .err()
-            .unwrap()
-    };
-    let e = refused("uses_kfunc");
+    let e = refused(&format!("{obj} program uses_kfunc"), 1);
     assert!(
         e.contains("\"uses_kfunc\" calls kernel function \"bpf_dynptr_from_xdp\""),
         "{e}"
     );
-    let e = refused("entry");
+    let e = refused(&format!("{obj} program entry"), 1);
     assert!(e.contains("\"jmp\" of type 3 (prog_array)"), "{e}");
     // Without a name, every XDP program is listed, the refused one too.
-    let e = pfil_xdp::XdpFilter::from_config(&obj, 1).err().unwrap();
+    let e = refused(&obj, 1);
     assert!(e.contains("slot0, entry, plain, uses_kfunc"), "{e}");
 }
 
