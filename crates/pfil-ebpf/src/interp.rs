@@ -174,6 +174,27 @@ pub(crate) fn atomic(
     }
 }
 
+/// An ALU instruction's result (not `BPF_END`) from its destination's
+/// value and its source register's (read by the `X` forms only); `None`
+/// for an operation that does not exist. The verifier folds constants
+/// with it, so the two agree by construction.
+#[inline]
+pub(crate) fn alu(insn: &Insn, dst: u64, src: u64) -> Option<u64> {
+    let op = insn.code & 0xf0;
+    let src = if insn.code & BPF_X != 0 {
+        src
+    } else if insn.class() == BPF_ALU64 {
+        insn.imm as i64 as u64
+    } else {
+        insn.imm as u32 as u64
+    };
+    if insn.class() == BPF_ALU64 {
+        alu64(op, insn.off, dst, src)
+    } else {
+        alu32(op, insn.off, dst as u32, src as u32).map(u64::from)
+    }
+}
+
 /// 64-bit arithmetic; `None` for an operation that does not exist.
 #[inline]
 fn alu64(op: u8, off: i16, dst: u64, src: u64) -> Option<u64> {
@@ -332,25 +353,12 @@ pub(crate) fn run_with(prog: &Program, env: &mut Env, args: [u64; 3]) -> Result<
         match class {
             BPF_ALU | BPF_ALU64 => {
                 let op = insn.op();
-                let wide = class == BPF_ALU64;
                 if op == BPF_END {
                     let v = endian(class, insn.code & BPF_X, insn.imm, reg[dst])
                         .ok_or(Fault::InvalidInsn { pc })?;
                     reg[dst] = v;
                 } else {
-                    let src = if insn.code & BPF_X != 0 {
-                        reg[srcr]
-                    } else if wide {
-                        insn.imm as i64 as u64
-                    } else {
-                        insn.imm as u32 as u64
-                    };
-                    reg[dst] = if wide {
-                        alu64(op, insn.off, reg[dst], src)
-                    } else {
-                        alu32(op, insn.off, reg[dst] as u32, src as u32).map(u64::from)
-                    }
-                    .ok_or(Fault::InvalidInsn { pc })?;
+                    reg[dst] = alu(&insn, reg[dst], reg[srcr]).ok_or(Fault::InvalidInsn { pc })?;
                 }
                 if dst == 10 {
                     return Err(Fault::InvalidInsn { pc });

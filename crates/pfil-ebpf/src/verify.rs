@@ -4,7 +4,8 @@
 //! unknown or malformed opcodes (reserved fields must be zero), jumps and
 //! calls that land outside the program, inside a 64-bit immediate or in
 //! another function, fall-through off the end, writes to r10, reads of
-//! registers not initialised on every path, helpers the program was not
+//! registers a path reaching them leaves unset (paths told apart as the
+//! kernel's verifier follows them: `verify_paths.rs`), helpers the program was not
 //! given, `r10`-relative accesses outside the frame, recursion and calls
 //! nested deeper than [`MAX_FRAMES`]. It finds the back-edges: a program
 //! without any runs without an instruction counter; one with loops pays
@@ -635,6 +636,7 @@ pub(crate) fn verify(
         consts,
         maps,
         kernel_rules,
+        as_kernel: Default::default(),
     }
     .run(opts)?;
     if !unknown.is_empty() {

@@ -39,6 +39,9 @@ pub(super) struct Flow<'a> {
     /// Refuse what the kernel refuses although it is checked here at run
     /// time ([`LoadOptions::kernel_rules`]; the rules: `verify_rules.rs`).
     pub kernel_rules: bool,
+    /// Set while `paths.rs` walks: jumps are decided only as the kernel
+    /// decides them (not by bytes a packet pointer has proven).
+    pub as_kernel: std::cell::Cell<bool>,
 }
 
 /// What [`Flow::run`] found: each pc's access, the inlined lookups, the
@@ -145,11 +148,11 @@ impl Flow<'_> {
         k == 0 && !(matches!(i.class(), BPF_JMP | BPF_JMP32) && i.op() == BPF_JA)
     }
 
-    /// Propagates states to a fixpoint, then decides every access.
-    pub fn run(&self, opts: &LoadOptions) -> Result<Found> {
+    /// The heads (function entries and every target that is not a
+    /// fall-through), numbered: `head[pc]` (`NONE` elsewhere), and how
+    /// many there are.
+    fn heads(&self) -> (Vec<u32>, u32) {
         let n = self.insns.len();
-        // Heads: function entries and every target that is not a
-        // fall-through; `head[pc]` indexes `states`.
         let mut head = vec![NONE; n];
         let mut heads = 0u32;
         let mut mark = |pc: usize, head: &mut [u32]| {
@@ -168,6 +171,38 @@ impl Flow<'_> {
                 }
             }
         }
+        (head, heads)
+    }
+
+    /// The program's entry state.
+    fn first(opts: &LoadOptions) -> State {
+        let mut first = State::new(((1u16 << (opts.entry_args.min(5) + 1)) - 2) | bit(10));
+        if opts.xdp_ctx {
+            first.set(1, CTX);
+        }
+        if opts.packet_args {
+            first.set(1, PKT);
+            first.set(2, PKT_END);
+        }
+        first
+    }
+
+    /// Propagates states to a fixpoint, then decides every access.
+    ///
+    /// The states here meet where paths join, so a register set on one
+    /// path only is not initialised after the join; one read there may
+    /// still be read only on the paths that set it (`if (c) x = ..;
+    /// ..; if (c) use(x)`). Such a read is noted, not refused (the value
+    /// is a scalar nothing is known of, on every path), and then decided
+    /// by following the paths apart (`paths.rs`): refused only where one
+    /// can read it unset. So is a jump decided here where the kernel's
+    /// verifier follows both edges (with [`LoadOptions::kernel_rules`]):
+    /// the code behind the other edge is checked there, as the kernel
+    /// checks it.
+    pub fn run(&self, opts: &LoadOptions) -> Result<Found> {
+        let n = self.insns.len();
+        let (head, heads) = self.heads();
+        let mut unset = false;
         // Forward jumps only: one pass, a head's state dropped once taken.
         let once = !tests::two_passes()
             && (0..n).all(|pc| self.succ[pc].get().into_iter().flatten().all(|t| t > pc));
@@ -188,15 +223,7 @@ impl Flow<'_> {
         // intersection; callers before callees.
         let nf = self.starts.len();
         let mut entry = vec![None::<State>; nf];
-        let mut first = State::new(((1u16 << (opts.entry_args.min(5) + 1)) - 2) | bit(10));
-        if opts.xdp_ctx {
-            first.set(1, CTX);
-        }
-        if opts.packet_args {
-            first.set(1, PKT);
-            first.set(2, PKT_END);
-        }
-        entry[0] = Some(first);
+        entry[0] = Some(Self::first(opts));
         for &f in self.order.iter().rev() {
             let s = self.starts[f];
             states.set(head[s], entry[f]);
@@ -222,6 +249,7 @@ impl Flow<'_> {
                         ands.extend(self.no_op_and(pc, &st));
                         decided.extend(self.decided(pc, &st));
                     }
+                    unset |= self.uninit(pc, &st).is_some() || self.unlike_kernel(pc, &st);
                     let step = self.step(pc, &st)?;
                     if let Some((g, args)) = step.call {
                         let s = self.starts[g];
@@ -281,6 +309,7 @@ impl Flow<'_> {
                 words.extend(self.stack_word(pc, &st));
                 ands.extend(self.no_op_and(pc, &st));
                 decided.extend(self.decided(pc, &st));
+                unset |= self.uninit(pc, &st).is_some() || self.unlike_kernel(pc, &st);
                 let step = self.step(pc, &st)?;
                 let next = (0..2).find_map(|k| {
                     let t = self.succ[pc].get()[k].filter(|&t| head[t] == NONE)?;
@@ -291,6 +320,12 @@ impl Flow<'_> {
                     None => break,
                 }
             }
+        }
+        if unset {
+            self.as_kernel.set(true);
+            let paths = self.paths(opts, &head);
+            self.as_kernel.set(false);
+            paths?;
         }
         lookups.sort_unstable();
         words.sort_unstable();
@@ -305,11 +340,10 @@ impl Flow<'_> {
         })
     }
 
-    /// The transfer function at `pc`: the state on each successor edge
-    /// (`None` where there is no successor), the entry state of a callee.
-    fn step(&self, pc: usize, st: &State) -> Result<Step> {
-        let u = self.uses[pc];
-        let mut reads = u.reads;
+    /// The first register the instruction at `pc` reads that `st` has not
+    /// initialised.
+    fn uninit(&self, pc: usize, st: &State) -> Option<u32> {
+        let mut reads = self.uses[pc].reads;
         if self.insns[pc].code == BPF_JMP | BPF_EXIT && self.func_of(pc) != 0 {
             // A subprogram's exit need not return anything (a `void`
             // function: the kernel checks r0 at the program's exit only).
@@ -319,13 +353,13 @@ impl Flow<'_> {
             reads &= !1;
         }
         let missing = reads & !st.init;
-        if missing != 0 {
-            let r = missing.trailing_zeros();
-            return err(
-                pc,
-                format!("reads r{r}, which is not initialised on every path here"),
-            );
-        }
+        (missing != 0).then(|| missing.trailing_zeros())
+    }
+
+    /// The transfer function at `pc`: the state on each successor edge
+    /// (`None` where there is no successor), the entry state of a callee.
+    fn step(&self, pc: usize, st: &State) -> Result<Step> {
+        let u = self.uses[pc];
         let insns = self.insns;
         let i = &insns[pc];
         if self.kernel_rules && matches!(i.class(), BPF_ALU | BPF_ALU64) {
@@ -358,6 +392,7 @@ impl Flow<'_> {
             i.code == BPF_JMP | BPF_CALL && i.src == 0 && i.imm as u32 == helper::MAP_LOOKUP_ELEM;
         if i.class() == BPF_JMP && i.op() == BPF_CALL && !lookup {
             out.range = 0;
+            out.past = 0;
             for r in 0..11 {
                 if matches!(out.ty[r] & KIND, PKT | PKT_END) {
                     out.set(r, OTHER);
@@ -466,6 +501,10 @@ impl Flow<'_> {
             // base + k + a bounded scalar: a new base.
             out.copy(d, st, d);
             out.add_var(pc, d, st.hi[sr]);
+        } else if let Some(v) = fold(i, st) {
+            // Scalars known exactly: the result, as the kernel's tnums
+            // (so `flag = a & b; if flag` is decided on each path).
+            out.exact(d, v);
         } else if matches!(i.class(), BPF_ALU | BPF_ALU64) && i.op() != BPF_END {
             // A scalar result: its upper bound.
             let b = match (i.code & BPF_X != 0, i.class() == BPF_ALU64) {
@@ -479,6 +518,8 @@ impl Flow<'_> {
             match i.off {
                 0 => out.set(d, PKT),
                 4 => out.set(d, PKT_END),
+                // ingress_ifindex, rx_queue_index: 32-bit numbers.
+                12 | 16 => out.scalar(d, u32::MAX.into()),
                 _ => out.set(d, OTHER),
             }
         } else if let Some(v) =
@@ -517,70 +558,17 @@ impl Flow<'_> {
             }
             call = Some((g, args));
         }
-        // `if data + n > data_end` and its forms: n bytes of packet on
-        // the edge where the comparison says data + n <= data_end.
-        // (on the taken edge, the packet pointer's register)
-        let mut pkt_edge: Option<(bool, usize)> = None;
-        if i.class() == BPF_JMP && i.code & BPF_X != 0 {
-            pkt_edge = match (dty & KIND, sty & KIND, i.op()) {
-                // base + n OP data_end
-                (PKT, PKT_END, BPF_JGT | BPF_JGE) => Some((false, d)),
-                (PKT, PKT_END, BPF_JLT | BPF_JLE) => Some((true, d)),
-                // data_end OP base + n
-                (PKT_END, PKT, BPF_JGT | BPF_JGE) => Some((true, sr)),
-                (PKT_END, PKT, BPF_JLT | BPF_JLE) => Some((false, sr)),
-                _ => None,
-            };
-        }
-        // `if rX == 0` / `if rX != 0` on a map value maybe null: the
-        // value on the non-null edge, a number on the other.
-        let null_check = i.class() == BPF_JMP
-            && matches!(i.op(), BPF_JEQ | BPF_JNE)
-            && i.code & BPF_X == 0
-            && i.imm == 0
-            && st.ty[d] & KIND == NULLABLE;
-        // `if d OP k` (64-bit, unsigned) on a scalar: d's bound on the
-        // edge where the comparison says d <= k' (as the kernel's
-        // `reg_set_min_max`, upper bounds only).
-        let bound_edge = (i.class() == BPF_JMP && i.code & BPF_X == 0 && dty == OTHER)
-            .then(|| {
-                let k = i.imm as i64 as u64;
-                match i.op() {
-                    BPF_JGT => Some((0, k)),
-                    BPF_JGE => Some((0, k.checked_sub(1)?)),
-                    BPF_JLT => Some((1, k.checked_sub(1)?)),
-                    BPF_JLE => Some((1, k)),
-                    _ => None,
-                }
-            })
-            .flatten();
         let succ = self.succ[pc].get();
         let mut edges = [None, None];
         for (k, t) in succ.into_iter().enumerate() {
-            if t.is_none() {
-                continue;
-            }
-            let mut o = out;
-            if let Some((on_taken, r)) = pkt_edge {
-                if (k == 1) == on_taken && succ[0] != succ[1] {
-                    o.prove(r);
-                }
-            }
-            if let Some((edge, hi)) = bound_edge {
-                if k == edge && succ[0] != succ[1] {
-                    o.hi[d] = o.hi[d].min(hi);
-                }
-            }
-            if null_check && succ[0] != succ[1] {
-                let taken = k == 1;
-                let non_null = taken == (i.op() == BPF_JNE);
-                if non_null {
-                    o.set(d, VALUE | (st.ty[d] & !KIND));
+            if t.is_some() {
+                // Both edges to one target: the compare tells it nothing.
+                edges[k] = if succ[0] == succ[1] {
+                    Some(out)
                 } else {
-                    o.scalar(d, 0);
-                }
+                    self.edge(pc, st, out, k == 1)
+                };
             }
-            edges[k] = Some(o);
         }
         // A jump the state decides has one edge: the other's state would
         // only blur what its target knows (code reached only through it
@@ -590,105 +578,33 @@ impl Flow<'_> {
         }
         Ok(Step { out: edges, call })
     }
-
-    /// An array lookup with its key in this frame, at `pc` in state
-    /// `st`: (pc, map index, the key's depth), which the JIT inlines.
-    fn lookup(&self, pc: usize, st: &State) -> Option<(usize, u32, u32)> {
-        let i = &self.insns[pc];
-        let lookup = i.code == BPF_JMP | BPF_CALL
-            && i.src == 0
-            && i.imm as u32 == helper::MAP_LOOKUP_ELEM
-            && st.ty[1] & KIND == MAP
-            && st.ty[2] & KIND == STACK;
-        if !lookup {
-            return None;
-        }
-        let (m, k) = (st.ty[1] & !KIND, st.ty[2] & !KIND);
-        let mr = self.maps.get(m as usize)?;
-        let fits = mr
-            .array
-            .is_some_and(|l| l.stride % 8 == 0 && l.stride <= i32::MAX as u64);
-        (fits && mr.key_size == 4 && k >= 4).then_some((pc, m, k))
-    }
-
-    /// A 4-byte store of a register into the stack at `pc`: (pc, the
-    /// register's upper bound), what the JIT's inlined lookup reads its
-    /// key from.
-    fn stack_word(&self, pc: usize, st: &State) -> Option<(usize, u64)> {
-        let i = &self.insns[pc];
-        (i.code == BPF_STX | BPF_MEM | BPF_W && i.dst == 10).then(|| (pc, st.bound(i.src as usize)))
-    }
-
-    /// A conditional jump at `pc` whose outcome state `st` decides: a
-    /// 64-bit compare of a scalar with a constant its bound settles, or a
-    /// packet pointer compared with the packet's end where its bytes are
-    /// already proven: (pc, always taken).
-    fn decided(&self, pc: usize, st: &State) -> Option<(usize, bool)> {
-        let i = &self.insns[pc];
-        if i.class() == BPF_JMP && i.code & BPF_X != 0 {
-            // `if p > data_end` (and its forms) with p's bytes already
-            // proven: p <= data_end on every path here.
-            let (d, s) = (i.dst as usize, i.src as usize);
-            let (p, taken) = match (st.ty[d] & KIND, st.ty[s] & KIND, i.op()) {
-                (PKT, PKT_END, BPF_JGT) => (d, false),
-                (PKT, PKT_END, BPF_JLE) => (d, true),
-                (PKT_END, PKT, BPF_JLT) => (s, false),
-                (PKT_END, PKT, BPF_JGE) => (s, true),
-                _ => return None,
-            };
-            // `data + 0 <= data_end` always holds; a base with a variable
-            // part is below the end only where a comparison proved bytes
-            // behind it (0 there means none proven).
-            let limit = st.limit(p);
-            let proven = (st.ty[p] & !KIND) <= limit && (st.id[p] == 0 || limit > 0);
-            return proven.then_some((pc, taken));
-        }
-        let jmp32 = i.class() == BPF_JMP32;
-        if !(i.class() == BPF_JMP || jmp32) || i.code & BPF_X != 0 || st.ty[i.dst as usize] != OTHER
-        {
-            return None;
-        }
-        let (hi, k) = (st.bound(i.dst as usize), i.imm as i64 as u64);
-        let lo = st.low(i.dst as usize);
-        // A 32-bit compare reads the low half: the same as the 64-bit one
-        // of a value under 2^32 with the constant's low half.
-        let (hi, k) = match jmp32 {
-            false => (hi, k),
-            true if hi <= u64::from(u32::MAX) => (hi, k & 0xffff_ffff),
-            true => return None,
-        };
-        let taken = match i.op() {
-            // A value known exactly (at most 0, or a frozen setting).
-            BPF_JEQ if lo == hi && hi == k => true,
-            BPF_JNE if lo == hi && hi == k => false,
-            BPF_JEQ | BPF_JNE if k < lo => i.op() == BPF_JNE,
-            BPF_JGT if lo > k => true,
-            BPF_JGE if lo >= k => true,
-            BPF_JLT if lo >= k => false,
-            BPF_JLE if lo > k => false,
-            BPF_JGT if hi <= k => false,
-            BPF_JGE if hi < k => false,
-            BPF_JEQ if hi < k => false,
-            BPF_JLT if hi < k => true,
-            BPF_JLE if hi <= k => true,
-            BPF_JNE if hi < k => true,
-            _ => return None,
-        };
-        Some((pc, taken))
-    }
-
-    /// `and d, 2^k - 1` at `pc` on a scalar already at most the mask: a
-    /// no-op (the 32-bit form too: the value has no high bits to clear).
-    fn no_op_and(&self, pc: usize, st: &State) -> Option<usize> {
-        let i = &self.insns[pc];
-        let mask = i.imm;
-        let and = (i.code == BPF_ALU64 | BPF_AND | BPF_K || i.code == BPF_ALU | BPF_AND | BPF_K)
-            && i.off == 0
-            && mask >= 0
-            && mask & mask.wrapping_add(1) == 0;
-        (and && st.bound(i.dst as usize) <= mask as u64).then_some(pc)
-    }
 }
+
+/// The result of the ALU instruction `i` (not `BPF_END`) in state `st`
+/// when its operands are scalars known exactly: computed as the
+/// interpreter computes it.
+fn fold(i: &Insn, st: &State) -> Option<u64> {
+    if !matches!(i.class(), BPF_ALU | BPF_ALU64) || i.op() == BPF_END {
+        return None;
+    }
+    // A move reads no destination.
+    let dst = if i.op() == BPF_MOV {
+        0
+    } else {
+        st.known(i.dst as usize)?
+    };
+    let src = if i.code & BPF_X != 0 {
+        st.known(i.src as usize)?
+    } else {
+        0
+    };
+    crate::interp::alu(i, dst, src)
+}
+
+#[path = "verify_decide.rs"]
+mod decide;
+#[path = "verify_paths.rs"]
+mod paths;
 
 #[cfg(not(test))]
 mod tests {

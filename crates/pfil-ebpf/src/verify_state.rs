@@ -59,6 +59,11 @@ pub(super) struct State {
     pub ty: [u32; 11],
     /// Bytes from `data` known to lie in the packet (id 0).
     pub range: u32,
+    /// An offset from `data` known to lie past the packet's end (0:
+    /// none, as `data + 0` never does): the edge of `if data + n >
+    /// data_end` where it holds (the kernel's `BEYOND_PKT_END`), so a
+    /// second compare of the same pointer is decided.
+    pub past: u32,
     /// Packet pointers: the id of the base (0: `data`).
     pub id: [u32; 11],
     /// Packet pointers with an id: the most `base - data` can be.
@@ -67,9 +72,10 @@ pub(super) struct State {
     pub vrange: [u32; 11],
     /// Scalars (`OTHER`): an upper bound, unsigned (`u64::MAX`: none).
     pub hi: [u64; 11],
-    /// Scalars: a lower bound, unsigned (0: none). Only an exact value
-    /// sets one (`lo == hi`: a constant moved in, a load of a frozen
-    /// value); joins keep the least.
+    /// Scalars: a lower bound, unsigned (0: none). An exact value sets
+    /// one (`lo == hi`: a constant moved in, a load of a frozen value),
+    /// and so does a jump's edge (`if r > k`, `if r != 0` of an `r` at
+    /// least 0); joins keep the least.
     pub lo: [u64; 11],
 }
 
@@ -80,6 +86,7 @@ impl State {
             init,
             ty: [OTHER; 11],
             range: 0,
+            past: 0,
             id: [0; 11],
             vmax: [0; 11],
             vrange: [0; 11],
@@ -216,6 +223,11 @@ impl State {
         let mut m = *self;
         m.init &= o.init;
         m.range = self.range.min(o.range);
+        m.past = if self.past == 0 || o.past == 0 {
+            0
+        } else {
+            self.past.max(o.past)
+        };
         let mut fresh = 0u16;
         let is_pkt = |s: &State, r: usize| s.ty[r] & KIND == PKT;
         for r in 0..11 {
@@ -291,6 +303,9 @@ impl State {
     /// `new` replaces `old` after many changes: bounds still moving are
     /// dropped, so that the dataflow ends.
     pub fn widen(&mut self, old: &State) {
+        if self.past != old.past {
+            self.past = 0;
+        }
         for r in 0..11 {
             if self.ty[r] == OTHER && self.hi[r] != old.hi[r] {
                 self.hi[r] = u64::MAX;

@@ -1,0 +1,229 @@
+//! What the dataflow decides at one instruction from its state: the
+//! conditional jumps the state settles, the facts each edge of a jump
+//! adds (scalar bounds, a pointer past the packet's end), the array
+//! lookups the JIT inlines, the no-op masks.
+
+use super::super::state::*;
+use super::Flow;
+use crate::insn::*;
+
+impl Flow<'_> {
+    /// An array lookup with its key in this frame, at `pc` in state
+    /// `st`: (pc, map index, the key's depth), which the JIT inlines.
+    pub(super) fn lookup(&self, pc: usize, st: &State) -> Option<(usize, u32, u32)> {
+        let i = &self.insns[pc];
+        let lookup = i.code == BPF_JMP | BPF_CALL
+            && i.src == 0
+            && i.imm as u32 == helper::MAP_LOOKUP_ELEM
+            && st.ty[1] & KIND == MAP
+            && st.ty[2] & KIND == STACK;
+        if !lookup {
+            return None;
+        }
+        let (m, k) = (st.ty[1] & !KIND, st.ty[2] & !KIND);
+        let mr = self.maps.get(m as usize)?;
+        let fits = mr
+            .array
+            .is_some_and(|l| l.stride % 8 == 0 && l.stride <= i32::MAX as u64);
+        (fits && mr.key_size == 4 && k >= 4).then_some((pc, m, k))
+    }
+
+    /// A 4-byte store of a register into the stack at `pc`: (pc, the
+    /// register's upper bound), what the JIT's inlined lookup reads its
+    /// key from.
+    pub(super) fn stack_word(&self, pc: usize, st: &State) -> Option<(usize, u64)> {
+        let i = &self.insns[pc];
+        (i.code == BPF_STX | BPF_MEM | BPF_W && i.dst == 10).then(|| (pc, st.bound(i.src as usize)))
+    }
+
+    /// A conditional jump at `pc` whose outcome state `st` decides: a
+    /// 64-bit compare of a scalar with a constant its bound settles, or a
+    /// packet pointer compared with the packet's end where its bytes are
+    /// already proven: (pc, always taken).
+    pub(super) fn decided(&self, pc: usize, st: &State) -> Option<(usize, bool)> {
+        let i = &self.insns[pc];
+        if i.class() == BPF_JMP && i.code & BPF_X != 0 {
+            // `if p > data_end` (and its forms) with p's bytes already
+            // proven (p <= data_end on every path here), or p already
+            // past the end: (p, taken when p <= end, taken when p > end).
+            let (d, s) = (i.dst as usize, i.src as usize);
+            let (p, within, past) = match (st.ty[d] & KIND, st.ty[s] & KIND, i.op()) {
+                (PKT, PKT_END, BPF_JGT) => (d, Some(false), true),
+                (PKT, PKT_END, BPF_JGE) => (d, None, true),
+                (PKT, PKT_END, BPF_JLT) => (d, None, false),
+                (PKT, PKT_END, BPF_JLE) => (d, Some(true), false),
+                (PKT_END, PKT, BPF_JGT) => (s, None, false),
+                (PKT_END, PKT, BPF_JGE) => (s, Some(true), false),
+                (PKT_END, PKT, BPF_JLT) => (s, Some(false), true),
+                (PKT_END, PKT, BPF_JLE) => (s, None, true),
+                _ => return None,
+            };
+            let off = st.ty[p] & !KIND;
+            if st.id[p] == 0 && st.past != 0 && off >= st.past {
+                return Some((pc, past));
+            }
+            if self.as_kernel.get() {
+                // The kernel decides a compare with the end only by a
+                // pointer past it (`is_pkt_ptr_branch_taken`).
+                return None;
+            }
+            // `data + 0 <= data_end` always holds; a base with a variable
+            // part is below the end only where a comparison proved bytes
+            // behind it (0 there means none proven).
+            let limit = st.limit(p);
+            let proven = off <= limit && (st.id[p] == 0 || limit > 0);
+            return within.filter(|_| proven).map(|t| (pc, t));
+        }
+        let jmp32 = i.class() == BPF_JMP32;
+        if !(i.class() == BPF_JMP || jmp32) || i.code & BPF_X != 0 || st.ty[i.dst as usize] != OTHER
+        {
+            return None;
+        }
+        let (hi, k) = (st.bound(i.dst as usize), i.imm as i64 as u64);
+        let lo = st.low(i.dst as usize);
+        // A 32-bit compare reads the low half: the same as the 64-bit one
+        // of a value under 2^32 with the constant's low half.
+        let (hi, k) = match jmp32 {
+            false => (hi, k),
+            true if hi <= u64::from(u32::MAX) => (hi, k & 0xffff_ffff),
+            true => return None,
+        };
+        let taken = match i.op() {
+            // A value known exactly (at most 0, or a frozen setting).
+            BPF_JEQ if lo == hi && hi == k => true,
+            BPF_JNE if lo == hi && hi == k => false,
+            BPF_JEQ | BPF_JNE if k < lo => i.op() == BPF_JNE,
+            BPF_JGT if lo > k => true,
+            BPF_JGE if lo >= k => true,
+            BPF_JLT if lo >= k => false,
+            BPF_JLE if lo > k => false,
+            BPF_JGT if hi <= k => false,
+            BPF_JGE if hi < k => false,
+            BPF_JEQ if hi < k => false,
+            BPF_JLT if hi < k => true,
+            BPF_JLE if hi <= k => true,
+            BPF_JNE if hi < k => true,
+            _ => return None,
+        };
+        Some((pc, taken))
+    }
+
+    /// `and d, 2^k - 1` at `pc` on a scalar already at most the mask: a
+    /// no-op (the 32-bit form too: the value has no high bits to clear).
+    pub(super) fn no_op_and(&self, pc: usize, st: &State) -> Option<usize> {
+        let i = &self.insns[pc];
+        let mask = i.imm;
+        let and = (i.code == BPF_ALU64 | BPF_AND | BPF_K || i.code == BPF_ALU | BPF_AND | BPF_K)
+            && i.off == 0
+            && mask >= 0
+            && mask & mask.wrapping_add(1) == 0;
+        (and && st.bound(i.dst as usize) <= mask as u64).then_some(pc)
+    }
+}
+
+impl Flow<'_> {
+    /// Whether the jump at `pc` is decided in state `st` where the kernel's
+    /// verifier follows both edges (by bytes a packet pointer has proven),
+    /// with [`crate::LoadOptions::kernel_rules`].
+    pub(super) fn unlike_kernel(&self, pc: usize, st: &State) -> bool {
+        if !self.kernel_rules || self.decided(pc, st).is_none() {
+            return false;
+        }
+        self.as_kernel.set(true);
+        let kernel = self.decided(pc, st);
+        self.as_kernel.set(false);
+        kernel.is_none()
+    }
+
+    /// The state on one edge of the instruction at `pc` (`taken`: the
+    /// jump's), from `out`, its state after the instruction, and `st`,
+    /// before: what a conditional jump's outcome proves. `None` where the
+    /// edge cannot be taken.
+    ///
+    /// - `if p > data_end` and its forms, `p` a packet pointer: `p`'s
+    ///   bytes are in the packet on one edge (`State::prove`), and on the
+    ///   other `p` lies past the end (`State::past`, `data`'s pointers).
+    /// - `if rX == 0` on a map value maybe null: the value on one edge, 0
+    ///   on the other.
+    /// - `if rX OP k` on a scalar, unsigned (the 32-bit compare of a
+    ///   value under 2^32 too): the bounds the edge proves (the kernel's
+    ///   `reg_set_min_max`).
+    pub(super) fn edge(&self, pc: usize, st: &State, mut o: State, taken: bool) -> Option<State> {
+        let i = &self.insns[pc];
+        let jmp32 = i.class() == BPF_JMP32;
+        if !(i.class() == BPF_JMP || jmp32) || matches!(i.op(), BPF_JA | BPF_CALL | BPF_EXIT) {
+            return Some(o);
+        }
+        let (d, s) = (i.dst as usize, i.src as usize);
+        let (dty, sty) = (st.ty[d], st.ty[s]);
+        if !jmp32 && i.code & BPF_X != 0 {
+            // (the pointer, whether `p <= end` on the taken edge, whether
+            // `p > end` holds strictly on the other)
+            let pkt = match (dty & KIND, sty & KIND, i.op()) {
+                (PKT, PKT_END, BPF_JGT) => Some((d, false, true)),
+                (PKT, PKT_END, BPF_JGE) => Some((d, false, false)),
+                (PKT, PKT_END, BPF_JLT) => Some((d, true, false)),
+                (PKT, PKT_END, BPF_JLE) => Some((d, true, true)),
+                (PKT_END, PKT, BPF_JGT) => Some((s, true, false)),
+                (PKT_END, PKT, BPF_JGE) => Some((s, true, true)),
+                (PKT_END, PKT, BPF_JLT) => Some((s, false, true)),
+                (PKT_END, PKT, BPF_JLE) => Some((s, false, false)),
+                _ => None,
+            };
+            if let Some((p, in_on_taken, strict)) = pkt {
+                if taken == in_on_taken {
+                    o.prove(p);
+                } else if st.id[p] == 0 {
+                    // data + off > data_end, or data + off + 1 > it.
+                    let off = (st.ty[p] & !KIND) + u32::from(!strict);
+                    o.past = if o.past == 0 { off } else { o.past.min(off) };
+                }
+            }
+            return Some(o);
+        }
+        if i.code & BPF_X != 0 {
+            return Some(o);
+        }
+        if !jmp32 && matches!(i.op(), BPF_JEQ | BPF_JNE) && i.imm == 0 && dty & KIND == NULLABLE {
+            if taken == (i.op() == BPF_JNE) {
+                o.set(d, VALUE | (dty & !KIND));
+            } else {
+                o.exact(d, 0);
+            }
+            return Some(o);
+        }
+        if dty != OTHER || (jmp32 && st.hi[d] > u64::from(u32::MAX)) {
+            return Some(o);
+        }
+        let k = if jmp32 {
+            u64::from(i.imm as u32)
+        } else {
+            i.imm as i64 as u64
+        };
+        // The relation on this edge: the jump's, or its negation.
+        let op = match (i.op(), taken) {
+            (op, true) => op,
+            (BPF_JEQ, false) => BPF_JNE,
+            (BPF_JNE, false) => BPF_JEQ,
+            (BPF_JGT, false) => BPF_JLE,
+            (BPF_JLE, false) => BPF_JGT,
+            (BPF_JGE, false) => BPF_JLT,
+            (BPF_JLT, false) => BPF_JGE,
+            _ => return Some(o),
+        };
+        let (lo, hi) = (&mut o.lo[d], &mut o.hi[d]);
+        match op {
+            BPF_JEQ => (*lo, *hi) = (k.max(*lo), k.min(*hi)),
+            BPF_JNE if *lo == k && k < *hi => *lo = k + 1,
+            BPF_JNE if *hi == k && k > *lo => *hi = k - 1,
+            BPF_JGT => *lo = (*lo).max(k.checked_add(1)?),
+            BPF_JGE => *lo = (*lo).max(k),
+            BPF_JLT => *hi = (*hi).min(k.checked_sub(1)?),
+            BPF_JLE => *hi = (*hi).min(k),
+            _ => {}
+        }
+        // An edge whose bounds cross is never taken (the decided jumps
+        // already have one edge; this is what is left of them).
+        (lo <= hi).then_some(o)
+    }
+}

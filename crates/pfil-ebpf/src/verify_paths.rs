@@ -1,0 +1,136 @@
+//! Registers read where a path may leave them unset, decided path by path.
+//!
+//! `Flow::run` meets the states of every path at a join, so after
+//! `if (c) x = ..;` the register holding `x` is not initialised, and a
+//! later `if (c) use(x)` reads it. The kernel's verifier follows each
+//! path (and prunes one only where an explored state covers it), so it
+//! knows `c` is 0 on the path that left `x` unset, and that the second
+//! jump is not taken there. This pass does the same, within a bound: the
+//! states at a head are kept apart by the registers they have
+//! initialised and by the flags they hold (registers known to be 0 or 1:
+//! `c = a & b` of two such is known too); paths alike in both are met
+//! as in `Flow::run`. So each state carries what its own jumps proved
+//! (`c` is 0, the packet pointer is past the end: `decide.rs`) and a jump
+//! those facts decide has one edge. A read of a register unset in any
+//! state that reaches it is refused. Past [`SPLITS`] states at one head a
+//! new one is met with the most alike (the same registers initialised),
+//! so the pass ends, and answers at worst as `Flow::run` would.
+//!
+//! Only programs `Flow::run` found such a read in come here, and only the
+//! verdict is taken: the accesses and decided jumps the JIT uses are
+//! `Flow::run`'s, which treat the register as a scalar nothing is known
+//! of (what it is on the paths that set it, as far as they knew).
+
+use std::collections::BTreeSet;
+
+use super::super::state::*;
+use super::{Flow, LoadOptions, Result, NONE};
+use crate::verify::err;
+
+/// The most states kept apart at one head.
+const SPLITS: usize = 16;
+
+/// What keeps states apart: the registers initialised, and those known to
+/// be 0 or 1 exactly (flags: two bits a register, 0 and 1 told apart).
+fn key(st: &State) -> (u16, u32) {
+    let mut flags = 0u32;
+    for r in 0..11 {
+        if st.init & (1 << r) != 0 {
+            if let Some(v @ (0 | 1)) = st.known(r) {
+                flags |= (1 + v as u32) << (2 * r);
+            }
+        }
+    }
+    (st.init, flags)
+}
+
+/// The states at one head, each with how often it changed (widened past
+/// [`WIDEN_AFTER`]).
+#[derive(Default)]
+struct Slot(Vec<(State, u32)>);
+
+impl Slot {
+    /// Adds `o`, reaching the head at `t`: met with the state of its key,
+    /// or kept apart, or past [`SPLITS`] met with the state that has the
+    /// most of its registers initialised. The index of the state it
+    /// changed, if any.
+    fn add(&mut self, o: State, t: usize) -> Option<usize> {
+        let k = match self.0.iter().position(|(s, _)| key(s) == key(&o)) {
+            Some(k) => k,
+            None if self.0.len() < SPLITS => {
+                self.0.push((o, 0));
+                return Some(self.0.len() - 1);
+            }
+            None => (0..self.0.len())
+                .max_by_key(|&k| {
+                    let s = &self.0[k].0;
+                    (s.init == o.init, (s.init & o.init).count_ones())
+                })
+                .unwrap_or(0),
+        };
+        let (old, changes) = self.0[k];
+        let mut new = old.meet(&o, t);
+        if new == old {
+            return None;
+        }
+        if changes + 1 > WIDEN_AFTER {
+            new.widen(&old);
+        }
+        self.0[k] = (new, changes + 1);
+        Some(k)
+    }
+}
+
+impl Flow<'_> {
+    /// Refuses the program if a path reads a register it did not set;
+    /// `head` as [`Flow::heads`] numbers them.
+    pub(super) fn paths(&self, opts: &LoadOptions, head: &[u32]) -> Result<()> {
+        let heads = head.iter().filter(|&&h| h != NONE).count();
+        let mut slots: Vec<Slot> = (0..heads).map(|_| Slot::default()).collect();
+        let entry = self.starts[0];
+        let mut work = BTreeSet::new();
+        if let Some(k) = slots[head[entry] as usize].add(Self::first(opts), entry) {
+            work.insert((entry, k));
+        }
+        while let Some((h, k)) = work.pop_first() {
+            let Some(&(mut st, _)) = slots[head[h] as usize].0.get(k) else {
+                continue;
+            };
+            let mut pc = h;
+            loop {
+                if let Some(r) = self.uninit(pc, &st) {
+                    return err(
+                        pc,
+                        format!(
+                            "reads r{r}, which a path reaching here leaves unset (the \
+                             kernel's verifier refuses it too)"
+                        ),
+                    );
+                }
+                let step = self.step(pc, &st)?;
+                if let Some((g, args)) = step.call {
+                    let s = self.starts[g];
+                    if let Some(k) = slots[head[s] as usize].add(args, s) {
+                        work.insert((s, k));
+                    }
+                }
+                let mut next = None;
+                for (e, t) in self.succ[pc].get().into_iter().enumerate() {
+                    let (Some(t), Some(o)) = (t, step.out[e]) else {
+                        continue;
+                    };
+                    if head[t] == NONE {
+                        next = Some((t, o));
+                    } else if let Some(k) = slots[head[t] as usize].add(o, t) {
+                        work.insert((t, k));
+                    }
+                }
+                match next {
+                    Some((t, o)) => (pc, st) = (t, o),
+                    None => break,
+                }
+            }
+        }
+        Ok(())
+    }
+}
