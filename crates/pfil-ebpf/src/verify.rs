@@ -22,7 +22,8 @@
 //! returning a pointer into its own frame; a context read other than a
 //! whole field; an access at a constant offset outside a map value; a
 //! known pointer of another kind where a helper takes a map or the
-//! context. A register it does not track (a pointer filled from the
+//! context; a stack access, or a helper's memory argument on the stack
+//! of a size known here, outside the function's own frame. A register it does not track (a pointer filled from the
 //! stack) is checked at run time instead.
 //!
 //! It also tracks register types (the context, map values checked for
@@ -637,6 +638,7 @@ pub(crate) fn verify(
         maps,
         kernel_rules,
         as_kernel: Default::default(),
+        void: std::cell::RefCell::new(vec![false; starts.len()]),
     }
     .run(opts)?;
     if !unknown.is_empty() {

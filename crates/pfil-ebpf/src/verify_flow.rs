@@ -42,6 +42,11 @@ pub(super) struct Flow<'a> {
     /// Set while `paths.rs` walks: jumps are decided only as the kernel
     /// decides them (not by bytes a packet pointer has proven).
     pub as_kernel: std::cell::Cell<bool>,
+    /// Functions an exit of which may leave r0 unset (a `void` one), by
+    /// index: a caller's r0 is then unset after the call, as the kernel
+    /// copies the callee's r0 back (`prepare_func_exit`). Found and used
+    /// by `paths.rs`.
+    pub void: std::cell::RefCell<Vec<bool>>,
 }
 
 /// What [`Flow::run`] found: each pc's access, the inlined lookups, the
@@ -342,14 +347,22 @@ impl Flow<'_> {
 
     /// The first register the instruction at `pc` reads that `st` has not
     /// initialised.
+    ///
+    /// A subprogram's exit need not return anything (a `void` function:
+    /// the kernel checks r0 at the program's exit only): r0 unset there
+    /// is noted in [`Flow::void`] and is the caller's after the call (an
+    /// unset r0 is `Some(0)` here then, as a read would be).
     fn uninit(&self, pc: usize, st: &State) -> Option<u32> {
         let mut reads = self.uses[pc].reads;
         if self.insns[pc].code == BPF_JMP | BPF_EXIT && self.func_of(pc) != 0 {
-            // A subprogram's exit need not return anything (a `void`
-            // function: the kernel checks r0 at the program's exit only).
-            // Its caller's r0 is then what it was, or what the callee
-            // left: values the program had (the JIT zeroes r0 at the
-            // program's entry when it has subprograms).
+            if st.init & 1 == 0 {
+                if let Some(v) = self.void.borrow_mut().get_mut(self.func_of(pc)) {
+                    *v = true;
+                }
+                if !self.as_kernel.get() {
+                    return Some(0);
+                }
+            }
             reads &= !1;
         }
         let missing = reads & !st.init;
@@ -366,7 +379,7 @@ impl Flow<'_> {
             pointer_alu(pc, i, st)?;
         }
         if self.kernel_rules && i.code == BPF_JMP | BPF_CALL && i.src == 0 {
-            helper_args(pc, i.imm as u32, st)?;
+            helper_args(pc, i.imm as u32, st, self.maps)?;
         }
         if self.kernel_rules
             && i.code == BPF_JMP | BPF_EXIT
@@ -381,6 +394,7 @@ impl Flow<'_> {
         }
         let mut out = *st;
         out.init = (st.init & !u.kills) | u.writes | bit(10);
+        spills(i, st, &mut out);
         for r in 0..11 {
             if (u.kills | u.writes) & bit(r) != 0 {
                 out.set(r as usize, OTHER);
@@ -557,6 +571,9 @@ impl Flow<'_> {
                 }
             }
             call = Some((g, args));
+            if self.void.borrow().get(g) == Some(&true) {
+                out.init &= !1;
+            }
         }
         let succ = self.succ[pc].get();
         let mut edges = [None, None];
@@ -577,6 +594,36 @@ impl Flow<'_> {
             edges[usize::from(!taken)] = None;
         }
         Ok(Step { out: edges, call })
+    }
+}
+
+/// The stack slots holding a spilled pointer after `i` (`out.spilled`,
+/// from `st`): an 8-byte store of a tracked pointer at a slot marks it,
+/// any other store into a slot clears it, and a store through a pointer
+/// not tracked, a helper that writes memory (`bpf_xdp_load_bytes`) or a
+/// function (which may write its caller's frame) clears all.
+fn spills(i: &Insn, st: &State, out: &mut State) {
+    if i.class() == BPF_JMP && i.op() == BPF_CALL {
+        if i.src != 0 || i.imm == 189 {
+            out.spilled = 0;
+        }
+        return;
+    }
+    if !matches!(i.class(), BPF_ST | BPF_STX) {
+        return;
+    }
+    let d = i.dst as usize;
+    let Some(at) = st.stack_at(d, i.off) else {
+        if st.ty[d] == OTHER {
+            out.spilled = 0;
+        }
+        return;
+    };
+    let size = i.size() as i64;
+    out.spilled &= !State::slots(at, size);
+    let whole = i.class() == BPF_STX && i.code & 0xe0 == BPF_MEM && size == 8 && at % 8 == 0;
+    if whole && st.pointer(i.src as usize) && (-512..0).contains(&at) {
+        out.spilled |= 1u64 << ((-at / 8) - 1);
     }
 }
 

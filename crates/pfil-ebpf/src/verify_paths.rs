@@ -84,7 +84,22 @@ impl Slot {
 impl Flow<'_> {
     /// Refuses the program if a path reads a register it did not set;
     /// `head` as [`Flow::heads`] numbers them.
+    ///
+    /// Functions that may return with r0 unset ([`Flow::void`]) are found
+    /// on the way; the walk is made again while it finds more (a caller
+    /// whose r0 is its callee's may be one), from none.
     pub(super) fn paths(&self, opts: &LoadOptions, head: &[u32]) -> Result<()> {
+        self.void.borrow_mut().fill(false);
+        loop {
+            let before = self.void.borrow().clone();
+            self.walk_paths(opts, head)?;
+            if *self.void.borrow() == before {
+                return Ok(());
+            }
+        }
+    }
+
+    fn walk_paths(&self, opts: &LoadOptions, head: &[u32]) -> Result<()> {
         let heads = head.iter().filter(|&&h| h != NONE).count();
         let mut slots: Vec<Slot> = (0..heads).map(|_| Slot::default()).collect();
         let entry = self.starts[0];

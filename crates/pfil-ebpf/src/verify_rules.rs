@@ -7,8 +7,9 @@
 use super::flow::Flow;
 use super::state::*;
 use super::{err, Access, Result};
-use crate::env::CTX_SIZE;
+use crate::env::{CTX_SIZE, STACK_FRAME};
 use crate::insn::*;
+use crate::MapRef;
 
 /// The kernel's rules for arithmetic on pointers
 /// (`adjust_ptr_min_max_vals`, as for a privileged loader): a pointer
@@ -93,7 +94,7 @@ pub(super) fn pointer_alu(pc: usize, i: &Insn, st: &State) -> Result<()> {
 /// is refused (an untracked register, one filled from the stack, is
 /// checked at run time). The packet helpers' length may not be 0
 /// (`ARG_CONST_SIZE`).
-pub(super) fn helper_args(pc: usize, id: u32, st: &State) -> Result<()> {
+pub(super) fn helper_args(pc: usize, id: u32, st: &State, maps: &[MapRef]) -> Result<()> {
     let map_arg = matches!(
         id,
         helper::MAP_LOOKUP_ELEM
@@ -142,6 +143,43 @@ pub(super) fn helper_args(pc: usize, id: u32, st: &State) -> Result<()> {
             format!("bpf_{name} of 0 bytes (the kernel refuses a zero-sized access)"),
         );
     }
+    stack_args(pc, id, st, maps)
+}
+
+/// A helper's memory argument on the stack (`r10 - k`, tracked) with a
+/// size known here runs no higher than `r10`: the kernel checks the
+/// bytes a helper reads or writes lie in the function's frame
+/// (`check_helper_mem_access`); the run-time check would allow the
+/// callers' frames above it.
+fn stack_args(pc: usize, id: u32, st: &State, maps: &[MapRef]) -> Result<()> {
+    let map = (st.ty[1] & KIND == MAP)
+        .then(|| maps.get((st.ty[1] & !KIND) as usize))
+        .flatten();
+    let (key, value) = (map.map(|m| m.key_size), map.map(|m| m.value_size));
+    let len = |r: usize| st.known(r).and_then(|v| u32::try_from(v).ok());
+    // (the pointer's register, its size, what it is)
+    let args: [Option<(usize, u32, &str)>; 2] = match id {
+        helper::MAP_LOOKUP_ELEM | helper::MAP_DELETE_ELEM => [key.map(|k| (2, k, "key")), None],
+        helper::MAP_UPDATE_ELEM => [key.map(|k| (2, k, "key")), value.map(|v| (3, v, "value"))],
+        helper::CSUM_DIFF => [len(2).map(|n| (1, n, "from")), len(4).map(|n| (3, n, "to"))],
+        helper::TRACE_PRINTK => [len(2).map(|n| (1, n, "format")), None],
+        189 | 190 => [len(4).map(|n| (3, n, "buffer")), None],
+        _ => [None, None],
+    };
+    for (r, size, what) in args.into_iter().flatten() {
+        let t = st.ty[r];
+        let depth = t & !KIND;
+        if t & KIND == STACK && size > depth {
+            let name = helper::name(id).unwrap_or("helper");
+            return err(
+                pc,
+                format!(
+                    "bpf_{name}'s {what} (r{r}: {size} bytes at r10-{depth}) runs past the top \
+                     of the function's stack frame (the kernel refuses it)"
+                ),
+            );
+        }
+    }
     Ok(())
 }
 
@@ -156,8 +194,47 @@ impl Flow<'_> {
             _ => return Ok(Access::Checked),
         };
         let ty = st.ty[base as usize];
+        if let (Some(at), true) = (st.stack_at(base as usize, i.off), self.kernel_rules) {
+            // The kernel spills and fills a pointer whole
+            // (`check_stack_write_fixed_off`, `check_stack_read_fixed_off`).
+            let spilled = st.spilled & State::slots(at, size);
+            if i.class() == BPF_LDX && size < 8 && spilled != 0 {
+                return err(
+                    pc,
+                    format!(
+                        "a {size}-byte load of the pointer spilled at r10-{} (the kernel \
+                         refuses a partial fill of a spilled pointer)",
+                        8 * (spilled.trailing_zeros() + 1)
+                    ),
+                );
+            }
+            if i.class() == BPF_STX && size < 8 && st.pointer(i.src as usize) {
+                return err(
+                    pc,
+                    format!(
+                        "a pointer stored in {size} bytes of the stack at r10{at:+} (the \
+                         kernel spills a pointer whole, 8 bytes)"
+                    ),
+                );
+            }
+        }
         if base == 10 {
             return Ok(Access::Checked);
+        }
+        if ty & KIND == STACK && self.kernel_rules {
+            // r10 - k + off: in the function's frame, as the kernel
+            // checks it (`check_stack_access_within_bounds`); the
+            // run-time check would allow the callers' frames above it.
+            let at = off - i64::from(ty & !KIND);
+            if at < -(STACK_FRAME as i64) || at + size > 0 {
+                return err(
+                    pc,
+                    format!(
+                        "stack access of {size} bytes at r10{at:+} is outside the function's \
+                         frame of {STACK_FRAME} bytes (the kernel refuses it)"
+                    ),
+                );
+            }
         }
         if (ty == CTX_MOD || ty & KIND == CTX_OFF) && self.kernel_rules {
             return err(

@@ -64,6 +64,9 @@ pub(super) struct State {
     /// data_end` where it holds (the kernel's `BEYOND_PKT_END`), so a
     /// second compare of the same pointer is decided.
     pub past: u32,
+    /// Stack slots of this frame known to hold a pointer spilled whole
+    /// (bit `s`: the 8 bytes at `r10 - 8 * (s + 1)`), on every path here.
+    pub spilled: u64,
     /// Packet pointers: the id of the base (0: `data`).
     pub id: [u32; 11],
     /// Packet pointers with an id: the most `base - data` can be.
@@ -87,6 +90,7 @@ impl State {
             ty: [OTHER; 11],
             range: 0,
             past: 0,
+            spilled: 0,
             id: [0; 11],
             vmax: [0; 11],
             vrange: [0; 11],
@@ -145,6 +149,30 @@ impl State {
         } else {
             u64::MAX
         }
+    }
+
+    /// The offset from r10 of an access at `off` through register `r`,
+    /// if it is the frame pointer or a stack pointer this verifier tracks.
+    pub fn stack_at(&self, r: usize, off: i16) -> Option<i64> {
+        if r == 10 {
+            Some(i64::from(off))
+        } else if self.ty[r] & KIND == STACK {
+            Some(i64::from(off) - i64::from(self.ty[r] & !KIND))
+        } else {
+            None
+        }
+    }
+
+    /// The stack slots the bytes `[at, at + size)` from r10 touch.
+    pub fn slots(at: i64, size: i64) -> u64 {
+        let mut m = 0;
+        for s in 0..64 {
+            let lo = -8 * (s + 1);
+            if at < lo + 8 && at + size > lo {
+                m |= 1u64 << s;
+            }
+        }
+        m
     }
 
     /// Copies register `s` of `from` into `d`.
@@ -223,6 +251,7 @@ impl State {
         let mut m = *self;
         m.init &= o.init;
         m.range = self.range.min(o.range);
+        m.spilled = self.spilled & o.spilled;
         m.past = if self.past == 0 || o.past == 0 {
             0
         } else {

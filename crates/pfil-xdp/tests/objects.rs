@@ -385,6 +385,26 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
             "bpf_map_lookup_elem's first argument must be a map, not a stack pointer",
         ),
         ("loadbytes_len0", "bpf_xdp_load_bytes of 0 bytes"),
+        (
+            "stack_key_top",
+            "bpf_map_lookup_elem's key (r2: 4 bytes at r10-2) runs past the top",
+        ),
+        (
+            "callee_writes_caller",
+            "stack access of 8 bytes at r10+8 is outside the function's frame",
+        ),
+        (
+            "void_r0_exit",
+            "reads r0, which a path reaching here leaves unset",
+        ),
+        (
+            "partial_fill",
+            "a 4-byte load of the pointer spilled at r10-8",
+        ),
+        (
+            "partial_spill",
+            "a pointer stored in 4 bytes of the stack at r10-4",
+        ),
     ] {
         let e = XdpProgram::load(&obj, Some(name), 1, &[])
             .err()
@@ -406,6 +426,11 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
         "ctx_add_zero",
         "ctx_roundtrip_helper",
         "mapptr_add0",
+        "stack_ptr_back_in",
+        "stack_key_fits",
+        "void_r0_set_after",
+        "whole_fill",
+        "overwritten_fill",
     ] {
         let p =
             XdpProgram::load(&obj, Some(name), 1, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -46,6 +46,31 @@ P(loadbytes_len0) {
 	asm volatile("r2 = 0; r3 = r10; r3 += -8; r4 = 0; call %[f]; r0 = 2; exit;"
 		     :: [f]"i"(BPF_FUNC_xdp_load_bytes));
 }
+// A helper's key past the top of the frame; a subprogram's store into
+// its caller's frame through a pointer into its own (found still
+// accepted, contained at run time, 2026-12-07):
+P(stack_key_top) {
+	asm volatile("r1 = 0; *(u32 *)(r10 - 4) = r1; r2 = r10; r2 += -2; r1 = %[amap] ll;"
+		     "call %[lk]; r0 = 2; exit;"
+		     :: [amap]"i"(&amap), [lk]"i"(BPF_FUNC_map_lookup_elem) : "memory");
+}
+static __naked __attribute__((used, noinline)) int sub_caller_frame(void)
+{
+	asm volatile("r1 = r10; r1 += -8; r2 = 0; *(u64 *)(r1 + 16) = r2; r0 = 0; exit;");
+}
+P(callee_writes_caller) { asm volatile("call sub_caller_frame; r0 = 2; exit;"); }
+// The program's exit reads the r0 a `void` subprogram left unset:
+static __naked __attribute__((used, noinline)) int sub_void(void)
+{
+	asm volatile("r1 = 1; exit;");
+}
+P(void_r0_exit) { asm volatile("r0 = 2; call sub_void; exit;"); }
+// A pointer spilled whole and filled in part; a pointer spilled in part:
+P(partial_fill) {
+	asm volatile("r2 = *(u32 *)(r1 + 0); *(u64 *)(r10 - 8) = r2; r3 = *(u32 *)(r10 - 8);"
+		     "r0 = 2; exit;");
+}
+P(partial_spill) { asm volatile("*(u32 *)(r10 - 4) = r1; r0 = 2; exit;"); }
 
 // Accepted by the kernel, so by pfil (a second tester's probes of the
 // rules above, 2026-12-07). The jump is decided by r0's exact value, so
@@ -70,6 +95,26 @@ P(mapptr_add0) {
 	asm volatile("r1 = 0; *(u32 *)(r10 - 4) = r1; r2 = r10; r2 += -4; r1 = %[amap] ll; r1 += 0;"
 		     "call %[lk]; r0 = 2; exit;"
 		     :: [amap]"i"(&amap), [lk]"i"(BPF_FUNC_map_lookup_elem) : "memory");
+}
+// A pointer below the frame's top, moved back up into it by the access's
+// offset; a key exactly at the frame's top:
+P(stack_ptr_back_in) { asm volatile("r1 = r10; r1 += -16; r2 = 7; *(u64 *)(r1 + 8) = r2; r0 = 2; exit;"); }
+P(stack_key_fits) {
+	asm volatile("r1 = 0; *(u32 *)(r10 - 4) = r1; r2 = r10; r2 += -4; r1 = %[amap] ll;"
+		     "call %[lk]; r0 = 2; exit;"
+		     :: [amap]"i"(&amap), [lk]"i"(BPF_FUNC_map_lookup_elem) : "memory");
+}
+// The same subprogram, r0 set after it:
+P(void_r0_set_after) { asm volatile("call sub_void; r0 = 2; exit;"); }
+// A pointer filled whole; a slot that held one, overwritten by a
+// scalar, read in part:
+P(whole_fill) {
+	asm volatile("r2 = *(u32 *)(r1 + 0); *(u64 *)(r10 - 8) = r2; r3 = *(u64 *)(r10 - 8);"
+		     "r0 = 2; exit;");
+}
+P(overwritten_fill) {
+	asm volatile("r2 = *(u32 *)(r1 + 0); *(u64 *)(r10 - 8) = r2; r3 = 0; *(u64 *)(r10 - 8) = r3;"
+		     "r4 = *(u32 *)(r10 - 8); r0 = 2; exit;");
 }
 
 char LICENSE[] SEC("license") = "GPL";
