@@ -249,9 +249,9 @@ pub(crate) fn compile(
                 native[pc] = a.pos();
             }
             // `x = imm; if y OP x` with x dead after: `cmp y, imm`.
-            BPF_ALU64 if crate::jit_plan::imm_compare(insns, pc, &plan).is_some() => {
+            BPF_ALU64 if crate::jit_fuse::imm_compare(insns, pc, &plan).is_some() => {
                 let (y, imm, swapped) =
-                    crate::jit_plan::imm_compare(insns, pc, &plan).ok_or("imm_compare vanished")?;
+                    crate::jit_fuse::imm_compare(insns, pc, &plan).ok_or("imm_compare vanished")?;
                 let j = insns[pc + 1];
                 let op = if swapped { mirror(j.op()) } else { j.op() };
                 compare_imm(&mut a, j.class() == BPF_JMP, MAP[y as usize], imm, op);
@@ -263,9 +263,9 @@ pub(crate) fn compile(
             BPF_ALU | BPF_ALU64 if analysis.no_op_ands.binary_search(&pc).is_ok() => {}
             // Two flags or'ed and tested: two compares and jumps.
             BPF_ALU | BPF_ALU64
-                if crate::jit_plan::or_flags(insns, pc, &plan, &analysis.decided).is_some() =>
+                if crate::jit_fuse::or_flags(insns, pc, &plan, &analysis.decided).is_some() =>
             {
-                let (e, either) = crate::jit_plan::or_flags(insns, pc, &plan, &analysis.decided)
+                let (e, either) = crate::jit_fuse::or_flags(insns, pc, &plan, &analysis.decided)
                     .ok_or("or_flags vanished")?;
                 for k in &insns[pc + 7..e] {
                     let (kd, ks) = (MAP[k.dst as usize], MAP[(k.src as usize).min(10)]);
@@ -288,7 +288,7 @@ pub(crate) fn compile(
             }
             // `x = 1; if c goto +1; x = 0`: `xor x, x; cmp; setcc x`.
             BPF_ALU | BPF_ALU64
-                if crate::jit_plan::set_flag(insns, pc, &plan, &analysis.decided) =>
+                if crate::jit_fuse::set_flag(insns, pc, &plan, &analysis.decided) =>
             {
                 let j = insns[pc + 1];
                 a.rr(0x31, false, d, d);
@@ -298,7 +298,7 @@ pub(crate) fn compile(
                 pc += 2;
             }
             // `d = *(p + k); r0 = d` with d dead after: loaded into r0.
-            BPF_LDX if crate::jit_plan::load_to_r0(insns, pc, access, &plan) => {
+            BPF_LDX if crate::jit_fuse::load_to_r0(insns, pc, access, &plan) => {
                 let base = if i.src == 10 { RBP } else { s };
                 a.load(
                     i.size(),
@@ -314,10 +314,10 @@ pub(crate) fn compile(
             // by the next instruction and read by nothing after: the
             // loaded value compared with the constant's bytes swapped.
             BPF_ALU
-                if crate::jit_plan::swapped_compare(insns, pc, &plan, &analysis.decided)
+                if crate::jit_fuse::swapped_compare(insns, pc, &plan, &analysis.decided)
                     .is_some() =>
             {
-                let q = crate::jit_plan::swapped_compare(insns, pc, &plan, &analysis.decided)
+                let q = crate::jit_fuse::swapped_compare(insns, pc, &plan, &analysis.decided)
                     .ok_or("swapped_compare vanished")?;
                 let j = insns[q];
                 let k = (j.imm as u16).swap_bytes() as i32;
@@ -507,8 +507,8 @@ pub(crate) fn compile(
             // v; mov d, [p + k]`.
             // Two byte loads made one 16-bit value: one 16-bit load (and
             // the low byte's where it is read later).
-            BPF_LDX if crate::jit_plan::byte_pair(insns, pc, access, &plan).is_some() => {
-                let (hi, lo, p, k) = crate::jit_plan::byte_pair(insns, pc, access, &plan)
+            BPF_LDX if crate::jit_fuse::byte_pair(insns, pc, access, &plan).is_some() => {
+                let (hi, lo, p, k) = crate::jit_fuse::byte_pair(insns, pc, access, &plan)
                     .ok_or("byte_pair vanished")?;
                 let base = MAP[p as usize];
                 if !plan.dead_after(pc + 3, lo) {
@@ -518,7 +518,7 @@ pub(crate) fn compile(
                 native[pc + 1..pc + 4].fill(a.pos());
                 pc += 3;
             }
-            BPF_LDX if crate::jit_plan::rmw_at(insns, pc, access, &plan) => {
+            BPF_LDX if crate::jit_fuse::rmw_at(insns, pc, access, &plan) => {
                 let j = insns[pc + 1];
                 if j.code & BPF_X != 0 {
                     a.add_mem(s, i.off as i32, MAP[j.src as usize]);

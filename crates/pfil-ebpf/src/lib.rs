@@ -49,6 +49,8 @@ mod interp;
 #[cfg(target_arch = "x86_64")]
 mod jit;
 #[cfg(target_arch = "x86_64")]
+mod jit_fuse;
+#[cfg(target_arch = "x86_64")]
 mod jit_live;
 #[cfg(target_arch = "x86_64")]
 mod jit_plan;
