@@ -553,7 +553,7 @@ impl Flow<'_> {
             out.set(d, c);
         } else if i.code == LDDW {
             let hi = insns.get(pc + 1).map_or(0, |h| h.imm as u32 as u64);
-            out.scalar(d, (i.imm as u32 as u64) | (hi << 32));
+            out.exact(d, (i.imm as u32 as u64) | (hi << 32));
         } else if lookup && st.ty[1] & KIND == MAP {
             // The helper's contract (see `Helpers`): null or the value.
             out.set(0, NULLABLE | (st.ty[1] & !KIND));

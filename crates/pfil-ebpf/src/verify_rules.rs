@@ -221,6 +221,18 @@ impl Flow<'_> {
         if base == 10 {
             return Ok(Access::Checked);
         }
+        if let (Some(v @ 0..0x10000), true) = (st.known(base as usize), self.kernel_rules) {
+            // A number (a constant, or what a jump proved of a register):
+            // no pointer the kernel tracks is one, and no address here is
+            // below 64 KiB.
+            return err(
+                pc,
+                format!(
+                    "dereference of a number (r{base} is {v} here), not a pointer (the kernel \
+                     refuses it: invalid mem access 'scalar')"
+                ),
+            );
+        }
         if ty & KIND == STACK && self.kernel_rules {
             // r10 - k + off: in the function's frame, as the kernel
             // checks it (`check_stack_access_within_bounds`); the

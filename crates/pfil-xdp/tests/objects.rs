@@ -405,6 +405,8 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
             "partial_spill",
             "a pointer stored in 4 bytes of the stack at r10-4",
         ),
+        ("number_deref", "dereference of a number (r2 is 0 here)"),
+        ("number_deref_ll", "dereference of a number (r1 is 13 here)"),
     ] {
         let e = XdpProgram::load(&obj, Some(name), 1, &[])
             .err()

@@ -71,6 +71,9 @@ P(partial_fill) {
 		     "r0 = 2; exit;");
 }
 P(partial_spill) { asm volatile("*(u32 *)(r10 - 4) = r1; r0 = 2; exit;"); }
+// A load through a number (clang -O0's `*(u64 *)0`; a tester's objects):
+P(number_deref) { asm volatile("r2 = 0; r2 = *(u64 *)(r2 + 0); r0 = 2; exit;"); }
+P(number_deref_ll) { asm volatile("r1 = 13 ll; r1 = *(u64 *)(r1 + 0); r0 = 2; exit;"); }
 
 // Accepted by the kernel, so by pfil (a second tester's probes of the
 // rules above, 2026-12-07). The jump is decided by r0's exact value, so
