@@ -67,6 +67,10 @@ pub(super) struct State {
     /// Stack slots of this frame known to hold a pointer spilled whole
     /// (bit `s`: the 8 bytes at `r10 - 8 * (s + 1)`), on every path here.
     pub spilled: u64,
+    /// The type of the pointer in each slot of `spilled`, what a fill
+    /// of the slot gives back ([`OTHER`]: a pointer not restored, and
+    /// every slot not in `spilled`).
+    pub slot: [u32; 64],
     /// Packet pointers: the id of the base (0: `data`).
     pub id: [u32; 11],
     /// Packet pointers with an id: the most `base - data` can be.
@@ -91,6 +95,7 @@ impl State {
             range: 0,
             past: 0,
             spilled: 0,
+            slot: [OTHER; 64],
             id: [0; 11],
             vmax: [0; 11],
             vrange: [0; 11],
@@ -160,6 +165,29 @@ impl State {
             Some(i64::from(off) - i64::from(self.ty[r] & !KIND))
         } else {
             None
+        }
+    }
+
+    /// Forgets the slots in `mask`: no pointer known there.
+    pub fn unspill(&mut self, mask: u64) {
+        self.spilled &= !mask;
+        for k in 0..64 {
+            if mask & (1 << k) != 0 {
+                self.slot[k] = OTHER;
+            }
+        }
+    }
+
+    /// The type a spill of register `r` keeps for its fill: the kinds
+    /// whose meaning the rest of the state does not hold (not a packet
+    /// pointer with a variable base, whose id could name another base
+    /// by the time it is filled).
+    pub fn spill_type(&self, r: usize) -> u32 {
+        let t = self.ty[r];
+        match t & KIND {
+            PKT if self.id[r] != 0 => OTHER,
+            0 if t != CTX && t != CTX_MOD => OTHER,
+            _ => t,
         }
     }
 
@@ -252,6 +280,11 @@ impl State {
         m.init &= o.init;
         m.range = self.range.min(o.range);
         m.spilled = self.spilled & o.spilled;
+        for k in 0..64 {
+            if m.slot[k] != o.slot[k] {
+                m.slot[k] = OTHER;
+            }
+        }
         m.past = if self.past == 0 || o.past == 0 {
             0
         } else {

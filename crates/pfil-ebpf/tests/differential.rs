@@ -253,8 +253,37 @@ fn parse_program(steps: &[(u8, u8, i16, u8)]) -> Vec<Insn> {
     let n = steps.len();
     for (i, &(kind, a, off, b)) in steps.iter().enumerate() {
         let left = (n - i) as i16;
-        match kind % 7 {
+        // A stack slot (8-aligned) and a place in it.
+        let slot = -8 * (i16::from(a % 4) + 1);
+        match kind % 10 {
             0 => p.push(Insn::new(BPF_ALU64 | BPF_ADD, 4, 0, 0, (a % 24) as i32)),
+            // Spill data, data_end or the moving pointer whole; fill a
+            // slot whole into the moving pointer or r5; store part of a
+            // slot (what a fill then gives is no pointer).
+            7 => p.push(Insn::new(
+                BPF_STX | BPF_MEM | BPF_DW,
+                10,
+                2 + b % 3,
+                slot,
+                0,
+            )),
+            8 => p.push(Insn::new(
+                BPF_LDX | BPF_MEM | BPF_DW,
+                4 + b % 2,
+                10,
+                slot,
+                0,
+            )),
+            9 => {
+                let size = [BPF_B, BPF_H, BPF_W][(b % 3) as usize];
+                p.push(Insn::new(
+                    BPF_ST | BPF_MEM | size,
+                    10,
+                    0,
+                    slot,
+                    i32::from(off),
+                ));
+            }
             // An exit, so that code after it is reached only by jumps.
             6 => p.push(Insn::new(BPF_JMP | BPF_EXIT, 0, 0, 0, 0)),
             1 => p.push(Insn::new(BPF_ALU64 | BPF_MOV | BPF_X, 4, 2, 0, 0)),
@@ -309,8 +338,8 @@ proptest! {
             let mut frame = [0x5au8; 128];
             let mut e = env();
             let r = p.run_xdp(&mut e, &mut frame, 40, len, 0, 0);
-            // Fault addresses differ between Envs only for the stack,
-            // which these programs do not touch.
+            // Fault addresses differ between Envs only for the stack
+            // (one Env a run, in the same place on the test's stack).
             results.push((r, frame));
         }
         prop_assert_eq!(&results[0], &results[1], "{:?}", insns);

@@ -405,6 +405,8 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
             "partial_spill",
             "a pointer stored in 4 bytes of the stack at r10-4",
         ),
+        ("spill_ctx_store", "store into the context"),
+        ("spill_end_arith", "pointer arithmetic on data_end"),
         ("number_deref", "dereference of a number (r2 is 0 here)"),
         ("number_deref_ll", "dereference of a number (r1 is 13 here)"),
     ] {
@@ -433,6 +435,8 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
         "void_r0_set_after",
         "whole_fill",
         "overwritten_fill",
+        "spill_ctx_read",
+        "spill_then_helper_bytes",
     ] {
         let p =
             XdpProgram::load(&obj, Some(name), 1, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -71,6 +71,17 @@ P(partial_fill) {
 		     "r0 = 2; exit;");
 }
 P(partial_spill) { asm volatile("*(u32 *)(r10 - 4) = r1; r0 = 2; exit;"); }
+// A context pointer and data_end spilled and filled (clang -O1 does it
+// under register pressure: Netronome's programmable_rss writes
+// rx_queue_index so): the filled register is the same pointer.
+P(spill_ctx_store) {
+	asm volatile("*(u64 *)(r10 - 8) = r1; r2 = *(u64 *)(r10 - 8); r3 = 0;"
+		     "*(u32 *)(r2 + 16) = r3; r0 = 2; exit;");
+}
+P(spill_end_arith) {
+	asm volatile("r2 = *(u32 *)(r1 + 4); *(u64 *)(r10 - 16) = r2; r3 = *(u64 *)(r10 - 16);"
+		     "r3 += -1; r0 = 2; exit;");
+}
 // A load through a number (clang -O0's `*(u64 *)0`; a tester's objects):
 P(number_deref) { asm volatile("r2 = 0; r2 = *(u64 *)(r2 + 0); r0 = 2; exit;"); }
 P(number_deref_ll) { asm volatile("r1 = 13 ll; r1 = *(u64 *)(r1 + 0); r0 = 2; exit;"); }
@@ -118,6 +129,18 @@ P(whole_fill) {
 P(overwritten_fill) {
 	asm volatile("r2 = *(u32 *)(r1 + 0); *(u64 *)(r10 - 8) = r2; r3 = 0; *(u64 *)(r10 - 8) = r3;"
 		     "r4 = *(u32 *)(r10 - 8); r0 = 2; exit;");
+}
+// The context filled from the stack, read; a slot overwritten by a
+// helper's bytes (bpf_xdp_load_bytes) holds a number, which may be
+// multiplied:
+P(spill_ctx_read) {
+	asm volatile("*(u64 *)(r10 - 8) = r1; r2 = *(u64 *)(r10 - 8); r0 = *(u32 *)(r2 + 12);"
+		     "r0 = 2; exit;");
+}
+P(spill_then_helper_bytes) {
+	asm volatile("r6 = r1; *(u64 *)(r10 - 8) = r1; r1 = r6; r2 = 0; r3 = r10; r3 += -8; r4 = 8;"
+		     "call %[lb]; r2 = *(u64 *)(r10 - 8); r2 *= 2; r0 = 2; exit;"
+		     :: [lb]"i"(BPF_FUNC_xdp_load_bytes));
 }
 
 char LICENSE[] SEC("license") = "GPL";
