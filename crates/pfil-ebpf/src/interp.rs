@@ -290,6 +290,20 @@ fn endian(class: u8, src_bit: u8, imm: i32, v: u64) -> Option<u64> {
     })
 }
 
+/// Whether the conditional jump `insn` is taken, from its destination's
+/// value and its source register's (read by the `X` forms only); `None`
+/// for an operation that does not exist. The verifier decides jumps on
+/// known values with it.
+#[inline]
+pub(crate) fn branch(insn: &Insn, dst: u64, src: u64) -> Option<bool> {
+    let b = if insn.code & BPF_X != 0 {
+        src
+    } else {
+        insn.imm as i64 as u64
+    };
+    cond(insn.code & 0xf0, insn.class() == BPF_JMP, dst, b)
+}
+
 /// Evaluates a conditional jump's condition; `None` for a bad operation.
 #[inline]
 fn cond(op: u8, wide: bool, a: u64, b: u64) -> Option<bool> {
@@ -416,14 +430,7 @@ pub(crate) fn run_with(prog: &Program, env: &mut Env, args: [u64; 3]) -> Result<
                         next = f.ret;
                     }
                     _ => {
-                        let b = if insn.code & BPF_X != 0 {
-                            reg[srcr]
-                        } else {
-                            insn.imm as i64 as u64
-                        };
-                        if cond(op, class == BPF_JMP, reg[dst], b)
-                            .ok_or(Fault::InvalidInsn { pc })?
-                        {
+                        if branch(&insn, reg[dst], reg[srcr]).ok_or(Fault::InvalidInsn { pc })? {
                             next = jump(pc, insn.off as i64)?;
                         }
                     }

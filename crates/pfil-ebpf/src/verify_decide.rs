@@ -42,6 +42,20 @@ impl Flow<'_> {
     /// already proven: (pc, always taken).
     pub(super) fn decided(&self, pc: usize, st: &State) -> Option<(usize, bool)> {
         let i = &self.insns[pc];
+        let cond = matches!(i.class(), BPF_JMP | BPF_JMP32)
+            && !matches!(i.op(), BPF_JA | BPF_CALL | BPF_EXIT);
+        if let (true, Some(a)) = (cond, st.known(i.dst as usize)) {
+            // Numbers known exactly on both sides: any compare, signed
+            // too, as the interpreter makes it.
+            let b = if i.code & BPF_X != 0 {
+                st.known(i.src as usize)
+            } else {
+                Some(0)
+            };
+            if let Some(taken) = b.and_then(|b| crate::interp::branch(i, a, b)) {
+                return Some((pc, taken));
+            }
+        }
         if i.class() == BPF_JMP && i.code & BPF_X != 0 {
             // `if p > data_end` (and its forms) with p's bytes already
             // proven (p <= data_end on every path here), or p already

@@ -437,6 +437,7 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
         "overwritten_fill",
         "spill_ctx_read",
         "spill_then_helper_bytes",
+        "known_signed_dead",
     ] {
         let p =
             XdpProgram::load(&obj, Some(name), 1, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -142,5 +142,10 @@ P(spill_then_helper_bytes) {
 		     "call %[lb]; r2 = *(u64 *)(r10 - 8); r2 *= 2; r0 = 2; exit;"
 		     :: [lb]"i"(BPF_FUNC_xdp_load_bytes));
 }
+// A signed compare of two numbers known exactly decides the jump, so the
+// load through a number behind it is dead code (both verifiers):
+P(known_signed_dead) {
+	asm volatile("r1 = 5; r2 = 0; r0 = 2; if r1 s> r2 goto 1f; r0 = *(u64 *)(r1 + 0); 1: exit;");
+}
 
 char LICENSE[] SEC("license") = "GPL";
