@@ -18,6 +18,7 @@ use super::state::*;
 use super::{bit, err, Access, Result, Succ, Use, R1_R5};
 use crate::insn::*;
 use crate::{LoadOptions, MapRef};
+use stack::{filled, fold, spills};
 
 /// The program's structure, as `verify` found it.
 pub(super) struct Flow<'a> {
@@ -601,91 +602,12 @@ impl Flow<'_> {
     }
 }
 
-/// Helpers that write no memory a program hands them (the rest, and any
-/// helper an embedding app adds, may write the stack).
-const WRITE_NONE: [i32; 17] = [
-    1, 2, 3, 5, 6, 7, 8, 23, 28, 44, 51, 54, 65, 125, 160, 188, 190,
-];
-
-/// The stack slots holding a spilled pointer after `i` (`out.spilled`
-/// and `out.slot`, from `st`): an 8-byte store of a tracked pointer at a
-/// slot marks it with the pointer's type, any other store into a slot
-/// clears it, and a store through a pointer not tracked, a helper that
-/// may write memory or a function (which may write its caller's frame)
-/// clears all. A helper that may move the packet leaves its pointers
-/// in the slots unknown, as it leaves them in registers.
-fn spills(i: &Insn, st: &State, out: &mut State) {
-    if i.class() == BPF_JMP && i.op() == BPF_CALL {
-        if i.src != 0 || !WRITE_NONE.contains(&i.imm) {
-            out.unspill(u64::MAX);
-        } else if i.imm as u32 != helper::MAP_LOOKUP_ELEM {
-            for k in 0..64 {
-                if matches!(out.slot[k] & KIND, PKT | PKT_END) {
-                    out.slot[k] = OTHER;
-                }
-            }
-        }
-        return;
-    }
-    if !matches!(i.class(), BPF_ST | BPF_STX) {
-        return;
-    }
-    let d = i.dst as usize;
-    let Some(at) = st.stack_at(d, i.off) else {
-        if st.ty[d] == OTHER {
-            out.unspill(u64::MAX);
-        }
-        return;
-    };
-    let size = i.size() as i64;
-    out.unspill(State::slots(at, size));
-    let whole = i.class() == BPF_STX && i.code & 0xe0 == BPF_MEM && size == 8 && at % 8 == 0;
-    if whole && st.pointer(i.src as usize) && (-512..0).contains(&at) {
-        let k = ((-at / 8) - 1) as usize;
-        out.spilled |= 1u64 << k;
-        out.slot[k] = st.spill_type(i.src as usize);
-    }
-}
-
-/// The type an 8-byte fill at `i` gives its register: the pointer a
-/// whole spill left in the slot ([`State::slot`]).
-fn filled(i: &Insn, st: &State) -> Option<u32> {
-    if i.code != BPF_LDX | BPF_MEM | BPF_DW {
-        return None;
-    }
-    let at = st.stack_at(i.src as usize, i.off)?;
-    if at % 8 != 0 || !(-512..0).contains(&at) {
-        return None;
-    }
-    let k = ((-at / 8) - 1) as usize;
-    (st.spilled & (1 << k) != 0 && st.slot[k] != OTHER).then_some(st.slot[k])
-}
-
-/// The result of the ALU instruction `i` (not `BPF_END`) in state `st`
-/// when its operands are scalars known exactly: computed as the
-/// interpreter computes it.
-fn fold(i: &Insn, st: &State) -> Option<u64> {
-    if !matches!(i.class(), BPF_ALU | BPF_ALU64) || i.op() == BPF_END {
-        return None;
-    }
-    // A move reads no destination.
-    let dst = if i.op() == BPF_MOV {
-        0
-    } else {
-        st.known(i.dst as usize)?
-    };
-    let src = if i.code & BPF_X != 0 {
-        st.known(i.src as usize)?
-    } else {
-        0
-    };
-    crate::interp::alu(i, dst, src)
-}
-
 #[path = "verify_decide.rs"]
 mod decide;
 #[path = "verify_paths.rs"]
 mod paths;
+#[path = "verify_stack.rs"]
+mod stack;
 
 #[cfg(not(test))]
 mod tests {
