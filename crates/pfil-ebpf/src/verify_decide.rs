@@ -36,17 +36,28 @@ impl Flow<'_> {
         (i.code == BPF_STX | BPF_MEM | BPF_W && i.dst == 10).then(|| (pc, st.bound(i.src as usize)))
     }
 
-    /// A conditional jump at `pc` whose outcome state `st` decides: a
-    /// 64-bit compare of a scalar with a constant its bound settles, or a
-    /// packet pointer compared with the packet's end where its bytes are
-    /// already proven: (pc, always taken).
+    /// A conditional jump at `pc` whose outcome state `st` decides:
+    /// (pc, always taken). While `paths.rs` walks, only as the kernel
+    /// decides it ([`Flow::decided_as`]).
     pub(super) fn decided(&self, pc: usize, st: &State) -> Option<(usize, bool)> {
+        self.decided_as(pc, st, self.as_kernel.get())
+    }
+
+    /// [`Flow::decided`]: two numbers known exactly (any compare, signed
+    /// too, made as the interpreter makes it); a scalar compared with a
+    /// constant its bounds settle; a packet pointer compared with the
+    /// packet's end where it is known past the end, or (not `as_kernel`:
+    /// the kernel follows both edges there) where its bytes are proven.
+    pub(super) fn decided_as(
+        &self,
+        pc: usize,
+        st: &State,
+        as_kernel: bool,
+    ) -> Option<(usize, bool)> {
         let i = &self.insns[pc];
         let cond = matches!(i.class(), BPF_JMP | BPF_JMP32)
             && !matches!(i.op(), BPF_JA | BPF_CALL | BPF_EXIT);
         if let (true, Some(a)) = (cond, st.known(i.dst as usize)) {
-            // Numbers known exactly on both sides: any compare, signed
-            // too, as the interpreter makes it.
             let b = if i.code & BPF_X != 0 {
                 st.known(i.src as usize)
             } else {
@@ -57,36 +68,20 @@ impl Flow<'_> {
             }
         }
         if i.class() == BPF_JMP && i.code & BPF_X != 0 {
-            // `if p > data_end` (and its forms) with p's bytes already
-            // proven (p <= data_end on every path here), or p already
-            // past the end: (p, taken when p <= end, taken when p > end).
-            let (d, s) = (i.dst as usize, i.src as usize);
-            let (p, within, past) = match (st.ty[d] & KIND, st.ty[s] & KIND, i.op()) {
-                (PKT, PKT_END, BPF_JGT) => (d, Some(false), true),
-                (PKT, PKT_END, BPF_JGE) => (d, None, true),
-                (PKT, PKT_END, BPF_JLT) => (d, None, false),
-                (PKT, PKT_END, BPF_JLE) => (d, Some(true), false),
-                (PKT_END, PKT, BPF_JGT) => (s, None, false),
-                (PKT_END, PKT, BPF_JGE) => (s, Some(true), false),
-                (PKT_END, PKT, BPF_JLT) => (s, Some(false), true),
-                (PKT_END, PKT, BPF_JLE) => (s, None, true),
-                _ => return None,
-            };
+            let (p, op) = pkt_compare(i, st)?;
             let off = st.ty[p] & !KIND;
             if st.id[p] == 0 && st.past != 0 && off >= st.past {
-                return Some((pc, past));
-            }
-            if self.as_kernel.get() {
-                // The kernel decides a compare with the end only by a
-                // pointer past it (`is_pkt_ptr_branch_taken`).
-                return None;
+                // p > end: `p > end` and `p >= end` hold.
+                return Some((pc, matches!(op, BPF_JGT | BPF_JGE)));
             }
             // `data + 0 <= data_end` always holds; a base with a variable
             // part is below the end only where a comparison proved bytes
             // behind it (0 there means none proven).
             let limit = st.limit(p);
             let proven = off <= limit && (st.id[p] == 0 || limit > 0);
-            return within.filter(|_| proven).map(|t| (pc, t));
+            // p <= end decides `p > end` and `p <= end` only.
+            return (proven && !as_kernel && matches!(op, BPF_JGT | BPF_JLE))
+                .then_some((pc, op == BPF_JLE));
         }
         let jmp32 = i.class() == BPF_JMP32;
         if !(i.class() == BPF_JMP || jmp32) || i.code & BPF_X != 0 || st.ty[i.dst as usize] != OTHER
@@ -102,10 +97,8 @@ impl Flow<'_> {
             true if hi <= u64::from(u32::MAX) => (hi, k & 0xffff_ffff),
             true => return None,
         };
+        // (A value known exactly is decided above.)
         let taken = match i.op() {
-            // A value known exactly (at most 0, or a frozen setting).
-            BPF_JEQ if lo == hi && hi == k => true,
-            BPF_JNE if lo == hi && hi == k => false,
             BPF_JEQ | BPF_JNE if k < lo => i.op() == BPF_JNE,
             BPF_JGT if lo > k => true,
             BPF_JGE if lo >= k => true,
@@ -140,13 +133,9 @@ impl Flow<'_> {
     /// verifier follows both edges (by bytes a packet pointer has proven),
     /// with [`crate::LoadOptions::kernel_rules`].
     pub(super) fn unlike_kernel(&self, pc: usize, st: &State) -> bool {
-        if !self.kernel_rules || self.decided(pc, st).is_none() {
-            return false;
-        }
-        self.as_kernel.set(true);
-        let kernel = self.decided(pc, st);
-        self.as_kernel.set(false);
-        kernel.is_none()
+        self.kernel_rules
+            && self.decided_as(pc, st, false).is_some()
+            && self.decided_as(pc, st, true).is_none()
     }
 
     /// The state on one edge of the instruction at `pc` (`taken`: the
@@ -168,28 +157,23 @@ impl Flow<'_> {
         if !(i.class() == BPF_JMP || jmp32) || matches!(i.op(), BPF_JA | BPF_CALL | BPF_EXIT) {
             return Some(o);
         }
-        let (d, s) = (i.dst as usize, i.src as usize);
-        let (dty, sty) = (st.ty[d], st.ty[s]);
+        let d = i.dst as usize;
+        let dty = st.ty[d];
         if !jmp32 && i.code & BPF_X != 0 {
-            // (the pointer, whether `p <= end` on the taken edge, whether
-            // `p > end` holds strictly on the other)
-            let pkt = match (dty & KIND, sty & KIND, i.op()) {
-                (PKT, PKT_END, BPF_JGT) => Some((d, false, true)),
-                (PKT, PKT_END, BPF_JGE) => Some((d, false, false)),
-                (PKT, PKT_END, BPF_JLT) => Some((d, true, false)),
-                (PKT, PKT_END, BPF_JLE) => Some((d, true, true)),
-                (PKT_END, PKT, BPF_JGT) => Some((s, true, false)),
-                (PKT_END, PKT, BPF_JGE) => Some((s, true, true)),
-                (PKT_END, PKT, BPF_JLT) => Some((s, false, true)),
-                (PKT_END, PKT, BPF_JLE) => Some((s, false, false)),
-                _ => None,
-            };
-            if let Some((p, in_on_taken, strict)) = pkt {
-                if taken == in_on_taken {
+            if let Some((p, op)) = pkt_compare(i, st) {
+                // The relation on this edge: `p OP end`, or its negation.
+                let rel = match (op, taken) {
+                    (op, true) => op,
+                    (BPF_JGT, false) => BPF_JLE,
+                    (BPF_JGE, false) => BPF_JLT,
+                    (BPF_JLT, false) => BPF_JGE,
+                    _ => BPF_JGT,
+                };
+                if matches!(rel, BPF_JLT | BPF_JLE) {
                     o.prove(p);
                 } else if st.id[p] == 0 {
                     // data + off > data_end, or data + off + 1 > it.
-                    let off = (st.ty[p] & !KIND) + u32::from(!strict);
+                    let off = (st.ty[p] & !KIND) + u32::from(rel == BPF_JGE);
                     o.past = if o.past == 0 { off } else { o.past.min(off) };
                 }
             }
@@ -239,5 +223,30 @@ impl Flow<'_> {
         // An edge whose bounds cross is never taken (the decided jumps
         // already have one edge; this is what is left of them).
         (lo <= hi).then_some(o)
+    }
+}
+
+/// A packet pointer compared with the packet's end at `i` (a 64-bit
+/// jump of the register form): the pointer's register and the compare as
+/// `p OP data_end` (`BPF_JGT`, `_JGE`, `_JLT` or `_JLE`), the operands
+/// swapped where the end is the destination.
+fn pkt_compare(i: &Insn, st: &State) -> Option<(usize, u8)> {
+    let (d, s) = (i.dst as usize, i.src as usize);
+    let op = i.op();
+    if !matches!(op, BPF_JGT | BPF_JGE | BPF_JLT | BPF_JLE) {
+        return None;
+    }
+    match (st.ty[d] & KIND, st.ty[s] & KIND) {
+        (PKT, PKT_END) => Some((d, op)),
+        (PKT_END, PKT) => Some((
+            s,
+            match op {
+                BPF_JGT => BPF_JLT,
+                BPF_JGE => BPF_JLE,
+                BPF_JLT => BPF_JGT,
+                _ => BPF_JGE,
+            },
+        )),
+        _ => None,
     }
 }

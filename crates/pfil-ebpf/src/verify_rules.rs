@@ -195,6 +195,19 @@ impl Flow<'_> {
         };
         let ty = st.ty[base as usize];
         if let (Some(at), true) = (st.stack_at(base as usize, i.off), self.kernel_rules) {
+            // r10 - k + off: in the function's frame, as the kernel
+            // checks it (`check_stack_access_within_bounds`); the
+            // run-time check would allow the callers' frames above it.
+            // (r10's own offsets are checked with the instruction.)
+            if at < -(STACK_FRAME as i64) || at + size > 0 {
+                return err(
+                    pc,
+                    format!(
+                        "stack access of {size} bytes at r10{at:+} is outside the function's \
+                         frame of {STACK_FRAME} bytes (the kernel refuses it)"
+                    ),
+                );
+            }
             // The kernel spills and fills a pointer whole
             // (`check_stack_write_fixed_off`, `check_stack_read_fixed_off`).
             let spilled = st.spilled & State::slots(at, size);
@@ -232,21 +245,6 @@ impl Flow<'_> {
                      refuses it: invalid mem access 'scalar')"
                 ),
             );
-        }
-        if ty & KIND == STACK && self.kernel_rules {
-            // r10 - k + off: in the function's frame, as the kernel
-            // checks it (`check_stack_access_within_bounds`); the
-            // run-time check would allow the callers' frames above it.
-            let at = off - i64::from(ty & !KIND);
-            if at < -(STACK_FRAME as i64) || at + size > 0 {
-                return err(
-                    pc,
-                    format!(
-                        "stack access of {size} bytes at r10{at:+} is outside the function's \
-                         frame of {STACK_FRAME} bytes (the kernel refuses it)"
-                    ),
-                );
-            }
         }
         if (ty == CTX_MOD || ty & KIND == CTX_OFF) && self.kernel_rules {
             return err(
