@@ -42,6 +42,9 @@ pub(crate) struct MapWriteParams {
     key: Vec<u8>,
     #[serde(default)]
     value: Option<Vec<u8>>,
+    /// Instead of `value`, for a prog array: the program's name.
+    #[serde(default)]
+    program: Option<String>,
     #[serde(default)]
     flags: Option<String>,
 }
@@ -128,9 +131,17 @@ pub(crate) fn read(reg: &Registry, p: MapParams) -> Result<Value, RpcError> {
     with_map(reg, &p.hook, p.map.as_deref(), |prog, m| match (m, p.key) {
         (None, _) => {
             let maps: Vec<Value> = prog.maps().iter().map(|m| describe(m)).collect();
-            Ok(
-                json!({"generation": generation, "hook": p.hook, "program": prog.name(), "maps": maps}),
-            )
+            let mut r = json!({"generation": generation, "hook": p.hook, "program": prog.name(), "maps": maps});
+            // A program with a prog array: what its entries may name.
+            let programs: Vec<Value> = prog
+                .tail_programs()
+                .enumerate()
+                .map(|(i, (name, t))| json!({"number": i + 1, "name": name, "error": t.err()}))
+                .collect();
+            if !programs.is_empty() {
+                r["programs"] = Value::Array(programs);
+            }
+            Ok(r)
         }
         (Some(m), None) => {
             let limit = p.limit.unwrap_or(DEFAULT_MAP_LIMIT);
@@ -176,12 +187,12 @@ pub(crate) fn read(reg: &Registry, p: MapParams) -> Result<Value, RpcError> {
 
 /// `map_update` and `map_delete`.
 pub(crate) fn write(reg: &Registry, method: &str, p: MapWriteParams) -> Result<Value, RpcError> {
-    with_map(reg, &p.hook, Some(&p.map), |_, m| {
+    with_map(reg, &p.hook, Some(&p.map), |prog, m| {
         let Some(m) = m else {
             return Err(RpcError::params("map: missing"));
         };
         if method == "map_delete" {
-            if p.value.is_some() || p.flags.is_some() {
+            if p.value.is_some() || p.program.is_some() || p.flags.is_some() {
                 return Err(RpcError::params("map_delete takes hook, map and key"));
             }
             m.delete(&p.key).map_err(|e| match e {
@@ -194,9 +205,36 @@ pub(crate) fn write(reg: &Registry, method: &str, p: MapWriteParams) -> Result<V
             })?;
             return Ok(json!({"hook": p.hook, "map": m.name(), "deleted": bytes(&p.key)}));
         }
-        let Some(mut value) = p.value else {
-            return Err(RpcError::params("map_update: missing value"));
+        let prog_array = m.kind() == pfil_xdp::MapType::ProgArray;
+        let tail_error = |e: String| {
+            RpcError::new(
+                code::REGISTRY,
+                "map_error",
+                format!("map `{}`: {e}", m.name()),
+            )
         };
+        let mut value = match (p.value, p.program) {
+            (Some(v), None) => v,
+            (None, Some(name)) if prog_array => prog
+                .tail_number(&name)
+                .map_err(tail_error)?
+                .to_le_bytes()
+                .to_vec(),
+            (None, Some(_)) => {
+                return Err(RpcError::params(format!(
+                    "program: map `{}` is a {}, not a prog_array",
+                    m.name(),
+                    m.kind().name()
+                )))
+            }
+            (Some(_), Some(_)) => {
+                return Err(RpcError::params("map_update: value or program, not both"))
+            }
+            (None, None) => return Err(RpcError::params("map_update: missing value")),
+        };
+        if prog_array {
+            prog.check_tail_value(&value).map_err(tail_error)?;
+        }
         let flags = match p.flags.as_deref() {
             None | Some("any") => pfil_xdp::maps::BPF_ANY,
             Some("noexist") => pfil_xdp::maps::BPF_NOEXIST,
@@ -264,8 +302,17 @@ pub(crate) fn request(
         return Ok(("map", json!({"hook": hook})));
     };
     let key = bytes_after(op, "key")?;
-    let value = bytes_after(op, "value")?;
-    let usage = "map HOOK NAME dump | lookup key BYTES | update key BYTES value BYTES [any|noexist|exist] | delete key BYTES";
+    // A prog array's entry: `value name PROG`, as bpftool's.
+    let program = op
+        .windows(3)
+        .find(|w| w[0] == "value" && w[1] == "name")
+        .map(|w| w[2].clone());
+    let value = if program.is_some() {
+        None
+    } else {
+        bytes_after(op, "value")?
+    };
+    let usage = "map HOOK NAME dump | lookup key BYTES | update key BYTES (value BYTES | value name PROG) [any|noexist|exist] | delete key BYTES";
     match op.first().map(String::as_str) {
         Some("dump") | None if op.len() <= 1 => {
             let mut p = json!({"hook": hook, "map": name});
@@ -280,12 +327,16 @@ pub(crate) fn request(
         }
         Some("update") => {
             let key = key.ok_or(format!("update needs `key BYTES` ({usage})"))?;
-            let value = value.ok_or(format!("update needs `value BYTES` ({usage})"))?;
             let flag = op
                 .iter()
                 .skip(1)
                 .find(|t| matches!(t.as_str(), "any" | "noexist" | "exist"));
-            let mut p = json!({"hook": hook, "map": name, "key": key, "value": value});
+            let mut p = json!({"hook": hook, "map": name, "key": key});
+            match (value, program) {
+                (Some(v), _) => p["value"] = json!(v),
+                (None, Some(prog)) => p["program"] = json!(prog),
+                (None, None) => return Err(format!("update needs `value BYTES` ({usage})")),
+            }
             if let Some(f) = flag {
                 p["flags"] = json!(f);
             }
@@ -333,6 +384,20 @@ pub(crate) fn human(r: &Value) -> String {
                 o.push_str(&format!("  (not made: {why})"));
             }
             o.push('\n');
+        }
+        if let Some(progs) = r["programs"].as_array() {
+            o.push_str("programs a prog_array entry names (value N, or value name PROG):\n");
+            for p in progs {
+                o.push_str(&format!(
+                    "  {}  {}",
+                    p["number"],
+                    p["name"].as_str().unwrap_or("")
+                ));
+                if let Some(e) = p["error"].as_str() {
+                    o.push_str(&format!("  (not loaded: {e})"));
+                }
+                o.push('\n');
+            }
         }
         return o;
     }

@@ -251,6 +251,8 @@ pub mod helper {
     pub const GET_PRANDOM_U32: u32 = 7;
     /// `bpf_get_smp_processor_id`.
     pub const GET_SMP_PROCESSOR_ID: u32 = 8;
+    /// `bpf_tail_call`.
+    pub const TAIL_CALL: u32 = 12;
     /// `bpf_redirect`.
     pub const REDIRECT: u32 = 23;
     /// `bpf_csum_diff`.

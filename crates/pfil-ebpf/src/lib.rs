@@ -179,6 +179,17 @@ pub enum Fault {
         /// What the helper found wrong.
         reason: &'static str,
     },
+    /// Not a fault: the program ended in a tail call (`bpf_tail_call`,
+    /// raised by the loader's helper with [`Env::fault`]) to the loader's
+    /// program `target`, which runs next on the packet as it is. An XDP
+    /// run returns it as [`RunOutcome::tail_call`]; other runs as this.
+    #[error("instruction {pc}: tail call to program {target}")]
+    TailCall {
+        /// The call.
+        pc: usize,
+        /// The program to run next (the loader's number).
+        target: u32,
+    },
 }
 
 impl Fault {
@@ -202,6 +213,7 @@ impl Fault {
             Fault::InvalidInsn { .. } => Fault::InvalidInsn { pc },
             Fault::UnknownHelper { id, .. } => Fault::UnknownHelper { pc, id },
             Fault::Helper { reason, .. } => Fault::Helper { pc, reason },
+            Fault::TailCall { target, .. } => Fault::TailCall { pc, target },
             Fault::NotReadOnly => Fault::NotReadOnly,
         }
     }
@@ -263,6 +275,11 @@ pub struct RunOutcome {
     pub data: usize,
     /// Offset of `data_end` in the frame after the run.
     pub data_end: usize,
+    /// The run ended in a tail call to the loader's program of this
+    /// number ([`Fault::TailCall`]): its `action` means nothing; the
+    /// loader runs that program on the packet as the bounds above leave
+    /// it ([`Program::run_xdp_tail`]), as the kernel does.
+    pub tail_call: Option<u32>,
 }
 
 /// How [`Program::run_xdp_quick`] ended.
@@ -585,6 +602,7 @@ impl Program {
                 data_meta: data_off,
                 data: data_off,
                 data_end: data_off + data_len,
+                tail_call: None,
             }),
             XdpEnd::Full(r) => r,
         }
@@ -641,13 +659,52 @@ impl Program {
         }
         XdpEnd::Full(self.run_xdp_full(
             env,
-            base,
-            frame_end,
+            (base, frame_end),
             data,
-            data_len,
+            (data, data, data + data_len as u64),
             ingress_ifindex,
             rx_queue,
         ))
+    }
+
+    /// Runs the program as the target of a tail call: on the packet where
+    /// the last run left it (`bounds`: the [`RunOutcome`]'s `data_meta`,
+    /// `data` and `data_end` offsets in `frame`), `start` being where the
+    /// packet began when the first program of the chain ran (the helpers
+    /// bound its growth by it, as the kernel's headroom does).
+    ///
+    /// # Errors
+    ///
+    /// As [`Program::run_xdp`]; [`Fault::OutOfBounds`] at pc 0 when the
+    /// bounds do not lie in `frame` in order.
+    pub fn run_xdp_tail(
+        &self,
+        env: &mut Env,
+        frame: &mut [u8],
+        start: usize,
+        bounds: (usize, usize, usize),
+        ingress_ifindex: u32,
+        rx_queue: u32,
+    ) -> Result<RunOutcome, Fault> {
+        let (meta, data, end) = bounds;
+        let base = frame.as_mut_ptr() as u64;
+        if !(meta <= data && data <= end && end <= frame.len() && start <= frame.len()) {
+            return Err(Fault::OutOfBounds {
+                pc: 0,
+                addr: base + data as u64,
+                len: end.saturating_sub(data) as u32,
+                write: false,
+            });
+        }
+        let at = |off: usize| base + off as u64;
+        self.run_xdp_full(
+            env,
+            (base, at(frame.len())),
+            at(start),
+            (at(meta), at(data), at(end)),
+            ingress_ifindex,
+            rx_queue,
+        )
     }
 
     /// `run_xdp` for code that needs more set-up (or the interpreter).
@@ -656,19 +713,16 @@ impl Program {
     fn run_xdp_full(
         &self,
         env: &mut Env,
-        base: u64,
-        frame_end: u64,
-        data: u64,
-        data_len: usize,
+        frame: (u64, u64),
+        start: u64,
+        (meta, data, end): (u64, u64, u64),
         ingress_ifindex: u32,
         rx_queue: u32,
     ) -> Result<RunOutcome, Fault> {
-        env.begin_packet(
-            (base, frame_end),
-            data,
-            data + data_len as u64,
-            self.reads_last(),
-        );
+        env.begin_packet(frame, start, end, self.reads_last());
+        // A tail call's target: the packet where the last program left it.
+        env.meta = meta;
+        env.data = data;
         // Only the plain fields: data, data_end and data_meta are read
         // from the Env (the verifier allows nothing but their 4-byte
         // loads, converted), egress_ifindex stays 0 from `Env::new`.
@@ -691,12 +745,16 @@ impl Program {
         let (meta, data, end) = (env.meta, env.data, env.data_end);
         env.clear_read_back();
         env.end_packet();
-        let action = r?;
+        let (action, tail_call) = match r {
+            Err(Fault::TailCall { target, .. }) => (0, Some(target)),
+            r => (r?, None),
+        };
         Ok(RunOutcome {
             action,
             data_meta: (meta - base) as usize,
             data: (data - base) as usize,
             data_end: (end - base) as usize,
+            tail_call,
         })
     }
 

@@ -28,6 +28,10 @@ pub struct MapRef {
     /// call. Requires `key_size` 4; the value addresses come from the
     /// run's [`Env`](crate::Env) ([`Env::set_array_bases`](crate::Env::set_array_bases)).
     pub array: Option<ArrayLayout>,
+    /// A prog array (`BPF_MAP_TYPE_PROG_ARRAY`): only `bpf_tail_call`
+    /// takes it; the verifier refuses it to the other map helpers, as the
+    /// kernel's does.
+    pub prog_array: bool,
 }
 
 /// Where an array map's values lie, for lookups compiled inline: value

@@ -91,6 +91,7 @@ fn both_paths_give_the_same_outcomes() {
                     data_meta: 20,
                     data: 20,
                     data_end: 28,
+                    tail_call: None,
                 }))
             }
         };

@@ -255,10 +255,13 @@ fn check_insn(pc: usize, i: &Insn, helpers: &Helpers, kernel_rules: bool) -> Res
                                 .unwrap_or_default();
                             let (_, sig) = helpers.get(id).ok_or_else(|| VerifyError::new(pc, format!("call to helper {id}{name}, which this program was not given")))?;
                             let reads = R1_R5 & ((1u16 << (sig.args.min(5) + 1)) - 2);
+                            // bpf_tail_call returns nothing (the kernel's
+                            // RET_VOID): r0 is unset after one that failed.
+                            let void = id == helper::TAIL_CALL;
                             Ok(Use {
                                 reads,
-                                writes: 1,
-                                kills: R1_R5,
+                                writes: u16::from(!void),
+                                kills: R1_R5 | u16::from(void),
                             })
                         }
                         PSEUDO_CALL => Ok(Use {

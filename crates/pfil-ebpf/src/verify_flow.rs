@@ -382,6 +382,18 @@ impl Flow<'_> {
         if self.kernel_rules && i.code == BPF_JMP | BPF_CALL && i.src == 0 {
             helper_args(pc, i.imm as u32, st, self.maps)?;
         }
+        // A tail call ends the whole run (the engine unwinds every frame):
+        // the kernel's, from a function, would return into its caller.
+        if i.code == BPF_JMP | BPF_CALL
+            && i.src == 0
+            && i.imm as u32 == helper::TAIL_CALL
+            && self.func_of(pc) != 0
+        {
+            return err(
+                pc,
+                "bpf_tail_call in a function other than the program's own body is not supported",
+            );
+        }
         if self.kernel_rules
             && i.code == BPF_JMP | BPF_EXIT
             && self.func_of(pc) != 0

@@ -102,9 +102,9 @@ pub(super) fn helper_args(pc: usize, id: u32, st: &State, maps: &[MapRef]) -> Re
             | helper::MAP_DELETE_ELEM
             | helper::REDIRECT_MAP
     );
-    // bpf_xdp_adjust_head, _meta, _tail, bpf_xdp_get_buff_len,
-    // bpf_xdp_load_bytes, bpf_xdp_store_bytes.
-    let ctx_arg = matches!(id, 44 | 54 | 65 | 188 | 189 | 190);
+    // bpf_tail_call, bpf_xdp_adjust_head, _meta, _tail,
+    // bpf_xdp_get_buff_len, bpf_xdp_load_bytes, bpf_xdp_store_bytes.
+    let ctx_arg = matches!(id, 12 | 44 | 54 | 65 | 188 | 189 | 190);
     let name = helper::name(id).unwrap_or("helper");
     let kind = |t: u32| match t & KIND {
         MAP => "a map",
@@ -119,6 +119,26 @@ pub(super) fn helper_args(pc: usize, id: u32, st: &State, maps: &[MapRef]) -> Re
         _ => "a scalar",
     };
     let t = st.ty[1];
+    // A prog array is for bpf_tail_call alone, which takes nothing else.
+    let prog_array =
+        |t: u32| t & KIND == MAP && maps.get((t & !KIND) as usize).is_some_and(|m| m.prog_array);
+    if map_arg && prog_array(t) {
+        return err(
+            pc,
+            format!(
+                "bpf_{name} on a prog_array (the kernel refuses it: only bpf_tail_call takes one)"
+            ),
+        );
+    }
+    if id == helper::TAIL_CALL && st.pointer(2) && !prog_array(st.ty[2]) {
+        return err(
+            pc,
+            format!(
+                "bpf_tail_call's second argument must be a prog_array, not {} (the kernel refuses it)",
+                if st.ty[2] & KIND == MAP { "a map of another type" } else { kind(st.ty[2]) }
+            ),
+        );
+    }
     if map_arg && st.pointer(1) && t & KIND != MAP {
         return err(
             pc,

@@ -97,6 +97,7 @@ fn load(insns: &[Insn], maps: usize, jit: bool) -> Result<Program, pfil_ebpf::Ve
             max_entries: 1,
             direct: None,
             array: None,
+            prog_array: false,
         })
         .collect();
     let mut o = LoadOptions::default();

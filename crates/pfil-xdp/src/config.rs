@@ -4,6 +4,7 @@
 //! ```text
 //! @PATH [program NAME]
 //! map MAP key BYTES value BYTES      (any number, one per line or after `;`)
+//! map MAP key BYTES value name PROG  (a prog array's entry: a program)
 //! map MAP max_entries N              (a map's size, as its loader sets it)
 //! verify kernel                      (optional)
 //! ```
@@ -22,6 +23,9 @@
 //! map filter_ports key 0x00 0x35 0 0 value 10 0 0 0 0 0 0 0
 //! """
 //! ```
+//!
+//! A prog array's entry names a program of the object, as bpftool's
+//! `value name PROG` does: `bpf_tail_call` on that key runs it.
 //!
 //! `map MAP max_entries N` sizes a map before it is made, as a loader's
 //! `bpf_map__set_max_entries` does: objects leave some maps for their
@@ -45,8 +49,11 @@ pub struct MapEntry {
     pub map: String,
     /// The key's bytes.
     pub key: Vec<u8>,
-    /// The value's bytes.
+    /// The value's bytes (empty with `program`).
     pub value: Vec<u8>,
+    /// `value name PROG` (bpftool's words for a prog array entry): the
+    /// value is that program's number, found when the hook is built.
+    pub program: Option<String>,
 }
 
 /// The parts of an `xdp:` config.
@@ -113,10 +120,20 @@ fn entry(line: &str) -> Result<MapEntry, String> {
             .map(|w| parse_byte(w))
             .collect::<Result<Vec<u8>, String>>()
     };
+    let key = bytes(&t[k + 1..v]).map_err(|e| format!("MAPS: {name}: key: {e}"))?;
+    if let ["name", prog] = t[v + 1..] {
+        return Ok(MapEntry {
+            map: (*name).to_owned(),
+            key,
+            value: Vec::new(),
+            program: Some(prog.to_owned()),
+        });
+    }
     Ok(MapEntry {
         map: (*name).to_owned(),
-        key: bytes(&t[k + 1..v]).map_err(|e| format!("MAPS: {name}: key: {e}"))?,
+        key,
         value: bytes(&t[v + 1..]).map_err(|e| format!("MAPS: {name}: value: {e}"))?,
+        program: None,
     })
 }
 
@@ -243,8 +260,14 @@ mod tests {
             MapEntry {
                 map: "m".into(),
                 key: vec![1],
-                value: vec![2]
+                value: vec![2],
+                program: None,
             }
+        );
+        let c = XdpConfig::parse("@/x.o\nmap jmp key 1 0 0 0 value name xdp_udp").unwrap();
+        assert_eq!(
+            (c.entries[0].value.len(), c.entries[0].program.as_deref()),
+            (0, Some("xdp_udp"))
         );
         let c = XdpConfig::parse("@/x.o\nmap m max_entries 16; map n max_entries 0x10").err();
         assert!(c.unwrap().contains("max_entries N"));

@@ -149,7 +149,18 @@ impl XdpFilter {
                     names.join(", ")
                 )
             })?;
-            let mut value = e.value.clone();
+            let mut value = match &e.program {
+                Some(name) => prog
+                    .tail_number(name)
+                    .map_err(|err| format!("map {} key {:?}: {err}", e.map, e.key))?
+                    .to_le_bytes()
+                    .to_vec(),
+                None => e.value.clone(),
+            };
+            if m.kind() == crate::MapType::ProgArray {
+                prog.check_tail_value(&value)
+                    .map_err(|err| format!("map {} key {:?}: {err}", e.map, e.key))?;
+            }
             if m.kind().per_cpu() && value.len() == m.value_size() {
                 let stride = m.user_value_size() / m.workers();
                 value.resize(stride, 0);

@@ -246,6 +246,10 @@ pub struct KernelProgram {
     fd: OwnedFd,
     /// The object's maps, in the object's order.
     pub maps: Vec<KernelMap>,
+    /// When the object has a prog array: each of its XDP programs
+    /// (`Object::programs`) loaded with the same maps, a tail call's
+    /// possible target (`None`: the kernel refused it).
+    tails: Vec<Option<OwnedFd>>,
 }
 
 /// The result of one `BPF_PROG_TEST_RUN`.
@@ -265,7 +269,7 @@ impl KernelProgram {
     /// A bpf(2) failure; for `BPF_PROG_LOAD`, the verifier's log is in the
     /// message.
     pub fn load(obj: &Object, prog: &Program) -> io::Result<KernelProgram> {
-        let maps = obj
+        let maps: Vec<KernelMap> = obj
             .maps
             .iter()
             .map(|d| {
@@ -288,6 +292,38 @@ impl KernelProgram {
                 })
             })
             .collect::<io::Result<Vec<_>>>()?;
+        let fd = Self::load_one(obj, prog, &maps)?;
+        let tails = if obj.maps.iter().any(|d| d.kind == MapType::ProgArray) {
+            obj.programs
+                .iter()
+                .map(|t| Self::load_one(obj, t, &maps).ok())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let k = KernelProgram { fd, maps, tails };
+        // The entries the object sets, as libbpf sets them.
+        for (m, d) in k.maps.iter().zip(&obj.maps) {
+            for (slot, name) in &d.tails {
+                let n = obj.programs.iter().position(|p| &p.name == name);
+                if let Some(fd) = n.and_then(|n| k.tail_fd(n as u32 + 1)) {
+                    m.update(&slot.to_le_bytes(), &fd.to_le_bytes())?;
+                }
+            }
+        }
+        Ok(k)
+    }
+
+    /// The fd of the object's program number `n` (1: the first of
+    /// `Object::programs`), as a prog array entry of the kernel's names
+    /// it; `None` when it did not load, or the object has no prog array.
+    pub fn tail_fd(&self, n: u32) -> Option<i32> {
+        let t = self.tails.get(n.checked_sub(1)? as usize)?;
+        t.as_ref().map(AsRawFd::as_raw_fd)
+    }
+
+    /// Load `prog` of `obj` into the kernel with `maps` (the object's).
+    fn load_one(obj: &Object, prog: &Program, maps: &[KernelMap]) -> io::Result<OwnedFd> {
         let mut insns = prog.insns.clone();
         for slot in 0..insns.len() / 8 {
             let src = insns[slot * 8 + 1] >> 4;
@@ -322,12 +358,7 @@ impl KernelProgram {
         // outgrow any buffer, and the kernel then fails the load with
         // ENOSPC although it verified the program.
         let e = match load(&mut []) {
-            Ok(fd) => {
-                return Ok(KernelProgram {
-                    fd: fd_of(fd),
-                    maps,
-                })
-            }
+            Ok(fd) => return Ok(fd_of(fd)),
             Err(e) => e,
         };
         // Refused: again with a log, for the verifier's reason (its last
@@ -377,6 +408,7 @@ pub fn available() -> bool {
         flags: 0,
         origin: MapOrigin::Legacy,
         init: None,
+        tails: Vec::new(),
         readonly: false,
         sym_off: 0,
         section: 0,

@@ -36,6 +36,7 @@ pub mod maps;
 pub mod object;
 pub mod oracle;
 pub mod program;
+mod tails;
 
 pub use config::XdpConfig;
 pub use filter::{XdpFault, XdpFilter};

@@ -286,6 +286,13 @@ impl Map {
             .filter(|&w| w != 0)
     }
 
+    /// `bpf_tail_call`'s read of a prog array: the program number at
+    /// `index` (0: empty), `None` past `max_entries` (or for another type).
+    pub(crate) fn tail_target(&self, index: u32) -> Option<u32> {
+        (self.kind == MapType::ProgArray && (index as usize) < self.max_entries)
+            .then(|| self.first_word(index))
+    }
+
     /// `bpf_map_lookup_elem` for worker `worker`: the value's address, or
     /// null. `key` must be `key_size` bytes.
     pub fn prog_lookup(&self, key: &[u8], worker: usize) -> *mut u8 {
@@ -294,6 +301,7 @@ impl Map {
         if key.len() != self.key_size
             || worker >= self.workers && self.kind.per_cpu()
             || self.kind == MapType::Cpumap
+            || self.kind == MapType::ProgArray
             || self.inert.is_some()
         {
             return std::ptr::null_mut();
@@ -320,7 +328,7 @@ impl Map {
         worker: usize,
     ) -> Result<(), MapError> {
         self.check_runs()?;
-        if self.kind.is_redirect() {
+        if self.kind.is_redirect() || self.kind == MapType::ProgArray {
             return Err(MapError::Invalid(format!(
                 "a {} is updated from the control side only",
                 self.kind.name()
@@ -435,6 +443,16 @@ impl Map {
     /// Delete `key` (programs and control side).
     pub fn delete(&self, key: &[u8]) -> Result<(), MapError> {
         self.check_key(key)?;
+        if self.kind == MapType::ProgArray {
+            // The kernel's fd_array_map_delete_elem: the slot emptied,
+            // -ENOENT if it was.
+            let s = self.array_index(key).ok_or(MapError::Range)?;
+            if self.first_word(s) == 0 {
+                return Err(MapError::NotFound);
+            }
+            self.write_slot(s, 0, &[0; 4]);
+            return Ok(());
+        }
         if self.kind.is_redirect() && self.kind.is_array() {
             // The kernel's dev_map_delete_elem (and cpu_map_delete_elem):
             // the slot's device (queue) removed, whether or not it had one.

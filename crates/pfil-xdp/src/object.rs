@@ -53,6 +53,10 @@ pub struct MapDef {
     pub init: Option<Vec<u8>>,
     /// Programs may not write it (`.rodata*`).
     pub readonly: bool,
+    /// A prog array's entries the object sets (`__array(values, ...)`
+    /// initialised `{ [1] = &prog }`): slot and program name, written
+    /// when the hook is built, as libbpf writes them at load.
+    pub tails: Vec<(u32, String)>,
     /// Offset of the definition in its section (relocations name it).
     pub(crate) sym_off: u64,
     /// Index of the section that defines it.
@@ -232,6 +236,7 @@ impl Object {
                 origin: MapOrigin::Global,
                 init: Some(init),
                 readonly: s.name.starts_with(".rodata"),
+                tails: Vec::new(),
                 sym_off: 0,
                 section: s.index,
             });
@@ -405,6 +410,7 @@ fn legacy_maps(elf: &Elf<'_>, maps: &mut Vec<MapDef>) -> Result<(), LoadError> {
             origin: MapOrigin::Legacy,
             init: None,
             readonly: false,
+            tails: Vec::new(),
             sym_off: y.value,
             section: sec.index,
         });
@@ -434,18 +440,21 @@ fn btf_maps(elf: &Elf<'_>, btf: Option<&Btf>, maps: &mut Vec<MapDef>) -> Result<
             origin: MapOrigin::Btf,
             init: None,
             readonly: false,
+            tails: Vec::new(),
             sym_off: sym.value,
             section: sec.index,
         };
         let mut kind = None;
-        let mut values = false;
-        for (field, v) in btf.map_fields(ty)? {
+        let mut values = None;
+        for (at, (field, v)) in btf.map_fields(ty)?.into_iter().enumerate() {
             let n = match v {
                 MapField::Uint(n) | MapField::Type(n) => n,
                 MapField::Values => 0,
             };
             match (field.as_str(), &v) {
-                ("values", MapField::Values) => values = true,
+                // Every member before it is a pointer (`__uint`,
+                // `__type`): the array starts 8 bytes a member in.
+                ("values", MapField::Values) => values = Some(8 * at as u64),
                 ("type", MapField::Uint(_)) => kind = Some(n),
                 ("key_size" | "key", _) => def.key_size = n,
                 ("value_size" | "value", _) => def.value_size = n,
@@ -466,11 +475,18 @@ fn btf_maps(elf: &Elf<'_>, btf: Option<&Btf>, maps: &mut Vec<MapDef>) -> Result<
         }
         let kind = kind.ok_or_else(|| LoadError::Map(format!("map {name:?} has no type")))?;
         def.kind = MapType::of_raw(kind);
-        if values && def.value_size == 0 {
+        if values.is_some() && def.value_size == 0 {
             // A program's or inner map's fd, as libbpf sizes it.
             def.value_size = 4;
         }
-        if values && def.kind.runs() {
+        if let (Some(at), MapType::ProgArray) = (values, def.kind) {
+            def.tails = prog_array_init(
+                elf,
+                sec.index,
+                (sym.value + at, sym.value + sym.size),
+                &name,
+            )?;
+        } else if values.is_some() && def.kind.runs() {
             return Err(LoadError::Unsupported(format!(
                 "map {name:?}: inner programs or maps (`__array(values, ...)`) in a {}",
                 def.kind.name()
@@ -479,4 +495,32 @@ fn btf_maps(elf: &Elf<'_>, btf: Option<&Btf>, maps: &mut Vec<MapDef>) -> Result<
         maps.push(def);
     }
     Ok(())
+}
+
+/// A prog array's initial entries: the relocations of `.rel.maps` in the
+/// map's `values` (`[start, end)` of the section: from the array to the
+/// variable's end), each naming a program, 8 bytes a slot (libbpf's
+/// `bpf_object__collect_map_relos`).
+fn prog_array_init(
+    elf: &Elf<'_>,
+    maps_section: usize,
+    (start, end): (u64, u64),
+    name: &str,
+) -> Result<Vec<(u32, String)>, LoadError> {
+    let rels = elf
+        .relocations_for(maps_section)
+        .map_err(|e| LoadError::Malformed(e.to_string()))?;
+    let mut out = Vec::new();
+    for r in rels {
+        if r.offset < start || r.offset.saturating_add(8) > end {
+            continue;
+        }
+        let Some(y) = elf.symbols.get(r.sym as usize) else {
+            continue;
+        };
+        let slot = u32::try_from((r.offset - start) / 8)
+            .map_err(|_| LoadError::Map(format!("map {name:?}: a prog_array entry past 2^32")))?;
+        out.push((slot, y.name.clone()));
+    }
+    Ok(out)
 }

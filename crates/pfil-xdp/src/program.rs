@@ -10,7 +10,8 @@ use pfil_ebpf::{Env, Fault, Insn, LoadOptions, MapRef, Region, XdpEnd};
 
 use crate::helpers::{xdp_helpers, RunState};
 use crate::object::{MapOrigin, Object};
-use crate::{LoadError, Map};
+use crate::tails;
+use crate::{LoadError, Map, MapType};
 
 /// One worker's run environment, used by one thread at a time.
 struct Slot {
@@ -26,7 +27,7 @@ struct Slot {
 /// ([`MapType::Other`](crate::MapType::Other)): such a map, and one it
 /// cannot make, is made inert, which only a program that never names it
 /// may be given.
-fn used_maps(obj: &Object, name: &str, insns: &[Insn]) -> Result<Vec<bool>, LoadError> {
+pub(crate) fn used_maps(obj: &Object, name: &str, insns: &[Insn]) -> Result<Vec<bool>, LoadError> {
     use crate::object::{LDDW, PSEUDO_MAP_FD, PSEUDO_MAP_VALUE};
     let mut used = vec![false; obj.maps.len()];
     for i in insns
@@ -106,6 +107,11 @@ pub struct XdpProgram {
     defs: Vec<crate::MapDef>,
     maps: Vec<Arc<Map>>,
     prog: pfil_ebpf::Program,
+    /// When the program uses a prog array: every XDP program of its
+    /// object (`Object::programs`, in order), loaded to be a tail call's
+    /// target, or why it could not be. A prog array entry `n` names the
+    /// `n`-th.
+    pub(crate) tails: Box<[(String, Result<pfil_ebpf::Program, String>)]>,
     slots: Box<[Slot]>,
 }
 
@@ -184,6 +190,7 @@ impl XdpProgram {
                     array: m
                         .array_layout(0)
                         .map(|(_, stride)| pfil_ebpf::ArrayLayout { stride }),
+                    prog_array: d.kind == MapType::ProgArray,
                 }
             })
             .collect();
@@ -191,6 +198,18 @@ impl XdpProgram {
         opts.jit &= engine == Engine::Jit;
         let prog = pfil_ebpf::Program::load(insns, &refs, &xdp_helpers(), &opts)
             .map_err(|e| LoadError::Verify(format!("program {:?}: {e}", p.name)))?;
+        // An object with a prog array: all its programs, as libbpf loads
+        // them (its entries name them, and the object may set some).
+        let tails: Box<[_]> = if obj.maps.iter().any(|d| d.kind == MapType::ProgArray) {
+            obj.programs
+                .iter()
+                .map(|t| (t.name.clone(), tails::load(obj, t, &maps, &refs, &opts)))
+                .collect()
+        } else {
+            Box::new([])
+        };
+        let targets: Arc<[bool]> = tails.iter().map(|(_, t)| t.is_ok()).collect();
+        tails::init_prog_arrays(obj, &maps, &used, &tails)?;
         // Each worker's regions: a per-CPU map's values of that worker only.
         let regions = |w: usize| -> Vec<Region> {
             maps.iter()
@@ -206,11 +225,9 @@ impl XdpProgram {
         };
         let slots = (0..workers.max(1))
             .map(|w| {
-                let state = Box::new(UnsafeCell::new(RunState::new(
-                    maps.clone(),
-                    w,
-                    p.name.clone(),
-                )));
+                let mut st = RunState::new(maps.clone(), w, p.name.clone());
+                st.tail_targets = targets.clone();
+                let state = Box::new(UnsafeCell::new(st));
                 // SAFETY: the regions are the maps' arenas, which `state`
                 // (and the XdpProgram) keep alive as long as the Env; Rust
                 // code touches them only through raw pointers (maps.rs).
@@ -239,6 +256,7 @@ impl XdpProgram {
             defs: obj.maps.clone(),
             maps,
             prog,
+            tails,
             slots,
         })
     }
@@ -385,11 +403,19 @@ impl Claim<'_> {
             // an XDP program's return).
             XdpEnd::Quiet(action) => Quick::Quiet(action as u32),
             XdpEnd::Full(r) => {
+                let r = match r {
+                    Ok(o) if o.tail_call.is_some() => {
+                        self.prog.run_tails(env, frame, data, o, ifindex, queue)
+                    }
+                    r => r,
+                };
+                // SAFETY: as above; the runs are over.
+                let st = unsafe { &mut *self.slot._state.get() };
+                // A run that counted a tail call ended Full: 0 for the next.
+                st.tail_calls = 0;
                 // The redirect helpers make their run end Full: the
                 // target is taken here, so a later run never sees it.
-                // SAFETY: as above; the run is over.
-                let redirect = unsafe { (*self.slot._state.get()).redirect.take() };
-                Quick::Full(full(r, redirect))
+                Quick::Full(full(r, st.redirect.take()))
             }
         }
     }

@@ -301,16 +301,23 @@ fn a_program_loads_beside_neighbours_pfil_refuses() {
         f.program().run(0, &mut frame, 0, 64, 1, 0).unwrap().action,
         2
     );
+    // The jump table, set the libbpf way: slot 1 is slot0, the first
+    // program (number 1).
     let jmp = f.program().map("jmp").unwrap();
     assert_eq!((jmp.kind().name(), jmp.value_size()), ("prog_array", 4));
-    assert!(jmp.not_made().is_some());
+    assert!(jmp.not_made().is_none());
+    assert_eq!(jmp.entries(), vec![(vec![1, 0, 0, 0], vec![1, 0, 0, 0])]);
     let e = refused(&format!("{obj} program uses_kfunc"), 1);
     assert!(
         e.contains("\"uses_kfunc\" calls kernel function \"bpf_dynptr_from_xdp\""),
         "{e}"
     );
-    let e = refused(&format!("{obj} program entry"), 1);
-    assert!(e.contains("\"jmp\" of type 3 (prog_array)"), "{e}");
+    // `entry` tail-calls slot 1: slot0's XDP_DROP.
+    let f = pfil_xdp::XdpFilter::from_config(&format!("{obj} program entry"), 1).unwrap();
+    assert_eq!(
+        f.program().run(0, &mut frame, 0, 64, 1, 0).unwrap().action,
+        1
+    );
     // Without a name, every XDP program is listed, the refused one too.
     let e = refused(&obj, 1);
     assert!(e.contains("slot0, entry, plain, uses_kfunc"), "{e}");

@@ -324,3 +324,106 @@ fn a_program_growing_the_head_sends_and_passes_the_grown_frame() {
         "{stdout}"
     );
 }
+
+/// Tail calls on a running pfild: `tail_entry` (pfil-xdp's
+/// tests/c/tail_calls.c) jumps by the frame's first byte & 7 (2 for the
+/// synthetic port's destination MAC) through `jmp`; `pfilctl map` lists
+/// the programs a slot may name, sets slot 2 to `tail_drop` by name
+/// (drops begin) and empties it (they stop).
+#[test]
+fn pfilctl_fills_a_running_hooks_prog_array_by_program_name() {
+    let dir = pfil_testnet::TempDir::new("pfil-xdp-tail");
+    let Some(obj) = compile(dir.path(), "tail_calls") else {
+        return;
+    };
+    let sock = dir.join("ctl").join("tail.sock");
+    let sock = sock.to_str().unwrap();
+    let hook = format!("xdp:@{} program tail_entry", obj.display());
+    let _p = spawn_controlled(&["sink", "syn0", "--synthetic", "--hook", &hook], sock);
+    let list = ctl_ok(sock, &["map", "xdp:1"]);
+    assert!(
+        list.contains("jmp  prog_array  key 4B  value 4B  max_entries 5"),
+        "{list}"
+    );
+    assert!(list.contains("  1  tail_entry\n"), "{list}");
+    assert!(list.contains("tail_lookup  (not loaded: "), "{list}");
+    let dropped = |sock: &str| link_field(&ctl_json(sock, &["stats"]), "xdp:1", "dropped");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(dropped(sock), 0, "slot 2 empty: every frame passes");
+    let slot2 = ["map", "xdp:1", "jmp"];
+    let update = [
+        &slot2[..],
+        &[
+            "update",
+            "key",
+            "2",
+            "0",
+            "0",
+            "0",
+            "value",
+            "name",
+            "tail_drop",
+        ],
+    ]
+    .concat();
+    ctl_ok(sock, &update);
+    let t = std::time::Instant::now();
+    while dropped(sock) == 0 {
+        assert!(t.elapsed().as_secs() < 20, "no drop after slot 2 was set");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // The slot holds tail_drop's number, as the listing gives it.
+    let progs = ctl_json(sock, &["map", "xdp:1"]);
+    let n = progs["programs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "tail_drop")
+        .and_then(|p| p["number"].as_u64())
+        .unwrap();
+    let dump = ctl_ok(sock, &[&slot2[..], &["dump"]].concat());
+    let want = format!("key: 0x02 0x00 0x00 0x00  value: 0x{n:02x} 0x00 0x00 0x00");
+    assert!(dump.contains(&want), "{dump}");
+    // A program pfil refused, or no program at all, cannot be set.
+    let bad = [
+        &slot2[..],
+        &[
+            "update",
+            "key",
+            "2",
+            "0",
+            "0",
+            "0",
+            "value",
+            "name",
+            "tail_lookup",
+        ],
+    ]
+    .concat();
+    let (code, _, err) = pfilctl(&[&["--socket", sock][..], &bad].concat());
+    assert_ne!(code, 0);
+    assert!(err.contains("cannot be a tail call's target"), "{err}");
+    let bad = [
+        &slot2[..],
+        &[
+            "update", "key", "2", "0", "0", "0", "value", "9", "0", "0", "0",
+        ],
+    ]
+    .concat();
+    let (code, _, err) = pfilctl(&[&["--socket", sock][..], &bad].concat());
+    assert_ne!(code, 0);
+    assert!(err.contains("names a program 1-"), "{err}");
+    ctl_ok(
+        sock,
+        &[&slot2[..], &["delete", "key", "2", "0", "0", "0"]].concat(),
+    );
+    let before = dropped(sock);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let after = dropped(sock);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(
+        dropped(sock),
+        after,
+        "slot 2 emptied: drops stopped (were {before})"
+    );
+}

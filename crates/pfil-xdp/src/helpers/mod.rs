@@ -17,6 +17,7 @@ use crate::program::Redirect;
 
 mod packet;
 mod printk;
+mod tail;
 
 use packet::{
     csum_diff, xdp_adjust_head, xdp_adjust_meta, xdp_adjust_tail, xdp_get_buff_len, xdp_load_bytes,
@@ -62,6 +63,12 @@ pub struct RunState {
     pub printk: (u64, u32, u64),
     /// Program name, for trace_printk lines.
     pub program: String,
+    /// Tail calls taken so far in the current run (`bpf_tail_call`; 0
+    /// between runs).
+    pub tail_calls: u32,
+    /// Which program numbers (`n - 1` indexes it) a tail call may run:
+    /// the object's programs that loaded.
+    pub tail_targets: Arc<[bool]>,
     epoch: Instant,
 }
 
@@ -75,6 +82,8 @@ impl RunState {
             rng: 0x9E37_79B9_7F4A_7C15 ^ ((worker as u64 + 1) << 17),
             printk: (0, 0, 0),
             program,
+            tail_calls: 0,
+            tail_targets: Arc::from(Vec::new()),
             epoch: Instant::now(),
         }
     }
@@ -383,7 +392,7 @@ unsafe extern "C" fn trace_printk(
 
 /// The helpers of an XDP program, by kernel id.
 pub fn xdp_helpers() -> Helpers {
-    let table: [(u32, HelperFn, u8); 18] = [
+    let table: [(u32, HelperFn, u8); 19] = [
         (1, map_lookup_elem, 2),
         (2, map_update_elem, 4),
         (3, map_delete_elem, 2),
@@ -391,6 +400,7 @@ pub fn xdp_helpers() -> Helpers {
         (6, trace_printk, 2),
         (7, get_prandom_u32, 0),
         (8, get_smp_processor_id, 0),
+        (12, tail::tail_call, 3),
         (23, redirect, 2),
         (28, csum_diff, 5),
         (44, xdp_adjust_head, 2),

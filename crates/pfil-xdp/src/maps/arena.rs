@@ -19,6 +19,11 @@ impl Map {
     /// CPU's values, as in the kernel; another worker's are not its).
     pub fn worker_region(&self, worker: usize) -> ArenaRegion {
         let all = self.region();
+        // A prog array is the tail call helper's, never a program's
+        // memory (the kernel gives programs no access to it either).
+        if self.kind == MapType::ProgArray {
+            return ArenaRegion { len: 0, ..all };
+        }
         if !self.kind.per_cpu() || self.workers <= 1 || self.section == 0 {
             return all;
         }
@@ -81,7 +86,7 @@ impl Map {
     /// A redirect map's slot's first word ([`MapType::is_redirect`]): a
     /// devmap's ifindex, a cpumap's queue size (0: empty).
     pub(crate) fn first_word(&self, slot: u32) -> u32 {
-        // SAFETY: as in read_slot: a redirect map's value is at least 4 bytes
+        // SAFETY: as in read_slot: a redirect map's or prog array's value is at least 4 bytes
         // (Map::new checks) inside the arena.
         unsafe { std::ptr::read_unaligned(self.slot_ptr(slot, 0).cast::<u32>()) }
     }

@@ -15,6 +15,11 @@ impl Map {
         let Some(slot) = self.find(key) else {
             return Ok(None);
         };
+        // A prog array's empty slot holds no entry (the kernel's dump
+        // shows the programs set).
+        if self.kind == MapType::ProgArray && self.first_word(slot) == 0 {
+            return Ok(None);
+        }
         let mut out = Vec::with_capacity(self.user_value_size());
         for w in 0..self.workers {
             self.read_slot(slot, w, &mut out);
@@ -51,6 +56,13 @@ impl Map {
                 self.user_value_size()
             )));
         }
+        if self.kind == MapType::ProgArray && value == [0; 4] {
+            return Err(MapError::Invalid(format!(
+                "map {:?}: a prog_array entry names a program (1 or more; delete the key to \
+                 empty it)",
+                self.name
+            )));
+        }
         // The kernel's dev_map_hash_update_elem finds no device 0.
         if self.kind == MapType::DevmapHash && value.get(..4) == Some(&[0; 4][..]) {
             return Err(MapError::Invalid(format!(
@@ -74,6 +86,12 @@ impl Map {
     pub fn keys(&self) -> Vec<Vec<u8>> {
         if self.inert.is_some() {
             return Vec::new();
+        }
+        if self.kind == MapType::ProgArray {
+            return (0..self.max_entries as u32)
+                .filter(|&i| self.first_word(i) != 0)
+                .map(|i| i.to_le_bytes().to_vec())
+                .collect();
         }
         if self.kind.is_array() {
             return (0..self.max_entries as u32)
@@ -107,9 +125,13 @@ impl Map {
     }
 
     /// Whether `def` describes this map (same type and sizes): a program
-    /// swapped in by `pfilctl set` keeps such a map and its contents.
+    /// swapped in by `pfilctl set` keeps such a map and its contents
+    /// (not a prog array: the config sets it again).
     pub fn same_definition(&self, def: &MapDef) -> bool {
-        self.name == def.name
+        // A prog array's entries are numbers of its object's programs,
+        // which a new object may order otherwise: never kept.
+        self.kind != MapType::ProgArray
+            && self.name == def.name
             && self.kind == def.kind
             && self.key_size == def.key_size as usize
             && self.value_size == def.value_size as usize

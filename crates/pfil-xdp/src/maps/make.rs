@@ -55,6 +55,11 @@ impl Map {
                 def.kind.name()
             )));
         }
+        if def.kind == MapType::ProgArray && vs != 4 {
+            return Err(inv(format!(
+                "a prog_array value is 4 bytes (a program), not {vs}"
+            )));
+        }
         if def.kind == MapType::LpmTrie && (ks <= 4 || ks > 4 + 256) {
             return Err(inv(format!(
                 "an lpm_trie key is 4 bytes of prefix length then 1-256 bytes, not {ks}"

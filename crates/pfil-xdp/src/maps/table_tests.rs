@@ -19,6 +19,7 @@ fn def(kind: MapType, key: u32, n: u32) -> MapDef {
         origin: MapOrigin::Btf,
         init: None,
         readonly: false,
+        tails: Vec::new(),
         sym_off: 0,
         section: 0,
     }

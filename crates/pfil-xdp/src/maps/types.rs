@@ -11,6 +11,11 @@ pub enum MapType {
     Hash,
     /// `BPF_MAP_TYPE_ARRAY` (2).
     Array,
+    /// `BPF_MAP_TYPE_PROG_ARRAY` (3): `bpf_tail_call`'s table. Each
+    /// entry is 4 bytes, the number of a program of the hook's object
+    /// (`pfilctl map HOOK` lists them; 0: empty), written only by the
+    /// control side; programs reach it only through `bpf_tail_call`.
+    ProgArray,
     /// `BPF_MAP_TYPE_PERCPU_HASH` (5).
     PercpuHash,
     /// `BPF_MAP_TYPE_PERCPU_ARRAY` (6).
@@ -90,6 +95,7 @@ impl MapType {
         match n {
             1 => MapType::Hash,
             2 => MapType::Array,
+            3 => MapType::ProgArray,
             5 => MapType::PercpuHash,
             6 => MapType::PercpuArray,
             9 => MapType::LruHash,
@@ -106,6 +112,7 @@ impl MapType {
         match self {
             MapType::Hash => 1,
             MapType::Array => 2,
+            MapType::ProgArray => 3,
             MapType::PercpuHash => 5,
             MapType::PercpuArray => 6,
             MapType::LruHash => 9,
@@ -139,7 +146,11 @@ impl MapType {
     pub(crate) fn is_array(self) -> bool {
         matches!(
             self,
-            MapType::Array | MapType::PercpuArray | MapType::Devmap | MapType::Cpumap
+            MapType::Array
+                | MapType::PercpuArray
+                | MapType::ProgArray
+                | MapType::Devmap
+                | MapType::Cpumap
         )
     }
 

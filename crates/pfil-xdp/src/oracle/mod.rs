@@ -20,7 +20,7 @@ use std::fmt;
 use crate::config::MapEntry;
 use crate::kernel::{self, KernelProgram};
 use crate::program::Engine;
-use crate::{Object, XdpProgram};
+use crate::{MapType, Object, XdpProgram};
 
 /// The kernel's XDP test run gives this much headroom
 /// (`XDP_PACKET_HEADROOM`).
@@ -249,6 +249,9 @@ impl Oracle {
     pub fn set(&self, e: &MapEntry) -> Result<(), String> {
         let i = self.index(&e.map)?;
         let k = &self.kernel.maps[i];
+        if k.def.kind == MapType::ProgArray {
+            return self.set_tail(i, e);
+        }
         let full: Vec<u8> = if k.def.kind.per_cpu() {
             let stride = e.value.len().div_ceil(8) * 8;
             let mut one = e.value.clone();
@@ -271,6 +274,34 @@ impl Oracle {
             x.maps()[i]
                 .update(&e.key, &ours, 0)
                 .map_err(|err| format!("map {}: pfil ({engine:?}): {err}", e.map))?;
+        }
+        Ok(())
+    }
+
+    /// [`Oracle::set`] of prog array `i`'s entry `e`: in pfil the
+    /// program's number, in the kernel its fd.
+    fn set_tail(&self, i: usize, e: &MapEntry) -> Result<(), String> {
+        let map = &e.map;
+        for (engine, x) in &self.ours {
+            let value = match &e.program {
+                Some(name) => x.tail_number(name)?.to_le_bytes().to_vec(),
+                None => e.value.clone(),
+            };
+            x.check_tail_value(&value)
+                .and_then(|()| {
+                    x.maps()[i]
+                        .update(&e.key, &value, 0)
+                        .map_err(|e| e.to_string())
+                })
+                .map_err(|err| format!("map {map}: pfil ({engine:?}): {err}"))?;
+            let n = u32::from_le_bytes(value[..4].try_into().unwrap_or_default());
+            let fd = self
+                .kernel
+                .tail_fd(n)
+                .ok_or_else(|| format!("map {map}: the kernel did not load program {n}"))?;
+            self.kernel.maps[i]
+                .update(&e.key, &fd.to_le_bytes())
+                .map_err(|err| format!("map {map}: the kernel: {err}"))?;
         }
         Ok(())
     }
@@ -345,9 +376,21 @@ impl Oracle {
                 .entries()
                 .map_err(|e| Mismatch::Kernel(format!("dump of map {}: {e}", d.name)))?;
             theirs.sort();
+            if d.kind == MapType::ProgArray {
+                // The kernel names its programs by id, pfil by number:
+                // the same keys set (the runs do not write either).
+                for (_, v) in &mut theirs {
+                    *v = Vec::new();
+                }
+            }
             for (engine, x) in &self.ours {
                 let m = &x.maps()[i];
                 let mut mine = m.entries();
+                if d.kind == MapType::ProgArray {
+                    for (_, v) in &mut mine {
+                        *v = Vec::new();
+                    }
+                }
                 if d.kind.per_cpu() {
                     // Only the kernel's CPUs (pfil may have more workers).
                     let n = kernel::possible_cpus();

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// Programs beside ones pfil refuses: a jump table declared and
+// Programs beside one pfil refuses: a jump table declared and
 // initialised the libbpf way (`__array(values, ...)`), a program that
 // tail-calls through it and one that calls a kernel function. `plain`
-// uses none of them and runs; the others are refused when named, each
-// with its reason.
+// uses none of them and runs; `entry` runs slot0 through the table;
+// `uses_kfunc` is refused when named, with its reason.
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 

@@ -59,6 +59,18 @@ impl Pair {
             map: map.into(),
             key: key.to_vec(),
             value: value.to_vec(),
+            program: None,
+        };
+        self.oracle.set(&e).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Set prog array `map`'s `key` to program `prog` everywhere.
+    pub fn set_program(&self, map: &str, key: &[u8], prog: &str) {
+        let e = MapEntry {
+            map: map.into(),
+            key: key.to_vec(),
+            value: Vec::new(),
+            program: Some(prog.into()),
         };
         self.oracle.set(&e).unwrap_or_else(|e| panic!("{e}"));
     }

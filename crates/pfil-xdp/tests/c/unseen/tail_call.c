@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// REFUSE: PROG_ARRAY map + bpf_tail_call (helper 12).
+// PROG_ARRAY map + bpf_tail_call (helper 12). Written to be refused;
+// runs since pfil has tail calls (its .maps sets slot 0 to the program
+// itself: a frame whose byte 14 & 3 is 0 tail-calls it 33 times).
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
