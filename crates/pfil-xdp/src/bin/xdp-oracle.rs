@@ -20,8 +20,9 @@ usage: xdp-oracle [--pcap FILE|DIR]... [--hex FILE]... [--generated] [--max N] [
 CONFIG is what follows `xdp:` in a hook spec (pfild --hook, pfilctl add):
 `@OBJECT.o [program NAME]`, then map entries `map NAME key BYTES value
 BYTES` (bytes as bpftool writes them; a per-CPU map's value is one CPU's,
-written for every CPU) and sizes `map NAME max_entries N` (a map its
-loader sizes), separated by `;` or new lines.
+written for every CPU; a prog array's `value name PROG`, one of the
+object's programs, a tail call's target) and sizes `map NAME
+max_entries N` (a map its loader sizes), separated by `;` or new lines.
 
   --pcap FILE|DIR  run the frames of a capture (pcap or pcapng, Ethernet),
                    or of every capture in a directory; may be repeated
