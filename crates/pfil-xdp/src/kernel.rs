@@ -11,7 +11,10 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use crate::object::{MapOrigin, Object, Program, LDDW, PSEUDO_MAP_FD, PSEUDO_MAP_VALUE};
+use crate::object::{
+    MapOrigin, Object, Program, CALL, LDDW, PSEUDO_CALL, PSEUDO_FUNC, PSEUDO_MAP_FD,
+    PSEUDO_MAP_VALUE,
+};
 use crate::{MapDef, MapType};
 
 const BPF_MAP_CREATE: libc::c_long = 0;
@@ -21,6 +24,7 @@ const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
 const BPF_MAP_GET_NEXT_KEY: libc::c_long = 4;
 const BPF_PROG_LOAD: libc::c_long = 5;
 const BPF_PROG_TEST_RUN: libc::c_long = 10;
+const BPF_BTF_LOAD: libc::c_long = 18;
 const BPF_MAP_FREEZE: libc::c_long = 22;
 const BPF_PROG_TYPE_XDP: u32 = 6;
 const BPF_F_RDONLY_PROG: u32 = 1 << 7;
@@ -324,7 +328,7 @@ impl KernelProgram {
 
     /// Load `prog` of `obj` into the kernel with `maps` (the object's).
     fn load_one(obj: &Object, prog: &Program, maps: &[KernelMap]) -> io::Result<OwnedFd> {
-        let mut insns = prog.insns.clone();
+        let mut insns = prog.kernel_insns.as_ref().unwrap_or(&prog.insns).clone();
         for slot in 0..insns.len() / 8 {
             let src = insns[slot * 8 + 1] >> 4;
             if insns[slot * 8] == LDDW && (src == PSEUDO_MAP_FD || src == PSEUDO_MAP_VALUE) {
@@ -340,6 +344,20 @@ impl KernelProgram {
             }
         }
         let license = CString::new(obj.license.clone()).unwrap_or_default();
+        // A callback's address needs the functions' BTF (`func_info`).
+        let funcs = (0..insns.len() / 8)
+            .any(|s| insns[s * 8] == LDDW && insns[s * 8 + 1] >> 4 == PSEUDO_FUNC)
+            .then(|| function_starts(&insns));
+        let btf = match &funcs {
+            Some(f) => Some(functions_btf(f.len())?),
+            None => None,
+        };
+        let func_info: Vec<u32> = funcs
+            .iter()
+            .flatten()
+            .enumerate()
+            .flat_map(|(i, &at)| [at, i as u32 + 3])
+            .collect();
         let load = |log: &mut [u8]| {
             let mut a = Attr::new();
             a.u32(0, BPF_PROG_TYPE_XDP)
@@ -347,6 +365,12 @@ impl KernelProgram {
                 .u64(8, insns.as_ptr() as u64)
                 .u64(16, license.as_ptr() as u64)
                 .u32(44, if prog.frags { BPF_F_XDP_HAS_FRAGS } else { 0 });
+            if let Some(b) = &btf {
+                a.u32(72, b.as_raw_fd() as u32)
+                    .u32(76, 8)
+                    .u64(80, func_info.as_ptr() as u64)
+                    .u32(88, (func_info.len() / 2) as u32);
+            }
             if !log.is_empty() {
                 a.u32(24, 1)
                     .u32(28, log.len() as u32)
@@ -394,6 +418,65 @@ impl KernelProgram {
         out.truncate(n);
         Ok(TestRun { action, data: out })
     }
+}
+
+/// Where each function of `insns` starts, in order: the program at 0,
+/// the targets of bpf-to-bpf calls and of callbacks' address loads.
+fn function_starts(insns: &[u8]) -> Vec<u32> {
+    let mut at = vec![0u32];
+    for s in 0..insns.len() / 8 {
+        let (code, src) = (insns[s * 8], insns[s * 8 + 1] >> 4);
+        if code == CALL && src == PSEUDO_CALL || code == LDDW && src == PSEUDO_FUNC {
+            let imm =
+                i32::from_le_bytes(insns[s * 8 + 4..s * 8 + 8].try_into().unwrap_or_default());
+            at.push((s as i64 + 1 + i64::from(imm)) as u32);
+        }
+    }
+    at.sort_unstable();
+    at.dedup();
+    at
+}
+
+/// A BTF of `n` functions `int fK(void)` (types 3..3+n), loaded: what
+/// the kernel asks of a program that loads a callback's address (its
+/// `func_info`, each function's type; "missing btf func_info"
+/// otherwise). The functions are static: the kernel checks no argument
+/// of theirs against it.
+fn functions_btf(n: usize) -> io::Result<OwnedFd> {
+    let mut strs = b"\0int\0".to_vec();
+    let mut types: Vec<u32> = vec![
+        1,
+        1 << 24,
+        4,
+        1 << 24 | 32, // [1] int: INT, 4 bytes, signed, 32 bits
+        0,
+        13 << 24,
+        1, // [2] FUNC_PROTO int (void)
+    ];
+    for k in 0..n {
+        let name = strs.len() as u32;
+        strs.extend_from_slice(format!("f{k}\0").as_bytes());
+        types.extend([name, 12 << 24, 2]); // FUNC fK, static, [2]
+    }
+    let types: Vec<u8> = types.iter().flat_map(|t| t.to_le_bytes()).collect();
+    let mut blob = Vec::new();
+    for h in [0xeb9f_u16.to_le_bytes(), [1, 0]] {
+        blob.extend_from_slice(&h); // magic; version 1, flags 0
+    }
+    for v in [
+        24,
+        0,
+        types.len() as u32,
+        types.len() as u32,
+        strs.len() as u32,
+    ] {
+        blob.extend_from_slice(&v.to_le_bytes()); // hdr_len, type_off/len, str_off/len
+    }
+    blob.extend_from_slice(&types);
+    blob.extend_from_slice(&strs);
+    let mut a = Attr::new();
+    a.u64(0, blob.as_ptr() as u64).u32(16, blob.len() as u32);
+    bpf(BPF_BTF_LOAD, &mut a, "BTF_LOAD").map(fd_of)
 }
 
 /// Whether bpf(2) is usable here (root with `CAP_BPF`): a 1-entry array

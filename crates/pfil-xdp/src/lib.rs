@@ -25,6 +25,7 @@
 //! more than this needs).
 
 pub mod btf;
+mod callbacks;
 mod co_re;
 pub mod config;
 pub mod elf;

@@ -6,18 +6,18 @@
 use crate::btf::Btf;
 use crate::elf::{Elf, Rel, Section, Symbol, SHF_EXECINSTR};
 use crate::object::{
-    is_global_data, MapDef, MapOrigin, Program, CALL, LDDW, PSEUDO_CALL, PSEUDO_MAP_FD,
-    PSEUDO_MAP_VALUE,
+    is_global_data, MapDef, MapOrigin, Program, CALL, LDDW, PSEUDO_CALL, PSEUDO_FUNC,
+    PSEUDO_MAP_FD, PSEUDO_MAP_VALUE,
 };
 use crate::LoadError;
 
 const R_BPF_64_64: u32 = 1;
 const R_BPF_64_32: u32 = 10;
 
-fn set_imm(insns: &mut [u8], slot: usize, imm: i32) {
+pub(crate) fn set_imm(insns: &mut [u8], slot: usize, imm: i32) {
     insns[slot * 8 + 4..slot * 8 + 8].copy_from_slice(&imm.to_le_bytes());
 }
-fn imm_of(insns: &[u8], slot: usize) -> i32 {
+pub(crate) fn imm_of(insns: &[u8], slot: usize) -> i32 {
     i32::from_le_bytes([
         insns[slot * 8 + 4],
         insns[slot * 8 + 5],
@@ -69,9 +69,19 @@ pub(crate) fn link_program(
             )));
         }
     }
-    // Append .text when any relocation or call goes there.
+    // Append .text when any call, or function pointer (a callback), goes
+    // there.
     let mut text_base = None;
-    let calls_text = rels.iter().any(|(_, r, _)| r.kind == R_BPF_64_32);
+    let into_text = |r: &Rel| {
+        text.is_some_and(|t| {
+            elf.symbols
+                .get(r.sym as usize)
+                .is_some_and(|y| y.shndx as usize == t.index)
+        })
+    };
+    let calls_text = rels
+        .iter()
+        .any(|(_, r, _)| r.kind == R_BPF_64_32 || r.kind == R_BPF_64_64 && into_text(r));
     if calls_text {
         let t = text.ok_or_else(|| {
             LoadError::Malformed(format!(
@@ -156,6 +166,20 @@ pub(crate) fn link_program(
                     set_src(&mut insns, slot, PSEUDO_MAP_FD);
                     set_imm(&mut insns, slot, idx as i32);
                     set_imm(&mut insns, slot + 1, 0);
+                } else if let (Some(base), true) = (text_base, into_text(&r)) {
+                    // A function pointer into .text (a callback, as
+                    // bpf_loop takes): the kernel's `BPF_PSEUDO_FUNC`
+                    // load, its imm the offset to the function as a
+                    // call's (`lower_callbacks` makes it a call).
+                    let t = (i64::from(imm_of(&insns, slot)) + sym.value as i64) / 8;
+                    if t < 0 || base + t as usize >= nslots {
+                        return Err(LoadError::Malformed(format!(
+                            "function pointer at pc {slot} outside .text"
+                        )));
+                    }
+                    set_src(&mut insns, slot, PSEUDO_FUNC);
+                    set_imm(&mut insns, slot, (base as i64 + t - slot as i64 - 1) as i32);
+                    set_imm(&mut insns, slot + 1, 0);
                 } else if elf
                     .sections
                     .get(sym.shndx as usize)
@@ -172,8 +196,8 @@ pub(crate) fn link_program(
                         sym.name.clone()
                     };
                     return Err(LoadError::Unsupported(format!(
-                        "a function pointer (to {what}) in program {:?}: callbacks, \
-                         as bpf_loop or bpf_for_each_map_elem take, are not run",
+                        "a function pointer (to {what}) in program {:?}: a callback \
+                         outside .text is not run",
                         func.name
                     )));
                 } else {
@@ -227,6 +251,7 @@ pub(crate) fn link_program(
         &mut insns,
         &func.name,
     )?;
+    let mut kernel_insns = None;
     if let (Some(base), Some(t)) = (text_base, text) {
         crate::co_re::apply(
             relos,
@@ -237,11 +262,16 @@ pub(crate) fn link_program(
             &func.name,
         )?;
         insns = keep_called(elf, t, insns, base);
+        let lowered = crate::callbacks::lower(insns.clone(), &func.name)?;
+        if lowered != insns {
+            kernel_insns = Some(std::mem::replace(&mut insns, lowered));
+        }
     }
     Ok(Program {
         name: func.name.clone(),
         section: sec.name.clone(),
         insns,
+        kernel_insns,
         frags: sec.name.starts_with("xdp.frags"),
     })
 }
@@ -275,7 +305,11 @@ fn keep_called(elf: &Elf<'_>, text: &Section, insns: Vec<u8>, base: usize) -> Ve
     if !tiles {
         return insns;
     }
-    let is_call = |s: usize| insns[s * 8] == CALL && insns[s * 8 + 1] >> 4 == PSEUDO_CALL;
+    // A callback's pointer reaches its function as a call does.
+    let is_call = |s: usize| {
+        insns[s * 8] == CALL && insns[s * 8 + 1] >> 4 == PSEUDO_CALL
+            || insns[s * 8] == LDDW && insns[s * 8 + 1] >> 4 == PSEUDO_FUNC
+    };
     let target = |s: usize| (s as i64 + 1 + i64::from(imm_of(&insns, s))) as usize;
     let mut keep = vec![false; funcs.len()];
     let mut todo = vec![(0usize, base)];

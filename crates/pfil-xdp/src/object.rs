@@ -19,6 +19,10 @@ pub const PSEUDO_MAP_FD: u8 = 1;
 pub const PSEUDO_MAP_VALUE: u8 = 2;
 /// `src` of a CALL to a bpf-to-bpf subprogram (imm = relative pc).
 pub const PSEUDO_CALL: u8 = 1;
+/// `src` of an `LDDW` of a function's address (`BPF_PSEUDO_FUNC`: a
+/// callback), imm the offset to it as a call's; made a call by
+/// `callbacks::lower` for `bpf_loop`.
+pub const PSEUDO_FUNC: u8 = 4;
 
 /// Where a map definition came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +83,11 @@ pub struct Program {
     pub insns: Vec<u8>,
     /// Whether the section asked for multi-buffer (`xdp.frags`).
     pub frags: bool,
+    /// The instructions as the kernel takes them, where pfil's differ:
+    /// `bpf_loop` calls with their callbacks' `BPF_PSEUDO_FUNC` loads,
+    /// which pfil runs as loops (`callbacks.rs`, as the kernel's
+    /// verifier inlines them). `None`: the same as `insns`.
+    pub kernel_insns: Option<Vec<u8>>,
 }
 
 /// A parsed BPF object.

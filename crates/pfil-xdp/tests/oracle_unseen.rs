@@ -24,8 +24,8 @@
 //! since pfil folds frozen settings as the kernel does; `cond_init` (a
 //! register set and read under one condition), refused at first, runs
 //! since pfil's verifier follows the paths that set different registers
-//! apart; `tail_call`, written to be refused, runs since pfil has tail
-//! calls.
+//! apart; `tail_call` and `bpf_loop`, written to be refused, run since
+//! pfil has tail calls and `bpf_loop`.
 
 mod clang;
 mod oracle;
@@ -112,7 +112,6 @@ fn programs_written_apart_run_as_the_kernel_runs_them() {
 fn what_pfil_does_not_run_is_refused_by_name() {
     let d = dir().join("refuse");
     for (name, why) in [
-        ("bpf_loop", "callbacks, as bpf_loop"),
         ("fib_lookup", "helper 69 (bpf_fib_lookup)"),
         ("ringbuf", "of type 27 (ringbuf), which pfil does not run"),
     ] {

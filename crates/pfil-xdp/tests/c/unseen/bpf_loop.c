@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// REFUSE: bpf_loop (helper 181) with a callback subprogram summing bytes.
+// bpf_loop (helper 181) with a callback subprogram summing bytes. Written
+// to be refused; runs since pfil runs bpf_loop as the kernel inlines it.
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
