@@ -190,7 +190,7 @@ fn map_lookups_keep_packet_proofs_other_helpers_do_not() {
     for (call, kept) in [(1, true), (44, false)] {
         let text = format!(
             "ldxw %r2, [%r1+0]\nldxw %r3, [%r1+4]\nmov %r0, 0\nmov %r8, %r2\nmov %r4, %r2\n\
-             add %r4, 4\njgt %r4, %r3, out\nmov %r1, 0\nmov %r2, 0\ncall {call}\n\
+             add %r4, 4\njgt %r4, %r3, out\nldxw %r1, [%r1+12]\nmov %r2, 0\ncall {call}\n\
              ldxw %r0, [%r8+0]\nout:\nexit"
         );
         let p = Program::load(assemble(&text).unwrap(), &[], &h, &LoadOptions::default()).unwrap();

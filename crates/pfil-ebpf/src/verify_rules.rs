@@ -130,6 +130,21 @@ pub(super) fn helper_args(pc: usize, id: u32, st: &State, maps: &[MapRef]) -> Re
             ),
         );
     }
+    // A known number is no map (an untracked register, filled from the
+    // stack, is checked at run time).
+    let (mr, what) = if id == helper::TAIL_CALL {
+        (2, "second")
+    } else {
+        (1, "first")
+    };
+    if (map_arg || id == helper::TAIL_CALL) && st.known(mr).is_some() {
+        return err(
+            pc,
+            format!(
+                "bpf_{name}'s {what} argument must be a map, not a number (the kernel refuses it)"
+            ),
+        );
+    }
     if id == helper::TAIL_CALL && st.pointer(2) && !prog_array(st.ty[2]) {
         return err(
             pc,

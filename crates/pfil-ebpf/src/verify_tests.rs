@@ -105,11 +105,11 @@ fn uninitialised_registers_are_refused_on_some_path() {
     accept("mov %r3, 2\njeq %r1, 0, +1\nmov %r3, 1\nmov %r0, %r3\nexit");
     let mut h = Helpers::new();
     h.insert(5, nop, Signature { args: 0 });
-    h.insert(2, nop, Signature { args: 3 });
+    h.insert(6, nop, Signature { args: 3 });
     assert!(refuse_with("mov %r6, %r1\ncall 5\nmov %r0, %r1\nexit", &h)
         .reason
         .contains("r1"));
-    assert!(refuse_with("mov %r1, 0\nmov %r2, 0\ncall 2\nexit", &h)
+    assert!(refuse_with("mov %r1, 0\nmov %r2, 0\ncall 6\nexit", &h)
         .reason
         .contains("r3"));
     // A callee sees only what every caller set.
@@ -286,4 +286,27 @@ fn pointer_arithmetic_is_what_the_kernel_allows() {
         };
         Program::load(assemble(bad).unwrap(), &[], &Helpers::new(), &o).unwrap();
     }
+}
+
+#[test]
+fn a_number_as_a_map_helpers_map_is_refused() {
+    // The kernel: "R1 type=scalar expected=map_ptr" (R2 for a tail call).
+    let mut h = Helpers::new();
+    h.insert(1, nop, Signature { args: 2 });
+    h.insert(12, nop, Signature { args: 3 });
+    let e = refuse_with(
+        "mov %r1, 0\nmov %r2, %r10\nadd %r2, -8\nstdw [%r10-8], 0\ncall 1\nmov %r0, 0\nexit",
+        &h,
+    );
+    assert!(
+        e.reason
+            .contains("bpf_map_lookup_elem's first argument must be a map, not a number"),
+        "{e:?}"
+    );
+    let e = refuse_with("mov %r2, 7\nmov %r3, 0\ncall 12\nmov %r0, 0\nexit", &h);
+    assert!(
+        e.reason
+            .contains("bpf_tail_call's second argument must be a map, not a number"),
+        "{e:?}"
+    );
 }

@@ -302,6 +302,7 @@ impl Map {
             || worker >= self.workers && self.kind.per_cpu()
             || self.kind == MapType::Cpumap
             || self.kind == MapType::ProgArray
+            || self.kind == MapType::Xskmap
             || self.inert.is_some()
         {
             return std::ptr::null_mut();

@@ -301,6 +301,11 @@ impl Object {
         })
     }
 
+    /// The XDP programs that could not be linked, with why.
+    pub(crate) fn unlinked(&self) -> impl Iterator<Item = (&str, &LoadError)> {
+        self.broken.iter().map(|(n, e)| (n.as_str(), e))
+    }
+
     /// The program named `name`, or the only XDP program when `name` is
     /// `None`.
     ///

@@ -201,9 +201,21 @@ impl XdpProgram {
         // An object with a prog array: all its programs, as libbpf loads
         // them (its entries name them, and the object may set some).
         let tails: Box<[_]> = if obj.maps.iter().any(|d| d.kind == MapType::ProgArray) {
+            let frags = p.frags;
             obj.programs
                 .iter()
-                .map(|t| (t.name.clone(), tails::load(obj, t, &maps, &refs, &opts)))
+                .map(|t| {
+                    (
+                        t.name.clone(),
+                        tails::load(obj, t, frags, (&maps, &refs), &opts),
+                    )
+                })
+                // Those that did not link (after: the kernel's numbers
+                // are the programs that link), each with why.
+                .chain(
+                    obj.unlinked()
+                        .map(|(n, e)| (n.to_owned(), Err(e.to_string()))),
+                )
                 .collect()
         } else {
             Box::new([])

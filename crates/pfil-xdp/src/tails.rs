@@ -141,14 +141,27 @@ pub(crate) fn init_prog_arrays(
 }
 
 /// Tail call target `t` of `obj` (see `XdpProgram::tails`), verified
-/// and compiled against the entry program's maps.
+/// and compiled against the entry program's maps; `frags`: the entry's
+/// (the kernel's prog array takes only programs alike in it).
 pub(crate) fn load(
     obj: &Object,
     t: &crate::object::Program,
-    maps: &[Arc<Map>],
-    refs: &[MapRef],
+    frags: bool,
+    (maps, refs): (&[Arc<Map>], &[MapRef]),
     opts: &LoadOptions,
 ) -> Result<pfil_ebpf::Program, String> {
+    if t.frags != frags {
+        return Err(format!(
+            "{} program beside {} one: a prog array takes programs alike in \
+             multi-buffer support (the kernel refuses it)",
+            if t.frags {
+                "an xdp.frags"
+            } else {
+                "a plain xdp"
+            },
+            if frags { "an xdp.frags" } else { "a plain xdp" },
+        ));
+    }
     let insns = Insn::decode_all(&t.insns).map_err(|e| e.to_string())?;
     let used = used_maps(obj, &t.name, &insns).map_err(|e| e.to_string())?;
     if let Some(m) = maps

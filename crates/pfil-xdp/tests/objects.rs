@@ -204,17 +204,17 @@ fn unsupported_helpers_and_map_types_are_refused_by_name() {
     let obj = format!("@{}", path.display());
     // A program that uses a map of a type pfil does not run is refused,
     // naming the map and its type...
-    let e = refused(&format!("{obj} program uses_xsk"), 1);
+    let e = refused(&format!("{obj} program uses_ring"), 1);
     assert!(
-        e.contains("uses_xsk") && e.contains("\"xsks\" of type 17 (xskmap)"),
+        e.contains("uses_ring") && e.contains("\"events\" of type 27 (ringbuf)"),
         "{e}"
     );
-    // ...one that does not loads: its object's ringbuf and xskmap are not
-    // made, and the control side says why.
+    // ...one that does not loads: its object's ringbuf is not made, and
+    // the control side says why.
     let f = pfil_xdp::XdpFilter::from_config(&format!("{obj} program unused"), 2).unwrap();
-    let xsks = f.program().map("xsks").unwrap();
-    assert_eq!((xsks.kind().raw(), xsks.kind().name()), (17, "xskmap"));
-    assert!(!xsks.kind().runs() && xsks.entries().is_empty() && xsks.not_made().is_some());
+    let events = f.program().map("events").unwrap();
+    assert_eq!((events.kind().raw(), events.kind().name()), (27, "ringbuf"));
+    assert!(!events.kind().runs() && events.entries().is_empty() && events.not_made().is_some());
     assert!(f
         .program()
         .map("sized")
@@ -223,17 +223,32 @@ fn unsupported_helpers_and_map_types_are_refused_by_name() {
         .unwrap()
         .contains("max_entries 0"));
     for e in [
-        xsks.lookup(&[0; 4]).unwrap_err(),
-        xsks.update(&[0; 4], &[0; 4], 0).unwrap_err(),
-        xsks.delete(&[0; 4]).unwrap_err(),
+        events.lookup(&[0; 4]).unwrap_err(),
+        events.update(&[0; 4], &[0; 4], 0).unwrap_err(),
+        events.delete(&[0; 4]).unwrap_err(),
     ] {
         assert!(
             e.to_string().contains(
-                "\"xsks\": type 17 (xskmap) is not one pfil runs; the program does not use it"
+                "\"events\": type 27 (ringbuf) is not one pfil runs; the program does not use it"
             ),
             "{e}"
         );
     }
+    // An xskmap holds no socket here: a redirect into it misses and
+    // returns its flags' action (XDP_PASS), and none can be set.
+    let f = pfil_xdp::XdpFilter::from_config(&format!("{obj} program uses_xsk"), 1).unwrap();
+    let mut frame = [0u8; 64];
+    assert_eq!(
+        f.program().run(0, &mut frame, 0, 64, 1, 0).unwrap().action,
+        2
+    );
+    let xsks = f.program().map("xsks").unwrap();
+    let e = xsks
+        .update(&[0; 4], &[3, 0, 0, 0], 0)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("AF_XDP sockets"), "{e}");
+    assert!(xsks.entries().is_empty());
     assert!(f.program().map("events").unwrap().lookup(&[]).is_err());
     // A map its loader sizes (max_entries 0) is refused as the kernel
     // refuses it, naming the config line that sizes it; with the line,

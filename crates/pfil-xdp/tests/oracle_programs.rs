@@ -255,3 +255,41 @@ fn redirect_into_a_cpumap_and_a_devmap_hash_like_the_kernel() {
     let [_, drop, pass, _, redirect] = actions;
     assert!(drop > 0 && pass > 0 && redirect > 0, "{actions:?}");
 }
+
+#[test]
+fn redirect_into_an_xskmap_misses_as_the_kernels_empty_one() {
+    // tests/c/xsk.c: libxdp's default program, and redirects with every
+    // flag byte (action bits, broadcast bits, others) and slot.
+    if !oracle::kernel_here() {
+        return;
+    }
+    let Some(path) = clang::compile("xsk") else {
+        return;
+    };
+    oracle::pin_cpu();
+    for program in ["xsk_default", "xsk_flags"] {
+        let mut p = Pair::new(&std::fs::read(&path).unwrap(), Some(program));
+        let mut actions = [0usize; 5];
+        let mut frames = frames::generated();
+        for flags in 0u8..=32 {
+            for slot in [0u8, 3, 4, 7] {
+                let mut f = vec![0u8; 60];
+                f[0] = flags;
+                f[1] = slot;
+                frames.push((format!("flags {flags:#x}, slot {slot}"), f));
+            }
+        }
+        for (what, f) in frames {
+            let a = p.run(&f, &format!("{program}: {what}"));
+            if let Some(c) = actions.get_mut(a as usize) {
+                *c += 1;
+            }
+        }
+        p.same_maps(program);
+        eprintln!("{program}: {} frames agree, {actions:?}", p.runs);
+        if program == "xsk_flags" {
+            let [aborted, drop, pass, tx, _] = actions;
+            assert!(aborted > 0 && drop > 0 && pass > 0 && tx > 0, "{actions:?}");
+        }
+    }
+}

@@ -13,11 +13,12 @@ use pfil_xdp::helpers::{XDP_DROP, XDP_PASS, XDP_TX};
 use pfil_xdp::{Engine, Object, XdpFilter, XdpProgram};
 
 /// Slot -> program, as the test fills `jmp` (3 stays empty).
-const SLOTS: [(u32, &str); 4] = [
+const SLOTS: [(u32, &str); 5] = [
     (0, "tail_drop"),
     (1, "tail_shift"),
     (2, "tail_loop"),
     (4, "tail_mark"),
+    (5, "tail_probe"),
 ];
 
 /// A UDP frame whose first byte (the destination MAC's) is `first`.
@@ -41,7 +42,7 @@ fn object() -> Option<Vec<u8>> {
 /// Each first byte & 7: the action, and how far the packet's start moved.
 fn expected(first: u8) -> (u64, usize) {
     match first & 7 {
-        0 | 2 => (XDP_DROP, 0),
+        0 | 2 | 5 => (XDP_DROP, 0),
         1 => (XDP_TX, 2),
         _ => (XDP_PASS, 0),
     }
@@ -84,12 +85,14 @@ fn tail_calls_run_the_slots_programs_on_both_engines() {
             let v = counts.lookup(&k.to_le_bytes()).unwrap().unwrap();
             u64::from_le_bytes(v[..8].try_into().unwrap())
         };
-        // Every frame, the misses (slot 3 empty, 5-7 past the end), 33
-        // runs of tail_loop a frame (the 34th tail call fails), the marked.
+        // Every frame, the misses (slot 3 empty, 6-7 past the end), 33
+        // runs of tail_loop a frame (the 34th tail call fails), the
+        // marked, 33 runs of tail_probe (its empty slot not counted).
         assert_eq!(count(0), 32, "{engine:?}");
-        assert_eq!(count(1), firsts[3] + firsts[5] + firsts[6] + firsts[7]);
+        assert_eq!(count(1), firsts[3] + firsts[6] + firsts[7]);
         assert_eq!(count(2), 33 * firsts[2], "{engine:?}: the limit");
         assert_eq!(count(3), firsts[1], "{engine:?}");
+        assert_eq!(count(4), 33 * firsts[5], "{engine:?}: empty slots");
     }
 }
 

@@ -342,7 +342,7 @@ fn pfilctl_fills_a_running_hooks_prog_array_by_program_name() {
     let _p = spawn_controlled(&["sink", "syn0", "--synthetic", "--hook", &hook], sock);
     let list = ctl_ok(sock, &["map", "xdp:1"]);
     assert!(
-        list.contains("jmp  prog_array  key 4B  value 4B  max_entries 5"),
+        list.contains("jmp  prog_array  key 4B  value 4B  max_entries 6"),
         "{list}"
     );
     assert!(list.contains("  1  tail_entry\n"), "{list}");

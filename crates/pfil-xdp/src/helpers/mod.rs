@@ -321,8 +321,17 @@ unsafe extern "C" fn redirect_map(
     if !m.kind().is_redirect() {
         return bad(
             env,
-            "bpf_redirect_map on a map that is not a devmap, devmap_hash or cpumap",
+            "bpf_redirect_map on a map that is not a devmap, devmap_hash, cpumap or xskmap",
         );
+    }
+    // The kernel's xsk_map_redirect: no broadcast flags; an empty slot
+    // (every slot here: MapType::Xskmap) returns the flags' action.
+    if m.kind() == MapType::Xskmap {
+        return if flags & !3 != 0 {
+            XDP_ABORTED
+        } else {
+            flags & 3
+        };
     }
     // The kernel's __bpf_xdp_redirect_map: flags past the action bits and
     // BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS abort; a broadcast redirects

@@ -10,13 +10,14 @@ use crate::maps::MapType;
 /// the 34th fails (the program goes on after it).
 pub const MAX_TAIL_CALLS: u32 = 33;
 
-/// `bpf_tail_call(ctx, prog_array, index)`. As the kernel's x86-64 JIT
-/// does it: an index past the array fails; else the run's count of tail
-/// calls goes up (at the limit it fails), then an empty slot fails. A
-/// tail call that fails returns and the program goes on (the verifier
-/// leaves r0 unset after it). One that succeeds stops the program
-/// ([`Fault::TailCall`], which is no fault: the loader runs the target
-/// next, [`crate::XdpProgram`]).
+/// `bpf_tail_call(ctx, prog_array, index)`. As the x86-64 JIT of the
+/// kernel the oracle runs (6.18) does it: an index past the array fails,
+/// an empty slot fails, then the run's count of tail calls goes up (at
+/// the limit, 33 taken, it fails): a call into an empty slot is not
+/// counted. A tail call that fails returns and the program goes on (the
+/// verifier leaves r0 unset after it). One that succeeds stops the
+/// program ([`Fault::TailCall`], which is no fault: the loader runs the
+/// target next, [`crate::XdpProgram`]).
 pub(super) unsafe extern "C" fn tail_call(
     _ctx: u64,
     map: u64,
@@ -41,21 +42,19 @@ pub(super) unsafe extern "C" fn tail_call(
     let Some(target) = m.tail_target(index as u32) else {
         return 0;
     };
-    if st.tail_calls >= MAX_TAIL_CALLS {
-        return 0;
-    }
-    st.tail_calls += 1;
+    // An empty slot (a program that did not load is never set).
     let runnable = target
         .checked_sub(1)
         .is_some_and(|t| st.tail_targets.get(t as usize) == Some(&true));
-    // The count went up: the run ends Full, where the loader sets it back
-    // to 0 for the next.
-    env.read_back();
-    if runnable {
-        env.fault(Fault::TailCall {
-            pc: 0,
-            target: target - 1,
-        });
+    if !runnable || st.tail_calls >= MAX_TAIL_CALLS {
+        return 0;
     }
+    st.tail_calls += 1;
+    // The run ends Full, where the loader runs the target and sets the
+    // count back to 0 for the next run.
+    env.fault(Fault::TailCall {
+        pc: 0,
+        target: target - 1,
+    });
     0
 }

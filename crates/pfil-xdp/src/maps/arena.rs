@@ -20,8 +20,9 @@ impl Map {
     pub fn worker_region(&self, worker: usize) -> ArenaRegion {
         let all = self.region();
         // A prog array is the tail call helper's, never a program's
-        // memory (the kernel gives programs no access to it either).
-        if self.kind == MapType::ProgArray {
+        // memory (the kernel gives programs no access to it either); an
+        // xskmap holds nothing.
+        if matches!(self.kind, MapType::ProgArray | MapType::Xskmap) {
             return ArenaRegion { len: 0, ..all };
         }
         if !self.kind.per_cpu() || self.workers <= 1 || self.section == 0 {

@@ -56,6 +56,14 @@ impl Map {
                 self.user_value_size()
             )));
         }
+        if self.kind == MapType::Xskmap {
+            return Err(MapError::Invalid(format!(
+                "map {:?}: an xskmap holds AF_XDP sockets, and a hook runs in userspace \
+                 past them: there is none to set (redirects into it miss, as into an \
+                 empty slot)",
+                self.name
+            )));
+        }
         if self.kind == MapType::ProgArray && value == [0; 4] {
             return Err(MapError::Invalid(format!(
                 "map {:?}: a prog_array entry names a program (1 or more; delete the key to \

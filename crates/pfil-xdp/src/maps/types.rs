@@ -32,6 +32,12 @@ pub enum MapType {
     Cpumap,
     /// `BPF_MAP_TYPE_DEVMAP_HASH` (25): a devmap keyed by any 4-byte key.
     DevmapHash,
+    /// `BPF_MAP_TYPE_XSKMAP` (17): AF_XDP sockets by index. A hook runs
+    /// in userspace, past any AF_XDP socket: its xskmap holds none (the
+    /// control side cannot set one), so `bpf_redirect_map` into it
+    /// misses and returns its flags' action, as the kernel's with an
+    /// empty slot, and a lookup finds nothing.
+    Xskmap,
     /// A type pfil does not run (xskmap, ringbuf, perf_event_array...),
     /// with the kernel's number. An object may define one: it loads as
     /// long as the program run does not use the map (as a program of the
@@ -102,6 +108,7 @@ impl MapType {
             11 => MapType::LpmTrie,
             14 => MapType::Devmap,
             16 => MapType::Cpumap,
+            17 => MapType::Xskmap,
             25 => MapType::DevmapHash,
             n => MapType::Other(n),
         }
@@ -119,6 +126,7 @@ impl MapType {
             MapType::LpmTrie => 11,
             MapType::Devmap => 14,
             MapType::Cpumap => 16,
+            MapType::Xskmap => 17,
             MapType::DevmapHash => 25,
             MapType::Other(n) => n,
         }
@@ -151,6 +159,7 @@ impl MapType {
                 | MapType::ProgArray
                 | MapType::Devmap
                 | MapType::Cpumap
+                | MapType::Xskmap
         )
     }
 
@@ -160,7 +169,7 @@ impl MapType {
     pub(crate) fn is_redirect(self) -> bool {
         matches!(
             self,
-            MapType::Devmap | MapType::DevmapHash | MapType::Cpumap
+            MapType::Devmap | MapType::DevmapHash | MapType::Cpumap | MapType::Xskmap
         )
     }
 }

@@ -295,10 +295,10 @@ impl Oracle {
                 })
                 .map_err(|err| format!("map {map}: pfil ({engine:?}): {err}"))?;
             let n = u32::from_le_bytes(value[..4].try_into().unwrap_or_default());
-            let fd = self
-                .kernel
-                .tail_fd(n)
-                .ok_or_else(|| format!("map {map}: the kernel did not load program {n}"))?;
+            let fd = self.kernel.tail_fd(n).ok_or_else(|| {
+                let name = x.tail_programs().nth(n as usize - 1).map_or("?", |p| p.0);
+                format!("map {map}: the kernel did not load program {n} ({name:?})")
+            })?;
             self.kernel.maps[i]
                 .update(&e.key, &fd.to_le_bytes())
                 .map_err(|err| format!("map {map}: the kernel: {err}"))?;
@@ -370,7 +370,9 @@ impl Oracle {
             .maps
             .iter()
             .enumerate()
-            .filter(|(_, d)| d.kind.runs())
+            // An xskmap holds no socket on either side (the kernel's
+            // cannot be dumped).
+            .filter(|(_, d)| d.kind.runs() && d.kind != MapType::Xskmap)
         {
             let mut theirs = self.kernel.maps[i]
                 .entries()

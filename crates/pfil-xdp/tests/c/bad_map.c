@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// Maps of types pfil does not run (ringbuf, xskmap) beside one its loader
-// sizes (no max_entries): `unused` uses none of them and loads; `uses_xsk`
-// redirects into the xskmap and is refused, naming it; `uses_sized` loads
-// once the config gives `sized` a size.
+// A map of a type pfil does not run (ringbuf) and an xskmap beside one
+// its loader sizes (no max_entries): `unused` uses none of them and
+// loads; `uses_ring` writes to the ringbuf and is refused, naming it;
+// `uses_xsk` redirects into the xskmap, which holds no socket here (the
+// redirect misses: XDP_PASS); `uses_sized` loads once the config gives
+// `sized` a size.
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
@@ -20,6 +22,14 @@ SEC("xdp")
 int uses_xsk(struct xdp_md *ctx)
 {
 	return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+}
+
+SEC("xdp")
+int uses_ring(struct xdp_md *ctx)
+{
+	__u32 v = 1;
+
+	return bpf_ringbuf_output(&events, &v, sizeof(v), 0) ? XDP_DROP : XDP_PASS;
 }
 
 SEC("xdp")

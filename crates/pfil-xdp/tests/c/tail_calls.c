@@ -3,9 +3,9 @@
 // to the programs of its stages (Cilium's, katran's root array).
 // `tail_entry` counts the frame and jumps by its first byte & 7 into
 // `jmp`, whose slots the test fills by name: 0 `tail_drop`, 1
-// `tail_shift`, 2 `tail_loop`, 3 left empty, 4 `tail_mark`; 5-7 are past
-// the array's end. A jump that fails (empty, past the end) goes on:
-// counted as a miss, XDP_PASS.
+// `tail_shift`, 2 `tail_loop`, 3 left empty, 4 `tail_mark`, 5
+// `tail_probe`; 6-7 are past the array's end. A jump that fails (empty,
+// past the end) goes on: counted as a miss, XDP_PASS.
 // - `tail_shift` moves the packet's start 2 bytes on, puts 4 bytes of
 //   metadata in front, marks the new first byte, and jumps to slot 4:
 //   the next program sees the packet and metadata as it left them.
@@ -13,20 +13,24 @@
 //   XDP_PASS otherwise (reached directly by a first byte & 7 == 4).
 // - `tail_loop` counts and jumps to itself: the kernel stops a run at 33
 //   tail calls, so it runs 33 times a frame, then returns XDP_DROP.
+// - `tail_probe` tries the empty slot 3, then jumps to itself: a call
+//   into an empty slot is not counted (the kernel's JIT counts the tail
+//   calls taken), so it too runs 33 times a frame.
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 5);
+	__uint(max_entries, 6);
 	__uint(key_size, sizeof(__u32));
 	__uint(value_size, sizeof(__u32));
 } jmp SEC(".maps");
 
-// 0: frames, 1: misses, 2: tail_loop runs, 3: marked frames seen.
+// 0: frames, 1: misses, 2: tail_loop runs, 3: marked frames seen,
+// 4: tail_probe runs.
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 4);
+	__uint(max_entries, 5);
 	__type(key, __u32);
 	__type(value, __u64);
 } counts SEC(".maps");
@@ -99,6 +103,15 @@ int tail_loop(struct xdp_md *ctx)
 {
 	count(2);
 	bpf_tail_call(ctx, &jmp, 2);
+	return XDP_DROP;
+}
+
+SEC("xdp")
+int tail_probe(struct xdp_md *ctx)
+{
+	count(4);
+	bpf_tail_call(ctx, &jmp, 3);
+	bpf_tail_call(ctx, &jmp, 5);
 	return XDP_DROP;
 }
 
