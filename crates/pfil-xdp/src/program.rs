@@ -107,10 +107,10 @@ pub struct XdpProgram {
     defs: Vec<crate::MapDef>,
     maps: Vec<Arc<Map>>,
     prog: pfil_ebpf::Program,
-    /// When the program uses a prog array: every XDP program of its
-    /// object (`Object::programs`, in order), loaded to be a tail call's
-    /// target, or why it could not be. A prog array entry `n` names the
-    /// `n`-th.
+    /// When the object has a prog array: every XDP program of it
+    /// (`Object::programs` in order, then those that did not link),
+    /// loaded to be a tail call's target, or why it could not be. A prog
+    /// array entry `n` names the `n`-th.
     pub(crate) tails: Box<[(String, Result<pfil_ebpf::Program, String>)]>,
     slots: Box<[Slot]>,
 }

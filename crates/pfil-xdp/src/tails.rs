@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use pfil_ebpf::{Env, Fault, Insn, LoadOptions, MapRef};
+use pfil_ebpf::{Env, Fault, Insn, LoadOptions, MapRef, RunOutcome, XdpEnd};
 
 use crate::helpers::xdp_helpers;
 use crate::object::Object;
@@ -12,9 +12,9 @@ use crate::program::used_maps;
 use crate::{LoadError, Map, XdpProgram};
 
 impl XdpProgram {
-    /// The programs a tail call may run (the object's, when this one uses
-    /// a prog array; else none): name, and whether it loaded (why not).
-    /// A prog array entry `n` names the `n`-th.
+    /// The programs a tail call may run (the object's, when it has a prog
+    /// array; else none): name, and whether it loaded (why not). A prog
+    /// array entry `n` names the `n`-th.
     pub fn tail_programs(&self) -> impl Iterator<Item = (&str, Result<(), &str>)> {
         self.tails
             .iter()
@@ -25,12 +25,12 @@ impl XdpProgram {
     /// [`tail_programs`](Self::tail_programs)).
     ///
     /// # Errors
-    /// No such program, one that did not load, or a program that uses
-    /// no prog array.
+    /// No such program, one that did not load, or an object without a
+    /// prog array.
     pub fn tail_number(&self, name: &str) -> Result<u32, String> {
         if self.tails.is_empty() {
             return Err(format!(
-                "program {:?} uses no prog_array: it makes no tail call",
+                "the object of program {:?} has no prog_array: no tail call runs",
                 self.name()
             ));
         }
@@ -82,10 +82,10 @@ impl XdpProgram {
         env: &mut Env,
         frame: &mut [u8],
         start: usize,
-        mut o: pfil_ebpf::RunOutcome,
+        mut o: RunOutcome,
         ifindex: u32,
         queue: u32,
-    ) -> Result<pfil_ebpf::RunOutcome, Fault> {
+    ) -> Result<RunOutcome, Fault> {
         while let Some(t) = o.tail_call {
             // The helper names only programs that loaded (`tail_targets`).
             let Some((_, Ok(p))) = self.tails.get(t as usize) else {
@@ -94,14 +94,25 @@ impl XdpProgram {
                     reason: "tail call to a program that did not load",
                 });
             };
-            o = p.run_xdp_tail(
-                env,
-                frame,
-                start,
-                (o.data_meta, o.data, o.data_end),
-                ifindex,
-                queue,
-            )?;
+            let (meta, data, end) = (o.data_meta, o.data, o.data_end);
+            if meta == data && data == start {
+                // The packet where the chain found it: the target's own
+                // short path (for contained code, its action alone).
+                o = match p.run_xdp_quick(env, frame, data, end - data, ifindex, queue) {
+                    XdpEnd::Quiet(action) => {
+                        return Ok(RunOutcome {
+                            action,
+                            data_meta: data,
+                            data,
+                            data_end: end,
+                            tail_call: None,
+                        })
+                    }
+                    XdpEnd::Full(r) => r?,
+                };
+                continue;
+            }
+            o = p.run_xdp_tail(env, frame, start, (meta, data, end), ifindex, queue)?;
         }
         Ok(o)
     }
