@@ -350,23 +350,14 @@ fn pfilctl_fills_a_running_hooks_prog_array_by_program_name() {
     let dropped = |sock: &str| link_field(&ctl_json(sock, &["stats"]), "xdp:1", "dropped");
     std::thread::sleep(std::time::Duration::from_millis(200));
     assert_eq!(dropped(sock), 0, "slot 2 empty: every frame passes");
-    let slot2 = ["map", "xdp:1", "jmp"];
-    let update = [
-        &slot2[..],
-        &[
-            "update",
-            "key",
-            "2",
-            "0",
-            "0",
-            "0",
-            "value",
-            "name",
-            "tail_drop",
-        ],
-    ]
-    .concat();
-    ctl_ok(sock, &update);
+    // `pfilctl map xdp:1 jmp OP...`, and with the socket first.
+    let jmp = |op: &'static str| {
+        let mut v = vec!["map", "xdp:1", "jmp"];
+        v.extend(op.split_whitespace());
+        v
+    };
+    let with_socket = |op: &'static str| [&["--socket", sock][..], &jmp(op)].concat();
+    ctl_ok(sock, &jmp("update key 2 0 0 0 value name tail_drop"));
     let t = std::time::Instant::now();
     while dropped(sock) == 0 {
         assert!(t.elapsed().as_secs() < 20, "no drop after slot 2 was set");
@@ -381,42 +372,17 @@ fn pfilctl_fills_a_running_hooks_prog_array_by_program_name() {
         .find(|p| p["name"] == "tail_drop")
         .and_then(|p| p["number"].as_u64())
         .unwrap();
-    let dump = ctl_ok(sock, &[&slot2[..], &["dump"]].concat());
+    let dump = ctl_ok(sock, &jmp("dump"));
     let want = format!("key: 0x02 0x00 0x00 0x00  value: 0x{n:02x} 0x00 0x00 0x00");
     assert!(dump.contains(&want), "{dump}");
     // A program pfil refused, or no program at all, cannot be set.
-    let bad = [
-        &slot2[..],
-        &[
-            "update",
-            "key",
-            "2",
-            "0",
-            "0",
-            "0",
-            "value",
-            "name",
-            "tail_lookup",
-        ],
-    ]
-    .concat();
-    let (code, _, err) = pfilctl(&[&["--socket", sock][..], &bad].concat());
+    let (code, _, err) = pfilctl(&with_socket("update key 2 0 0 0 value name tail_lookup"));
     assert_ne!(code, 0);
     assert!(err.contains("cannot be a tail call's target"), "{err}");
-    let bad = [
-        &slot2[..],
-        &[
-            "update", "key", "2", "0", "0", "0", "value", "9", "0", "0", "0",
-        ],
-    ]
-    .concat();
-    let (code, _, err) = pfilctl(&[&["--socket", sock][..], &bad].concat());
+    let (code, _, err) = pfilctl(&with_socket("update key 2 0 0 0 value 9 0 0 0"));
     assert_ne!(code, 0);
     assert!(err.contains("names a program 1-"), "{err}");
-    ctl_ok(
-        sock,
-        &[&slot2[..], &["delete", "key", "2", "0", "0", "0"]].concat(),
-    );
+    ctl_ok(sock, &jmp("delete key 2 0 0 0"));
     let before = dropped(sock);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let after = dropped(sock);
