@@ -248,6 +248,10 @@ pub struct LoadOptions {
     /// Compile to machine code (x86-64 only; the default there). Otherwise,
     /// and elsewhere, the interpreter runs the program.
     pub jit: bool,
+    /// Functions (by first instruction) that are callbacks, as a loader
+    /// lowering `bpf_loop` makes them: with `kernel_rules`, each exit must
+    /// return 0 or 1, as the kernel's verifier has a callback's r0.
+    pub callbacks: Vec<usize>,
 }
 
 impl Default for LoadOptions {
@@ -259,6 +263,7 @@ impl Default for LoadOptions {
             xdp_ctx: true,
             packet_args: false,
             jit: cfg!(target_arch = "x86_64"),
+            callbacks: Vec::new(),
         }
     }
 }

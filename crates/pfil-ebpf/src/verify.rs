@@ -642,6 +642,7 @@ pub(crate) fn verify(
         kernel_rules,
         as_kernel: Default::default(),
         void: std::cell::RefCell::new(vec![false; starts.len()]),
+        callbacks: &opts.callbacks,
     }
     .run(opts)?;
     if !unknown.is_empty() {

@@ -48,6 +48,9 @@ pub(super) struct Flow<'a> {
     /// copies the callee's r0 back (`prepare_func_exit`). Found and used
     /// by `paths.rs`.
     pub void: std::cell::RefCell<Vec<bool>>,
+    /// First pcs of the functions that are callbacks
+    /// ([`LoadOptions::callbacks`]).
+    pub callbacks: &'a [usize],
 }
 
 /// What [`Flow::run`] found: each pc's access, the inlined lookups, the
@@ -392,6 +395,18 @@ impl Flow<'_> {
             return err(
                 pc,
                 "bpf_tail_call in a function other than the program's own body is not supported",
+            );
+        }
+        if self.kernel_rules
+            && i.code == BPF_JMP | BPF_EXIT
+            && self.callbacks.contains(&self.starts[self.func_of(pc)])
+            && st.init & 1 != 0
+            && !(st.ty[0] == OTHER && st.bound(0) <= 1)
+        {
+            return err(
+                pc,
+                "a bpf_loop callback returns 0 or 1, and r0 here may be another value (the \
+                 kernel refuses it)",
             );
         }
         if self.kernel_rules

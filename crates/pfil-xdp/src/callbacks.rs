@@ -146,12 +146,13 @@ fn jump_targets(insns: &[u8], n: usize) -> Vec<bool> {
 }
 
 /// `insns` (a linked program) with each `bpf_loop` of a callback made a
-/// call of a loop function appended for that callback.
+/// call of a loop function appended for that callback; and the
+/// callbacks' first slots (their returns must be 0 or 1).
 ///
 /// # Errors
 /// A function pointer that does not feed r2 of a `bpf_loop` call down
 /// the same straight line.
-pub(crate) fn lower(mut insns: Vec<u8>, name: &str) -> Result<Vec<u8>, LoadError> {
+pub(crate) fn lower(mut insns: Vec<u8>, name: &str) -> Result<(Vec<u8>, Vec<usize>), LoadError> {
     let n = insns.len() / 8;
     let targets = jump_targets(&insns, n);
     // ((callback, inlined), loop function)
@@ -201,7 +202,10 @@ pub(crate) fn lower(mut insns: Vec<u8>, name: &str) -> Result<Vec<u8>, LoadError
         set_imm(&mut insns, k, (f as i64 - k as i64 - 1) as i32);
         s += 2;
     }
-    Ok(insns)
+    let mut callbacks: Vec<usize> = loops.iter().map(|l| l.0 .0).collect();
+    callbacks.sort_unstable();
+    callbacks.dedup();
+    Ok((insns, callbacks))
 }
 
 #[cfg(test)]
@@ -230,7 +234,8 @@ mod tests {
 
     #[test]
     fn a_bpf_loop_call_becomes_a_call_of_its_loop_function() {
-        let out = lower(program(false), "p").unwrap();
+        let (out, cbs) = lower(program(false), "p").unwrap();
+        assert_eq!(cbs, [7]);
         assert_eq!(out.len() / 8, 9 + 17, "one loop function appended");
         // The load is r2 = 0; the call goes to slot 9, which calls slot 7.
         assert_eq!((out[8 + 1] >> 4, imm_of(&out, 1)), (0, 0));
@@ -246,7 +251,7 @@ mod tests {
         // r4 = r5 (not known): the helper's loop, nr as a u32 first.
         let mut p = program(false);
         p[4 * 8..5 * 8].copy_from_slice(&insn(0xbf, 4, 5, 0, 0));
-        let out = lower(p, "p").unwrap();
+        let out = lower(p, "p").unwrap().0;
         assert_eq!(out.len() / 8, 9 + 18);
         assert_eq!(out[10 * 8..10 * 8 + 2], [0xbc, 0x11], "w1 = w1");
         assert_eq!(out[12 * 8], 0xb7, "a 64-bit -E2BIG");
@@ -255,7 +260,7 @@ mod tests {
         let mut p = program(false);
         p[..8].copy_from_slice(&insn(0xb7, 6, 0, 0, 0));
         p[4 * 8..5 * 8].copy_from_slice(&insn(0xbf, 4, 6, 0, 0));
-        assert_eq!(lower(p, "p").unwrap().len() / 8, 9 + 17);
+        assert_eq!(lower(p, "p").unwrap().0.len() / 8, 9 + 17);
     }
 
     #[test]

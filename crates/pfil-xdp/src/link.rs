@@ -251,7 +251,7 @@ pub(crate) fn link_program(
         &mut insns,
         &func.name,
     )?;
-    let mut kernel_insns = None;
+    let (mut kernel_insns, mut callbacks) = (None, Vec::new());
     if let (Some(base), Some(t)) = (text_base, text) {
         crate::co_re::apply(
             relos,
@@ -262,16 +262,18 @@ pub(crate) fn link_program(
             &func.name,
         )?;
         insns = keep_called(elf, t, insns, base);
-        let lowered = crate::callbacks::lower(insns.clone(), &func.name)?;
+        let (lowered, cbs) = crate::callbacks::lower(insns.clone(), &func.name)?;
         if lowered != insns {
             kernel_insns = Some(std::mem::replace(&mut insns, lowered));
         }
+        callbacks = cbs;
     }
     Ok(Program {
         name: func.name.clone(),
         section: sec.name.clone(),
         insns,
         kernel_insns,
+        callbacks,
         frags: sec.name.starts_with("xdp.frags"),
     })
 }

@@ -88,6 +88,9 @@ pub struct Program {
     /// which pfil runs as loops (`callbacks.rs`, as the kernel's
     /// verifier inlines them). `None`: the same as `insns`.
     pub kernel_insns: Option<Vec<u8>>,
+    /// The first slots of `bpf_loop`'s callbacks in `insns` (their
+    /// returns must be 0 or 1: `LoadOptions::callbacks`).
+    pub callbacks: Vec<usize>,
 }
 
 /// A parsed BPF object.

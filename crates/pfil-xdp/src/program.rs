@@ -196,6 +196,7 @@ impl XdpProgram {
             .collect();
         let mut opts = LoadOptions::default();
         opts.jit &= engine == Engine::Jit;
+        opts.callbacks.clone_from(&p.callbacks);
         let prog = pfil_ebpf::Program::load(insns, &refs, &xdp_helpers(), &opts)
             .map_err(|e| LoadError::Verify(format!("program {:?}: {e}", p.name)))?;
         // An object with a prog array: all its programs, as libbpf loads

@@ -182,5 +182,7 @@ pub(crate) fn load(
     {
         return Err(format!("a map it uses could not be made: {m}"));
     }
-    pfil_ebpf::Program::load(insns, refs, &xdp_helpers(), opts).map_err(|e| e.to_string())
+    let mut opts = opts.clone();
+    opts.callbacks.clone_from(&t.callbacks);
+    pfil_ebpf::Program::load(insns, refs, &xdp_helpers(), &opts).map_err(|e| e.to_string())
 }

@@ -136,3 +136,18 @@ fn callbacks_other_than_bpf_loops_are_refused_by_name() {
     // Its neighbours run.
     XdpProgram::load(&obj, Some("loop_sum"), 1, &[]).unwrap();
 }
+
+#[test]
+fn a_callback_returning_other_than_0_or_1_is_refused_as_by_the_kernel() {
+    let Some(bytes) = object() else { return };
+    let obj = Object::parse(&bytes).unwrap();
+    let e = XdpProgram::load(&obj, Some("loop_bad_ret"), 1, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("a bpf_loop callback returns 0 or 1"), "{e}");
+    if pfil_xdp::kernel::available() {
+        let p = obj.program(Some("loop_bad_ret")).unwrap();
+        let e = pfil_xdp::kernel::KernelProgram::load(&obj, p).unwrap_err();
+        assert!(e.to_string().contains("R0"), "{e}");
+    }
+}

@@ -9,6 +9,7 @@
 // - `loop_big`: 2 iterations, or 2^23 + 1 (byte 0 & 1): -E2BIG.
 // - `loop_twice`: two loops of the same callback, then one of another.
 // - `loop_each`: bpf_for_each_map_elem, which pfil refuses, naming it.
+// - `loop_bad_ret`: a callback returning 2, which both refuse.
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
@@ -101,6 +102,22 @@ int loop_twice(struct xdp_md *ctx)
 	r += bpf_loop(3, add, &a, 0);
 	r += bpf_loop(p[0] & 3, square, &a, 0);
 	return verdict(r, &a);
+}
+
+// Refused by both: a callback returning 2 (a callback returns 0 or 1).
+static int two(__u32 i, struct acc *a)
+{
+	a->sum += i;
+	return a->sum > 3 ? 2 : 0;
+}
+
+SEC("xdp")
+int loop_bad_ret(struct xdp_md *ctx)
+{
+	struct acc a = {};
+
+	bpf_loop(8, two, &a, 0);
+	return a.sum & 1 ? XDP_DROP : XDP_PASS;
 }
 
 // Refused by pfil (the kernel runs it): bpf_for_each_map_elem's callback.
