@@ -34,21 +34,7 @@ impl XdpProgram {
                 self.name()
             ));
         }
-        match self.tails.iter().position(|(n, _)| n == name) {
-            Some(i) => match &self.tails[i].1 {
-                Ok(_) => Ok(i as u32 + 1),
-                Err(e) => Err(format!(
-                    "program {name:?} cannot be a tail call's target: {e}"
-                )),
-            },
-            None => {
-                let names: Vec<&str> = self.tails.iter().map(|(n, _)| n.as_str()).collect();
-                Err(format!(
-                    "no XDP program {name:?} in the object (its programs: {})",
-                    names.join(", ")
-                ))
-            }
-        }
+        number(&self.tails, name)
     }
 
     /// Whether `value` (a prog array entry's 4 bytes) names a program a
@@ -129,26 +115,44 @@ pub(crate) fn init_prog_arrays(
 ) -> Result<(), LoadError> {
     for ((d, m), &used) in obj.maps.iter().zip(maps).zip(used) {
         for (slot, name) in &d.tails {
-            let found = tails.iter().position(|(n, _)| n == name);
-            let why = match found.map(|i| (i, &tails[i].1)) {
-                Some((i, Ok(_))) => {
-                    m.update(&slot.to_le_bytes(), &(i as u32 + 1).to_le_bytes(), 0)
-                        .map_err(|e| LoadError::Map(format!("map {:?}: {e}", d.name)))?;
-                    continue;
+            match number(tails, name) {
+                Ok(n) => m
+                    .update(&slot.to_le_bytes(), &n.to_le_bytes(), 0)
+                    .map_err(|e| LoadError::Map(format!("map {:?}: {e}", d.name)))?,
+                Err(why) if used => {
+                    return Err(LoadError::Map(format!(
+                        "map {:?}: slot {slot}: {why}",
+                        d.name
+                    )))
                 }
-                Some((_, Err(e))) => e.clone(),
-                None => "not an XDP program of the object".into(),
-            };
-            if used {
-                return Err(LoadError::Map(format!(
-                    "map {:?}: slot {slot} names program {name:?}, which cannot be a tail \
-                     call's target: {why}",
-                    d.name
-                )));
+                Err(_) => {}
             }
         }
     }
     Ok(())
+}
+
+/// The number a prog array entry gives program `name` of `tails`
+/// (`XdpProgram::tails`), or why none can.
+fn number(
+    tails: &[(String, Result<pfil_ebpf::Program, String>)],
+    name: &str,
+) -> Result<u32, String> {
+    match tails.iter().position(|(n, _)| n == name) {
+        Some(i) => match &tails[i].1 {
+            Ok(_) => Ok(i as u32 + 1),
+            Err(e) => Err(format!(
+                "program {name:?} cannot be a tail call's target: {e}"
+            )),
+        },
+        None => {
+            let names: Vec<&str> = tails.iter().map(|(n, _)| n.as_str()).collect();
+            Err(format!(
+                "no XDP program {name:?} in the object (its programs: {})",
+                names.join(", ")
+            ))
+        }
+    }
 }
 
 /// Tail call target `t` of `obj` (see `XdpProgram::tails`), verified
