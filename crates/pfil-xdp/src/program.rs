@@ -415,26 +415,39 @@ impl Claim<'_> {
             // bpf_prog_run_xdp(...)` (its verifier does not range-check
             // an XDP program's return).
             XdpEnd::Quiet(action) => Quick::Quiet(action as u32),
-            XdpEnd::Full(r) => {
-                let r = match r {
-                    Ok(o) if o.tail_call.is_some() => {
-                        self.prog.run_tails(env, frame, data, o, ifindex, queue)
-                    }
-                    r => r,
-                };
-                // SAFETY: as above; the runs are over.
-                let st = unsafe { &mut *self.slot._state.get() };
-                // A run that counted a tail call ended Full: 0 for the next.
-                st.tail_calls = 0;
-                // The redirect helpers make their run end Full: the
-                // target is taken here, so a later run never sees it.
-                Quick::Full(full(r, st.redirect.take()))
-            }
+            XdpEnd::Full(r) => Quick::Full(self.full(r, frame, data, (ifindex, queue))),
         }
+    }
+
+    /// The end of a run that ended `Full`: the rest of its tail call
+    /// chain, and what the helpers left for the loader (out of line: the
+    /// quiet path's caller keeps its registers).
+    #[inline(never)]
+    fn full(
+        &mut self,
+        r: Result<pfil_ebpf::RunOutcome, Fault>,
+        frame: &mut [u8],
+        data: usize,
+        (ifindex, queue): (u32, u32),
+    ) -> Result<RunResult, RunError> {
+        // SAFETY: as in `run_quick`: this Claim holds the slot.
+        let env = unsafe { &mut *self.slot.env.get() };
+        let r = match r {
+            Ok(o) if o.tail_call.is_some() => {
+                self.prog.run_tails(env, frame, data, o, ifindex, queue)
+            }
+            r => r,
+        };
+        // SAFETY: as above; the runs are over.
+        let st = unsafe { &mut *self.slot._state.get() };
+        // A run that counted a tail call ended Full: 0 for the next.
+        st.tail_calls = 0;
+        // The redirect helpers make their run end Full: the target is
+        // taken here, so a later run never sees it.
+        full(r, st.redirect.take())
     }
 }
 
-#[inline(never)]
 fn full(
     r: Result<pfil_ebpf::RunOutcome, Fault>,
     redirect: Option<Redirect>,
