@@ -32,7 +32,7 @@
 //! predicted and everything in cache; a few hundred: in cache, branches
 //! not predicted). `ACL_BINTH`, `ACL_SPFAC`, `ACL_CUT_BITS`,
 //! `ACL_ROOT_BITS`, `ACL_ROOT_SPFAC`, `ACL_MERGE_BELOW`, `ACL_SINGLE`
-//! (the single-tree budget), `ACL_TREE_BUDGET`, `ACL_LEAF_BOUND`,
+//! (the single-tree budget), `ACL_WORK` (its work limit), `ACL_TREE_BUDGET`, `ACL_LEAF_BOUND`,
 //! `ACL_MAX_TREES` and `ACL_THREADS` set build parameters. `ACL_CHECK=1`
 //! compares every result of the run with linear scan ([`Linear`]) and
 //! exits non-zero if one differs.
@@ -135,6 +135,9 @@ fn main() {
     }
     if let Some(b) = env("ACL_SINGLE") {
         cfg.single_tree_budget = b as usize;
+    }
+    if let Some(w) = env("ACL_WORK") {
+        cfg.single_tree_work = w as usize;
     }
     if let Some(m) = env("ACL_MERGE_BELOW") {
         cfg.merge_below = m as usize;

@@ -39,6 +39,7 @@ pub mod metrics;
 pub mod rpc;
 mod server;
 pub mod trace;
+mod xdpevents;
 mod xdpmaps;
 
 pub use client::{Client, ClientError};

@@ -49,6 +49,7 @@ pub const WRITE_METHODS: &[&str] = &[
     "kill_states",
     "map_update",
     "map_delete",
+    "map_events",
 ];
 
 /// What the methods work on.
@@ -613,6 +614,7 @@ impl Target {
                 kill_states(reg, kp.hook.as_deref(), &kp.expr)
             }
             "map" | "map_update" | "map_delete" => crate::xdpmaps::call(reg, method, p),
+            "map_events" => crate::xdpevents::take(reg, params(method, p)?),
             "sampling" => {
                 let sp = params::<SamplingParams>(method, p)?;
                 reg.set_sampling(sp.every);

@@ -49,7 +49,7 @@ pub(crate) struct MapWriteParams {
     flags: Option<String>,
 }
 
-fn bytes(b: &[u8]) -> Value {
+pub(crate) fn bytes(b: &[u8]) -> Value {
     Value::Array(
         b.iter()
             .map(|x| Value::String(format!("0x{x:02x}")))
@@ -62,7 +62,7 @@ fn map_error(name: &str, e: &pfil_xdp::MapError) -> RpcError {
 }
 
 /// The xdp filter of `hook` and, if `name` is given, its map `name`.
-fn with_map<T>(
+pub(crate) fn with_map<T>(
     reg: &Registry,
     hook: &str,
     name: Option<&str>,
@@ -144,6 +144,7 @@ pub(crate) fn read(reg: &Registry, p: MapParams) -> Result<Value, RpcError> {
             Ok(r)
         }
         (Some(m), None) => {
+            m.check_entries().map_err(|e| map_error(m.name(), &e))?;
             let limit = p.limit.unwrap_or(DEFAULT_MAP_LIMIT);
             if limit > MAX_MAP_LIMIT {
                 return Err(RpcError::params(format!(
@@ -312,7 +313,7 @@ pub(crate) fn request(
     } else {
         bytes_after(op, "value")?
     };
-    let usage = "map HOOK NAME dump | lookup key BYTES | update key BYTES (value BYTES | value name PROG) [any|noexist|exist] | delete key BYTES";
+    let usage = "map HOOK NAME dump | lookup key BYTES | update key BYTES (value BYTES | value name PROG) [any|noexist|exist] | delete key BYTES | event_pipe";
     match op.first().map(String::as_str) {
         Some("dump") | None if op.len() <= 1 => {
             let mut p = json!({"hook": hook, "map": name});
@@ -341,6 +342,12 @@ pub(crate) fn request(
                 p["flags"] = json!(f);
             }
             Ok(("map_update", p))
+        }
+        // A perf event array's or ring buffer's records, as they come
+        // (the loop is the client's: `xdpevents::follow`).
+        Some("event_pipe") => {
+            crate::xdpevents::count_in(op)?;
+            Ok(("map_events", json!({"hook": hook, "map": name})))
         }
         Some("delete") => {
             let key = key.ok_or(format!("delete needs `key BYTES` ({usage})"))?;

@@ -265,6 +265,14 @@ pub mod helper {
     pub const XDP_ADJUST_META: u32 = 54;
     /// `bpf_xdp_adjust_tail`.
     pub const XDP_ADJUST_TAIL: u32 = 65;
+    /// `bpf_perf_event_output`.
+    pub const PERF_EVENT_OUTPUT: u32 = 25;
+    /// `bpf_ringbuf_output`.
+    pub const RINGBUF_OUTPUT: u32 = 130;
+    /// `bpf_ringbuf_reserve`.
+    pub const RINGBUF_RESERVE: u32 = 131;
+    /// `bpf_ringbuf_query`.
+    pub const RINGBUF_QUERY: u32 = 134;
 
     /// The kernel's names, in id order from 0 (`unspec`).
     const NAMES: &[&str] = &[

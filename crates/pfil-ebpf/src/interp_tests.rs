@@ -262,7 +262,7 @@ fn read_only_regions_refuse_stores() {
         max_entries: 1,
         direct: Some(region),
         array: None,
-        prog_array: false,
+        map_type: 0,
     }];
     let text = "lddw %r1, 0\nmov %r0, 0\nldxb %r0, [%r1+15]\nexit";
     let mut insns = assemble(text).unwrap();
@@ -630,7 +630,7 @@ fn map_values_checked_for_null_are_accessed_directly() {
         max_entries: 1,
         direct: None,
         array: None,
-        prog_array: false,
+        map_type: 0,
     }];
     let mut h = Helpers::new();
     h.insert(1, lookup, Signature { args: 2 });

@@ -63,7 +63,9 @@ mod xdp;
 
 pub use env::{Env, HelperFn, Helpers, Region, Signature};
 pub use insn::Insn;
-pub use maps::{ArrayLayout, MapRef};
+pub use maps::{
+    ArrayLayout, MapRef, MAP_TYPE_PERF_EVENT_ARRAY, MAP_TYPE_PROG_ARRAY, MAP_TYPE_RINGBUF,
+};
 pub use runner::{PacketRunner, XdpRunner};
 pub use xdp::{RunOutcome, XdpEnd};
 

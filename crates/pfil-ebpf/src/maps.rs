@@ -28,10 +28,75 @@ pub struct MapRef {
     /// call. Requires `key_size` 4; the value addresses come from the
     /// run's [`Env`](crate::Env) ([`Env::set_array_bases`](crate::Env::set_array_bases)).
     pub array: Option<ArrayLayout>,
-    /// A prog array (`BPF_MAP_TYPE_PROG_ARRAY`): only `bpf_tail_call`
-    /// takes it; the verifier refuses it to the other map helpers, as the
-    /// kernel's does.
-    pub prog_array: bool,
+    /// The kernel's map type number (`enum bpf_map_type`; 0: not said).
+    /// The verifier checks it against the helpers the map is given to, as
+    /// the kernel's `check_map_func_compatibility` does: a prog array
+    /// (3) goes to `bpf_tail_call` alone, a perf event array (4) to
+    /// `bpf_perf_event_output` alone, a ring buffer (27) to the
+    /// `bpf_ringbuf_*` helpers alone, and those helpers take no other map.
+    pub map_type: u32,
+}
+
+/// `BPF_MAP_TYPE_PROG_ARRAY`.
+pub const MAP_TYPE_PROG_ARRAY: u32 = 3;
+/// `BPF_MAP_TYPE_PERF_EVENT_ARRAY`.
+pub const MAP_TYPE_PERF_EVENT_ARRAY: u32 = 4;
+/// `BPF_MAP_TYPE_RINGBUF`.
+pub const MAP_TYPE_RINGBUF: u32 = 27;
+
+/// The map types only some helpers take, with those helpers (the
+/// kernel's `check_map_func_compatibility`, the map's side).
+const ONLY: [(u32, &[u32]); 3] = [
+    (MAP_TYPE_PROG_ARRAY, &[helper::TAIL_CALL]),
+    (MAP_TYPE_PERF_EVENT_ARRAY, &[helper::PERF_EVENT_OUTPUT]),
+    (
+        MAP_TYPE_RINGBUF,
+        &[
+            helper::RINGBUF_OUTPUT,
+            helper::RINGBUF_RESERVE,
+            helper::RINGBUF_QUERY,
+        ],
+    ),
+];
+
+/// Whether helper `id` may be given a map of type `map_type` (0: not
+/// said, any map helper takes it), and if not, what the kernel says
+/// instead: the helper's side (its map must be of one type) and the
+/// map's (only some helpers take it).
+pub(crate) fn map_fits(id: u32, map_type: u32) -> Result<(), String> {
+    let name = helper::name(id).unwrap_or("helper");
+    let type_name = |t: u32| match t {
+        MAP_TYPE_PROG_ARRAY => "prog_array",
+        MAP_TYPE_PERF_EVENT_ARRAY => "perf_event_array",
+        MAP_TYPE_RINGBUF => "ringbuf",
+        _ => "another type",
+    };
+    if map_type == 0 {
+        return Ok(());
+    }
+    if let Some((_, takers)) = ONLY.iter().find(|(t, _)| *t == map_type) {
+        if takers.contains(&id) {
+            return Ok(());
+        }
+        let names: Vec<String> = takers
+            .iter()
+            .map(|&h| format!("bpf_{}", helper::name(h).unwrap_or("?")))
+            .collect();
+        return Err(format!(
+            "bpf_{name} on a {} (the kernel refuses it: only {} take{} one)",
+            type_name(map_type),
+            names.join(", "),
+            if names.len() == 1 { "s" } else { "" }
+        ));
+    }
+    if let Some((t, _)) = ONLY.iter().find(|(_, takers)| takers.contains(&id)) {
+        return Err(format!(
+            "bpf_{name} takes a {}, not a map of {} (the kernel refuses it)",
+            type_name(*t),
+            format_args!("type {map_type}")
+        ));
+    }
+    Ok(())
 }
 
 /// Where an array map's values lie, for lookups compiled inline: value

@@ -102,9 +102,10 @@ pub(super) fn helper_args(pc: usize, id: u32, st: &State, maps: &[MapRef]) -> Re
             | helper::MAP_DELETE_ELEM
             | helper::REDIRECT_MAP
     );
-    // bpf_tail_call, bpf_xdp_adjust_head, _meta, _tail,
-    // bpf_xdp_get_buff_len, bpf_xdp_load_bytes, bpf_xdp_store_bytes.
-    let ctx_arg = matches!(id, 12 | 44 | 54 | 65 | 188 | 189 | 190);
+    // bpf_tail_call, bpf_perf_event_output, bpf_xdp_adjust_head, _meta,
+    // _tail, bpf_xdp_get_buff_len, bpf_xdp_load_bytes,
+    // bpf_xdp_store_bytes.
+    let ctx_arg = matches!(id, 12 | 25 | 44 | 54 | 65 | 188 | 189 | 190);
     let name = helper::name(id).unwrap_or("helper");
     let kind = |t: u32| match t & KIND {
         MAP => "a map",
@@ -119,25 +120,33 @@ pub(super) fn helper_args(pc: usize, id: u32, st: &State, maps: &[MapRef]) -> Re
         _ => "a scalar",
     };
     let t = st.ty[1];
-    // A prog array is for bpf_tail_call alone, which takes nothing else.
-    let prog_array =
-        |t: u32| t & KIND == MAP && maps.get((t & !KIND) as usize).is_some_and(|m| m.prog_array);
-    if map_arg && prog_array(t) {
-        return err(
-            pc,
-            format!(
-                "bpf_{name} on a prog_array (the kernel refuses it: only bpf_tail_call takes one)"
-            ),
+    // The register a helper takes its map in (bpf_tail_call,
+    // bpf_perf_event_output: the second; the others the first).
+    let (mr, what) = match id {
+        helper::TAIL_CALL | helper::PERF_EVENT_OUTPUT => (2, "second"),
+        _ => (1, "first"),
+    };
+    let takes_map = map_arg
+        || matches!(
+            id,
+            helper::TAIL_CALL
+                | helper::PERF_EVENT_OUTPUT
+                | helper::RINGBUF_OUTPUT
+                | helper::RINGBUF_QUERY
         );
+    // The map's type against the helper's (a prog array for
+    // bpf_tail_call alone, a ring buffer for the bpf_ringbuf_* helpers
+    // alone...).
+    if takes_map && st.ty[mr] & KIND == MAP {
+        if let Some(m) = maps.get((st.ty[mr] & !KIND) as usize) {
+            if let Err(e) = crate::maps::map_fits(id, m.map_type) {
+                return err(pc, e);
+            }
+        }
     }
     // A known number is no map (an untracked register, filled from the
     // stack, is checked at run time).
-    let (mr, what) = if id == helper::TAIL_CALL {
-        (2, "second")
-    } else {
-        (1, "first")
-    };
-    if (map_arg || id == helper::TAIL_CALL) && st.known(mr).is_some() {
+    if takes_map && st.known(mr).is_some() {
         return err(
             pc,
             format!(
@@ -145,12 +154,12 @@ pub(super) fn helper_args(pc: usize, id: u32, st: &State, maps: &[MapRef]) -> Re
             ),
         );
     }
-    if id == helper::TAIL_CALL && st.pointer(2) && !prog_array(st.ty[2]) {
+    if takes_map && !map_arg && st.pointer(mr) && st.ty[mr] & KIND != MAP {
         return err(
             pc,
             format!(
-                "bpf_tail_call's second argument must be a prog_array, not {} (the kernel refuses it)",
-                if st.ty[2] & KIND == MAP { "a map of another type" } else { kind(st.ty[2]) }
+                "bpf_{name}'s {what} argument must be a map, not {} (the kernel refuses it)",
+                kind(st.ty[mr])
             ),
         );
     }

@@ -103,7 +103,7 @@ fn load_opts(insns: Vec<Insn>, jit: bool, stride: u64, kernel_rules: bool) -> Pr
         max_entries: MAX,
         direct: None,
         array: Some(ArrayLayout { stride }),
-        prog_array: false,
+        map_type: 0,
     }];
     let mut o = LoadOptions::default();
     o.jit = jit;

@@ -97,7 +97,7 @@ fn load(insns: &[Insn], maps: usize, jit: bool) -> Result<Program, pfil_ebpf::Ve
             max_entries: 1,
             direct: None,
             array: None,
-            prog_array: false,
+            map_type: 0,
         })
         .collect();
     let mut o = LoadOptions::default();

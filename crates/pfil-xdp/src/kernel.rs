@@ -109,7 +109,7 @@ impl KernelMap {
         let flags = def.flags | if def.readonly { BPF_F_RDONLY_PROG } else { 0 };
         // libbpf sizes a perf_event_array left at 0 to the CPUs.
         let max_entries = match (def.kind, def.max_entries) {
-            (MapType::Other(4), 0) => possible_cpus() as u32, // perf_event_array
+            (MapType::PerfEventArray, 0) => possible_cpus() as u32,
             (_, n) => n,
         };
         a.u32(0, def.kind.raw())
@@ -148,6 +148,11 @@ impl KernelMap {
             }
         }
         Ok(m)
+    }
+
+    /// The map's file descriptor (for its pages: a ring buffer's).
+    pub(crate) fn raw_fd(&self) -> i32 {
+        self.fd.as_raw_fd()
     }
 
     /// Size of a value as bpf(2) takes it (per-CPU: one padded value per

@@ -38,10 +38,12 @@ use parking_lot::RwLock;
 
 use crate::object::MapDef;
 
+pub use events::{Drained, Event, PERF_RING_BYTES};
 pub use types::{MapError, MapType, BPF_ANY, BPF_EXIST, BPF_F_NO_COMMON_LRU, BPF_NOEXIST};
 
 mod arena;
 mod control;
+mod events;
 mod lru;
 mod lru_map;
 mod make;
@@ -105,6 +107,8 @@ pub struct Map {
     evictions: AtomicU64,
     /// Not made, and why (see [`Map::not_made`]).
     inert: Option<String>,
+    /// A perf event array's or a ring buffer's rings.
+    events: Option<events::Events>,
 }
 
 // SAFETY: the arena is shared by design: programs and the control side
@@ -178,6 +182,7 @@ impl Map {
     /// `key` is `key_size` bytes, or the error naming both.
     fn check_key(&self, key: &[u8]) -> Result<(), MapError> {
         self.check_runs()?;
+        self.check_entries()?;
         if key.len() == self.key_size {
             return Ok(());
         }

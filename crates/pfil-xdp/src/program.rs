@@ -181,7 +181,8 @@ impl XdpProgram {
                     handle: Arc::as_ptr(m) as u64,
                     key_size: d.key_size,
                     value_size: d.value_size,
-                    max_entries: d.max_entries,
+                    // (A perf event array's 0 is the workers'.)
+                    max_entries: m.max_entries() as u32,
                     direct: (d.origin == MapOrigin::Global).then_some(Region {
                         start: r.start,
                         len: u64::from(d.value_size),
@@ -190,7 +191,7 @@ impl XdpProgram {
                     array: m
                         .array_layout(0)
                         .map(|(_, stride)| pfil_ebpf::ArrayLayout { stride }),
-                    prog_array: d.kind == MapType::ProgArray,
+                    map_type: d.kind.raw(),
                 }
             })
             .collect();

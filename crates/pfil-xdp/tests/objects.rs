@@ -206,14 +206,14 @@ fn unsupported_helpers_and_map_types_are_refused_by_name() {
     // naming the map and its type...
     let e = refused(&format!("{obj} program uses_ring"), 1);
     assert!(
-        e.contains("uses_ring") && e.contains("\"events\" of type 27 (ringbuf)"),
+        e.contains("uses_ring") && e.contains("\"events\" of type 22 (queue)"),
         "{e}"
     );
-    // ...one that does not loads: its object's ringbuf is not made, and
+    // ...one that does not loads: its object's queue is not made, and
     // the control side says why.
     let f = pfil_xdp::XdpFilter::from_config(&format!("{obj} program unused"), 2).unwrap();
     let events = f.program().map("events").unwrap();
-    assert_eq!((events.kind().raw(), events.kind().name()), (27, "ringbuf"));
+    assert_eq!((events.kind().raw(), events.kind().name()), (22, "queue"));
     assert!(!events.kind().runs() && events.entries().is_empty() && events.not_made().is_some());
     assert!(f
         .program()
@@ -229,7 +229,7 @@ fn unsupported_helpers_and_map_types_are_refused_by_name() {
     ] {
         assert!(
             e.to_string().contains(
-                "\"events\": type 27 (ringbuf) is not one pfil runs; the program does not use it"
+                "\"events\": type 22 (queue) is not one pfil runs; the program does not use it"
             ),
             "{e}"
         );

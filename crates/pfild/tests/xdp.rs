@@ -393,3 +393,69 @@ fn pfilctl_fills_a_running_hooks_prog_array_by_program_name() {
         "slot 2 emptied: drops stopped (were {before})"
     );
 }
+
+#[test]
+fn pfilctl_event_pipe_follows_xdpdumps_samples() {
+    // xdpdump's own program (xdp-tools), sampling every frame of the
+    // synthetic port (its ifindex 0 is trace_cfg's) with a snap length
+    // of 64: each record is xdpdump's 20 bytes of metadata, then 64
+    // bytes of the frame.
+    if !have_xdp_tools() {
+        return;
+    }
+    let dir = pfil_testnet::TempDir::new("pfil-xdp-events");
+    let sock = dir.join("ctl").join("ev.sock");
+    let sock = sock.to_str().unwrap();
+    let hook = "xdp:@/usr/lib/x86_64-linux-gnu/bpf/xdpdump_xdp.o; \
+                map .data key 0 0 0 0 value 0 0 0 0 64 0 0 0 0 0 0 0";
+    let _p = spawn_controlled(&["sink", "syn0", "--synthetic", "--hook", hook], sock);
+    let list = ctl_ok(sock, &["map", "xdp:1"]);
+    assert!(
+        list.contains("xdpdump_perf_map  perf_event_array  key 4B  value 4B  max_entries 256"),
+        "{list}"
+    );
+    let pipe = ["map", "xdp:1", "xdpdump_perf_map", "event_pipe"];
+    let out = ctl_ok(sock, &[&pipe[..], &["--count", "3"]].concat());
+    assert_eq!(
+        out.matches("== slot 0 (worker 0): 84 bytes ==").count(),
+        3,
+        "{out}"
+    );
+    // --json: one record a line (and any loss), the frame after the
+    // metadata: the synthetic port's Ethernet header (IPv4).
+    let out = ctl_ok(sock, &[&["--json"][..], &pipe[..], &["-n", "2"]].concat());
+    let records: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|v: &serde_json::Value| v.get("data").is_some())
+        .collect();
+    assert_eq!(records.len(), 2, "{out}");
+    for r in &records {
+        let data = r["data"].as_array().unwrap();
+        assert_eq!((data.len(), r["slot"].as_u64()), (84, Some(0)), "{r}");
+        assert_eq!(
+            (&data[20 + 12], &data[20 + 13]),
+            (&"0x08".into(), &"0x00".into()),
+            "{r}"
+        );
+    }
+    // Events, not entries: a dump says how to read them.
+    let (code, _, err) = pfilctl(
+        &[
+            &["--socket", sock][..],
+            &["map", "xdp:1", "xdpdump_perf_map", "dump"],
+        ]
+        .concat(),
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("event_pipe"), "{err}");
+    let (code, _, err) = pfilctl(
+        &[
+            &["--socket", sock][..],
+            &["map", "xdp:1", ".data", "event_pipe"],
+        ]
+        .concat(),
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("holds entries, not events"), "{err}");
+}

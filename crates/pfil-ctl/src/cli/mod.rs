@@ -143,8 +143,12 @@ enum Cmd {
         /// With dump: list at most N entries (the total is always given)
         #[arg(long, value_name = "N")]
         limit: Option<usize>,
+        /// With event_pipe: stop after N records (else until Ctrl-C)
+        #[arg(long, short = 'n', value_name = "N")]
+        count: Option<u64>,
         /// dump | lookup key BYTES | update key BYTES value BYTES [FLAG] |
-        /// delete key BYTES
+        /// delete key BYTES | event_pipe (a perf_event_array's or
+        /// ringbuf's records as programs write them, as bpftool's)
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         op: Vec<String>,
     },
@@ -401,6 +405,10 @@ fn execute(cli: &Cli, cmd: &Cmd, out: &mut dyn Write, err: &mut dyn Write) -> Re
     if let Cmd::Top { delay, count, .. } = cmd {
         return top(&mut client, params, *delay, *count, cli.json, out);
     }
+    if let (Cmd::Map { count, op, .. }, "map_events") = (cmd, method) {
+        let count = count.or(crate::xdpevents::count_in(op)?);
+        return crate::xdpevents::follow(&mut client, params, count, cli.json, out);
+    }
     if let Cmd::Capture { write, .. } = cmd {
         drop(client);
         return capture(&path, params, write, cli.json, out);
@@ -472,6 +480,7 @@ fn request(cmd: &Cmd) -> Result<(&'static str, Value), String> {
             name,
             op,
             limit,
+            ..
         } => crate::xdpmaps::request(hook, name.as_deref(), op, *limit)?,
         Cmd::States { args, limit, kill } => {
             let (hook, expr) = states_args(args);

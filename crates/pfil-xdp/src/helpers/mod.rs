@@ -15,6 +15,7 @@ use pfil_ebpf::{Env, Fault, HelperFn, Helpers, Signature};
 use crate::maps::{Map, MapType};
 use crate::program::Redirect;
 
+mod events;
 mod packet;
 mod printk;
 mod tail;
@@ -401,7 +402,7 @@ unsafe extern "C" fn trace_printk(
 
 /// The helpers of an XDP program, by kernel id.
 pub fn xdp_helpers() -> Helpers {
-    let table: [(u32, HelperFn, u8); 19] = [
+    let table: [(u32, HelperFn, u8); 22] = [
         (1, map_lookup_elem, 2),
         (2, map_update_elem, 4),
         (3, map_delete_elem, 2),
@@ -411,12 +412,15 @@ pub fn xdp_helpers() -> Helpers {
         (8, get_smp_processor_id, 0),
         (12, tail::tail_call, 3),
         (23, redirect, 2),
+        (25, events::perf_event_output, 5),
         (28, csum_diff, 5),
         (44, xdp_adjust_head, 2),
         (51, redirect_map, 3),
         (54, xdp_adjust_meta, 2),
         (65, xdp_adjust_tail, 2),
         (125, ktime_get_boot_ns, 0),
+        (130, events::ringbuf_output, 4),
+        (134, events::ringbuf_query, 2),
         (160, ktime_get_coarse_ns, 0),
         (188, xdp_get_buff_len, 1),
         (189, xdp_load_bytes, 4),

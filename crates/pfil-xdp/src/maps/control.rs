@@ -39,6 +39,7 @@ impl Map {
     /// ([`XdpConfig::preset`](crate::XdpConfig::preset)).
     pub fn update(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
         self.check_runs()?;
+        self.check_entries()?;
         if self.readonly {
             // Frozen, as the kernel freezes it: the program's verifier
             // read its bytes as constants.
@@ -92,7 +93,7 @@ impl Map {
     /// Control side: every key, in an unspecified order (for arrays every
     /// index).
     pub fn keys(&self) -> Vec<Vec<u8>> {
-        if self.inert.is_some() {
+        if self.inert.is_some() || self.events.is_some() {
             return Vec::new();
         }
         if self.kind == MapType::ProgArray {

@@ -31,6 +31,9 @@ impl Map {
                 def.kind.name()
             )));
         }
+        if def.kind.holds_events() {
+            return Self::of_events(def, workers);
+        }
         if vs == 0 || ks == 0 {
             return Err(inv(format!(
                 "key size {ks}, value size {vs}: neither may be 0"
@@ -154,6 +157,7 @@ impl Map {
             lru_refs,
             evictions: AtomicU64::new(0),
             inert: None,
+            events: None,
         };
         if let Some(init) = &def.init {
             m.write_slot(0, 0, init);
@@ -183,6 +187,21 @@ impl Map {
             lru: None,
             lru_refs: std::sync::Arc::from(Vec::new()),
             evictions: AtomicU64::new(0),
+            events: None,
         }
+    }
+
+    /// A perf event array (`max_entries` 0: one slot a worker, as libbpf
+    /// sizes it to the CPUs) or a ring buffer: rings, no value arena.
+    fn of_events(def: &MapDef, workers: usize) -> Result<Map, MapError> {
+        let mut def = def.clone();
+        if def.kind == MapType::PerfEventArray && def.max_entries == 0 {
+            def.max_entries = workers.max(1) as u32;
+        }
+        let events = super::events::Events::new(&def, workers)?;
+        let mut m = Map::inert(&def, String::new());
+        m.inert = None;
+        m.events = Some(events);
+        Ok(m)
     }
 }

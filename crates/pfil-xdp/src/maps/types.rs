@@ -16,6 +16,10 @@ pub enum MapType {
     /// (`pfilctl map HOOK` lists them; 0: empty), written only by the
     /// control side; programs reach it only through `bpf_tail_call`.
     ProgArray,
+    /// `BPF_MAP_TYPE_PERF_EVENT_ARRAY` (4): `bpf_perf_event_output`'s
+    /// rings, one a worker (the kernel's one a CPU); the control side
+    /// takes the records out (`pfilctl map HOOK NAME event_pipe`).
+    PerfEventArray,
     /// `BPF_MAP_TYPE_PERCPU_HASH` (5).
     PercpuHash,
     /// `BPF_MAP_TYPE_PERCPU_ARRAY` (6).
@@ -38,7 +42,11 @@ pub enum MapType {
     /// misses and returns its flags' action, as the kernel's with an
     /// empty slot, and a lookup finds nothing.
     Xskmap,
-    /// A type pfil does not run (xskmap, ringbuf, perf_event_array...),
+    /// `BPF_MAP_TYPE_RINGBUF` (27): `bpf_ringbuf_output`'s ring, shared
+    /// by the workers, `max_entries` bytes; the control side takes the
+    /// records out (`pfilctl map HOOK NAME event_pipe`).
+    Ringbuf,
+    /// A type pfil does not run (stack_trace, sockmap, queue...),
     /// with the kernel's number. An object may define one: it loads as
     /// long as the program run does not use the map (as a program of the
     /// same object that does is refused, naming it). Such a map is not
@@ -102,6 +110,7 @@ impl MapType {
             1 => MapType::Hash,
             2 => MapType::Array,
             3 => MapType::ProgArray,
+            4 => MapType::PerfEventArray,
             5 => MapType::PercpuHash,
             6 => MapType::PercpuArray,
             9 => MapType::LruHash,
@@ -110,6 +119,7 @@ impl MapType {
             16 => MapType::Cpumap,
             17 => MapType::Xskmap,
             25 => MapType::DevmapHash,
+            27 => MapType::Ringbuf,
             n => MapType::Other(n),
         }
     }
@@ -120,6 +130,7 @@ impl MapType {
             MapType::Hash => 1,
             MapType::Array => 2,
             MapType::ProgArray => 3,
+            MapType::PerfEventArray => 4,
             MapType::PercpuHash => 5,
             MapType::PercpuArray => 6,
             MapType::LruHash => 9,
@@ -128,6 +139,7 @@ impl MapType {
             MapType::Cpumap => 16,
             MapType::Xskmap => 17,
             MapType::DevmapHash => 25,
+            MapType::Ringbuf => 27,
             MapType::Other(n) => n,
         }
     }
@@ -149,6 +161,12 @@ impl MapType {
     /// One value per worker.
     pub fn per_cpu(self) -> bool {
         matches!(self, MapType::PercpuHash | MapType::PercpuArray)
+    }
+
+    /// A map of events programs write and the control side takes out
+    /// (perf event array, ring buffer), not of entries.
+    pub fn holds_events(self) -> bool {
+        matches!(self, MapType::PerfEventArray | MapType::Ringbuf)
     }
 
     pub(crate) fn is_array(self) -> bool {

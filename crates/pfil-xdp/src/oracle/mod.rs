@@ -12,6 +12,7 @@
 //! Everything is compared, LRU maps too: pfil's LRU_HASH runs the
 //! kernel's LRU lists, so it evicts the entries the kernel evicts.
 
+mod events;
 pub mod frames;
 pub mod pcap;
 
@@ -42,6 +43,8 @@ pub struct Oracle {
     pub ours: Vec<(Engine, XdpProgram)>,
     cpu: usize,
     runs: usize,
+    /// The kernel's perf event arrays' and ring buffers' readers.
+    events: events::KernelEvents,
 }
 
 /// What the kernel did with a frame, which pfil did too.
@@ -98,6 +101,18 @@ pub enum Mismatch {
         ours_only: Vec<(Vec<u8>, Vec<u8>)>,
         /// Entries each side holds (kernel, pfil).
         sizes: (usize, usize),
+    },
+    /// A perf event array or ring buffer got other records from a run
+    /// (perf samples as the kernel pads them).
+    Events {
+        /// Which of pfil's engines.
+        engine: Engine,
+        /// The map.
+        map: String,
+        /// The kernel's records.
+        kernel: Vec<crate::maps::Event>,
+        /// pfil's.
+        ours: Vec<crate::maps::Event>,
     },
 }
 
@@ -159,6 +174,26 @@ impl fmt::Display for Mismatch {
                 }
                 Ok(())
             }
+            Mismatch::Events {
+                engine,
+                map,
+                kernel,
+                ours,
+            } => {
+                write!(
+                    f,
+                    "map {map}: other events (pfil: {engine:?}; records: kernel {}, pfil {})",
+                    kernel.len(),
+                    ours.len()
+                )?;
+                for (side, list) in [("kernel", kernel), ("pfil  ", ours)] {
+                    for e in list.iter().take(8) {
+                        let slot = e.slot.map_or(String::new(), |s| format!(" slot {s}"));
+                        write!(f, "\n  {side}:{slot} {}", hex(&e.data))?;
+                    }
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -208,6 +243,8 @@ impl Oracle {
         preset(&mut obj)?;
         let p = obj.program(program).map_err(|e| format!("object: {e}"))?;
         let kernel = KernelProgram::load(&obj, p).map_err(|e| format!("the kernel: {e}"))?;
+        let events = events::KernelEvents::open(&kernel.maps)
+            .map_err(|e| format!("the kernel's event maps: {e}"))?;
         let workers = kernel::possible_cpus().max(cpu + 1);
         let mut ours = Vec::new();
         for engine in [Engine::Jit, Engine::Interpreter] {
@@ -221,6 +258,7 @@ impl Oracle {
             ours,
             cpu,
             runs: 0,
+            events,
         })
     }
 
@@ -347,7 +385,11 @@ impl Oracle {
             };
             first = first.or(m);
         }
-        if let Some(m) = first {
+        // The records the run wrote, read on both sides after every run
+        // (so the rings never fill across runs).
+        let theirs = self.events.read();
+        let events = events::compare(&theirs, &self.ours, &self.obj);
+        if let Some(m) = first.or(events) {
             return Err(m);
         }
         self.runs += 1;
@@ -372,7 +414,8 @@ impl Oracle {
             .enumerate()
             // An xskmap holds no socket on either side (the kernel's
             // cannot be dumped).
-            .filter(|(_, d)| d.kind.runs() && d.kind != MapType::Xskmap)
+            // Event maps' records are compared after every run.
+            .filter(|(_, d)| d.kind.runs() && d.kind != MapType::Xskmap && !d.kind.holds_events())
         {
             let mut theirs = self.kernel.maps[i]
                 .entries()

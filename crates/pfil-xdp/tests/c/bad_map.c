@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// A map of a type pfil does not run (ringbuf) and an xskmap beside one
+// A map of a type pfil does not run (a queue) and an xskmap beside one
 // its loader sizes (no max_entries): `unused` uses none of them and
-// loads; `uses_ring` writes to the ringbuf and is refused, naming it;
+// loads; `uses_ring` pushes into the queue and is refused, naming it;
 // `uses_xsk` redirects into the xskmap, which holds no socket here (the
 // redirect misses: XDP_PASS); `uses_sized` loads once the config gives
 // `sized` a size.
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
-struct { __uint(type, BPF_MAP_TYPE_RINGBUF); __uint(max_entries, 4096); } events SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_QUEUE); __uint(max_entries, 64); __type(value, __u32); } events SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_XSKMAP); __uint(max_entries, 4); __type(key, __u32); __type(value, __u32); } xsks SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, __u32); __type(value, __u64); } sized SEC(".maps");
 
@@ -29,7 +29,7 @@ int uses_ring(struct xdp_md *ctx)
 {
 	__u32 v = 1;
 
-	return bpf_ringbuf_output(&events, &v, sizeof(v), 0) ? XDP_DROP : XDP_PASS;
+	return bpf_map_push_elem(&events, &v, 0) ? XDP_DROP : XDP_PASS;
 }
 
 SEC("xdp")

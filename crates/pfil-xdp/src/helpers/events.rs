@@ -1,0 +1,145 @@
+//! The helpers that write events for a reader: `bpf_perf_event_output`
+//! into a perf event array, `bpf_ringbuf_output` into a ring buffer, and
+//! `bpf_ringbuf_query` (the rings: `crate::maps` `events.rs`).
+
+use pfil_ebpf::Env;
+
+use super::{bad, state, EFAULT, EINVAL};
+use crate::maps::MapType;
+
+/// `bpf_perf_event_output`'s flags: the slot (`BPF_F_INDEX_MASK`, with
+/// `BPF_F_CURRENT_CPU` all ones) and the packet bytes to append
+/// (`BPF_F_CTXLEN_MASK`).
+const INDEX_MASK: u64 = 0xffff_ffff;
+const CTXLEN_MASK: u64 = 0xf_ffff << 32;
+
+/// The `len` bytes a program passed at `addr`, or the fault of a bad
+/// pointer (the kernel's verifier proves them readable).
+fn arg_bytes(env: &mut Env, addr: u64, len: u64, what: &'static str) -> Option<Vec<u8>> {
+    if len == 0 {
+        return Some(Vec::new());
+    }
+    match env.check(addr, len) {
+        Ok(b) => Some(b.to_vec()),
+        Err(_) => {
+            bad(env, what);
+            None
+        }
+    }
+}
+
+/// `bpf_perf_event_output(ctx, map, flags, data, size)`: a record of
+/// `size` bytes of `data`, then the packet's first `flags >> 32` bytes,
+/// into the perf event array's slot `flags & 0xffffffff`.
+pub(super) unsafe extern "C" fn perf_event_output(
+    _ctx: u64,
+    map: u64,
+    flags: u64,
+    data: u64,
+    size: u64,
+    env: *mut Env,
+) -> u64 {
+    // SAFETY: the engine passes its live Env (HelperFn contract).
+    let env = unsafe { &mut *env };
+    let st = state(env) as *const super::RunState;
+    // SAFETY: RunState is not the Env; the shared borrow lasts this call.
+    let st = unsafe { &*st };
+    let Some(m) = st.map(map) else {
+        return bad(env, "not a map of this program");
+    };
+    let Some(events) = m.events().filter(|_| m.kind() == MapType::PerfEventArray) else {
+        return bad(
+            env,
+            "bpf_perf_event_output on a map that is not a perf_event_array",
+        );
+    };
+    // The kernel's bpf_xdp_event_output: unknown flags, then a packet
+    // length past the packet.
+    if flags & !(INDEX_MASK | CTXLEN_MASK) != 0 {
+        return EINVAL as u64;
+    }
+    let (_, start, end) = env.packet();
+    let want = (flags & CTXLEN_MASK) >> 32;
+    if want > end - start {
+        return EFAULT as u64;
+    }
+    let Some(bytes) = arg_bytes(
+        env,
+        data,
+        size,
+        "bpf_perf_event_output: data outside the program's memory",
+    ) else {
+        return 0;
+    };
+    let Some(packet) = arg_bytes(
+        env,
+        start,
+        want,
+        "bpf_perf_event_output: packet bytes out of reach",
+    ) else {
+        return 0;
+    };
+    events.perf_output(
+        st.worker,
+        flags & INDEX_MASK,
+        m.max_entries(),
+        &bytes,
+        &packet,
+    ) as u64
+}
+
+/// `bpf_ringbuf_output(map, data, size, flags)`: a record of `size`
+/// bytes of `data` into the ring buffer.
+pub(super) unsafe extern "C" fn ringbuf_output(
+    map: u64,
+    data: u64,
+    size: u64,
+    flags: u64,
+    _: u64,
+    env: *mut Env,
+) -> u64 {
+    // SAFETY: the engine passes its live Env (HelperFn contract).
+    let env = unsafe { &mut *env };
+    let st = state(env) as *const super::RunState;
+    // SAFETY: RunState is not the Env; the shared borrow lasts this call.
+    let st = unsafe { &*st };
+    let Some(m) = st.map(map) else {
+        return bad(env, "not a map of this program");
+    };
+    let Some(events) = m.events().filter(|_| m.kind() == MapType::Ringbuf) else {
+        return bad(env, "bpf_ringbuf_output on a map that is not a ringbuf");
+    };
+    let Some(bytes) = arg_bytes(
+        env,
+        data,
+        size,
+        "bpf_ringbuf_output: data outside the program's memory",
+    ) else {
+        return 0;
+    };
+    events.ring_output(&bytes, flags) as u64
+}
+
+/// `bpf_ringbuf_query(map, flags)`: the ring buffer's available data,
+/// size, consumer or producer position.
+pub(super) unsafe extern "C" fn ringbuf_query(
+    map: u64,
+    flags: u64,
+    _: u64,
+    _: u64,
+    _: u64,
+    env: *mut Env,
+) -> u64 {
+    // SAFETY: the engine passes its live Env (HelperFn contract).
+    let env = unsafe { &mut *env };
+    let st = state(env) as *const super::RunState;
+    // SAFETY: RunState is not the Env; the shared borrow lasts this call.
+    let st = unsafe { &*st };
+    let Some(m) = st.map(map) else {
+        return bad(env, "not a map of this program");
+    };
+    match m.events().filter(|_| m.kind() == MapType::Ringbuf) {
+        Some(e) => e.ring_query(flags),
+        None => bad(env, "bpf_ringbuf_query on a map that is not a ringbuf"),
+    }
+}

@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Events for a reader: bpf_perf_event_output into a perf event array (as
+// xdpdump samples packets) and bpf_ringbuf_output into a ring buffer,
+// with every argument the frame's bytes choose, and each helper's return
+// counted in a map, so that the kernel and pfil must agree on the
+// records and on every error.
+// - `perf_sample`: byte 0 picks the slot (BPF_F_CURRENT_CPU, this CPU,
+//   the next, 0, 7, 8 past max_entries, 2, an unknown flag bit), byte 1 the
+//   packet bytes to append (x 4: past the packet on short frames), byte 2
+//   the data's size (0-15 bytes of a stack buffer).
+// - `ring_sample`: byte 0 the records (1-64: 64 records of 64 bytes do not
+//   fit in 4096 bytes), byte 1 their size (1-64), byte 2 the flags (4 is
+//   not one); then every bpf_ringbuf_query.
+// - `perf_on_array`, `lookup_ringbuf`, `ringbuf_on_hash`: the kernel
+//   refuses each (a map of the wrong type for the helper).
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(max_entries, 8);
+	__type(key, __u32);
+	__type(value, __u32);
+} samples SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} ring SEC(".maps");
+
+/* How often each return value came back: helper's return -> count. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __s64);
+	__type(value, __u64);
+} rets SEC(".maps");
+
+/* bpf_ringbuf_query's answers after the last frame, flags 0-4. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 5);
+	__type(key, __u32);
+	__type(value, __u64);
+} query SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} amap SEC(".maps");
+
+static void count(__s64 ret)
+{
+	__u64 one = 1, *n = bpf_map_lookup_elem(&rets, &ret);
+
+	if (n)
+		__sync_fetch_and_add(n, 1);
+	else
+		bpf_map_update_elem(&rets, &ret, &one, BPF_NOEXIST);
+}
+
+SEC("xdp")
+int perf_sample(struct xdp_md *ctx)
+{
+	__u8 *p = (void *)(long)ctx->data;
+	__u8 buf[16];
+	__u64 flags, index;
+
+	if ((void *)(p + 3) > (void *)(long)ctx->data_end)
+		return XDP_PASS;
+	for (int i = 0; i < 16; i++)
+		buf[i] = p[2] + i;
+	switch (p[0] & 7) {
+	case 0: index = BPF_F_CURRENT_CPU; break;
+	case 1: index = bpf_get_smp_processor_id(); break;
+	case 2: index = bpf_get_smp_processor_id() + 1; break;
+	case 3: index = 0; break;
+	case 4: index = 7; break;
+	case 5: index = 8; break;
+	case 6: index = 2; break;
+	default: index = BPF_F_CURRENT_CPU | (1ULL << 53); break;
+	}
+	flags = index | ((__u64)p[1] * 4 << 32);
+	count(bpf_perf_event_output(ctx, &samples, flags, buf, p[2] & 15));
+	return XDP_PASS;
+}
+
+SEC("xdp")
+int ring_sample(struct xdp_md *ctx)
+{
+	__u8 *p = (void *)(long)ctx->data;
+	__u8 buf[64];
+	__u32 n, size;
+
+	if ((void *)(p + 3) > (void *)(long)ctx->data_end)
+		return XDP_PASS;
+	for (int i = 0; i < 64; i++)
+		buf[i] = p[1] ^ i;
+	n = (p[0] & 63) + 1;
+	size = (p[1] & 63) + 1;
+	for (__u32 i = 0; i < 64 && i < n; i++) {
+		buf[0] = i;
+		count(bpf_ringbuf_output(&ring, buf, size, p[2] & 7));
+	}
+	for (__u32 f = 0; f < 5; f++) {
+		__u64 v = bpf_ringbuf_query(&ring, f);
+		bpf_map_update_elem(&query, &f, &v, BPF_ANY);
+	}
+	return XDP_PASS;
+}
+
+SEC("xdp")
+int perf_on_array(struct xdp_md *ctx)
+{
+	__u64 v = 1;
+
+	bpf_perf_event_output(ctx, &amap, BPF_F_CURRENT_CPU, &v, sizeof(v));
+	return XDP_PASS;
+}
+
+SEC("xdp")
+int lookup_ringbuf(struct xdp_md *ctx)
+{
+	__u32 k = 0;
+
+	return bpf_map_lookup_elem(&ring, &k) ? XDP_DROP : XDP_PASS;
+}
+
+SEC("xdp")
+int ringbuf_on_hash(struct xdp_md *ctx)
+{
+	__u64 v = 1;
+
+	bpf_ringbuf_output(&rets, &v, sizeof(v), 0);
+	return XDP_PASS;
+}
+
+char LICENSE[] SEC("license") = "GPL";
