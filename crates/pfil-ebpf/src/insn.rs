@@ -271,6 +271,10 @@ pub mod helper {
     pub const RINGBUF_OUTPUT: u32 = 130;
     /// `bpf_ringbuf_reserve`.
     pub const RINGBUF_RESERVE: u32 = 131;
+    /// `bpf_ringbuf_submit`.
+    pub const RINGBUF_SUBMIT: u32 = 132;
+    /// `bpf_ringbuf_discard`.
+    pub const RINGBUF_DISCARD: u32 = 133;
     /// `bpf_ringbuf_query`.
     pub const RINGBUF_QUERY: u32 = 134;
 

@@ -182,6 +182,27 @@ impl Flow<'_> {
         if i.code & BPF_X != 0 {
             return Some(o);
         }
+        if !jmp32 && matches!(i.op(), BPF_JEQ | BPF_JNE) && i.imm == 0 && dty & KIND == RING_NULL {
+            // A record of bpf_ringbuf_reserve, and its copies: not null
+            // on one edge, null (and so released: nothing was reserved)
+            // on the other, as the kernel marks them.
+            if taken == (i.op() == BPF_JNE) {
+                let ring = RING | (dty & !KIND);
+                for r in 0..11 {
+                    if o.ty[r] == dty {
+                        o.ty[r] = ring;
+                    }
+                }
+                for k in 0..64 {
+                    if o.slot[k] == dty {
+                        o.slot[k] = ring;
+                    }
+                }
+            } else {
+                o.release(ring_ref(dty), true);
+            }
+            return Some(o);
+        }
         if !jmp32 && matches!(i.op(), BPF_JEQ | BPF_JNE) && i.imm == 0 && dty & KIND == NULLABLE {
             if taken == (i.op() == BPF_JNE) {
                 o.set(d, VALUE | (dty & !KIND));

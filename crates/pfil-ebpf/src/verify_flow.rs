@@ -420,6 +420,25 @@ impl Flow<'_> {
                  the frame is gone once it returns)",
             );
         }
+        if i.code == BPF_JMP | BPF_EXIT && st.refs != 0 {
+            return err(
+                pc,
+                "a record of bpf_ringbuf_reserve is neither submitted nor discarded on a path \
+                 to this exit (the kernel refuses it: an unreleased reference; pfil wants it \
+                 released in the function that reserved it)",
+            );
+        }
+        if i.code == BPF_JMP | BPF_CALL
+            && i.src == 0
+            && i.imm as u32 == helper::TAIL_CALL
+            && st.refs != 0
+        {
+            return err(
+                pc,
+                "bpf_tail_call with a record of bpf_ringbuf_reserve not submitted or discarded \
+                 (the kernel refuses it: the reference would leak)",
+            );
+        }
         let mut out = *st;
         out.init = (st.init & !u.kills) | u.writes | bit(10);
         spills(i, st, &mut out);
@@ -589,6 +608,8 @@ impl Flow<'_> {
         } else if lookup && st.ty[1] & KIND == MAP {
             // The helper's contract (see `Helpers`): null or the value.
             out.set(0, NULLABLE | (st.ty[1] & !KIND));
+        } else if i.code == BPF_JMP | BPF_CALL && i.src == 0 {
+            ring_call(pc, i.imm as u32, st, &mut out)?;
         }
         let mut call = None;
         if let Ok(k) = self.calls.binary_search_by_key(&pc, |c| c.0) {
@@ -627,6 +648,58 @@ impl Flow<'_> {
         }
         Ok(Step { out: edges, call })
     }
+}
+
+/// `bpf_ringbuf_reserve`'s record (a reference, r0 a record that may be
+/// null, of the size r2 says), and its release by `bpf_ringbuf_submit`
+/// or `_discard` (every copy of r1 forgotten), as the kernel tracks
+/// acquired references.
+fn ring_call(pc: usize, id: u32, st: &State, out: &mut State) -> Result<()> {
+    match id {
+        helper::RINGBUF_RESERVE => {
+            let Some(size) = st.known(2) else {
+                return err(
+                    pc,
+                    "bpf_ringbuf_reserve of a size that is not a known constant (the kernel \
+                     refuses it)",
+                );
+            };
+            if size > u64::from(RING_SIZE) {
+                return err(
+                    pc,
+                    format!("bpf_ringbuf_reserve of {size} bytes: pfil reserves under 16 MiB"),
+                );
+            }
+            let n = (!st.refs).trailing_zeros();
+            if n >= 8 {
+                return err(
+                    pc,
+                    "more than 8 records of bpf_ringbuf_reserve held at once (pfil's limit)",
+                );
+            }
+            out.set(0, RING_NULL | (n << RING_REF_SHIFT) | size as u32);
+            out.refs |= 1 << n;
+        }
+        helper::RINGBUF_SUBMIT | helper::RINGBUF_DISCARD => {
+            let t = st.ty[1];
+            if t & KIND != RING {
+                let name = helper::name(id).unwrap_or("helper");
+                let what = if t & KIND == RING_NULL {
+                    "a record that may be null (check it first)"
+                } else {
+                    "not a record bpf_ringbuf_reserve returned, or one moved from its start, \
+                     or one reserved in another function"
+                };
+                return err(
+                    pc,
+                    format!("bpf_{name}'s first argument is {what} (the kernel refuses it)"),
+                );
+            }
+            out.release(ring_ref(t), false);
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 #[path = "verify_decide.rs"]

@@ -132,6 +132,7 @@ pub(super) fn helper_args(pc: usize, id: u32, st: &State, maps: &[MapRef]) -> Re
             helper::TAIL_CALL
                 | helper::PERF_EVENT_OUTPUT
                 | helper::RINGBUF_OUTPUT
+                | helper::RINGBUF_RESERVE
                 | helper::RINGBUF_QUERY
         );
     // The map's type against the helper's (a prog array for

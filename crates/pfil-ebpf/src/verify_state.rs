@@ -42,6 +42,23 @@ pub(super) const CONST: u32 = 0x7000_0000;
 /// [`CONST`]'s offset bits.
 pub(super) const CONST_OFF: u32 = (1 << 20) - 1;
 
+/// A `bpf_ringbuf_reserve` record that may be null: its reference (0-7)
+/// in bits 24..27 ([`RING_REF_SHIFT`]), its size in the low 24 bits
+/// ([`RING_SIZE`]).
+pub(super) const RING_NULL: u32 = 0x9000_0000;
+/// A `bpf_ringbuf_reserve` record checked not null (bits as
+/// [`RING_NULL`]'s).
+pub(super) const RING: u32 = 0xa000_0000;
+/// [`RING_NULL`]'s and [`RING`]'s reference bits' shift.
+pub(super) const RING_REF_SHIFT: u32 = 24;
+/// [`RING_NULL`]'s and [`RING`]'s size bits: a record under 16 MiB.
+pub(super) const RING_SIZE: u32 = (1 << 24) - 1;
+
+/// The reference of a record type ([`RING_NULL`], [`RING`]).
+pub(super) fn ring_ref(t: u32) -> u32 {
+    (t >> RING_REF_SHIFT) & 7
+}
+
 /// The largest packet offset tracked (the kernel's `MAX_PACKET_OFF`):
 /// bounds of bases and constant offsets alike.
 pub(super) const MAX_PKT_OFF: u64 = 0xffff;
@@ -79,6 +96,10 @@ pub(super) struct State {
     pub vrange: [u32; 11],
     /// Scalars (`OTHER`): an upper bound, unsigned (`u64::MAX`: none).
     pub hi: [u64; 11],
+    /// Records `bpf_ringbuf_reserve` returned and no submit or discard
+    /// has released yet (bit `n`: reference `n`; the kernel's acquired
+    /// references). On a join, any path's.
+    pub refs: u8,
     /// Scalars: a lower bound, unsigned (0: none). An exact value sets
     /// one (`lo == hi`: a constant moved in, a load of a frozen value),
     /// and so does a jump's edge (`if r > k`, `if r != 0` of an `r` at
@@ -101,6 +122,29 @@ impl State {
             vrange: [0; 11],
             hi: [u64::MAX; 11],
             lo: [0; 11],
+            refs: 0,
+        }
+    }
+
+    /// Forgets every register and spilled slot holding record `n` of
+    /// `bpf_ringbuf_reserve` (released: submitted, discarded, or null),
+    /// and its reference; on the null edge, `null` makes them 0.
+    pub fn release(&mut self, n: u32, null: bool) {
+        self.refs &= !(1u8 << n);
+        let held = |t: u32| matches!(t & KIND, RING_NULL | RING) && ring_ref(t) == n;
+        for r in 0..11 {
+            if held(self.ty[r]) {
+                if null {
+                    self.exact(r, 0);
+                } else {
+                    self.set(r, OTHER);
+                }
+            }
+        }
+        for k in 0..64 {
+            if held(self.slot[k]) {
+                self.slot[k] = OTHER;
+            }
         }
     }
 
@@ -278,6 +322,7 @@ impl State {
     pub fn meet(&self, o: &State, t: usize) -> State {
         let mut m = *self;
         m.init &= o.init;
+        m.refs = self.refs | o.refs;
         m.range = self.range.min(o.range);
         m.spilled = self.spilled & o.spilled;
         for k in 0..64 {

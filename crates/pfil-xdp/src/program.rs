@@ -443,6 +443,10 @@ impl Claim<'_> {
         let st = unsafe { &mut *self.slot._state.get() };
         // A run that counted a tail call ended Full: 0 for the next.
         st.tail_calls = 0;
+        // A run that faulted holding ring buffer records: discarded.
+        if st.reserved != 0 {
+            crate::helpers::abandon_records(st);
+        }
         // The redirect helpers make their run end Full: the target is
         // taken here, so a later run never sees it.
         full(r, st.redirect.take())

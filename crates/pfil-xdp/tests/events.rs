@@ -22,6 +22,8 @@ fn traffic() -> Vec<(String, Vec<u8>)> {
             (60, 16, 15),
             (200, 40, 9),
             (1500, 255, 3),
+            (60, 58, 0),
+            (60, 56, 1),
         ] {
             let mut f = vec![0u8; len];
             f[0] = sel | (b1 & 0x38);
@@ -90,6 +92,17 @@ fn ringbuf_output_and_query_as_the_kernels() {
     // that is not one (-EINVAL).
     for want in [0, -11, -22] {
         assert!(r.contains(&want), "{want} never returned: {r:?}");
+    }
+}
+
+#[test]
+fn ringbuf_reserve_submit_and_discard_as_the_kernels() {
+    let Some(r) = check("ring_reserve") else {
+        return;
+    };
+    // Submitted (0), discarded (1), null on a full ring (-1).
+    for want in [-1, 0, 1] {
+        assert!(r.contains(&want), "{want} never counted: {r:?}");
     }
 }
 
@@ -180,6 +193,9 @@ fn event_maps_are_refused_to_other_helpers_as_the_kernel_refuses_them() {
             "bpf_map_lookup_elem on a ringbuf (the kernel refuses it: only bpf_ringbuf_output",
         ),
         ("ringbuf_on_hash", "bpf_ringbuf_output takes a ringbuf"),
+        ("ring_leak", "neither submitted nor discarded"),
+        ("ring_unchecked", "a record that may be null"),
+        ("ring_size_var", "not a known constant"),
     ] {
         let e = XdpProgram::load(&obj, Some(program), 1, &[])
             .unwrap_err()
@@ -206,4 +222,26 @@ fn event_maps_are_refused_to_other_helpers_as_the_kernel_refuses_them() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("not events"), "{e}");
+}
+
+#[test]
+fn a_run_that_faults_holding_a_record_discards_it() {
+    // ring_fault reserves, then reads the frame 100 bytes in: a short
+    // frame faults with the record held. A reader must not wait on it.
+    let Some(path) = clang::compile("events") else {
+        return;
+    };
+    let obj = Object::parse(&std::fs::read(path).unwrap()).unwrap();
+    let p = XdpProgram::load(&obj, Some("ring_fault"), 1, &[]).unwrap();
+    let run = |len: usize| {
+        let mut buf = vec![0x5au8; 512];
+        p.run(0, &mut buf, 256, len, 1, 0)
+    };
+    for _ in 0..3 {
+        assert!(run(60).is_err(), "a 60-byte frame faults");
+    }
+    assert!(run(200).is_ok());
+    let d = p.map("ring").unwrap().drain_events(10).unwrap();
+    assert_eq!(d.events.len(), 1, "{d:?}");
+    assert_eq!(d.events[0].data, 0x5au64.to_le_bytes());
 }

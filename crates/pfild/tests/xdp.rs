@@ -459,3 +459,23 @@ fn pfilctl_event_pipe_follows_xdpdumps_samples() {
     assert_ne!(code, 0);
     assert!(err.contains("holds entries, not events"), "{err}");
 }
+
+#[test]
+fn pfilctl_event_pipe_reads_a_ring_buffer_written_in_place() {
+    // tests/c/events.c's ring_reserve: per frame, byte 0 & 63 + 1 records
+    // reserved, written and submitted (the synthetic port's frames start
+    // 02 00 00: 3 records of 8 bytes, the frame's first three bytes then
+    // i + 3 ..).
+    let dir = pfil_testnet::TempDir::new("pfil-xdp-ring");
+    let Some(obj) = compile(dir.path(), "events") else {
+        return;
+    };
+    let sock = dir.join("ctl").join("ring.sock");
+    let sock = sock.to_str().unwrap();
+    let hook = format!("xdp:@{} program ring_reserve", obj.display());
+    let _p = spawn_controlled(&["sink", "syn0", "--synthetic", "--hook", &hook], sock);
+    let out = ctl_ok(sock, &["map", "xdp:1", "ring", "event_pipe", "-n", "3"]);
+    assert_eq!(out.matches("== 8 bytes ==").count(), 3, "{out}");
+    assert!(out.contains("\n02 00 00 03 04 05 06 07\n"), "{out}");
+    assert!(out.contains("\n02 00 00 04 05 06 07 08\n"), "{out}");
+}

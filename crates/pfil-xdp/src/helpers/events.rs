@@ -143,3 +143,99 @@ pub(super) unsafe extern "C" fn ringbuf_query(
         None => bad(env, "bpf_ringbuf_query on a map that is not a ringbuf"),
     }
 }
+
+/// `bpf_ringbuf_reserve(map, size, flags)`: a record of `size` bytes the
+/// program writes in place, in its worker's reservation area; null when
+/// the ring is full, `flags` is not 0, or the area is.
+pub(super) unsafe extern "C" fn ringbuf_reserve(
+    map: u64,
+    size: u64,
+    flags: u64,
+    _: u64,
+    _: u64,
+    env: *mut Env,
+) -> u64 {
+    // SAFETY: the engine passes its live Env (HelperFn contract).
+    let env = unsafe { &mut *env };
+    let st = state(env) as *const super::RunState;
+    // SAFETY: RunState is not the Env; the shared borrow lasts this call.
+    let st = unsafe { &*st };
+    let worker = st.worker;
+    let Some(m) = st.map(map) else {
+        return bad(env, "not a map of this program");
+    };
+    let Some(events) = m.events().filter(|_| m.kind() == MapType::Ringbuf) else {
+        return bad(env, "bpf_ringbuf_reserve on a map that is not a ringbuf");
+    };
+    let (start, area) = m.reserve_area(worker);
+    match events.reserve(worker, size, flags, area) {
+        Some(off) => {
+            state(env).reserved += 1;
+            start + off as u64
+        }
+        None => 0,
+    }
+}
+
+/// `bpf_ringbuf_submit` and `_discard`: the record at `rec` (which
+/// `bpf_ringbuf_reserve` gave this worker) goes to the reader, or away.
+fn commit(env: &mut Env, rec: u64, discard: bool) -> u64 {
+    let st = state(env) as *const super::RunState;
+    // SAFETY: RunState is not the Env; the shared borrow lasts this call.
+    let st = unsafe { &*st };
+    for m in st.maps.iter().filter(|m| m.kind() == MapType::Ringbuf) {
+        let (start, area) = m.reserve_area(st.worker);
+        if !(start..start + area as u64).contains(&rec) {
+            continue;
+        }
+        let Some(events) = m.events() else { continue };
+        let off = (rec - start) as usize;
+        let read = |len: usize| env.check(rec, len as u64).ok().map(<[u8]>::to_vec);
+        if events.commit(st.worker, off, discard, read) {
+            state(env).reserved -= 1;
+            return 0;
+        }
+    }
+    bad(
+        env,
+        "bpf_ringbuf_submit or _discard of a record bpf_ringbuf_reserve did not give this \
+         run, or gave back already",
+    )
+}
+
+/// `bpf_ringbuf_submit(data, flags)` (the flags are wake-up hints).
+pub(super) unsafe extern "C" fn ringbuf_submit(
+    rec: u64,
+    _flags: u64,
+    _: u64,
+    _: u64,
+    _: u64,
+    env: *mut Env,
+) -> u64 {
+    // SAFETY: the engine passes its live Env (HelperFn contract).
+    commit(unsafe { &mut *env }, rec, false)
+}
+
+/// `bpf_ringbuf_discard(data, flags)`.
+pub(super) unsafe extern "C" fn ringbuf_discard(
+    rec: u64,
+    _flags: u64,
+    _: u64,
+    _: u64,
+    _: u64,
+    env: *mut Env,
+) -> u64 {
+    // SAFETY: the engine passes its live Env (HelperFn contract).
+    commit(unsafe { &mut *env }, rec, true)
+}
+
+/// After a run that faulted holding records (`RunState::reserved`):
+/// discard them, so that a reader does not wait on them for ever.
+pub(crate) fn abandon(st: &mut super::RunState) {
+    for m in st.maps.iter().filter(|m| m.kind() == MapType::Ringbuf) {
+        if let Some(e) = m.events() {
+            e.abandon(st.worker);
+        }
+    }
+    st.reserved = 0;
+}

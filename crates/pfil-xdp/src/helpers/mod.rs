@@ -17,6 +17,8 @@ use crate::program::Redirect;
 
 mod events;
 mod packet;
+
+pub(crate) use events::abandon as abandon_records;
 mod printk;
 mod tail;
 
@@ -67,6 +69,10 @@ pub struct RunState {
     /// Tail calls taken so far in the current run (`bpf_tail_call`; 0
     /// between runs).
     pub tail_calls: u32,
+    /// Records of `bpf_ringbuf_reserve` held (not submitted or
+    /// discarded): 0 after a run but one that faulted, whose records
+    /// the hook then discards ([`abandon_records`]).
+    pub reserved: u32,
     /// Which program numbers (`n - 1` indexes it) a tail call may run:
     /// the object's programs that loaded.
     pub tail_targets: Arc<[bool]>,
@@ -84,6 +90,7 @@ impl RunState {
             printk: (0, 0, 0),
             program,
             tail_calls: 0,
+            reserved: 0,
             tail_targets: Arc::from(Vec::new()),
             epoch: Instant::now(),
         }
@@ -402,7 +409,7 @@ unsafe extern "C" fn trace_printk(
 
 /// The helpers of an XDP program, by kernel id.
 pub fn xdp_helpers() -> Helpers {
-    let table: [(u32, HelperFn, u8); 22] = [
+    let table: [(u32, HelperFn, u8); 25] = [
         (1, map_lookup_elem, 2),
         (2, map_update_elem, 4),
         (3, map_delete_elem, 2),
@@ -420,6 +427,9 @@ pub fn xdp_helpers() -> Helpers {
         (65, xdp_adjust_tail, 2),
         (125, ktime_get_boot_ns, 0),
         (130, events::ringbuf_output, 4),
+        (131, events::ringbuf_reserve, 3),
+        (132, events::ringbuf_submit, 2),
+        (133, events::ringbuf_discard, 2),
         (134, events::ringbuf_query, 2),
         (160, ktime_get_coarse_ns, 0),
         (188, xdp_get_buff_len, 1),

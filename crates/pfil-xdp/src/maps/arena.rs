@@ -25,7 +25,10 @@ impl Map {
         if matches!(self.kind, MapType::ProgArray | MapType::Xskmap) {
             return ArenaRegion { len: 0, ..all };
         }
-        if !self.kind.per_cpu() || self.workers <= 1 || self.section == 0 {
+        // A ring buffer's arena is its workers' reservation areas
+        // (`bpf_ringbuf_reserve`'s records), one a worker.
+        let areas = self.kind == MapType::Ringbuf;
+        if !(self.kind.per_cpu() || areas) || self.workers <= 1 || self.section == 0 {
             return all;
         }
         let w = worker % self.workers;

@@ -37,6 +37,11 @@ use super::{Map, MapDef, MapError, MapType};
 /// such as xdpdump maps per CPU).
 pub const PERF_RING_BYTES: usize = 64 * 4096;
 
+/// The most bytes of `bpf_ringbuf_reserve` records one worker holds at
+/// once (its reservation area: the ring's size if smaller); past it a
+/// reservation is null, as a full ring's.
+pub const RESERVE_AREA: usize = 1 << 20;
+
 /// `BPF_RB_*` flags of `bpf_ringbuf_output` (wake-up hints: no reader
 /// sleeps on a ring here).
 const BPF_RB_NO_WAKEUP: u64 = 1;
@@ -68,10 +73,33 @@ pub struct Drained {
     pub lost: Vec<(u32, u64)>,
 }
 
+/// One record of a ring.
+#[derive(Debug)]
+enum Rec {
+    /// Written: the bytes.
+    Ready(Vec<u8>),
+    /// Reserved by `bpf_ringbuf_reserve` and not yet submitted: `len`
+    /// bytes at `off` in worker `worker`'s reservation area. A reader
+    /// stops at it, as the kernel's stops at a busy record.
+    Busy {
+        worker: usize,
+        off: usize,
+        len: usize,
+    },
+    /// Discarded (`bpf_ringbuf_discard`): its bytes count until a reader
+    /// passes it, and it gives none.
+    Discarded(usize),
+}
+
 /// One ring: records and the bytes they take.
 #[derive(Debug, Default)]
 pub(crate) struct Ring {
-    records: VecDeque<Vec<u8>>,
+    records: VecDeque<Rec>,
+    /// Ring buffer: each worker's next free byte of its reservation
+    /// area, and its records reserved and not yet submitted or
+    /// discarded.
+    bump: Vec<usize>,
+    held: Vec<u32>,
     /// Bytes taken, as the kernel counts them.
     used: usize,
     lost: u64,
@@ -195,7 +223,7 @@ impl Events {
         rec.extend_from_slice(data);
         rec.extend_from_slice(tail);
         r.used += perf_cost(len);
-        r.records.push_back(rec);
+        r.records.push_back(Rec::Ready(rec));
         0
     }
 
@@ -218,8 +246,106 @@ impl Events {
         }
         r.prod += cost as u64;
         r.used += cost;
-        r.records.push_back(data.to_vec());
+        r.records.push_back(Rec::Ready(data.to_vec()));
         0
+    }
+
+    /// `bpf_ringbuf_reserve` of `size` bytes with `flags` by `worker`,
+    /// whose reservation area has `area` bytes: the record's offset in
+    /// that area, or `None` (the helper's null) when the kernel's would
+    /// fail (flags, a full ring) or the worker's reservations held at
+    /// once would pass its area.
+    pub(crate) fn reserve(
+        &self,
+        worker: usize,
+        size: u64,
+        flags: u64,
+        area: usize,
+    ) -> Option<usize> {
+        let Events::Buffer {
+            size: ring_size,
+            ring,
+        } = self
+        else {
+            return None;
+        };
+        if flags != 0 || size > u64::from(u32::MAX / 4) {
+            return None;
+        }
+        let len = size as usize;
+        let cost = ring_cost(len);
+        let mut r = ring.lock();
+        if cost > *ring_size || (r.prod + cost as u64) - r.cons > (*ring_size as u64) - 1 {
+            return None;
+        }
+        if r.bump.len() <= worker {
+            r.bump.resize(worker + 1, 0);
+            r.held.resize(worker + 1, 0);
+        }
+        let off = r.bump[worker];
+        let end = off + len.div_ceil(8) * 8;
+        if end > area {
+            return None;
+        }
+        r.bump[worker] = end;
+        r.held[worker] += 1;
+        r.prod += cost as u64;
+        r.used += cost;
+        r.records.push_back(Rec::Busy { worker, off, len });
+        Some(off)
+    }
+
+    /// `bpf_ringbuf_submit` (`bytes` reads the record's `len` bytes from
+    /// the reservation area) or `_discard` of `worker`'s record at `off`:
+    /// whether it was one.
+    pub(crate) fn commit(
+        &self,
+        worker: usize,
+        off: usize,
+        discard: bool,
+        bytes: impl FnOnce(usize) -> Option<Vec<u8>>,
+    ) -> bool {
+        let Events::Buffer { ring, .. } = self else {
+            return false;
+        };
+        let mut r = ring.lock();
+        let Some(at) = r.records.iter().position(
+            |x| matches!(x, Rec::Busy { worker: w, off: o, .. } if *w == worker && *o == off),
+        ) else {
+            return false;
+        };
+        let Rec::Busy { len, .. } = r.records[at] else {
+            return false;
+        };
+        r.records[at] = match (discard, bytes(len)) {
+            (false, Some(b)) => Rec::Ready(b),
+            _ => Rec::Discarded(len),
+        };
+        r.held[worker] -= 1;
+        if r.held[worker] == 0 {
+            r.bump[worker] = 0;
+        }
+        true
+    }
+
+    /// Discard every record `worker` reserved and did not give back (its
+    /// run faulted): a reader does not wait on them for ever.
+    pub(crate) fn abandon(&self, worker: usize) {
+        let Events::Buffer { ring, .. } = self else {
+            return;
+        };
+        let mut r = ring.lock();
+        for x in r.records.iter_mut() {
+            if let Rec::Busy { worker: w, len, .. } = *x {
+                if w == worker {
+                    *x = Rec::Discarded(len);
+                }
+            }
+        }
+        if let Some(h) = r.held.get_mut(worker) {
+            *h = 0;
+            r.bump[worker] = 0;
+        }
     }
 
     /// `bpf_ringbuf_query`: available data, size, consumer and producer
@@ -245,13 +371,19 @@ impl Events {
         let take =
             |slot: Option<u32>, r: &mut Ring, out: &mut Drained, cost: fn(usize) -> usize| {
                 while out.events.len() < max {
-                    let Some(data) = r.records.pop_front() else {
-                        break;
+                    let len = match r.records.front() {
+                        Some(Rec::Ready(d)) => d.len(),
+                        Some(Rec::Discarded(len)) => *len,
+                        // Not submitted yet: the reader waits, as the
+                        // kernel's.
+                        Some(Rec::Busy { .. }) | None => break,
                     };
-                    let c = cost(data.len());
+                    let c = cost(len);
                     r.used -= c;
                     r.cons += c as u64;
-                    out.events.push(Event { slot, data });
+                    if let Some(Rec::Ready(data)) = r.records.pop_front() {
+                        out.events.push(Event { slot, data });
+                    }
                 }
                 if r.lost > 0 {
                     out.lost
@@ -310,6 +442,12 @@ impl Map {
     /// The event rings (perf event arrays and ring buffers).
     pub(crate) fn events(&self) -> Option<&Events> {
         self.events.as_ref()
+    }
+
+    /// A ring buffer's reservation area for `worker`: its start and size.
+    pub(crate) fn reserve_area(&self, worker: usize) -> (u64, usize) {
+        let r = self.worker_region(worker);
+        (r.start, r.len as usize)
     }
 }
 

@@ -202,6 +202,19 @@ impl Map {
         let mut m = Map::inert(&def, String::new());
         m.inert = None;
         m.events = Some(events);
+        if def.kind == MapType::Ringbuf {
+            // Each worker's reservation area (`bpf_ringbuf_reserve`'s
+            // records until they are submitted), zeroed pages untouched
+            // until used.
+            let area = (def.max_entries as usize).min(super::events::RESERVE_AREA);
+            let workers = workers.max(1);
+            let zeroed: Box<[u64]> = vec![0u64; area * workers / 8].into_boxed_slice();
+            // SAFETY: as in `Map::new`: UnsafeCell<u64> is
+            // repr(transparent) over u64.
+            m.arena = unsafe { Box::from_raw(Box::into_raw(zeroed) as *mut [UnsafeCell<u64>]) };
+            m.section = area;
+            m.workers = workers;
+        }
         Ok(m)
     }
 }

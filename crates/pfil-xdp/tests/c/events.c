@@ -11,8 +11,12 @@
 // - `ring_sample`: byte 0 the records (1-64: 64 records of 64 bytes do not
 //   fit in 4096 bytes), byte 1 their size (1-64), byte 2 the flags (4 is
 //   not one); then every bpf_ringbuf_query.
-// - `perf_on_array`, `lookup_ringbuf`, `ringbuf_on_hash`: the kernel
-//   refuses each (a map of the wrong type for the helper).
+// - `ring_reserve`: records written in place (bpf_ringbuf_reserve,
+//   _submit, _discard).
+// - `perf_on_array`, `lookup_ringbuf`, `ringbuf_on_hash` (a map of the
+//   wrong type for the helper), `ring_leak`, `ring_unchecked`,
+//   `ring_size_var` (a record not released on a path, not checked for
+//   null, of a size not known): the kernel refuses each.
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
@@ -108,6 +112,101 @@ int ring_sample(struct xdp_md *ctx)
 		__u64 v = bpf_ringbuf_query(&ring, f);
 		bpf_map_update_elem(&query, &f, &v, BPF_ANY);
 	}
+	return XDP_PASS;
+}
+
+struct rec64 { __u32 n; __u32 len; __u8 head[56]; };
+
+/* A record of `reserve_one`'s size, written in place from the frame. */
+#define RESERVE(type)							\
+	do {								\
+		type *r = bpf_ringbuf_reserve(&ring, sizeof(type), 0);	\
+		if (!r) {						\
+			count(-1);					\
+			break;						\
+		}							\
+		__u8 *b = (void *)r;					\
+		for (int j = 0; j < sizeof(type); j++)			\
+			b[j] = j < 3 ? p[j] : i + j;			\
+		if (p[2] & 1) {						\
+			bpf_ringbuf_discard(r, 0);			\
+			count(1);					\
+		} else {						\
+			bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);	\
+			count(0);					\
+		}							\
+	} while (0)
+
+/* bpf_ringbuf_reserve: byte 0 the records (1-64), byte 1 their size (8,
+ * 64 or 200 bytes: a size must be a constant), byte 2 bit 0 discards
+ * them; null (-1 in `rets`) when the ring is full. Then every
+ * bpf_ringbuf_query. */
+SEC("xdp")
+int ring_reserve(struct xdp_md *ctx)
+{
+	__u8 *p = (void *)(long)ctx->data;
+	__u32 n;
+
+	if ((void *)(p + 3) > (void *)(long)ctx->data_end)
+		return XDP_PASS;
+	n = (p[0] & 63) + 1;
+	for (__u32 i = 0; i < 64 && i < n; i++) {
+		switch (p[1] % 3) {
+		case 0: RESERVE(__u64); break;
+		case 1: RESERVE(struct rec64); break;
+		default: RESERVE(struct { __u8 b[200]; }); break;
+		}
+	}
+	for (__u32 f = 0; f < 5; f++) {
+		__u64 v = bpf_ringbuf_query(&ring, f);
+		bpf_map_update_elem(&query, &f, &v, BPF_ANY);
+	}
+	return XDP_PASS;
+}
+
+/* pfil only (the kernel cannot prove the packet read): a record held
+ * when the run faults on a short frame (a read 100 bytes in). */
+SEC("xdp")
+int ring_fault(struct xdp_md *ctx)
+{
+	__u8 *p = (void *)(long)ctx->data;
+	__u64 *r = bpf_ringbuf_reserve(&ring, 8, 0);
+
+	if (!r)
+		return XDP_PASS;
+	*r = *(volatile __u8 *)(p + 100 + (ctx->rx_queue_index & 1));
+	bpf_ringbuf_submit(r, 0);
+	return XDP_PASS;
+}
+
+/* The kernel refuses each: a record kept on one path, one submitted
+ * before its null check, one of a size it cannot know. */
+SEC("xdp")
+int ring_leak(struct xdp_md *ctx)
+{
+	__u64 *r = bpf_ringbuf_reserve(&ring, 8, 0);
+
+	if (r && ctx->rx_queue_index == 0)
+		bpf_ringbuf_submit(r, 0);
+	return XDP_PASS;
+}
+
+SEC("xdp")
+int ring_unchecked(struct xdp_md *ctx)
+{
+	__u64 *r = bpf_ringbuf_reserve(&ring, 8, 0);
+
+	bpf_ringbuf_submit(r, 0);
+	return XDP_PASS;
+}
+
+SEC("xdp")
+int ring_size_var(struct xdp_md *ctx)
+{
+	__u64 *r = bpf_ringbuf_reserve(&ring, (ctx->rx_queue_index & 7) + 8, 0);
+
+	if (r)
+		bpf_ringbuf_submit(r, 0);
 	return XDP_PASS;
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// REFUSE: BPF_MAP_TYPE_RINGBUF + bpf_ringbuf_reserve/submit (131/132) and
-// bpf_ringbuf_output (130): a packet sampler.
+// BPF_MAP_TYPE_RINGBUF + bpf_ringbuf_reserve/submit (131/132) and
+// bpf_ringbuf_output (130): a packet sampler. (Written to be refused;
+// runs since pfil has ring buffers.)
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
