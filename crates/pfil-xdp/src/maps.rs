@@ -47,6 +47,7 @@ mod events;
 mod lru;
 mod lru_map;
 mod make;
+mod ring;
 mod table;
 #[cfg(test)]
 mod table_tests;

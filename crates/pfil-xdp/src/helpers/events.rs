@@ -13,19 +13,22 @@ use crate::maps::MapType;
 const INDEX_MASK: u64 = 0xffff_ffff;
 const CTXLEN_MASK: u64 = 0xf_ffff << 32;
 
-/// The `len` bytes a program passed at `addr`, or the fault of a bad
-/// pointer (the kernel's verifier proves them readable).
-fn arg_bytes(env: &mut Env, addr: u64, len: u64, what: &'static str) -> Option<Vec<u8>> {
+/// Whether the `len` bytes at `addr` are the program's to read (the
+/// kernel's verifier proves them readable); else the fault `what`.
+fn readable(env: &mut Env, addr: u64, len: u64, what: &'static str) -> bool {
+    if len == 0 || env.check(addr, len).is_ok() {
+        return true;
+    }
+    bad(env, what);
+    false
+}
+
+/// The `len` bytes at `addr`, checked readable ([`readable`]).
+fn bytes(env: &Env, addr: u64, len: u64) -> &[u8] {
     if len == 0 {
-        return Some(Vec::new());
+        return &[];
     }
-    match env.check(addr, len) {
-        Ok(b) => Some(b.to_vec()),
-        Err(_) => {
-            bad(env, what);
-            None
-        }
-    }
+    env.check(addr, len).unwrap_or(&[])
 }
 
 /// `bpf_perf_event_output(ctx, map, flags, data, size)`: a record of
@@ -63,28 +66,27 @@ pub(super) unsafe extern "C" fn perf_event_output(
     if want > end - start {
         return EFAULT as u64;
     }
-    let Some(bytes) = arg_bytes(
+    if !readable(
         env,
         data,
         size,
         "bpf_perf_event_output: data outside the program's memory",
-    ) else {
-        return 0;
-    };
-    let Some(packet) = arg_bytes(
+    ) || !readable(
         env,
         start,
         want,
         "bpf_perf_event_output: packet bytes out of reach",
-    ) else {
+    ) {
         return 0;
-    };
+    }
+    // (No copy but into the ring: the slices are where the program's
+    // data and the packet lie.)
     events.perf_output(
         st.worker,
         flags & INDEX_MASK,
         m.max_entries(),
-        &bytes,
-        &packet,
+        bytes(env, data, size),
+        bytes(env, start, want),
     ) as u64
 }
 
@@ -109,15 +111,15 @@ pub(super) unsafe extern "C" fn ringbuf_output(
     let Some(events) = m.events().filter(|_| m.kind() == MapType::Ringbuf) else {
         return bad(env, "bpf_ringbuf_output on a map that is not a ringbuf");
     };
-    let Some(bytes) = arg_bytes(
+    if !readable(
         env,
         data,
         size,
         "bpf_ringbuf_output: data outside the program's memory",
-    ) else {
+    ) {
         return 0;
-    };
-    events.ring_output(&bytes, flags) as u64
+    }
+    events.ring_output(bytes(env, data, size), flags) as u64
 }
 
 /// `bpf_ringbuf_query(map, flags)`: the ring buffer's available data,
@@ -190,8 +192,13 @@ fn commit(env: &mut Env, rec: u64, discard: bool) -> u64 {
         }
         let Some(events) = m.events() else { continue };
         let off = (rec - start) as usize;
-        let read = |len: usize| env.check(rec, len as u64).ok().map(<[u8]>::to_vec);
-        if events.commit(st.worker, off, discard, read) {
+        let Some(len) = events.held_len(st.worker, off) else {
+            continue;
+        };
+        // The record's bytes lie in the worker's area (a region of its
+        // own), copied into the ring here.
+        let b = (!discard).then(|| bytes(env, rec, len as u64));
+        if events.commit(st.worker, off, b) {
             state(env).reserved -= 1;
             return 0;
         }

@@ -27,10 +27,9 @@
 //! Nothing here blocks a worker for long: a ring is a mutex the control
 //! side holds only to take the records out.
 
-use std::collections::VecDeque;
-
 use parking_lot::Mutex;
 
+use super::ring::Ring;
 use super::{Map, MapDef, MapError, MapType};
 
 /// Bytes of records one worker's perf ring holds (64 pages, as a reader
@@ -73,41 +72,6 @@ pub struct Drained {
     pub lost: Vec<(u32, u64)>,
 }
 
-/// One record of a ring.
-#[derive(Debug)]
-enum Rec {
-    /// Written: the bytes.
-    Ready(Vec<u8>),
-    /// Reserved by `bpf_ringbuf_reserve` and not yet submitted: `len`
-    /// bytes at `off` in worker `worker`'s reservation area. A reader
-    /// stops at it, as the kernel's stops at a busy record.
-    Busy {
-        worker: usize,
-        off: usize,
-        len: usize,
-    },
-    /// Discarded (`bpf_ringbuf_discard`): its bytes count until a reader
-    /// passes it, and it gives none.
-    Discarded(usize),
-}
-
-/// One ring: records and the bytes they take.
-#[derive(Debug, Default)]
-pub(crate) struct Ring {
-    records: VecDeque<Rec>,
-    /// Ring buffer: each worker's next free byte of its reservation
-    /// area, and its records reserved and not yet submitted or
-    /// discarded.
-    bump: Vec<usize>,
-    held: Vec<u32>,
-    /// Bytes taken, as the kernel counts them.
-    used: usize,
-    lost: u64,
-    /// Ring buffer: the kernel's producer and consumer positions.
-    prod: u64,
-    cons: u64,
-}
-
 /// An event map's rings.
 #[derive(Debug)]
 pub(crate) enum Events {
@@ -145,7 +109,9 @@ impl Events {
                 }
                 let slots = workers.max(1).min(n);
                 Ok(Events::Perf(
-                    (0..slots).map(|_| Mutex::new(Ring::default())).collect(),
+                    (0..slots)
+                        .map(|_| Mutex::new(Ring::new(PERF_RING_BYTES)))
+                        .collect(),
                 ))
             }
             _ => {
@@ -174,7 +140,7 @@ impl Events {
                 }
                 Ok(Events::Buffer {
                     size: n,
-                    ring: Mutex::new(Ring::default()),
+                    ring: Mutex::new(Ring::new(n)),
                 })
             }
         }
@@ -212,18 +178,13 @@ impl Events {
         if i != worker {
             return EOPNOTSUPP;
         }
-        let len = data.len() + tail.len();
+        let cost = perf_cost(data.len() + tail.len());
         let mut r = ring.lock();
-        // The kernel's perf_output_begin: CIRC_SPACE, the size less one.
-        if r.used + perf_cost(len) > PERF_RING_BYTES - 1 {
+        if !r.fits(cost) {
             r.lost += 1;
             return ENOSPC;
         }
-        let mut rec = Vec::with_capacity(len);
-        rec.extend_from_slice(data);
-        rec.extend_from_slice(tail);
-        r.used += perf_cost(len);
-        r.records.push_back(Rec::Ready(rec));
+        r.push(cost, &[data, tail]);
         0
     }
 
@@ -231,7 +192,7 @@ impl Events {
     /// kernel's errno.
     pub(crate) fn ring_output(&self, data: &[u8], flags: u64) -> i64 {
         const EAGAIN: i64 = -11;
-        let Events::Buffer { size, ring } = self else {
+        let Events::Buffer { ring, .. } = self else {
             return -22;
         };
         if flags & !(BPF_RB_NO_WAKEUP | BPF_RB_FORCE_WAKEUP) != 0 {
@@ -239,14 +200,11 @@ impl Events {
         }
         let cost = ring_cost(data.len());
         let mut r = ring.lock();
-        // The kernel's __bpf_ringbuf_reserve: the record whole, and the
-        // producer then less than the size past the consumer.
-        if cost > *size || (r.prod + cost as u64) - r.cons > (*size as u64) - 1 {
+        if !r.fits(cost) {
+            r.lost += 1;
             return EAGAIN;
         }
-        r.prod += cost as u64;
-        r.used += cost;
-        r.records.push_back(Rec::Ready(data.to_vec()));
+        r.push(cost, &[data]);
         0
     }
 
@@ -262,11 +220,7 @@ impl Events {
         flags: u64,
         area: usize,
     ) -> Option<usize> {
-        let Events::Buffer {
-            size: ring_size,
-            ring,
-        } = self
-        else {
+        let Events::Buffer { ring, .. } = self else {
             return None;
         };
         if flags != 0 || size > u64::from(u32::MAX / 4) {
@@ -275,76 +229,36 @@ impl Events {
         let len = size as usize;
         let cost = ring_cost(len);
         let mut r = ring.lock();
-        if cost > *ring_size || (r.prod + cost as u64) - r.cons > (*ring_size as u64) - 1 {
+        if !r.fits(cost) {
+            r.lost += 1;
             return None;
         }
-        if r.bump.len() <= worker {
-            r.bump.resize(worker + 1, 0);
-            r.held.resize(worker + 1, 0);
-        }
-        let off = r.bump[worker];
-        let end = off + len.div_ceil(8) * 8;
-        if end > area {
-            return None;
-        }
-        r.bump[worker] = end;
-        r.held[worker] += 1;
-        r.prod += cost as u64;
-        r.used += cost;
-        r.records.push_back(Rec::Busy { worker, off, len });
-        Some(off)
+        r.reserve(worker, len, cost, area)
     }
 
-    /// `bpf_ringbuf_submit` (`bytes` reads the record's `len` bytes from
-    /// the reservation area) or `_discard` of `worker`'s record at `off`:
-    /// whether it was one.
-    pub(crate) fn commit(
-        &self,
-        worker: usize,
-        off: usize,
-        discard: bool,
-        bytes: impl FnOnce(usize) -> Option<Vec<u8>>,
-    ) -> bool {
-        let Events::Buffer { ring, .. } = self else {
-            return false;
-        };
-        let mut r = ring.lock();
-        let Some(at) = r.records.iter().position(
-            |x| matches!(x, Rec::Busy { worker: w, off: o, .. } if *w == worker && *o == off),
-        ) else {
-            return false;
-        };
-        let Rec::Busy { len, .. } = r.records[at] else {
-            return false;
-        };
-        r.records[at] = match (discard, bytes(len)) {
-            (false, Some(b)) => Rec::Ready(b),
-            _ => Rec::Discarded(len),
-        };
-        r.held[worker] -= 1;
-        if r.held[worker] == 0 {
-            r.bump[worker] = 0;
+    /// The length of `worker`'s record at `off` in its reservation area,
+    /// if it holds one there.
+    pub(crate) fn held_len(&self, worker: usize, off: usize) -> Option<usize> {
+        match self {
+            Events::Buffer { ring, .. } => ring.lock().held_len(worker, off),
+            Events::Perf(_) => None,
         }
-        true
+    }
+
+    /// `bpf_ringbuf_submit` of `worker`'s record at `off` (its `bytes`)
+    /// or `_discard` (`None`): whether it held one there.
+    pub(crate) fn commit(&self, worker: usize, off: usize, bytes: Option<&[u8]>) -> bool {
+        match self {
+            Events::Buffer { ring, .. } => ring.lock().commit(worker, off, bytes),
+            Events::Perf(_) => false,
+        }
     }
 
     /// Discard every record `worker` reserved and did not give back (its
     /// run faulted): a reader does not wait on them for ever.
     pub(crate) fn abandon(&self, worker: usize) {
-        let Events::Buffer { ring, .. } = self else {
-            return;
-        };
-        let mut r = ring.lock();
-        for x in r.records.iter_mut() {
-            if let Rec::Busy { worker: w, len, .. } = *x {
-                if w == worker {
-                    *x = Rec::Discarded(len);
-                }
-            }
-        }
-        if let Some(h) = r.held.get_mut(worker) {
-            *h = 0;
-            r.bump[worker] = 0;
+        if let Events::Buffer { ring, .. } = self {
+            ring.lock().abandon(worker);
         }
     }
 
@@ -370,21 +284,8 @@ impl Events {
         let mut out = Drained::default();
         let take =
             |slot: Option<u32>, r: &mut Ring, out: &mut Drained, cost: fn(usize) -> usize| {
-                while out.events.len() < max {
-                    let len = match r.records.front() {
-                        Some(Rec::Ready(d)) => d.len(),
-                        Some(Rec::Discarded(len)) => *len,
-                        // Not submitted yet: the reader waits, as the
-                        // kernel's.
-                        Some(Rec::Busy { .. }) | None => break,
-                    };
-                    let c = cost(len);
-                    r.used -= c;
-                    r.cons += c as u64;
-                    if let Some(Rec::Ready(data)) = r.records.pop_front() {
-                        out.events.push(Event { slot, data });
-                    }
-                }
+                let room = max.saturating_sub(out.events.len());
+                r.drain(room, cost, |data| out.events.push(Event { slot, data }));
                 if r.lost > 0 {
                     out.lost
                         .push((slot.unwrap_or(0), std::mem::take(&mut r.lost)));
