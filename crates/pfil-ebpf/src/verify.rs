@@ -643,6 +643,7 @@ pub(crate) fn verify(
         as_kernel: Default::default(),
         void: std::cell::RefCell::new(vec![false; starts.len()]),
         callbacks: &opts.callbacks,
+        deferred: Default::default(),
     }
     .run(opts)?;
     if !unknown.is_empty() {

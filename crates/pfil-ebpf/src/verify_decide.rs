@@ -84,6 +84,16 @@ impl Flow<'_> {
                 .then_some((pc, op == BPF_JLE));
         }
         let jmp32 = i.class() == BPF_JMP32;
+        if i.class() == BPF_JMP
+            && i.code & BPF_X == 0
+            && i.imm == 0
+            && matches!(i.op(), BPF_JEQ | BPF_JNE)
+            && st.ty[i.dst as usize] & KIND == RING
+        {
+            // A record checked not null is not 0 (the kernel prunes the
+            // other edge: on it the record would be held for ever).
+            return Some((pc, i.op() == BPF_JNE));
+        }
         if !(i.class() == BPF_JMP || jmp32) || i.code & BPF_X != 0 || st.ty[i.dst as usize] != OTHER
         {
             return None;

@@ -51,6 +51,12 @@ pub(super) struct Flow<'a> {
     /// First pcs of the functions that are callbacks
     /// ([`LoadOptions::callbacks`]).
     pub callbacks: &'a [usize],
+    /// Set by `run` where a rule of the records of `bpf_ringbuf_reserve`
+    /// (released on every path, by a record's own pointer) fails on a
+    /// state where paths met: `paths.rs` decides it path by path, as
+    /// the kernel does (clang merges two releases of different records
+    /// into one call).
+    pub deferred: std::cell::Cell<bool>,
 }
 
 /// What [`Flow::run`] found: each pc's access, the inlined lookups, the
@@ -330,7 +336,7 @@ impl Flow<'_> {
                 }
             }
         }
-        if unset {
+        if unset || self.deferred.get() {
             self.as_kernel.set(true);
             let paths = self.paths(opts, &head);
             self.as_kernel.set(false);
@@ -421,23 +427,23 @@ impl Flow<'_> {
             );
         }
         if i.code == BPF_JMP | BPF_EXIT && st.refs != 0 {
-            return err(
+            self.ring_rule(
                 pc,
                 "a record of bpf_ringbuf_reserve is neither submitted nor discarded on a path \
                  to this exit (the kernel refuses it: an unreleased reference; pfil wants it \
                  released in the function that reserved it)",
-            );
+            )?;
         }
         if i.code == BPF_JMP | BPF_CALL
             && i.src == 0
             && i.imm as u32 == helper::TAIL_CALL
             && st.refs != 0
         {
-            return err(
+            self.ring_rule(
                 pc,
                 "bpf_tail_call with a record of bpf_ringbuf_reserve not submitted or discarded \
                  (the kernel refuses it: the reference would leak)",
-            );
+            )?;
         }
         let mut out = *st;
         out.init = (st.init & !u.kills) | u.writes | bit(10);
@@ -545,6 +551,30 @@ impl Flow<'_> {
                     OTHER
                 },
             );
+        } else if i.class() == BPF_ALU64
+            && matches!(i.op(), BPF_ADD | BPF_SUB)
+            && dty & KIND == RING
+            && !(i.code & BPF_X != 0 && st.pointer(sr))
+        {
+            // A record's pointer moved: by a known amount, still its
+            // (the offset kept, so it may come back to the start); else
+            // a number, its accesses checked at run time.
+            let moved = amount(i, st)
+                .map(|k| {
+                    if i.op() == BPF_SUB {
+                        (k as i64).wrapping_neg()
+                    } else {
+                        k as i64
+                    }
+                })
+                .and_then(|k| ring_moved(dty, k));
+            match moved {
+                Some(t) => {
+                    out.copy(d, st, d);
+                    out.ty[d] = t;
+                }
+                None => out.set(d, OTHER),
+            }
         } else if i.code == BPF_ALU64 | BPF_ADD | BPF_K && dty & KIND == PKT {
             // base + k: still a packet pointer while 0 <= k < 2^16.
             let k = (dty & !KIND) as i64 + i.imm as i64;
@@ -609,7 +639,7 @@ impl Flow<'_> {
             // The helper's contract (see `Helpers`): null or the value.
             out.set(0, NULLABLE | (st.ty[1] & !KIND));
         } else if i.code == BPF_JMP | BPF_CALL && i.src == 0 {
-            ring_call(pc, i.imm as u32, st, &mut out)?;
+            self.ring_call(pc, i.imm as u32, st, &mut out)?;
         }
         let mut call = None;
         if let Ok(k) = self.calls.binary_search_by_key(&pc, |c| c.0) {
@@ -650,56 +680,71 @@ impl Flow<'_> {
     }
 }
 
-/// `bpf_ringbuf_reserve`'s record (a reference, r0 a record that may be
-/// null, of the size r2 says), and its release by `bpf_ringbuf_submit`
-/// or `_discard` (every copy of r1 forgotten), as the kernel tracks
-/// acquired references.
-fn ring_call(pc: usize, id: u32, st: &State, out: &mut State) -> Result<()> {
-    match id {
-        helper::RINGBUF_RESERVE => {
-            let Some(size) = st.known(2) else {
-                return err(
-                    pc,
-                    "bpf_ringbuf_reserve of a size that is not a known constant (the kernel \
-                     refuses it)",
-                );
-            };
-            if size > u64::from(RING_SIZE) {
-                return err(
-                    pc,
-                    format!("bpf_ringbuf_reserve of {size} bytes: pfil reserves under 16 MiB"),
-                );
+impl Flow<'_> {
+    /// `bpf_ringbuf_reserve`'s record (a reference, r0 a record that may be
+    /// null, of the size r2 says), and its release by `bpf_ringbuf_submit`
+    /// or `_discard` (every copy of r1 forgotten), as the kernel tracks
+    /// acquired references.
+    fn ring_call(&self, pc: usize, id: u32, st: &State, out: &mut State) -> Result<()> {
+        match id {
+            helper::RINGBUF_RESERVE => {
+                // The kernel wants a constant; pfil takes a bound, which a
+                // join of the paths' constants gives (clang merges two
+                // reserves of different sizes into one).
+                if st.ty[2] != OTHER
+                    || (st.known(2).is_none() && st.bound(2) > u64::from(u32::MAX / 4))
+                {
+                    return err(
+                        pc,
+                        "bpf_ringbuf_reserve of a size that is not a known constant (the kernel \
+                         refuses it)",
+                    );
+                }
+                let n = (!st.refs).trailing_zeros();
+                if n >= 8 {
+                    return err(
+                        pc,
+                        "more than 8 records of bpf_ringbuf_reserve held at once (pfil's limit)",
+                    );
+                }
+                out.set(0, RING_NULL | (n << RING_REF_SHIFT) | RING_OFF_BIAS as u32);
+                out.hi[0] = st.bound(2);
+                out.refs |= 1 << n;
             }
-            let n = (!st.refs).trailing_zeros();
-            if n >= 8 {
-                return err(
-                    pc,
-                    "more than 8 records of bpf_ringbuf_reserve held at once (pfil's limit)",
-                );
+            helper::RINGBUF_SUBMIT | helper::RINGBUF_DISCARD => {
+                let t = st.ty[1];
+                if t & KIND != RING || ring_off(t) != 0 {
+                    let name = helper::name(id).unwrap_or("helper");
+                    let what = match t & KIND {
+                        RING_NULL => "a record that may be null (check it first)".to_owned(),
+                        RING => format!("a record moved {} bytes from its start", ring_off(t)),
+                        RING_GONE => "a record submitted or discarded already".to_owned(),
+                        _ => "not a record bpf_ringbuf_reserve returned (or one reserved in \
+                              another function, or moved by an amount not known)"
+                            .to_owned(),
+                    };
+                    return self.ring_rule(
+                        pc,
+                        format!("bpf_{name}'s first argument is {what} (the kernel refuses it)"),
+                    );
+                }
+                out.release(ring_ref(t), false);
             }
-            out.set(0, RING_NULL | (n << RING_REF_SHIFT) | size as u32);
-            out.refs |= 1 << n;
+            _ => {}
         }
-        helper::RINGBUF_SUBMIT | helper::RINGBUF_DISCARD => {
-            let t = st.ty[1];
-            if t & KIND != RING {
-                let name = helper::name(id).unwrap_or("helper");
-                let what = if t & KIND == RING_NULL {
-                    "a record that may be null (check it first)"
-                } else {
-                    "not a record bpf_ringbuf_reserve returned, or one moved from its start, \
-                     or one reserved in another function"
-                };
-                return err(
-                    pc,
-                    format!("bpf_{name}'s first argument is {what} (the kernel refuses it)"),
-                );
-            }
-            out.release(ring_ref(t), false);
-        }
-        _ => {}
+        Ok(())
     }
-    Ok(())
+
+    /// A rule of the records of `bpf_ringbuf_reserve` broken at `pc`:
+    /// refused in `paths.rs` (path by path); in `run`, where paths met,
+    /// noted for `paths.rs` to decide ([`Flow::deferred`]).
+    fn ring_rule(&self, pc: usize, msg: impl Into<String>) -> Result<()> {
+        if self.as_kernel.get() {
+            return err(pc, msg.into());
+        }
+        self.deferred.set(true);
+        Ok(())
+    }
 }
 
 #[path = "verify_decide.rs"]

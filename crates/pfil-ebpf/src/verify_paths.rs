@@ -30,9 +30,12 @@ use crate::verify::err;
 /// The most states kept apart at one head.
 const SPLITS: usize = 16;
 
-/// What keeps states apart: the registers initialised, and those known to
-/// be 0 or 1 exactly (flags: two bits a register, 0 and 1 told apart).
-fn key(st: &State) -> (u16, u32) {
+/// What keeps states apart: the registers initialised, those known to
+/// be 0 or 1 exactly (flags: two bits a register, 0 and 1 told apart),
+/// and the records of `bpf_ringbuf_reserve` held and where they are
+/// (registers and spilled slots holding one, by type: a release is
+/// decided on each path's own).
+fn key(st: &State) -> (u16, u32, u8, u64) {
     let mut flags = 0u32;
     for r in 0..11 {
         if st.init & (1 << r) != 0 {
@@ -41,7 +44,14 @@ fn key(st: &State) -> (u16, u32) {
             }
         }
     }
-    (st.init, flags)
+    let ring = |t: u32| matches!(t & KIND, RING | RING_NULL | RING_GONE);
+    let mut records = 0u64;
+    for (i, &t) in st.ty.iter().chain(st.slot.iter()).enumerate() {
+        if ring(t) {
+            records = records.rotate_left(7) ^ u64::from(t) ^ (i as u64) << 40;
+        }
+    }
+    (st.init, flags, st.refs, records)
 }
 
 /// The states at one head, each with how often it changed (widened past

@@ -74,7 +74,9 @@ pub(super) fn pointer_alu(pc: usize, i: &Insn, st: &State) -> Result<()> {
     // (Not a map value that may be null, which the kernel refuses too:
     // a copy of it checked for null is not known here to be checked.)
     let kind = match t & KIND {
-        MAP => Some("a map pointer"),
+        MAP | MAPS => Some("a map pointer"),
+        RING_NULL => Some("a record that may be null"),
+        RING_GONE => Some("a record submitted or discarded"),
         PKT_END => Some("data_end"),
         _ => None,
     };
@@ -109,6 +111,8 @@ pub(super) fn helper_args(pc: usize, id: u32, st: &State, maps: &[MapRef]) -> Re
     let name = helper::name(id).unwrap_or("helper");
     let kind = |t: u32| match t & KIND {
         MAP => "a map",
+        MAPS => "one of several maps",
+        RING | RING_NULL | RING_GONE => "a record of bpf_ringbuf_reserve",
         NULLABLE => "a map value that may be null",
         VALUE | CONST => "a map value",
         PKT => "a packet pointer",
@@ -119,6 +123,15 @@ pub(super) fn helper_args(pc: usize, id: u32, st: &State, maps: &[MapRef]) -> Re
         _ if t == CTX => "the context",
         _ => "a scalar",
     };
+    if let Some(r) = (1..6).find(|&r| st.ty[r] & KIND == RING_GONE) {
+        return err(
+            pc,
+            format!(
+                "bpf_{name}'s r{r} is a record submitted or discarded already (the kernel \
+                 refuses it)"
+            ),
+        );
+    }
     let t = st.ty[1];
     // The register a helper takes its map in (bpf_tail_call,
     // bpf_perf_event_output: the second; the others the first).
@@ -138,9 +151,20 @@ pub(super) fn helper_args(pc: usize, id: u32, st: &State, maps: &[MapRef]) -> Re
     // The map's type against the helper's (a prog array for
     // bpf_tail_call alone, a ring buffer for the bpf_ringbuf_* helpers
     // alone...).
-    if takes_map && st.ty[mr] & KIND == MAP {
-        if let Some(m) = maps.get((st.ty[mr] & !KIND) as usize) {
+    if takes_map {
+        // Every map the register may hold (a set where paths joined).
+        let set = map_set(st.ty[mr]).unwrap_or(0);
+        for (_, m) in maps
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i < 24 && set & (1 << i) != 0)
+        {
             if let Err(e) = crate::maps::map_fits(id, m.map_type) {
+                let e = if st.ty[mr] & KIND == MAPS {
+                    format!("{e}; the map is one of several, by the path that reaches here")
+                } else {
+                    e
+                };
                 return err(pc, e);
             }
         }
@@ -155,7 +179,7 @@ pub(super) fn helper_args(pc: usize, id: u32, st: &State, maps: &[MapRef]) -> Re
             ),
         );
     }
-    if takes_map && !map_arg && st.pointer(mr) && st.ty[mr] & KIND != MAP {
+    if takes_map && !map_arg && st.pointer(mr) && map_set(st.ty[mr]).is_none() {
         return err(
             pc,
             format!(
@@ -164,7 +188,7 @@ pub(super) fn helper_args(pc: usize, id: u32, st: &State, maps: &[MapRef]) -> Re
             ),
         );
     }
-    if map_arg && st.pointer(1) && t & KIND != MAP {
+    if map_arg && st.pointer(1) && map_set(t).is_none() {
         return err(
             pc,
             format!(
@@ -291,6 +315,9 @@ impl Flow<'_> {
                 ),
             );
         }
+        if matches!(ty & KIND, RING | RING_NULL | RING_GONE) && self.kernel_rules {
+            ring_access(pc, ty, st.hi[base as usize], off, size)?;
+        }
         if (ty == CTX_MOD || ty & KIND == CTX_OFF) && self.kernel_rules {
             return err(
                 pc,
@@ -375,6 +402,38 @@ impl Flow<'_> {
             }
         }
         Ok(Access::Checked)
+    }
+}
+
+/// An access of `size` bytes at `off` through a record pointer `ty` of
+/// a record of (at most) `mem` bytes: refused where the kernel refuses
+/// it (null, released, outside the record); inside it, checked at run
+/// time as any other.
+fn ring_access(pc: usize, ty: u32, mem: u64, off: i64, size: i64) -> Result<()> {
+    match ty & KIND {
+        RING_NULL => err(
+            pc,
+            "access through a record of bpf_ringbuf_reserve that may be null (the kernel \
+             refuses it: check it first)",
+        ),
+        RING_GONE => err(
+            pc,
+            "access through a record already submitted or discarded (the kernel refuses it: \
+             invalid mem access after a release)",
+        ),
+        _ => {
+            let at = ring_off(ty) + off;
+            if at < 0 || (at + size) as u64 > mem {
+                return err(
+                    pc,
+                    format!(
+                        "access of {size} bytes at offset {at} of a record of {mem} bytes \
+                         (outside it: the kernel refuses it)"
+                    ),
+                );
+            }
+            Ok(())
+        }
     }
 }
 

@@ -43,20 +43,53 @@ pub(super) const CONST: u32 = 0x7000_0000;
 pub(super) const CONST_OFF: u32 = (1 << 20) - 1;
 
 /// A `bpf_ringbuf_reserve` record that may be null: its reference (0-7)
-/// in bits 24..27 ([`RING_REF_SHIFT`]), its size in the low 24 bits
-/// ([`RING_SIZE`]).
+/// in bits 24..27 ([`RING_REF_SHIFT`]), its offset from the record's
+/// start, biased by [`RING_OFF_BIAS`], in the low 24 bits; the record's
+/// size (or the most it may be) in the register's `hi`.
 pub(super) const RING_NULL: u32 = 0x9000_0000;
 /// A `bpf_ringbuf_reserve` record checked not null (bits as
 /// [`RING_NULL`]'s).
 pub(super) const RING: u32 = 0xa000_0000;
+/// A record submitted or discarded: a pointer to it may not be used (the
+/// kernel's "invalid mem access" after a release).
+pub(super) const RING_GONE: u32 = 0xc000_0000;
 /// [`RING_NULL`]'s and [`RING`]'s reference bits' shift.
 pub(super) const RING_REF_SHIFT: u32 = 24;
-/// [`RING_NULL`]'s and [`RING`]'s size bits: a record under 16 MiB.
-pub(super) const RING_SIZE: u32 = (1 << 24) - 1;
+/// The bias of a record pointer's offset (0 is the record's start).
+pub(super) const RING_OFF_BIAS: i64 = 1 << 23;
+
+/// One of several maps, which paths joined here gave the register: the
+/// maps' indexes as a set in the low 24 bits (bit `m`: map `m`). A
+/// helper given one checks every map of the set (the kernel follows
+/// each path apart, and refuses a map of the wrong type on any).
+pub(super) const MAPS: u32 = 0xb000_0000;
+
+/// The maps a [`MAP`] or [`MAPS`] register may hold, as a [`MAPS`] set;
+/// `None` past the 24 a set holds.
+pub(super) fn map_set(t: u32) -> Option<u32> {
+    match t & KIND {
+        MAP => (t & !KIND < 24).then(|| 1 << (t & !KIND)),
+        MAPS => Some(t & !KIND),
+        _ => None,
+    }
+}
 
 /// The reference of a record type ([`RING_NULL`], [`RING`]).
 pub(super) fn ring_ref(t: u32) -> u32 {
     (t >> RING_REF_SHIFT) & 7
+}
+
+/// The offset from its record's start of a record pointer.
+pub(super) fn ring_off(t: u32) -> i64 {
+    i64::from(t & 0xff_ffff) - RING_OFF_BIAS
+}
+
+/// The record pointer `t` moved by `k`, or `None` out of the range kept.
+pub(super) fn ring_moved(t: u32, k: i64) -> Option<u32> {
+    let off = ring_off(t).checked_add(k)?;
+    (-RING_OFF_BIAS..RING_OFF_BIAS)
+        .contains(&off)
+        .then(|| (t & !0xff_ffff) | (off + RING_OFF_BIAS) as u32)
 }
 
 /// The largest packet offset tracked (the kernel's `MAX_PACKET_OFF`):
@@ -137,13 +170,20 @@ impl State {
                 if null {
                     self.exact(r, 0);
                 } else {
-                    self.set(r, OTHER);
+                    self.set(r, RING_GONE);
                 }
             }
         }
         for k in 0..64 {
             if held(self.slot[k]) {
-                self.slot[k] = OTHER;
+                // A spilled copy found null stays a record that may be
+                // null (what it is where this path joins the one where
+                // it is not; a fill here is 0 at run time).
+                self.slot[k] = if null {
+                    RING_NULL | (self.slot[k] & !KIND)
+                } else {
+                    RING_GONE
+                };
             }
         }
     }
@@ -326,8 +366,16 @@ impl State {
         m.range = self.range.min(o.range);
         m.spilled = self.spilled & o.spilled;
         for k in 0..64 {
-            if m.slot[k] != o.slot[k] {
-                m.slot[k] = OTHER;
+            let (x, y) = (m.slot[k], o.slot[k]);
+            if x != y {
+                // A record spilled on both paths, null on one: one that
+                // may be null.
+                let ring = |t: u32| matches!(t & KIND, RING | RING_NULL);
+                m.slot[k] = if ring(x) && ring(y) && x & !KIND == y & !KIND {
+                    RING_NULL | (x & !KIND)
+                } else {
+                    OTHER
+                };
             }
         }
         m.past = if self.past == 0 || o.past == 0 {
@@ -387,6 +435,20 @@ impl State {
                 m.vmax[r] = vmax as u32;
                 m.vrange[r] = vrange;
                 fresh |= 1 << r;
+            } else if let Some(t) = ring_or_null(self, o, r) {
+                // A record on one path, null (or none reserved) on the
+                // other: a record that may be null, as the kernel's
+                // paths give it, to be checked again.
+                let size = if matches!(a & KIND, RING | RING_NULL) {
+                    self.hi[r]
+                } else {
+                    o.hi[r]
+                };
+                m.set(r, t);
+                m.hi[r] = size;
+            } else if let (Some(x), Some(y)) = (map_set(a), map_set(b)) {
+                // Two maps: the set of both.
+                m.set(r, MAPS | x | y);
             } else {
                 let hi = if a == OTHER && b == OTHER {
                     self.hi[r].max(o.hi[r])
@@ -405,6 +467,11 @@ impl State {
             }
         }
         m
+    }
+
+    /// Whether `r` holds a record known to be 0.
+    pub fn null(&self, r: usize) -> bool {
+        self.known(r) == Some(0)
     }
 
     /// `new` replaces `old` after many changes: bounds still moving are
@@ -475,3 +542,18 @@ fn ones(v: u64) -> u64 {
 #[cfg(test)]
 #[path = "verify_pkt_tests.rs"]
 mod tests;
+
+/// The join of `r` in `a` and `b` where one holds a record (null or not)
+/// and the other that record's pointer that may be null, or 0: the
+/// record that may be null.
+fn ring_or_null(a: &State, b: &State, r: usize) -> Option<u32> {
+    let (x, y) = (a.ty[r], b.ty[r]);
+    let ring = |t: u32| matches!(t & KIND, RING | RING_NULL);
+    let bits = |t: u32| t & !KIND;
+    match (ring(x), ring(y)) {
+        (true, true) if bits(x) == bits(y) => Some(RING_NULL | bits(x)),
+        (true, false) if b.null(r) => Some(RING_NULL | bits(x)),
+        (false, true) if a.null(r) => Some(RING_NULL | bits(y)),
+        _ => None,
+    }
+}

@@ -107,6 +107,17 @@ fn ringbuf_reserve_submit_and_discard_as_the_kernels() {
 }
 
 #[test]
+fn records_held_or_not_where_paths_meet_as_the_kernels() {
+    // ring_joins: a null test again after a join, a record reserved on
+    // some frames only, a cleanup behind `||`, a pointer moved and back,
+    // two sizes by the path: all load and agree (records, counts).
+    let Some(r) = check("ring_joins") else {
+        return;
+    };
+    assert!(r.contains(&2), "{r:?}");
+}
+
+#[test]
 fn xdpdumps_program_samples_as_the_kernels() {
     if !oracle::kernel_here() {
         return;
@@ -196,6 +207,11 @@ fn event_maps_are_refused_to_other_helpers_as_the_kernel_refuses_them() {
         ("ring_leak", "neither submitted nor discarded"),
         ("ring_unchecked", "a record that may be null"),
         ("ring_size_var", "not a known constant"),
+        ("ring_after_submit", "already submitted or discarded"),
+        (
+            "ring_past_end",
+            "access of 8 bytes at offset 16 of a record of 16 bytes",
+        ),
     ] {
         let e = XdpProgram::load(&obj, Some(program), 1, &[])
             .unwrap_err()

@@ -156,6 +156,18 @@ fn prog_arrays_are_refused_where_the_kernel_refuses_them() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("bpf_tail_call in a function"), "{e}");
+    // The table one of several maps by the path: each is checked.
+    let e = XdpProgram::load(&obj, Some("tail_map_per_path"), 1, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("bpf_tail_call takes a prog_array") && e.contains("one of several"),
+        "{e}"
+    );
+    if pfil_xdp::kernel::available() {
+        let p = obj.program(Some("tail_map_per_path")).unwrap();
+        assert!(pfil_xdp::kernel::KernelProgram::load(&obj, p).is_err());
+    }
     // Neither can be a target; the others can.
     let p = XdpProgram::load(&obj, Some("tail_entry"), 1, &[]).unwrap();
     let loaded: Vec<(&str, bool)> = p.tail_programs().map(|(n, t)| (n, t.is_ok())).collect();
@@ -217,7 +229,7 @@ fn a_hook_config_fills_a_prog_array_by_name() {
         "{e}"
     );
     let e = XdpFilter::from_config(
-        &format!("@{path} program tail_entry\nmap jmp key 0 0 0 0 value 9 0 0 0"),
+        &format!("@{path} program tail_entry\nmap jmp key 0 0 0 0 value 10 0 0 0"),
         1,
     )
     .err()

@@ -379,7 +379,7 @@ fn pfilctl_fills_a_running_hooks_prog_array_by_program_name() {
     let (code, _, err) = pfilctl(&with_socket("update key 2 0 0 0 value name tail_lookup"));
     assert_ne!(code, 0);
     assert!(err.contains("cannot be a tail call's target"), "{err}");
-    let (code, _, err) = pfilctl(&with_socket("update key 2 0 0 0 value 9 0 0 0"));
+    let (code, _, err) = pfilctl(&with_socket("update key 2 0 0 0 value 10 0 0 0"));
     assert_ne!(code, 0);
     assert!(err.contains("names a program 1-"), "{err}");
     ctl_ok(sock, &jmp("delete key 2 0 0 0"));

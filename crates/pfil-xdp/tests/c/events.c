@@ -179,6 +179,78 @@ int ring_fault(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
+/* Paths that meet holding a record or not (a tester's, 2026-12-07: pfil
+ * refused them at first, the kernel loads them): a record tested for
+ * null again after a join; one reserved on some frames only; a cleanup
+ * behind `||`; a pointer moved and moved back; two sizes by the path
+ * (clang makes one call of them). */
+SEC("xdp")
+int ring_joins(struct xdp_md *ctx)
+{
+	__u8 *p = (void *)(long)ctx->data;
+	__u64 *a, *b = 0, *c;
+	__s64 k;
+
+	if ((void *)(p + 3) > (void *)(long)ctx->data_end)
+		return XDP_PASS;
+	a = bpf_ringbuf_reserve(&ring, 8, 0);
+	k = a ? 2 : 3;
+	count(k);
+	if (p[0] & 1)
+		b = bpf_ringbuf_reserve(&ring, 16, 0);
+	if (a) {
+		*a = k;
+		bpf_ringbuf_submit(a, 0);
+	}
+	if (!b || (p[0] & 2)) {
+		if (b)
+			bpf_ringbuf_discard(b, 0);
+		return XDP_PASS;
+	}
+	__u8 *m = (void *)b;
+	m += 8;
+	*(__u64 *)m = p[1];
+	m -= 8;
+	*(__u64 *)m = p[2];
+	bpf_ringbuf_submit(m, 0);
+	if (p[0] & 4)
+		c = bpf_ringbuf_reserve(&ring, 8, 0);
+	else
+		c = bpf_ringbuf_reserve(&ring, 24, 0);
+	if (!c)
+		return XDP_PASS;
+	*c = p[0];
+	c[0] = p[0];
+	bpf_ringbuf_discard(c, 0);
+	return XDP_PASS;
+}
+
+/* The kernel refuses: a record used after its submit; a write past its
+ * end. */
+SEC("xdp")
+int ring_after_submit(struct xdp_md *ctx)
+{
+	__u64 *r = bpf_ringbuf_reserve(&ring, 8, 0);
+
+	if (!r)
+		return XDP_PASS;
+	bpf_ringbuf_submit(r, 0);
+	*r = 1;
+	return XDP_PASS;
+}
+
+SEC("xdp")
+int ring_past_end(struct xdp_md *ctx)
+{
+	__u64 *r = bpf_ringbuf_reserve(&ring, 16, 0);
+
+	if (!r)
+		return XDP_PASS;
+	r[2] = 1;
+	bpf_ringbuf_submit(r, 0);
+	return XDP_PASS;
+}
+
 /* The kernel refuses each: a record kept on one path, one submitted
  * before its null check, one of a size it cannot know. */
 SEC("xdp")
@@ -203,7 +275,7 @@ int ring_unchecked(struct xdp_md *ctx)
 SEC("xdp")
 int ring_size_var(struct xdp_md *ctx)
 {
-	__u64 *r = bpf_ringbuf_reserve(&ring, (ctx->rx_queue_index & 7) + 8, 0);
+	__u64 *r = bpf_ringbuf_reserve(&ring, ctx->rx_queue_index + 8, 0);
 
 	if (r)
 		bpf_ringbuf_submit(r, 0);

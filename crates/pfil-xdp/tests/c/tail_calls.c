@@ -139,3 +139,17 @@ int tail_in_function(struct xdp_md *ctx)
 {
 	return jump(ctx);
 }
+
+// Refused, as the kernel refuses it: the table chosen by the path, an
+// array on one of them (a tester's, 2026-12-07: pfil loaded it then).
+SEC("xdp")
+int tail_map_per_path(struct xdp_md *ctx)
+{
+	void *table = &jmp;
+
+	if (ctx->rx_queue_index == 3)
+		table = &counts;
+	asm volatile("" : "+r"(table));
+	bpf_tail_call(ctx, table, 0);
+	return XDP_PASS;
+}
