@@ -71,7 +71,7 @@ pub struct RunState {
     pub tail_calls: u32,
     /// Records of `bpf_ringbuf_reserve` held (not submitted or
     /// discarded): 0 after a run but one that faulted, whose records
-    /// the hook then discards ([`abandon_records`]).
+    /// the hook then discards.
     pub reserved: u32,
     /// Which program numbers (`n - 1` indexes it) a tail call may run:
     /// the object's programs that loaded.
