@@ -13,7 +13,7 @@
 //! that walk and the state dropped, so only the pending heads' states
 //! are kept.
 
-use super::rules::{amount, helper_args, pointer_alu};
+use super::rules::{amount, helper_args, pointer_alu, ring_args};
 use super::state::*;
 use super::{bit, err, Access, Result, Succ, Use, R1_R5};
 use crate::insn::*;
@@ -390,6 +390,9 @@ impl Flow<'_> {
         }
         if self.kernel_rules && i.code == BPF_JMP | BPF_CALL && i.src == 0 {
             helper_args(pc, i.imm as u32, st, self.maps)?;
+            if let Some(e) = ring_args(i.imm as u32, st, self.maps, self.uses[pc].reads) {
+                self.ring_rule(pc, e)?;
+            }
         }
         // A tail call ends the whole run (the engine unwinds every frame):
         // the kernel's, from a function, would return into its caller.
@@ -708,7 +711,9 @@ impl Flow<'_> {
                     );
                 }
                 out.set(0, RING_NULL | (n << RING_REF_SHIFT) | RING_OFF_BIAS as u32);
-                out.hi[0] = st.bound(2);
+                // The least it may be (paths that reserve more are told
+                // apart by `paths.rs` where an access needs it).
+                out.hi[0] = st.known(2).unwrap_or_else(|| st.low(2));
                 out.refs |= 1 << n;
             }
             helper::RINGBUF_SUBMIT | helper::RINGBUF_DISCARD => {
@@ -738,7 +743,7 @@ impl Flow<'_> {
     /// A rule of the records of `bpf_ringbuf_reserve` broken at `pc`:
     /// refused in `paths.rs` (path by path); in `run`, where paths met,
     /// noted for `paths.rs` to decide ([`Flow::deferred`]).
-    fn ring_rule(&self, pc: usize, msg: impl Into<String>) -> Result<()> {
+    pub(super) fn ring_rule(&self, pc: usize, msg: impl Into<String>) -> Result<()> {
         if self.as_kernel.get() {
             return err(pc, msg.into());
         }

@@ -48,7 +48,11 @@ fn key(st: &State) -> (u16, u32, u8, u64) {
     let mut records = 0u64;
     for (i, &t) in st.ty.iter().chain(st.slot.iter()).enumerate() {
         if ring(t) {
-            records = records.rotate_left(7) ^ u64::from(t) ^ (i as u64) << 40;
+            // (A register's record with its size: paths that reserved
+            // different sizes are told apart.)
+            let size = st.hi.get(i).copied().unwrap_or(0);
+            records =
+                records.rotate_left(7) ^ u64::from(t) ^ (i as u64) << 40 ^ size.rotate_left(17);
         }
     }
     (st.init, flags, st.refs, records)
@@ -131,6 +135,9 @@ impl Flow<'_> {
                              kernel's verifier refuses it too)"
                         ),
                     );
+                }
+                if self.kernel_rules {
+                    self.record_access(pc, &st)?;
                 }
                 let step = self.step(pc, &st)?;
                 if let Some((g, args)) = step.call {

@@ -252,6 +252,53 @@ fn stack_args(pc: usize, id: u32, st: &State, maps: &[MapRef]) -> Result<()> {
     Ok(())
 }
 
+/// The kernel's rules for records of `bpf_ringbuf_reserve` given to a
+/// helper (of the registers `reads` names): one argument at most holds
+/// a record; a record is checked for null first; the bytes a helper
+/// reads or writes at a record lie in it. The message of the first
+/// broken, if any (refused path by path: `Flow::ring_rule`).
+pub(super) fn ring_args(id: u32, st: &State, maps: &[MapRef], reads: u16) -> Option<String> {
+    let name = helper::name(id).unwrap_or("helper");
+    let record = |r: usize| reads & (1 << r) != 0 && matches!(st.ty[r] & KIND, RING | RING_NULL);
+    let held: Vec<usize> = (1..6).filter(|&r| record(r)).collect();
+    if held.len() > 1 {
+        return Some(format!(
+            "bpf_{name} given records of bpf_ringbuf_reserve in r{} and r{} (the kernel refuses \
+             more than one argument holding a reference)",
+            held[0], held[1]
+        ));
+    }
+    let releases = matches!(id, helper::RINGBUF_SUBMIT | helper::RINGBUF_DISCARD);
+    let &r = held.first()?;
+    if st.ty[r] & KIND == RING_NULL && !releases {
+        return Some(format!(
+            "bpf_{name}'s r{r} is a record that may be null (the kernel refuses it: check it first)"
+        ));
+    }
+    let map = map_set(st.ty[1])
+        .filter(|s| s.count_ones() == 1)
+        .and_then(|s| maps.get(s.trailing_zeros() as usize));
+    let (key, value) = (map.map(|m| m.key_size), map.map(|m| m.value_size));
+    let len = |r: usize| st.known(r).and_then(|v| u32::try_from(v).ok());
+    let args: [Option<(usize, u32)>; 2] = match id {
+        helper::MAP_LOOKUP_ELEM | helper::MAP_DELETE_ELEM => [key.map(|k| (2, k)), None],
+        helper::MAP_UPDATE_ELEM => [key.map(|k| (2, k)), value.map(|v| (3, v))],
+        helper::CSUM_DIFF => [len(2).map(|n| (1, n)), len(4).map(|n| (3, n))],
+        helper::PERF_EVENT_OUTPUT => [len(5).map(|n| (4, n)), None],
+        helper::RINGBUF_OUTPUT => [len(3).map(|n| (2, n)), None],
+        189 | 190 => [len(4).map(|n| (3, n)), None],
+        _ => [None, None],
+    };
+    let (_, size) = args.into_iter().flatten().find(|a| a.0 == r)?;
+    let (at, mem) = (ring_off(st.ty[r]), st.hi[r]);
+    (at < 0 || (at + i64::from(size)) as u64 > mem).then(|| {
+        format!(
+            "bpf_{name}'s r{r}: {size} bytes at offset {at} of a record of {mem} bytes (outside \
+             it: the kernel refuses it)"
+        )
+    })
+}
+
 impl Flow<'_> {
     /// How the load or store at `pc` is made, in its final state `st`.
     pub(super) fn access(&self, pc: usize, st: &State) -> Result<Access> {
@@ -316,7 +363,7 @@ impl Flow<'_> {
             );
         }
         if matches!(ty & KIND, RING | RING_NULL | RING_GONE) && self.kernel_rules {
-            ring_access(pc, ty, st.hi[base as usize], off, size)?;
+            self.record_access(pc, st)?;
         }
         if (ty == CTX_MOD || ty & KIND == CTX_OFF) && self.kernel_rules {
             return err(
@@ -405,34 +452,44 @@ impl Flow<'_> {
     }
 }
 
-/// An access of `size` bytes at `off` through a record pointer `ty` of
-/// a record of (at most) `mem` bytes: refused where the kernel refuses
-/// it (null, released, outside the record); inside it, checked at run
-/// time as any other.
-fn ring_access(pc: usize, ty: u32, mem: u64, off: i64, size: i64) -> Result<()> {
-    match ty & KIND {
-        RING_NULL => err(
-            pc,
-            "access through a record of bpf_ringbuf_reserve that may be null (the kernel \
-             refuses it: check it first)",
-        ),
-        RING_GONE => err(
-            pc,
-            "access through a record already submitted or discarded (the kernel refuses it: \
-             invalid mem access after a release)",
-        ),
-        _ => {
-            let at = ring_off(ty) + off;
-            if at < 0 || (at + size) as u64 > mem {
-                return err(
-                    pc,
-                    format!(
-                        "access of {size} bytes at offset {at} of a record of {mem} bytes \
-                         (outside it: the kernel refuses it)"
-                    ),
-                );
+impl Flow<'_> {
+    /// A load or store at `pc` through a record of `bpf_ringbuf_reserve`:
+    /// refused where the kernel refuses it (released; null, or outside
+    /// the record, decided path by path where paths met:
+    /// `Flow::ring_rule`); inside it, checked at run time as any other.
+    pub(super) fn record_access(&self, pc: usize, st: &State) -> Result<()> {
+        let i = &self.insns[pc];
+        let base = match i.class() {
+            BPF_LDX => i.src,
+            BPF_ST | BPF_STX => i.dst,
+            _ => return Ok(()),
+        } as usize;
+        let (ty, off, size) = (st.ty[base], i64::from(i.off), i.size() as i64);
+        match ty & KIND {
+            RING_NULL => self.ring_rule(
+                pc,
+                "access through a record of bpf_ringbuf_reserve that may be null (the kernel \
+                 refuses it: check it first)",
+            ),
+            RING_GONE => err(
+                pc,
+                "access through a record already submitted or discarded (the kernel refuses \
+                 it: invalid mem access after a release)",
+            ),
+            RING => {
+                let (at, mem) = (ring_off(ty) + off, st.hi[base]);
+                if at < 0 || (at + size) as u64 > mem {
+                    return self.ring_rule(
+                        pc,
+                        format!(
+                            "access of {size} bytes at offset {at} of a record of {mem} bytes \
+                             (outside it: the kernel refuses it)"
+                        ),
+                    );
+                }
+                Ok(())
             }
-            Ok(())
+            _ => Ok(()),
         }
     }
 }

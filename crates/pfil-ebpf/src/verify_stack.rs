@@ -37,7 +37,7 @@ pub(super) fn spills(i: &Insn, st: &State, out: &mut State) {
     let d = i.dst as usize;
     let Some(at) = st.stack_at(d, i.off) else {
         if st.ty[d] == OTHER {
-            out.unspill(u64::MAX);
+            out.unspill_but_records();
         }
         return;
     };

@@ -253,6 +253,21 @@ impl State {
     }
 
     /// Forgets the slots in `mask`: no pointer known there.
+    /// [`State::unspill`] of every slot but those holding a record of
+    /// `bpf_ringbuf_reserve`: for a store whose address the verifier
+    /// does not know, which the kernel follows into the stack slots it
+    /// may hit only. (A record clobbered so is still one here: its
+    /// accesses are checked at run time, and its release faults.)
+    pub fn unspill_but_records(&mut self) {
+        let mut keep = 0u64;
+        for k in 0..64 {
+            if matches!(self.slot[k] & KIND, RING | RING_NULL) {
+                keep |= 1 << k;
+            }
+        }
+        self.unspill(!keep);
+    }
+
     pub fn unspill(&mut self, mask: u64) {
         self.spilled &= !mask;
         for k in 0..64 {
@@ -439,10 +454,11 @@ impl State {
                 // A record on one path, null (or none reserved) on the
                 // other: a record that may be null, as the kernel's
                 // paths give it, to be checked again.
-                let size = if matches!(a & KIND, RING | RING_NULL) {
-                    self.hi[r]
-                } else {
-                    o.hi[r]
+                let ring = |t: u32| matches!(t & KIND, RING | RING_NULL);
+                let size = match (ring(a), ring(b)) {
+                    (true, true) => self.hi[r].min(o.hi[r]),
+                    (true, false) => self.hi[r],
+                    _ => o.hi[r],
                 };
                 m.set(r, t);
                 m.hi[r] = size;
@@ -456,6 +472,13 @@ impl State {
                     u64::MAX
                 };
                 m.scalar(r, hi);
+            }
+        }
+        // A record's size where paths met: the smaller (an access
+        // past it is decided path by path, `paths.rs`).
+        for r in 0..11 {
+            if self.ty[r] == o.ty[r] && matches!(self.ty[r] & KIND, RING | RING_NULL) {
+                m.hi[r] = self.hi[r].min(o.hi[r]);
             }
         }
         // A new id must not be one another register kept.

@@ -38,6 +38,7 @@ use parking_lot::RwLock;
 
 use crate::object::MapDef;
 
+pub(crate) use events::Events;
 pub use events::{Drained, Event, PERF_RING_BYTES, RESERVE_AREA};
 pub use types::{MapError, MapType, BPF_ANY, BPF_EXIST, BPF_F_NO_COMMON_LRU, BPF_NOEXIST};
 

@@ -115,6 +115,9 @@ fn records_held_or_not_where_paths_meet_as_the_kernels() {
         return;
     };
     assert!(r.contains(&2), "{r:?}");
+    for program in ["ring_flag", "ring_var_store"] {
+        check(program);
+    }
 }
 
 #[test]
@@ -211,6 +214,14 @@ fn event_maps_are_refused_to_other_helpers_as_the_kernel_refuses_them() {
         (
             "ring_past_end",
             "access of 8 bytes at offset 16 of a record of 16 bytes",
+        ),
+        (
+            "ring_joined_past",
+            "access of 8 bytes at offset 16 of a record of 8 bytes",
+        ),
+        (
+            "ring_two_args",
+            "records of bpf_ringbuf_reserve in r2 and r3",
         ),
     ] {
         let e = XdpProgram::load(&obj, Some(program), 1, &[])

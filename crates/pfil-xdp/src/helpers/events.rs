@@ -31,6 +31,33 @@ fn bytes(env: &Env, addr: u64, len: u64) -> &[u8] {
     env.check(addr, len).unwrap_or(&[])
 }
 
+/// The run's state and the event map `map` of type `kind` a helper
+/// named `name` was given, or the fault of another (the verifier checks
+/// the type of a map it tracks; this checks any).
+fn event_map<'a>(
+    env: &mut Env,
+    map: u64,
+    kind: MapType,
+    what: &'static str,
+) -> Option<(&'a super::RunState, &'a crate::Map, &'a crate::maps::Events)> {
+    let st = state(env) as *const super::RunState;
+    // SAFETY: RunState is not the Env, and the loader keeps it (with its
+    // maps) alive for as long as the Env runs programs: the shared borrow
+    // lasts the helper's call.
+    let st = unsafe { &*st };
+    let Some(m) = st.map(map) else {
+        bad(env, "not a map of this program");
+        return None;
+    };
+    match m.events().filter(|_| m.kind() == kind) {
+        Some(e) => Some((st, m, e)),
+        None => {
+            bad(env, what);
+            None
+        }
+    }
+}
+
 /// `bpf_perf_event_output(ctx, map, flags, data, size)`: a record of
 /// `size` bytes of `data`, then the packet's first `flags >> 32` bytes,
 /// into the perf event array's slot `flags & 0xffffffff`.
@@ -44,17 +71,13 @@ pub(super) unsafe extern "C" fn perf_event_output(
 ) -> u64 {
     // SAFETY: the engine passes its live Env (HelperFn contract).
     let env = unsafe { &mut *env };
-    let st = state(env) as *const super::RunState;
-    // SAFETY: RunState is not the Env; the shared borrow lasts this call.
-    let st = unsafe { &*st };
-    let Some(m) = st.map(map) else {
-        return bad(env, "not a map of this program");
-    };
-    let Some(events) = m.events().filter(|_| m.kind() == MapType::PerfEventArray) else {
-        return bad(
-            env,
-            "bpf_perf_event_output on a map that is not a perf_event_array",
-        );
+    let Some((st, m, events)) = event_map(
+        env,
+        map,
+        MapType::PerfEventArray,
+        "bpf_perf_event_output on a map that is not a perf_event_array",
+    ) else {
+        return 0;
     };
     // The kernel's bpf_xdp_event_output: unknown flags, then a packet
     // length past the packet.
@@ -102,14 +125,13 @@ pub(super) unsafe extern "C" fn ringbuf_output(
 ) -> u64 {
     // SAFETY: the engine passes its live Env (HelperFn contract).
     let env = unsafe { &mut *env };
-    let st = state(env) as *const super::RunState;
-    // SAFETY: RunState is not the Env; the shared borrow lasts this call.
-    let st = unsafe { &*st };
-    let Some(m) = st.map(map) else {
-        return bad(env, "not a map of this program");
-    };
-    let Some(events) = m.events().filter(|_| m.kind() == MapType::Ringbuf) else {
-        return bad(env, "bpf_ringbuf_output on a map that is not a ringbuf");
+    let Some((_, _, events)) = event_map(
+        env,
+        map,
+        MapType::Ringbuf,
+        "bpf_ringbuf_output on a map that is not a ringbuf",
+    ) else {
+        return 0;
     };
     if !readable(
         env,
@@ -134,16 +156,13 @@ pub(super) unsafe extern "C" fn ringbuf_query(
 ) -> u64 {
     // SAFETY: the engine passes its live Env (HelperFn contract).
     let env = unsafe { &mut *env };
-    let st = state(env) as *const super::RunState;
-    // SAFETY: RunState is not the Env; the shared borrow lasts this call.
-    let st = unsafe { &*st };
-    let Some(m) = st.map(map) else {
-        return bad(env, "not a map of this program");
-    };
-    match m.events().filter(|_| m.kind() == MapType::Ringbuf) {
-        Some(e) => e.ring_query(flags),
-        None => bad(env, "bpf_ringbuf_query on a map that is not a ringbuf"),
-    }
+    event_map(
+        env,
+        map,
+        MapType::Ringbuf,
+        "bpf_ringbuf_query on a map that is not a ringbuf",
+    )
+    .map_or(0, |(_, _, e)| e.ring_query(flags))
 }
 
 /// `bpf_ringbuf_reserve(map, size, flags)`: a record of `size` bytes the
@@ -159,16 +178,15 @@ pub(super) unsafe extern "C" fn ringbuf_reserve(
 ) -> u64 {
     // SAFETY: the engine passes its live Env (HelperFn contract).
     let env = unsafe { &mut *env };
-    let st = state(env) as *const super::RunState;
-    // SAFETY: RunState is not the Env; the shared borrow lasts this call.
-    let st = unsafe { &*st };
+    let Some((st, m, events)) = event_map(
+        env,
+        map,
+        MapType::Ringbuf,
+        "bpf_ringbuf_reserve on a map that is not a ringbuf",
+    ) else {
+        return 0;
+    };
     let worker = st.worker;
-    let Some(m) = st.map(map) else {
-        return bad(env, "not a map of this program");
-    };
-    let Some(events) = m.events().filter(|_| m.kind() == MapType::Ringbuf) else {
-        return bad(env, "bpf_ringbuf_reserve on a map that is not a ringbuf");
-    };
     let (start, area) = m.reserve_area(worker);
     match events.reserve(worker, size, flags, area) {
         Some(off) => {

@@ -225,6 +225,72 @@ int ring_joins(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
+/* A second tester's (2026-12-07), which pfil refused and the kernel
+ * loads: a record whose non-null-ness a flag carries; a record spilled
+ * across a store at an offset the verifier does not know. */
+SEC("xdp")
+int ring_flag(struct xdp_md *ctx)
+{
+	__u64 *e = bpf_ringbuf_reserve(&ring, 8, 0);
+	long held = e != 0;
+
+	asm volatile("" : "+r"(held));
+	if (held) {
+		*e = ctx->ingress_ifindex;
+		bpf_ringbuf_submit(e, 0);
+	}
+	return XDP_PASS;
+}
+
+SEC("xdp")
+int ring_var_store(struct xdp_md *ctx)
+{
+	__u64 *b = bpf_ringbuf_reserve(&ring, 8, 0);
+
+	if (!b)
+		return XDP_PASS;
+	__u64 *volatile bs = b;
+	volatile __u64 buf[4] = {};
+	buf[ctx->rx_queue_index & 3] = 1;
+	__u64 *b2 = bs;
+	*b2 = buf[0];
+	bpf_ringbuf_submit(b2, 0);
+	return XDP_PASS;
+}
+
+/* ...and which pfil loaded and the kernel refuses: a write past the
+ * smaller of two sizes the paths reserve; one record as two helper
+ * arguments. */
+SEC("xdp")
+int ring_joined_past(struct xdp_md *ctx)
+{
+	__u64 *r;
+
+	if (ctx->rx_queue_index & 1)
+		r = bpf_ringbuf_reserve(&ring, 8, 0);
+	else
+		r = bpf_ringbuf_reserve(&ring, 24, 0);
+	if (!r)
+		return XDP_PASS;
+	r[2] = 3;
+	bpf_ringbuf_submit(r, 0);
+	return XDP_PASS;
+}
+
+SEC("xdp")
+int ring_two_args(struct xdp_md *ctx)
+{
+	__s64 *e = bpf_ringbuf_reserve(&ring, 16, 0);
+
+	if (!e)
+		return XDP_PASS;
+	e[0] = 1;
+	e[1] = 2;
+	bpf_map_update_elem(&rets, e, e + 1, BPF_ANY);
+	bpf_ringbuf_submit(e, 0);
+	return XDP_PASS;
+}
+
 /* The kernel refuses: a record used after its submit; a write past its
  * end. */
 SEC("xdp")
