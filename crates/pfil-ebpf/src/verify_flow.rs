@@ -18,7 +18,7 @@ use super::state::*;
 use super::{bit, err, Access, Result, Succ, Use, R1_R5};
 use crate::insn::*;
 use crate::{LoadOptions, MapRef};
-use stack::{filled, fold, spills};
+use stack::{filled, filled_flag, fold, spills};
 
 /// The program's structure, as `verify` found it.
 pub(super) struct Flow<'a> {
@@ -628,6 +628,9 @@ impl Flow<'_> {
             // A pointer spilled whole, filled whole: the same pointer, as
             // the kernel restores a spilled register.
             out.set(d, t);
+        } else if let Some(v) = filled_flag(i, st) {
+            // A flag spilled whole: the same value.
+            out.exact(d, v);
         } else if i.class() == BPF_LDX && i.code & 0xe0 == BPF_MEM && i.size() < 8 {
             // Zero-extended.
             out.scalar(d, (1u64 << (8 * i.size())) - 1);

@@ -32,10 +32,11 @@ const SPLITS: usize = 16;
 
 /// What keeps states apart: the registers initialised, those known to
 /// be 0 or 1 exactly (flags: two bits a register, 0 and 1 told apart),
+/// the flags spilled to the stack (`State::slot_flags`),
 /// and the records of `bpf_ringbuf_reserve` held and where they are
 /// (registers and spilled slots holding one, by type: a release is
 /// decided on each path's own).
-fn key(st: &State) -> (u16, u32, u8, u64) {
+fn key(st: &State) -> (u16, u32, u8, u64, u128) {
     let mut flags = 0u32;
     for r in 0..11 {
         if st.init & (1 << r) != 0 {
@@ -55,7 +56,7 @@ fn key(st: &State) -> (u16, u32, u8, u64) {
                 records.rotate_left(7) ^ u64::from(t) ^ (i as u64) << 40 ^ size.rotate_left(17);
         }
     }
-    (st.init, flags, st.refs, records)
+    (st.init, flags, st.refs, records, st.slot_flags)
 }
 
 /// The states at one head, each with how often it changed (widened past

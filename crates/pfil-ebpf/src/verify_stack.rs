@@ -49,6 +49,16 @@ pub(super) fn spills(i: &Insn, st: &State, out: &mut State) {
         out.spilled |= 1u64 << k;
         out.slot[k] = st.spill_type(i.src as usize);
     }
+    // A flag (a register known 0 or 1, or such an immediate) stored whole.
+    let flag = match i.class() {
+        BPF_STX if i.code & 0xe0 == BPF_MEM => st.known(i.src as usize),
+        BPF_ST => Some(i.imm as i64 as u64),
+        _ => None,
+    };
+    if let (Some(v @ (0 | 1)), 8, true) = (flag, size, at % 8 == 0 && (-512..0).contains(&at)) {
+        let k = ((-at / 8) - 1) as usize;
+        out.slot_flags |= u128::from(v as u8 + 1) << (2 * k);
+    }
 }
 
 /// The type an 8-byte fill at `i` gives its register: the pointer a
@@ -63,6 +73,19 @@ pub(super) fn filled(i: &Insn, st: &State) -> Option<u32> {
     }
     let k = ((-at / 8) - 1) as usize;
     (st.spilled & (1 << k) != 0 && st.slot[k] != OTHER).then_some(st.slot[k])
+}
+
+/// The flag an 8-byte fill at `i` gives its register: the 0 or 1 a
+/// whole spill left in the slot ([`State::slot_flags`]).
+pub(super) fn filled_flag(i: &Insn, st: &State) -> Option<u64> {
+    if i.code != BPF_LDX | BPF_MEM | BPF_DW {
+        return None;
+    }
+    let at = st.stack_at(i.src as usize, i.off)?;
+    if at % 8 != 0 || !(-512..0).contains(&at) {
+        return None;
+    }
+    st.slot_flag(((-at / 8) - 1) as usize)
 }
 
 /// The result of the ALU instruction `i` (not `BPF_END`) in state `st`

@@ -129,6 +129,12 @@ pub(super) struct State {
     pub vrange: [u32; 11],
     /// Scalars (`OTHER`): an upper bound, unsigned (`u64::MAX`: none).
     pub hi: [u64; 11],
+    /// Stack slots of this frame holding a flag spilled whole: two bits
+    /// a slot (bits `2k`, `2k + 1` for the 8 bytes at `r10 - 8 * (k +
+    /// 1)`): 1, the value 0; 2, the value 1; 0, not known. A fill gives
+    /// the value back, so that `paths.rs` keeps apart the paths a flag
+    /// the compiler spilled tells apart (a sampler's `if (sampled)`).
+    pub slot_flags: u128,
     /// Records `bpf_ringbuf_reserve` returned and no submit or discard
     /// has released yet (bit `n`: reference `n`; the kernel's acquired
     /// references). On a join, any path's.
@@ -156,6 +162,7 @@ impl State {
             hi: [u64::MAX; 11],
             lo: [0; 11],
             refs: 0,
+            slot_flags: 0,
         }
     }
 
@@ -273,7 +280,17 @@ impl State {
         for k in 0..64 {
             if mask & (1 << k) != 0 {
                 self.slot[k] = OTHER;
+                self.slot_flags &= !(3u128 << (2 * k));
             }
+        }
+    }
+
+    /// The flag spilled whole in slot `k`, if any ([`State::slot_flags`]).
+    pub fn slot_flag(&self, k: usize) -> Option<u64> {
+        match (self.slot_flags >> (2 * k)) & 3 {
+            1 => Some(0),
+            2 => Some(1),
+            _ => None,
         }
     }
 
@@ -378,6 +395,8 @@ impl State {
         let mut m = *self;
         m.init &= o.init;
         m.refs = self.refs | o.refs;
+        // (Each slot's two bits: kept where both paths have the same.)
+        m.slot_flags = self.slot_flags & o.slot_flags;
         m.range = self.range.min(o.range);
         m.spilled = self.spilled & o.spilled;
         for k in 0..64 {

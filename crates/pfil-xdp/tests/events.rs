@@ -115,7 +115,7 @@ fn records_held_or_not_where_paths_meet_as_the_kernels() {
         return;
     };
     assert!(r.contains(&2), "{r:?}");
-    for program in ["ring_flag", "ring_var_store"] {
+    for program in ["ring_flag", "ring_var_store", "ring_sampled"] {
         check(program);
     }
 }

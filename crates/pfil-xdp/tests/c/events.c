@@ -258,6 +258,46 @@ int ring_var_store(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
+/* A 1-in-4 sampler: a flag says whether a record is held, and clang
+ * spills it across the calls between (pfil's verifier keeps a spilled
+ * flag's value since). */
+SEC("xdp")
+int ring_sampled(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u32 k = 0;
+	__u64 *c = bpf_map_lookup_elem(&query, &k);
+
+	if (!c)
+		return XDP_ABORTED;
+	__u64 n = __sync_fetch_and_add(c, 1);
+	_Bool sample = (n % 4) == 0;
+	struct { __u64 n; __u32 len, proto; } *ev = 0;
+
+	if (sample) {
+		ev = bpf_ringbuf_reserve(&ring, sizeof(*ev), 0);
+		if (!ev)
+			sample = 0;
+	}
+	__u8 *p = data;
+	__u32 proto = 0;
+
+	if ((void *)(p + 14) <= end)
+		proto = p[12] << 8 | p[13];
+	if (proto == 0x0806)
+		count(1);
+	else if (proto == 0x86dd)
+		count(2);
+	if (sample) {
+		ev->n = n;
+		ev->len = end - data;
+		ev->proto = proto;
+		bpf_ringbuf_submit(ev, 0);
+	}
+	return XDP_PASS;
+}
+
 /* ...and which pfil loaded and the kernel refuses: a write past the
  * smaller of two sizes the paths reserve; one record as two helper
  * arguments. */
