@@ -61,31 +61,26 @@ pub(super) fn spills(i: &Insn, st: &State, out: &mut State) {
     }
 }
 
-/// The type an 8-byte fill at `i` gives its register: the pointer a
-/// whole spill left in the slot ([`State::slot`]).
-pub(super) fn filled(i: &Insn, st: &State) -> Option<u32> {
+/// The slot an 8-byte fill at `i` reads whole, if it does.
+fn whole_slot(i: &Insn, st: &State) -> Option<usize> {
     if i.code != BPF_LDX | BPF_MEM | BPF_DW {
         return None;
     }
     let at = st.stack_at(i.src as usize, i.off)?;
-    if at % 8 != 0 || !(-512..0).contains(&at) {
-        return None;
-    }
-    let k = ((-at / 8) - 1) as usize;
+    (at % 8 == 0 && (-512..0).contains(&at)).then(|| ((-at / 8) - 1) as usize)
+}
+
+/// The type an 8-byte fill at `i` gives its register: the pointer a
+/// whole spill left in the slot ([`State::slot`]).
+pub(super) fn filled(i: &Insn, st: &State) -> Option<u32> {
+    let k = whole_slot(i, st)?;
     (st.spilled & (1 << k) != 0 && st.slot[k] != OTHER).then_some(st.slot[k])
 }
 
 /// The flag an 8-byte fill at `i` gives its register: the 0 or 1 a
 /// whole spill left in the slot ([`State::slot_flags`]).
 pub(super) fn filled_flag(i: &Insn, st: &State) -> Option<u64> {
-    if i.code != BPF_LDX | BPF_MEM | BPF_DW {
-        return None;
-    }
-    let at = st.stack_at(i.src as usize, i.off)?;
-    if at % 8 != 0 || !(-512..0).contains(&at) {
-        return None;
-    }
-    st.slot_flag(((-at / 8) - 1) as usize)
+    st.slot_flag(whole_slot(i, st)?)
 }
 
 /// The result of the ALU instruction `i` (not `BPF_END`) in state `st`
