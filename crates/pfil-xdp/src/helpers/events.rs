@@ -13,22 +13,14 @@ use crate::maps::MapType;
 const INDEX_MASK: u64 = 0xffff_ffff;
 const CTXLEN_MASK: u64 = 0xf_ffff << 32;
 
-/// Whether the `len` bytes at `addr` are the program's to read (the
-/// kernel's verifier proves them readable); else the fault `what`.
-fn readable(env: &mut Env, addr: u64, len: u64, what: &'static str) -> bool {
-    if len == 0 || env.check(addr, len).is_ok() {
-        return true;
-    }
-    bad(env, what);
-    false
-}
-
-/// The `len` bytes at `addr`, checked readable ([`readable`]).
-fn bytes(env: &Env, addr: u64, len: u64) -> &[u8] {
+/// The `len` bytes at `addr` if they are the program's to read (the
+/// kernel's verifier proves them readable): one check, and the bytes
+/// used where they lie.
+fn view(env: &Env, addr: u64, len: u64) -> Option<&[u8]> {
     if len == 0 {
-        return &[];
+        return Some(&[]);
     }
-    env.check(addr, len).unwrap_or(&[])
+    env.check(addr, len).ok()
 }
 
 /// The run's state and the event map `map` of type `kind` a helper
@@ -89,28 +81,22 @@ pub(super) unsafe extern "C" fn perf_event_output(
     if want > end - start {
         return EFAULT as u64;
     }
-    if !readable(
-        env,
-        data,
-        size,
-        "bpf_perf_event_output: data outside the program's memory",
-    ) || !readable(
-        env,
-        start,
-        want,
-        "bpf_perf_event_output: packet bytes out of reach",
-    ) {
-        return 0;
-    }
     // (No copy but into the ring: the slices are where the program's
     // data and the packet lie.)
-    events.perf_output(
-        st.worker,
-        flags & INDEX_MASK,
-        m.max_entries(),
-        bytes(env, data, size),
-        bytes(env, start, want),
-    ) as u64
+    let written = match (view(env, data, size), view(env, start, want)) {
+        (Some(d), Some(p)) => {
+            Some(events.perf_output(st.worker, flags & INDEX_MASK, m.max_entries(), d, p))
+        }
+        _ => None,
+    };
+    match written {
+        Some(r) => r as u64,
+        None if view(env, data, size).is_none() => bad(
+            env,
+            "bpf_perf_event_output: data outside the program's memory",
+        ),
+        None => bad(env, "bpf_perf_event_output: packet bytes out of reach"),
+    }
 }
 
 /// `bpf_ringbuf_output(map, data, size, flags)`: a record of `size`
@@ -133,15 +119,10 @@ pub(super) unsafe extern "C" fn ringbuf_output(
     ) else {
         return 0;
     };
-    if !readable(
-        env,
-        data,
-        size,
-        "bpf_ringbuf_output: data outside the program's memory",
-    ) {
-        return 0;
+    match view(env, data, size).map(|d| events.ring_output(d, flags)) {
+        Some(r) => r as u64,
+        None => bad(env, "bpf_ringbuf_output: data outside the program's memory"),
     }
-    events.ring_output(bytes(env, data, size), flags) as u64
 }
 
 /// `bpf_ringbuf_query(map, flags)`: the ring buffer's available data,
@@ -210,13 +191,10 @@ fn commit(env: &mut Env, rec: u64, discard: bool) -> u64 {
         }
         let Some(events) = m.events() else { continue };
         let off = (rec - start) as usize;
-        let Some(len) = events.held_len(st.worker, off) else {
-            continue;
-        };
         // The record's bytes lie in the worker's area (a region of its
-        // own), copied into the ring here.
-        let b = (!discard).then(|| bytes(env, rec, len as u64));
-        if events.commit(st.worker, off, b) {
+        // own), copied into the ring here (none for a discard).
+        let bytes = |len: usize| (!discard).then(|| view(env, rec, len as u64)).flatten();
+        if events.commit(st.worker, off, bytes) {
             state(env).reserved -= 1;
             return 0;
         }

@@ -236,18 +236,15 @@ impl Events {
         r.reserve(worker, len, cost, area)
     }
 
-    /// The length of `worker`'s record at `off` in its reservation area,
-    /// if it holds one there.
-    pub(crate) fn held_len(&self, worker: usize, off: usize) -> Option<usize> {
-        match self {
-            Events::Buffer { ring, .. } => ring.lock().held_len(worker, off),
-            Events::Perf(_) => None,
-        }
-    }
-
-    /// `bpf_ringbuf_submit` of `worker`'s record at `off` (its `bytes`)
-    /// or `_discard` (`None`): whether it held one there.
-    pub(crate) fn commit(&self, worker: usize, off: usize, bytes: Option<&[u8]>) -> bool {
+    /// `bpf_ringbuf_submit` (`bytes` gives the record's bytes for its
+    /// length) or `_discard` (`bytes` gives none) of `worker`'s record at
+    /// `off`: whether it held one there. One lock.
+    pub(crate) fn commit<'a>(
+        &self,
+        worker: usize,
+        off: usize,
+        bytes: impl FnOnce(usize) -> Option<&'a [u8]>,
+    ) -> bool {
         match self {
             Events::Buffer { ring, .. } => ring.lock().commit(worker, off, bytes),
             Events::Perf(_) => false,

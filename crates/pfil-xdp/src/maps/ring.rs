@@ -119,23 +119,29 @@ impl Ring {
     }
 
     /// The length of `worker`'s reserved record at `off`, if it holds one.
-    pub(crate) fn held_len(&self, worker: usize, off: usize) -> Option<usize> {
+    #[cfg(test)]
+    fn held_len(&self, worker: usize, off: usize) -> Option<usize> {
         self.busy
             .iter()
             .find(|b| b.1 == worker && b.2 == off)
             .map(|b| b.3)
     }
 
-    /// Give back `worker`'s record at `off`: its bytes (`None`:
-    /// discarded). Whether it held one.
-    pub(crate) fn commit(&mut self, worker: usize, off: usize, bytes: Option<&[u8]>) -> bool {
+    /// Give back `worker`'s record at `off`: `bytes` gives its bytes for
+    /// its length (`None`: discarded). Whether it held one.
+    pub(crate) fn commit<'a>(
+        &mut self,
+        worker: usize,
+        off: usize,
+        bytes: impl FnOnce(usize) -> Option<&'a [u8]>,
+    ) -> bool {
         let Some(i) = self.busy.iter().position(|b| b.1 == worker && b.2 == off) else {
             return false;
         };
         let Some((at, _, _, len)) = self.busy.remove(i) else {
             return false;
         };
-        match bytes {
+        match bytes(len) {
             Some(b) if b.len() == len => {
                 self.put(at + 8, b);
                 self.header(at, len, READY);
@@ -153,7 +159,7 @@ impl Ring {
     pub(crate) fn abandon(&mut self, worker: usize) {
         while let Some(i) = self.busy.iter().position(|b| b.1 == worker) {
             let off = self.busy[i].2;
-            self.commit(worker, off, None);
+            self.commit(worker, off, |_| None);
         }
     }
 
@@ -214,8 +220,8 @@ mod tests {
         r.drain(10, cost, |v| after.push(v));
         assert!(after.is_empty(), "the reserved record holds the reader");
         assert_eq!(r.held_len(1, off), Some(9));
-        assert!(r.commit(1, off, Some(&[1; 9])));
-        assert!(!r.commit(1, off, Some(&[1; 9])), "given back already");
+        assert!(r.commit(1, off, |_| Some(&[1; 9])));
+        assert!(!r.commit(1, off, |_| Some(&[1; 9])), "given back already");
         r.drain(10, cost, |v| after.push(v));
         assert_eq!(after, vec![vec![1; 9], vec![7, 8, 9]]);
         let off = r.reserve(0, 4, cost(4), 64).unwrap();
