@@ -21,8 +21,10 @@
 //! - `ab`: times `v4seq` against `v4`, alternated in one process, passes ×
 //!   5 each, and prints the paired ratio; `ACL_AB_PORTABLE=1` the batch
 //!   compiled for the baseline CPU instead of `v4seq`, `ACL_AB_LOCKSTEP=1`
-//!   `classify_lockstep`, `ACL_AB_BINTH=N` a classifier built with binth
-//!   N.
+//!   `classify_lockstep`; a build parameter set as `ACL_AB_...`
+//!   (`ACL_AB_BINTH=16`, `ACL_AB_SMALL_PREFIX=8`, any of the names below)
+//!   a classifier built with it, against the one built as the `ACL_...`
+//!   variables say.
 //!
 //! The instructions of the collected function divided by passes × 100 000
 //! are the instructions per lookup. `ACL_COST=1` prints the mean trees,
@@ -31,11 +33,12 @@
 //! replaces the trace by draws from its first N keys (N = 1: every branch
 //! predicted and everything in cache; a few hundred: in cache, branches
 //! not predicted). `ACL_BINTH`, `ACL_SPFAC`, `ACL_CUT_BITS`,
-//! `ACL_ROOT_BITS`, `ACL_ROOT_SPFAC`, `ACL_MERGE_BELOW`, `ACL_SINGLE`
-//! (the single-tree budget), `ACL_WORK` (its work limit), `ACL_TREE_BUDGET`, `ACL_LEAF_BOUND`,
-//! `ACL_MAX_TREES` and `ACL_THREADS` set build parameters. `ACL_CHECK=1`
-//! compares every result of the run with linear scan ([`Linear`]) and
-//! exits non-zero if one differs.
+//! `ACL_ROOT_BITS`, `ACL_ROOT_SPFAC`, `ACL_MERGE_BELOW`,
+//! `ACL_SMALL_PREFIX`, `ACL_SINGLE` (the single-tree budget), `ACL_WORK`
+//! (its work limit), `ACL_TREE_BUDGET`, `ACL_LEAF_BOUND`, `ACL_MAX_TREES`
+//! and `ACL_THREADS` set build parameters. `ACL_CHECK=1` compares every
+//! result of the run (in `v4time`, of its last pass, in its batches) with
+//! linear scan ([`Linear`]) and exits non-zero if one differs.
 
 use pfil_acl::{
     adversarial, classbench, text, Action, Classifier, Classify, Config, Key, KeyV4, Linear,
@@ -116,44 +119,7 @@ fn main() {
         None => keys,
     };
     // Build parameters from the environment, for sweeps.
-    let mut cfg = Config::default();
-    let env = |n: &str| std::env::var(n).ok().and_then(|v| v.parse::<f64>().ok());
-    if let Some(b) = env("ACL_BINTH") {
-        cfg.binth = b as usize;
-    }
-    if let Some(s) = env("ACL_SPFAC") {
-        cfg.spfac = s;
-    }
-    if let Some(b) = env("ACL_ROOT_BITS") {
-        cfg.root_cut_bits = b as u8;
-    }
-    if let Some(s) = env("ACL_ROOT_SPFAC") {
-        cfg.root_spfac = s;
-    }
-    if let Some(b) = env("ACL_CUT_BITS") {
-        cfg.max_cut_bits = b as u8;
-    }
-    if let Some(b) = env("ACL_SINGLE") {
-        cfg.single_tree_budget = b as usize;
-    }
-    if let Some(w) = env("ACL_WORK") {
-        cfg.single_tree_work = w as usize;
-    }
-    if let Some(m) = env("ACL_MERGE_BELOW") {
-        cfg.merge_below = m as usize;
-    }
-    if let Some(b) = env("ACL_TREE_BUDGET") {
-        cfg.tree_budget = b as usize;
-    }
-    if let Some(b) = env("ACL_LEAF_BOUND") {
-        cfg.leaf_bound = b as usize;
-    }
-    if let Some(t) = env("ACL_MAX_TREES") {
-        cfg.max_trees = t as usize;
-    }
-    if let Some(t) = env("ACL_THREADS") {
-        cfg.threads = t as usize;
-    }
+    let cfg = config_from("ACL_", Config::default());
     let t = std::time::Instant::now();
     let c = Classifier::with_config(&rules, &cfg);
     let build = t.elapsed();
@@ -182,17 +148,11 @@ fn main() {
             .iter()
             .map(|k| KeyV4::of(k).expect("an IPv4 trace"))
             .collect();
-        // ACL_AB_BINTH=N: the other side is a classifier built with binth
-        // N (batch), not the one-by-one batch.
-        let other = env("ACL_AB_BINTH").map(|b| {
-            Classifier::with_config(
-                &rules,
-                &Config {
-                    binth: b as usize,
-                    ..cfg
-                },
-            )
-        });
+        // ACL_AB_BINTH=N (or any build parameter as ACL_AB_...): the
+        // other side is a classifier built with it (batch), not the
+        // one-by-one batch.
+        let other_cfg = config_from("ACL_AB_", cfg);
+        let other = (other_cfg != cfg).then(|| Classifier::with_config(&rules, &other_cfg));
         // ACL_AB_PORTABLE=1: the other side is the same batch compiled for
         // the baseline CPU (no AVX2).
         let portable = std::env::var_os("ACL_AB_PORTABLE").is_some();
@@ -283,7 +243,7 @@ fn main() {
     }
     let hits = out.iter().filter(|o| o.is_some()).count();
     eprintln!("{set}: {:?}; {hits} hits", c.stats());
-    if std::env::var_os("ACL_CHECK").is_some() && !matches!(mode, "ab" | "v4time") {
+    if std::env::var_os("ACL_CHECK").is_some() && mode != "ab" {
         // The run's results against linear scan, key by key.
         let lin = Linear::new(&rules);
         let differ = keys
@@ -322,4 +282,55 @@ fn main() {
             );
         }
     }
+}
+
+/// `base` with the build parameters set in the environment under
+/// `prefix` (`ACL_BINTH`, `ACL_AB_BINTH`, ...).
+fn config_from(prefix: &str, base: Config) -> Config {
+    let env = |n: &str| {
+        std::env::var(format!("{prefix}{n}"))
+            .ok()
+            .and_then(|v| v.parse::<f64>().ok())
+    };
+    let mut cfg = base;
+    if let Some(b) = env("BINTH") {
+        cfg.binth = b as usize;
+    }
+    if let Some(s) = env("SPFAC") {
+        cfg.spfac = s;
+    }
+    if let Some(b) = env("ROOT_BITS") {
+        cfg.root_cut_bits = b as u8;
+    }
+    if let Some(s) = env("ROOT_SPFAC") {
+        cfg.root_spfac = s;
+    }
+    if let Some(b) = env("CUT_BITS") {
+        cfg.max_cut_bits = b as u8;
+    }
+    if let Some(b) = env("SINGLE") {
+        cfg.single_tree_budget = b as usize;
+    }
+    if let Some(w) = env("WORK") {
+        cfg.single_tree_work = w as usize;
+    }
+    if let Some(m) = env("MERGE_BELOW") {
+        cfg.merge_below = m as usize;
+    }
+    if let Some(b) = env("TREE_BUDGET") {
+        cfg.tree_budget = b as usize;
+    }
+    if let Some(b) = env("LEAF_BOUND") {
+        cfg.leaf_bound = b as usize;
+    }
+    if let Some(t) = env("MAX_TREES") {
+        cfg.max_trees = t as usize;
+    }
+    if let Some(t) = env("THREADS") {
+        cfg.threads = t as usize;
+    }
+    if let Some(s) = env("SMALL_PREFIX") {
+        cfg.small_prefix = s as u8;
+    }
+    cfg
 }

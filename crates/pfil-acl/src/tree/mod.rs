@@ -257,7 +257,17 @@ pub struct Config {
     /// the cap by those leaves.
     pub max_entries: usize,
     /// A field is "small" for partitioning when its prefix is at least
-    /// this long.
+    /// this long (its range at most 2^(32 - `small_prefix`) wide). The
+    /// default, 6, keeps only the near-wildcards (/0 to /5) out of a
+    /// field's subset: a /8 spans one or a few children of a root cut on
+    /// that field and replicates little there, while counted as wide it
+    /// joined the subset whose tree cuts the other field, and made it
+    /// large. Swept over 33 sets (BENCHMARKS.md, "The small prefix"):
+    /// /6 against /16, paired, 1.33-1.58x faster on the 10k-rule sets
+    /// that had three or four trees with /16 (acl2, acl4, fw4, ipc1,
+    /// ipc1_s8), fw4_10k 15.8 -> 5.7 MB, no set slower beyond the noise
+    /// but fw5_10k (0.92-0.98); /4 split adv-ports-8000 into five trees
+    /// (0.73x), /8 made fw4_30k_s8 slower (0.89x).
     pub small_prefix: u8,
     /// A subset with fewer than 1/`merge_below` of the rules (and fewer
     /// than 16 in any case) is merged into the general one.
@@ -350,7 +360,7 @@ impl Default for Config {
             spfac: 4.0,
             max_cut_bits: 8,
             max_entries: 1 << 21,
-            small_prefix: 16,
+            small_prefix: 6,
             merge_below: 16,
             single_tree_budget: 16,
             single_tree_work: 12,
