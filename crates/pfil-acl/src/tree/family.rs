@@ -60,7 +60,8 @@ impl Builder<'_> {
             subsets[usize::from(small(0)) | usize::from(small(1)) << 1].push(i);
         }
         let floor = (ids.len() / self.cfg.merge_below.max(1)).max(16);
-        for s in 1..4 {
+        // The one-small subsets under the floor join the general one.
+        for s in 1..3 {
             if !subsets[s].is_empty() && subsets[s].len() < floor {
                 let moved = std::mem::take(&mut subsets[s]);
                 subsets[0].extend(moved);
@@ -72,7 +73,11 @@ impl Builder<'_> {
         // in memory (acl2_10k: 4 trees, 441.5 instructions a lookup, 12.5
         // MB; 3 trees, 353.2, 11.9 MB; every set whose subsets changed
         // measured faster, by 15 to 28 %, and no larger: BENCHMARKS.md,
-        // issue 24).
+        // issue 24). However few they are: joined to the general subset
+        // instead, they gave its tree their indices, the smallest of a
+        // firewall set (its first 384 rules in fw3_10k, whose general
+        // rules start at 8 403), so that no lookup could skip it (2.95
+        // trees a lookup: BENCHMARKS.md, issue 24, "Small in both").
         let to = [1, 2]
             .into_iter()
             .filter(|&s| !subsets[s].is_empty())
@@ -80,6 +85,9 @@ impl Builder<'_> {
         if let Some(to) = to {
             let both = std::mem::take(&mut subsets[3]);
             subsets[to].extend(both);
+        } else if !subsets[3].is_empty() && subsets[3].len() < floor {
+            let moved = std::mem::take(&mut subsets[3]);
+            subsets[0].extend(moved);
         }
         for s in &mut subsets {
             s.sort_unstable();
