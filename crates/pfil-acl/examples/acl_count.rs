@@ -293,44 +293,28 @@ fn config_from(prefix: &str, base: Config) -> Config {
             .and_then(|v| v.parse::<f64>().ok())
     };
     let mut cfg = base;
-    if let Some(b) = env("BINTH") {
-        cfg.binth = b as usize;
+    // Each parameter: its name after the prefix, its field and type.
+    macro_rules! set {
+        ($($name:literal => $field:ident as $t:ty),* $(,)?) => {
+            $(if let Some(v) = env($name) {
+                cfg.$field = v as $t;
+            })*
+        };
     }
-    if let Some(s) = env("SPFAC") {
-        cfg.spfac = s;
-    }
-    if let Some(b) = env("ROOT_BITS") {
-        cfg.root_cut_bits = b as u8;
-    }
-    if let Some(s) = env("ROOT_SPFAC") {
-        cfg.root_spfac = s;
-    }
-    if let Some(b) = env("CUT_BITS") {
-        cfg.max_cut_bits = b as u8;
-    }
-    if let Some(b) = env("SINGLE") {
-        cfg.single_tree_budget = b as usize;
-    }
-    if let Some(w) = env("WORK") {
-        cfg.single_tree_work = w as usize;
-    }
-    if let Some(m) = env("MERGE_BELOW") {
-        cfg.merge_below = m as usize;
-    }
-    if let Some(b) = env("TREE_BUDGET") {
-        cfg.tree_budget = b as usize;
-    }
-    if let Some(b) = env("LEAF_BOUND") {
-        cfg.leaf_bound = b as usize;
-    }
-    if let Some(t) = env("MAX_TREES") {
-        cfg.max_trees = t as usize;
-    }
-    if let Some(t) = env("THREADS") {
-        cfg.threads = t as usize;
-    }
-    if let Some(s) = env("SMALL_PREFIX") {
-        cfg.small_prefix = s as u8;
-    }
+    set!(
+        "BINTH" => binth as usize,
+        "SPFAC" => spfac as f64,
+        "ROOT_BITS" => root_cut_bits as u8,
+        "ROOT_SPFAC" => root_spfac as f64,
+        "CUT_BITS" => max_cut_bits as u8,
+        "SINGLE" => single_tree_budget as usize,
+        "WORK" => single_tree_work as usize,
+        "MERGE_BELOW" => merge_below as usize,
+        "TREE_BUDGET" => tree_budget as usize,
+        "LEAF_BOUND" => leaf_bound as usize,
+        "MAX_TREES" => max_trees as usize,
+        "THREADS" => threads as usize,
+        "SMALL_PREFIX" => small_prefix as u8,
+    );
     cfg
 }
