@@ -47,10 +47,11 @@ impl Builder<'_> {
     /// rolled back); otherwise one tree per subset: the
     /// rules split by which of their address fields are small (at least
     /// [`Config::small_prefix`] long), so that wildcard addresses in one
-    /// subset do not replicate the rules of another; subsets under
-    /// 1/[`Config::merge_below`] of the rules join the general one, and
-    /// the rules small in both addresses join the smaller of the subsets
-    /// small in one.
+    /// subset do not replicate the rules of another; the subsets small
+    /// in one address under 1/[`Config::merge_below`] of the rules join
+    /// the general one, and the rules small in both addresses join the
+    /// smaller of the subsets small in one that are left (the general
+    /// one if none is and they are under that share).
     pub(super) fn family(&mut self, ids: &[u32]) -> Vec<Tree> {
         let width = 1u64 << (32 - u32::from(self.cfg.small_prefix.min(32)));
         let mut subsets: [Vec<u32>; 4] = Default::default();

@@ -16,14 +16,17 @@
 //! measured: one tree of 5.2 MiB, 264 instructions a lookup, against two
 //! trees of 2.8 MiB and 279 with more mispredicted branches). Otherwise the
 //! IPv4 rules are split by whether their source and destination prefixes
-//! are at least [`Config::small_prefix`] long: three subsets (source
-//! small, destination small, neither), so that a wildcard address in one
-//! subset does not replicate the rules of another when the tree cuts that
-//! address; a rule small in both addresses joins the smaller of the two
-//! one-small subsets (it replicates in neither tree: a fourth subset of
-//! its own cost a tree walk, 15-28 % more instructions a lookup on the
-//! sets that had one). Subsets with under 1/[`Config::merge_below`] of the
-//! rules join the general one.
+//! are at least [`Config::small_prefix`] long (/6: only near-wildcards
+//! are wide): three subsets (source small, destination small, neither),
+//! so that a wildcard address in one subset does not replicate the rules
+//! of another when the tree cuts that address. A one-small subset with
+//! under 1/[`Config::merge_below`] of the rules joins the general one;
+//! the rules small in both addresses join the smaller one-small subset
+//! left, however few they are (they replicate in neither tree: a fourth
+//! subset of their own cost a tree walk, 15-28 % more instructions a
+//! lookup on the sets that had one; in the general tree, a firewall's
+//! first rules made every lookup walk it), or the general one when no
+//! one-small subset is left and they are under that share.
 //! A lookup walks the trees in order of their smallest rule index and skips
 //! a tree once it has matched a rule before that index.
 //!
