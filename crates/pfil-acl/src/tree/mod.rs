@@ -272,8 +272,10 @@ pub struct Config {
     /// but fw5_10k (0.92-0.98); /4 split adv-ports-8000 into five trees
     /// (0.73x), /8 made fw4_30k_s8 slower (0.89x).
     pub small_prefix: u8,
-    /// A subset with fewer than 1/`merge_below` of the rules (and fewer
-    /// than 16 in any case) is merged into the general one.
+    /// A subset small in one address with fewer than 1/`merge_below` of
+    /// the rules (and fewer than 16 in any case) is merged into the
+    /// general one; the rules small in both addresses are, only if no
+    /// such subset is left (the module docs).
     pub merge_below: usize,
     /// Most children of a tree's root, as a power of two (at most
     /// [`ROOT_MAX_BITS`]): the root is one table lookup with its cut held
