@@ -259,7 +259,6 @@ impl State {
         }
     }
 
-    /// Forgets the slots in `mask`: no pointer known there.
     /// [`State::unspill`] of every slot but those holding a record of
     /// `bpf_ringbuf_reserve`: for a store whose address the verifier
     /// does not know, which the kernel follows into the stack slots it
@@ -275,6 +274,7 @@ impl State {
         self.unspill(!keep);
     }
 
+    /// Forgets the slots in `mask`: no pointer or flag known there.
     pub fn unspill(&mut self, mask: u64) {
         self.spilled &= !mask;
         for k in 0..64 {

@@ -268,9 +268,11 @@ pub struct Config {
     /// large. Swept over 33 sets (BENCHMARKS.md, "The small prefix"):
     /// /6 against /16, paired, 1.33-1.58x faster on the 10k-rule sets
     /// that had three or four trees with /16 (acl2, acl4, fw4, ipc1,
-    /// ipc1_s8), fw4_10k 15.8 -> 5.7 MB, no set slower beyond the noise
-    /// but fw5_10k (0.92-0.98); /4 split adv-ports-8000 into five trees
-    /// (0.73x), /8 made fw4_30k_s8 slower (0.89x).
+    /// ipc1_s8), fw4_10k 15.0 -> 5.4 MiB, no set slower beyond the noise
+    /// but fw5_10k (0.92-0.98; since the rules small in both addresses
+    /// no longer join the general subset, /6 is faster there too: 0.88x
+    /// /16's time); /4 split adv-ports-8000 into five trees (0.73x), /8
+    /// made fw4_30k_s8 slower (0.89x).
     pub small_prefix: u8,
     /// A subset small in one address with fewer than 1/`merge_below` of
     /// the rules (and fewer than 16 in any case) is merged into the
