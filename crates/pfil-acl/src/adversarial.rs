@@ -199,20 +199,32 @@ fn wild(rng: &mut Rng) -> Rule {
 }
 
 /// `rs` in the ClassBench format ([`crate::classbench::parse`] reads it
-/// back to the same rules, up to the action), for `dpdk-test-acl`.
+/// back to the same rules, up to the action), for `dpdk-test-acl`. A
+/// ruleset of IPv6 addresses (as [`crate::classbench::to_ipv6`] makes)
+/// is written the same way with IPv6 prefixes (`@2001:db8:a::/40 ...`),
+/// the format `dpdk-test-acl --ipv6` reads; a wildcard address is then
+/// `::/0`.
 ///
 /// # Errors
-/// A rule the format cannot hold (not IPv4, a protocol range other than
-/// one value or all, conditions beyond the 5-tuple), by its index.
+/// A rule the format cannot hold (IPv4 and IPv6 addresses in one set, a
+/// protocol range other than one value or all, conditions beyond the
+/// 5-tuple), by its index.
 pub fn to_classbench(rs: &Ruleset) -> Result<String, String> {
+    let v6 = rs
+        .rules
+        .iter()
+        .flat_map(|r| [r.src, r.dst])
+        .any(|a| matches!(a, Addr::V6(..)));
     let mut out = String::with_capacity(rs.rules.len() * 64);
     for (i, r) in rs.rules.iter().enumerate() {
-        let addr = |a: Addr| match a {
-            Addr::Any => Ok((0, 0)),
-            Addr::V4(p, l) => Ok((p, l)),
-            Addr::V6(..) => Err(format!("rule {i}: an IPv6 address")),
+        let addr = |a: Addr| match (a, v6) {
+            (Addr::Any, false) => Ok(format!("{}/0", std::net::Ipv4Addr::UNSPECIFIED)),
+            (Addr::Any, true) => Ok(format!("{}/0", std::net::Ipv6Addr::UNSPECIFIED)),
+            (Addr::V4(p, l), false) => Ok(format!("{}/{l}", std::net::Ipv4Addr::from(p))),
+            (Addr::V6(p, l), true) => Ok(format!("{}/{l}", std::net::Ipv6Addr::from(p))),
+            _ => Err(format!("rule {i}: IPv4 and IPv6 addresses in one set")),
         };
-        let ((s, sl), (d, dl)) = (addr(r.src)?, addr(r.dst)?);
+        let (s, d) = (addr(r.src)?, addr(r.dst)?);
         let proto = match r.proto {
             (0, 255) => "0x00/0x00".to_string(),
             (a, b) if a == b => format!("0x{a:02x}/0xFF"),
@@ -226,15 +238,9 @@ pub fn to_classbench(rs: &Ruleset) -> Result<String, String> {
         {
             return Err(format!("rule {i}: conditions beyond the 5-tuple"));
         }
-        let ip = |a: u32| std::net::Ipv4Addr::from(a);
         out.push_str(&format!(
-            "@{}/{sl}\t{}/{dl}\t{} : {}\t{} : {}\t{proto}\t0x0000/0x0000\n",
-            ip(s),
-            ip(d),
-            r.sport.0,
-            r.sport.1,
-            r.dport.0,
-            r.dport.1
+            "@{s}\t{d}\t{} : {}\t{} : {}\t{proto}\t0x0000/0x0000\n",
+            r.sport.0, r.sport.1, r.dport.0, r.dport.1
         ));
     }
     Ok(out)
@@ -272,6 +278,24 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn writes_ipv6_sets_for_dpdk_test_acl() {
+        let rs = classbench::parse(
+            "@10.0.0.0/8\t0.0.0.0/0\t0 : 65535\t53 : 53\t0x11/0xFF\t0x0000/0x0000\n",
+            Action::Drop,
+        )
+        .unwrap();
+        assert_eq!(
+            to_classbench(&classbench::to_ipv6(&rs)).unwrap(),
+            "@2001:db8:a00::/40\t2001:db8::/32\t0 : 65535\t53 : 53\t0x11/0xFF\t0x0000/0x0000\n"
+        );
+        let mut mixed = classbench::to_ipv6(&rs);
+        mixed.rules.extend(rs.rules.iter().copied());
+        assert!(to_classbench(&mixed)
+            .unwrap_err()
+            .contains("rule 1: IPv4 and IPv6"));
     }
 
     #[test]

@@ -327,9 +327,21 @@ pub fn shared_dir() -> Option<std::path::PathBuf> {
     data_dir()
 }
 
-/// The trace line `dpdk-test-acl --tracef` reads for an IPv4 key:
-/// `SRC DST SPORT DPORT PROTO`, addresses as decimal u32.
+/// The trace line `dpdk-test-acl --tracef` reads for a key: `SRC DST
+/// SPORT DPORT PROTO`, an IPv4 key's addresses as decimal u32, an IPv6
+/// key's as IPv6 text (what `dpdk-test-acl --ipv6` reads).
 pub fn dpdk_trace_line(k: &Key) -> String {
+    if k.ethertype == ETHERTYPE_IPV6 {
+        let ip = std::net::Ipv6Addr::from;
+        return format!(
+            "{} {} {} {} {}",
+            ip(k.src),
+            ip(k.dst),
+            k.sport,
+            k.dport,
+            k.proto
+        );
+    }
     debug_assert_eq!(k.ethertype, ETHERTYPE_IPV4);
     format!(
         "{} {} {} {} {}",
@@ -433,6 +445,10 @@ mod tests {
             .count();
         assert!((450..700).contains(&inside), "{inside}");
         assert_eq!(dpdk_trace_line(&Key::ipv4(1, 2, 6, 3, 4)), "1 2 3 4 6");
+        assert_eq!(
+            dpdk_trace_line(&key_to_ipv6(&Key::ipv4(0x0a00_0001, 2, 17, 3, 53))),
+            "2001:db8:a00:1:: 2001:db8:0:2:: 3 53 17"
+        );
         assert_eq!(a[0].ethertype, ETHERTYPE_IPV4);
     }
 }

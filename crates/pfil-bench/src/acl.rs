@@ -10,16 +10,20 @@
 //! rte_acl algorithm this CPU runs give the same rule for every header.
 //! Timing runs are interleaved: run 1 of every case of every set, then
 //! run 2, and so on; the table shows medians and the spread (min-max).
+//! `--ipv6` moves every set and its trace into IPv6 first, for both
+//! classifiers (`dpdk-test-acl --ipv6` reads the moved rules and trace).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use clap::Args;
 use pfil_acl::{
     adversarial, classbench, Action, Classifier, Classify, Config, Key, KeyV4, Linear, Ruleset,
 };
+
+mod dpdk;
+use dpdk::{dpdk_ns, dpdk_results};
 use pfil_stats::Sample;
 
 /// Flags of `pfil-bench acl`.
@@ -75,7 +79,8 @@ pub struct AclArgs {
     no_dpdk: bool,
     /// Move every set and its trace into IPv6 (`classbench::to_ipv6`: each
     /// IPv4 prefix a/l becomes 2001:db8:a::/(32+l)) and measure the IPv6
-    /// path against linear scan (rte_acl is not run).
+    /// path against linear scan and rte_acl (`dpdk-test-acl --ipv6`, its
+    /// addresses as four 32-bit fields).
     #[arg(long)]
     ipv6: bool,
     /// Classifier build parameter: largest leaf (default: the library's).
@@ -180,7 +185,7 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
     if a.ipv6 {
         writeln!(
             out,
-            "sets and traces moved into IPv6 (2001:db8:a::/(32+l) for each IPv4 prefix a/l); rte_acl not run"
+            "sets and traces moved into IPv6 (2001:db8:a::/(32+l) for each IPv4 prefix a/l); rte_acl on the same (dpdk-test-acl --ipv6)"
         )
         .unwrap();
     }
@@ -201,10 +206,15 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
             let rs = classbench::parse(&text, Action::Drop).map_err(|e| format!("{name}: {e}"))?;
             (rs, path)
         };
-        let rules = if a.ipv6 {
-            classbench::to_ipv6(&v4)
+        let (rules, rules_file) = if a.ipv6 {
+            // rte_acl reads the moved rules from a file of their own.
+            let rules = classbench::to_ipv6(&v4);
+            let path = work.join(format!("{name}.v6.rules"));
+            let text = adversarial::to_classbench(&rules).map_err(|e| format!("{name}: {e}"))?;
+            std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+            (rules, path)
         } else {
-            v4.clone()
+            (v4.clone(), rules_file)
         };
         let mut build_ms = Vec::new();
         let mut ours = None;
@@ -220,14 +230,13 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
         let trace_path = work.join(format!("{name}.trace"));
         if a.ipv6 {
             keys = keys.iter().map(classbench::key_to_ipv6).collect();
-        } else {
-            let mut t = String::with_capacity(keys.len() * 32);
-            for k in &keys {
-                t.push_str(&classbench::dpdk_trace_line(k));
-                t.push('\n');
-            }
-            std::fs::write(&trace_path, t).map_err(|e| format!("{}: {e}", trace_path.display()))?;
         }
+        let mut t = String::with_capacity(keys.len() * 32);
+        for k in &keys {
+            t.push_str(&classbench::dpdk_trace_line(k));
+            t.push('\n');
+        }
+        std::fs::write(&trace_path, t).map_err(|e| format!("{}: {e}", trace_path.display()))?;
         let keys_v4 = keys.iter().map(KeyV4::of).collect();
         sets.push(Set {
             name: name.clone(),
@@ -284,7 +293,7 @@ pub fn run(a: &AclArgs) -> Result<String, String> {
                 s.name
             ));
         }
-        if a.no_dpdk || a.ipv6 {
+        if a.no_dpdk {
             continue;
         }
         for alg in &a.algs {
@@ -569,150 +578,4 @@ fn time_linear(l: &Linear, keys: &[Key]) -> f64 {
 
 fn ns_per(d: Duration, n: usize) -> f64 {
     d.as_secs_f64() * 1e9 / n as f64
-}
-
-fn dpdk(a: &AclArgs, s: &Set, alg: &str, iters: usize, verbose: u32) -> Result<String, String> {
-    let mut cmd = Command::new(&a.dpdk);
-    cmd.args(a.eal.split_whitespace());
-    if verbose >= 2 {
-        // The build's memory report, on stderr.
-        cmd.arg("--log-level=lib.acl:debug");
-    }
-    cmd.arg("--")
-        .arg(format!("--rulesf={}", s.rules_file.display()))
-        .arg(format!("--tracef={}", s.trace_path.display()))
-        .arg(format!("--tracenum={}", s.keys.len()))
-        .arg(format!("--iter={iters}"))
-        .arg(format!("--alg={alg}"))
-        .arg(format!("--verbose={verbose}"));
-    let o = cmd
-        .output()
-        .map_err(|e| format!("{}: {e}", a.dpdk.display()))?;
-    if !o.status.success() {
-        let err = String::from_utf8_lossy(&o.stderr);
-        let last = err
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("");
-        return Err(format!("exit {}: {last}", o.status));
-    }
-    let mut text = String::from_utf8_lossy(&o.stdout).into_owned();
-    if verbose >= 2 {
-        text.push('\n');
-        text.push_str(&String::from_utf8_lossy(&o.stderr));
-    }
-    Ok(text)
-}
-
-/// rte_acl's runtime memory from its build's debug report: the sum of the
-/// `... bytes used: N` lines after `runtime memory footprint`.
-fn dpdk_memory(text: &str) -> Option<usize> {
-    let at = text.find("runtime memory footprint")?;
-    let mut sum = 0;
-    let mut any = false;
-    for l in text[at..].lines().skip(1) {
-        let Some((_, n)) = l.split_once("bytes used: ") else {
-            break;
-        };
-        let last = n.rsplit('/').next()?.trim();
-        sum += last.parse::<usize>().ok()?;
-        any = true;
-    }
-    any.then_some(sum)
-}
-
-/// rte_acl's rule for every header, from `--verbose=2` output
-/// (`ipv4_5tuple: N, category: 0, result: R`, `R` = rule index or
-/// 4294967295 for no match).
-#[allow(clippy::type_complexity)]
-fn dpdk_results(
-    a: &AclArgs,
-    s: &Set,
-    alg: &str,
-) -> Result<(Vec<Option<u32>>, Option<usize>), String> {
-    let text = dpdk(a, s, alg, 1, 2)?;
-    if let Some(raw) = &a.raw {
-        let keep: String = text
-            .lines()
-            .filter(|l| !l.starts_with("ipv4_5tuple:"))
-            .map(|l| format!("{l}\n"))
-            .collect();
-        let _ = std::fs::write(raw.join(format!("{}.{alg}.dpdk-check.txt", s.name)), keep);
-    }
-    let mut res = vec![None; s.keys.len()];
-    let mut seen = 0;
-    for l in text.lines() {
-        let Some(rest) = l.strip_prefix("ipv4_5tuple: ") else {
-            continue;
-        };
-        let mut f = rest.split(", ");
-        let n: usize = f
-            .next()
-            .and_then(|x| x.parse().ok())
-            .ok_or_else(|| format!("bad line `{l}`"))?;
-        let r: u32 = f
-            .nth(1)
-            .and_then(|x| x.strip_prefix("result: "))
-            .and_then(|x| x.parse().ok())
-            .ok_or_else(|| format!("bad line `{l}`"))?;
-        if n == 0 || n > res.len() {
-            return Err(format!("header number {n} out of range"));
-        }
-        res[n - 1] = (r != u32::MAX).then_some(r);
-        seen += 1;
-    }
-    if seen != s.keys.len() {
-        return Err(format!("{seen} results for {} headers", s.keys.len()));
-    }
-    Ok((res, dpdk_memory(&text)))
-}
-
-/// ns/packet of one timed dpdk-test-acl run (`... pkt/sec` line).
-fn dpdk_ns(a: &AclArgs, s: &Set, alg: &str) -> Result<f64, String> {
-    let text = dpdk(a, s, alg, a.iters, 0)?;
-    if let Some(raw) = &a.raw {
-        use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(raw.join(format!("{}.{alg}.dpdk-runs.txt", s.name)))
-        {
-            let _ = f.write_all(text.as_bytes());
-        }
-    }
-    parse_pps(&text)
-        .map(|pps| 1e9 / pps)
-        .ok_or_else(|| format!("{} {alg}: no `pkt/sec` in dpdk-test-acl output", s.name))
-}
-
-fn parse_pps(text: &str) -> Option<f64> {
-    let l = text.lines().find(|l| l.starts_with("search_ip5tuples"))?;
-    let v = l.trim_end().strip_suffix(" pkt/sec")?;
-    v.rsplit(' ').next()?.parse().ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_the_rate_line() {
-        let t = "x\nsearch_ip5tuples  @lcore 0: 10 iterations, 1000000 pkts, 1 categories, \
-                 117348679 cycles (0.05 sec), 117.35 cycles/pkt, 20877951.25 pkt/sec\n";
-        assert_eq!(parse_pps(t), Some(20877951.25));
-        assert_eq!(parse_pps("nothing"), None);
-    }
-
-    #[test]
-    fn reads_the_memory_report() {
-        let t = "ACL: x\nruntime memory footprint on socket -1:\n\
-                 single nodes/bytes used: 130121/1040968\n\
-                 quad nodes/vectors/bytes used: 101622/333230/2665840\n\
-                 DFA nodes/group64/bytes used: 107283/375926/192476168\n\
-                 match nodes/bytes used: 2000/256000\n\
-                 node limit for tree split: 2048\n";
-        assert_eq!(dpdk_memory(t), Some(1040968 + 2665840 + 192476168 + 256000));
-        assert_eq!(dpdk_memory("nothing"), None);
-    }
 }
