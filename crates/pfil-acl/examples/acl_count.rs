@@ -36,7 +36,9 @@
 //! `ACL_ROOT_BITS`, `ACL_ROOT_SPFAC`, `ACL_MERGE_BELOW`,
 //! `ACL_SMALL_PREFIX`, `ACL_SINGLE` (the single-tree budget), `ACL_WORK`
 //! (its work limit), `ACL_TREE_BUDGET`, `ACL_LEAF_BOUND`, `ACL_MAX_TREES`
-//! and `ACL_THREADS` set build parameters. `ACL_CHECK=1` compares every
+//! and `ACL_THREADS` set build parameters. `ACL_IPV6=1` moves the set
+//! and its trace into IPv6 (`classbench::to_ipv6`) first, for the
+//! `batch` and `single` modes (collect `acl_count::lookups`). `ACL_CHECK=1` compares every
 //! result of the run (in `v4time`, of its last pass, in its batches) with
 //! linear scan ([`Linear`]) and exits non-zero if one differs.
 
@@ -117,6 +119,15 @@ fn main() {
                 .collect()
         }
         None => keys,
+    };
+    // ACL_IPV6=1: the set and its trace moved into IPv6
+    // (`classbench::to_ipv6`), for the `batch` and `single` modes.
+    let v6 = std::env::var_os("ACL_IPV6").is_some();
+    let (rules, keys) = if v6 {
+        let k = keys.iter().map(classbench::key_to_ipv6).collect();
+        (classbench::to_ipv6(&rules), k)
+    } else {
+        (rules, keys)
     };
     // Build parameters from the environment, for sweeps.
     let cfg = config_from("ACL_", Config::default());

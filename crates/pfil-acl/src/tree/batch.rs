@@ -3,6 +3,26 @@
 
 use super::*;
 
+/// Where a batch sends a key ([`Classifier::breadth`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Route {
+    /// It walks the trees: its view is written.
+    Trees,
+    /// It is classified alone, in place
+    /// ([`classify_slow`](Classifier::classify_slow)).
+    Alone,
+    /// Another pass classifies it: its result is left as it is.
+    Later,
+}
+
+/// The trees a breadth-first pass walks, and whether a rule of theirs is
+/// loose ([`Classifier::breadth`]).
+#[derive(Clone, Copy)]
+pub(super) struct Walk<'a> {
+    trees: &'a [Tree],
+    loose: bool,
+}
+
 impl Classifier {
     /// Classifies `keys` into `out`, [`GROUP`] keys at a time: in each
     /// tree the group's walks advance in lockstep, one level per step, with
@@ -121,9 +141,9 @@ impl Classifier {
     #[inline(always)]
     pub(super) fn batch_v4<const BMI2: bool>(&self, keys: &[KeyV4], out: &mut [Option<u32>]) {
         if !self.mem.is_empty() {
-            self.breadth::<_, BMI2>(keys, out, |k, v| {
+            self.breadth::<_, BMI2>(&self.trees, self.loose, keys, out, |k, v| {
                 *v = K4::of_v4(k);
-                true
+                Route::Trees
             });
         } else {
             self.seq_v4(keys, out);
@@ -144,6 +164,57 @@ impl Classifier {
         self.batch_v4::<true>(keys, out);
     }
 
+    /// [`Classify::classify_batch`]'s body, for a classifier with an
+    /// internal node and `out` at least as long as `keys`: IPv4 keys on
+    /// the IPv4 trees; then, if there are IPv6 keys and IPv6 trees, a
+    /// second pass on those, the keys [`under`](V6Words::under) the upper
+    /// words and with ports breadth first too (the others, which confirm
+    /// every hit, alone). `BMI2`: compiled with BMI2
+    /// ([`breadth_in`](Self::breadth_in)).
+    #[inline(always)]
+    pub(super) fn batch_keys<const BMI2: bool>(&self, keys: &[Key], out: &mut [Option<u32>]) {
+        let is_v6 = |k: &Key| k.ethertype == ETHERTYPE_IPV6 && k.has & has::IP != 0;
+        let later = std::cell::Cell::new(false);
+        let v6_trees = !self.v6.is_empty();
+        self.breadth::<_, BMI2>(&self.trees, self.loose, keys, out, |k, v| match K4::of(k) {
+            Some(x) => {
+                *v = x;
+                Route::Trees
+            }
+            None if v6_trees && is_v6(k) => {
+                later.set(true);
+                Route::Later
+            }
+            None => Route::Alone,
+        });
+        if later.get() {
+            let words = &self.v6_words;
+            self.breadth::<_, BMI2>(&self.v6, false, keys, out, |k, v| {
+                if !is_v6(k) {
+                    return Route::Later;
+                }
+                *v = words.view(k);
+                if v.has_ports() && words.under(k) {
+                    Route::Trees
+                } else {
+                    Route::Alone
+                }
+            });
+        }
+    }
+
+    /// [`batch_keys`](Self::batch_keys) compiled with AVX2 (everything
+    /// below it is inlined, so all of it is).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, BMI1 and BMI2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1,bmi2")]
+    #[allow(unsafe_code)]
+    pub(super) unsafe fn batch_keys_avx2(&self, keys: &[Key], out: &mut [Option<u32>]) {
+        self.batch_keys::<true>(keys, out);
+    }
+
     /// [`classify_batch_v4`](Self::classify_batch_v4) one key after the
     /// other: for comparisons.
     #[doc(hidden)]
@@ -162,20 +233,28 @@ impl Classifier {
     /// [`breadth_in`](Self::breadth_in) in chunks of [`CHUNK`] keys, or of
     /// [`SMALL_CHUNK`] for a batch that small (a datapath batch): a chunk's
     /// arrays are set up on every call, 14 KiB for [`CHUNK`] keys.
+    ///
+    /// `trees` are the IPv4 trees or the IPv6 ones; `loose`: some rule of
+    /// theirs is [`BRule::loose`] (the keys without ports are then looked
+    /// up again on the IPv4 trees, [`again_loose`](Self::again_loose):
+    /// the IPv6 pass sends such keys alone instead).
     #[inline(always)]
     pub(super) fn breadth<F: FullKey, const BMI2: bool>(
         &self,
+        trees: &[Tree],
+        loose: bool,
         keys: &[F],
         out: &mut [Option<u32>],
-        k4: impl Fn(&F, &mut K4) -> bool,
+        k4: impl Fn(&F, &mut K4) -> Route,
     ) {
         // One tree or several: each its own copy of the loop, so that
         // neither's registers pay for the other's branch.
-        match (keys.len() <= SMALL_CHUNK, self.trees.len() == 1) {
-            (true, true) => self.breadth_in::<F, SMALL_CHUNK, true, BMI2>(keys, out, k4),
-            (true, false) => self.breadth_in::<F, SMALL_CHUNK, false, BMI2>(keys, out, k4),
-            (false, true) => self.breadth_in::<F, CHUNK, true, BMI2>(keys, out, k4),
-            (false, false) => self.breadth_in::<F, CHUNK, false, BMI2>(keys, out, k4),
+        let w = Walk { trees, loose };
+        match (keys.len() <= SMALL_CHUNK, trees.len() == 1) {
+            (true, true) => self.breadth_in::<F, SMALL_CHUNK, true, BMI2>(w, keys, out, k4),
+            (true, false) => self.breadth_in::<F, SMALL_CHUNK, false, BMI2>(w, keys, out, k4),
+            (false, true) => self.breadth_in::<F, CHUNK, true, BMI2>(w, keys, out, k4),
+            (false, false) => self.breadth_in::<F, CHUNK, false, BMI2>(w, keys, out, k4),
         }
     }
 
@@ -196,9 +275,10 @@ impl Classifier {
     #[inline(always)]
     pub(super) fn breadth_in<F: FullKey, const C: usize, const ONE: bool, const BMI2: bool>(
         &self,
+        w: Walk<'_>,
         keys: &[F],
         out: &mut [Option<u32>],
-        k4: impl Fn(&F, &mut K4) -> bool,
+        k4: impl Fn(&F, &mut K4) -> Route,
     ) {
         // Key indices are bytes.
         const { assert!(C <= 256) };
@@ -241,19 +321,21 @@ impl Classifier {
             // low bits, and-ed).
             let mut ports = 1;
             for (i, (k, o)) in ks.iter().zip(os.iter_mut()).enumerate() {
-                if k4(k, &mut view[i]) {
-                    fast[nf % C] = i as u8;
-                    nf += 1;
-                    if !ONE {
-                        // (One tree: the leaves' pass needs no best.)
-                        best[i] = NONE;
+                match k4(k, &mut view[i]) {
+                    Route::Trees => {
+                        fast[nf % C] = i as u8;
+                        nf += 1;
+                        if !ONE {
+                            // (One tree: the leaves' pass needs no best.)
+                            best[i] = NONE;
+                        }
+                        ports &= view[i].f[PR];
                     }
-                    ports &= view[i].f[PR];
-                } else {
-                    *o = self.classify_slow(&k.full());
+                    Route::Alone => *o = self.classify_slow(&k.full()),
+                    Route::Later => {}
                 }
             }
-            for (ti, t) in self.trees.iter().enumerate() {
+            for (ti, t) in w.trees.iter().enumerate() {
                 let mut n = 0;
                 if ti == 0 {
                     // No key has matched yet: all of them walk.
@@ -389,7 +471,7 @@ impl Classifier {
                     os[i] = (best[i] != NONE).then_some(best[i]);
                 }
             }
-            if ports & 1 == 0 && self.loose {
+            if ports & 1 == 0 && w.loose {
                 self.again_loose(&fast[..nf], &view, ks, os);
             }
         }

@@ -375,11 +375,48 @@ impl K4 {
 
 /// Which 32-bit word of the source and of the destination address (0:
 /// the top one) the IPv6 tree cuts and its blocks test: for each, the word
-/// where the IPv6 rules' prefixes differ most.
+/// where the IPv6 rules' prefixes differ most; and the words above it
+/// that most rules name (`2001:db8` of rules under `2001:db8::/32` that
+/// differ in the second word), so that a key under them is told apart
+/// by the lanes alone ([`V6Words::exact`], [`V6Words::under`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct V6Words {
     pub(super) src: u8,
     pub(super) dst: u8,
+    /// The source's words above `src`, the rest 0.
+    src_above: u128,
+    /// The destination's words above `dst`, the rest 0.
+    dst_above: u128,
+}
+
+/// The bits of the 32-bit words above word `w` (0 for the top word).
+fn above_mask(w: u8) -> u128 {
+    match w {
+        0 => 0,
+        w => u128::MAX << (128 - 32 * u32::from(w)),
+    }
+}
+
+/// The value most of `addrs` give the words above word `w` (among those
+/// whose prefix covers them whole), or 0 if none does.
+fn most_common_above(addrs: impl Iterator<Item = crate::Addr>, w: u8) -> u128 {
+    let mask = above_mask(w);
+    let mut seen: Vec<u128> = addrs
+        .filter_map(|a| match a {
+            crate::Addr::V6(p, len) if w > 0 && u32::from(len) >= 32 * u32::from(w) => {
+                Some(p & mask)
+            }
+            _ => None,
+        })
+        .collect();
+    seen.sort_unstable();
+    let mut best = (0, 0u128);
+    for run in seen.chunk_by(|a, b| a == b) {
+        if run.len() > best.0 {
+            best = (run.len(), run[0]);
+        }
+    }
+    best.1
 }
 
 impl V6Words {
@@ -400,10 +437,53 @@ impl V6Words {
                 .max()
                 .map_or(0, |(_, std::cmp::Reverse(w))| w)
         };
+        let (src, dst) = (best(|r| r.src), best(|r| r.dst));
+        let addrs =
+            |addr: fn(&Rule) -> crate::Addr| ids.iter().map(move |&i| addr(&rules[i as usize]));
         V6Words {
-            src: best(|r| r.src),
-            dst: best(|r| r.dst),
+            src,
+            dst,
+            src_above: most_common_above(addrs(|r| r.src), src),
+            dst_above: most_common_above(addrs(|r| r.dst), dst),
         }
+    }
+
+    /// Whether the lanes of a rule with these addresses are exact for a
+    /// key [`under`](Self::under) the chosen words: each prefix ends
+    /// within its chosen word, and what it names above that word is what
+    /// the key has there. Otherwise a lane hit is confirmed on the rule.
+    pub(super) fn exact(&self, src: crate::Addr, dst: crate::Addr) -> bool {
+        let one = |a: crate::Addr, w: u8, above: u128| match a {
+            crate::Addr::Any => true,
+            crate::Addr::V6(p, len) => {
+                let len = u32::from(len);
+                let start = 32 * u32::from(w);
+                // The bits the prefix names above its word.
+                let named = above_mask(w) & prefix_mask(len.min(start));
+                len <= start + 32 && (p ^ above) & named == 0
+            }
+            crate::Addr::V4(..) => false,
+        };
+        one(src, self.src, self.src_above) && one(dst, self.dst, self.dst_above)
+    }
+
+    /// Whether a prefix of these addresses names bits above its chosen
+    /// word: its lanes are then exact only for the keys
+    /// [`under`](Self::under) the upper words.
+    pub(super) fn names_above(&self, src: crate::Addr, dst: crate::Addr) -> bool {
+        let one = |a: crate::Addr, w: u8| match a {
+            crate::Addr::V6(_, len) => w > 0 && len > 0,
+            _ => false,
+        };
+        one(src, self.src) || one(dst, self.dst)
+    }
+
+    /// Whether IPv6 key `k` has, above the chosen words, what the exact
+    /// rules name there: then the lanes decide those rules alone.
+    #[inline(always)]
+    pub(super) fn under(&self, k: &Key) -> bool {
+        ((k.src ^ self.src_above) & above_mask(self.src)) == 0
+            && ((k.dst ^ self.dst_above) & above_mask(self.dst)) == 0
     }
 
     /// The tree view of an IPv6 key: the chosen words of its addresses,
@@ -440,6 +520,14 @@ pub(super) fn v6_word_range(a: crate::Addr, w: u8) -> (u32, u32) {
             (v & m, v | !m)
         }
         _ => (0, u32::MAX),
+    }
+}
+
+/// The top `len` bits of an IPv6 address.
+fn prefix_mask(len: u32) -> u128 {
+    match len {
+        0 => 0,
+        l => u128::MAX << (128 - l.min(128)),
     }
 }
 

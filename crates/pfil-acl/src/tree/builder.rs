@@ -27,25 +27,32 @@ impl BRule {
             r.src.v4_range().unwrap_or((0, 0)),
             r.dst.v4_range().unwrap_or((0, 0)),
         );
-        BRule::with_addrs(i, r, s, d, false)
+        BRule::with_addrs(i, r, s, d, false, false)
     }
 
     /// Rule `r` in the IPv6 tree: its addresses projected on the words
-    /// `w`, and always confirmed on the full rule (a projection is a
-    /// superset).
+    /// `w`, confirmed on the full rule unless the projection is exact for
+    /// the keys under `w`'s upper words ([`V6Words::exact`]; a key not
+    /// under them confirms every hit, [`Classifier::lookup_v6`]).
     pub(super) fn of_v6(i: usize, r: &Rule, w: V6Words) -> BRule {
         let (s, d) = (v6_word_range(r.src, w.src), v6_word_range(r.dst, w.dst));
-        BRule::with_addrs(i, r, s, d, true)
+        // Exact only for the keys under the upper words: never prunes
+        // the rules after it (a key not under them may match those).
+        let exact = w.exact(r.src, r.dst);
+        BRule::with_addrs(i, r, s, d, !exact, exact && w.names_above(r.src, r.dst))
     }
 
     /// Rule `r` with source and destination ranges `s` and `d` in the
-    /// address fields; `confirm`: every lane hit is checked on the rule.
+    /// address fields; `confirm`: every lane hit is checked on the rule;
+    /// `conditional`: the lanes are exact only for some keys (the others
+    /// confirm every hit), so the rule prunes nothing.
     pub(super) fn with_addrs(
         i: usize,
         r: &Rule,
         s: (u32, u32),
         d: (u32, u32),
         confirm: bool,
+        conditional: bool,
     ) -> BRule {
         let lo = [s.0, d.0, u32::from(r.sport.0), u32::from(r.dport.0), 0];
         let hi = [s.1, d.1, u32::from(r.sport.1), u32::from(r.dport.1), 0];
@@ -71,7 +78,7 @@ impl BRule {
         BRule {
             lo,
             hi,
-            plain: !extra && !loose,
+            plain: !extra && !loose && !conditional,
             loose,
             lane: Lane {
                 src: s,

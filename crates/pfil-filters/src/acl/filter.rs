@@ -289,22 +289,24 @@ impl Filter for Acl {
         }
         let base = v.classifier.base();
         // IPv4 packets are classified a chunk at a time through the IPv4
-        // batch API; anything else (IPv6, ARP, non-IP) one by one.
+        // batch API; the others (IPv6, ARP, non-IP) after them, a chunk at
+        // a time through the batch API of full keys (out of line: an
+        // IPv4 chunk sets up no array of full keys).
         let mut keys = [KeyV4::default(); CHUNK];
         let mut idx = [0usize; CHUNK];
+        let mut others = [0usize; CHUNK];
         let mut res = [None; CHUNK];
         let mut i = 0;
         while i < pkts.len() {
-            let mut n = 0;
-            while i < pkts.len() && n < CHUNK {
+            let (mut n, mut no) = (0, 0);
+            while i < pkts.len() && n < CHUNK && no < CHUNK {
                 if pkts[i].verdict().is_pass() {
                     if key_v4_into(&pkts[i], &mut keys[n]) {
                         idx[n] = i;
                         n += 1;
                     } else {
-                        let m = base.classify(&key_of_reference(&pkts[i]));
-                        let verdict = v.decide(m, ctx.worker);
-                        pkts[i].set_verdict(verdict);
+                        others[no] = i;
+                        no += 1;
                     }
                 }
                 i += 1;
@@ -313,6 +315,9 @@ impl Filter for Acl {
             for j in 0..n {
                 let verdict = v.decide(res[j], ctx.worker);
                 pkts[idx[j]].set_verdict(verdict);
+            }
+            if no > 0 {
+                classify_others(&v, base, pkts, &others[..no], ctx);
             }
         }
     }
@@ -412,5 +417,29 @@ impl std::fmt::Debug for Acl {
             .field("stats", &v.classifier.base().stats())
             .field("ct_parts", &v.classifier.parts())
             .finish()
+    }
+}
+
+/// The packets `at` of a batch that are not IPv4 (IPv6, ARP, non-IP),
+/// classified as full keys in one batch call ([`Classify::classify_batch`]:
+/// IPv6 keys walk the IPv6 trees breadth first) and given their verdicts.
+#[inline(never)]
+fn classify_others(
+    v: &Version,
+    base: &pfil_acl::Classifier,
+    pkts: &mut [Packet<'_>],
+    at: &[usize],
+    ctx: &Ctx<'_>,
+) {
+    let mut keys = [Key::default(); CHUNK];
+    let mut res = [None; CHUNK];
+    let n = at.len().min(CHUNK);
+    for (k, &i) in keys.iter_mut().zip(&at[..n]) {
+        *k = key_of_reference(&pkts[i]);
+    }
+    base.classify_batch(&keys[..n], &mut res[..n]);
+    for (r, &i) in res.iter().zip(&at[..n]) {
+        let verdict = v.decide(*r, ctx.worker);
+        pkts[i].set_verdict(verdict);
     }
 }

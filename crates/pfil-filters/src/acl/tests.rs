@@ -206,6 +206,62 @@ fn batches_agree_with_single_packets_and_skip_decided_ones() {
     assert_eq!(acl.hits()[0].hits, 132);
 }
 
+fn udp6(src: [u8; 16], dport: u16) -> Vec<u8> {
+    let mut v = Vec::new();
+    PacketBuilder::ethernet2([2; 6], [4; 6])
+        .ipv6(
+            src,
+            [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            64,
+        )
+        .udp(1000, dport)
+        .write(&mut v, &[0; 8])
+        .unwrap();
+    v
+}
+
+#[test]
+fn ipv6_packets_in_a_batch_get_their_single_packet_verdicts() {
+    // IPv6 packets under 2001:db8 (the lanes decide) and outside it
+    // (every hit confirmed), interleaved with IPv4 ones, more than a
+    // chunk of each in the batch.
+    let acl = Acl::from_config(
+        "drop proto udp from 2001:db8:0:1::/64 to any port 53; \
+         pass proto udp from 2001:db8::/32 to any; \
+         drop proto udp from ::/0 to any port 53; \
+         drop proto udp to any port 53; pass all",
+        1,
+    )
+    .unwrap();
+    let mut frames: Vec<Vec<u8>> = (0..300u16)
+        .map(|i| {
+            let port = if i % 3 == 0 { 53 } else { 80 };
+            let net = (i / 5 % 3) as u8;
+            match i % 5 {
+                0 | 1 => udp4([10, 0, 0, i as u8], [1, 1, 1, 1], 1000, port),
+                2 | 3 => udp6(
+                    [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, net, 0, 0, 0, 0, 0, 0, 0, 9],
+                    port,
+                ),
+                _ => udp6(
+                    [0x20, 0x01, 0x0d, 0xb9, 0, 0, 0, net, 0, 0, 0, 0, 0, 0, 0, 9],
+                    port,
+                ),
+            }
+        })
+        .collect();
+    let want: Vec<Verdict> = frames
+        .iter_mut()
+        .map(|f| acl.filter(&mut Packet::new(f), &ctx(0)))
+        .collect();
+    assert!(want.contains(&Verdict::Dropped) && want.contains(&Verdict::Pass));
+    let mut pkts: Vec<Packet<'_>> = frames.iter_mut().map(|f| Packet::new(f)).collect();
+    acl.filter_batch(&mut pkts, &ctx(0));
+    for (i, (p, w)) in pkts.iter().zip(&want).enumerate() {
+        assert_eq!(p.verdict(), *w, "packet {i}");
+    }
+}
+
 #[test]
 fn runs_as_a_batched_hook_and_swaps_rulesets_keeping_counts() {
     let reg = Registry::with_max_workers(2);
