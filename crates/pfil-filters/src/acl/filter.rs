@@ -299,14 +299,19 @@ impl Filter for Acl {
         let mut i = 0;
         while i < pkts.len() {
             let (mut n, mut no) = (0, 0);
-            while i < pkts.len() && n < CHUNK && no < CHUNK {
+            // (The loop's condition is the IPv4 chunk's alone: its
+            // indices need no other bound check; a full chunk of others
+            // ends the chunk from inside.)
+            while i < pkts.len() && n < CHUNK {
                 if pkts[i].verdict().is_pass() {
                     if key_v4_into(&pkts[i], &mut keys[n]) {
                         idx[n] = i;
                         n += 1;
-                    } else {
+                    } else if no < CHUNK {
                         others[no] = i;
                         no += 1;
+                    } else {
+                        break;
                     }
                 }
                 i += 1;
