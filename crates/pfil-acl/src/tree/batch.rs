@@ -168,8 +168,8 @@ impl Classifier {
     /// internal node and `out` at least as long as `keys`: IPv4 keys on
     /// the IPv4 trees; then, if there are IPv6 keys and IPv6 trees, a
     /// second pass on those, the keys [`under`](V6Words::under) the upper
-    /// words and with ports breadth first too (the others, which confirm
-    /// every hit, alone). `BMI2`: compiled with BMI2
+    /// words breadth first too, but for those without ports when an IPv6
+    /// rule is loose (the others, which confirm every hit, alone). `BMI2`: compiled with BMI2
     /// ([`breadth_in`](Self::breadth_in)).
     #[inline(always)]
     pub(super) fn batch_keys<const BMI2: bool>(&self, keys: &[Key], out: &mut [Option<u32>]) {
@@ -194,7 +194,10 @@ impl Classifier {
                     return Route::Later;
                 }
                 *v = words.view(k);
-                if v.has_ports() && words.under(k) {
+                // Without ports, a loose rule's lanes may take the key
+                // where the rule does not: alone, confirmed (the IPv4
+                // pass looks such keys up again instead).
+                if words.under(k) && (v.has_ports() || !self.loose6) {
                     Route::Trees
                 } else {
                     Route::Alone

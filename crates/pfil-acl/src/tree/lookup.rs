@@ -495,9 +495,10 @@ impl Classify for Classifier {
     /// (see [`Classifier::classify_batch_v4`]) when the classifier has an
     /// internal node, one [`classify`](Classify::classify) per key
     /// otherwise; then the IPv6 keys the same way on the IPv6 trees (but
-    /// those without ports, or not under the address words most IPv6
-    /// rules name above the words the trees cut, which confirm every
-    /// hit: one by one); other keys one by one in place. Compiled with
+    /// those not under the address words most IPv6 rules name above the
+    /// words the trees cut, which confirm every hit, and, if an IPv6 rule
+    /// is loose, those without ports: one by one); other keys one by one
+    /// in place. Compiled with
     /// AVX2 where the CPU has it, as the IPv4 batch. No allocation.
     ///
     /// # Panics

@@ -165,13 +165,15 @@
 //! the lanes of a rule whose prefix ends within its chosen word and names
 //! those words above it are exact, as an IPv4 rule's are, and only the
 //! other rules (a longer prefix, another upper word) carry
-//! [`EXTRA_ID`] and are confirmed on the full rule. A key without those
-//! words, or without ports, confirms every hit, in rule order; and since
-//! a rule exact only for some keys may not match the others, it prunes
+//! `EXTRA_ID` and are confirmed on the full rule. A key without those
+//! words confirms every hit, in rule order (one without ports, those of
+//! the leaves with `LOOSE` rules, as an IPv4 key); and since a rule
+//! exact only for some keys may not match the others, it prunes
 //! nothing. [`Classify::classify_batch`] takes the IPv6 keys that have
-//! the words and ports breadth first through the IPv6 trees, as it takes
-//! IPv4 keys through theirs (ClassBench sets moved into IPv6: 0.31-0.48x
-//! the time of one key at a time with every hit confirmed, BENCHMARKS.md).
+//! the words breadth first through the IPv6 trees, as it takes IPv4 keys
+//! through theirs (those without ports too, unless an IPv6 rule is
+//! loose; ClassBench sets moved into IPv6: 0.31-0.48x the time of one
+//! key at a time with every hit confirmed, BENCHMARKS.md).
 //! Non-IP keys scan the rules that can match them (a list built once),
 //! with the reference semantics.
 
@@ -457,6 +459,9 @@ pub struct Classifier {
     /// Some IPv4 rule is loose ([`LOOSE`]): a batch looks its keys without
     /// ports up again ([`Classifier::lookup_loose`]).
     loose: bool,
+    /// Some IPv6 rule is loose: a batch classifies its IPv6 keys without
+    /// ports alone (otherwise they go breadth first with the others).
+    loose6: bool,
 }
 
 impl Classifier {
@@ -522,6 +527,7 @@ impl Classifier {
         let trees = b.family(&v4);
         b.br = &brules6;
         b.leaves.clear();
+        let loose6 = v6.iter().any(|&i| brules6[i as usize].loose);
         let v6 = b.family(&v6);
         let probed = b.probed;
         let mut stats = b.stats;
@@ -547,6 +553,7 @@ impl Classifier {
             avx2: has_avx2(),
             prefetch: mem_bytes > PREFETCH_ABOVE,
             loose: v4.iter().any(|&i| brules[i as usize].loose),
+            loose6,
         };
         (c, probed)
     }
