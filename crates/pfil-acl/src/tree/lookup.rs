@@ -498,8 +498,8 @@ impl Classify for Classifier {
     /// those not under the address words most IPv6 rules name above the
     /// words the trees cut, which confirm every hit, and, if an IPv6 rule
     /// is loose, those without ports: one by one); other keys one by one
-    /// in place. Compiled with
-    /// AVX2 where the CPU has it, as the IPv4 batch. No allocation.
+    /// in place. Compiled with AVX2 where the CPU has it, as the IPv4
+    /// batch. No allocation.
     ///
     /// # Panics
     /// If `out` is shorter than `keys`.
