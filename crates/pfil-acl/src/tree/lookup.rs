@@ -399,15 +399,9 @@ impl Classifier {
     #[cold]
     #[inline(never)]
     pub(super) fn lookup_loose(&self, k: &K4, key: &Key) -> Option<u32> {
-        let mut best = NONE;
-        for t in &self.trees {
-            if t.min_id >= best {
-                break;
-            }
-            let leaf = self.walk_tree(t, k);
-            best = self.scan_key(leaf, k, key, best);
-        }
-        (best != NONE).then_some(best)
+        self.lookup_with(&self.trees, k, |leaf, best| {
+            self.scan_key(leaf, k, key, best)
+        })
     }
 
     /// [`scan`](Self::scan) for any IPv4 key: for one without ports a
@@ -422,7 +416,10 @@ impl Classifier {
     }
 
     /// The walks and leaf scans of `trees` (in order of their first rule)
-    /// for the tree view `k` of `key`.
+    /// for the tree view `k` of `key`: [`lookup_with`](Self::lookup_with)
+    /// and [`scan`](Self::scan), written out (through the closure, the
+    /// IPv4 keys' one-after-the-other batch took 8-13 % more
+    /// instructions: callgrind, acl1_1k and fw1_10k).
     #[inline(always)]
     pub(super) fn lookup_in<F: FullKey>(&self, trees: &[Tree], k: &K4, key: &F) -> Option<u32> {
         let mut best = NONE;
@@ -436,6 +433,27 @@ impl Classifier {
         (best != NONE).then_some(best)
     }
 
+    /// The walks of `trees` (in order of their first rule) for the tree
+    /// view `k`, each leaf given to `scan` with the match so far; a tree
+    /// whose first rule comes after the match is not walked, nor are the
+    /// ones after it.
+    #[inline(always)]
+    pub(super) fn lookup_with(
+        &self,
+        trees: &[Tree],
+        k: &K4,
+        scan: impl Fn(u64, u32) -> u32,
+    ) -> Option<u32> {
+        let mut best = NONE;
+        for t in trees {
+            if t.min_id >= best {
+                break;
+            }
+            best = scan(self.walk_tree(t, k), best);
+        }
+        (best != NONE).then_some(best)
+    }
+
     /// An IPv6 key: the IPv6 trees' walks on the chosen address words.
     /// A key under the words above them ([`V6Words::under`]) is decided
     /// by the lanes as an IPv4 key is (the rules they do not hold
@@ -443,20 +461,13 @@ impl Classifier {
     #[inline(never)]
     pub(super) fn lookup_v6(&self, k: &Key) -> Option<u32> {
         let v = self.v6_words.view(k);
-        let all = !self.v6_words.under(k);
-        let mut best = NONE;
-        for t in &self.v6 {
-            if t.min_id >= best {
-                break;
-            }
-            let leaf = self.walk_tree(t, &v);
-            best = if all {
+        if self.v6_words.under(k) {
+            self.lookup_with(&self.v6, &v, |leaf, best| self.scan_key(leaf, &v, k, best))
+        } else {
+            self.lookup_with(&self.v6, &v, |leaf, best| {
                 self.scan_confirm(leaf, &v, k, best, true)
-            } else {
-                self.scan_key(leaf, &v, k, best)
-            };
+            })
         }
-        (best != NONE).then_some(best)
     }
 
     /// Keys off the IPv4 path: IPv6 ([`lookup_v6`](Self::lookup_v6)),
