@@ -301,10 +301,22 @@ fn load_xdp(text: &str, jit: bool) -> Result<Program, crate::VerifyError> {
     Program::load(assemble(text).unwrap(), &[], &Helpers::new(), &o)
 }
 
+/// An XDP program whose unproven packet accesses a test runs: without
+/// the kernel's rules, which refuse them ("invalid access to packet"),
+/// they are checked at run time.
+fn load_xdp_run_time_checks(text: &str, jit: bool) -> Program {
+    let o = LoadOptions {
+        jit,
+        kernel_rules: false,
+        ..LoadOptions::default()
+    };
+    Program::load(assemble(text).unwrap(), &[], &Helpers::new(), &o).unwrap()
+}
+
 #[test]
 fn xdp_context_converts_pointers() {
     for jit in [false, true] {
-        let p = load_xdp(
+        let p = load_xdp_run_time_checks(
             "mov %r9, %r1
 ldxw %r2, [%r1+0]
 ldxw %r3, [%r9+4]
@@ -323,8 +335,7 @@ lsh %r2, 24
 add %r0, %r2
 exit",
             jit,
-        )
-        .unwrap();
+        );
         let mut frame = [0u8; 128];
         frame[32] = 9;
         let out = p.run_xdp(&mut env(), &mut frame, 32, 60, 3, 5).unwrap();
@@ -334,13 +345,12 @@ exit",
             "jit {jit}"
         );
         assert_eq!((out.data_meta, out.data, out.data_end), (32, 32, 92));
-        let p = load_xdp(
+        let p = load_xdp_run_time_checks(
             "ldxw %r0, [%r1+0]
 ldxb %r0, [%r0-1]
 exit",
             jit,
-        )
-        .unwrap();
+        );
         let r = p.run_xdp(&mut env(), &mut frame, 10, 60, 0, 0);
         assert!(
             matches!(r, Err(Fault::OutOfBounds { .. })),
@@ -520,8 +530,11 @@ fn moved_packet_bounds_hold_on_both_engines() {
         )
     };
     for jit in [false, true] {
+        // The reads after the adjust are not proven (the kernel's rules
+        // refuse them): checked at run time.
         let o = LoadOptions {
             jit,
+            kernel_rules: false,
             ..LoadOptions::default()
         };
         let run = |t: String| {
@@ -566,8 +579,11 @@ fn a_moved_tail_moves_the_jits_inline_bound() {
         format!("mov %r6, %r1\nmov %r2, {delta}\ncall 65\nldxw %r2, [%r6+0]\nldxdw %r0, [%r2+{at}]\nexit")
     };
     for jit in [false, true] {
+        // The reads after the adjust are not proven (the kernel's rules
+        // refuse them): checked at run time.
         let o = LoadOptions {
             jit,
+            kernel_rules: false,
             ..LoadOptions::default()
         };
         let run = |t: String| {
@@ -705,7 +721,7 @@ fn packet_bytes_proven_by_a_data_end_comparison_are_accessed_directly() {
                 jgt %r4, %r3, out\nldxh %r0, [%r2+12]\nstb [%r2+0], 0xaa\nldxb %r5, [%r4-1]\n\
                 add %r0, %r5\njlt %r3, %r4, out\nldxw %r5, [%r2+20]\nadd %r0, %r5\nout:\nexit";
     for jit in [false, true] {
-        let p = load_xdp(text, jit).unwrap();
+        let p = load_xdp_run_time_checks(text, jit);
         let marked: Vec<Access> = (6..12)
             .map(|pc| p.access.get(pc).copied().unwrap_or_default())
             .collect();
@@ -762,7 +778,11 @@ fn packet_bytes_proven_by_a_data_end_comparison_are_accessed_directly() {
             "ldxw %r2, [%r1+0]\nldxw %r3, [%r1+4]\nmov %r4, %r2\nadd %r4, 4\nmov %r0, 0\n{cmp}, taken\n\
              ldxw %r0, [%r2+0]\nexit\ntaken:\nldxw %r0, [%r2+0]\nexit"
         );
-        let p = load_xdp(&t, true).unwrap();
+        // The kernel's rules refuse the side that proves nothing.
+        let e = load_xdp(&t, true).unwrap_err();
+        assert_eq!(e.pc, if proven_when_taken { 6 } else { 8 }, "{cmp}");
+        assert!(e.reason.contains("invalid access to packet"), "{e}");
+        let p = load_xdp_run_time_checks(&t, true);
         let (fall, taken) = (
             p.access.get(6).copied().unwrap_or_default(),
             p.access.get(8).copied().unwrap_or_default(),

@@ -23,7 +23,10 @@
 //! whole field; an access at a constant offset outside a map value; a
 //! known pointer of another kind where a helper takes a map or the
 //! context; a stack access, or a helper's memory argument on the stack
-//! of a size known here, outside the function's own frame. A register it does not track (a pointer filled from the
+//! of a size known here, outside the function's own frame; a packet
+//! access through a pointer it tracks, outside the bytes a comparison
+//! with `data_end` proved behind it (decided path by path:
+//! `verify_paths.rs`). A register it does not track (a pointer filled from the
 //! stack) is checked at run time instead.
 //!
 //! It also tracks register types (the context, map values checked for
@@ -644,6 +647,7 @@ pub(crate) fn verify(
         void: std::cell::RefCell::new(vec![false; starts.len()]),
         callbacks: &opts.callbacks,
         deferred: Default::default(),
+        packet_deferred: Default::default(),
     }
     .run(opts)?;
     if !unknown.is_empty() {

@@ -57,6 +57,11 @@ pub(super) struct Flow<'a> {
     /// the kernel does (clang merges two releases of different records
     /// into one call).
     pub deferred: std::cell::Cell<bool>,
+    /// Set by `run` where a packet access is outside the bytes the
+    /// joined state proved ([`Flow::packet_rule`]): `paths.rs` then keeps
+    /// apart the paths that proved different bytes, and refuses the
+    /// access on a path that proved too few, as the kernel does.
+    pub packet_deferred: std::cell::Cell<bool>,
 }
 
 /// What [`Flow::run`] found: each pc's access, the inlined lookups, the
@@ -743,9 +748,10 @@ impl Flow<'_> {
         Ok(())
     }
 
-    /// A rule of the records of `bpf_ringbuf_reserve` broken at `pc`:
-    /// refused in `paths.rs` (path by path); in `run`, where paths met,
-    /// noted for `paths.rs` to decide ([`Flow::deferred`]).
+    /// A rule broken at `pc` that the kernel decides path by path (the
+    /// records of `bpf_ringbuf_reserve`, the packet bytes proven): refused
+    /// in `paths.rs`; in `run`, where paths met, noted for `paths.rs` to
+    /// decide ([`Flow::deferred`]).
     pub(super) fn ring_rule(&self, pc: usize, msg: impl Into<String>) -> Result<()> {
         if self.as_kernel.get() {
             return err(pc, msg.into());

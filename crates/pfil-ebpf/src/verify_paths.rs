@@ -16,6 +16,15 @@
 //! new one is met with the most alike (the same registers initialised),
 //! so the pass ends, and answers at worst as `Flow::run` would.
 //!
+//! Packet accesses outside the bytes proven (`Flow::packet_rule`) are
+//! decided here too: then paths that proved different bytes, or hold
+//! their packet pointers elsewhere, are kept apart as well
+//! (`packet_key`), each with the scalars its own jumps made exact (`if
+//! (proto == 6)` on the path that compared 40 bytes). A state met past
+//! [`SPLITS`] with another of different proofs, or widened in a loop,
+//! refuses no packet access ([`State::lossy`]): the kernel's own paths
+//! may each prove theirs, and the run-time check stays.
+//!
 //! Only programs `Flow::run` found such a read in come here, and only the
 //! verdict is taken: the accesses and decided jumps the JIT uses are
 //! `Flow::run`'s, which treat the register as a scalar nothing is known
@@ -59,29 +68,57 @@ fn key(st: &State) -> (u16, u32, u8, u64, u128) {
     (st.init, flags, st.refs, records, st.slot_flags)
 }
 
+/// The packet bytes a state has proven, and where its packet pointers
+/// are (registers and spilled slots): with packet accesses to decide,
+/// paths that differ in these are kept apart as well.
+fn packet_key(st: &State) -> u64 {
+    let mut h = u64::from(st.range) << 32 | u64::from(st.past);
+    let mut mix = |v: u64| h = (h.rotate_left(13) ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    for r in 0..11 {
+        if st.ty[r] & KIND == PKT {
+            mix(u64::from(st.ty[r]) << 8 | r as u64);
+            mix(u64::from(st.id[r]) << 32 | u64::from(st.vrange[r]));
+            mix(u64::from(st.vmax[r]));
+        }
+    }
+    for (k, &t) in st.slot.iter().enumerate() {
+        if t & KIND == PKT {
+            mix(u64::from(t) << 8 | k as u64);
+        }
+    }
+    h
+}
+
 /// The states at one head, each with how often it changed (widened past
 /// [`WIDEN_AFTER`]).
 #[derive(Default)]
 struct Slot(Vec<(State, u32)>);
 
 impl Slot {
-    /// Adds `o`, reaching the head at `t`: met with the state of its key,
-    /// or kept apart, or past [`SPLITS`] met with the state that has the
-    /// most of its registers initialised. The index of the state it
+    /// Adds `o`, reaching the head at `t`: met with the state of its key
+    /// (with `pkt`, of its [`packet_key`] too), or kept apart, or past
+    /// [`SPLITS`] met with the state that has the most of its registers
+    /// initialised (with `pkt`, a meet that makes the packet accesses
+    /// after it undecided: [`State::lossy`]). The index of the state it
     /// changed, if any.
-    fn add(&mut self, o: State, t: usize) -> Option<usize> {
-        let k = match self.0.iter().position(|(s, _)| key(s) == key(&o)) {
+    fn add(&mut self, mut o: State, t: usize, pkt: bool) -> Option<usize> {
+        let (ko, po) = (key(&o), pkt.then(|| packet_key(&o)));
+        let same = |s: &State| key(s) == ko && (po.is_none() || Some(packet_key(s)) == po);
+        let k = match self.0.iter().position(|(s, _)| same(s)) {
             Some(k) => k,
             None if self.0.len() < SPLITS => {
                 self.0.push((o, 0));
                 return Some(self.0.len() - 1);
             }
-            None => (0..self.0.len())
-                .max_by_key(|&k| {
-                    let s = &self.0[k].0;
-                    (s.init == o.init, (s.init & o.init).count_ones())
-                })
-                .unwrap_or(0),
+            None => {
+                o.lossy |= pkt;
+                (0..self.0.len())
+                    .max_by_key(|&k| {
+                        let s = &self.0[k].0;
+                        (s.init == o.init, (s.init & o.init).count_ones())
+                    })
+                    .unwrap_or(0)
+            }
         };
         let (old, changes) = self.0[k];
         let mut new = old.meet(&o, t);
@@ -115,11 +152,14 @@ impl Flow<'_> {
     }
 
     fn walk_paths(&self, opts: &LoadOptions, head: &[u32]) -> Result<()> {
+        // Packet accesses to decide: paths that proved different bytes
+        // are kept apart too.
+        let pkt = self.kernel_rules && self.packet_deferred.get();
         let heads = head.iter().filter(|&&h| h != NONE).count();
         let mut slots: Vec<Slot> = (0..heads).map(|_| Slot::default()).collect();
         let entry = self.starts[0];
         let mut work = BTreeSet::new();
-        if let Some(k) = slots[head[entry] as usize].add(Self::first(opts), entry) {
+        if let Some(k) = slots[head[entry] as usize].add(Self::first(opts), entry, pkt) {
             work.insert((entry, k));
         }
         while let Some((h, k)) = work.pop_first() {
@@ -139,11 +179,14 @@ impl Flow<'_> {
                 }
                 if self.kernel_rules {
                     self.record_access(pc, &st)?;
+                    if pkt {
+                        self.packet_rule(pc, &st)?;
+                    }
                 }
                 let step = self.step(pc, &st)?;
                 if let Some((g, args)) = step.call {
                     let s = self.starts[g];
-                    if let Some(k) = slots[head[s] as usize].add(args, s) {
+                    if let Some(k) = slots[head[s] as usize].add(args, s, pkt) {
                         work.insert((s, k));
                     }
                 }
@@ -154,7 +197,7 @@ impl Flow<'_> {
                     };
                     if head[t] == NONE {
                         next = Some((t, o));
-                    } else if let Some(k) = slots[head[t] as usize].add(o, t) {
+                    } else if let Some(k) = slots[head[t] as usize].add(o, t, pkt) {
                         work.insert((t, k));
                     }
                 }

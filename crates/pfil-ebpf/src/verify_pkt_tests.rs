@@ -7,12 +7,28 @@ use crate::asm::assemble;
 use crate::verify::Access;
 use crate::{Env, Fault, Helpers, LoadOptions, Program};
 
+/// Loads `text` without the kernel's rules: its accesses not proven are
+/// checked at run time (with the rules they are refused, as the kernel
+/// refuses them: [`refused`]).
 fn load(text: &str, jit: bool) -> Program {
     let o = LoadOptions {
         jit,
+        kernel_rules: false,
         ..LoadOptions::default()
     };
     Program::load(assemble(text).unwrap(), &[], &Helpers::new(), &o).unwrap()
+}
+
+/// The pc and reason the kernel's rules refuse `text` for.
+fn refused(text: &str) -> (usize, String) {
+    let e = Program::load(
+        assemble(text).unwrap(),
+        &[],
+        &Helpers::new(),
+        &LoadOptions::default(),
+    )
+    .unwrap_err();
+    (e.pc, e.reason)
 }
 
 fn env() -> Env {
@@ -51,6 +67,15 @@ fn a_bounded_variable_offset_is_proven_and_one_byte_more_is_checked() {
         assert_eq!(access(&p, 6), Access::Packet);
         assert_eq!(access(&p, 13), Access::Packet, "jit {jit}");
         assert_eq!(access(&p, 14), Access::Checked, "jit {jit}");
+        let (pc, why) = refused(text);
+        assert_eq!(pc, 14, "{why}");
+        assert!(
+            why.contains(
+                "a 1-byte read at offset 4 from a packet pointer r8 moved by a variable \
+                 amount, where a comparison with data_end proved 4 bytes"
+            ),
+            "{why}"
+        );
         for v in [0u8, 4, 20, 60, 0xff] {
             let o = usize::from(v & 60);
             let bytes: Vec<u8> = (0..100u8)
@@ -115,6 +140,7 @@ fn a_join_of_two_offsets_proves_only_what_both_paths_have() {
         let p = load(text, jit);
         assert_eq!(access(&p, 11), Access::Packet, "jit {jit}");
         assert_eq!(access(&p, 12), Access::Checked, "jit {jit}");
+        assert_eq!(refused(text).0, 12);
         let bytes: Vec<u8> = (0..40u8).map(|i| i + 1).collect();
         for (ifindex, o) in [(0u32, 14usize), (1, 18)] {
             for len in 0..30 {
@@ -227,6 +253,7 @@ fn a_join_keeps_the_smaller_proof_of_the_two_paths() {
             let n = p.insns().len();
             assert_eq!(access(&p, n - 4), Access::Checked, "{before:?} jit {jit}");
             assert_eq!(access(&p, n - 3), Access::Packet, "{before:?} jit {jit}");
+            assert_eq!(refused(&text).0, n - 4, "{before:?}");
             let bytes = [0u8, 1, 2, 3, 4, 5, 6, 7];
             assert_eq!(run(&p, &bytes, 3, 0), Err(()), "{before:?} jit {jit}");
             assert_eq!(run(&p, &bytes, 3, 1), Ok(0), "{before:?} jit {jit}");

@@ -420,6 +420,9 @@ impl Flow<'_> {
             if start >= 0 && start + size <= st.limit(base as usize) as i64 {
                 return Ok(Access::Packet);
             }
+            if self.kernel_rules {
+                self.packet_rule(pc, st)?;
+            }
         } else if ty & KIND == VALUE {
             // A map value (its helper returned value_size bytes,
             // 8-aligned): inside it, no run-time check; outside, the
@@ -453,6 +456,51 @@ impl Flow<'_> {
 }
 
 impl Flow<'_> {
+    /// A load or store at `pc` through a packet pointer, outside the
+    /// bytes a comparison with `data_end` proved behind it: refused, as
+    /// the kernel refuses it ("invalid access to packet"). Decided path
+    /// by path (`paths.rs` keeps apart the paths that proved different
+    /// bytes, as the kernel's verifier follows each): in `run`, where
+    /// paths met, only noted ([`Flow::packet_deferred`]). A state where
+    /// `paths.rs` had to meet such paths ([`State::lossy`]) refuses
+    /// nothing: the access is checked at run time.
+    pub(super) fn packet_rule(&self, pc: usize, st: &State) -> Result<()> {
+        let i = &self.insns[pc];
+        let base = match i.class() {
+            BPF_LDX => i.src,
+            BPF_ST | BPF_STX if i.code & 0xe0 != BPF_ATOMIC => i.dst,
+            _ => return Ok(()),
+        } as usize;
+        let ty = st.ty[base];
+        if ty & KIND != PKT || (st.lossy && self.as_kernel.get()) {
+            return Ok(());
+        }
+        let (size, limit) = (i.size() as i64, i64::from(st.limit(base)));
+        let start = i64::from(ty & !KIND) + i64::from(i.off);
+        if start >= 0 && start + size <= limit {
+            return Ok(());
+        }
+        self.packet_deferred.set(true);
+        let what = if st.id[base] == 0 {
+            "data".to_string()
+        } else {
+            format!("a packet pointer r{base} moved by a variable amount")
+        };
+        let (verb, what_end) = if i.class() == BPF_LDX {
+            ("read", "load")
+        } else {
+            ("write", "store")
+        };
+        self.ring_rule(
+            pc,
+            format!(
+                "invalid access to packet: a {size}-byte {verb} at offset {start} from {what}, \
+                 where a comparison with data_end proved {limit} bytes (the kernel refuses it: \
+                 compare the end of the {what_end} with data_end first)"
+            ),
+        )
+    }
+
     /// A load or store at `pc` through a record of `bpf_ringbuf_reserve`:
     /// refused where the kernel refuses it (released; null, or outside
     /// the record, decided path by path where paths met:

@@ -144,6 +144,11 @@ pub(super) struct State {
     /// and so does a jump's edge (`if r > k`, `if r != 0` of an `r` at
     /// least 0); joins keep the least.
     pub lo: [u64; 11],
+    /// Paths that proved different packet bytes were met on the way here
+    /// (`paths.rs`, past its bound), or the state was widened: a packet
+    /// access not proven here may be proven on each of the kernel's own
+    /// paths, so it is checked at run time rather than refused.
+    pub lossy: bool,
 }
 
 impl State {
@@ -163,6 +168,7 @@ impl State {
             lo: [0; 11],
             refs: 0,
             slot_flags: 0,
+            lossy: false,
         }
     }
 
@@ -395,6 +401,7 @@ impl State {
         let mut m = *self;
         m.init &= o.init;
         m.refs = self.refs | o.refs;
+        m.lossy = self.lossy || o.lossy;
         // (Each slot's two bits: kept where both paths have the same.)
         m.slot_flags = self.slot_flags & o.slot_flags;
         m.range = self.range.min(o.range);
@@ -519,6 +526,7 @@ impl State {
     /// `new` replaces `old` after many changes: bounds still moving are
     /// dropped, so that the dataflow ends.
     pub fn widen(&mut self, old: &State) {
+        self.lossy = true;
         if self.past != old.past {
             self.past = 0;
         }

@@ -49,8 +49,8 @@ fn verdicts_faults_and_kept_maps() {
     let seen = filter.program().map("seen").unwrap().clone();
     assert_eq!(seen.lookup(&[0; 4]).unwrap().unwrap(), 3u64.to_le_bytes());
 
-    // A read 100000 bytes past the frame: stopped, counted, the link
-    // quarantined; fail-closed drops from then on.
+    // A loop that never ends: stopped at the run-time budget, counted,
+    // the link quarantined; fail-closed drops from then on.
     assert_eq!(run(0x99), Verdict::Dropped);
     assert_eq!(counter(&filter, "faults"), 1);
     assert!(reg.chain("h", Dir::In).unwrap()[0].quarantined);

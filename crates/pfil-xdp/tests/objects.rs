@@ -431,6 +431,23 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
         ("spill_end_arith", "pointer arithmetic on data_end"),
         ("number_deref", "dereference of a number (r2 is 0 here)"),
         ("number_deref_ll", "dereference of a number (r1 is 13 here)"),
+        (
+            "pkt_unchecked",
+            "invalid access to packet: a 1-byte read at offset 20 from data, where a \
+             comparison with data_end proved 0 bytes",
+        ),
+        (
+            "pkt_off_by_one",
+            "a 1-byte read at offset 20 from data, where a comparison with data_end proved \
+             20 bytes",
+        ),
+        ("pkt_write_past", "a 1-byte write at offset 14 from data"),
+        ("pkt_after_adjust", "a 1-byte read at offset 0 from data"),
+        ("pkt_short_path", "a 1-byte read at offset 30 from data"),
+        (
+            "pkt_var_unchecked",
+            "a 1-byte read at offset 14 from a packet pointer r2 moved by a variable amount",
+        ),
     ] {
         let e = XdpProgram::load(&obj, Some(name), 1, &[])
             .err()
@@ -460,6 +477,8 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
         "spill_ctx_read",
         "spill_then_helper_bytes",
         "known_signed_dead",
+        "pkt_flag_paths",
+        "pkt_const_paths",
     ] {
         let p =
             XdpProgram::load(&obj, Some(name), 1, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -86,6 +86,55 @@ P(spill_end_arith) {
 P(number_deref) { asm volatile("r2 = 0; r2 = *(u64 *)(r2 + 0); r0 = 2; exit;"); }
 P(number_deref_ll) { asm volatile("r1 = 13 ll; r1 = *(u64 *)(r1 + 0); r0 = 2; exit;"); }
 
+// Packet bytes no comparison with data_end proved (the kernel's
+// "invalid access to packet"; pfil checked them at run time until
+// 2026-12-07): a read with no comparison, one a byte past the bytes
+// compared, a write past them, a read through `data` loaded again after
+// bpf_xdp_adjust_head, a read past the shorter of two paths' proofs, a
+// read at a variable offset not compared again. In C, as clang emits it:
+SEC("xdp") int pkt_unchecked(struct xdp_md *ctx)
+{
+	unsigned char *data = (void *)(long)ctx->data;
+	return data[20] == 17 ? XDP_DROP : XDP_PASS;
+}
+SEC("xdp") int pkt_off_by_one(struct xdp_md *ctx)
+{
+	unsigned char *data = (void *)(long)ctx->data;
+	unsigned char *end = (void *)(long)ctx->data_end;
+	if (data + 20 > end)
+		return XDP_PASS;
+	return data[20] == 17 ? XDP_DROP : XDP_PASS;
+}
+SEC("xdp") int pkt_write_past(struct xdp_md *ctx)
+{
+	unsigned char *data = (void *)(long)ctx->data;
+	unsigned char *end = (void *)(long)ctx->data_end;
+	if (data + 14 > end)
+		return XDP_PASS;
+	data[14] = 0;
+	return XDP_PASS;
+}
+SEC("xdp") int pkt_after_adjust(struct xdp_md *ctx)
+{
+	unsigned char *data = (void *)(long)ctx->data;
+	if (data + 14 > (unsigned char *)(long)ctx->data_end)
+		return XDP_PASS;
+	if (bpf_xdp_adjust_head(ctx, 0))
+		return XDP_PASS;
+	data = (void *)(long)ctx->data;
+	return data[0] == 1 ? XDP_DROP : XDP_PASS;
+}
+P(pkt_short_path) {
+	asm volatile("r2 = *(u32 *)(r1 + 0); r3 = *(u32 *)(r1 + 4); r5 = *(u32 *)(r1 + 12);"
+		     "r4 = r2; r4 += 14; if r5 == 0 goto 1f; r4 = r2; r4 += 34; 1: if r4 > r3 goto 2f;"
+		     "r0 = *(u8 *)(r2 + 30); 2: r0 = 2; exit;");
+}
+P(pkt_var_unchecked) {
+	asm volatile("r2 = *(u32 *)(r1 + 0); r3 = *(u32 *)(r1 + 4); r4 = r2; r4 += 15;"
+		     "if r4 > r3 goto 1f; r5 = *(u8 *)(r2 + 14); r5 &= 15; r5 <<= 2; r2 += r5;"
+		     "r0 = *(u8 *)(r2 + 14); 1: r0 = 2; exit;");
+}
+
 // Accepted by the kernel, so by pfil (a second tester's probes of the
 // rules above, 2026-12-07). The jump is decided by r0's exact value, so
 // the 8-byte read of the context is never reached:
@@ -146,6 +195,22 @@ P(spill_then_helper_bytes) {
 // load through a number behind it is dead code (both verifiers):
 P(known_signed_dead) {
 	asm volatile("r1 = 5; r2 = 0; r0 = 2; if r1 s> r2 goto 1f; r0 = *(u64 *)(r1 + 0); 1: exit;");
+}
+
+// Accepted by the kernel, which follows each path: the bytes proven on
+// the path a flag (0 or 1) or a constant took, the read behind the same
+// flag or constant (pfil decides these path by path too):
+P(pkt_flag_paths) {
+	asm volatile("r2 = *(u32 *)(r1 + 0); r3 = *(u32 *)(r1 + 4); r4 = r2; r4 += 1;"
+		     "if r4 > r3 goto 2f; r5 = *(u8 *)(r2 + 0); r6 = 0; if r5 != 7 goto 1f;"
+		     "r4 = r2; r4 += 8; if r4 > r3 goto 2f; r6 = 1; 1: if r6 == 0 goto 2f;"
+		     "r0 = *(u8 *)(r2 + 7); 2: r0 = 2; exit;");
+}
+P(pkt_const_paths) {
+	asm volatile("r2 = *(u32 *)(r1 + 0); r3 = *(u32 *)(r1 + 4); r4 = r2; r4 += 1;"
+		     "if r4 > r3 goto 2f; r5 = *(u8 *)(r2 + 0); r6 = 17; r4 = r2; r4 += 20;"
+		     "if r5 != 6 goto 1f; r6 = 6; r4 = r2; r4 += 40; 1: if r4 > r3 goto 2f;"
+		     "if r6 != 6 goto 2f; r0 = *(u8 *)(r2 + 39); 2: r0 = 2; exit;");
 }
 
 char LICENSE[] SEC("license") = "GPL";
