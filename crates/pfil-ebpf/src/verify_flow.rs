@@ -18,7 +18,7 @@ use super::state::*;
 use super::{bit, err, Access, Result, Succ, Use, R1_R5};
 use crate::insn::*;
 use crate::{LoadOptions, MapRef};
-use stack::{filled, filled_flag, fold, spills};
+use stack::{filled, filled_flag, fold, moves_packet, spills};
 
 /// The program's structure, as `verify` found it.
 pub(super) struct Flow<'a> {
@@ -462,15 +462,21 @@ impl Flow<'_> {
             }
         }
         // A helper may move the packet (adjust_head): forget it;
-        // not bpf_map_lookup_elem (its contract, see `Helpers`).
+        // not bpf_map_lookup_elem (its contract, see `Helpers`). After
+        // one that does move it, a packet pointer kept is one the
+        // kernel makes a number ([`PKT_GONE`]).
         let lookup =
             i.code == BPF_JMP | BPF_CALL && i.src == 0 && i.imm as u32 == helper::MAP_LOOKUP_ELEM;
         if i.class() == BPF_JMP && i.op() == BPF_CALL && !lookup {
             out.range = 0;
             out.past = 0;
+            let gone = match moves_packet(i) {
+                Some(id) => PKT_GONE | id,
+                None => OTHER,
+            };
             for r in 0..11 {
                 if matches!(out.ty[r] & KIND, PKT | PKT_END) {
-                    out.set(r, OTHER);
+                    out.set(r, gone);
                 }
             }
         }

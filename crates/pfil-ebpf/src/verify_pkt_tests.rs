@@ -212,14 +212,33 @@ fn map_lookups_keep_packet_proofs_other_helpers_do_not() {
     }
     let mut h = Helpers::new();
     h.insert(1, nop, Signature { args: 2 });
+    h.insert(5, nop, Signature { args: 2 });
     h.insert(44, nop, Signature { args: 2 });
-    for (call, kept) in [(1, true), (44, false)] {
+    for (call, kept) in [(1, true), (5, false), (44, false)] {
         let text = format!(
             "ldxw %r2, [%r1+0]\nldxw %r3, [%r1+4]\nmov %r0, 0\nmov %r8, %r2\nmov %r4, %r2\n\
              add %r4, 4\njgt %r4, %r3, out\nldxw %r1, [%r1+12]\nmov %r2, 0\ncall {call}\n\
              ldxw %r0, [%r8+0]\nout:\nexit"
         );
-        let p = Program::load(assemble(&text).unwrap(), &[], &h, &LoadOptions::default()).unwrap();
+        let load = |kernel_rules| {
+            let o = LoadOptions {
+                kernel_rules,
+                ..LoadOptions::default()
+            };
+            Program::load(assemble(&text).unwrap(), &[], &h, &o)
+        };
+        if call == 44 {
+            // bpf_xdp_adjust_head may move the packet: the kernel makes
+            // r8 a number, so the kernel's rules refuse the read.
+            let e = load(true).unwrap_err();
+            assert_eq!(e.pc, 10);
+            assert!(
+                e.reason
+                    .contains("r8, a packet pointer from before bpf_xdp_adjust_head"),
+                "{e}"
+            );
+        }
+        let p = load(call != 44).unwrap();
         let want = if kept {
             Access::Packet
         } else {

@@ -372,6 +372,9 @@ impl Flow<'_> {
                  struct xdp_md's fields through the pointer as the program was given it)",
             );
         }
+        if ty & KIND == PKT_GONE && self.kernel_rules {
+            self.packet_rule(pc, st)?;
+        }
         if ty & KIND == PKT_END && self.kernel_rules {
             return err(
                 pc,
@@ -468,11 +471,26 @@ impl Flow<'_> {
         let i = &self.insns[pc];
         let base = match i.class() {
             BPF_LDX => i.src,
-            BPF_ST | BPF_STX if i.code & 0xe0 != BPF_ATOMIC => i.dst,
+            BPF_ST | BPF_STX => i.dst,
             _ => return Ok(()),
         } as usize;
         let ty = st.ty[base];
-        if ty & KIND != PKT || (st.lossy && self.as_kernel.get()) {
+        if ty & KIND == PKT_GONE {
+            // (Paths met only where each held it: `State::meet`.)
+            self.packet_deferred.set(true);
+            let name = helper::name(ty & !KIND).unwrap_or("helper");
+            return self.ring_rule(
+                pc,
+                format!(
+                    "dereference of r{base}, a packet pointer from before bpf_{name}, which may \
+                     move the packet (the kernel refuses it: every packet pointer is a number \
+                     after it; load data from the context again and compare it with data_end)"
+                ),
+            );
+        }
+        // (An atomic on the packet is refused on its own.)
+        let atomic = i.code & 0xe0 == BPF_ATOMIC;
+        if ty & KIND != PKT || atomic || (st.lossy && self.as_kernel.get()) {
             return Ok(());
         }
         let (size, limit) = (i.size() as i64, i64::from(st.limit(base)));

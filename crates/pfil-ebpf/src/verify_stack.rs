@@ -23,9 +23,10 @@ pub(super) fn spills(i: &Insn, st: &State, out: &mut State) {
         if i.src != 0 || !WRITE_NONE.contains(&i.imm) {
             out.unspill(u64::MAX);
         } else if i.imm as u32 != helper::MAP_LOOKUP_ELEM {
+            let gone = moves_packet(i).map_or(OTHER, |id| PKT_GONE | id);
             for k in 0..64 {
                 if matches!(out.slot[k] & KIND, PKT | PKT_END) {
-                    out.slot[k] = OTHER;
+                    out.slot[k] = gone;
                 }
             }
         }
@@ -59,6 +60,21 @@ pub(super) fn spills(i: &Insn, st: &State, out: &mut State) {
         let k = ((-at / 8) - 1) as usize;
         out.slot_flags |= u128::from(v as u8 + 1) << (2 * k);
     }
+}
+
+/// The helper `i` calls if it moves the packet (`bpf_xdp_adjust_head`,
+/// `_meta`, `_tail`: the kernel's `bpf_helper_changes_pkt_data` for
+/// XDP; not `bpf_tail_call`, `bpf_xdp_store_bytes`, or any other, after
+/// which the kernel keeps the packet pointers).
+pub(super) fn moves_packet(i: &Insn) -> Option<u32> {
+    let id = i.imm as u32;
+    (i.code == BPF_JMP | BPF_CALL
+        && i.src == 0
+        && matches!(
+            id,
+            helper::XDP_ADJUST_HEAD | helper::XDP_ADJUST_META | helper::XDP_ADJUST_TAIL
+        ))
+    .then_some(id)
 }
 
 /// The slot an 8-byte fill at `i` reads whole, if it does.

@@ -58,6 +58,14 @@ pub(super) const RING_REF_SHIFT: u32 = 24;
 /// The bias of a record pointer's offset (0 is the record's start).
 pub(super) const RING_OFF_BIAS: i64 = 1 << 23;
 
+/// A packet pointer (or `data_end`) from before a helper that moves the
+/// packet (`bpf_xdp_adjust_head`, `_meta`, `_tail`; its number in the
+/// low bits): the kernel makes every packet pointer a number then
+/// (`clear_all_pkt_pointers`), so a dereference is refused. Not a
+/// pointer for the rules of pointer arithmetic: what it is moved to is
+/// a number of this state's own (checked at run time).
+pub(super) const PKT_GONE: u32 = 0xd000_0000;
+
 /// One of several maps, which paths joined here gave the register: the
 /// maps' indexes as a set in the low 24 bits (bit `m`: map `m`). A
 /// helper given one checks every map of the set (the kernel follows
@@ -236,7 +244,7 @@ impl State {
     /// kernel's pointer types: arithmetic on them is restricted).
     pub fn pointer(&self, r: usize) -> bool {
         let t = self.ty[r];
-        matches!(t, CTX | CTX_MOD) || t & KIND != 0
+        matches!(t, CTX | CTX_MOD) || (t & KIND != 0 && t & KIND != PKT_GONE)
     }
 
     /// `r`'s value if it is a scalar known exactly.

@@ -448,6 +448,14 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
             "pkt_var_unchecked",
             "a 1-byte read at offset 14 from a packet pointer r2 moved by a variable amount",
         ),
+        (
+            "pkt_stale_adjust",
+            "a packet pointer from before bpf_xdp_adjust_head, which may move the packet",
+        ),
+        (
+            "pkt_stale_spilled",
+            "dereference of r2, a packet pointer from before bpf_xdp_adjust_tail",
+        ),
     ] {
         let e = XdpProgram::load(&obj, Some(name), 1, &[])
             .err()
@@ -479,6 +487,9 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
         "known_signed_dead",
         "pkt_flag_paths",
         "pkt_const_paths",
+        "pkt_kept_ktime",
+        "pkt_kept_store",
+        "pkt_reload_adjust",
     ] {
         let p =
             XdpProgram::load(&obj, Some(name), 1, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -135,6 +135,25 @@ P(pkt_var_unchecked) {
 		     "r0 = *(u8 *)(r2 + 14); 1: r0 = 2; exit;");
 }
 
+// A packet pointer kept across a helper that moves the packet (the
+// kernel makes it a number: "invalid mem access 'scalar'"; pfil checked
+// it at run time until 2026-12-07), in a register and spilled:
+SEC("xdp") int pkt_stale_adjust(struct xdp_md *ctx)
+{
+	unsigned char *data = (void *)(long)ctx->data;
+	if (data + 14 > (unsigned char *)(long)ctx->data_end)
+		return XDP_PASS;
+	if (bpf_xdp_adjust_head(ctx, 0))
+		return XDP_PASS;
+	return data[0] == 1 ? XDP_DROP : XDP_PASS;
+}
+P(pkt_stale_spilled) {
+	asm volatile("r2 = *(u32 *)(r1 + 0); r3 = *(u32 *)(r1 + 4); r4 = r2; r4 += 14;"
+		     "if r4 > r3 goto 1f; *(u64 *)(r10 - 8) = r2; r2 = 0; call %[f];"
+		     "r2 = *(u64 *)(r10 - 8); r0 = *(u8 *)(r2 + 0); 1: r0 = 2; exit;"
+		     :: [f]"i"(BPF_FUNC_xdp_adjust_tail));
+}
+
 // Accepted by the kernel, so by pfil (a second tester's probes of the
 // rules above, 2026-12-07). The jump is decided by r0's exact value, so
 // the 8-byte read of the context is never reached:
@@ -211,6 +230,37 @@ P(pkt_const_paths) {
 		     "if r4 > r3 goto 2f; r5 = *(u8 *)(r2 + 0); r6 = 17; r4 = r2; r4 += 20;"
 		     "if r5 != 6 goto 1f; r6 = 6; r4 = r2; r4 += 40; 1: if r4 > r3 goto 2f;"
 		     "if r6 != 6 goto 2f; r0 = *(u8 *)(r2 + 39); 2: r0 = 2; exit;");
+}
+
+// A packet pointer kept across helpers that do not move the packet, and
+// one loaded again after bpf_xdp_adjust_head and compared again:
+SEC("xdp") int pkt_kept_ktime(struct xdp_md *ctx)
+{
+	unsigned char *data = (void *)(long)ctx->data;
+	if (data + 14 > (unsigned char *)(long)ctx->data_end)
+		return XDP_PASS;
+	if (bpf_ktime_get_ns() == 7)
+		return XDP_TX;
+	return data[0] == 1 ? XDP_DROP : XDP_PASS;
+}
+SEC("xdp") int pkt_kept_store(struct xdp_md *ctx)
+{
+	unsigned char *data = (void *)(long)ctx->data;
+	__u8 b = 5;
+	if (data + 14 > (unsigned char *)(long)ctx->data_end)
+		return XDP_PASS;
+	bpf_xdp_store_bytes(ctx, 0, &b, 1);
+	return data[1] == 1 ? XDP_DROP : XDP_PASS;
+}
+SEC("xdp") int pkt_reload_adjust(struct xdp_md *ctx)
+{
+	unsigned char *data;
+	if (bpf_xdp_adjust_head(ctx, 0))
+		return XDP_PASS;
+	data = (void *)(long)ctx->data;
+	if (data + 14 > (unsigned char *)(long)ctx->data_end)
+		return XDP_PASS;
+	return data[0] == 1 ? XDP_DROP : XDP_PASS;
 }
 
 char LICENSE[] SEC("license") = "GPL";
