@@ -398,6 +398,7 @@ impl Flow<'_> {
             if let Some(e) = ring_args(i.imm as u32, st, self.maps, self.uses[pc].reads) {
                 self.ring_rule(pc, e)?;
             }
+            self.packet_args(pc, i.imm as u32, st)?;
         }
         // A tail call ends the whole run (the engine unwinds every frame):
         // the kernel's, from a function, would return into its caller.

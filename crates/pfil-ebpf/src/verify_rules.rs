@@ -221,21 +221,7 @@ pub(super) fn helper_args(pc: usize, id: u32, st: &State, maps: &[MapRef]) -> Re
 /// (`check_helper_mem_access`); the run-time check would allow the
 /// callers' frames above it.
 fn stack_args(pc: usize, id: u32, st: &State, maps: &[MapRef]) -> Result<()> {
-    let map = (st.ty[1] & KIND == MAP)
-        .then(|| maps.get((st.ty[1] & !KIND) as usize))
-        .flatten();
-    let (key, value) = (map.map(|m| m.key_size), map.map(|m| m.value_size));
-    let len = |r: usize| st.known(r).and_then(|v| u32::try_from(v).ok());
-    // (the pointer's register, its size, what it is)
-    let args: [Option<(usize, u32, &str)>; 2] = match id {
-        helper::MAP_LOOKUP_ELEM | helper::MAP_DELETE_ELEM => [key.map(|k| (2, k, "key")), None],
-        helper::MAP_UPDATE_ELEM => [key.map(|k| (2, k, "key")), value.map(|v| (3, v, "value"))],
-        helper::CSUM_DIFF => [len(2).map(|n| (1, n, "from")), len(4).map(|n| (3, n, "to"))],
-        helper::TRACE_PRINTK => [len(2).map(|n| (1, n, "format")), None],
-        189 | 190 => [len(4).map(|n| (3, n, "buffer")), None],
-        _ => [None, None],
-    };
-    for (r, size, what) in args.into_iter().flatten() {
+    for (r, size, what) in mem_args(id, st, maps).into_iter().flatten() {
         let t = st.ty[r];
         let depth = t & !KIND;
         if t & KIND == STACK && size > depth {
@@ -250,6 +236,31 @@ fn stack_args(pc: usize, id: u32, st: &State, maps: &[MapRef]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A helper's memory arguments of a size known here, as the kernel's
+/// `bpf_func_proto`s give them (a map's key and value; a buffer and its
+/// constant length): the pointer's register, its size, what it is.
+pub(super) fn mem_args(
+    id: u32,
+    st: &State,
+    maps: &[MapRef],
+) -> [Option<(usize, u32, &'static str)>; 2] {
+    let map = map_set(st.ty[1])
+        .filter(|s| s.count_ones() == 1)
+        .and_then(|s| maps.get(s.trailing_zeros() as usize));
+    let (key, value) = (map.map(|m| m.key_size), map.map(|m| m.value_size));
+    let len = |r: usize| st.known(r).and_then(|v| u32::try_from(v).ok());
+    match id {
+        helper::MAP_LOOKUP_ELEM | helper::MAP_DELETE_ELEM => [key.map(|k| (2, k, "key")), None],
+        helper::MAP_UPDATE_ELEM => [key.map(|k| (2, k, "key")), value.map(|v| (3, v, "value"))],
+        helper::CSUM_DIFF => [len(2).map(|n| (1, n, "from")), len(4).map(|n| (3, n, "to"))],
+        helper::TRACE_PRINTK => [len(2).map(|n| (1, n, "format")), None],
+        helper::PERF_EVENT_OUTPUT => [len(5).map(|n| (4, n, "data")), None],
+        helper::RINGBUF_OUTPUT => [len(3).map(|n| (2, n, "data")), None],
+        189 | 190 => [len(4).map(|n| (3, n, "buffer")), None],
+        _ => [None, None],
+    }
 }
 
 /// The kernel's rules for records of `bpf_ringbuf_reserve` given to a
@@ -275,21 +286,10 @@ pub(super) fn ring_args(id: u32, st: &State, maps: &[MapRef], reads: u16) -> Opt
             "bpf_{name}'s r{r} is a record that may be null (the kernel refuses it: check it first)"
         ));
     }
-    let map = map_set(st.ty[1])
-        .filter(|s| s.count_ones() == 1)
-        .and_then(|s| maps.get(s.trailing_zeros() as usize));
-    let (key, value) = (map.map(|m| m.key_size), map.map(|m| m.value_size));
-    let len = |r: usize| st.known(r).and_then(|v| u32::try_from(v).ok());
-    let args: [Option<(usize, u32)>; 2] = match id {
-        helper::MAP_LOOKUP_ELEM | helper::MAP_DELETE_ELEM => [key.map(|k| (2, k)), None],
-        helper::MAP_UPDATE_ELEM => [key.map(|k| (2, k)), value.map(|v| (3, v))],
-        helper::CSUM_DIFF => [len(2).map(|n| (1, n)), len(4).map(|n| (3, n))],
-        helper::PERF_EVENT_OUTPUT => [len(5).map(|n| (4, n)), None],
-        helper::RINGBUF_OUTPUT => [len(3).map(|n| (2, n)), None],
-        189 | 190 => [len(4).map(|n| (3, n)), None],
-        _ => [None, None],
-    };
-    let (_, size) = args.into_iter().flatten().find(|a| a.0 == r)?;
+    let (_, size, _) = mem_args(id, st, maps)
+        .into_iter()
+        .flatten()
+        .find(|a| a.0 == r)?;
     let (at, mem) = (ring_off(st.ty[r]), st.hi[r]);
     (at < 0 || (at + i64::from(size)) as u64 > mem).then(|| {
         format!(
@@ -517,6 +517,58 @@ impl Flow<'_> {
                  compare the end of the {what_end} with data_end first)"
             ),
         )
+    }
+
+    /// A helper's memory argument through a packet pointer (`bpf_map_lookup_elem(&m,
+    /// data + 26)`): its bytes inside the bytes a comparison with
+    /// `data_end` proved, as [`Flow::packet_rule`] has a load's (the
+    /// kernel's `check_helper_mem_access`), and not a pointer from before
+    /// a helper that moves the packet.
+    pub(super) fn packet_args(&self, pc: usize, id: u32, st: &State) -> Result<()> {
+        // (`paths.rs` decides them only where `run` found one: it then
+        // keeps the paths of different packet proofs apart.)
+        if self.as_kernel.get() && !self.packet_deferred.get() {
+            return Ok(());
+        }
+        let name = helper::name(id).unwrap_or("helper");
+        for (r, size, what) in mem_args(id, st, self.maps).into_iter().flatten() {
+            let t = st.ty[r];
+            if t & KIND == PKT_GONE {
+                self.packet_deferred.set(true);
+                let before = helper::name(t & !KIND).unwrap_or("helper");
+                self.ring_rule(
+                    pc,
+                    format!(
+                        "bpf_{name}'s {what} (r{r}) is a packet pointer from before bpf_{before}, \
+                         which may move the packet (the kernel refuses it: every packet pointer \
+                         is a number after it)"
+                    ),
+                )?;
+                continue;
+            }
+            if t & KIND != PKT || (st.lossy && self.as_kernel.get()) {
+                continue;
+            }
+            let (start, limit) = (i64::from(t & !KIND), i64::from(st.limit(r)));
+            if start + i64::from(size) <= limit {
+                continue;
+            }
+            self.packet_deferred.set(true);
+            let from = if st.id[r] == 0 {
+                "data".to_string()
+            } else {
+                "a packet pointer moved by a variable amount".to_string()
+            };
+            self.ring_rule(
+                pc,
+                format!(
+                    "invalid access to packet: bpf_{name}'s {what} (r{r}: {size} bytes at offset \
+                     {start} from {from}), where a comparison with data_end proved {limit} bytes \
+                     (the kernel refuses it: compare the end of the {what} with data_end first)"
+                ),
+            )?;
+        }
+        Ok(())
     }
 
     /// A load or store at `pc` through a record of `bpf_ringbuf_reserve`:

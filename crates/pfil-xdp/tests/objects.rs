@@ -456,6 +456,15 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
             "pkt_stale_spilled",
             "dereference of r2, a packet pointer from before bpf_xdp_adjust_tail",
         ),
+        (
+            "pkt_key_unproven",
+            "invalid access to packet: bpf_map_lookup_elem's key (r2: 4 bytes at offset 12 \
+             from data), where a comparison with data_end proved 14 bytes",
+        ),
+        (
+            "pkt_value_unproven",
+            "bpf_map_update_elem's value (r3: 8 bytes at offset 10 from data)",
+        ),
     ] {
         let e = XdpProgram::load(&obj, Some(name), 1, &[])
             .err()
@@ -490,6 +499,7 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
         "pkt_kept_ktime",
         "pkt_kept_store",
         "pkt_reload_adjust",
+        "pkt_key_proven",
     ] {
         let p =
             XdpProgram::load(&obj, Some(name), 1, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -154,6 +154,24 @@ P(pkt_stale_spilled) {
 		     :: [f]"i"(BPF_FUNC_xdp_adjust_tail));
 }
 
+// A packet pointer as a helper's key or value, past the bytes proven:
+SEC("xdp") int pkt_key_unproven(struct xdp_md *ctx)
+{
+	unsigned char *data = (void *)(long)ctx->data;
+	if (data + 14 > (unsigned char *)(long)ctx->data_end)
+		return XDP_PASS;
+	return bpf_map_lookup_elem(&amap, data + 12) ? XDP_DROP : XDP_PASS;
+}
+SEC("xdp") int pkt_value_unproven(struct xdp_md *ctx)
+{
+	unsigned char *data = (void *)(long)ctx->data;
+	__u32 k = 1;
+	if (data + 14 > (unsigned char *)(long)ctx->data_end)
+		return XDP_PASS;
+	bpf_map_update_elem(&amap, &k, data + 10, 0);
+	return XDP_PASS;
+}
+
 // Accepted by the kernel, so by pfil (a second tester's probes of the
 // rules above, 2026-12-07). The jump is decided by r0's exact value, so
 // the 8-byte read of the context is never reached:
@@ -261,6 +279,15 @@ SEC("xdp") int pkt_reload_adjust(struct xdp_md *ctx)
 	if (data + 14 > (unsigned char *)(long)ctx->data_end)
 		return XDP_PASS;
 	return data[0] == 1 ? XDP_DROP : XDP_PASS;
+}
+
+// A packet pointer as a helper's key, inside the bytes proven:
+SEC("xdp") int pkt_key_proven(struct xdp_md *ctx)
+{
+	unsigned char *data = (void *)(long)ctx->data;
+	if (data + 16 > (unsigned char *)(long)ctx->data_end)
+		return XDP_PASS;
+	return bpf_map_lookup_elem(&amap, data + 12) ? XDP_PASS : XDP_DROP;
 }
 
 char LICENSE[] SEC("license") = "GPL";
