@@ -215,7 +215,8 @@ impl Flow<'_> {
         }
         if !jmp32 && matches!(i.op(), BPF_JEQ | BPF_JNE) && i.imm == 0 && dty & KIND == NULLABLE {
             if taken == (i.op() == BPF_JNE) {
-                o.set(d, VALUE | (dty & !KIND));
+                let m = dty & !KIND;
+                o.set(d, if m <= VALUE_MAP { VALUE | m } else { OTHER });
             } else {
                 o.exact(d, 0);
             }

@@ -590,6 +590,39 @@ impl Flow<'_> {
                 }
                 None => out.set(d, OTHER),
             }
+        } else if i.class() == BPF_ALU64
+            && matches!(i.op(), BPF_ADD | BPF_SUB)
+            && dty & KIND == VALUE
+            && !(i.code & BPF_X != 0 && st.pointer(sr))
+        {
+            // A map value's pointer moved: by a known amount, a new
+            // offset; plus a bounded scalar, a variable part; else a
+            // number (checked at run time).
+            let (m, at) = value_at(dty);
+            let moved = match amount(i, st) {
+                Some(k) => {
+                    let k = if i.op() == BPF_SUB {
+                        (k as i64).wrapping_neg()
+                    } else {
+                        k as i64
+                    };
+                    (at as i64)
+                        .checked_add(k)
+                        .filter(|&n| (0..=VALUE_OFF_MAX as i64).contains(&n))
+                        .map(|n| (n as u64, u64::from(st.vmax[d])))
+                }
+                None if i.op() == BPF_ADD && sty == OTHER => {
+                    Some((at, u64::from(st.vmax[d]).saturating_add(st.hi[sr])))
+                }
+                None => None,
+            };
+            match moved {
+                Some((at, var)) if var <= VALUE_OFF_MAX => {
+                    out.set(d, VALUE | (at as u32) << VALUE_OFF_SHIFT | m as u32);
+                    out.vmax[d] = var as u32;
+                }
+                _ => out.set(d, OTHER),
+            }
         } else if i.code == BPF_ALU64 | BPF_ADD | BPF_K && dty & KIND == PKT {
             // base + k: still a packet pointer while 0 <= k < 2^16.
             let k = (dty & !KIND) as i64 + i.imm as i64;

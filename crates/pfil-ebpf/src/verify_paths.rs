@@ -69,8 +69,9 @@ fn key(st: &State) -> (u16, u32, u8, u64, u128) {
 }
 
 /// The packet bytes a state has proven, and where its packet pointers
-/// are (registers and spilled slots): with packet accesses to decide,
-/// paths that differ in these are kept apart as well.
+/// are (registers and spilled slots), and its map values' pointers with
+/// a variable part: with such accesses to decide, paths that differ in
+/// these are kept apart as well.
 fn packet_key(st: &State) -> u64 {
     let mut h = u64::from(st.range) << 32 | u64::from(st.past);
     let mut mix = |v: u64| h = (h.rotate_left(13) ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -78,6 +79,9 @@ fn packet_key(st: &State) -> u64 {
         if st.ty[r] & KIND == PKT {
             mix(u64::from(st.ty[r]) << 8 | r as u64);
             mix(u64::from(st.id[r]) << 32 | u64::from(st.vrange[r]));
+            mix(u64::from(st.vmax[r]));
+        } else if st.ty[r] & KIND == VALUE && st.vmax[r] != 0 {
+            mix(u64::from(st.ty[r]) << 8 | r as u64);
             mix(u64::from(st.vmax[r]));
         }
     }
@@ -181,6 +185,7 @@ impl Flow<'_> {
                     self.record_access(pc, &st)?;
                     if pkt {
                         self.packet_rule(pc, &st)?;
+                        self.value_rule(pc, &st)?;
                     }
                 }
                 let step = self.step(pc, &st)?;

@@ -428,30 +428,32 @@ impl Flow<'_> {
             }
         } else if ty & KIND == VALUE {
             // A map value (its helper returned value_size bytes,
-            // 8-aligned): inside it, no run-time check; outside, the
-            // run-time check.
-            let value_size = self
-                .maps
-                .get((ty & !KIND) as usize)
-                .map_or(0, |m| m.value_size as i64);
-            let inside = off >= 0 && off + size <= value_size;
+            // 8-aligned): inside it, at the value's start, no run-time
+            // check; elsewhere, the run-time check.
+            let (m, at) = value_at(ty);
+            let value_size = self.maps.get(m).map_or(0, |m| m.value_size as i64);
+            let (lo, var) = (at as i64 + off, i64::from(st.vmax[base as usize]));
+            let inside = lo >= 0 && lo + var + size <= value_size;
             let atomic = i.code & 0xe0 == BPF_ATOMIC;
             let inline_atomic =
                 !atomic || (i.imm & !BPF_FETCH == BPF_ADD as i32 && off % size == 0);
-            if inside && inline_atomic {
+            if inside && at == 0 && var == 0 && inline_atomic {
                 return Ok(Access::Value);
             }
-            if !inside && self.kernel_rules && value_size > 0 {
+            if !inside && self.kernel_rules && value_size > 0 && var == 0 {
                 // The kernel's "invalid access to map value": the value
                 // is all the program was handed (the run-time check
                 // would allow the map's other values).
                 return err(
                     pc,
                     format!(
-                        "access of {size} bytes at offset {off} of a map value of {value_size} \
+                        "access of {size} bytes at offset {lo} of a map value of {value_size} \
                          bytes (outside it)"
                     ),
                 );
+            }
+            if self.kernel_rules {
+                self.value_rule(pc, st)?;
             }
         }
         Ok(Access::Checked)
@@ -515,6 +517,42 @@ impl Flow<'_> {
                 "invalid access to packet: a {size}-byte {verb} at offset {start} from {what}, \
                  where a comparison with data_end proved {limit} bytes (the kernel refuses it: \
                  compare the end of the {what_end} with data_end first)"
+            ),
+        )
+    }
+
+    /// A load or store at `pc` through a map value's pointer moved by a
+    /// variable amount (`&v->counts[i]`), where the amount at its largest
+    /// takes it past the value's end (or a constant before its start):
+    /// refused, as the kernel refuses it ("invalid access to map
+    /// value"), decided path by path as [`Flow::packet_rule`] is (the
+    /// run-time check would allow the map's other values).
+    pub(super) fn value_rule(&self, pc: usize, st: &State) -> Result<()> {
+        let i = &self.insns[pc];
+        let base = match i.class() {
+            BPF_LDX => i.src,
+            BPF_ST | BPF_STX => i.dst,
+            _ => return Ok(()),
+        } as usize;
+        let (ty, var) = (st.ty[base], i64::from(st.vmax[base]));
+        if ty & KIND != VALUE || var == 0 || (st.lossy && self.as_kernel.get()) {
+            return Ok(());
+        }
+        let (m, at) = value_at(ty);
+        let Some(value_size) = self.maps.get(m).map(|m| i64::from(m.value_size)) else {
+            return Ok(());
+        };
+        let (size, lo) = (i.size() as i64, at as i64 + i64::from(i.off));
+        if value_size == 0 || (lo >= 0 && lo + var + size <= value_size) {
+            return Ok(());
+        }
+        self.packet_deferred.set(true);
+        self.ring_rule(
+            pc,
+            format!(
+                "invalid access to map value: a {size}-byte access at offset {lo} plus up to \
+                 {var}, in a map value of {value_size} bytes (past its end where the variable \
+                 part is largest: the kernel refuses it; bound the index first)"
             ),
         )
     }

@@ -30,7 +30,30 @@ pub(super) const CTX_OFF_BIAS: i64 = 0x8000;
 pub(super) const KIND: u32 = 0xf000_0000;
 pub(super) const MAP: u32 = 0x1000_0000;
 pub(super) const NULLABLE: u32 = 0x2000_0000;
+/// A map value checked for null: the map in the low bits
+/// ([`VALUE_MAP`]), the pointer's constant offset from the value's start
+/// above them ([`VALUE_OFF_SHIFT`]), the most a variable part adds in the
+/// register's `vmax` (the kernel's `off` and `var_off` of a
+/// `PTR_TO_MAP_VALUE`). Only at offset 0 with no variable part is an
+/// access inside the value made unchecked ([`Access::Value`]); the
+/// offsets are kept to refuse what the kernel refuses.
+///
+/// [`Access::Value`]: super::Access::Value
 pub(super) const VALUE: u32 = 0x3000_0000;
+/// [`VALUE`]'s map bits.
+pub(super) const VALUE_MAP: u32 = 0xff;
+/// [`VALUE`]'s offset shift.
+pub(super) const VALUE_OFF_SHIFT: u32 = 8;
+/// The largest offset, constant or variable, a [`VALUE`] keeps.
+pub(super) const VALUE_OFF_MAX: u64 = 0xf_ffff;
+
+/// A [`VALUE`]'s map and constant offset.
+pub(super) fn value_at(t: u32) -> (usize, u64) {
+    (
+        (t & VALUE_MAP) as usize,
+        u64::from((t & !KIND) >> VALUE_OFF_SHIFT),
+    )
+}
 /// `base + k` (k in the low bits), the base named by the register's id.
 pub(super) const PKT: u32 = 0x4000_0000;
 pub(super) const PKT_END: u32 = 0x5000_0000;
@@ -316,6 +339,7 @@ impl State {
         let t = self.ty[r];
         match t & KIND {
             PKT if self.id[r] != 0 => OTHER,
+            VALUE if self.vmax[r] != 0 => OTHER,
             0 if t != CTX && t != CTX_MOD => OTHER,
             _ => t,
         }
@@ -548,6 +572,9 @@ impl State {
             let moved =
                 old.ty[r] != self.ty[r] || old.id[r] != self.id[r] || old.vmax[r] != self.vmax[r];
             if self.ty[r] & KIND == PKT && self.id[r] != 0 && moved {
+                self.set(r, OTHER);
+            }
+            if self.ty[r] & KIND == VALUE && moved {
                 self.set(r, OTHER);
             }
         }

@@ -465,6 +465,15 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
             "pkt_value_unproven",
             "bpf_map_update_elem's value (r3: 8 bytes at offset 10 from data)",
         ),
+        (
+            "value_var_past",
+            "invalid access to map value: a 1-byte access at offset 0 plus up to 15, in a map \
+             value of 8 bytes",
+        ),
+        (
+            "value_moved_past",
+            "access of 4 bytes at offset 6 of a map value of 8 bytes",
+        ),
     ] {
         let e = XdpProgram::load(&obj, Some(name), 1, &[])
             .err()
@@ -500,6 +509,8 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
         "pkt_kept_store",
         "pkt_reload_adjust",
         "pkt_key_proven",
+        "value_var_inside",
+        "value_moved_inside",
     ] {
         let p =
             XdpProgram::load(&obj, Some(name), 1, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));

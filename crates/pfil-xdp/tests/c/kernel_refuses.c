@@ -172,6 +172,28 @@ SEC("xdp") int pkt_value_unproven(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
+// A map value's bytes at a variable offset that may pass its end (8
+// bytes, an index up to 15), and a pointer moved into the value then
+// read past it (the kernel's "invalid access to map value"; pfil checked
+// them at run time, against all of the map's values, until 2026-12-07):
+SEC("xdp") int value_var_past(struct xdp_md *ctx)
+{
+	unsigned char *data = (void *)(long)ctx->data;
+	__u32 k = 0;
+	__u8 *v;
+	if (data + 1 > (unsigned char *)(long)ctx->data_end)
+		return XDP_PASS;
+	v = bpf_map_lookup_elem(&amap, &k);
+	if (!v)
+		return XDP_PASS;
+	return v[data[0] & 15] ? XDP_DROP : XDP_PASS;
+}
+P(value_moved_past) {
+	asm volatile("r1 = 0; *(u32 *)(r10 - 4) = r1; r2 = r10; r2 += -4; r1 = %[amap] ll;"
+		     "call %[lk]; if r0 == 0 goto 1f; r0 += 6; r1 = *(u32 *)(r0 + 0); 1: r0 = 2; exit;"
+		     :: [amap]"i"(&amap), [lk]"i"(BPF_FUNC_map_lookup_elem) : "memory");
+}
+
 // Accepted by the kernel, so by pfil (a second tester's probes of the
 // rules above, 2026-12-07). The jump is decided by r0's exact value, so
 // the 8-byte read of the context is never reached:
@@ -288,6 +310,26 @@ SEC("xdp") int pkt_key_proven(struct xdp_md *ctx)
 	if (data + 16 > (unsigned char *)(long)ctx->data_end)
 		return XDP_PASS;
 	return bpf_map_lookup_elem(&amap, data + 12) ? XDP_PASS : XDP_DROP;
+}
+
+// A map value's bytes at a variable offset that stays inside it, and a
+// pointer moved into the value, read inside it:
+SEC("xdp") int value_var_inside(struct xdp_md *ctx)
+{
+	unsigned char *data = (void *)(long)ctx->data;
+	__u32 k = 0;
+	__u8 *v;
+	if (data + 1 > (unsigned char *)(long)ctx->data_end)
+		return XDP_PASS;
+	v = bpf_map_lookup_elem(&amap, &k);
+	if (!v)
+		return XDP_PASS;
+	return v[data[0] & 7] ? XDP_DROP : XDP_PASS;
+}
+P(value_moved_inside) {
+	asm volatile("r1 = 0; *(u32 *)(r10 - 4) = r1; r2 = r10; r2 += -4; r1 = %[amap] ll;"
+		     "call %[lk]; if r0 == 0 goto 1f; r0 += 4; r1 = *(u32 *)(r0 + 0); 1: r0 = 2; exit;"
+		     :: [amap]"i"(&amap), [lk]"i"(BPF_FUNC_map_lookup_elem) : "memory");
 }
 
 char LICENSE[] SEC("license") = "GPL";
