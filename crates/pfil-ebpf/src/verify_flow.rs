@@ -456,7 +456,7 @@ impl Flow<'_> {
         }
         let mut out = *st;
         out.init = (st.init & !u.kills) | u.writes | bit(10);
-        spills(i, st, &mut out);
+        spills(i, st, &mut out, self.store_proven(pc, st));
         for r in 0..11 {
             if (u.kills | u.writes) & bit(r) != 0 {
                 out.set(r as usize, OTHER);

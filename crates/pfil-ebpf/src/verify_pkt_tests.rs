@@ -284,3 +284,29 @@ fn a_join_keeps_the_smaller_proof_of_the_two_paths() {
         }
     }
 }
+
+#[test]
+fn a_store_not_proven_in_the_packet_forgets_the_spilled_pointers() {
+    // data spilled at r10-8, a byte stored through data (proven at 2,
+    // not at 20: checked at run time, which would let it land in the
+    // stack), data filled back and read through.
+    for (at, kept) in [(2, true), (20, false)] {
+        let text = format!(
+            "ldxw %r2, [%r1+0]\nldxw %r3, [%r1+4]\nmov %r0, 0\nmov %r4, %r2\nadd %r4, 8\n\
+             jgt %r4, %r3, out\nstxdw [%r10-8], %r2\nstb [%r2+{at}], 1\nldxdw %r5, [%r10-8]\n\
+             ldxb %r0, [%r5+0]\nout:\nexit"
+        );
+        for jit in [false, true] {
+            let p = load(&text, jit);
+            let want = if kept {
+                Access::Packet
+            } else {
+                Access::Checked
+            };
+            assert_eq!(access(&p, 9), want, "store at {at} jit {jit}");
+        }
+        if !kept {
+            assert_eq!(refused(&text).0, 7);
+        }
+    }
+}

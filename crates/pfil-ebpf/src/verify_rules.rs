@@ -521,6 +521,37 @@ impl Flow<'_> {
         )
     }
 
+    /// Whether the store at `pc` (if it is one) is proven inside the
+    /// packet's bytes or a map value's: a store through a packet or map
+    /// value pointer that is not is checked at run time, which lets it
+    /// reach the stack, so it forgets the pointers spilled there
+    /// (`spills`).
+    pub(super) fn store_proven(&self, pc: usize, st: &State) -> bool {
+        let i = &self.insns[pc];
+        if !matches!(i.class(), BPF_ST | BPF_STX) {
+            return true;
+        }
+        let (b, off, size) = (i.dst as usize, i64::from(i.off), i.size() as i64);
+        let ty = st.ty[b];
+        match ty & KIND {
+            PKT => {
+                let start = i64::from(ty & !KIND) + off;
+                start >= 0 && start + size <= i64::from(st.limit(b))
+            }
+            VALUE => {
+                let (m, at) = value_at(ty);
+                at == 0
+                    && st.vmax[b] == 0
+                    && off >= 0
+                    && self
+                        .maps
+                        .get(m)
+                        .is_some_and(|m| off + size <= i64::from(m.value_size))
+            }
+            _ => false,
+        }
+    }
+
     /// A load or store at `pc` through a map value's pointer moved by a
     /// variable amount (`&v->counts[i]`), where the amount at its largest
     /// takes it past the value's end (or a constant before its start):

@@ -14,11 +14,15 @@ const WRITE_NONE: [i32; 23] = [
 /// The stack slots holding a spilled pointer after `i` (`out.spilled`
 /// and `out.slot`, from `st`): an 8-byte store of a tracked pointer at a
 /// slot marks it with the pointer's type, any other store into a slot
-/// clears it, and a store through a pointer not tracked, a helper that
-/// may write memory or a function (which may write its caller's frame)
-/// clears all. A helper that may move the packet leaves its pointers
-/// in the slots unknown, as it leaves them in registers.
-pub(super) fn spills(i: &Insn, st: &State, out: &mut State) {
+/// clears it, and a store through a pointer not tracked (or through a
+/// packet or map value pointer not proven inside its bytes: `proven`,
+/// [`Flow::store_proven`]; the run-time check lets it reach the stack),
+/// a helper that may write memory or a function (which may write its
+/// caller's frame) clears all. A helper that may move the packet leaves
+/// its pointers in the slots unknown, as it leaves them in registers.
+///
+/// [`Flow::store_proven`]: super::Flow::store_proven
+pub(super) fn spills(i: &Insn, st: &State, out: &mut State, proven: bool) {
     if i.class() == BPF_JMP && i.op() == BPF_CALL {
         if i.src != 0 || !WRITE_NONE.contains(&i.imm) {
             out.unspill(u64::MAX);
@@ -37,7 +41,8 @@ pub(super) fn spills(i: &Insn, st: &State, out: &mut State) {
     }
     let d = i.dst as usize;
     let Some(at) = st.stack_at(d, i.off) else {
-        if st.ty[d] == OTHER {
+        let unproven = matches!(st.ty[d] & KIND, PKT | PKT_GONE | VALUE) && !proven;
+        if st.ty[d] == OTHER || unproven {
             out.unspill_but_records();
         }
         return;
