@@ -14,8 +14,8 @@ const WRITE_NONE: [i32; 23] = [
 /// The stack slots holding a spilled pointer after `i` (`out.spilled`
 /// and `out.slot`, from `st`): an 8-byte store of a tracked pointer at a
 /// slot marks it with the pointer's type, any other store into a slot
-/// clears it, and a store through a pointer not tracked (or through a
-/// packet or map value pointer not proven inside its bytes: `proven`,
+/// clears it, and a store through any pointer but a record's that is not
+/// proven inside a packet's or map value's bytes (`proven`,
 /// [`Flow::store_proven`]; the run-time check lets it reach the stack),
 /// a helper that may write memory or a function (which may write its
 /// caller's frame) clears all. A helper that may move the packet leaves
@@ -41,8 +41,9 @@ pub(super) fn spills(i: &Insn, st: &State, out: &mut State, proven: bool) {
     }
     let d = i.dst as usize;
     let Some(at) = st.stack_at(d, i.off) else {
-        let unproven = matches!(st.ty[d] & KIND, PKT | PKT_GONE | VALUE) && !proven;
-        if st.ty[d] == OTHER || unproven {
+        // (A record's own stores are kept apart: `unspill_but_records`.)
+        let record = matches!(st.ty[d] & KIND, RING | RING_NULL | RING_GONE);
+        if !proven && !record {
             out.unspill_but_records();
         }
         return;
