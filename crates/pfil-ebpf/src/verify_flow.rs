@@ -543,6 +543,29 @@ impl Flow<'_> {
                 u64::from(i.imm as u32)
             };
             out.exact(d, v);
+        } else if i.code == BPF_ALU64 | BPF_ADD | BPF_X
+            && matches!(dty & KIND, STACK | STACK_VAR)
+            && sty == OTHER
+            && st.known(sr).is_none()
+        {
+            // r10 - k plus a bounded scalar: a variable offset (past
+            // 0xffff, a number).
+            let var = u64::from(st.vmax[d]).saturating_add(st.hi[sr]);
+            if var <= MAX_PKT_OFF {
+                out.set(d, STACK_VAR | (dty & !KIND));
+                out.vmax[d] = var as u32;
+            } else {
+                out.set(d, OTHER);
+            }
+        } else if i.code == BPF_ALU64 | BPF_ADD | BPF_K && dty & KIND == STACK_VAR {
+            // Moved by a constant: the constant part.
+            let k = i64::from(dty & !KIND) - i64::from(i.imm);
+            if (0..=crate::env::STACK_FRAME as i64).contains(&k) {
+                out.copy(d, st, d);
+                out.ty[d] = STACK_VAR | k as u32;
+            } else {
+                out.set(d, OTHER);
+            }
         } else if i.code == BPF_ALU64 | BPF_ADD | BPF_K && dty & KIND == STACK {
             // r10 - k: still in the frame while 0 <= k <= STACK_FRAME.
             let k = (dty & !KIND) as i64 - i.imm as i64;

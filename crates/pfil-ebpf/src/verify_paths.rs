@@ -80,7 +80,7 @@ fn packet_key(st: &State) -> u64 {
             mix(u64::from(st.ty[r]) << 8 | r as u64);
             mix(u64::from(st.id[r]) << 32 | u64::from(st.vrange[r]));
             mix(u64::from(st.vmax[r]));
-        } else if st.ty[r] & KIND == VALUE && st.vmax[r] != 0 {
+        } else if matches!(st.ty[r] & KIND, VALUE | STACK_VAR) && st.vmax[r] != 0 {
             mix(u64::from(st.ty[r]) << 8 | r as u64);
             mix(u64::from(st.vmax[r]));
         }

@@ -455,6 +455,8 @@ impl Flow<'_> {
             if self.kernel_rules {
                 self.value_rule(pc, st)?;
             }
+        } else if ty & KIND == STACK_VAR && self.kernel_rules {
+            self.value_rule(pc, st)?;
         }
         Ok(Access::Checked)
     }
@@ -566,6 +568,24 @@ impl Flow<'_> {
             _ => return Ok(()),
         } as usize;
         let (ty, var) = (st.ty[base], i64::from(st.vmax[base]));
+        if ty & KIND == STACK_VAR && !(st.lossy && self.as_kernel.get()) {
+            // r10 - k + [0, var]: the kernel's
+            // `check_stack_access_within_bounds` of a variable offset.
+            let (size, frame) = (i.size() as i64, STACK_FRAME as i64);
+            let lo = i64::from(i.off) - i64::from(ty & !KIND);
+            if lo >= -frame && lo + var + size <= 0 {
+                return Ok(());
+            }
+            self.packet_deferred.set(true);
+            return self.ring_rule(
+                pc,
+                format!(
+                    "invalid variable-offset stack access: a {size}-byte access at r10{lo:+} \
+                     plus up to {var}, outside the function's frame of {frame} bytes (the \
+                     kernel refuses it; bound the index first)"
+                ),
+            );
+        }
         if ty & KIND != VALUE || var == 0 || (st.lossy && self.as_kernel.get()) {
             return Ok(());
         }

@@ -89,6 +89,13 @@ pub(super) const RING_OFF_BIAS: i64 = 1 << 23;
 /// a number of this state's own (checked at run time).
 pub(super) const PKT_GONE: u32 = 0xd000_0000;
 
+/// `r10 - k` of the current frame (k in the low bits, 0..=512) moved up
+/// by a variable amount of at most the register's `vmax` (`&buf[i]`):
+/// not a stack slot the spill rules know (its accesses are checked at run
+/// time, its stores forget the spilled pointers); kept to refuse an
+/// access that may leave the frame, as the kernel refuses it.
+pub(super) const STACK_VAR: u32 = 0xe000_0000;
+
 /// One of several maps, which paths joined here gave the register: the
 /// maps' indexes as a set in the low 24 bits (bit `m`: map `m`). A
 /// helper given one checks every map of the set (the kernel follows
@@ -340,6 +347,7 @@ impl State {
         match t & KIND {
             PKT if self.id[r] != 0 => OTHER,
             VALUE if self.vmax[r] != 0 => OTHER,
+            STACK_VAR => OTHER,
             0 if t != CTX && t != CTX_MOD => OTHER,
             _ => t,
         }
@@ -574,7 +582,7 @@ impl State {
             if self.ty[r] & KIND == PKT && self.id[r] != 0 && moved {
                 self.set(r, OTHER);
             }
-            if self.ty[r] & KIND == VALUE && moved {
+            if matches!(self.ty[r] & KIND, VALUE | STACK_VAR) && moved {
                 self.set(r, OTHER);
             }
         }

@@ -474,6 +474,10 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
             "value_moved_past",
             "access of 4 bytes at offset 6 of a map value of 8 bytes",
         ),
+        (
+            "stack_var_past",
+            "invalid variable-offset stack access: a 1-byte access at r10-8 plus up to 15",
+        ),
     ] {
         let e = XdpProgram::load(&obj, Some(name), 1, &[])
             .err()
@@ -511,6 +515,7 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
         "pkt_key_proven",
         "value_var_inside",
         "value_moved_inside",
+        "stack_var_inside",
     ] {
         let p =
             XdpProgram::load(&obj, Some(name), 1, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -194,6 +194,17 @@ P(value_moved_past) {
 		     :: [amap]"i"(&amap), [lk]"i"(BPF_FUNC_map_lookup_elem) : "memory");
 }
 
+// The stack at a variable offset that may leave the frame (an 8-byte
+// buffer, an index up to 15: "invalid variable-offset read from stack"):
+SEC("xdp") int stack_var_past(struct xdp_md *ctx)
+{
+	unsigned char *data = (void *)(long)ctx->data;
+	volatile __u8 buf[8] = {};
+	if (data + 1 > (unsigned char *)(long)ctx->data_end)
+		return XDP_PASS;
+	return buf[data[0] & 15] ? XDP_DROP : XDP_PASS;
+}
+
 // Accepted by the kernel, so by pfil (a second tester's probes of the
 // rules above, 2026-12-07). The jump is decided by r0's exact value, so
 // the 8-byte read of the context is never reached:
@@ -330,6 +341,15 @@ P(value_moved_inside) {
 	asm volatile("r1 = 0; *(u32 *)(r10 - 4) = r1; r2 = r10; r2 += -4; r1 = %[amap] ll;"
 		     "call %[lk]; if r0 == 0 goto 1f; r0 += 4; r1 = *(u32 *)(r0 + 0); 1: r0 = 2; exit;"
 		     :: [amap]"i"(&amap), [lk]"i"(BPF_FUNC_map_lookup_elem) : "memory");
+}
+
+// The stack at a variable offset inside the frame (in assembly: for a
+// masked index clang or-s it into the aligned address, which both
+// verifiers refuse):
+P(stack_var_inside) {
+	asm volatile("r2 = *(u32 *)(r1 + 0); r3 = *(u32 *)(r1 + 4); r4 = r2; r4 += 1;"
+		     "if r4 > r3 goto 1f; r5 = 0; *(u64 *)(r10 - 8) = r5; r5 = *(u8 *)(r2 + 0);"
+		     "r5 &= 7; r4 = r10; r4 += -8; r4 += r5; r0 = *(u8 *)(r4 + 0); 1: r0 = 2; exit;");
 }
 
 char LICENSE[] SEC("license") = "GPL";
