@@ -42,6 +42,8 @@ use crate::env::{Helpers, MAX_FRAMES, STACK_FRAME};
 use crate::insn::*;
 use crate::{LoadOptions, MapRef, VerifyError};
 
+#[path = "verify_bounds.rs"]
+mod bounds;
 #[path = "verify_flow.rs"]
 mod flow;
 #[path = "verify_rules.rs"]

@@ -13,6 +13,7 @@
 //! that walk and the state dropped, so only the pending heads' states
 //! are kept.
 
+use super::bounds::bounded_move;
 use super::rules::{amount, helper_args, pointer_alu, ring_args};
 use super::state::*;
 use super::{bit, err, Access, Result, Succ, Use, R1_R5};
@@ -543,29 +544,6 @@ impl Flow<'_> {
                 u64::from(i.imm as u32)
             };
             out.exact(d, v);
-        } else if i.code == BPF_ALU64 | BPF_ADD | BPF_X
-            && matches!(dty & KIND, STACK | STACK_VAR)
-            && sty == OTHER
-            && st.known(sr).is_none()
-        {
-            // r10 - k plus a bounded scalar: a variable offset (past
-            // 0xffff, a number).
-            let var = u64::from(st.vmax[d]).saturating_add(st.hi[sr]);
-            if var <= MAX_PKT_OFF {
-                out.set(d, STACK_VAR | (dty & !KIND));
-                out.vmax[d] = var as u32;
-            } else {
-                out.set(d, OTHER);
-            }
-        } else if i.code == BPF_ALU64 | BPF_ADD | BPF_K && dty & KIND == STACK_VAR {
-            // Moved by a constant: the constant part.
-            let k = i64::from(dty & !KIND) - i64::from(i.imm);
-            if (0..=crate::env::STACK_FRAME as i64).contains(&k) {
-                out.copy(d, st, d);
-                out.ty[d] = STACK_VAR | k as u32;
-            } else {
-                out.set(d, OTHER);
-            }
         } else if i.code == BPF_ALU64 | BPF_ADD | BPF_K && dty & KIND == STACK {
             // r10 - k: still in the frame while 0 <= k <= STACK_FRAME.
             let k = (dty & !KIND) as i64 - i.imm as i64;
@@ -613,38 +591,15 @@ impl Flow<'_> {
                 }
                 None => out.set(d, OTHER),
             }
-        } else if i.class() == BPF_ALU64
-            && matches!(i.op(), BPF_ADD | BPF_SUB)
-            && dty & KIND == VALUE
-            && !(i.code & BPF_X != 0 && st.pointer(sr))
-        {
-            // A map value's pointer moved: by a known amount, a new
-            // offset; plus a bounded scalar, a variable part; else a
-            // number (checked at run time).
-            let (m, at) = value_at(dty);
-            let moved = match amount(i, st) {
-                Some(k) => {
-                    let k = if i.op() == BPF_SUB {
-                        (k as i64).wrapping_neg()
-                    } else {
-                        k as i64
-                    };
-                    (at as i64)
-                        .checked_add(k)
-                        .filter(|&n| (0..=VALUE_OFF_MAX as i64).contains(&n))
-                        .map(|n| (n as u64, u64::from(st.vmax[d])))
-                }
-                None if i.op() == BPF_ADD && sty == OTHER => {
-                    Some((at, u64::from(st.vmax[d]).saturating_add(st.hi[sr])))
-                }
-                None => None,
-            };
+        } else if let Some(moved) = bounded_move(i, st) {
+            // A map value's or a stack pointer moved, with a variable
+            // part (`verify_bounds.rs`); else a number.
             match moved {
-                Some((at, var)) if var <= VALUE_OFF_MAX => {
-                    out.set(d, VALUE | (at as u32) << VALUE_OFF_SHIFT | m as u32);
-                    out.vmax[d] = var as u32;
+                Some((t, var)) => {
+                    out.set(d, t);
+                    out.vmax[d] = var;
                 }
-                _ => out.set(d, OTHER),
+                None => out.set(d, OTHER),
             }
         } else if i.code == BPF_ALU64 | BPF_ADD | BPF_K && dty & KIND == PKT {
             // base + k: still a packet pointer while 0 <= k < 2^16.
