@@ -15,6 +15,15 @@ use super::Result;
 use crate::env::STACK_FRAME;
 use crate::insn::*;
 
+/// The register a load or store at `i` accesses memory through.
+pub(super) fn access_base(i: &Insn) -> Option<usize> {
+    match i.class() {
+        BPF_LDX => Some(i.src as usize),
+        BPF_ST | BPF_STX => Some(i.dst as usize),
+        _ => None,
+    }
+}
+
 impl Flow<'_> {
     /// A load or store at `pc` through a packet pointer, outside the
     /// bytes a comparison with `data_end` proved behind it: refused, as
@@ -26,11 +35,9 @@ impl Flow<'_> {
     /// nothing: the access is checked at run time.
     pub(super) fn packet_rule(&self, pc: usize, st: &State) -> Result<()> {
         let i = &self.insns[pc];
-        let base = match i.class() {
-            BPF_LDX => i.src,
-            BPF_ST | BPF_STX => i.dst,
-            _ => return Ok(()),
-        } as usize;
+        let Some(base) = access_base(i) else {
+            return Ok(());
+        };
         let ty = st.ty[base];
         if ty & KIND == PKT_GONE {
             // (Paths met only where each held it: `State::meet`.)
@@ -115,11 +122,9 @@ impl Flow<'_> {
     /// run-time check would allow the map's other values).
     pub(super) fn value_rule(&self, pc: usize, st: &State) -> Result<()> {
         let i = &self.insns[pc];
-        let base = match i.class() {
-            BPF_LDX => i.src,
-            BPF_ST | BPF_STX => i.dst,
-            _ => return Ok(()),
-        } as usize;
+        let Some(base) = access_base(i) else {
+            return Ok(());
+        };
         let (ty, var) = (st.ty[base], i64::from(st.vmax[base]));
         if ty & KIND == STACK_VAR && !(st.lossy && self.as_kernel.get()) {
             // r10 - k + [0, var]: the kernel's

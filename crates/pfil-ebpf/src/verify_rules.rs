@@ -4,6 +4,7 @@
 //! arguments of the helpers that take a map or the context; and how each
 //! load or store is made (`Flow::access`: inline, or checked at run time).
 
+use super::bounds::access_base;
 use super::flow::Flow;
 use super::state::*;
 use super::{err, Access, Result};
@@ -304,13 +305,11 @@ impl Flow<'_> {
     pub(super) fn access(&self, pc: usize, st: &State) -> Result<Access> {
         let i = &self.insns[pc];
         let (off, size) = (i.off as i64, i.size() as i64);
-        let base = match i.class() {
-            BPF_LDX => i.src,
-            BPF_ST | BPF_STX => i.dst,
-            _ => return Ok(Access::Checked),
+        let Some(base) = access_base(i) else {
+            return Ok(Access::Checked);
         };
-        let ty = st.ty[base as usize];
-        if let (Some(at), true) = (st.stack_at(base as usize, i.off), self.kernel_rules) {
+        let ty = st.ty[base];
+        if let (Some(at), true) = (st.stack_at(base, i.off), self.kernel_rules) {
             // r10 - k + off: in the function's frame, as the kernel
             // checks it (`check_stack_access_within_bounds`); the
             // run-time check would allow the callers' frames above it.
@@ -350,7 +349,7 @@ impl Flow<'_> {
         if base == 10 {
             return Ok(Access::Checked);
         }
-        if let (Some(v @ 0..0x10000), true) = (st.known(base as usize), self.kernel_rules) {
+        if let (Some(v @ 0..0x10000), true) = (st.known(base), self.kernel_rules) {
             // A number (a constant, or what a jump proved of a register):
             // no pointer the kernel tracks is one, and no address here is
             // below 64 KiB.
@@ -420,7 +419,7 @@ impl Flow<'_> {
         if ty & KIND == PKT && i.code & 0xe0 != BPF_ATOMIC {
             // Inside the bytes a comparison with data_end proved there.
             let start = (ty & !KIND) as i64 + off;
-            if start >= 0 && start + size <= st.limit(base as usize) as i64 {
+            if start >= 0 && start + size <= st.limit(base) as i64 {
                 return Ok(Access::Packet);
             }
             if self.kernel_rules {
@@ -432,7 +431,7 @@ impl Flow<'_> {
             // check; elsewhere, the run-time check.
             let (m, at) = value_at(ty);
             let value_size = self.maps.get(m).map_or(0, |m| m.value_size as i64);
-            let (lo, var) = (at as i64 + off, i64::from(st.vmax[base as usize]));
+            let (lo, var) = (at as i64 + off, i64::from(st.vmax[base]));
             let inside = lo >= 0 && lo + var + size <= value_size;
             let atomic = i.code & 0xe0 == BPF_ATOMIC;
             let inline_atomic =
@@ -469,11 +468,9 @@ impl Flow<'_> {
     /// `Flow::ring_rule`); inside it, checked at run time as any other.
     pub(super) fn record_access(&self, pc: usize, st: &State) -> Result<()> {
         let i = &self.insns[pc];
-        let base = match i.class() {
-            BPF_LDX => i.src,
-            BPF_ST | BPF_STX => i.dst,
-            _ => return Ok(()),
-        } as usize;
+        let Some(base) = access_base(i) else {
+            return Ok(());
+        };
         let (ty, off, size) = (st.ty[base], i64::from(i.off), i.size() as i64);
         match ty & KIND {
             RING_NULL => self.ring_rule(
