@@ -478,6 +478,10 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
             "stack_var_past",
             "invalid variable-offset stack access: a 1-byte access at r10-8 plus up to 15",
         ),
+        (
+            "value_flag_wrong",
+            "invalid access to map value: a 1-byte access at offset 0 plus up to 15",
+        ),
     ] {
         let e = XdpProgram::load(&obj, Some(name), 1, &[])
             .err()
@@ -516,6 +520,7 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
         "value_var_inside",
         "value_moved_inside",
         "stack_var_inside",
+        "value_flag_paths",
     ] {
         let p =
             XdpProgram::load(&obj, Some(name), 1, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));

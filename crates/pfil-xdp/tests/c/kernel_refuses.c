@@ -205,6 +205,18 @@ SEC("xdp") int stack_var_past(struct xdp_md *ctx)
 	return buf[data[0] & 15] ? XDP_DROP : XDP_PASS;
 }
 
+// An index bounded to 15 on the path where the flag is 0 (the read
+// behind the flag's other value):
+P(value_flag_wrong) {
+	asm volatile("r2 = *(u32 *)(r1 + 0); r3 = *(u32 *)(r1 + 4); r4 = r2; r4 += 2;"
+		     "if r4 > r3 goto 2f; r6 = *(u8 *)(r2 + 0); r7 = *(u8 *)(r2 + 1);"
+		     "if r6 == 0 goto 1f; r7 &= 7; goto 3f; 1: r7 &= 15; 3: r1 = 0;"
+		     "*(u32 *)(r10 - 4) = r1; r2 = r10; r2 += -4; r1 = %[amap] ll; call %[lk];"
+		     "if r0 == 0 goto 2f; if r6 != 0 goto 2f; r0 += r7; r1 = *(u8 *)(r0 + 0);"
+		     "2: r0 = 2; exit;"
+		     :: [amap]"i"(&amap), [lk]"i"(BPF_FUNC_map_lookup_elem) : "memory");
+}
+
 // Accepted by the kernel, so by pfil (a second tester's probes of the
 // rules above, 2026-12-07). The jump is decided by r0's exact value, so
 // the 8-byte read of the context is never reached:
@@ -350,6 +362,19 @@ P(stack_var_inside) {
 	asm volatile("r2 = *(u32 *)(r1 + 0); r3 = *(u32 *)(r1 + 4); r4 = r2; r4 += 1;"
 		     "if r4 > r3 goto 1f; r5 = 0; *(u64 *)(r10 - 8) = r5; r5 = *(u8 *)(r2 + 0);"
 		     "r5 &= 7; r4 = r10; r4 += -8; r4 += r5; r0 = *(u8 *)(r4 + 0); 1: r0 = 2; exit;");
+}
+
+// An index bounded to 7 where the flag is set, to 15 where it is not,
+// read only where it is set: each path's own bound decides (the kernel's
+// paths; pfil's paths pass keeps the flag's two paths apart):
+P(value_flag_paths) {
+	asm volatile("r2 = *(u32 *)(r1 + 0); r3 = *(u32 *)(r1 + 4); r4 = r2; r4 += 2;"
+		     "if r4 > r3 goto 2f; r6 = *(u8 *)(r2 + 0); r7 = *(u8 *)(r2 + 1);"
+		     "if r6 == 0 goto 1f; r7 &= 7; goto 3f; 1: r7 &= 15; 3: r1 = 0;"
+		     "*(u32 *)(r10 - 4) = r1; r2 = r10; r2 += -4; r1 = %[amap] ll; call %[lk];"
+		     "if r0 == 0 goto 2f; if r6 == 0 goto 2f; r0 += r7; r1 = *(u8 *)(r0 + 0);"
+		     "2: r0 = 2; exit;"
+		     :: [amap]"i"(&amap), [lk]"i"(BPF_FUNC_map_lookup_elem) : "memory");
 }
 
 char LICENSE[] SEC("license") = "GPL";
