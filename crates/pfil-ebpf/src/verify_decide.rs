@@ -70,7 +70,9 @@ impl Flow<'_> {
         if i.class() == BPF_JMP && i.code & BPF_X != 0 {
             let (p, op) = pkt_compare(i, st)?;
             let off = st.ty[p] & !KIND;
-            if st.id[p] == 0 && st.past != 0 && off >= st.past {
+            // (As the kernel: only the register its compare marked.)
+            let marked = !as_kernel || usize::from(st.past_reg) == p;
+            if st.id[p] == 0 && st.past != 0 && off >= st.past && marked {
                 // p > end: `p > end` and `p >= end` hold.
                 return Some((pc, matches!(op, BPF_JGT | BPF_JGE)));
             }
@@ -148,6 +150,18 @@ impl Flow<'_> {
             && self.decided_as(pc, st, true).is_none()
     }
 
+    /// [`Flow::unlike_kernel`], noting the packet rules for `paths.rs`
+    /// to decide as well ([`Flow::packet_deferred`]): the edge the kernel
+    /// follows and this pass does not may read packet bytes it did not
+    /// prove (`if data + 14 > data_end` a second time, its taken edge).
+    pub(super) fn unlike_kernel_packet(&self, pc: usize, st: &State) -> bool {
+        let unlike = self.unlike_kernel(pc, st);
+        if unlike {
+            self.packet_deferred.set(true);
+        }
+        unlike
+    }
+
     /// The state on one edge of the instruction at `pc` (`taken`: the
     /// jump's), from `out`, its state after the instruction, and `st`,
     /// before: what a conditional jump's outcome proves. `None` where the
@@ -185,6 +199,7 @@ impl Flow<'_> {
                     // data + off > data_end, or data + off + 1 > it.
                     let off = (st.ty[p] & !KIND) + u32::from(rel == BPF_JGE);
                     o.past = if o.past == 0 { off } else { o.past.min(off) };
+                    o.past_reg = p as u8;
                 }
             }
             return Some(o);

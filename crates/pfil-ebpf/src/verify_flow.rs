@@ -270,7 +270,7 @@ impl Flow<'_> {
                         ands.extend(self.no_op_and(pc, &st));
                         decided.extend(self.decided(pc, &st));
                     }
-                    unset |= self.uninit(pc, &st).is_some() || self.unlike_kernel(pc, &st);
+                    unset |= self.uninit(pc, &st).is_some() || self.unlike_kernel_packet(pc, &st);
                     let step = self.step(pc, &st)?;
                     if let Some((g, args)) = step.call {
                         let s = self.starts[g];
@@ -330,7 +330,7 @@ impl Flow<'_> {
                 words.extend(self.stack_word(pc, &st));
                 ands.extend(self.no_op_and(pc, &st));
                 decided.extend(self.decided(pc, &st));
-                unset |= self.uninit(pc, &st).is_some() || self.unlike_kernel(pc, &st);
+                unset |= self.uninit(pc, &st).is_some() || self.unlike_kernel_packet(pc, &st);
                 let step = self.step(pc, &st)?;
                 let next = (0..2).find_map(|k| {
                     let t = self.succ[pc].get()[k].filter(|&t| head[t] == NONE)?;
@@ -472,6 +472,7 @@ impl Flow<'_> {
         if i.class() == BPF_JMP && i.op() == BPF_CALL && !lookup {
             out.range = 0;
             out.past = 0;
+            out.past_reg = NO_REG;
             let gone = match moves_packet(i) {
                 Some(id) => PKT_GONE | id,
                 None => OTHER,
@@ -495,7 +496,9 @@ impl Flow<'_> {
             && st.pointer(d)
             && amount(i, st) == Some(0)
         {
-            // A pointer moved by a known 0 (the kernel's tnum): itself.
+            // A pointer moved by a known 0 (the kernel's tnum): itself
+            // (the register was forgotten with the others written above).
+            out.copy(d, st, d);
         } else if i.class() == BPF_ALU64
             && matches!(i.op(), BPF_ADD | BPF_SUB)
             && (matches!(dty, CTX | CTX_MOD) || dty & KIND == CTX_OFF)
@@ -601,9 +604,11 @@ impl Flow<'_> {
                 }
                 None => out.set(d, OTHER),
             }
-        } else if i.code == BPF_ALU64 | BPF_ADD | BPF_K && dty & KIND == PKT {
-            // base + k: still a packet pointer while 0 <= k < 2^16.
-            let k = (dty & !KIND) as i64 + i.imm as i64;
+        } else if let Some(c) = pkt_constant(i, st) {
+            // base + k: still a packet pointer while 0 <= k < 2^16 (k
+            // an immediate, or a register known exactly: the kernel's
+            // constant offset).
+            let k = (dty & !KIND) as i64 + c;
             if (0..=MAX_PKT_OFF as i64).contains(&k) {
                 out.copy(d, st, d);
                 out.ty[d] = PKT | k as u32;
@@ -777,6 +782,21 @@ impl Flow<'_> {
         self.deferred.set(true);
         Ok(())
     }
+}
+
+/// The constant `i` adds to a packet pointer: `d += k`, or `d += s` of
+/// an `s` known exactly (not `d` itself).
+fn pkt_constant(i: &Insn, st: &State) -> Option<i64> {
+    if st.ty[i.dst as usize] & KIND != PKT {
+        return None;
+    }
+    if i.code == BPF_ALU64 | BPF_ADD | BPF_K {
+        return Some(i64::from(i.imm));
+    }
+    (i.code == BPF_ALU64 | BPF_ADD | BPF_X && i.src != i.dst)
+        .then(|| st.known(i.src as usize))
+        .flatten()
+        .map(|v| v as i64)
 }
 
 #[path = "verify_decide.rs"]

@@ -73,7 +73,7 @@ fn key(st: &State) -> (u16, u32, u8, u64, u128) {
 /// a variable part: with such accesses to decide, paths that differ in
 /// these are kept apart as well.
 fn packet_key(st: &State) -> u64 {
-    let mut h = u64::from(st.range) << 32 | u64::from(st.past);
+    let mut h = u64::from(st.range) << 32 | u64::from(st.past) | u64::from(st.past_reg) << 24;
     let mut mix = |v: u64| h = (h.rotate_left(13) ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     for r in 0..11 {
         if st.ty[r] & KIND == PKT {
@@ -126,6 +126,12 @@ impl Slot {
         };
         let (old, changes) = self.0[k];
         let mut new = old.meet(&o, t);
+        // A register exact on both paths, with different values, is a
+        // range after the meet: the kernel, exact on each path (a loop's
+        // counter, a constant per branch), may prove what the range
+        // cannot.
+        new.lossy |= pkt
+            && (0..11).any(|r| matches!((old.known(r), o.known(r)), (Some(a), Some(b)) if a != b));
         if new == old {
             return None;
         }

@@ -138,6 +138,9 @@ pub(super) const MAX_PKT_OFF: u64 = 0xffff;
 /// move are widened to unknown (loops would otherwise grow them for ever).
 pub(super) const WIDEN_AFTER: u32 = 8;
 
+/// [`State::past_reg`] naming no register.
+pub(super) const NO_REG: u8 = 0xff;
+
 /// The dataflow state at an instruction.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) struct State {
@@ -152,6 +155,11 @@ pub(super) struct State {
     /// data_end` where it holds (the kernel's `BEYOND_PKT_END`), so a
     /// second compare of the same pointer is decided.
     pub past: u32,
+    /// The register whose compare set [`State::past`], while it holds
+    /// that pointer ([`NO_REG`]: none): the kernel marks that register
+    /// alone past the end (`BEYOND_PKT_END`) and decides a second compare
+    /// of it only, where `past` decides any pointer at least as far.
+    pub past_reg: u8,
     /// Stack slots of this frame known to hold a pointer spilled whole
     /// (bit `s`: the 8 bytes at `r10 - 8 * (s + 1)`), on every path here.
     pub spilled: u64,
@@ -197,6 +205,7 @@ impl State {
             ty: [OTHER; 11],
             range: 0,
             past: 0,
+            past_reg: NO_REG,
             spilled: 0,
             slot: [OTHER; 64],
             id: [0; 11],
@@ -241,6 +250,7 @@ impl State {
 
     /// Gives `r` the type `ty` (no id, no bound).
     pub fn set(&mut self, r: usize, ty: u32) {
+        self.forget_past(r);
         self.ty[r] = ty;
         self.id[r] = 0;
         self.vmax[r] = 0;
@@ -367,12 +377,20 @@ impl State {
 
     /// Copies register `s` of `from` into `d`.
     pub fn copy(&mut self, d: usize, from: &State, s: usize) {
+        self.forget_past(d);
         self.ty[d] = from.ty[s];
         self.id[d] = from.id[s];
         self.vmax[d] = from.vmax[s];
         self.vrange[d] = from.vrange[s];
         self.hi[d] = from.hi[s];
         self.lo[d] = from.lo[s];
+    }
+
+    /// `r` written: no longer the register [`State::past_reg`] names.
+    fn forget_past(&mut self, r: usize) {
+        if usize::from(self.past_reg) == r {
+            self.past_reg = NO_REG;
+        }
     }
 
     /// Bytes from `r`'s base proven in the packet.
@@ -458,6 +476,9 @@ impl State {
                     OTHER
                 };
             }
+        }
+        if self.past_reg != o.past_reg {
+            m.past_reg = NO_REG;
         }
         m.past = if self.past == 0 || o.past == 0 {
             0
@@ -569,6 +590,7 @@ impl State {
         self.lossy = true;
         if self.past != old.past {
             self.past = 0;
+            self.past_reg = NO_REG;
         }
         for r in 0..11 {
             if self.ty[r] == OTHER && self.hi[r] != old.hi[r] {
