@@ -627,7 +627,11 @@ pub(super) fn alu_bound(i: &Insn, a: u64, b: u64) -> u64 {
         BPF_MOV if !signed => Some(b),
         BPF_ADD => a.checked_add(b),
         BPF_MUL => a.checked_mul(b),
-        BPF_AND => Some(a.min(b)),
+        // (No bit outside both operands' possible bits, the immediate's
+        // exactly: `x & 60` of an x at most 3 is 0, as the kernel's
+        // tnums know.)
+        BPF_AND if i.code & BPF_X == 0 => Some(a.min(b).min(ones(a) & b)),
+        BPF_AND => Some(a.min(b).min(ones(a) & ones(b))),
         BPF_OR | BPF_XOR => Some(ones(a.max(b))),
         BPF_LSH if b < width && u64::from(a.leading_zeros()) >= b => Some(a << b),
         BPF_RSH if i.code & BPF_X == 0 && b < width => Some(a >> b),
