@@ -24,6 +24,45 @@ pub(super) fn access_base(i: &Insn) -> Option<usize> {
     }
 }
 
+/// Where `size` bytes at `off` from the pointer in `r` lie, for the
+/// packet rules.
+enum Span {
+    /// Not through a packet pointer.
+    NotPacket,
+    /// Inside the bytes a comparison with `data_end` proved.
+    Inside,
+    /// Through a packet pointer from before helper `.0`, which moves the
+    /// packet ([`PKT_GONE`]).
+    Gone(u32),
+    /// Outside them: from `start` bytes past the base, `limit` proven.
+    Outside { start: i64, limit: i64 },
+}
+
+fn packet_span(st: &State, r: usize, off: i64, size: i64) -> Span {
+    let t = st.ty[r];
+    match t & KIND {
+        PKT_GONE => Span::Gone(t & !KIND),
+        PKT => {
+            let (start, limit) = (i64::from(t & !KIND) + off, i64::from(st.limit(r)));
+            if start >= 0 && start + size <= limit {
+                Span::Inside
+            } else {
+                Span::Outside { start, limit }
+            }
+        }
+        _ => Span::NotPacket,
+    }
+}
+
+/// What the base of packet pointer `r` is, in words.
+fn packet_base(st: &State, r: usize) -> String {
+    if st.id[r] == 0 {
+        "data".to_string()
+    } else {
+        format!("a packet pointer r{r} moved by a variable amount")
+    }
+}
+
 impl Flow<'_> {
     /// A load or store at `pc` through a packet pointer, outside the
     /// bytes a comparison with `data_end` proved behind it: refused, as
@@ -38,42 +77,37 @@ impl Flow<'_> {
         let Some(base) = access_base(i) else {
             return Ok(());
         };
-        let ty = st.ty[base];
-        if ty & KIND == PKT_GONE {
-            // (Paths met only where each held it: `State::meet`.)
-            self.packet_deferred.set(true);
-            let name = helper::name(ty & !KIND).unwrap_or("helper");
-            return self.ring_rule(
-                pc,
-                format!(
-                    "dereference of r{base}, a packet pointer from before bpf_{name}, which may \
-                     move the packet (the kernel refuses it: every packet pointer is a number \
-                     after it; load data from the context again and compare it with data_end)"
-                ),
-            );
-        }
-        // (An atomic on the packet is refused on its own.)
-        let atomic = i.code & 0xe0 == BPF_ATOMIC;
-        if ty & KIND != PKT || atomic || (st.lossy && self.as_kernel.get()) {
-            return Ok(());
-        }
-        let (size, limit) = (i.size() as i64, i64::from(st.limit(base)));
-        let start = i64::from(ty & !KIND) + i64::from(i.off);
-        if start >= 0 && start + size <= limit {
-            return Ok(());
-        }
-        self.packet_deferred.set(true);
-        let what = if st.id[base] == 0 {
-            "data".to_string()
-        } else {
-            format!("a packet pointer r{base} moved by a variable amount")
+        let (start, limit) = match packet_span(st, base, i64::from(i.off), i.size() as i64) {
+            Span::Gone(id) => {
+                // (Paths met only where each held it: `State::meet`.)
+                self.packet_deferred.set(true);
+                let name = helper::name(id).unwrap_or("helper");
+                return self.path_rule(
+                    pc,
+                    format!(
+                        "dereference of r{base}, a packet pointer from before bpf_{name}, which \
+                         may move the packet (the kernel refuses it: every packet pointer is a \
+                         number after it; load data from the context again and compare it with \
+                         data_end)"
+                    ),
+                );
+            }
+            // (An atomic on the packet is refused on its own.)
+            Span::Outside { start, limit }
+                if i.code & 0xe0 != BPF_ATOMIC && !(st.lossy && self.as_kernel.get()) =>
+            {
+                (start, limit)
+            }
+            _ => return Ok(()),
         };
+        self.packet_deferred.set(true);
+        let (size, what) = (i.size(), packet_base(st, base));
         let (verb, what_end) = if i.class() == BPF_LDX {
             ("read", "load")
         } else {
             ("write", "store")
         };
-        self.ring_rule(
+        self.path_rule(
             pc,
             format!(
                 "invalid access to packet: a {size}-byte {verb} at offset {start} from {what}, \
@@ -96,10 +130,7 @@ impl Flow<'_> {
         let (b, off, size) = (i.dst as usize, i64::from(i.off), i.size() as i64);
         let ty = st.ty[b];
         match ty & KIND {
-            PKT => {
-                let start = i64::from(ty & !KIND) + off;
-                start >= 0 && start + size <= i64::from(st.limit(b))
-            }
+            PKT => matches!(packet_span(st, b, off, size), Span::Inside),
             VALUE => {
                 let (m, at) = value_at(ty);
                 at == 0
@@ -114,13 +145,15 @@ impl Flow<'_> {
         }
     }
 
-    /// A load or store at `pc` through a map value's pointer moved by a
-    /// variable amount (`&v->counts[i]`), where the amount at its largest
-    /// takes it past the value's end (or a constant before its start):
-    /// refused, as the kernel refuses it ("invalid access to map
-    /// value"), decided path by path as [`Flow::packet_rule`] is (the
-    /// run-time check would allow the map's other values).
-    pub(super) fn value_rule(&self, pc: usize, st: &State) -> Result<()> {
+    /// A load or store at `pc` through a pointer moved by a variable
+    /// amount, where the amount at its largest takes it out of what it
+    /// points into: a map value's pointer (`&v->counts[i]`) past the
+    /// value's end, or before its start ("invalid access to map value";
+    /// the run-time check would allow the map's other values), a stack
+    /// pointer (`&buf[i]`) out of the function's frame. Refused, as the
+    /// kernel refuses it, decided path by path as [`Flow::packet_rule`]
+    /// is.
+    pub(super) fn var_offset_rule(&self, pc: usize, st: &State) -> Result<()> {
         let i = &self.insns[pc];
         let Some(base) = access_base(i) else {
             return Ok(());
@@ -135,7 +168,7 @@ impl Flow<'_> {
                 return Ok(());
             }
             self.packet_deferred.set(true);
-            return self.ring_rule(
+            return self.path_rule(
                 pc,
                 format!(
                     "invalid variable-offset stack access: a {size}-byte access at r10{lo:+} \
@@ -156,7 +189,7 @@ impl Flow<'_> {
             return Ok(());
         }
         self.packet_deferred.set(true);
-        self.ring_rule(
+        self.path_rule(
             pc,
             format!(
                 "invalid access to map value: a {size}-byte access at offset {lo} plus up to \
@@ -179,34 +212,28 @@ impl Flow<'_> {
         }
         let name = helper::name(id).unwrap_or("helper");
         for (r, size, what) in mem_args(id, st, self.maps).into_iter().flatten() {
-            let t = st.ty[r];
-            if t & KIND == PKT_GONE {
-                self.packet_deferred.set(true);
-                let before = helper::name(t & !KIND).unwrap_or("helper");
-                self.ring_rule(
-                    pc,
-                    format!(
-                        "bpf_{name}'s {what} (r{r}) is a packet pointer from before bpf_{before}, \
-                         which may move the packet (the kernel refuses it: every packet pointer \
-                         is a number after it)"
-                    ),
-                )?;
-                continue;
-            }
-            if t & KIND != PKT || (st.lossy && self.as_kernel.get()) {
-                continue;
-            }
-            let (start, limit) = (i64::from(t & !KIND), i64::from(st.limit(r)));
-            if start + i64::from(size) <= limit {
-                continue;
-            }
-            self.packet_deferred.set(true);
-            let from = if st.id[r] == 0 {
-                "data".to_string()
-            } else {
-                "a packet pointer moved by a variable amount".to_string()
+            let (start, limit) = match packet_span(st, r, 0, i64::from(size)) {
+                Span::Gone(before) => {
+                    self.packet_deferred.set(true);
+                    let before = helper::name(before).unwrap_or("helper");
+                    self.path_rule(
+                        pc,
+                        format!(
+                            "bpf_{name}'s {what} (r{r}) is a packet pointer from before \
+                             bpf_{before}, which may move the packet (the kernel refuses it: \
+                             every packet pointer is a number after it)"
+                        ),
+                    )?;
+                    continue;
+                }
+                Span::Outside { start, limit } if !(st.lossy && self.as_kernel.get()) => {
+                    (start, limit)
+                }
+                _ => continue,
             };
-            self.ring_rule(
+            self.packet_deferred.set(true);
+            let from = packet_base(st, r);
+            self.path_rule(
                 pc,
                 format!(
                     "invalid access to packet: bpf_{name}'s {what} (r{r}: {size} bytes at offset \
@@ -278,4 +305,19 @@ pub(super) fn bounded_move(i: &Insn, st: &State) -> Option<Option<(u32, u32)>> {
         );
     }
     None
+}
+
+/// The constant `i` adds to a packet pointer: `d += k`, or `d += s` of
+/// an `s` known exactly (not `d` itself).
+pub(super) fn pkt_constant(i: &Insn, st: &State) -> Option<i64> {
+    if st.ty[i.dst as usize] & KIND != PKT {
+        return None;
+    }
+    if i.code == BPF_ALU64 | BPF_ADD | BPF_K {
+        return Some(i64::from(i.imm));
+    }
+    (i.code == BPF_ALU64 | BPF_ADD | BPF_X && i.src != i.dst)
+        .then(|| st.known(i.src as usize))
+        .flatten()
+        .map(|v| v as i64)
 }

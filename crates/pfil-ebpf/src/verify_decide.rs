@@ -143,19 +143,15 @@ impl Flow<'_> {
 impl Flow<'_> {
     /// Whether the jump at `pc` is decided in state `st` where the kernel's
     /// verifier follows both edges (by bytes a packet pointer has proven),
-    /// with [`crate::LoadOptions::kernel_rules`].
+    /// with [`crate::LoadOptions::kernel_rules`]. If so, the packet rules
+    /// are noted for `paths.rs` to decide too ([`Flow::packet_deferred`]):
+    /// the edge the kernel follows and this pass does not may read packet
+    /// bytes it did not prove (`if data + 14 > data_end` a second time,
+    /// its taken edge).
     pub(super) fn unlike_kernel(&self, pc: usize, st: &State) -> bool {
-        self.kernel_rules
+        let unlike = self.kernel_rules
             && self.decided_as(pc, st, false).is_some()
-            && self.decided_as(pc, st, true).is_none()
-    }
-
-    /// [`Flow::unlike_kernel`], noting the packet rules for `paths.rs`
-    /// to decide as well ([`Flow::packet_deferred`]): the edge the kernel
-    /// follows and this pass does not may read packet bytes it did not
-    /// prove (`if data + 14 > data_end` a second time, its taken edge).
-    pub(super) fn unlike_kernel_packet(&self, pc: usize, st: &State) -> bool {
-        let unlike = self.unlike_kernel(pc, st);
+            && self.decided_as(pc, st, true).is_none();
         if unlike {
             self.packet_deferred.set(true);
         }

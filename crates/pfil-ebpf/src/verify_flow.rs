@@ -13,7 +13,7 @@
 //! that walk and the state dropped, so only the pending heads' states
 //! are kept.
 
-use super::bounds::bounded_move;
+use super::bounds::{bounded_move, pkt_constant};
 use super::rules::{amount, helper_args, pointer_alu, ring_args};
 use super::state::*;
 use super::{bit, err, Access, Result, Succ, Use, R1_R5};
@@ -270,7 +270,7 @@ impl Flow<'_> {
                         ands.extend(self.no_op_and(pc, &st));
                         decided.extend(self.decided(pc, &st));
                     }
-                    unset |= self.uninit(pc, &st).is_some() || self.unlike_kernel_packet(pc, &st);
+                    unset |= self.uninit(pc, &st).is_some() || self.unlike_kernel(pc, &st);
                     let step = self.step(pc, &st)?;
                     if let Some((g, args)) = step.call {
                         let s = self.starts[g];
@@ -330,7 +330,7 @@ impl Flow<'_> {
                 words.extend(self.stack_word(pc, &st));
                 ands.extend(self.no_op_and(pc, &st));
                 decided.extend(self.decided(pc, &st));
-                unset |= self.uninit(pc, &st).is_some() || self.unlike_kernel_packet(pc, &st);
+                unset |= self.uninit(pc, &st).is_some() || self.unlike_kernel(pc, &st);
                 let step = self.step(pc, &st)?;
                 let next = (0..2).find_map(|k| {
                     let t = self.succ[pc].get()[k].filter(|&t| head[t] == NONE)?;
@@ -397,7 +397,7 @@ impl Flow<'_> {
         if self.kernel_rules && i.code == BPF_JMP | BPF_CALL && i.src == 0 {
             helper_args(pc, i.imm as u32, st, self.maps)?;
             if let Some(e) = ring_args(i.imm as u32, st, self.maps, self.uses[pc].reads) {
-                self.ring_rule(pc, e)?;
+                self.path_rule(pc, e)?;
             }
             self.packet_args(pc, i.imm as u32, st)?;
         }
@@ -437,7 +437,7 @@ impl Flow<'_> {
             );
         }
         if i.code == BPF_JMP | BPF_EXIT && st.refs != 0 {
-            self.ring_rule(
+            self.path_rule(
                 pc,
                 "a record of bpf_ringbuf_reserve is neither submitted nor discarded on a path \
                  to this exit (the kernel refuses it: an unreleased reference; pfil wants it \
@@ -449,7 +449,7 @@ impl Flow<'_> {
             && i.imm as u32 == helper::TAIL_CALL
             && st.refs != 0
         {
-            self.ring_rule(
+            self.path_rule(
                 pc,
                 "bpf_tail_call with a record of bpf_ringbuf_reserve not submitted or discarded \
                  (the kernel refuses it: the reference would leak)",
@@ -759,7 +759,7 @@ impl Flow<'_> {
                               another function, or moved by an amount not known)"
                             .to_owned(),
                     };
-                    return self.ring_rule(
+                    return self.path_rule(
                         pc,
                         format!("bpf_{name}'s first argument is {what} (the kernel refuses it)"),
                     );
@@ -775,28 +775,13 @@ impl Flow<'_> {
     /// records of `bpf_ringbuf_reserve`, the packet bytes proven): refused
     /// in `paths.rs`; in `run`, where paths met, noted for `paths.rs` to
     /// decide ([`Flow::deferred`]).
-    pub(super) fn ring_rule(&self, pc: usize, msg: impl Into<String>) -> Result<()> {
+    pub(super) fn path_rule(&self, pc: usize, msg: impl Into<String>) -> Result<()> {
         if self.as_kernel.get() {
             return err(pc, msg.into());
         }
         self.deferred.set(true);
         Ok(())
     }
-}
-
-/// The constant `i` adds to a packet pointer: `d += k`, or `d += s` of
-/// an `s` known exactly (not `d` itself).
-fn pkt_constant(i: &Insn, st: &State) -> Option<i64> {
-    if st.ty[i.dst as usize] & KIND != PKT {
-        return None;
-    }
-    if i.code == BPF_ALU64 | BPF_ADD | BPF_K {
-        return Some(i64::from(i.imm));
-    }
-    (i.code == BPF_ALU64 | BPF_ADD | BPF_X && i.src != i.dst)
-        .then(|| st.known(i.src as usize))
-        .flatten()
-        .map(|v| v as i64)
 }
 
 #[path = "verify_decide.rs"]

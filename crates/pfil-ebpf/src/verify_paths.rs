@@ -21,9 +21,12 @@
 //! their packet pointers elsewhere, are kept apart as well
 //! (`packet_key`), each with the scalars its own jumps made exact (`if
 //! (proto == 6)` on the path that compared 40 bytes). A state met past
-//! [`SPLITS`] with another of different proofs, or widened in a loop,
-//! refuses no packet access ([`State::lossy`]): the kernel's own paths
-//! may each prove theirs, and the run-time check stays.
+//! [`SPLITS`] with another of different proofs, met with one where a
+//! register held another exact value (a loop's counter), or widened in a
+//! loop, refuses no packet access ([`State::lossy`]): the kernel's own
+//! paths may each prove theirs, and the run-time check stays. The map
+//! value and stack accesses at variable offsets are decided the same
+//! way (`Flow::var_offset_rule`).
 //!
 //! Only programs `Flow::run` found such a read in come here, and only the
 //! verdict is taken: the accesses and decided jumps the JIT uses are
@@ -191,7 +194,7 @@ impl Flow<'_> {
                     self.record_access(pc, &st)?;
                     if pkt {
                         self.packet_rule(pc, &st)?;
-                        self.value_rule(pc, &st)?;
+                        self.var_offset_rule(pc, &st)?;
                     }
                 }
                 let step = self.step(pc, &st)?;

@@ -268,7 +268,7 @@ pub(super) fn mem_args(
 /// helper (of the registers `reads` names): one argument at most holds
 /// a record; a record is checked for null first; the bytes a helper
 /// reads or writes at a record lie in it. The message of the first
-/// broken, if any (refused path by path: `Flow::ring_rule`).
+/// broken, if any (refused path by path: `Flow::path_rule`).
 pub(super) fn ring_args(id: u32, st: &State, maps: &[MapRef], reads: u16) -> Option<String> {
     let name = helper::name(id).unwrap_or("helper");
     let record = |r: usize| reads & (1 << r) != 0 && matches!(st.ty[r] & KIND, RING | RING_NULL);
@@ -452,10 +452,10 @@ impl Flow<'_> {
                 );
             }
             if self.kernel_rules {
-                self.value_rule(pc, st)?;
+                self.var_offset_rule(pc, st)?;
             }
         } else if ty & KIND == STACK_VAR && self.kernel_rules {
-            self.value_rule(pc, st)?;
+            self.var_offset_rule(pc, st)?;
         }
         Ok(Access::Checked)
     }
@@ -465,7 +465,7 @@ impl Flow<'_> {
     /// A load or store at `pc` through a record of `bpf_ringbuf_reserve`:
     /// refused where the kernel refuses it (released; null, or outside
     /// the record, decided path by path where paths met:
-    /// `Flow::ring_rule`); inside it, checked at run time as any other.
+    /// `Flow::path_rule`); inside it, checked at run time as any other.
     pub(super) fn record_access(&self, pc: usize, st: &State) -> Result<()> {
         let i = &self.insns[pc];
         let Some(base) = access_base(i) else {
@@ -473,7 +473,7 @@ impl Flow<'_> {
         };
         let (ty, off, size) = (st.ty[base], i64::from(i.off), i.size() as i64);
         match ty & KIND {
-            RING_NULL => self.ring_rule(
+            RING_NULL => self.path_rule(
                 pc,
                 "access through a record of bpf_ringbuf_reserve that may be null (the kernel \
                  refuses it: check it first)",
@@ -486,7 +486,7 @@ impl Flow<'_> {
             RING => {
                 let (at, mem) = (ring_off(ty) + off, st.hi[base]);
                 if at < 0 || (at + size) as u64 > mem {
-                    return self.ring_rule(
+                    return self.path_rule(
                         pc,
                         format!(
                             "access of {size} bytes at offset {at} of a record of {mem} bytes \

@@ -190,10 +190,12 @@ pub(super) struct State {
     /// and so does a jump's edge (`if r > k`, `if r != 0` of an `r` at
     /// least 0); joins keep the least.
     pub lo: [u64; 11],
-    /// Paths that proved different packet bytes were met on the way here
-    /// (`paths.rs`, past its bound), or the state was widened: a packet
-    /// access not proven here may be proven on each of the kernel's own
-    /// paths, so it is checked at run time rather than refused.
+    /// On the way here (`paths.rs`) paths that proved different packet
+    /// bytes were met past its bound, or paths on which a register held
+    /// different exact values, or the state was widened: a packet, map
+    /// value or stack access not proven here may be proven on each of
+    /// the kernel's own paths, so it is checked at run time rather than
+    /// refused.
     pub lossy: bool,
 }
 
