@@ -176,23 +176,29 @@ SEC("xdp") int pkt_value_unproven(struct xdp_md *ctx)
 // bytes, an index up to 15), and a pointer moved into the value then
 // read past it (the kernel's "invalid access to map value"; pfil checked
 // them at run time, against all of the map's values, until 2026-12-07):
-SEC("xdp") int value_var_past(struct xdp_md *ctx)
-{
-	unsigned char *data = (void *)(long)ctx->data;
-	__u32 k = 0;
-	__u8 *v;
-	if (data + 1 > (unsigned char *)(long)ctx->data_end)
-		return XDP_PASS;
-	v = bpf_map_lookup_elem(&amap, &k);
-	if (!v)
-		return XDP_PASS;
-	return v[data[0] & 15] ? XDP_DROP : XDP_PASS;
-}
-P(value_moved_past) {
-	asm volatile("r1 = 0; *(u32 *)(r10 - 4) = r1; r2 = r10; r2 += -4; r1 = %[amap] ll;"
-		     "call %[lk]; if r0 == 0 goto 1f; r0 += 6; r1 = *(u32 *)(r0 + 0); 1: r0 = 2; exit;"
-		     :: [amap]"i"(&amap), [lk]"i"(BPF_FUNC_map_lookup_elem) : "memory");
-}
+#define VALUE_VAR(name, mask)						\
+	SEC("xdp") int name(struct xdp_md *ctx)					\
+	{									\
+		unsigned char *data = (void *)(long)ctx->data;			\
+		__u32 k = 0;							\
+		__u8 *v;							\
+		if (data + 1 > (unsigned char *)(long)ctx->data_end)		\
+			return XDP_PASS;					\
+		v = bpf_map_lookup_elem(&amap, &k);				\
+		if (!v)								\
+			return XDP_PASS;					\
+		return v[data[0] & mask] ? XDP_DROP : XDP_PASS;			\
+	}
+#define VALUE_MOVED(name, off)							\
+	P(name) {								\
+		asm volatile("r1 = 0; *(u32 *)(r10 - 4) = r1; r2 = r10; r2 += -4;"	\
+			     "r1 = %[amap] ll; call %[lk]; if r0 == 0 goto 1f;"	\
+			     "r0 += " #off "; r1 = *(u32 *)(r0 + 0); 1: r0 = 2; exit;"	\
+			     :: [amap]"i"(&amap), [lk]"i"(BPF_FUNC_map_lookup_elem)	\
+			     : "memory");					\
+	}
+VALUE_VAR(value_var_past, 15)
+VALUE_MOVED(value_moved_past, 6)
 
 // The stack at a variable offset that may leave the frame (an 8-byte
 // buffer, an index up to 15: "invalid variable-offset read from stack"):
@@ -207,15 +213,19 @@ SEC("xdp") int stack_var_past(struct xdp_md *ctx)
 
 // An index bounded to 15 on the path where the flag is 0 (the read
 // behind the flag's other value):
-P(value_flag_wrong) {
-	asm volatile("r2 = *(u32 *)(r1 + 0); r3 = *(u32 *)(r1 + 4); r4 = r2; r4 += 2;"
-		     "if r4 > r3 goto 2f; r6 = *(u8 *)(r2 + 0); r7 = *(u8 *)(r2 + 1);"
-		     "if r6 == 0 goto 1f; r7 &= 7; goto 3f; 1: r7 &= 15; 3: r1 = 0;"
-		     "*(u32 *)(r10 - 4) = r1; r2 = r10; r2 += -4; r1 = %[amap] ll; call %[lk];"
-		     "if r0 == 0 goto 2f; if r6 != 0 goto 2f; r0 += r7; r1 = *(u8 *)(r0 + 0);"
-		     "2: r0 = 2; exit;"
-		     :: [amap]"i"(&amap), [lk]"i"(BPF_FUNC_map_lookup_elem) : "memory");
-}
+#define VALUE_FLAG(name, skip)							\
+	P(name) {								\
+		asm volatile("r2 = *(u32 *)(r1 + 0); r3 = *(u32 *)(r1 + 4); r4 = r2;"	\
+			     "r4 += 2; if r4 > r3 goto 2f; r6 = *(u8 *)(r2 + 0);"	\
+			     "r7 = *(u8 *)(r2 + 1); if r6 == 0 goto 1f; r7 &= 7; goto 3f;"	\
+			     "1: r7 &= 15; 3: r1 = 0; *(u32 *)(r10 - 4) = r1; r2 = r10;"	\
+			     "r2 += -4; r1 = %[amap] ll; call %[lk]; if r0 == 0 goto 2f;"	\
+			     "if r6 " skip " 0 goto 2f; r0 += r7; r1 = *(u8 *)(r0 + 0);"	\
+			     "2: r0 = 2; exit;"					\
+			     :: [amap]"i"(&amap), [lk]"i"(BPF_FUNC_map_lookup_elem)	\
+			     : "memory");					\
+	}
+VALUE_FLAG(value_flag_wrong, "!=")
 
 // Accepted by the kernel, so by pfil (a second tester's probes of the
 // rules above, 2026-12-07). The jump is decided by r0's exact value, so
@@ -337,23 +347,8 @@ SEC("xdp") int pkt_key_proven(struct xdp_md *ctx)
 
 // A map value's bytes at a variable offset that stays inside it, and a
 // pointer moved into the value, read inside it:
-SEC("xdp") int value_var_inside(struct xdp_md *ctx)
-{
-	unsigned char *data = (void *)(long)ctx->data;
-	__u32 k = 0;
-	__u8 *v;
-	if (data + 1 > (unsigned char *)(long)ctx->data_end)
-		return XDP_PASS;
-	v = bpf_map_lookup_elem(&amap, &k);
-	if (!v)
-		return XDP_PASS;
-	return v[data[0] & 7] ? XDP_DROP : XDP_PASS;
-}
-P(value_moved_inside) {
-	asm volatile("r1 = 0; *(u32 *)(r10 - 4) = r1; r2 = r10; r2 += -4; r1 = %[amap] ll;"
-		     "call %[lk]; if r0 == 0 goto 1f; r0 += 4; r1 = *(u32 *)(r0 + 0); 1: r0 = 2; exit;"
-		     :: [amap]"i"(&amap), [lk]"i"(BPF_FUNC_map_lookup_elem) : "memory");
-}
+VALUE_VAR(value_var_inside, 7)
+VALUE_MOVED(value_moved_inside, 4)
 
 // The stack at a variable offset inside the frame (in assembly: for a
 // masked index clang or-s it into the aligned address, which both
@@ -367,14 +362,6 @@ P(stack_var_inside) {
 // An index bounded to 7 where the flag is set, to 15 where it is not,
 // read only where it is set: each path's own bound decides (the kernel's
 // paths; pfil's paths pass keeps the flag's two paths apart):
-P(value_flag_paths) {
-	asm volatile("r2 = *(u32 *)(r1 + 0); r3 = *(u32 *)(r1 + 4); r4 = r2; r4 += 2;"
-		     "if r4 > r3 goto 2f; r6 = *(u8 *)(r2 + 0); r7 = *(u8 *)(r2 + 1);"
-		     "if r6 == 0 goto 1f; r7 &= 7; goto 3f; 1: r7 &= 15; 3: r1 = 0;"
-		     "*(u32 *)(r10 - 4) = r1; r2 = r10; r2 += -4; r1 = %[amap] ll; call %[lk];"
-		     "if r0 == 0 goto 2f; if r6 == 0 goto 2f; r0 += r7; r1 = *(u8 *)(r0 + 0);"
-		     "2: r0 = 2; exit;"
-		     :: [amap]"i"(&amap), [lk]"i"(BPF_FUNC_map_lookup_elem) : "memory");
-}
+VALUE_FLAG(value_flag_paths, "==")
 
 char LICENSE[] SEC("license") = "GPL";
