@@ -244,12 +244,13 @@ pub fn apply_error(e: &crate::config::ApplyError) -> RpcError {
 }
 
 /// A catalog error as an RPC error: `-32001`, kinds `unknown_module`,
-/// `bad_config` (or `catalog`).
+/// `bad_config`, `refused` (or `catalog`).
 pub fn catalog_error(e: &pfil_filters::CatalogError) -> RpcError {
     use pfil_filters::CatalogError as E;
     let kind = match e {
         E::UnknownModule { .. } => "unknown_module",
         E::BadConfig { .. } => "bad_config",
+        E::Refused { .. } => "refused",
         _ => "catalog",
     };
     RpcError::new(code::CATALOG, kind, e.to_string())

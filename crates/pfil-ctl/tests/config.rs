@@ -536,3 +536,53 @@ fn configurations_over_the_limits_are_refused_naming_them() {
     assert_eq!(names.len(), MAX_CHAIN_LINKS);
     assert_eq!(names[0], "count:a01023");
 }
+
+/// A running `xdp` hook's new config that names an object that cannot be
+/// used is refused, and says why (not the module's syntax); nothing
+/// changes.
+#[test]
+fn an_xdp_config_naming_what_cannot_be_loaded_is_refused_and_nothing_changes() {
+    const OBJ: &str = "/usr/lib/x86_64-linux-gnu/bpf/xdpfilt_alw_udp.o";
+    if !std::path::Path::new(OBJ).exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{OBJ} missing under CI (scripts/setup.sh installs xdp-tools)"
+        );
+        eprintln!("skipped: {OBJ} missing (install xdp-tools)");
+        return;
+    }
+    let (reg, _syn0, _ip0) = setup();
+    let file = |obj: &str| {
+        format!(
+            "version = 1\n[hooks.\"xdp:f\"]\nconfig = \"@{obj}\"\n[heads.syn0]\nin = [\"xdp:f\"]\n"
+        )
+    };
+    apply(&reg, &file(OBJ)).unwrap();
+    let g = reg.generation();
+    for (obj, why) in [
+        (
+            "/nonexistent/f.o".to_owned(),
+            "@/nonexistent/f.o: No such file or directory",
+        ),
+        // A program the object does not have.
+        (format!("{OBJ} program nope"), "no XDP program \"nope\""),
+    ] {
+        let e = apply(&reg, &file(&obj)).unwrap_err();
+        let ApplyError::Config(c) = &e else {
+            panic!("{obj}: {e:?}")
+        };
+        assert_eq!(c.line, Some(3), "{e}");
+        assert!(
+            c.message
+                .starts_with(&format!("hooks.\"xdp:f\": cannot build `xdp:@{obj}`: "))
+                && c.message.contains(why)
+                && !c.message.contains("expected"),
+            "{e}"
+        );
+        assert_eq!(reg.generation(), g, "{obj}");
+    }
+    // Not the syntax: what it expects.
+    let e = apply(&reg, &file("").replace("\"@\"", "\"nope.o\"")).unwrap_err();
+    assert!(e.to_string().contains("expected xdp:@PATH"), "{e}");
+    assert_eq!(reg.generation(), g);
+}

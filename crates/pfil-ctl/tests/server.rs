@@ -222,6 +222,18 @@ fn every_method_against_a_registry() {
         ),
         (
             "add",
+            json!({"hook": "xdp:x", "config": "@/nonexistent/f.o"}),
+            code::CATALOG,
+            "refused",
+        ),
+        (
+            "add",
+            json!({"hook": "xdp:x", "config": "/nonexistent/f.o"}),
+            code::CATALOG,
+            "bad_config",
+        ),
+        (
+            "add",
             json!({"hook": "count"}),
             code::INVALID_PARAMS,
             "invalid_params",

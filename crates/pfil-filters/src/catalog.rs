@@ -78,9 +78,32 @@ impl BuildCtx {
 
 /// Builds a filter from the config part of a spec (`None` when the spec
 /// has no `:config`; a module that takes a config always gets `Some`).
-/// On a bad config it returns what it expected (e.g. `PORT a UDP port
-/// (0-65535)`); the catalog adds the spec and the module's syntax.
-pub type Factory = dyn Fn(Option<&str>, &BuildCtx) -> Result<Arc<dyn Filter>, String> + Send + Sync;
+/// On a config not in its syntax it returns what it expected
+/// ([`FactoryError::Expected`], e.g. `PORT a UDP port (0-65535)`): the
+/// catalog adds the spec and the module's syntax. On a well-formed
+/// config that names what cannot be used, why ([`FactoryError::Refused`]).
+pub type Factory =
+    dyn Fn(Option<&str>, &BuildCtx) -> Result<Arc<dyn Filter>, FactoryError> + Send + Sync;
+
+/// Why a [`Factory`] built no filter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FactoryError {
+    /// The config is not in the module's syntax: what was expected
+    /// (`PORT a UDP port (0-65535)`). A [`Module::with_config`]
+    /// factory's `String` error is this.
+    Expected(String),
+    /// The config is in the module's syntax, but what it names cannot be
+    /// used (an XDP object that cannot be read, or whose program the
+    /// verifier refuses): why, in full.
+    Refused(String),
+}
+
+impl From<String> for FactoryError {
+    fn from(expected: String) -> FactoryError {
+        FactoryError::Expected(expected)
+    }
+}
 
 /// One module of the catalog: a name, its config syntax, a help line, an
 /// example spec and the factory.
@@ -115,12 +138,33 @@ impl Module {
     /// A module that needs a config: specs are `name:CONFIG`, where
     /// `config` names its syntax (e.g. `PORT`) and `example` is a whole
     /// spec (e.g. `drop-udp:53`).
+    /// The factory's error is what it expected.
     pub fn with_config(
         name: impl Into<String>,
         config: impl Into<String>,
         help: impl Into<String>,
         example: impl Into<String>,
         factory: impl Fn(&str, &BuildCtx) -> Result<Arc<dyn Filter>, String> + Send + Sync + 'static,
+    ) -> Module {
+        Module::loading(name, config, help, example, move |cfg, ctx| {
+            factory(cfg, ctx).map_err(FactoryError::Expected)
+        })
+    }
+
+    /// A module that needs a config naming something it loads (`xdp:@PATH`
+    /// an object file): as [`with_config`](Module::with_config), but the
+    /// factory may also say that the config was well formed and what it
+    /// names cannot be used ([`FactoryError::Refused`]), which the catalog
+    /// reports as [`CatalogError::Refused`], without the module's syntax.
+    pub fn loading(
+        name: impl Into<String>,
+        config: impl Into<String>,
+        help: impl Into<String>,
+        example: impl Into<String>,
+        factory: impl Fn(&str, &BuildCtx) -> Result<Arc<dyn Filter>, FactoryError>
+            + Send
+            + Sync
+            + 'static,
     ) -> Module {
         Module {
             name: name.into(),
@@ -213,6 +257,15 @@ pub enum CatalogError {
     },
     /// [`Catalog::register`] of a name that is already registered.
     Duplicate(String),
+    /// The config is in the module's syntax, but what it names cannot be
+    /// used ([`FactoryError::Refused`]: an XDP program the verifier
+    /// refuses). Its message shows at most 200 characters of the spec.
+    Refused {
+        /// The whole spec.
+        spec: String,
+        /// Why, as the module said it.
+        reason: String,
+    },
 }
 
 impl fmt::Display for CatalogError {
@@ -236,6 +289,9 @@ impl fmt::Display for CatalogError {
             ),
             CatalogError::Duplicate(name) => {
                 write!(f, "a module named `{name}` is already registered")
+            }
+            CatalogError::Refused { spec, reason } => {
+                write!(f, "cannot build `{}`: {reason}", crate::shorten(spec, 200))
             }
         }
     }
@@ -327,15 +383,18 @@ impl Catalog {
                         .map(|a| Arc::new(a) as Arc<dyn Filter>)
                 },
             ),
-            Module::with_config(
+            Module::loading(
                 "xdp",
                 "@PATH [program NAME]",
                 "a clang-compiled eBPF XDP object, run sandboxed (see pfil_xdp)",
                 XDP_EXAMPLE,
                 |cfg, ctx| {
-                    pfil_xdp::XdpFilter::from_config(cfg, ctx.max_workers)
-                        .map(|f| f.with_outboxes(ctx.outboxes.clone()))
-                        .map(|f| Arc::new(f) as Arc<dyn Filter>)
+                    pfil_xdp::XdpFilter::try_from_config(cfg, ctx.max_workers)
+                        .map(|f| Arc::new(f.with_outboxes(ctx.outboxes.clone())) as Arc<dyn Filter>)
+                        .map_err(|e| match e {
+                            pfil_xdp::BuildError::Syntax(m) => FactoryError::Expected(m),
+                            e => FactoryError::Refused(e.to_string()),
+                        })
                 },
             ),
         ];
@@ -370,8 +429,10 @@ impl Catalog {
     /// Build a filter from `spec`: `module` or `module:config`.
     ///
     /// # Errors
-    /// [`CatalogError::UnknownModule`] (naming the known ones) or
-    /// [`CatalogError::BadConfig`] (naming what was expected).
+    /// [`CatalogError::UnknownModule`] (naming the known ones),
+    /// [`CatalogError::BadConfig`] (naming what was expected) or
+    /// [`CatalogError::Refused`] (a well-formed config naming what cannot
+    /// be used, and why).
     pub fn create(&self, spec: &str, ctx: &BuildCtx) -> Result<Arc<dyn Filter>, CatalogError> {
         let (name, config) = match spec.split_once(':') {
             Some((n, c)) => (n, Some(c)),
@@ -399,7 +460,13 @@ impl Catalog {
         match (&m.config, config) {
             (None, Some(_)) => Err(bad(format!("`{name}` takes no config"))),
             (Some(c), None) if !m.optional => Err(bad(format!("{c} is missing"))),
-            _ => (m.factory)(config, ctx).map_err(bad),
+            _ => (m.factory)(config, ctx).map_err(|e| match e {
+                FactoryError::Expected(expected) => bad(expected),
+                FactoryError::Refused(reason) => CatalogError::Refused {
+                    spec: spec.to_owned(),
+                    reason,
+                },
+            }),
         }
     }
 
@@ -485,6 +552,47 @@ mod tests {
             e.contains("expected ct[:[max N]") && e.contains("not `lots`"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_well_formed_config_naming_what_cannot_be_used_is_refused_not_bad() {
+        let c = Catalog::builtin();
+        let ctx = BuildCtx::new(1);
+        // Not the module's syntax: what it expects.
+        let e = c.create("xdp:/tmp/f.o", &ctx).err().unwrap();
+        assert!(matches!(e, CatalogError::BadConfig { .. }), "{e:?}");
+        assert!(e.to_string().contains("expected xdp:@PATH"), "{e}");
+        // The syntax, and a file that is not there: why, without the
+        // syntax (the verifier's refusals come this way too:
+        // pfil-ctl's and pfild's tests).
+        let e = c.create("xdp:@/nonexistent/f.o", &ctx).err().unwrap();
+        assert_eq!(
+            e,
+            CatalogError::Refused {
+                spec: "xdp:@/nonexistent/f.o".into(),
+                reason: "@/nonexistent/f.o: No such file or directory (os error 2)".into(),
+            }
+        );
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("cannot build `xdp:@/nonexistent/f.o`: @/nonexistent/f.o:")
+                && !msg.contains("expected"),
+            "{msg}"
+        );
+        // A factory's String is what it expected.
+        let mut c = Catalog::new();
+        c.register(Module::with_config("m", "X", "h", "m:1", |_, _| {
+            Err("X one".to_owned())
+        }))
+        .unwrap();
+        let e = c.create("m:2", &ctx).err().unwrap();
+        assert!(matches!(e, CatalogError::BadConfig { .. }), "{e:?}");
+        c.register(Module::loading("r", "X", "h", "r:1", |_, _| {
+            Err(FactoryError::Refused("busy".into()))
+        }))
+        .unwrap();
+        let e = c.create("r:2", &ctx).err().unwrap();
+        assert_eq!(e.to_string(), "cannot build `r:2`: busy");
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub mod ratelimit;
 
 pub use acl::{Acl, RuleHits};
 pub use bpf::{Bpf, BpfAction};
-pub use catalog::{BuildCtx, Catalog, CatalogError, Factory, Module};
+pub use catalog::{BuildCtx, Catalog, CatalogError, Factory, FactoryError, Module};
 pub use count::{Count, DirCount};
 pub use ct::{Ct, CtConfig};
 /// The `xdp` module's filter (an eBPF XDP object), from `pfil-xdp`.

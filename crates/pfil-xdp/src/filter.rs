@@ -110,18 +110,79 @@ pub fn read_object(path: &str) -> Result<Vec<u8>, String> {
     Ok(body)
 }
 
+/// Why [`XdpFilter::try_from_config`] built no hook: the config is not
+/// written as the `xdp` module's syntax says, or it is and what it names
+/// cannot be run. Either message names what was wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// The config is not `@PATH [program NAME] [verify kernel] [; map
+    /// ...]` ([`XdpConfig::parse`]): what was expected.
+    Syntax(String),
+    /// The config is well formed, but the object cannot be run: the file
+    /// cannot be read, is not a BPF object, has no such program, the
+    /// program uses what pfil does not have, pfil's verifier (or, with
+    /// `verify kernel`, the kernel's) refuses it, or a map entry of the
+    /// config does not fit its map.
+    Refused(String),
+}
+
+impl BuildError {
+    /// The message, whichever kind.
+    pub fn message(&self) -> &str {
+        match self {
+            BuildError::Syntax(m) | BuildError::Refused(m) => m,
+        }
+    }
+}
+
+impl std::fmt::Display for BuildError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+impl std::error::Error for BuildError {}
+
 impl XdpFilter {
     /// Build from an `xdp:` config for a registry of `workers` worker slots.
     ///
     /// # Errors
     /// A bad config, an unreadable file, or the loader's or verifier's
-    /// refusal, each naming what was wrong.
+    /// refusal, each naming what was wrong ([`try_from_config`] tells
+    /// the config's syntax from the rest).
+    ///
+    /// [`try_from_config`]: XdpFilter::try_from_config
     pub fn from_config(config: &str, workers: usize) -> Result<XdpFilter, String> {
+        Self::try_from_config(config, workers).map_err(|e| e.to_string())
+    }
+
+    /// [`from_config`](XdpFilter::from_config), saying whether the config
+    /// was not in the module's syntax ([`BuildError::Syntax`]) or named
+    /// what cannot be run ([`BuildError::Refused`]).
+    ///
+    /// # Errors
+    /// As [`from_config`](XdpFilter::from_config).
+    pub fn try_from_config(config: &str, workers: usize) -> Result<XdpFilter, BuildError> {
         Self::build(config, workers, &[])
     }
 
-    fn build(config: &str, workers: usize, keep: &[Arc<crate::Map>]) -> Result<XdpFilter, String> {
-        let c = XdpConfig::parse(config)?;
+    fn build(
+        config: &str,
+        workers: usize,
+        keep: &[Arc<crate::Map>],
+    ) -> Result<XdpFilter, BuildError> {
+        let c = XdpConfig::parse(config).map_err(BuildError::Syntax)?;
+        Self::load(c, config, workers, keep).map_err(BuildError::Refused)
+    }
+
+    /// The hook `c` (parsed from `config`) names, built.
+    fn load(
+        c: XdpConfig,
+        config: &str,
+        workers: usize,
+        keep: &[Arc<crate::Map>],
+    ) -> Result<XdpFilter, String> {
         let bytes = read_object(&c.path)?;
         let mut obj = Object::parse(&bytes).map_err(|e| format!("@{}: {e}", c.path))?;
         let rest = c.preset(&mut obj)?;
@@ -288,7 +349,8 @@ impl Filter for XdpFilter {
     fn derive(&self, config: &str) -> Option<Result<Arc<dyn Filter>, String>> {
         Some(
             Self::build(config, self.stats.len(), self.prog.maps())
-                .map(|f| Arc::new(f.with_outboxes(self.outboxes.clone())) as Arc<dyn Filter>),
+                .map(|f| Arc::new(f.with_outboxes(self.outboxes.clone())) as Arc<dyn Filter>)
+                .map_err(|e| e.to_string()),
         )
     }
 

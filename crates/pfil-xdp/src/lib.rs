@@ -40,7 +40,7 @@ pub mod program;
 mod tails;
 
 pub use config::XdpConfig;
-pub use filter::{XdpFault, XdpFilter};
+pub use filter::{BuildError, XdpFault, XdpFilter};
 pub use maps::{Map, MapError, MapType};
 pub use object::{MapDef, MapOrigin, Object, Program};
 pub use program::{Claim, Engine, Quick, Redirect, RunError, RunResult, XdpProgram};

@@ -209,6 +209,34 @@ fn pfilctl_map_reads_and_writes_a_running_hooks_maps_and_set_keeps_them() {
     let (code, _, err) = pfilctl(&["--socket", sock, "map", "xdp:1", "nope", "dump"]);
     assert_ne!(code, 0);
     assert!(err.contains("has no map `nope`"), "{err}");
+    // A program the verifier refuses: why, not the module's syntax; the
+    // hook runs on, its map as it was.
+    if let Some(obj) = compile(dir.path(), "kernel_refuses") {
+        let config = format!("@{} program pkt_unchecked", obj.display());
+        let (code, _, err) = pfilctl(&["--socket", sock, "set", "xdp:1", "--set", &config]);
+        assert_ne!(code, 0);
+        assert!(
+            err.contains(&format!("cannot build `xdp:{config}`"))
+                && err.contains("invalid access to packet")
+                && !err.contains("expected"),
+            "{err}"
+        );
+        let v = ctl_json(
+            sock,
+            &[
+                "map",
+                "xdp:1",
+                "filter_ports",
+                "lookup",
+                "key",
+                "0",
+                "53",
+                "0",
+                "0",
+            ],
+        );
+        assert_eq!(v["entries"][0]["values"][1]["value"][0], "0x0a", "{v}");
+    }
 }
 
 /// `clang -O2 -g -target bpf` of pfil-xdp's test program `NAME.c` into

@@ -199,6 +199,11 @@ impl Config {
                             }
                             Ok(None) => build()?,
                             Err(reason) => {
+                                // The catalog's own error for this spec,
+                                // as `add` would give it (a refusal is
+                                // not a syntax error); the filter's, if
+                                // the catalog builds it after all.
+                                build()?;
                                 let e = pfil_filters::CatalogError::BadConfig {
                                     spec: spec.clone(),
                                     usage: catalog
