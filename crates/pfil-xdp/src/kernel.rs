@@ -484,6 +484,32 @@ fn functions_btf(n: usize) -> io::Result<OwnedFd> {
     bpf(BPF_BTF_LOAD, &mut a, "BTF_LOAD").map(fd_of)
 }
 
+/// Whether this kernel lets an XDP program call `bpf_xdp_adjust_meta`
+/// (probed once with a 4-instruction program; `false` where bpf(2) is not
+/// usable). Some builds refuse it (`program of this type cannot use
+/// helper bpf_xdp_adjust_meta#54`: Linux 6.18.44-fc, a Firecracker
+/// guest's kernel): the oracle cannot run a program that calls it there.
+pub fn adjusts_meta() -> bool {
+    static PROBE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PROBE.get_or_init(|| {
+        // r2 = 0; call bpf_xdp_adjust_meta (r1 is the context); r0 =
+        // XDP_PASS; exit.
+        let insns: [u8; 32] = [
+            0xb7, 0x02, 0, 0, 0, 0, 0, 0, //
+            0x85, 0x00, 0, 0, 54, 0, 0, 0, //
+            0xb7, 0x00, 0, 0, 2, 0, 0, 0, //
+            0x95, 0x00, 0, 0, 0, 0, 0, 0,
+        ];
+        let license = c"GPL";
+        let mut a = Attr::new();
+        a.u32(0, BPF_PROG_TYPE_XDP)
+            .u32(4, 4)
+            .u64(8, insns.as_ptr() as u64)
+            .u64(16, license.as_ptr() as u64);
+        bpf(BPF_PROG_LOAD, &mut a, "PROG_LOAD").map(fd_of).is_ok()
+    })
+}
+
 /// Whether bpf(2) is usable here (root with `CAP_BPF`): a 1-entry array
 /// can be created.
 pub fn available() -> bool {

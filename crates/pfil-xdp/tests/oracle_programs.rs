@@ -58,6 +58,9 @@ fn reflect_rewrites_and_transmits_like_the_kernel() {
 
 #[test]
 fn adjust_head_tail_and_meta_like_the_kernel() {
+    if oracle::kernel_here() && !oracle::kernel_adjusts_meta("oracle.c's `adjust`") {
+        return;
+    }
     check("adjust", |_| {});
 }
 
@@ -291,5 +294,61 @@ fn redirect_into_an_xskmap_misses_as_the_kernels_empty_one() {
             let [aborted, drop, pass, tx, _] = actions;
             assert!(aborted > 0 && drop > 0 && pass > 0 && tx > 0, "{actions:?}");
         }
+    }
+}
+
+#[test]
+fn jiffies_tai_and_the_numa_node_like_the_kernel() {
+    // tests/c/clocks.c: times, so compared within a tolerance (the
+    // engines run a few microseconds after the kernel), and the node.
+    if !oracle::kernel_here() {
+        return;
+    }
+    let Some(path) = clang::compile("clocks") else {
+        return;
+    };
+    oracle::pin_cpu();
+    let mut p = Pair::new(&std::fs::read(path).unwrap(), None);
+    let frame = frames::generated().remove(0).1;
+    // The kernel's tick: the coarse clock's resolution.
+    let mut res = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_getres writes the timespec we own.
+    let got = unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut res) };
+    assert_eq!(got, 0);
+    let tick = res.tv_nsec;
+    for round in 0..20 {
+        p.run(&frame, "clocks");
+        let value = |bytes: Option<Vec<u8>>| -> i64 {
+            i64::from_le_bytes(bytes.unwrap()[..8].try_into().unwrap())
+        };
+        let kernel: Vec<i64> = (0..4u32)
+            .map(|k| value(p.oracle.kernel.maps[0].lookup(&k.to_le_bytes()).unwrap()))
+            .collect();
+        for (engine, x) in &p.oracle.ours {
+            let ours: Vec<i64> = (0..4u32)
+                .map(|k| value(x.maps()[0].lookup(&k.to_le_bytes()).unwrap()))
+                .collect();
+            let what = format!("round {round}, {engine:?}: kernel {kernel:?}, pfil {ours:?}");
+            // Ran after the kernel, within a second.
+            let later = ours[3] - kernel[3];
+            assert!((0..1_000_000_000).contains(&later), "{what}");
+            // The jiffies: the kernel's, moved on by the ticks between the
+            // runs, give or take two (pfil's come from the coarse clock).
+            let ticks = ours[0] - kernel[0];
+            assert!(
+                (ticks - later / tick).abs() <= 2,
+                "{what}: {ticks} ticks apart"
+            );
+            // TAI is the monotonic clock plus a constant: the same one.
+            assert!(
+                (ours[1] - kernel[1]).abs() < 1_000_000,
+                "{what}: TAI offsets"
+            );
+            assert_eq!(ours[2], kernel[2], "{what}: NUMA node");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(7));
     }
 }

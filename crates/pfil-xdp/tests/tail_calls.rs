@@ -104,8 +104,14 @@ fn tail_calls_agree_with_the_kernel() {
     let Some(bytes) = object() else { return };
     oracle::pin_cpu();
     let mut p = Pair::new(&bytes, Some("tail_entry"));
+    // `tail_shift` moves the metadata: where the kernel refuses that to
+    // XDP programs, its slot stays empty on both sides (a call into it
+    // fails, and the caller goes on, in both).
+    let meta = oracle::kernel_adjusts_meta("tail_calls.c's `tail_shift`");
     for (slot, name) in SLOTS {
-        p.set_program("jmp", &slot.to_le_bytes(), name);
+        if meta || name != "tail_shift" {
+            p.set_program("jmp", &slot.to_le_bytes(), name);
+        }
     }
     let mut t: Vec<(String, Vec<u8>)> = (0u8..16)
         .map(|b| (format!("first byte {b}"), frame(b)))
@@ -124,8 +130,9 @@ fn tail_calls_agree_with_the_kernel() {
         p.runs,
         &actions[..4]
     );
+    // (`XDP_TX` comes from `tail_shift`.)
     assert!(
-        actions[1] > 0 && actions[2] > 0 && actions[3] > 0,
+        actions[1] > 0 && actions[2] > 0 && (actions[3] > 0 || !meta),
         "{actions:?}"
     );
     // A slot emptied: the entry goes on past its call.

@@ -15,6 +15,7 @@ use pfil_ebpf::{Env, Fault, HelperFn, Helpers, Signature};
 use crate::maps::{Map, MapType};
 use crate::program::Redirect;
 
+mod clock;
 mod events;
 mod packet;
 
@@ -22,6 +23,10 @@ pub(crate) use events::abandon as abandon_records;
 mod printk;
 mod tail;
 
+use clock::{
+    get_numa_node_id, jiffies64, ktime_get_boot_ns, ktime_get_coarse_ns, ktime_get_ns,
+    ktime_get_tai_ns,
+};
 use packet::{
     csum_diff, xdp_adjust_head, xdp_adjust_meta, xdp_adjust_tail, xdp_get_buff_len, xdp_load_bytes,
     xdp_store_bytes,
@@ -229,47 +234,6 @@ unsafe extern "C" fn map_delete_elem(
     }
 }
 
-/// A clock's time in nanoseconds.
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec we own.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
-}
-
-unsafe extern "C" fn ktime_get_ns(_: u64, _: u64, _: u64, _: u64, _: u64, _env: *mut Env) -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-/// `bpf_ktime_get_boot_ns`: the monotonic clock, suspend included.
-unsafe extern "C" fn ktime_get_boot_ns(
-    _: u64,
-    _: u64,
-    _: u64,
-    _: u64,
-    _: u64,
-    _env: *mut Env,
-) -> u64 {
-    clock_ns(libc::CLOCK_BOOTTIME)
-}
-
-/// `bpf_ktime_get_coarse_ns`: the monotonic clock at tick resolution.
-unsafe extern "C" fn ktime_get_coarse_ns(
-    _: u64,
-    _: u64,
-    _: u64,
-    _: u64,
-    _: u64,
-    _env: *mut Env,
-) -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC_COARSE)
-}
-
 unsafe extern "C" fn get_prandom_u32(_: u64, _: u64, _: u64, _: u64, _: u64, env: *mut Env) -> u64 {
     // SAFETY: the engine passes its live Env (HelperFn contract).
     let st = state(unsafe { &mut *env });
@@ -409,7 +373,7 @@ unsafe extern "C" fn trace_printk(
 
 /// The helpers of an XDP program, by kernel id.
 pub fn xdp_helpers() -> Helpers {
-    let table: [(u32, HelperFn, u8); 25] = [
+    let table: [(u32, HelperFn, u8); 28] = [
         (1, map_lookup_elem, 2),
         (2, map_update_elem, 4),
         (3, map_delete_elem, 2),
@@ -421,10 +385,12 @@ pub fn xdp_helpers() -> Helpers {
         (23, redirect, 2),
         (25, events::perf_event_output, 5),
         (28, csum_diff, 5),
+        (42, get_numa_node_id, 0),
         (44, xdp_adjust_head, 2),
         (51, redirect_map, 3),
         (54, xdp_adjust_meta, 2),
         (65, xdp_adjust_tail, 2),
+        (118, jiffies64, 0),
         (125, ktime_get_boot_ns, 0),
         (130, events::ringbuf_output, 4),
         (131, events::ringbuf_reserve, 3),
@@ -435,6 +401,7 @@ pub fn xdp_helpers() -> Helpers {
         (188, xdp_get_buff_len, 1),
         (189, xdp_load_bytes, 4),
         (190, xdp_store_bytes, 4),
+        (208, ktime_get_tai_ns, 0),
     ];
     let mut h = Helpers::new();
     for (id, f, args) in table {

@@ -24,6 +24,23 @@ pub fn kernel_here() -> bool {
     false
 }
 
+/// Whether the oracle can run programs that call `bpf_xdp_adjust_meta`:
+/// this kernel lets XDP programs call it ([`kernel::adjusts_meta`]; some
+/// builds do not). Says so when it cannot: the tests then leave those
+/// programs out (pfil runs them; the kernel cannot be asked).
+pub fn kernel_adjusts_meta(what: &str) -> bool {
+    if kernel::adjusts_meta() {
+        return true;
+    }
+    let mut release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    release.truncate(release.trim_end().len());
+    eprintln!(
+        "not compared: {what} calls bpf_xdp_adjust_meta, which this kernel ({release}) refuses \
+         to XDP programs"
+    );
+    false
+}
+
 thread_local! {
     /// The CPU [`pin_cpu`] pinned this thread to.
     static CPU: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
