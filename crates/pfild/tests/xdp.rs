@@ -142,6 +142,23 @@ fn pfilctl_map_reads_and_writes_a_running_hooks_maps_and_set_keeps_them() {
             "0",
         ],
     );
+    // Port 53's entry, as `pfilctl map ... lookup --json` gives it.
+    let port_53 = |sock: &str| {
+        ctl_json(
+            sock,
+            &[
+                "map",
+                "xdp:1",
+                "filter_ports",
+                "lookup",
+                "key",
+                "0",
+                "53",
+                "0",
+                "0",
+            ],
+        )
+    };
     let dropped = |sock: &str| {
         let s = ctl_json(sock, &["stats"]);
         link_field(&s, "xdp:1", "dropped")
@@ -151,20 +168,7 @@ fn pfilctl_map_reads_and_writes_a_running_hooks_maps_and_set_keeps_them() {
         assert!(t.elapsed().as_secs() < 20, "no drop after the port was set");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let v = ctl_json(
-        sock,
-        &[
-            "map",
-            "xdp:1",
-            "filter_ports",
-            "lookup",
-            "key",
-            "0",
-            "53",
-            "0",
-            "0",
-        ],
-    );
+    let v = port_53(sock);
     // The low 6 bits are xdp-filter's flags (DST|UDP = 10), the rest its
     // hit counter, which worker 0 has been counting up.
     let low = |x: &serde_json::Value| {
@@ -188,20 +192,7 @@ fn pfilctl_map_reads_and_writes_a_running_hooks_maps_and_set_keeps_them() {
     assert!(value >> 6 != 0, "worker 0 counted hits: {v}");
     // set: the same object again; the port map is kept, drops go on.
     ctl_ok(sock, &["set", "xdp:1", "--set", &format!("@{XDPFILT}")]);
-    let v = ctl_json(
-        sock,
-        &[
-            "map",
-            "xdp:1",
-            "filter_ports",
-            "lookup",
-            "key",
-            "0",
-            "53",
-            "0",
-            "0",
-        ],
-    );
+    let v = port_53(sock);
     assert_eq!(
         v["entries"][0]["values"][1]["value"][0], "0x0a",
         "map kept across set: {v}"
@@ -221,20 +212,7 @@ fn pfilctl_map_reads_and_writes_a_running_hooks_maps_and_set_keeps_them() {
                 && !err.contains("expected"),
             "{err}"
         );
-        let v = ctl_json(
-            sock,
-            &[
-                "map",
-                "xdp:1",
-                "filter_ports",
-                "lookup",
-                "key",
-                "0",
-                "53",
-                "0",
-                "0",
-            ],
-        );
+        let v = port_53(sock);
         assert_eq!(v["entries"][0]["values"][1]["value"][0], "0x0a", "{v}");
     }
 }

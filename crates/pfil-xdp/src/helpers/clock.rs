@@ -19,53 +19,44 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
         .wrapping_add(ts.tv_nsec as u64)
 }
 
-pub(super) unsafe extern "C" fn ktime_get_ns(
-    _: u64,
-    _: u64,
-    _: u64,
-    _: u64,
-    _: u64,
-    _env: *mut Env,
-) -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
+/// A helper that reads `clock` (the helper ABI's arguments unused).
+macro_rules! clock_helper {
+    ($(#[$doc:meta])* $name:ident, $clock:expr) => {
+        $(#[$doc])*
+        pub(super) unsafe extern "C" fn $name(
+            _: u64,
+            _: u64,
+            _: u64,
+            _: u64,
+            _: u64,
+            _env: *mut Env,
+        ) -> u64 {
+            clock_ns($clock)
+        }
+    };
 }
 
-/// `bpf_ktime_get_boot_ns`: the monotonic clock, suspend included.
-pub(super) unsafe extern "C" fn ktime_get_boot_ns(
-    _: u64,
-    _: u64,
-    _: u64,
-    _: u64,
-    _: u64,
-    _env: *mut Env,
-) -> u64 {
-    clock_ns(libc::CLOCK_BOOTTIME)
-}
-
-/// `bpf_ktime_get_coarse_ns`: the monotonic clock at tick resolution.
-pub(super) unsafe extern "C" fn ktime_get_coarse_ns(
-    _: u64,
-    _: u64,
-    _: u64,
-    _: u64,
-    _: u64,
-    _env: *mut Env,
-) -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC_COARSE)
-}
-
-/// `bpf_ktime_get_tai_ns`: International Atomic Time (the realtime clock
-/// plus the leap seconds the kernel was told of).
-pub(super) unsafe extern "C" fn ktime_get_tai_ns(
-    _: u64,
-    _: u64,
-    _: u64,
-    _: u64,
-    _: u64,
-    _env: *mut Env,
-) -> u64 {
-    clock_ns(libc::CLOCK_TAI)
-}
+clock_helper!(
+    /// `bpf_ktime_get_ns`: the monotonic clock.
+    ktime_get_ns,
+    libc::CLOCK_MONOTONIC
+);
+clock_helper!(
+    /// `bpf_ktime_get_boot_ns`: the monotonic clock, suspend included.
+    ktime_get_boot_ns,
+    libc::CLOCK_BOOTTIME
+);
+clock_helper!(
+    /// `bpf_ktime_get_coarse_ns`: the monotonic clock at tick resolution.
+    ktime_get_coarse_ns,
+    libc::CLOCK_MONOTONIC_COARSE
+);
+clock_helper!(
+    /// `bpf_ktime_get_tai_ns`: International Atomic Time (the realtime
+    /// clock plus the leap seconds the kernel was told of).
+    ktime_get_tai_ns,
+    libc::CLOCK_TAI
+);
 
 /// The kernel's tick: its length in nanoseconds (`1e9 / HZ`, the
 /// resolution of `CLOCK_MONOTONIC_COARSE`, which moves once a tick) and
