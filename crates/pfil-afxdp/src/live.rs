@@ -313,19 +313,15 @@ fn read_counters(netns: &Option<String>, ifname: &str) -> Option<XmitCounters> {
 }
 
 /// Check, in the calling thread's namespace, that the kernel runs live
-/// frames and that `ifname` takes redirected frames, as `xdp-trafficgen
-/// probe` does: run an `XDP_DROP` program over one live frame (nothing is
-/// sent), then read the interface's XDP features.
+/// frames: an `XDP_DROP` program over one live frame (nothing is sent; no
+/// interface is used).
 ///
 /// # Errors
-/// [`Error::NoSuchInterface`]; [`Error::Permission`];
-/// [`Error::LiveUnsupported`] (kernel before 5.18 or without
-/// `CONFIG_BPF_SYSCALL`/XDP); [`Error::NoRedirectTarget`] (the interface
-/// lacks `NETDEV_XDP_ACT_NDO_XMIT`: for veth, the peer has no XDP program).
-pub fn probe(ifname: &str) -> Result<Probe> {
-    let ifindex = sys::if_nametoindex(ifname).map_err(|_| Error::NoSuchInterface {
-        ifname: ifname.to_owned(),
-    })?;
+/// [`Error::Permission`] (the program cannot be loaded);
+/// [`Error::LiveUnsupported`] (kernel before 5.18, without
+/// `CONFIG_BPF_SYSCALL`/XDP, or one that refuses live frames to a
+/// program it loaded).
+pub fn runs_live_frames() -> Result<()> {
     let prog = sys::load_xdp_program(&sys::drop_program(), "pfil_live_probe").map_err(
         |(e, log)| match e.raw_os_error() {
             Some(libc::EPERM) | Some(libc::EACCES) => Error::Permission {
@@ -339,8 +335,14 @@ pub fn probe(ifname: &str) -> Result<Probe> {
     let frame = [0u8; 60];
     if let Err(e) = sys::prog_test_run_live(&prog, &frame, 1, 1) {
         return Err(match e.raw_os_error() {
-            Some(libc::EPERM) | Some(libc::EACCES) => Error::Permission {
-                what: "bpf(BPF_PROG_TEST_RUN)",
+            // The program loaded: the privileges are there, and the kernel
+            // refuses live frames as such (Linux 6.18.44-fc, a
+            // Firecracker guest's build, does, as root).
+            Some(libc::EPERM) | Some(libc::EACCES) => Error::LiveUnsupported {
+                detail: format!(
+                    "BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES was refused ({e}) although the \
+                     kernel loaded the XDP program: this kernel does not run live frames"
+                ),
             },
             Some(libc::EINVAL) | Some(libc::E2BIG) | Some(libc::EOPNOTSUPP) => {
                 Error::LiveUnsupported {
@@ -350,6 +352,24 @@ pub fn probe(ifname: &str) -> Result<Probe> {
             _ => Error::io("bpf(BPF_PROG_TEST_RUN)", e),
         });
     }
+    Ok(())
+}
+
+/// Check, in the calling thread's namespace, that the kernel runs live
+/// frames and that `ifname` takes redirected frames, as `xdp-trafficgen
+/// probe` does: run an `XDP_DROP` program over one live frame (nothing is
+/// sent), then read the interface's XDP features.
+///
+/// # Errors
+/// [`Error::NoSuchInterface`]; [`Error::Permission`];
+/// [`Error::LiveUnsupported`] (kernel before 5.18 or without
+/// `CONFIG_BPF_SYSCALL`/XDP); [`Error::NoRedirectTarget`] (the interface
+/// lacks `NETDEV_XDP_ACT_NDO_XMIT`: for veth, the peer has no XDP program).
+pub fn probe(ifname: &str) -> Result<Probe> {
+    let ifindex = sys::if_nametoindex(ifname).map_err(|_| Error::NoSuchInterface {
+        ifname: ifname.to_owned(),
+    })?;
+    runs_live_frames()?;
     let xdp_features = match sys::xdp_features(ifindex) {
         Ok(f) => f,
         Err(e) => {

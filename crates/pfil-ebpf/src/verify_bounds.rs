@@ -36,6 +36,9 @@ enum Span {
     Gone(u32),
     /// Outside them: from `start` bytes past the base, `limit` proven.
     Outside { start: i64, limit: i64 },
+    /// Outside them, through a pointer whose base has a copy on the stack
+    /// ([`State::escaped`]): the kernel may prove the bytes through it.
+    Escaped,
 }
 
 fn packet_span(st: &State, r: usize, off: i64, size: i64) -> Span {
@@ -46,6 +49,8 @@ fn packet_span(st: &State, r: usize, off: i64, size: i64) -> Span {
             let (start, limit) = (i64::from(t & !KIND) + off, i64::from(st.limit(r)));
             if start >= 0 && start + size <= limit {
                 Span::Inside
+            } else if st.escaped(r) {
+                Span::Escaped
             } else {
                 Span::Outside { start, limit }
             }

@@ -225,11 +225,16 @@ impl Flow<'_> {
             return Some(o);
         }
         if !jmp32 && matches!(i.op(), BPF_JEQ | BPF_JNE) && i.imm == 0 && dty & KIND == NULLABLE {
-            if taken == (i.op() == BPF_JNE) {
-                let m = dty & !KIND;
-                o.set(d, if m <= VALUE_MAP { VALUE | m } else { OTHER });
-            } else {
-                o.exact(d, 0);
+            // The value and its copies (the same identity), as the
+            // kernel marks them.
+            let id = st.id[d];
+            for r in (0..11).filter(|&r| st.ty[r] == dty && st.id[r] == id) {
+                if taken == (i.op() == BPF_JNE) {
+                    let m = dty & !KIND;
+                    o.set(r, if m <= VALUE_MAP { VALUE | m } else { OTHER });
+                } else {
+                    o.exact(r, 0);
+                }
             }
             return Some(o);
         }

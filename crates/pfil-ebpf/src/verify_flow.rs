@@ -671,7 +671,7 @@ impl Flow<'_> {
             out.exact(d, (i.imm as u32 as u64) | (hi << 32));
         } else if lookup && st.ty[1] & KIND == MAP {
             // The helper's contract (see `Helpers`): null or the value.
-            out.set(0, NULLABLE | (st.ty[1] & !KIND));
+            out.nullable(0, st.ty[1] & !KIND, pc);
         } else if i.code == BPF_JMP | BPF_CALL && i.src == 0 {
             self.ring_call(pc, i.imm as u32, st, &mut out)?;
         }

@@ -186,7 +186,9 @@ impl Flow<'_> {
                         pc,
                         format!(
                             "reads r{r}, which a path reaching here leaves unset (the \
-                             kernel's verifier refuses it too)"
+                             kernel's verifier refuses a read of an unset register too; this \
+                             one does not follow values through the stack or other registers \
+                             to rule a path out: set the variable where it is declared)"
                         ),
                     );
                 }

@@ -374,6 +374,26 @@ impl Flow<'_> {
         if ty & KIND == PKT_GONE && self.kernel_rules {
             self.packet_rule(pc, st)?;
         }
+        // (An ARRAY's or PERCPU_ARRAY's lookup of a constant key inside
+        // it is never null to the kernel, which then loads the program
+        // (Linux 6.14): this verifier does not follow the key's bytes on
+        // the stack, and leaves those, and a map of a type not said, to
+        // the run-time check.)
+        let elided = |m: u32| {
+            self.maps
+                .get(m as usize)
+                .is_none_or(|m| matches!(m.map_type, 0 | 2 | 6))
+        };
+        if ty & KIND == NULLABLE && self.kernel_rules && !elided(ty & !KIND) {
+            return err(
+                pc,
+                format!(
+                    "dereference of r{base}, a map value that may be null (the kernel refuses \
+                     it: invalid mem access 'map_value_or_null'; compare what \
+                     bpf_map_lookup_elem returned with NULL first)"
+                ),
+            );
+        }
         if ty & KIND == PKT_END && self.kernel_rules {
             return err(
                 pc,

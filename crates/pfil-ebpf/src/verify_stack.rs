@@ -56,6 +56,10 @@ pub(super) fn spills(i: &Insn, st: &State, out: &mut State, proven: bool) {
         let k = ((-at / 8) - 1) as usize;
         out.spilled |= 1u64 << k;
         out.slot[k] = st.spill_type(i.src as usize);
+        if st.ty[i.src as usize] & KIND == PKT {
+            // A pointer of a variable base: filled, a number here.
+            out.escape(st.id[i.src as usize]);
+        }
     }
     // A flag (a register known 0 or 1, or such an immediate) stored whole.
     let flag = match i.class() {

@@ -197,6 +197,15 @@ pub(super) struct State {
     /// the kernel's own paths, so it is checked at run time rather than
     /// refused.
     pub lossy: bool,
+    /// Packet bases (ids, 0 for none) of which a copy was spilled whole
+    /// and is a number to this verifier when filled (it does not follow
+    /// a spilled pointer of a variable base), where the kernel's fill
+    /// gives the pointer back, and a comparison of it proves bytes for
+    /// every pointer of the base: an access through a pointer of such a
+    /// base, outside the bytes proven here, may be proven on the
+    /// kernel's paths, and is checked at run time rather than refused.
+    /// More than four: [`State::lossy`].
+    pub escaped: [u32; 4],
 }
 
 impl State {
@@ -218,7 +227,34 @@ impl State {
             refs: 0,
             slot_flags: 0,
             lossy: false,
+            escaped: [0; 4],
         }
+    }
+
+    /// `r` is what `bpf_map_lookup_elem` of map `m` returned at `pc`: the
+    /// value or null, with an identity its copies share (the kernel's
+    /// `reg->id`), so that a null check of one is one of all.
+    pub fn nullable(&mut self, r: usize, m: u32, pc: usize) {
+        self.set(r, NULLABLE | m);
+        self.id[r] = ((pc as u32 + 1) << 5) | 31;
+    }
+
+    /// Notes that a copy of packet base `id` went to the stack
+    /// ([`State::escaped`]).
+    pub fn escape(&mut self, id: u32) {
+        if id == 0 || self.escaped.contains(&id) {
+            return;
+        }
+        match self.escaped.iter_mut().find(|e| **e == 0) {
+            Some(e) => *e = id,
+            None => self.lossy = true,
+        }
+    }
+
+    /// Whether packet pointer `r`'s base has a copy on the stack this
+    /// verifier does not follow ([`State::escaped`]).
+    pub fn escaped(&self, r: usize) -> bool {
+        self.id[r] != 0 && self.escaped.contains(&self.id[r])
     }
 
     /// Forgets every register and spilled slot holding record `n` of
@@ -359,6 +395,10 @@ impl State {
         match t & KIND {
             PKT if self.id[r] != 0 => OTHER,
             VALUE if self.vmax[r] != 0 => OTHER,
+            // (A fill is a pointer of no known kind, checked at run time:
+            // the slot does not keep the value's identity, which its
+            // null check needs.)
+            NULLABLE => OTHER,
             STACK_VAR => OTHER,
             0 if t != CTX && t != CTX_MOD => OTHER,
             _ => t,
@@ -462,6 +502,9 @@ impl State {
         m.init &= o.init;
         m.refs = self.refs | o.refs;
         m.lossy = self.lossy || o.lossy;
+        for &id in &o.escaped {
+            m.escape(id);
+        }
         // (Each slot's two bits: kept where both paths have the same.)
         m.slot_flags = self.slot_flags & o.slot_flags;
         m.range = self.range.min(o.range);
@@ -539,6 +582,9 @@ impl State {
                 m.vmax[r] = vmax as u32;
                 m.vrange[r] = vrange;
                 fresh |= 1 << r;
+                if self.escaped(r) || o.escaped(r) {
+                    m.escape(name);
+                }
             } else if let Some(t) = ring_or_null(self, o, r) {
                 // A record on one path, null (or none reserved) on the
                 // other: a record that may be null, as the kernel's
@@ -562,6 +608,26 @@ impl State {
                 };
                 m.scalar(r, hi);
             }
+        }
+        // Map values that may be null, of the same map on both paths:
+        // registers that held one value on each side hold one value
+        // here (a null check of one is a null check of the others); any
+        // other its own.
+        let nullable = |s: &State, r: usize| s.ty[r] & KIND == NULLABLE;
+        for r in 0..11 {
+            if !(nullable(self, r) && self.ty[r] == o.ty[r] && self.id[r] != o.id[r]) {
+                continue;
+            }
+            let group = (0..r).find(|&q| {
+                nullable(self, q)
+                    && self.ty[q] == o.ty[q]
+                    && self.id[q] == self.id[r]
+                    && o.id[q] == o.id[r]
+            });
+            m.id[r] = match group {
+                Some(q) => m.id[q],
+                None => ((t as u32 + 1) << 5) | 16 | r as u32,
+            };
         }
         // A record's size where paths met: the smaller (an access
         // past it is decided path by path, `paths.rs`).

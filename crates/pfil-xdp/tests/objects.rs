@@ -482,6 +482,11 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
             "value_flag_wrong",
             "invalid access to map value: a 1-byte access at offset 0 plus up to 15",
         ),
+        (
+            "value_no_null_check",
+            "dereference of r0, a map value that may be null (the kernel refuses it: invalid \
+             mem access 'map_value_or_null'",
+        ),
     ] {
         let e = XdpProgram::load(&obj, Some(name), 1, &[])
             .err()
@@ -513,6 +518,9 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
         "known_signed_dead",
         "pkt_flag_paths",
         "pkt_const_paths",
+        "pkt_spill_copy_proven",
+        "value_null_copy_checked",
+        "value_array_zero_key",
         "pkt_kept_ktime",
         "pkt_kept_store",
         "pkt_reload_adjust",

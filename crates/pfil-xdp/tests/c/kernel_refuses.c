@@ -17,6 +17,13 @@ struct {
 	__type(value, __u64);
 } amap SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4);
+	__type(key, __u32);
+	__type(value, __u64);
+} hmap SEC(".maps");
+
 P(ptr_mul) { asm volatile("r0 = *(u32 *)(r1 + 0); r0 *= 2; r0 = 2; exit;"); }
 P(ptr_alu32) { asm volatile("r2 = *(u32 *)(r1 + 0); w2 += 1; r0 = 2; exit;"); }
 P(ptr_add_ptr) { asm volatile("r2 = *(u32 *)(r1 + 0); r2 += r1; r0 = 2; exit;"); }
@@ -303,6 +310,44 @@ P(pkt_const_paths) {
 		     "if r4 > r3 goto 2f; r5 = *(u8 *)(r2 + 0); r6 = 17; r4 = r2; r4 += 20;"
 		     "if r5 != 6 goto 1f; r6 = 6; r4 = r2; r4 += 40; 1: if r4 > r3 goto 2f;"
 		     "if r6 != 6 goto 2f; r0 = *(u8 *)(r2 + 39); 2: r0 = 2; exit;");
+}
+
+// A pointer of a variable base spilled, a copy moved by 2 and compared,
+// the spilled one filled, moved by 4 and compared: the kernel's fill gives
+// the pointer back and its compare proves 4 bytes for the copy too (pfil
+// does not follow a spilled pointer of a variable base, and leaves the
+// read through the copy to its run-time check; clang -mcpu=v3 spills such
+// pointers):
+P(pkt_spill_copy_proven) {
+	asm volatile("r2 = *(u32 *)(r1 + 0); r3 = *(u32 *)(r1 + 4); r4 = r2; r4 += 1;"
+		     "if r4 > r3 goto 1f; r5 = *(u8 *)(r2 + 0); r5 &= 63; r6 = r2; r6 += r5;"
+		     "*(u64 *)(r10 - 16) = r6; r7 = r6; r7 += 2; if r7 > r3 goto 1f;"
+		     "r8 = *(u64 *)(r10 - 16); r8 += 4; if r8 > r3 goto 1f;"
+		     "r0 = *(u8 *)(r7 + 0); 1: r0 = 2; exit;");
+}
+
+// What bpf_map_lookup_elem returned, read before it was compared with
+// NULL (the kernel: "invalid mem access 'map_value_or_null'"); then read
+// through a copy after the original was compared (the kernel marks every
+// copy), and an ARRAY's lookup of key 0 read unchecked (Linux 6.14 elides
+// the null check of a constant key inside an array; pfil leaves it to its
+// run-time check), both loaded:
+SEC("xdp") int value_no_null_check(struct xdp_md *ctx)
+{
+	__u32 k = ctx->rx_queue_index;
+	__u64 *v = bpf_map_lookup_elem(&hmap, &k);
+	return *v == 7 ? XDP_DROP : XDP_PASS;
+}
+P(value_null_copy_checked) {
+	asm volatile("r1 = 0; *(u32 *)(r10 - 4) = r1; r2 = r10; r2 += -4; r1 = %[m] ll;"
+		     "call 1; r6 = r0; if r0 == 0 goto 1f; r0 = *(u64 *)(r6 + 0);"
+		     "1: r0 = 2; exit;" :: [m]"i"(&hmap));
+}
+SEC("xdp") int value_array_zero_key(struct xdp_md *ctx)
+{
+	__u32 k = 0;
+	__u64 *v = bpf_map_lookup_elem(&amap, &k);
+	return *v == 7 ? XDP_DROP : XDP_PASS;
 }
 
 // A packet pointer kept across helpers that do not move the packet, and
