@@ -374,6 +374,23 @@ impl Flow<'_> {
         if ty & KIND == PKT_GONE && self.kernel_rules {
             self.packet_rule(pc, st)?;
         }
+        if ty & KIND == CONST && i.class() != BPF_LDX && self.kernel_rules {
+            // Global data the program may only read (a frozen `.rodata`).
+            let m = ((ty & !KIND) >> 20) as usize;
+            if let Some(d) = self.maps.get(m).and_then(|m| m.direct) {
+                if !d.writable {
+                    let at = i64::from(ty & CONST_OFF) + off;
+                    return err(
+                        pc,
+                        format!(
+                            "a {size}-byte store at offset {at} of read-only global data (the \
+                             kernel refuses it: write into map forbidden; `const volatile` \
+                             settings are set by the loader, `map .rodata ...` in the config)"
+                        ),
+                    );
+                }
+            }
+        }
         // (An ARRAY's or PERCPU_ARRAY's lookup of a constant key inside
         // it is never null to the kernel, which then loads the program
         // (Linux 6.14): this verifier does not follow the key's bytes on

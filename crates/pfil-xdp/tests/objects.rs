@@ -483,6 +483,11 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
             "invalid access to map value: a 1-byte access at offset 0 plus up to 15",
         ),
         (
+            "rodata_write",
+            "a 4-byte store at offset 0 of read-only global data (the kernel refuses it: write \
+             into map forbidden",
+        ),
+        (
             "value_no_null_check",
             "dereference of r0, a map value that may be null (the kernel refuses it: invalid \
              mem access 'map_value_or_null'",

@@ -326,6 +326,15 @@ P(pkt_spill_copy_proven) {
 		     "r0 = *(u8 *)(r7 + 0); 1: r0 = 2; exit;");
 }
 
+// A store into a `const volatile` setting (the frozen .rodata: the
+// kernel, "write into map forbidden"):
+const volatile __u32 setting = 10;
+SEC("xdp") int rodata_write(struct xdp_md *ctx)
+{
+	*(volatile __u32 *)&setting = ctx->rx_queue_index;
+	return XDP_PASS;
+}
+
 // What bpf_map_lookup_elem returned, read before it was compared with
 // NULL (the kernel: "invalid mem access 'map_value_or_null'"); then read
 // through a copy after the original was compared (the kernel marks every
