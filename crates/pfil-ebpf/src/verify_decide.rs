@@ -67,6 +67,9 @@ impl Flow<'_> {
                 return Some((pc, taken));
             }
         }
+        if let Some(taken) = scalars_decided(i, st) {
+            return Some((pc, taken));
+        }
         if i.class() == BPF_JMP && i.code & BPF_X != 0 {
             let (p, op) = pkt_compare(i, st)?;
             let off = st.ty[p] & !KIND;
@@ -197,11 +200,11 @@ impl Flow<'_> {
                     o.past = if o.past == 0 { off } else { o.past.min(off) };
                     o.past_reg = p as u8;
                 }
+                return Some(o);
             }
-            return Some(o);
         }
         if i.code & BPF_X != 0 {
-            return Some(o);
+            return scalars_edge(i, st, o, taken);
         }
         if !jmp32 && matches!(i.op(), BPF_JEQ | BPF_JNE) && i.imm == 0 && dty & KIND == RING_NULL {
             // A record of bpf_ringbuf_reserve, and its copies: not null
@@ -257,20 +260,25 @@ impl Flow<'_> {
             (BPF_JLT, false) => BPF_JGE,
             _ => return Some(o),
         };
-        let (lo, hi) = (&mut o.lo[d], &mut o.hi[d]);
+        let (mut lo, mut hi) = (o.lo[d], o.hi[d]);
         match op {
-            BPF_JEQ => (*lo, *hi) = (k.max(*lo), k.min(*hi)),
-            BPF_JNE if *lo == k && k < *hi => *lo = k + 1,
-            BPF_JNE if *hi == k && k > *lo => *hi = k - 1,
-            BPF_JGT => *lo = (*lo).max(k.checked_add(1)?),
-            BPF_JGE => *lo = (*lo).max(k),
-            BPF_JLT => *hi = (*hi).min(k.checked_sub(1)?),
-            BPF_JLE => *hi = (*hi).min(k),
+            BPF_JEQ => (lo, hi) = (k.max(lo), k.min(hi)),
+            BPF_JNE if lo == k && k < hi => lo = k + 1,
+            BPF_JNE if hi == k && k > lo => hi = k - 1,
+            BPF_JGT => lo = lo.max(k.checked_add(1)?),
+            BPF_JGE => lo = lo.max(k),
+            BPF_JLT => hi = hi.min(k.checked_sub(1)?),
+            BPF_JLE => hi = hi.min(k),
             _ => {}
         }
         // An edge whose bounds cross is never taken (the decided jumps
         // already have one edge; this is what is left of them).
-        (lo <= hi).then_some(o)
+        if lo > hi {
+            return None;
+        }
+        // (The numbers linked to `d` too: copies of it.)
+        o.narrow(d, lo, hi);
+        (o.lo[d] <= o.hi[d]).then_some(o)
     }
 }
 
@@ -297,4 +305,97 @@ fn pkt_compare(i: &Insn, st: &State) -> Option<(usize, u8)> {
         )),
         _ => None,
     }
+}
+
+/// A compare of two scalars at `i` (the register form) as an unsigned
+/// one of their bounds: `(dst, src, op)`, `op` one of `BPF_JEQ`, `_JNE`,
+/// `_JGT`, `_JGE`, `_JLT`, `_JLE`. A signed compare is the unsigned one
+/// where both are under 2^63, a 32-bit one where both are under 2^32
+/// (the kernel's `reg_set_min_max` and `is_scalar_branch_taken` for two
+/// scalars; pfil keeps unsigned bounds only).
+fn scalars_compare(i: &Insn, st: &State) -> Option<(usize, usize, u8)> {
+    let (d, s) = (i.dst as usize, i.src as usize);
+    let jump =
+        matches!(i.class(), BPF_JMP | BPF_JMP32) && !matches!(i.op(), BPF_JA | BPF_CALL | BPF_EXIT);
+    if !jump || i.code & BPF_X == 0 || d == s || st.ty[d] != OTHER || st.ty[s] != OTHER {
+        return None;
+    }
+    let hi = st.hi[d].max(st.hi[s]);
+    if i.class() == BPF_JMP32 && hi > u64::from(u32::MAX) {
+        return None;
+    }
+    let signed_ok = hi < 1 << 63 && (i.class() == BPF_JMP || hi < 1 << 31);
+    let op = match i.op() {
+        op @ (BPF_JEQ | BPF_JNE | BPF_JGT | BPF_JGE | BPF_JLT | BPF_JLE) => op,
+        BPF_JSGT if signed_ok => BPF_JGT,
+        BPF_JSGE if signed_ok => BPF_JGE,
+        BPF_JSLT if signed_ok => BPF_JLT,
+        BPF_JSLE if signed_ok => BPF_JLE,
+        _ => return None,
+    };
+    Some((d, s, op))
+}
+
+/// A compare of two scalars that their bounds settle: whether it jumps.
+fn scalars_decided(i: &Insn, st: &State) -> Option<bool> {
+    let (d, s, op) = scalars_compare(i, st)?;
+    let (alo, ahi, blo, bhi) = (st.lo[d], st.hi[d], st.lo[s], st.hi[s]);
+    match op {
+        BPF_JGT if alo > bhi => Some(true),
+        BPF_JGT if ahi <= blo => Some(false),
+        BPF_JGE if alo >= bhi => Some(true),
+        BPF_JGE if ahi < blo => Some(false),
+        BPF_JLT if ahi < blo => Some(true),
+        BPF_JLT if alo >= bhi => Some(false),
+        BPF_JLE if ahi <= blo => Some(true),
+        BPF_JLE if alo > bhi => Some(false),
+        BPF_JEQ | BPF_JNE if ahi < blo || bhi < alo => Some(op == BPF_JNE),
+        _ => None,
+    }
+}
+
+/// The bounds of two scalars compared at `i` on the edge `taken`: each
+/// narrowed by the other's (`a < b`: `a <= b.hi - 1`, `b >= a.lo + 1`);
+/// `None` where they cross (the edge is never taken).
+fn scalars_edge(i: &Insn, st: &State, mut o: State, taken: bool) -> Option<State> {
+    let Some((d, s, op)) = scalars_compare(i, st) else {
+        return Some(o);
+    };
+    // The relation on this edge, `d REL s`.
+    let rel = match (op, taken) {
+        (op, true) => op,
+        (BPF_JEQ, false) => BPF_JNE,
+        (BPF_JNE, false) => BPF_JEQ,
+        (BPF_JGT, false) => BPF_JLE,
+        (BPF_JLE, false) => BPF_JGT,
+        (BPF_JGE, false) => BPF_JLT,
+        (BPF_JLT, false) => BPF_JGE,
+        _ => return Some(o),
+    };
+    let (alo, ahi, blo, bhi) = (st.lo[d], st.hi[d], st.lo[s], st.hi[s]);
+    let ((alo, ahi), (blo, bhi)) = match rel {
+        BPF_JEQ => {
+            let (lo, hi) = (alo.max(blo), ahi.min(bhi));
+            ((lo, hi), (lo, hi))
+        }
+        BPF_JGT => (
+            (alo.max(blo.checked_add(1)?), ahi),
+            (blo, bhi.min(ahi.checked_sub(1)?)),
+        ),
+        BPF_JGE => ((alo.max(blo), ahi), (blo, bhi.min(ahi))),
+        BPF_JLT => (
+            (alo, ahi.min(bhi.checked_sub(1)?)),
+            (blo.max(alo.checked_add(1)?), bhi),
+        ),
+        BPF_JLE => ((alo, ahi.min(bhi)), (blo.max(alo), bhi)),
+        // (`!=` narrows only an end equal to a value known exactly.)
+        _ => ((alo, ahi), (blo, bhi)),
+    };
+    if alo > ahi || blo > bhi {
+        return None;
+    }
+    o.narrow(d, alo, ahi);
+    o.narrow(s, blo, bhi);
+    // (Linked to each other: both narrowed by both.)
+    (o.lo[d] <= o.hi[d] && o.lo[s] <= o.hi[s]).then_some(o)
 }

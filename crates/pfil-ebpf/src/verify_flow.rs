@@ -489,8 +489,22 @@ impl Flow<'_> {
             // The frame pointer: a stack pointer at depth 0.
             out.set(d, STACK);
         } else if i.code == BPF_ALU64 | BPF_MOV | BPF_X && i.off == 0 {
-            // A copy keeps the type (and the id, range, bound).
+            // A copy keeps the type (and the id, range, bound); a
+            // number's copy is linked to it (`State::link`).
             out.copy(d, st, sr);
+            if st.ty[sr] == OTHER && d != sr {
+                out.link(d, sr, pc);
+            }
+        } else if i.code == BPF_ALU | BPF_MOV | BPF_X
+            && i.off == 0
+            && st.ty[sr] == OTHER
+            && st.hi[sr] <= u64::from(u32::MAX)
+        {
+            // A 32-bit copy of a number under 2^32: the number itself.
+            out.copy(d, st, sr);
+            if d != sr {
+                out.link(d, sr, pc);
+            }
         } else if i.class() == BPF_ALU64
             && matches!(i.op(), BPF_ADD | BPF_SUB)
             && st.pointer(d)
@@ -688,6 +702,14 @@ impl Flow<'_> {
                 }
             }
             call = Some((g, args));
+            // A map value that may be null, given to the function: its
+            // null check there is one of the caller's copies to the
+            // kernel, which follows the call's paths (`State::escaped`).
+            for r in 1..6 {
+                if st.ty[r] & KIND == NULLABLE {
+                    out.escape(st.id[r]);
+                }
+            }
             if self.void.borrow().get(g) == Some(&true) {
                 out.init &= !1;
             }

@@ -401,7 +401,10 @@ impl Flow<'_> {
                 .get(m as usize)
                 .is_none_or(|m| matches!(m.map_type, 0 | 2 | 6))
         };
-        if ty & KIND == NULLABLE && self.kernel_rules && !elided(ty & !KIND) {
+        // (Nor one with a copy the verifier lost: spilled, given to a
+        // function, or aliased differently on the paths that met, whose
+        // null check the kernel applies to this one.)
+        if ty & KIND == NULLABLE && self.kernel_rules && !elided(ty & !KIND) && !st.escaped(base) {
             return err(
                 pc,
                 format!(

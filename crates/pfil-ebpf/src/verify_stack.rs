@@ -56,8 +56,10 @@ pub(super) fn spills(i: &Insn, st: &State, out: &mut State, proven: bool) {
         let k = ((-at / 8) - 1) as usize;
         out.spilled |= 1u64 << k;
         out.slot[k] = st.spill_type(i.src as usize);
-        if st.ty[i.src as usize] & KIND == PKT {
-            // A pointer of a variable base: filled, a number here.
+        if matches!(st.ty[i.src as usize] & KIND, PKT | NULLABLE) {
+            // A pointer of a variable base, or a map value that may be
+            // null: filled, a number here, whose compare with data_end or
+            // NULL the kernel applies to the copies left in registers.
             out.escape(st.id[i.src as usize]);
         }
     }

@@ -197,13 +197,15 @@ pub(super) struct State {
     /// the kernel's own paths, so it is checked at run time rather than
     /// refused.
     pub lossy: bool,
-    /// Packet bases (ids, 0 for none) of which a copy was spilled whole
-    /// and is a number to this verifier when filled (it does not follow
-    /// a spilled pointer of a variable base), where the kernel's fill
-    /// gives the pointer back, and a comparison of it proves bytes for
-    /// every pointer of the base: an access through a pointer of such a
-    /// base, outside the bytes proven here, may be proven on the
-    /// kernel's paths, and is checked at run time rather than refused.
+    /// Packet bases and map values that may be null (ids, 0 for none)
+    /// of which this verifier lost a copy the kernel follows: spilled
+    /// whole (a fill here is a number; the kernel's gives the pointer
+    /// back, and a comparison of it with `data_end` proves bytes for every
+    /// pointer of the base, with NULL checks every copy of the value),
+    /// given to a function (whose null check the kernel applies to the
+    /// caller's copies), or copies on one path met with others. An access
+    /// through such a pointer that is not proven here may be proven on
+    /// the kernel's paths: it is checked at run time rather than refused.
     /// More than four: [`State::lossy`].
     pub escaped: [u32; 4],
 }
@@ -228,6 +230,30 @@ impl State {
             slot_flags: 0,
             lossy: false,
             escaped: [0; 4],
+        }
+    }
+
+    /// `d` was made a copy of number `s` at `pc`: the two share an id
+    /// (`s`'s, or a new one), as the kernel links them (`reg->id` of
+    /// scalars), so that a compare's bounds on one are the other's
+    /// ([`State::narrow`]). Any write to either (`set`, `copy`) unlinks
+    /// it; where paths meet, a link both kept stays.
+    pub fn link(&mut self, d: usize, s: usize, pc: usize) {
+        if self.id[s] == 0 {
+            self.id[s] = ((pc as u32 + 1) << 5) | 30;
+        }
+        self.id[d] = self.id[s];
+    }
+
+    /// Number `r` is within `[lo, hi]` (a compare's edge), and so is every
+    /// number linked to it ([`State::link`]).
+    pub fn narrow(&mut self, r: usize, lo: u64, hi: u64) {
+        let id = self.id[r];
+        for q in 0..11 {
+            if q == r || (id != 0 && self.ty[q] == OTHER && self.id[q] == id) {
+                self.lo[q] = self.lo[q].max(lo);
+                self.hi[q] = self.hi[q].min(hi);
+            }
         }
     }
 
@@ -536,6 +562,10 @@ impl State {
             let (a, b) = (self.ty[r], o.ty[r]);
             let pkt = is_pkt(self, r) && is_pkt(o, r);
             if a == b && (!pkt || self.id[r] == o.id[r]) {
+                if a == OTHER && self.id[r] != o.id[r] {
+                    // Linked differently on the paths: not linked here.
+                    m.id[r] = 0;
+                }
                 m.vmax[r] = self.vmax[r].max(o.vmax[r]);
                 m.vrange[r] = if pkt && self.id[r] != 0 {
                     self.vrange[r].min(o.vrange[r])
@@ -628,6 +658,20 @@ impl State {
                 Some(q) => m.id[q],
                 None => ((t as u32 + 1) << 5) | 16 | r as u32,
             };
+        }
+        // Registers that were copies on one path and not on the other: a
+        // null check of either is one of the other on some path, which
+        // the kernel follows; not here (`State::escaped`).
+        for r in 0..11 {
+            for q in 0..r {
+                if nullable(&m, r)
+                    && nullable(&m, q)
+                    && (self.id[r] == self.id[q]) != (o.id[r] == o.id[q])
+                {
+                    m.escape(m.id[r]);
+                    m.escape(m.id[q]);
+                }
+            }
         }
         // A record's size where paths met: the smaller (an access
         // past it is decided path by path, `paths.rs`).

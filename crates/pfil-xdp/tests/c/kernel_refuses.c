@@ -359,6 +359,45 @@ SEC("xdp") int value_array_zero_key(struct xdp_md *ctx)
 	return *v == 7 ? XDP_DROP : XDP_PASS;
 }
 
+// Bounds from a compare of two registers, and of a copy (the kernel
+// links copies of a number): an index clamped by `r1 = 7; if r1 > r6`,
+// and one below a count clamped through its 32-bit copy; a null check
+// on a copy filled from the stack, and one made in a function: all
+// loaded by the kernel, and by pfil.
+P(value_clamp_reg) {
+	asm volatile("r6 = *(u32 *)(r1 + 16); r6 &= 255; r1 = 0; *(u32 *)(r10 - 4) = r1;"
+		     "r2 = r10; r2 += -4; r1 = %[m] ll; call 1; if r0 == 0 goto 2f;"
+		     "r1 = 3; if r1 > r6 goto 1f; r6 = 3; 1: r0 += r6; r0 = *(u8 *)(r0 + 4);"
+		     "2: r0 = 2; exit;" :: [m]"i"(&amap));
+}
+P(value_count_copy) {
+	asm volatile("r6 = *(u32 *)(r1 + 16); r6 &= 15; r1 = 0; *(u32 *)(r10 - 4) = r1;"
+		     "r2 = r10; r2 += -4; r1 = %[m] ll; call 1; if r0 == 0 goto 2f;"
+		     "r1 = *(u32 *)(r0 + 0); w3 = w1; if w1 < 8 goto 1f; w3 = 8;"
+		     "1: if w3 <= w6 goto 2f; r0 += r6; r0 = *(u8 *)(r0 + 0);"
+		     "2: r0 = 2; exit;" :: [m]"i"(&amap));
+}
+P(value_null_filled_check) {
+	asm volatile("r1 = 0; *(u32 *)(r10 - 4) = r1; r2 = r10; r2 += -4; r1 = %[m] ll;"
+		     "call 1; r6 = r0; *(u64 *)(r10 - 16) = r0; call 5;"
+		     "r1 = *(u64 *)(r10 - 16); if r1 == 0 goto 1f; r0 = *(u64 *)(r6 + 0);"
+		     "1: r0 = 2; exit;" :: [m]"i"(&hmap));
+}
+static __noinline int usable(__u64 *v)
+{
+	if (!v)
+		return 0;
+	return *v != 1;
+}
+SEC("xdp") int value_null_callee_check(struct xdp_md *ctx)
+{
+	__u32 k = ctx->rx_queue_index;
+	__u64 *v = bpf_map_lookup_elem(&hmap, &k);
+	if (!usable(v))
+		return XDP_PASS;
+	return *v == 7 ? XDP_DROP : XDP_PASS;
+}
+
 // A packet pointer kept across helpers that do not move the packet, and
 // one loaded again after bpf_xdp_adjust_head and compared again:
 SEC("xdp") int pkt_kept_ktime(struct xdp_md *ctx)
