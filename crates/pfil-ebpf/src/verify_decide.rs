@@ -249,16 +249,8 @@ impl Flow<'_> {
         } else {
             i.imm as i64 as u64
         };
-        // The relation on this edge: the jump's, or its negation.
-        let op = match (i.op(), taken) {
-            (op, true) => op,
-            (BPF_JEQ, false) => BPF_JNE,
-            (BPF_JNE, false) => BPF_JEQ,
-            (BPF_JGT, false) => BPF_JLE,
-            (BPF_JLE, false) => BPF_JGT,
-            (BPF_JGE, false) => BPF_JLT,
-            (BPF_JLT, false) => BPF_JGE,
-            _ => return Some(o),
+        let Some(op) = relation(i.op(), taken) else {
+            return Some(o);
         };
         let (mut lo, mut hi) = (o.lo[d], o.hi[d]);
         match op {
@@ -361,16 +353,9 @@ fn scalars_edge(i: &Insn, st: &State, mut o: State, taken: bool) -> Option<State
     let Some((d, s, op)) = scalars_compare(i, st) else {
         return Some(o);
     };
-    // The relation on this edge, `d REL s`.
-    let rel = match (op, taken) {
-        (op, true) => op,
-        (BPF_JEQ, false) => BPF_JNE,
-        (BPF_JNE, false) => BPF_JEQ,
-        (BPF_JGT, false) => BPF_JLE,
-        (BPF_JLE, false) => BPF_JGT,
-        (BPF_JGE, false) => BPF_JLT,
-        (BPF_JLT, false) => BPF_JGE,
-        _ => return Some(o),
+    // `d REL s` on this edge.
+    let Some(rel) = relation(op, taken) else {
+        return Some(o);
     };
     let (alo, ahi, blo, bhi) = (st.lo[d], st.hi[d], st.lo[s], st.hi[s]);
     let ((alo, ahi), (blo, bhi)) = match rel {
@@ -398,4 +383,19 @@ fn scalars_edge(i: &Insn, st: &State, mut o: State, taken: bool) -> Option<State
     o.narrow(s, blo, bhi);
     // (Linked to each other: both narrowed by both.)
     (o.lo[d] <= o.hi[d] && o.lo[s] <= o.hi[s]).then_some(o)
+}
+
+/// The relation a compare `op` holds on its edge `taken`: the jump's, or
+/// its negation (`None`: a compare whose negation is not one of these).
+fn relation(op: u8, taken: bool) -> Option<u8> {
+    Some(match (op, taken) {
+        (op, true) => op,
+        (BPF_JEQ, false) => BPF_JNE,
+        (BPF_JNE, false) => BPF_JEQ,
+        (BPF_JGT, false) => BPF_JLE,
+        (BPF_JLE, false) => BPF_JGT,
+        (BPF_JGE, false) => BPF_JLT,
+        (BPF_JLT, false) => BPF_JGE,
+        _ => return None,
+    })
 }

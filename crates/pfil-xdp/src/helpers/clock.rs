@@ -19,9 +19,10 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
         .wrapping_add(ts.tv_nsec as u64)
 }
 
-/// A helper that reads `clock` (the helper ABI's arguments unused).
-macro_rules! clock_helper {
-    ($(#[$doc:meta])* $name:ident, $clock:expr) => {
+/// A helper of no argument that returns `$value` (the helper ABI's
+/// arguments unused), or reads `clock`.
+macro_rules! no_arg_helper {
+    ($(#[$doc:meta])* $name:ident, $value:expr) => {
         $(#[$doc])*
         pub(super) unsafe extern "C" fn $name(
             _: u64,
@@ -31,8 +32,14 @@ macro_rules! clock_helper {
             _: u64,
             _env: *mut Env,
         ) -> u64 {
-            clock_ns($clock)
+            $value
         }
+    };
+}
+
+macro_rules! clock_helper {
+    ($(#[$doc:meta])* $name:ident, $clock:expr) => {
+        no_arg_helper!($(#[$doc])* $name, clock_ns($clock));
     };
 }
 
@@ -104,20 +111,19 @@ fn timer_list_jiffies() -> Option<(u64, u64)> {
     Some((j, at))
 }
 
-/// `bpf_jiffies64`: the kernel's tick count (`HZ` a second, from the
-/// coarse monotonic clock; at most a tick from the kernel's own).
-pub(super) unsafe extern "C" fn jiffies64(
-    _: u64,
-    _: u64,
-    _: u64,
-    _: u64,
-    _: u64,
-    _env: *mut Env,
-) -> u64 {
+/// The kernel's jiffies now.
+fn jiffies() -> u64 {
     let t = Tick::get();
     t.base
         .wrapping_add(clock_ns(libc::CLOCK_MONOTONIC_COARSE) / t.ns)
 }
+
+no_arg_helper!(
+    /// `bpf_jiffies64`: the kernel's tick count (`HZ` a second, from the
+    /// coarse monotonic clock; at most a tick from the kernel's own).
+    jiffies64,
+    jiffies()
+);
 
 /// The NUMA node of each CPU (`/sys/devices/system/node/nodeN/cpulist`;
 /// empty without NUMA: node 0).
@@ -158,15 +164,8 @@ fn cpu_nodes() -> &'static [u32] {
     })
 }
 
-/// `bpf_get_numa_node_id`: the NUMA node of the CPU the worker runs on.
-pub(super) unsafe extern "C" fn get_numa_node_id(
-    _: u64,
-    _: u64,
-    _: u64,
-    _: u64,
-    _: u64,
-    _env: *mut Env,
-) -> u64 {
+/// The NUMA node of the CPU the calling thread runs on.
+fn numa_node() -> u64 {
     // SAFETY: sched_getcpu takes nothing and returns a number.
     let cpu = unsafe { libc::sched_getcpu() };
     usize::try_from(cpu)
@@ -174,3 +173,10 @@ pub(super) unsafe extern "C" fn get_numa_node_id(
         .and_then(|c| cpu_nodes().get(c))
         .map_or(0, |&n| u64::from(n))
 }
+
+no_arg_helper!(
+    /// `bpf_get_numa_node_id`: the NUMA node of the CPU the worker runs
+    /// on.
+    get_numa_node_id,
+    numa_node()
+);
