@@ -102,3 +102,23 @@ fn bad_input_is_named() {
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("--max needs a number"), "{out}");
 }
+
+/// A program the kernel refuses: the kernel's reason, and pfil's own
+/// decision on the same object (here a refusal too, with its reason).
+#[test]
+fn a_refusal_says_what_both_sides_decide() {
+    if !oracle::kernel_here() {
+        return;
+    }
+    let Some(obj) = clang::compile("kernel_refuses") else {
+        return;
+    };
+    let (code, out) = oracle_cmd(&[&format!("@{} program pkt_unchecked", obj.display())]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("the kernel: bpf(PROG_LOAD)")
+            && out.contains("pfil: refuses it too: ")
+            && out.contains("invalid access to packet"),
+        "{out}"
+    );
+}

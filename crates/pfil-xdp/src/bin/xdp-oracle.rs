@@ -163,6 +163,21 @@ fn traffic(args: &Args) -> Result<Vec<(String, Vec<u8>)>, String> {
     Ok(t)
 }
 
+/// What pfil's loader says of the object the kernel refused.
+fn pfil_alone(bytes: &[u8], cfg: &XdpConfig) -> String {
+    let loaded = pfil_xdp::Object::parse(bytes)
+        .map_err(|e| format!("object: {e}"))
+        .and_then(|mut obj| {
+            cfg.preset(&mut obj)?;
+            pfil_xdp::XdpProgram::load(&obj, cfg.program.as_deref(), 1, &[])
+                .map_err(|e| e.to_string())
+        });
+    match loaded {
+        Ok(_) => "pfil: loads it (the kernel alone refuses it)".to_owned(),
+        Err(e) => format!("pfil: refuses it too: {e}"),
+    }
+}
+
 /// Whether everything agreed.
 fn run(args: &Args) -> Result<bool, String> {
     let cfg = XdpConfig::parse(&args.config)?;
@@ -172,10 +187,22 @@ fn run(args: &Args) -> Result<bool, String> {
     }
     let cpu = oracle::pin_cpu().map_err(|e| format!("pin to a CPU: {e}"))?;
     let mut rest = Vec::new();
-    let mut o = Oracle::load_with(&bytes, cfg.program.as_deref(), cpu, |obj| {
+    let loaded = Oracle::load_with(&bytes, cfg.program.as_deref(), cpu, |obj| {
         rest = cfg.preset(obj)?.into_iter().cloned().collect();
         Ok(())
-    })?;
+    });
+    let mut o = match loaded {
+        Ok(o) => o,
+        // Refused by one side: what the other says, so that a refusal
+        // shows whether both refuse.
+        Err(e) if e.starts_with("the kernel:") => {
+            return Err(format!("{e}\n{}", pfil_alone(&bytes, &cfg)));
+        }
+        Err(e) if e.starts_with("pfil:") => {
+            return Err(format!("{e}\nthe kernel: loads it (pfil alone refuses it)"));
+        }
+        Err(e) => return Err(e),
+    };
     let name = o.ours[0].1.name().to_owned();
     println!(
         "{}: program {name}: loaded by the kernel and by pfil (JIT and interpreter)",
