@@ -352,3 +352,23 @@ fn jiffies_tai_and_the_numa_node_like_the_kernel() {
         std::thread::sleep(std::time::Duration::from_millis(7));
     }
 }
+
+#[test]
+fn map_values_over_512_bytes_like_the_kernel() {
+    // tests/c/big_values.c: 1 KiB values copied by bpf_map_update_elem
+    // (a helper's argument was copied into 512 bytes and faulted past).
+    if !oracle::kernel_here() {
+        return;
+    }
+    let Some(path) = clang::compile("big_values") else {
+        return;
+    };
+    oracle::pin_cpu();
+    let mut p = Pair::new(&std::fs::read(path).unwrap(), None);
+    // (u32::MAX: a frame too short for the kernel's test run.)
+    for (what, f) in frames::generated().into_iter().take(200) {
+        let a = p.run(&f, &what);
+        assert!(a == 2 || a == u32::MAX, "{what}: action {a}");
+    }
+    p.same_maps("big_values");
+}

@@ -123,7 +123,7 @@ fn bad(env: &mut Env, reason: &'static str) -> u64 {
 
 /// A copy of the `len` bytes a program passed at `addr` (keys, values:
 /// they may point into the very map being written).
-fn copy_arg(env: &mut Env, addr: u64, len: usize, buf: &mut [u8; 512]) -> Result<usize, ()> {
+fn copy_arg(env: &mut Env, addr: u64, len: usize) -> Result<ArgCopy, ()> {
     let Ok(src) = env.check(addr, len as u64) else {
         env.fault(Fault::OutOfBounds {
             pc: 0,
@@ -133,15 +133,40 @@ fn copy_arg(env: &mut Env, addr: u64, len: usize, buf: &mut [u8; 512]) -> Result
         });
         return Err(());
     };
-    if len > buf.len() {
-        env.fault(Fault::Helper {
-            pc: 0,
-            reason: "key or value larger than 512 bytes",
-        });
-        return Err(());
+    Ok(match len {
+        0..=ARG_INLINE => {
+            let mut b = [0u8; ARG_INLINE];
+            b[..len].copy_from_slice(src);
+            ArgCopy::Inline(b, len)
+        }
+        _ => ArgCopy::Heap(src.to_vec()),
+    })
+}
+
+/// The bytes [`copy_arg`] keeps on the stack; past them (a map value can
+/// be larger than a key, as the kernel's can: an ARRAY of 1 KiB values),
+/// on the heap.
+const ARG_INLINE: usize = 512;
+
+/// A helper's memory argument, copied out of the program's memory (a
+/// map's update may read from the map it writes).
+#[allow(
+    clippy::large_enum_variant,
+    reason = "the inline copy keeps the common case (keys, small values) off the heap"
+)]
+enum ArgCopy {
+    Inline([u8; ARG_INLINE], usize),
+    Heap(Vec<u8>),
+}
+
+impl std::ops::Deref for ArgCopy {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            ArgCopy::Inline(b, n) => &b[..*n],
+            ArgCopy::Heap(v) => v,
+        }
     }
-    buf[..len].copy_from_slice(src);
-    Ok(len)
 }
 
 unsafe extern "C" fn map_lookup_elem(
@@ -195,15 +220,14 @@ unsafe extern "C" fn map_update_elem(
     let Some(m) = (unsafe { &*st }).map(map) else {
         return bad(env, "not a map of this program");
     };
-    let (mut k, mut v) = ([0u8; 512], [0u8; 512]);
-    let Ok(kn) = copy_arg(env, key, m.key_size(), &mut k) else {
+    let Ok(k) = copy_arg(env, key, m.key_size()) else {
         return 0;
     };
-    let Ok(vn) = copy_arg(env, value, m.value_size(), &mut v) else {
+    let Ok(v) = copy_arg(env, value, m.value_size()) else {
         return 0;
     };
     // SAFETY: as above.
-    match m.prog_update(&k[..kn], &v[..vn], flags, unsafe { &*st }.worker) {
+    match m.prog_update(&k, &v, flags, unsafe { &*st }.worker) {
         Ok(()) => 0,
         Err(e) => e.errno() as u64,
     }
@@ -224,11 +248,10 @@ unsafe extern "C" fn map_delete_elem(
     let Some(m) = (unsafe { &*st }).map(map) else {
         return bad(env, "not a map of this program");
     };
-    let mut k = [0u8; 512];
-    let Ok(n) = copy_arg(env, key, m.key_size(), &mut k) else {
+    let Ok(k) = copy_arg(env, key, m.key_size()) else {
         return 0;
     };
-    match m.delete(&k[..n]) {
+    match m.delete(&k) {
         Ok(()) => 0,
         Err(e) => e.errno() as u64,
     }
