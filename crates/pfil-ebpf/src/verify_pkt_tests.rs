@@ -310,3 +310,30 @@ fn a_store_not_proven_in_the_packet_forgets_the_spilled_pointers() {
         }
     }
 }
+
+/// A copy linked at an instruction a loop passes again: the new link
+/// does not take in a register still holding the older value, nor does a
+/// new lookup's null check reach the older lookup's copy.
+#[test]
+fn links_made_again_at_an_instruction_leave_the_older_values_out() {
+    use super::*;
+    let mut s = State::new(0x7ff);
+    s.scalar(1, 10);
+    s.link(2, 1, 5);
+    let first = s;
+    s.copy(3, &first, 1);
+    // The loop's next pass: r1 and r2 new values, linked again at pc 5;
+    // r3 still the first pass's value.
+    s.scalar(1, 100);
+    s.scalar(2, 100);
+    s.link(2, 1, 5);
+    s.narrow(1, 0, 3);
+    assert_eq!((s.hi[1], s.hi[2], s.hi[3]), (3, 3, 10));
+    // A lookup at pc 7, copied to r6, then the same lookup again.
+    s.nullable(0, 0, 7);
+    let first = s;
+    s.copy(6, &first, 0);
+    s.nullable(0, 0, 7);
+    assert_eq!(s.ty[0] & KIND, NULLABLE);
+    assert_eq!(s.ty[6], OTHER, "the older value is not the new one's copy");
+}

@@ -240,7 +240,15 @@ impl State {
     /// it; where paths meet, a link both kept stays.
     pub fn link(&mut self, d: usize, s: usize, pc: usize) {
         if self.id[s] == 0 {
-            self.id[s] = ((pc as u32 + 1) << 5) | 30;
+            let id = ((pc as u32 + 1) << 5) | 30;
+            // Numbers left with this id by an earlier pass through `pc`
+            // (an outer loop's) hold an older value: unlinked.
+            for q in 0..11 {
+                if self.ty[q] == OTHER && self.id[q] == id {
+                    self.id[q] = 0;
+                }
+            }
+            self.id[s] = id;
         }
         self.id[d] = self.id[s];
     }
@@ -261,8 +269,17 @@ impl State {
     /// value or null, with an identity its copies share (the kernel's
     /// `reg->id`), so that a null check of one is one of all.
     pub fn nullable(&mut self, r: usize, m: u32, pc: usize) {
+        let id = ((pc as u32 + 1) << 5) | 31;
+        // Values left with this id by an earlier pass through `pc` (a
+        // loop's) are other values: no longer known (a null check of the
+        // new one says nothing of them).
+        for q in 0..11 {
+            if self.ty[q] & KIND == NULLABLE && self.id[q] == id {
+                self.set(q, OTHER);
+            }
+        }
         self.set(r, NULLABLE | m);
-        self.id[r] = ((pc as u32 + 1) << 5) | 31;
+        self.id[r] = id;
     }
 
     /// Notes that a copy of packet base `id` went to the stack
