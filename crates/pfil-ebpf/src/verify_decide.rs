@@ -233,7 +233,7 @@ impl Flow<'_> {
             let id = st.id[d];
             for r in (0..11).filter(|&r| st.ty[r] == dty && st.id[r] == id) {
                 if taken == (i.op() == BPF_JNE) {
-                    let m = dty & !KIND;
+                    let m = dty & !KIND & !ELIDABLE;
                     o.set(r, if m <= VALUE_MAP { VALUE | m } else { OTHER });
                 } else {
                     o.exact(r, 0);

@@ -19,6 +19,7 @@ use super::state::*;
 use super::{bit, err, Access, Result, Succ, Use, R1_R5};
 use crate::insn::*;
 use crate::{LoadOptions, MapRef};
+use keys::{constant_key, keys};
 use stack::{filled, filled_flag, fold, moves_packet, spills};
 
 /// The program's structure, as `verify` found it.
@@ -457,7 +458,9 @@ impl Flow<'_> {
         }
         let mut out = *st;
         out.init = (st.init & !u.kills) | u.writes | bit(10);
-        spills(i, st, &mut out, self.store_proven(pc, st));
+        let proven = self.store_proven(pc, st);
+        spills(i, st, &mut out, proven);
+        keys(i, st, &mut out, proven);
         for r in 0..11 {
             if (u.kills | u.writes) & bit(r) != 0 {
                 out.set(r as usize, OTHER);
@@ -684,8 +687,19 @@ impl Flow<'_> {
             let hi = insns.get(pc + 1).map_or(0, |h| h.imm as u32 as u64);
             out.exact(d, (i.imm as u32 as u64) | (hi << 32));
         } else if lookup && st.ty[1] & KIND == MAP {
-            // The helper's contract (see `Helpers`): null or the value.
-            out.nullable(0, st.ty[1] & !KIND, pc);
+            // The helper's contract (see `Helpers`): null or the value;
+            // one the kernel may know is the value, if the map is an
+            // array (or of a type not said) and the key a constant.
+            let m = st.ty[1] & !KIND;
+            let elidable = self
+                .maps
+                .get(m as usize)
+                .is_none_or(|map| match map.map_type {
+                    0 => true,
+                    2 | 6 => constant_key(st, 2, map.max_entries),
+                    _ => false,
+                });
+            out.nullable(0, if elidable { m | ELIDABLE } else { m }, pc);
         } else if i.code == BPF_JMP | BPF_CALL && i.src == 0 {
             self.ring_call(pc, i.imm as u32, st, &mut out)?;
         }
@@ -808,6 +822,8 @@ impl Flow<'_> {
 
 #[path = "verify_decide.rs"]
 mod decide;
+#[path = "verify_keys.rs"]
+mod keys;
 #[path = "verify_paths.rs"]
 mod paths;
 #[path = "verify_stack.rs"]

@@ -13,6 +13,18 @@ impl State {
     /// pair of ids and the same offset on both sides share one (they were
     /// one base on each side), any other its own at offset 0.
     pub fn meet(&self, o: &State, t: usize) -> State {
+        // A lookup the kernel may know is not null on one path only: one
+        // it may know is on both (a dereference is not refused).
+        let one_sided =
+            |r: usize| self.ty[r] & KIND == NULLABLE && self.ty[r] ^ o.ty[r] == ELIDABLE;
+        if (0..11).any(one_sided) {
+            let (mut x, mut y) = (*self, *o);
+            for r in (0..11).filter(|&r| one_sided(r)) {
+                x.ty[r] |= ELIDABLE;
+                y.ty[r] |= ELIDABLE;
+            }
+            return x.meet(&y, t);
+        }
         let mut m = *self;
         m.init &= o.init;
         m.refs = self.refs | o.refs;
@@ -22,6 +34,7 @@ impl State {
         }
         // (Each slot's two bits: kept where both paths have the same.)
         m.slot_flags = self.slot_flags & o.slot_flags;
+        m.meet_keys(o);
         m.range = self.range.min(o.range);
         m.spilled = self.spilled & o.spilled;
         for k in 0..64 {

@@ -391,26 +391,26 @@ impl Flow<'_> {
                 }
             }
         }
-        // (An ARRAY's or PERCPU_ARRAY's lookup of a constant key inside
-        // it is never null to the kernel, which then loads the program
-        // (Linux 6.14): this verifier does not follow the key's bytes on
-        // the stack, and leaves those, and a map of a type not said, to
-        // the run-time check.)
-        let elided = |m: u32| {
-            self.maps
-                .get(m as usize)
-                .is_none_or(|m| matches!(m.map_type, 0 | 2 | 6))
-        };
-        // (Nor one with a copy the verifier lost: spilled, given to a
-        // function, or aliased differently on the paths that met, whose
-        // null check the kernel applies to this one.)
-        if ty & KIND == NULLABLE && self.kernel_rules && !elided(ty & !KIND) && !st.escaped(base) {
+        // (Not one the kernel may know is not null, `ELIDABLE`: an
+        // ARRAY's or PERCPU_ARRAY's lookup of a constant key inside it
+        // (Linux 6.14), left to the run-time check.)
+        if ty & KIND == NULLABLE && self.kernel_rules && ty & ELIDABLE == 0 && !st.escaped(base) {
+            let array = self
+                .maps
+                .get((ty & !KIND) as usize)
+                .is_some_and(|m| matches!(m.map_type, 2 | 6));
+            let hint = if array {
+                ", or key the array with a constant inside it the kernel sees: four bytes \
+                 stored as 0, or stored as 4 bytes at the start of an 8-byte stack slot"
+            } else {
+                ""
+            };
             return err(
                 pc,
                 format!(
                     "dereference of r{base}, a map value that may be null (the kernel refuses \
                      it: invalid mem access 'map_value_or_null'; compare what \
-                     bpf_map_lookup_elem returned with NULL first)"
+                     bpf_map_lookup_elem returned with NULL first{hint})"
                 ),
             );
         }

@@ -7,7 +7,7 @@ use crate::insn::*;
 
 /// Helpers that write no memory a program hands them (the rest, and any
 /// helper an embedding app adds, may write the stack).
-const WRITE_NONE: [i32; 26] = [
+pub(super) const WRITE_NONE: [i32; 26] = [
     1, 2, 3, 5, 6, 7, 8, 23, 25, 28, 42, 44, 51, 54, 65, 118, 125, 130, 131, 132, 133, 134, 160,
     188, 190, 208,
 ];

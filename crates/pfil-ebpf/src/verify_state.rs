@@ -30,6 +30,11 @@ pub(super) const CTX_OFF_BIAS: i64 = 0x8000;
 pub(super) const KIND: u32 = 0xf000_0000;
 pub(super) const MAP: u32 = 0x1000_0000;
 pub(super) const NULLABLE: u32 = 0x2000_0000;
+/// A [`NULLABLE`]'s bit (beside the map's index): a lookup the kernel may
+/// know is not null (an array's of a constant key inside it), whose
+/// dereference before the null check is left to the run-time check
+/// rather than refused (`verify_keys.rs`).
+pub(super) const ELIDABLE: u32 = 0x0800_0000;
 /// A map value checked for null: the map in the low bits
 /// ([`VALUE_MAP`]), the pointer's constant offset from the value's start
 /// above them ([`VALUE_OFF_SHIFT`]), the most a variable part adds in the
@@ -138,6 +143,11 @@ pub(super) const MAX_PKT_OFF: u64 = 0xffff;
 /// move are widened to unknown (loops would otherwise grow them for ever).
 pub(super) const WIDEN_AFTER: u32 = 8;
 
+/// The stack slots whose bytes [`State::keys`] follows (the 8-byte slots
+/// at `r10 - 8`, `r10 - 16`, …): a map key deeper in the frame is left
+/// to the run-time check.
+pub(super) const KEY_SLOTS: usize = 32;
+
 /// [`State::past_reg`] naming no register.
 pub(super) const NO_REG: u8 = 0xff;
 
@@ -208,6 +218,9 @@ pub(super) struct State {
     /// the kernel's paths: it is checked at run time rather than refused.
     /// More than four: [`State::lossy`].
     pub escaped: [u32; 4],
+    /// The kernel's view of the first [`KEY_SLOTS`] slots' bytes, where
+    /// a map key may be a constant to it (`verify_keys.rs`).
+    pub keys: [u64; KEY_SLOTS],
 }
 
 impl State {
@@ -230,6 +243,7 @@ impl State {
             slot_flags: 0,
             lossy: false,
             escaped: [0; 4],
+            keys: [0; KEY_SLOTS],
         }
     }
 
@@ -543,6 +557,7 @@ impl State {
     /// dropped, so that the dataflow ends.
     pub fn widen(&mut self, old: &State) {
         self.lossy = true;
+        self.widen_keys(old);
         if self.past != old.past {
             self.past = 0;
             self.past_reg = NO_REG;

@@ -375,6 +375,9 @@ fn context_reads_the_kernel_refuses_are_refused() {
 
 #[test]
 fn what_the_kernels_type_rules_refuse_is_refused() {
+    const ARRAY_KEY: &str = "a map value that may be null (the kernel refuses it: invalid mem \
+         access 'map_value_or_null'; compare what bpf_map_lookup_elem returned with NULL \
+         first, or key the array with a constant inside it the kernel sees";
     let Some(path) = clang::compile("kernel_refuses") else {
         return;
     };
@@ -487,6 +490,12 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
             "a 4-byte store at offset 0 of read-only global data (the kernel refuses it: write \
              into map forbidden",
         ),
+        ("array_key_ctx", ARRAY_KEY),
+        ("array_key_misc", ARRAY_KEY),
+        ("array_key_outside", ARRAY_KEY),
+        ("array_key_spill8", ARRAY_KEY),
+        ("array_key_scrubbed", ARRAY_KEY),
+        ("array_key_across", ARRAY_KEY),
         (
             "value_no_null_check",
             "dereference of r0, a map value that may be null (the kernel refuses it: invalid \
@@ -526,6 +535,12 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
         "pkt_spill_copy_proven",
         "value_null_copy_checked",
         "value_array_zero_key",
+        "array_key_spill4",
+        "array_key_spill_top",
+        "array_key_zero_beside",
+        "array_key_two_paths",
+        "array_key_kept",
+        "array_key_percpu",
         "value_clamp_reg",
         "value_count_copy",
         "value_null_filled_check",

@@ -383,6 +383,49 @@ P(value_null_filled_check) {
 		     "r1 = *(u64 *)(r10 - 16); if r1 == 0 goto 1f; r0 = *(u64 *)(r6 + 0);"
 		     "1: r0 = 2; exit;" :: [m]"i"(&hmap));
 }
+// An array's lookup read before its null check: the kernel (6.14) drops
+// the check where it sees a constant key inside the array in the stack's
+// bytes as it tracks them: four bytes it knows are zero, or exactly four
+// bytes of a constant spilled at the start of an 8-byte slot (or the top
+// four of one spilled whole). Refused by both: a key from the context, a
+// constant stored at r10-4 (neither zero nor a spill), one outside the
+// array, 8 bytes spilled and read as 4, a spill's slot written into
+// (scrubbed), a key read across two slots. Loaded by both: a constant
+// spilled in 4 bytes, the top half of one spilled whole, zero bytes
+// beside a spill, a different constant on each path, a key kept across
+// a helper, a PERCPU_ARRAY's zero key.
+#define ARRAY_DEREF(setup, at)							\
+	asm volatile(setup "r2 = r10; r2 += " #at "; r1 = %[m] ll; call 1;"	\
+		     "r0 = *(u64 *)(r0 + 0); r0 = 2; exit;" :: [m]"i"(&amap))
+P(array_key_ctx) { ARRAY_DEREF("r1 = *(u32 *)(r1 + 16); *(u32 *)(r10 - 4) = r1;", -4); }
+P(array_key_misc) { ARRAY_DEREF("r1 = 2; *(u32 *)(r10 - 4) = r1;", -4); }
+P(array_key_outside) { ARRAY_DEREF("r1 = 4; *(u32 *)(r10 - 8) = r1;", -8); }
+P(array_key_spill8) { ARRAY_DEREF("r1 = 2; *(u64 *)(r10 - 8) = r1;", -8); }
+P(array_key_scrubbed) { ARRAY_DEREF("r1 = 0; *(u32 *)(r10 - 8) = r1; *(u16 *)(r10 - 2) = r1;", -8); }
+P(array_key_across) { ARRAY_DEREF("r1 = 0; *(u64 *)(r10 - 8) = r1; *(u64 *)(r10 - 16) = r1;", -10); }
+P(array_key_spill4) { ARRAY_DEREF("r1 = 3; *(u32 *)(r10 - 8) = r1;", -8); }
+P(array_key_spill_top) { ARRAY_DEREF("r1 = 2; *(u64 *)(r10 - 8) = r1;", -4); }
+P(array_key_zero_beside) {
+	ARRAY_DEREF("r1 = 0; *(u32 *)(r10 - 4) = r1; r1 = 1; *(u16 *)(r10 - 8) = r1;", -4);
+}
+P(array_key_two_paths) {
+	ARRAY_DEREF("r2 = *(u32 *)(r1 + 16); r1 = 1; if r2 == 0 goto 1f; r1 = 2;"
+		    "1: *(u32 *)(r10 - 8) = r1;", -8);
+}
+P(array_key_kept) { ARRAY_DEREF("r1 = 0; *(u32 *)(r10 - 4) = r1; call 7;", -4); }
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} pcpu SEC(".maps");
+SEC("xdp") int array_key_percpu(struct xdp_md *ctx)
+{
+	__u32 k = 0;
+	__u64 *v = bpf_map_lookup_elem(&pcpu, &k);
+	return *v == 7 ? XDP_DROP : XDP_PASS;
+}
+
 static __noinline int usable(__u64 *v)
 {
 	if (!v)
