@@ -263,6 +263,7 @@ fn read_only_regions_refuse_stores() {
         direct: Some(region),
         array: None,
         map_type: 0,
+        flags: 0,
     }];
     let text = "lddw %r1, 0\nmov %r0, 0\nldxb %r0, [%r1+15]\nexit";
     let mut insns = assemble(text).unwrap();
@@ -661,6 +662,7 @@ fn map_values_checked_for_null_are_accessed_directly() {
         direct: None,
         array: None,
         map_type: 0,
+        flags: 0,
     }];
     let mut h = Helpers::new();
     h.insert(1, lookup, Signature { args: 2 });

@@ -64,7 +64,8 @@ mod xdp;
 pub use env::{Env, HelperFn, Helpers, Region, Signature};
 pub use insn::Insn;
 pub use maps::{
-    ArrayLayout, MapRef, MAP_TYPE_PERF_EVENT_ARRAY, MAP_TYPE_PROG_ARRAY, MAP_TYPE_RINGBUF,
+    ArrayLayout, MapRef, BPF_F_RDONLY_PROG, BPF_F_WRONLY_PROG, MAP_TYPE_PERF_EVENT_ARRAY,
+    MAP_TYPE_PROG_ARRAY, MAP_TYPE_RINGBUF,
 };
 pub use runner::{PacketRunner, XdpRunner};
 pub use xdp::{RunOutcome, XdpEnd};

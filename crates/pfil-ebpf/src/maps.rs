@@ -35,7 +35,17 @@ pub struct MapRef {
     /// `bpf_perf_event_output` alone, a ring buffer (27) to the
     /// `bpf_ringbuf_*` helpers alone, and those helpers take no other map.
     pub map_type: u32,
+    /// The map's flags (`map_flags`); the verifier reads two, as the
+    /// kernel's does: [`BPF_F_RDONLY_PROG`] (the program may not write
+    /// the map's values, nor update or delete its elements) and
+    /// [`BPF_F_WRONLY_PROG`] (the program may not read its values).
+    pub flags: u32,
 }
+
+/// `BPF_F_RDONLY_PROG`: a map the program only reads.
+pub const BPF_F_RDONLY_PROG: u32 = 1 << 7;
+/// `BPF_F_WRONLY_PROG`: a map the program only writes.
+pub const BPF_F_WRONLY_PROG: u32 = 1 << 8;
 
 /// `BPF_MAP_TYPE_PROG_ARRAY`.
 pub const MAP_TYPE_PROG_ARRAY: u32 = 3;

@@ -292,6 +292,9 @@ mod tests {
         assert!(key_at(&lost, -4, 4));
         let mut m = lost;
         m.meet_keys(&zero);
-        assert!(key_at(&m, -4, 4), "not known on one path, zero on the other");
+        assert!(
+            key_at(&m, -4, 4),
+            "not known on one path, zero on the other"
+        );
     }
 }

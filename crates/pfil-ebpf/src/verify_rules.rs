@@ -213,7 +213,75 @@ pub(super) fn helper_args(pc: usize, id: u32, st: &State, maps: &[MapRef]) -> Re
             format!("bpf_{name} of 0 bytes (the kernel refuses a zero-sized access)"),
         );
     }
+    flag_args(pc, id, st, maps)?;
     stack_args(pc, id, st, maps)
+}
+
+/// Why the kernel refuses a program access to map `m`'s values that
+/// reads (`read`) or writes (`write`) them, if it does: the map's
+/// `BPF_F_RDONLY_PROG` or `BPF_F_WRONLY_PROG` (`check_map_access_type`).
+fn map_forbids(m: &MapRef, read: bool, write: bool) -> Option<String> {
+    if write && m.flags & crate::BPF_F_RDONLY_PROG != 0 {
+        Some(
+            "write into map forbidden (the kernel refuses it: the map's BPF_F_RDONLY_PROG lets \
+             the program only read it)"
+                .into(),
+        )
+    } else if read && m.flags & crate::BPF_F_WRONLY_PROG != 0 {
+        Some(
+            "read from map forbidden (the kernel refuses it: the map's BPF_F_WRONLY_PROG lets \
+             the program only write it)"
+                .into(),
+        )
+    } else {
+        None
+    }
+}
+
+/// A map a program may only read (`BPF_F_RDONLY_PROG`) given to
+/// `bpf_map_update_elem` or `_delete_elem`, and a helper's memory
+/// argument in the value of a map the program may not read or write as
+/// the helper would (`bpf_xdp_load_bytes` writes its buffer, the others
+/// read theirs): refused, as the kernel refuses them.
+fn flag_args(pc: usize, id: u32, st: &State, maps: &[MapRef]) -> Result<()> {
+    let name = helper::name(id).unwrap_or("helper");
+    if matches!(id, helper::MAP_UPDATE_ELEM | helper::MAP_DELETE_ELEM) {
+        let set = map_set(st.ty[1]).unwrap_or(0);
+        for (_, m) in maps
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i < 24 && set & (1 << i) != 0)
+        {
+            if let Some(e) = map_forbids(m, false, true) {
+                return err(pc, format!("bpf_{name}: {e}"));
+            }
+        }
+    }
+    // The registers a helper reads memory through, and writes.
+    let (reads, writes): (&[usize], &[usize]) = match id {
+        helper::MAP_LOOKUP_ELEM | helper::MAP_DELETE_ELEM => (&[2], &[]),
+        helper::MAP_UPDATE_ELEM => (&[2, 3], &[]),
+        helper::CSUM_DIFF => (&[1, 3], &[]),
+        helper::TRACE_PRINTK => (&[1], &[]),
+        helper::PERF_EVENT_OUTPUT => (&[4], &[]),
+        helper::RINGBUF_OUTPUT => (&[2], &[]),
+        189 => (&[], &[3]),
+        190 => (&[3], &[]),
+        _ => (&[], &[]),
+    };
+    let args = reads.iter().map(|&r| (r, false));
+    for (r, write) in args.chain(writes.iter().map(|&r| (r, true))) {
+        if st.ty[r] & KIND != VALUE {
+            continue;
+        }
+        if let Some(e) = maps
+            .get(value_at(st.ty[r]).0)
+            .and_then(|m| map_forbids(m, !write, write))
+        {
+            return err(pc, format!("bpf_{name}'s r{r} is a map value: {e}"));
+        }
+    }
+    Ok(())
 }
 
 /// A helper's memory argument on the stack (`r10 - k`, tracked) with a
@@ -389,6 +457,18 @@ impl Flow<'_> {
                         ),
                     );
                 }
+            }
+        }
+        if ty & KIND == VALUE && self.kernel_rules {
+            let m = self.maps.get(value_at(ty).0);
+            let (read, write) = match i.class() {
+                BPF_LDX => (true, false),
+                _ if i.code & 0xe0 == BPF_ATOMIC => (true, true),
+                _ => (false, true),
+            };
+            if let Some(e) = m.and_then(|m| map_forbids(m, read, write)) {
+                let what = if write { "store into" } else { "load from" };
+                return err(pc, format!("a {what} a map value ({size} bytes): {e}"));
             }
         }
         // (Not one the kernel may know is not null, `ELIDABLE`: an

@@ -105,6 +105,7 @@ fn load_opts(insns: Vec<Insn>, jit: bool, stride: u64, kernel_rules: bool) -> Pr
         direct: None,
         array: Some(ArrayLayout { stride }),
         map_type: 0,
+        flags: 0,
     }];
     let mut o = LoadOptions::default();
     o.jit = jit;

@@ -98,6 +98,7 @@ fn load(insns: &[Insn], maps: usize, jit: bool) -> Result<Program, pfil_ebpf::Ve
             direct: None,
             array: None,
             map_type: 0,
+            flags: 0,
         })
         .collect();
     let mut o = LoadOptions::default();

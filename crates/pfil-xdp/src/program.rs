@@ -192,6 +192,7 @@ impl XdpProgram {
                         .array_layout(0)
                         .map(|(_, stride)| pfil_ebpf::ArrayLayout { stride }),
                     map_type: d.kind.raw(),
+                    flags: d.flags,
                 }
             })
             .collect();

@@ -490,6 +490,23 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
             "a 4-byte store at offset 0 of read-only global data (the kernel refuses it: write \
              into map forbidden",
         ),
+        (
+            "ro_store",
+            "a store into a map value (8 bytes): write into map forbidden",
+        ),
+        ("ro_update", "bpf_map_update_elem: write into map forbidden"),
+        (
+            "ro_load_bytes",
+            "bpf_xdp_load_bytes's r3 is a map value: write into map forbidden",
+        ),
+        (
+            "wo_load",
+            "a load from a map value (8 bytes): read from map forbidden",
+        ),
+        (
+            "wo_update_from",
+            "bpf_map_update_elem's r3 is a map value: read from map forbidden",
+        ),
         ("array_key_ctx", ARRAY_KEY),
         ("array_key_misc", ARRAY_KEY),
         ("array_key_outside", ARRAY_KEY),
@@ -541,6 +558,9 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
         "array_key_two_paths",
         "array_key_kept",
         "array_key_percpu",
+        "ro_load",
+        "wo_store",
+        "wo_update",
         "value_clamp_reg",
         "value_count_copy",
         "value_null_filled_check",

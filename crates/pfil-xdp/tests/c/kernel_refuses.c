@@ -426,6 +426,43 @@ SEC("xdp") int array_key_percpu(struct xdp_md *ctx)
 	return *v == 7 ? XDP_DROP : XDP_PASS;
 }
 
+// Maps the program may only read (BPF_F_RDONLY_PROG) or only write
+// (BPF_F_WRONLY_PROG): the kernel refuses a store into, an update or a
+// delete of the first, a load from the second, and a helper's buffer in
+// their values used the forbidden way; it loads the rest.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(map_flags, BPF_F_RDONLY_PROG);
+} ro_map SEC(".maps");
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(map_flags, BPF_F_WRONLY_PROG);
+} wo_map SEC(".maps");
+#define FLAGGED(name, map, body)						\
+	SEC("xdp") int name(struct xdp_md *ctx)					\
+	{									\
+		__u32 k = 0;							\
+		__u64 *v = bpf_map_lookup_elem(&map, &k);			\
+		if (!v)								\
+			return XDP_PASS;					\
+		body;								\
+		return XDP_PASS;						\
+	}
+FLAGGED(ro_store, ro_map, *v = 3)
+FLAGGED(ro_update, ro_map, __u64 n = 5; bpf_map_update_elem(&ro_map, &k, &n, 0))
+FLAGGED(ro_load_bytes, ro_map, bpf_xdp_load_bytes(ctx, 0, v, 8))
+FLAGGED(wo_load, wo_map, if (*v == 3) return XDP_DROP)
+FLAGGED(wo_update_from, wo_map, bpf_map_update_elem(&hmap, &k, v, 0))
+FLAGGED(ro_load, ro_map, if (*v == 3) return XDP_DROP)
+FLAGGED(wo_store, wo_map, *v = 3)
+FLAGGED(wo_update, wo_map, __u64 n = 5; bpf_map_update_elem(&wo_map, &k, &n, 0))
+
 static __noinline int usable(__u64 *v)
 {
 	if (!v)
