@@ -107,6 +107,17 @@ impl Flow<'_> {
         };
         self.packet_deferred.set(true);
         let (size, what) = (i.size(), packet_base(st, base));
+        if st.id[base] != 0 && st.reach(base) as i64 + start + size as i64 > MAX_PKT_OFF as i64 {
+            return self.path_rule(
+                pc,
+                format!(
+                    "invalid access to packet: a {size}-byte access at offset {start} from {what}, \
+                     which may end more than 0xffff bytes from data, where no comparison with \
+                     data_end proves bytes (the kernel refuses it: R{base} offset is outside of \
+                     the packet; bound the amount first, e.g. with `& 0x3fff`)"
+                ),
+            );
+        }
         let (verb, what_end) = if i.class() == BPF_LDX {
             ("read", "load")
         } else {

@@ -5,14 +5,16 @@
 //!
 //! A packet pointer is `base + off`, `off` a constant in `0..=0xffff`.
 //! Its `id` names the base: 0 is `data` itself; any other id is a value
-//! `data + v` with `0 <= v <= vmax <= 0xffff`, made by adding a bounded
-//! scalar to a packet pointer or by a join of two different packet
-//! pointers. Within one state, every register with the same id holds the
-//! same base. The bytes `[base, base + range)` are proven inside the
-//! packet by a comparison with `data_end` (`range` for id 0, `vrange` for
-//! the others). Bases are at most `data + 0xffff`, offsets at most
-//! `0xffff`: pointer arithmetic never wraps (`data` is a user-space
-//! address), so `base + off <= data_end` really proves those bytes.
+//! `data + v` with `0 <= v <= vmax`, made by adding a bounded scalar to a
+//! packet pointer or by a join of two different packet pointers. Within
+//! one state, every register with the same id holds the same base. The
+//! bytes `[base, base + range)` are proven inside the packet by a
+//! comparison with `data_end` (`range` for id 0, `vrange` for the
+//! others), and only for a pointer with `vmax + off <= 0xffff` (the
+//! kernel's `MAX_PACKET_OFF`, past which it grants no range). Bases are
+//! at most `data + 0xffff`, offsets at most `0xffff`: pointer arithmetic
+//! never wraps (`data` is a user-space address), so `base + off <=
+//! data_end` really proves those bytes.
 
 use crate::insn::*;
 
@@ -502,17 +504,23 @@ impl State {
     }
 
     /// The most `r - data` can be (r a packet pointer).
-    fn reach(&self, r: usize) -> u64 {
+    pub(super) fn reach(&self, r: usize) -> u64 {
         u64::from(self.vmax[r]) + u64::from(self.ty[r] & !KIND)
     }
 
     /// Packet pointer `r` (`base + off`) is at most `data_end`: the
     /// bytes `[base, base + off)` of every register of its id are in the
     /// packet.
+    /// A base that may lie further than `MAX_PKT_OFF` from `data` with
+    /// `off` (`vmax + off` past it) proves nothing: the kernel grants no
+    /// range then (`find_good_pkt_pointers`: the sum could wrap).
     pub fn prove(&mut self, r: usize) {
         let (id, off) = (self.id[r], self.ty[r] & !KIND);
         if id == 0 {
             self.range = self.range.max(off);
+            return;
+        }
+        if self.reach(r) > MAX_PKT_OFF {
             return;
         }
         for q in 0..11 {
@@ -524,7 +532,11 @@ impl State {
 
     /// `d += scalar of at most hi`, `d` a packet pointer, at `pc`: a new
     /// base (no bytes proven behind it yet), or OTHER when it could lie
-    /// further than `MAX_PKT_OFF` from `data`.
+    /// further than `MAX_PKT_OFF` from `data`. (The kernel keeps such a
+    /// pointer, and refuses an access through it, as no comparison proves
+    /// bytes behind it; this verifier's bound may be looser than the
+    /// kernel's, a spilled number's for one, so the access is checked at
+    /// run time rather than refused.)
     pub fn add_var(&mut self, pc: usize, d: usize, hi: u64) {
         let reach = self.reach(d).saturating_add(hi);
         if reach > MAX_PKT_OFF {

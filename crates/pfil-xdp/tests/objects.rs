@@ -375,6 +375,8 @@ fn context_reads_the_kernel_refuses_are_refused() {
 
 #[test]
 fn what_the_kernels_type_rules_refuse_is_refused() {
+    const PKT_FAR: &str = "which may end more than 0xffff bytes from data, where no comparison \
+         with data_end proves bytes (the kernel refuses it: R2 offset is outside of the packet";
     const ARRAY_KEY: &str = "a map value that may be null (the kernel refuses it: invalid mem \
          access 'map_value_or_null'; compare what bpf_map_lookup_elem returned with NULL \
          first, or key the array with a constant inside it the kernel sees";
@@ -507,6 +509,7 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
             "wo_update_from",
             "bpf_map_update_elem's r3 is a map value: read from map forbidden",
         ),
+        ("pkt_moved_16bit", PKT_FAR),
         ("array_key_ctx", ARRAY_KEY),
         ("array_key_misc", ARRAY_KEY),
         ("array_key_outside", ARRAY_KEY),
@@ -558,6 +561,7 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
         "array_key_two_paths",
         "array_key_kept",
         "array_key_percpu",
+        "pkt_moved_15bit",
         "ro_load",
         "wo_store",
         "wo_update",

@@ -463,6 +463,26 @@ FLAGGED(ro_load, ro_map, if (*v == 3) return XDP_DROP)
 FLAGGED(wo_store, wo_map, *v = 3)
 FLAGGED(wo_update, wo_map, __u64 n = 5; bpf_map_update_elem(&wo_map, &k, &n, 0))
 
+// A packet pointer moved by an amount that may take it past 0xffff
+// bytes from data (with its constant offset): the kernel grants no range
+// behind it however it is compared with data_end ("R2 offset is outside
+// of the packet"). Refused by both: one masked to 16 bits then compared
+// one byte further; loaded by both: one masked to 15 bits. (Half the
+// packet's length, a 32-bit number from the packet and one masked to 17
+// bits the kernel refuses too; pfil checks them at run time: its bound
+// of the amount may be looser than the kernel's, a spilled number's,
+// and refusing on it refused programs the kernel loads.)
+#define PKT_MOVED(prep)							\
+	asm volatile("r2 = *(u32 *)(r1 + 0); r3 = *(u32 *)(r1 + 4);"		\
+		     "r4 = r2; r4 += 4; if r4 > r3 goto 1f;" prep		\
+		     "r2 += r5; r4 = r2; r4 += 1; if r4 > r3 goto 1f;"		\
+		     "r0 = *(u8 *)(r2 + 0); 1: r0 = 2; exit;")
+P(pkt_moved_half) { PKT_MOVED("r5 = r3; r5 -= r2; r5 >>= 1;"); }
+P(pkt_moved_u32) { PKT_MOVED("r5 = *(u32 *)(r2 + 0);"); }
+P(pkt_moved_17bit) { PKT_MOVED("r5 = *(u32 *)(r2 + 0); r5 &= 0x1ffff;"); }
+P(pkt_moved_16bit) { PKT_MOVED("r5 = *(u32 *)(r2 + 0); r5 &= 0xffff;"); }
+P(pkt_moved_15bit) { PKT_MOVED("r5 = *(u32 *)(r2 + 0); r5 &= 0x7fff;"); }
+
 static __noinline int usable(__u64 *v)
 {
 	if (!v)
