@@ -380,7 +380,7 @@ impl Map {
             write(slot, false);
             return Ok(());
         }
-        if self.kind == MapType::LruHash {
+        if self.kind.is_lru() {
             return self.lru_update(key, flags, cpu, write);
         }
         let mut idx = self.index.write();
@@ -476,7 +476,7 @@ impl Map {
                 self.kind.name()
             )));
         }
-        if self.kind == MapType::LruHash {
+        if self.kind.is_lru() {
             return self.lru_delete(key);
         }
         let mut idx = self.index.write();

@@ -26,7 +26,10 @@
 //! since pfil's verifier follows the paths that set different registers
 //! apart; `tail_call` and `bpf_loop`, written to be refused, run since
 //! pfil has tail calls and `bpf_loop`; and `ringbuf`, since pfil has
-//! ring buffers (the oracle compares their records too).
+//! ring buffers (the oracle compares their records too). `lru_percpu`
+//! (lru_big's workload on LRU_PERCPU_HASH maps) runs since pfil has that
+//! map; its updates of present keys in place evict other entries than
+//! an LRU_HASH's would, frame for frame against the kernel.
 
 mod clang;
 mod oracle;

@@ -68,11 +68,11 @@ impl Map {
                 "an lpm_trie key is 4 bytes of prefix length then 1-256 bytes, not {ks}"
             )));
         }
-        // An LRU_HASH's lists are per CPU (worker); with one set of lists
+        // An LRU map's lists are per CPU (worker); with one set of lists
         // per CPU each has the same number of entries (the kernel rounds
         // max_entries up to a multiple of the CPUs).
         let lru_cpus = workers.max(1);
-        let n = if def.kind == MapType::LruHash && def.flags & BPF_F_NO_COMMON_LRU != 0 {
+        let n = if def.kind.is_lru() && def.flags & BPF_F_NO_COMMON_LRU != 0 {
             n.div_ceil(lru_cpus) * lru_cpus
         } else {
             n
@@ -111,7 +111,7 @@ impl Map {
         // slice has the same layout; ownership moves from one Box to the other.
         let arena: Box<[UnsafeCell<u64>]> =
             unsafe { Box::from_raw(Box::into_raw(zeroed) as *mut [UnsafeCell<u64>]) };
-        let lru = (def.kind == MapType::LruHash).then(|| {
+        let lru = def.kind.is_lru().then(|| {
             parking_lot::Mutex::new(lru::Lru::new(
                 n,
                 lru_cpus,
@@ -122,7 +122,11 @@ impl Map {
             .as_ref()
             .map_or_else(|| std::sync::Arc::from(Vec::new()), |l| l.lock().refs());
         let table = match def.kind {
-            MapType::Hash | MapType::PercpuHash | MapType::LruHash | MapType::DevmapHash => {
+            MapType::Hash
+            | MapType::PercpuHash
+            | MapType::LruHash
+            | MapType::LruPercpuHash
+            | MapType::DevmapHash => {
                 Some(Table::new(slots, ks, MAX_ARENA).ok_or_else(|| {
                     inv(format!("{n} keys of {ks} bytes exceed {MAX_ARENA} bytes"))
                 })?)
@@ -132,7 +136,7 @@ impl Map {
         let index = Index {
             free: (0..n as u32).rev().collect(),
             spare: replaces.then_some(n as u32),
-            owners: if def.kind == MapType::LruHash {
+            owners: if def.kind.is_lru() {
                 vec![None; n]
             } else {
                 Vec::new()

@@ -119,7 +119,12 @@ fn lookups_during_inserts_and_deletes_find_every_stable_key_and_no_other() {
 
 #[test]
 fn hash_maps_agree_with_a_model_op_for_op() {
-    for kind in [MapType::Hash, MapType::PercpuHash, MapType::LruHash] {
+    for kind in [
+        MapType::Hash,
+        MapType::PercpuHash,
+        MapType::LruHash,
+        MapType::LruPercpuHash,
+    ] {
         for ks in [1usize, 4, 8, 16, 21] {
             let m = Map::new(&def(kind, ks as u32, 16), 1).unwrap();
             let mut model: HashMap<Vec<u8>, u64> = HashMap::new();
@@ -132,7 +137,7 @@ fn hash_maps_agree_with_a_model_op_for_op() {
                 match x >> 60 {
                     0..=7 => {
                         let r = m.update(&k, &op.to_le_bytes(), BPF_ANY);
-                        if kind == MapType::LruHash {
+                        if kind.is_lru() {
                             // Always taken; the kernel's lists may have
                             // evicted entries (a batch at a time): find
                             // which (none may come back).

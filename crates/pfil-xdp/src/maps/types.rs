@@ -26,6 +26,10 @@ pub enum MapType {
     PercpuArray,
     /// `BPF_MAP_TYPE_LRU_HASH` (9).
     LruHash,
+    /// `BPF_MAP_TYPE_LRU_PERCPU_HASH` (10): an LRU_HASH (the same lists,
+    /// evicting the same entries) with one value per worker; an update
+    /// of a present key writes its value in place, as the kernel's.
+    LruPercpuHash,
     /// `BPF_MAP_TYPE_LPM_TRIE` (11).
     LpmTrie,
     /// `BPF_MAP_TYPE_DEVMAP` (14).
@@ -114,6 +118,7 @@ impl MapType {
             5 => MapType::PercpuHash,
             6 => MapType::PercpuArray,
             9 => MapType::LruHash,
+            10 => MapType::LruPercpuHash,
             11 => MapType::LpmTrie,
             14 => MapType::Devmap,
             16 => MapType::Cpumap,
@@ -134,6 +139,7 @@ impl MapType {
             MapType::PercpuHash => 5,
             MapType::PercpuArray => 6,
             MapType::LruHash => 9,
+            MapType::LruPercpuHash => 10,
             MapType::LpmTrie => 11,
             MapType::Devmap => 14,
             MapType::Cpumap => 16,
@@ -160,7 +166,16 @@ impl MapType {
 
     /// One value per worker.
     pub fn per_cpu(self) -> bool {
-        matches!(self, MapType::PercpuHash | MapType::PercpuArray)
+        matches!(
+            self,
+            MapType::PercpuHash | MapType::PercpuArray | MapType::LruPercpuHash
+        )
+    }
+
+    /// A map whose entries the kernel's LRU lists evict (LRU_HASH,
+    /// LRU_PERCPU_HASH).
+    pub fn is_lru(self) -> bool {
+        matches!(self, MapType::LruHash | MapType::LruPercpuHash)
     }
 
     /// A map of events programs write and the control side takes out
