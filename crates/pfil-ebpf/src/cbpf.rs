@@ -103,7 +103,8 @@ fn load_at_r4(o: &mut Out, dst: u8, size: usize) {
 }
 
 /// Loads `size` bytes at packet offset `X + k` into A, or returns 0;
-/// whether r4 holds `data + X` after it (on every path).
+/// whether r4 holds `data + X` after it (on every path), as the bound of
+/// X on the path that proves the load (`X <= 0xffff - k - size`).
 ///
 /// Where `X + k` is below 64 KiB (every header of a packet that fits in
 /// a frame) the load is `data + X` tested as a pointer against the
@@ -111,27 +112,26 @@ fn load_at_r4(o: &mut Out, dst: u8, size: usize) {
 /// JIT emits no run-time check. The test `X > 0xffff - k - size` before
 /// it, which sends larger offsets to [`load_at_r4`]'s checked load, is
 /// decided by the verifier where X is bounded (`ldx 4*([k]&0xf)`), and
-/// then neither it nor the checked load is emitted. `reuse`: r4 already
-/// holds `data + X` (an indirect load before this one, X unchanged, no
-/// other way in), which is not computed again.
-fn load_ind(o: &mut Out, k: u32, size: usize, reuse: bool) -> bool {
+/// then neither it nor the checked load is emitted. `held`: r4 already
+/// holds `data + X` with X at most this (an indirect load before this
+/// one, X unchanged, no other way in), which is not computed again if
+/// that bound is this load's or tighter: with a looser one, `data + X +
+/// k + size` may pass 0xffff, past which a comparison with `data_end`
+/// proves nothing (the kernel's rule, the verifier's).
+fn load_ind(o: &mut Out, k: u32, size: usize, held: Option<u32>) -> Option<u32> {
     if k as usize + size > i16::MAX as usize {
         // r4 = X + k, both zero-extended: no overflow.
         o.push(alu32x(BPF_MOV, 4, X));
         o.push(alu32(BPF_MOV, 5, k as i32));
         o.push(alu64x(BPF_ADD, 4, 5));
         load_at_r4(o, A, size);
-        return false;
+        return None;
     }
+    let bound = MAX_PKT_OFF - size as u32 - k;
+    let reuse = held.is_some_and(|b| b <= bound);
     // if X > MAX_PKT_OFF - k - size: the checked load below.
     let far = o.code.len();
-    o.push(Insn::new(
-        BPF_JMP | BPF_JGT | BPF_K,
-        X,
-        0,
-        0,
-        (MAX_PKT_OFF as usize - size - k as usize) as i32,
-    ));
+    o.push(Insn::new(BPF_JMP | BPF_JGT | BPF_K, X, 0, 0, bound as i32));
     // r4 = data + X; if r4 + k + size > data_end: return 0.
     if !reuse {
         o.push(alu64x(BPF_MOV, 4, PKT));
@@ -156,7 +156,7 @@ fn load_ind(o: &mut Out, k: u32, size: usize, reuse: bool) -> bool {
     o.push(alu32x(BPF_MOV, 4, X));
     o.push(alu64x(BPF_ADD, 4, PKT));
     o.code[over].off = (o.code.len() - over - 1) as i16;
-    true
+    Some(if reuse { held.unwrap_or(bound) } else { bound })
 }
 
 fn load_bytes(o: &mut Out, dst: u8, base: u8, off: i16, size: usize) {
@@ -298,28 +298,38 @@ pub fn convert(prog: &[CInsn]) -> Result<Vec<Insn>, String> {
         }
     }
     // Whether r4 holds `data + X` after each instruction (`load_ind`).
-    let mut pkt_x = vec![false; n];
+    let mut pkt_x: Vec<Option<u32>> = vec![None; n];
+    // The most X can be after each instruction, where a load of a
+    // constant or `4*([k]&0xf)` bounds it.
+    let mut x_max: Vec<Option<u32>> = vec![None; n];
     let mut start = vec![usize::MAX; n];
     for pc in 0..n {
         if !live[pc] {
             continue;
         }
         let (np, from) = preds[pc];
-        let pkt_x_in = np == 1 && pkt_x[from];
+        let pkt_x_in = if np == 1 { pkt_x[from] } else { None };
+        let x_in = if np == 1 { x_max[from] } else { None };
         start[pc] = o.code.len();
         // Kept by what touches neither r4 nor X (loads into A other than
         // from the packet, stores, ALU, jumps, TXA); an indirect load
         // sets it below.
         let c = prog[pc].code;
-        pkt_x[pc] = pkt_x_in
-            && match c & 0x07 {
-                0x00 => matches!(c & 0xe0, 0x00 | 0x60 | 0x80),
-                0x02..=0x05 => true,
-                0x07 => c & 0xf8 == 0x80,
-                _ => false,
-            };
+        pkt_x[pc] = pkt_x_in.filter(|_| match c & 0x07 {
+            0x00 => matches!(c & 0xe0, 0x00 | 0x60 | 0x80),
+            0x02..=0x05 => true,
+            0x07 => c & 0xf8 == 0x80,
+            _ => false,
+        });
         let i = prog[pc];
         let (c, k) = (i.code, i.k);
+        x_max[pc] = match (c & 0x07, c & 0xe0) {
+            (0x01, 0xa0) => Some(60),
+            (0x01, 0x00) => Some(k),
+            (0x01, _) => None,
+            (0x07, _) if c & 0xf8 == 0x00 => None,
+            _ => x_in,
+        };
         let bad = || Err(format!("instruction {pc} ({c:#06x}): unknown opcode"));
         let size = match c & 0x18 {
             0x00 => 4,
@@ -332,7 +342,11 @@ pub fn convert(prog: &[CInsn]) -> Result<Vec<Insn>, String> {
                 let dst = if c & 0x07 == 0 { A } else { X };
                 match (c & 0x07, c & 0xe0) {
                     (0x00, 0x20) if size > 0 => load_abs(&mut o, A, k, size),
-                    (0x00, 0x40) if size > 0 => pkt_x[pc] = load_ind(&mut o, k, size, pkt_x_in),
+                    (0x00, 0x40) if size > 0 => {
+                        // (r4's base is X: no more than X's bound.)
+                        let held = pkt_x_in.map(|h| h.min(x_in.unwrap_or(u32::MAX)));
+                        pkt_x[pc] = load_ind(&mut o, k, size, held);
+                    }
                     (_, 0x00) => o.push(alu32(BPF_MOV, dst, k as i32)),
                     (_, 0x80) => o.push(alu32x(BPF_MOV, dst, WIRELEN)),
                     (_, 0x60) => {

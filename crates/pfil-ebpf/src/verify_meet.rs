@@ -146,10 +146,12 @@ impl State {
         // here (a null check of one is a null check of the others); any
         // other its own.
         let nullable = |s: &State, r: usize| s.ty[r] & KIND == NULLABLE;
+        let mut renamed = 0u16;
         for r in 0..11 {
             if !(nullable(self, r) && self.ty[r] == o.ty[r] && self.id[r] != o.id[r]) {
                 continue;
             }
+            renamed |= 1 << r;
             let group = (0..r).find(|&q| {
                 nullable(self, q)
                     && self.ty[q] == o.ty[q]
@@ -160,6 +162,16 @@ impl State {
                 Some(q) => m.id[q],
                 None => ((t as u32 + 1) << 5) | 16 | r as u32,
             };
+        }
+        // A new name must not be one another register kept (one that had
+        // it on both paths, from an earlier meet here, holds another
+        // value): such a register is no longer known.
+        for r in 0..11 {
+            if renamed & (1 << r) != 0
+                && (0..11).any(|q| renamed & (1 << q) == 0 && nullable(&m, q) && m.id[q] == m.id[r])
+            {
+                m.set(r, OTHER);
+            }
         }
         // Registers that were copies on one path and not on the other: a
         // null check of either is one of the other on some path, which
@@ -173,6 +185,23 @@ impl State {
                     m.escape(m.id[r]);
                     m.escape(m.id[q]);
                 }
+            }
+        }
+        // Registers holding a record that may be null of one reference
+        // are one value to a null check, which marks them all: so they
+        // must be on each path, the same record or all 0. A register made
+        // one here from a record on one path and 0 on the other
+        // (`ring_or_null`) that is not so with another of its type holds
+        // another value (a record where that one is 0): no longer known.
+        let same_on = |s: &State, r: usize, q: usize| s.ty[r] == s.ty[q] || s.null(r) && s.null(q);
+        for r in 0..11 {
+            let made = m.ty[r] & KIND == RING_NULL && self.ty[r] != o.ty[r];
+            if made
+                && (0..11).any(|q| {
+                    q != r && m.ty[q] == m.ty[r] && !(same_on(self, r, q) && same_on(o, r, q))
+                })
+            {
+                m.set(r, OTHER);
             }
         }
         // A record's size where paths met: the smaller (an access

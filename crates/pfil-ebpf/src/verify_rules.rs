@@ -71,9 +71,22 @@ pub(super) fn pointer_alu(pc: usize, i: &Insn, st: &State) -> Result<()> {
         // from the stack): pointer - pointer is a scalar, allowed.
         return Ok(());
     }
-    let t = if dp { st.ty[d] } else { st.ty[s] };
-    // (Not a map value that may be null, which the kernel refuses too:
-    // a copy of it checked for null is not known here to be checked.)
+    let r = if dp { d } else { s };
+    let t = st.ty[r];
+    // (A map value that may be null of which this verifier lost a copy,
+    // whose null check the kernel applies to it, is left to the run-time
+    // check: `State::escaped`.)
+    if t & KIND == NULLABLE && !st.escaped(r) {
+        return err(
+            pc,
+            format!(
+                "pointer arithmetic ({}) on r{r}, a map value that may be null (the kernel \
+                 refuses it: pointer arithmetic on map_value_or_null prohibited, null-check it \
+                 first)",
+                name(op)
+            ),
+        );
+    }
     let kind = match t & KIND {
         MAP | MAPS => Some("a map pointer"),
         RING_NULL => Some("a record that may be null"),

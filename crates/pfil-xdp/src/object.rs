@@ -244,7 +244,13 @@ impl Object {
                 key_size: 4,
                 value_size: s.size as u32,
                 max_entries: 1,
-                flags: 0,
+                // (libbpf's: a `.rodata` map is one the program only
+                // reads, which the verifier enforces.)
+                flags: if s.name.starts_with(".rodata") {
+                    pfil_ebpf::BPF_F_RDONLY_PROG
+                } else {
+                    0
+                },
                 origin: MapOrigin::Global,
                 init: Some(init),
                 readonly: s.name.starts_with(".rodata"),

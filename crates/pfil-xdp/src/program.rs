@@ -192,7 +192,7 @@ impl XdpProgram {
                         .array_layout(0)
                         .map(|(_, stride)| pfil_ebpf::ArrayLayout { stride }),
                     map_type: d.kind.raw(),
-                    flags: d.flags,
+                    flags: d.flags | forced_flags(d),
                 }
             })
             .collect();
@@ -489,5 +489,21 @@ impl std::fmt::Debug for XdpProgram {
             .field("section", &self.section)
             .field("maps", &self.maps)
             .finish_non_exhaustive()
+    }
+}
+
+/// The flags the kernel sets on a map whatever its definition says: a
+/// devmap's, devmap_hash's and cpumap's values are read-only to programs
+/// (`BPF_F_RDONLY_PROG`: a lookup returns the redirect target itself),
+/// as is read-only global data (`.rodata`, frozen).
+fn forced_flags(d: &crate::MapDef) -> u32 {
+    let redirect = matches!(
+        d.kind,
+        MapType::Devmap | MapType::DevmapHash | MapType::Cpumap
+    );
+    if redirect || d.readonly {
+        pfil_ebpf::BPF_F_RDONLY_PROG
+    } else {
+        0
     }
 }

@@ -510,6 +510,10 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
             "bpf_map_update_elem's r3 is a map value: read from map forbidden",
         ),
         ("pkt_moved_16bit", PKT_FAR),
+        (
+            "value_null_moved",
+            "pointer arithmetic (+=) on r0, a map value that may be null (the kernel refuses it",
+        ),
         ("array_key_ctx", ARRAY_KEY),
         ("array_key_misc", ARRAY_KEY),
         ("array_key_outside", ARRAY_KEY),

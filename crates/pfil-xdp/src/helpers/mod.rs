@@ -220,6 +220,10 @@ unsafe extern "C" fn map_update_elem(
     let Some(m) = (unsafe { &*st }).map(map) else {
         return bad(env, "not a map of this program");
     };
+    // (The verifier refuses it; its folds of the frozen values rest on it.)
+    if m.readonly() {
+        return bad(env, "bpf_map_update_elem of read-only global data");
+    }
     let Ok(k) = copy_arg(env, key, m.key_size()) else {
         return 0;
     };
@@ -248,6 +252,9 @@ unsafe extern "C" fn map_delete_elem(
     let Some(m) = (unsafe { &*st }).map(map) else {
         return bad(env, "not a map of this program");
     };
+    if m.readonly() {
+        return bad(env, "bpf_map_delete_elem of read-only global data");
+    }
     let Ok(k) = copy_arg(env, key, m.key_size()) else {
         return 0;
     };

@@ -483,6 +483,14 @@ P(pkt_moved_17bit) { PKT_MOVED("r5 = *(u32 *)(r2 + 0); r5 &= 0x1ffff;"); }
 P(pkt_moved_16bit) { PKT_MOVED("r5 = *(u32 *)(r2 + 0); r5 &= 0xffff;"); }
 P(pkt_moved_15bit) { PKT_MOVED("r5 = *(u32 *)(r2 + 0); r5 &= 0x7fff;"); }
 
+// A lookup's result moved before its null check (clang hoists `&v->field`
+// above the check): the kernel refuses the arithmetic itself.
+P(value_null_moved) {
+	asm volatile("r1 = 0; *(u32 *)(r10 - 4) = r1; r2 = r10; r2 += -4; r1 = %[m] ll;"
+		     "call 1; r0 += 8; if r0 == 0 goto 1f; r1 = *(u64 *)(r0 + 0);"
+		     "1: r0 = 2; exit;" :: [m]"i"(&hmap));
+}
+
 static __noinline int usable(__u64 *v)
 {
 	if (!v)
