@@ -172,7 +172,13 @@ pub(super) unsafe extern "C" fn ringbuf_reserve(
     match events.reserve(worker, size, flags, area) {
         Some(off) => {
             state(env).reserved += 1;
-            start + off as u64
+            let rec = start + off as u64;
+            // The record starts as the kernel's does: the ring's bytes
+            // there (zero, or an older record's where positions wrapped).
+            if let Ok(out) = env.check_mut(rec, size) {
+                events.previous(worker, off, out);
+            }
+            rec
         }
         None => 0,
     }
@@ -192,9 +198,10 @@ fn commit(env: &mut Env, rec: u64, discard: bool) -> u64 {
         let Some(events) = m.events() else { continue };
         let off = (rec - start) as usize;
         // The record's bytes lie in the worker's area (a region of its
-        // own), copied into the ring here (none for a discard).
-        let bytes = |len: usize| (!discard).then(|| view(env, rec, len as u64)).flatten();
-        if events.commit(st.worker, off, bytes) {
+        // own), copied into the ring here (a discard's too: they stay in
+        // the kernel's ring memory, where a later record may see them).
+        let bytes = |len: usize| view(env, rec, len as u64);
+        if events.commit(st.worker, off, discard, bytes) {
             state(env).reserved -= 1;
             return 0;
         }

@@ -236,18 +236,27 @@ impl Events {
         r.reserve(worker, len, cost, area)
     }
 
-    /// `bpf_ringbuf_submit` (`bytes` gives the record's bytes for its
-    /// length) or `_discard` (`bytes` gives none) of `worker`'s record at
-    /// `off`: whether it held one there. One lock.
+    /// `bpf_ringbuf_submit` or `_discard` (`discard`) of `worker`'s
+    /// record at `off` (`bytes` gives the record's bytes for its length):
+    /// whether it held one there. One lock.
     pub(crate) fn commit<'a>(
         &self,
         worker: usize,
         off: usize,
+        discard: bool,
         bytes: impl FnOnce(usize) -> Option<&'a [u8]>,
     ) -> bool {
         match self {
-            Events::Buffer { ring, .. } => ring.lock().commit(worker, off, bytes),
+            Events::Buffer { ring, .. } => ring.lock().commit(worker, off, discard, bytes),
             Events::Perf(_) => false,
+        }
+    }
+
+    /// What the ring holds where `worker`'s record at `off` lies, into
+    /// `out` (the record's bytes before the program writes them).
+    pub(crate) fn previous(&self, worker: usize, off: usize, out: &mut [u8]) {
+        if let Events::Buffer { ring, .. } = self {
+            ring.lock().previous(worker, off, out);
         }
     }
 

@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 
-/// A record's state, in its header.
+/// A record's state, in its header ([`Ring::header`]).
 const READY: u32 = 0;
 const BUSY: u32 = 1;
 const DISCARDED: u32 = 2;
@@ -69,10 +69,21 @@ impl Ring {
         out[first..].copy_from_slice(&self.buf[..rest]);
     }
 
+    /// A record's header at `at`, as the kernel's ring buffer writes it
+    /// (`struct bpf_ringbuf_hdr`: the length with its busy and discard
+    /// bits, then the page of the header from the ring's start, the data
+    /// pages following three of the ring's own): a record reserved where
+    /// an older one's header lay holds those bytes, as the kernel's does.
     fn header(&mut self, at: u64, len: usize, state: u32) {
+        let bits = match state {
+            BUSY => 1 << 31,
+            DISCARDED => 1 << 30,
+            _ => 0,
+        };
+        let page = 3 + ((at as usize & (self.buf.len() - 1)) >> 12) as u32;
         let mut h = [0u8; 8];
-        h[..4].copy_from_slice(&(len as u32).to_le_bytes());
-        h[4..].copy_from_slice(&state.to_le_bytes());
+        h[..4].copy_from_slice(&(len as u32 | bits).to_le_bytes());
+        h[4..].copy_from_slice(&page.to_le_bytes());
         self.put(at, &h);
     }
 
@@ -118,6 +129,16 @@ impl Ring {
         Some(off)
     }
 
+    /// The ring's bytes at a reserved record's (`off` of `worker`) into
+    /// `out`: what the kernel's record holds before the program writes it
+    /// (zero, or an older record's bytes where the positions wrapped).
+    pub(crate) fn previous(&self, worker: usize, off: usize, out: &mut [u8]) {
+        if let Some(b) = self.busy.iter().find(|b| b.1 == worker && b.2 == off) {
+            let n = out.len().min(b.3);
+            self.get(b.0 + 8, &mut out[..n]);
+        }
+    }
+
     /// The length of `worker`'s reserved record at `off`, if it holds one.
     #[cfg(test)]
     fn held_len(&self, worker: usize, off: usize) -> Option<usize> {
@@ -127,12 +148,16 @@ impl Ring {
             .map(|b| b.3)
     }
 
-    /// Give back `worker`'s record at `off`: `bytes` gives its bytes for
-    /// its length (`None`: discarded). Whether it held one.
+    /// Give back `worker`'s record at `off`, submitted or `discard`ed:
+    /// `bytes` gives what the program left in it for its length, which
+    /// stays in the ring either way, as in the kernel's, whose record is
+    /// the ring's memory (`None`: nothing to keep, a faulted run's).
+    /// Whether it held one.
     pub(crate) fn commit<'a>(
         &mut self,
         worker: usize,
         off: usize,
+        discard: bool,
         bytes: impl FnOnce(usize) -> Option<&'a [u8]>,
     ) -> bool {
         let Some(i) = self.busy.iter().position(|b| b.1 == worker && b.2 == off) else {
@@ -141,13 +166,14 @@ impl Ring {
         let Some((at, _, _, len)) = self.busy.remove(i) else {
             return false;
         };
-        match bytes(len) {
+        let kept = match bytes(len) {
             Some(b) if b.len() == len => {
                 self.put(at + 8, b);
-                self.header(at, len, READY);
+                true
             }
-            _ => self.header(at, len, DISCARDED),
-        }
+            _ => false,
+        };
+        self.header(at, len, if kept && !discard { READY } else { DISCARDED });
         self.held[worker] -= 1;
         if self.held[worker] == 0 {
             self.bump[worker] = 0;
@@ -159,7 +185,7 @@ impl Ring {
     pub(crate) fn abandon(&mut self, worker: usize) {
         while let Some(i) = self.busy.iter().position(|b| b.1 == worker) {
             let off = self.busy[i].2;
-            self.commit(worker, off, |_| None);
+            self.commit(worker, off, true, |_| None);
         }
     }
 
@@ -176,12 +202,12 @@ impl Ring {
         while self.cons < self.prod && taken < max {
             let mut h = [0u8; 8];
             self.get(self.cons, &mut h);
-            let len = u32::from_le_bytes([h[0], h[1], h[2], h[3]]) as usize;
-            let state = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
-            if state == BUSY {
+            let word = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
+            let len = (word & !(3 << 30)) as usize;
+            if word & (1 << 31) != 0 {
                 break;
             }
-            if state == READY {
+            if word & (1 << 30) == 0 {
                 let mut b = vec![0u8; len];
                 self.get(self.cons + 8, &mut b);
                 out(b);
@@ -220,8 +246,11 @@ mod tests {
         r.drain(10, cost, |v| after.push(v));
         assert!(after.is_empty(), "the reserved record holds the reader");
         assert_eq!(r.held_len(1, off), Some(9));
-        assert!(r.commit(1, off, |_| Some(&[1; 9])));
-        assert!(!r.commit(1, off, |_| Some(&[1; 9])), "given back already");
+        assert!(r.commit(1, off, false, |_| Some(&[1; 9])));
+        assert!(
+            !r.commit(1, off, false, |_| Some(&[1; 9])),
+            "given back already"
+        );
         r.drain(10, cost, |v| after.push(v));
         assert_eq!(after, vec![vec![1; 9], vec![7, 8, 9]]);
         let off = r.reserve(0, 4, cost(4), 64).unwrap();
