@@ -25,28 +25,37 @@ use crate::insn::*;
 
 /// A byte the kernel holds as `STACK_MISC` or `STACK_INVALID` on some
 /// path: neither a known zero nor part of a spill (never a key's).
-const M: u64 = 0;
+const M: u32 = 0;
 /// A byte the kernel holds as `STACK_ZERO` on every path.
-const Z: u64 = 1;
+const Z: u32 = 1;
 /// A byte of a spilled register (`STACK_SPILL`) on every path.
-const S: u64 = 2;
+const S: u32 = 2;
 /// A byte this verifier lost: any of the above.
-const X: u64 = 3;
+const X: u32 = 3;
 /// A slot's spilled register is a constant on every path, the largest
-/// of them in the slot's top 32 bits (saturated).
-const KNOWN: u64 = 1 << 16;
+/// of them in the slot's bits from [`VALUE_SHIFT`] up (saturated at
+/// [`VALUE_MAX`]: a key that large is refused only by an array no
+/// larger, which it is outside of whatever it is).
+const KNOWN: u32 = 1 << 16;
+const VALUE_SHIFT: u32 = 17;
+const VALUE_MAX: u32 = (1 << 15) - 1;
 
-fn byte(w: u64, b: usize) -> u64 {
+fn byte(w: u32, b: usize) -> u32 {
     (w >> (2 * b)) & 3
 }
 
-fn set_byte(w: &mut u64, b: usize, t: u64) {
+fn set_byte(w: &mut u32, b: usize, t: u32) {
     *w = (*w & !(3 << (2 * b))) | (t << (2 * b));
 }
 
-/// `v` as a slot keeps it: past `u32::MAX` it is never inside a map.
-fn constant(v: u64) -> u64 {
-    KNOWN | (v.min(u64::from(u32::MAX)) << 32)
+/// `v` as a slot keeps it ([`KNOWN`]).
+fn constant(v: u64) -> u32 {
+    KNOWN | (v.min(u64::from(VALUE_MAX)) as u32) << VALUE_SHIFT
+}
+
+/// A slot's constant, if it has one.
+fn value(w: u32) -> Option<u32> {
+    (w & KNOWN != 0).then_some(w >> VALUE_SHIFT)
 }
 
 /// The slot and byte of a stack offset, if the slot is followed.
@@ -86,6 +95,9 @@ impl State {
     /// the larger.
     pub(in crate::verify) fn meet_keys(&mut self, o: &State) {
         for (w, &v) in self.keys.iter_mut().zip(&o.keys) {
+            if *w == v {
+                continue;
+            }
             let mut m = 0;
             for b in 0..8 {
                 let (x, y) = (byte(*w, b), byte(v, b));
@@ -98,8 +110,8 @@ impl State {
                 };
                 set_byte(&mut m, b, t);
             }
-            if *w & v & KNOWN != 0 {
-                m |= KNOWN | ((*w >> 32).max(v >> 32) << 32);
+            if let (Some(a), Some(b)) = (value(*w), value(v)) {
+                m |= KNOWN | a.max(b) << VALUE_SHIFT;
             }
             *w = m;
         }
@@ -109,7 +121,7 @@ impl State {
     /// counter) is not known: the dataflow ends.
     pub(in crate::verify) fn widen_keys(&mut self, old: &State) {
         for (w, &v) in self.keys.iter_mut().zip(&old.keys) {
-            if *w & KNOWN != 0 && (v & KNOWN == 0 || v >> 32 != *w >> 32) {
+            if value(*w).is_some() && value(*w) != value(v) {
                 *w &= !KNOWN;
             }
         }
@@ -234,7 +246,7 @@ pub(super) fn constant_key(st: &State, r: usize, max_entries: u32) -> bool {
     match (b + 4 < 8).then(|| byte(w, b + 4)) {
         Some(S) => false,
         Some(X) => true,
-        _ => w & KNOWN == 0 || (w >> 32) < u64::from(max_entries),
+        _ => value(w).is_none_or(|v| v < max_entries),
     }
 }
 

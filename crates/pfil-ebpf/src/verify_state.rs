@@ -148,7 +148,7 @@ pub(super) const WIDEN_AFTER: u32 = 8;
 /// The stack slots whose bytes [`State::keys`] follows (the 8-byte slots
 /// at `r10 - 8`, `r10 - 16`, …): a map key deeper in the frame is left
 /// to the run-time check.
-pub(super) const KEY_SLOTS: usize = 32;
+pub(super) const KEY_SLOTS: usize = 16;
 
 /// [`State::past_reg`] naming no register.
 pub(super) const NO_REG: u8 = 0xff;
@@ -222,7 +222,7 @@ pub(super) struct State {
     pub escaped: [u32; 4],
     /// The kernel's view of the first [`KEY_SLOTS`] slots' bytes, where
     /// a map key may be a constant to it (`verify_keys.rs`).
-    pub keys: [u64; KEY_SLOTS],
+    pub keys: [u32; KEY_SLOTS],
 }
 
 impl State {
