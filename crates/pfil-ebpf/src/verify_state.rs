@@ -150,6 +150,9 @@ pub(super) const WIDEN_AFTER: u32 = 8;
 /// to the run-time check.
 pub(super) const KEY_SLOTS: usize = 16;
 
+/// In [`State::escaped`]: more ids escaped than it holds, any may have.
+pub(super) const ANY_ESCAPED: u32 = u32::MAX;
+
 /// [`State::past_reg`] naming no register.
 pub(super) const NO_REG: u8 = 0xff;
 
@@ -218,7 +221,7 @@ pub(super) struct State {
     /// caller's copies), or copies on one path met with others. An access
     /// through such a pointer that is not proven here may be proven on
     /// the kernel's paths: it is checked at run time rather than refused.
-    /// More than four: [`State::lossy`].
+    /// More than four: [`ANY_ESCAPED`] (and [`State::lossy`]).
     pub escaped: [u32; 4],
     /// The kernel's view of the first [`KEY_SLOTS`] slots' bytes, where
     /// a map key may be a constant to it (`verify_keys.rs`).
@@ -301,19 +304,24 @@ impl State {
     /// Notes that a copy of packet base `id` went to the stack
     /// ([`State::escaped`]).
     pub fn escape(&mut self, id: u32) {
-        if id == 0 || self.escaped.contains(&id) {
+        if id == 0 || self.escaped.contains(&id) || self.escaped.contains(&ANY_ESCAPED) {
             return;
         }
         match self.escaped.iter_mut().find(|e| **e == 0) {
             Some(e) => *e = id,
-            None => self.lossy = true,
+            None => {
+                // More than the list holds: every id may have escaped.
+                self.escaped[3] = ANY_ESCAPED;
+                self.lossy = true;
+            }
         }
     }
 
     /// Whether packet pointer `r`'s base has a copy on the stack this
     /// verifier does not follow ([`State::escaped`]).
     pub fn escaped(&self, r: usize) -> bool {
-        self.id[r] != 0 && self.escaped.contains(&self.id[r])
+        self.id[r] != 0
+            && (self.escaped.contains(&self.id[r]) || self.escaped.contains(&ANY_ESCAPED))
     }
 
     /// Forgets every register and spilled slot holding record `n` of

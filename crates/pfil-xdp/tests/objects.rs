@@ -566,6 +566,7 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
         "array_key_kept",
         "array_key_percpu",
         "pkt_moved_15bit",
+        "value_null_five_spilled",
         "ro_load",
         "wo_store",
         "wo_update",

@@ -491,6 +491,18 @@ P(value_null_moved) {
 		     "1: r0 = 2; exit;" :: [m]"i"(&hmap));
 }
 
+// Five lookups' results spilled, the last checked through its fill and
+// read through its register (the kernel follows every spill): more lost
+// copies than the verifier lists, each left to the run-time check.
+#define SPILLED(slot)								\
+	"r1 = 0; *(u32 *)(r10 - 4) = r1; r2 = r10; r2 += -4; r1 = %[m] ll;"	\
+	"call 1; *(u64 *)(r10 - " #slot ") = r0;"
+P(value_null_five_spilled) {
+	asm volatile(SPILLED(16) SPILLED(24) SPILLED(32) SPILLED(40) SPILLED(48)
+		     "r6 = r0; r1 = *(u64 *)(r10 - 48); if r1 == 0 goto 1f;"
+		     "r0 = *(u64 *)(r6 + 0); 1: r0 = 2; exit;" :: [m]"i"(&hmap));
+}
+
 static __noinline int usable(__u64 *v)
 {
 	if (!v)
