@@ -205,9 +205,16 @@ fn load_abs(o: &mut Out, dst: u8, k: u32, size: usize) {
     }
     if k <= i16::MAX as u32 {
         load_bytes(o, dst, PKT, k as i16, size);
-    } else {
+    } else if end <= 0xffff {
         o.push(alu64x(BPF_MOV, 4, PKT));
         o.push(alu64(BPF_ADD, 4, k as i32));
+        load_bytes(o, dst, 4, 0, size);
+    } else {
+        // Past 0xffff no comparison proves packet bytes: `k + data`, a
+        // number to the verifier, its load checked at run time (after
+        // the test of the captured length above).
+        o.push(alu64(BPF_MOV, 4, k as i32));
+        o.push(alu64x(BPF_ADD, 4, PKT));
         load_bytes(o, dst, 4, 0, size);
     }
 }

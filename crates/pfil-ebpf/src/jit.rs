@@ -332,6 +332,7 @@ pub(crate) fn compile(
                     && i.imm == 16
                     && pc > 0
                     && !plan.target[pc]
+                    && plan.reach[pc - 1]
                     && !plan.skip[pc - 1]
                     && insns[pc - 1].code == BPF_LDX | BPF_MEM | BPF_H
                     && insns[pc - 1].dst == i.dst =>

@@ -89,7 +89,7 @@ pub(crate) fn swapped_compare(
         && !plan.skip[pc - 1]
         && !plan.skip[pc]
         && !plan.target[pc]
-        && !plan.target[q]
+        && (pc + 1..=q).all(|x| !plan.target[x])
         && matches!(j.class(), BPF_JMP | BPF_JMP32)
         && matches!(j.op(), BPF_JEQ | BPF_JNE | BPF_JSET)
         && j.code & BPF_X == 0

@@ -132,7 +132,9 @@ pub(crate) fn plan(
         }
         live = crate::jit_live::live_out_with(insns, helpers, decided, &skip);
     }
-    // The callee-saved registers the emitted code uses.
+    // The callee-saved registers the emitted code uses; an inlined
+    // lookup reads its key through r10 (rbp) whether or not the
+    // instructions that made r2 from it are emitted.
     let mut callee_saved = 0u16;
     for (pc, i) in insns.iter().enumerate() {
         if reach[pc] && !skip[pc] {
@@ -142,6 +144,9 @@ pub(crate) fn plan(
                 }
             }
         }
+    }
+    if lookups.iter().any(|&c| reach[c]) {
+        callee_saved |= 1 << 10;
     }
     Plan {
         target,
@@ -224,6 +229,11 @@ fn key_store(insns: &[Insn], pc: usize, depth: u32, plan: &Plan) -> Option<(usiz
         } else {
             q - 1
         };
+        // (Code no path reaches, which an elided jump steps over, is
+        // not what ran before: no store found.)
+        if !plan.reach[p] || plan.elided[p] {
+            return None;
+        }
         let i = &insns[p];
         if i.code == BPF_STX | BPF_MEM | BPF_W && i.dst == 10 && i32::from(i.off) == -(depth as i32)
         {

@@ -107,7 +107,9 @@ impl Flow<'_> {
         };
         self.packet_deferred.set(true);
         let (size, what) = (i.size(), packet_base(st, base));
-        if st.id[base] != 0 && st.reach(base) as i64 + start + size as i64 > MAX_PKT_OFF as i64 {
+        // (`start` counts the pointer's constant offset; the base's
+        // variable part is at most `vmax`.)
+        if i64::from(st.vmax[base]) + start + size as i64 > MAX_PKT_OFF as i64 {
             return self.path_rule(
                 pc,
                 format!(

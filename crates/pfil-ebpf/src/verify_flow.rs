@@ -622,11 +622,12 @@ impl Flow<'_> {
                 None => out.set(d, OTHER),
             }
         } else if let Some(c) = pkt_constant(i, st) {
-            // base + k: still a packet pointer while 0 <= k < 2^16 (k
+            // base + k: still a packet pointer while 0 <= k < 2^28 (k
             // an immediate, or a register known exactly: the kernel's
-            // constant offset).
+            // constant offset); past 0xffff, one behind which no bytes
+            // are ever proven (`State::prove`), as in the kernel.
             let k = (dty & !KIND) as i64 + c;
-            if (0..=MAX_PKT_OFF as i64).contains(&k) {
+            if (0..PKT_OFF_LIMIT).contains(&k) {
                 out.copy(d, st, d);
                 out.ty[d] = PKT | k as u32;
             } else {
@@ -639,7 +640,7 @@ impl Flow<'_> {
         {
             // base + k + a bounded scalar: a new base.
             out.copy(d, st, d);
-            out.add_var(pc, d, st.hi[sr]);
+            out.add_var(pc, d, st.lo[sr], st.hi[sr]);
         } else if let Some(v) = fold(i, st) {
             // Scalars known exactly: the result, as the kernel's tnums
             // (so `flag = a & b; if flag` is decided on each path).
@@ -652,6 +653,21 @@ impl Flow<'_> {
                 (false, false) => u64::from(i.imm as u32),
             };
             out.scalar(d, alu_bound(i, st.bound(d), b));
+            // A number plus a known amount that cannot wrap: its least
+            // moves too (`lo`: what makes a packet pointer certainly
+            // past 0xffff, `State::add_var`).
+            let amount = match i.code & BPF_X != 0 {
+                true => st.known(sr),
+                false => u64::try_from(i.imm).ok(),
+            };
+            if let (BPF_ALU64, BPF_ADD, Some(k), true) = (
+                i.class(),
+                i.op(),
+                amount,
+                st.ty[d] == OTHER && out.hi[d] != u64::MAX,
+            ) {
+                out.lo[d] = st.lo[d].saturating_add(k).min(out.hi[d]);
+            }
         } else if i.class() == BPF_LDX && sty == CTX && i.code & 0xe0 == BPF_MEM && i.size() == 4 {
             // Converted to the 64-bit pointers (data_meta at 8 too).
             match i.off {

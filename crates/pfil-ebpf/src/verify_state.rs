@@ -3,7 +3,7 @@
 //! proven behind it (the kernel's `reg->id` and `reg->range`), and an
 //! upper bound of each scalar (the kernel's `umax_value`).
 //!
-//! A packet pointer is `base + off`, `off` a constant in `0..=0xffff`.
+//! A packet pointer is `base + off`, `off` a constant below 2^28.
 //! Its `id` names the base: 0 is `data` itself; any other id is a value
 //! `data + v` with `0 <= v <= vmax`, made by adding a bounded scalar to a
 //! packet pointer or by a join of two different packet pointers. Within
@@ -12,9 +12,9 @@
 //! comparison with `data_end` (`range` for id 0, `vrange` for the
 //! others), and only for a pointer with `vmax + off <= 0xffff` (the
 //! kernel's `MAX_PACKET_OFF`, past which it grants no range). Bases are
-//! at most `data + 0xffff`, offsets at most `0xffff`: pointer arithmetic
-//! never wraps (`data` is a user-space address), so `base + off <=
-//! data_end` really proves those bytes.
+//! at most `data + 0xffff`, offsets below 2^28: pointer arithmetic never
+//! wraps (`data` is a user-space address), so `base + off <= data_end`
+//! really proves those bytes.
 
 use crate::insn::*;
 
@@ -137,8 +137,13 @@ pub(super) fn ring_moved(t: u32, k: i64) -> Option<u32> {
         .then(|| (t & !0xff_ffff) | (off + RING_OFF_BIAS) as u32)
 }
 
-/// The largest packet offset tracked (the kernel's `MAX_PACKET_OFF`):
-/// bounds of bases and constant offsets alike.
+/// The constant offsets of packet pointers kept (the type's low bits; the
+/// kernel refuses past 2^29): a larger one is a number.
+pub(super) const PKT_OFF_LIMIT: i64 = 1 << 28;
+
+/// The largest packet offset behind which bytes are proven (the kernel's
+/// `MAX_PACKET_OFF`): a base's bound, and a pointer's offset from `data`
+/// (`vmax + off`) at a comparison with `data_end`.
 pub(super) const MAX_PKT_OFF: u64 = 0xffff;
 
 /// After this many changes of an instruction's state, bounds that still
@@ -525,7 +530,9 @@ impl State {
     pub fn prove(&mut self, r: usize) {
         let (id, off) = (self.id[r], self.ty[r] & !KIND);
         if id == 0 {
-            self.range = self.range.max(off);
+            if u64::from(off) <= MAX_PKT_OFF {
+                self.range = self.range.max(off);
+            }
             return;
         }
         if self.reach(r) > MAX_PKT_OFF {
@@ -538,16 +545,19 @@ impl State {
         }
     }
 
-    /// `d += scalar of at most hi`, `d` a packet pointer, at `pc`: a new
-    /// base (no bytes proven behind it yet), or OTHER when it could lie
-    /// further than `MAX_PKT_OFF` from `data`. (The kernel keeps such a
-    /// pointer, and refuses an access through it, as no comparison proves
-    /// bytes behind it; this verifier's bound may be looser than the
-    /// kernel's, a spilled number's for one, so the access is checked at
-    /// run time rather than refused.)
-    pub fn add_var(&mut self, pc: usize, d: usize, hi: u64) {
+    /// `d += scalar of at least lo and at most hi`, `d` a packet pointer,
+    /// at `pc`: a new base (no bytes proven behind it yet). One that could
+    /// lie further than `MAX_PKT_OFF` from `data` is a packet pointer to
+    /// the kernel, behind which no comparison proves bytes, so that an
+    /// access through it is refused. So it is here where even the least
+    /// the scalar can be takes it there (`lo`: the kernel's bound is at
+    /// least as large; `vmax` saturated): where only this verifier's
+    /// upper bound does, which may be looser than the kernel's (a spilled
+    /// number's, for one), the pointer is OTHER, checked at run time.
+    pub fn add_var(&mut self, pc: usize, d: usize, lo: u64, hi: u64) {
+        let far = self.reach(d).saturating_add(lo) > MAX_PKT_OFF;
         let reach = self.reach(d).saturating_add(hi);
-        if reach > MAX_PKT_OFF {
+        if reach > MAX_PKT_OFF && !far {
             self.set(d, OTHER);
             return;
         }
@@ -557,7 +567,7 @@ impl State {
         self.forget_id(id, d);
         self.set(d, PKT);
         self.id[d] = id;
-        self.vmax[d] = reach as u32;
+        self.vmax[d] = reach.min(u64::from(u32::MAX)) as u32;
     }
 
     fn forget_id(&mut self, id: u32, except: usize) {

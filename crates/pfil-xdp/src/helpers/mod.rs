@@ -383,7 +383,7 @@ unsafe extern "C" fn trace_printk(
         return EINVAL as u64;
     };
     let written = line.len() as u64;
-    let line = String::from_utf8_lossy(&line).into_owned();
+    let line = String::from_utf8_lossy(line.bytes()).into_owned();
     let st = state(env);
     let sec = st.epoch.elapsed().as_secs();
     if st.printk.0 != sec {

@@ -15,6 +15,51 @@ pub(super) trait Memory {
 /// Longest string `%s` copies (the kernel's `MAX_BPRINTF_BUF`).
 const MAX_STR: u64 = 512;
 
+/// The widest field the kernel's `vsnprintf` pads to
+/// (`FIELD_WIDTH_MAX`; a wider one is clamped to it).
+const FIELD_WIDTH_MAX: usize = (1 << 23) - 1;
+
+/// The bytes of a line the kernel keeps (`MAX_BPRINTF_BUF`, with its NUL).
+const LINE_MAX: usize = 511;
+
+/// A line being written: its first [`LINE_MAX`] bytes, and its length as
+/// `vsnprintf` counts it (what the helper returns), so that a wide field
+/// costs no memory.
+#[derive(Default)]
+pub(super) struct Line {
+    bytes: Vec<u8>,
+    len: usize,
+}
+
+impl Line {
+    fn push(&mut self, b: u8) {
+        self.extend_from_slice(&[b]);
+    }
+
+    fn extend_from_slice(&mut self, s: &[u8]) {
+        let room = LINE_MAX.saturating_sub(self.bytes.len());
+        self.bytes.extend_from_slice(&s[..s.len().min(room)]);
+        self.len += s.len();
+    }
+
+    /// `n` bytes `b`.
+    fn fill(&mut self, n: usize, b: u8) {
+        let room = LINE_MAX.saturating_sub(self.bytes.len());
+        self.bytes.resize(self.bytes.len() + n.min(room), b);
+        self.len += n;
+    }
+
+    /// The line's length as the kernel's helper returns it.
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The bytes kept (the first [`LINE_MAX`]), as the kernel logs them.
+    pub(super) fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
 #[derive(Default, Clone, Copy)]
 struct Spec {
     zero: bool,
@@ -24,19 +69,19 @@ struct Spec {
     width: usize,
 }
 
-fn pad(out: &mut Vec<u8>, s: &[u8], spec: Spec) {
+fn pad(out: &mut Line, s: &[u8], spec: Spec) {
     let fill = spec.width.saturating_sub(s.len());
     if spec.left {
         out.extend_from_slice(s);
-        out.resize(out.len() + fill, b' ');
+        out.fill(fill, b' ');
     } else {
-        out.resize(out.len() + fill, b' ');
+        out.fill(fill, b' ');
         out.extend_from_slice(s);
     }
 }
 
 /// A number: its sign (or `+`/space) before zero padding.
-fn number(out: &mut Vec<u8>, digits: String, negative: bool, signed: bool, spec: Spec) {
+fn number(out: &mut Line, digits: String, negative: bool, signed: bool, spec: Spec) {
     let sign: &[u8] = match (negative, signed && spec.plus, signed && spec.space) {
         (true, _, _) => b"-",
         (false, true, _) => b"+",
@@ -46,7 +91,7 @@ fn number(out: &mut Vec<u8>, digits: String, negative: bool, signed: bool, spec:
     let len = sign.len() + digits.len();
     if spec.zero && !spec.left && spec.width > len {
         out.extend_from_slice(sign);
-        out.resize(out.len() + spec.width - len, b'0');
+        out.fill(spec.width - len, b'0');
         out.extend_from_slice(digits.as_bytes());
     } else {
         let mut s = sign.to_vec();
@@ -57,7 +102,7 @@ fn number(out: &mut Vec<u8>, digits: String, negative: bool, signed: bool, spec:
 
 /// The line `fmt` (its bytes as the program gave them, `size` of them)
 /// makes with `args`, or `None` where the kernel returns `-EINVAL`.
-pub(super) fn format(fmt: &[u8], args: [u64; 3], mem: &dyn Memory) -> Option<Vec<u8>> {
+pub(super) fn format(fmt: &[u8], args: [u64; 3], mem: &dyn Memory) -> Option<Line> {
     let end = fmt.iter().position(|&b| b == 0)?;
     let fmt = &fmt[..end];
     if fmt
@@ -67,7 +112,7 @@ pub(super) fn format(fmt: &[u8], args: [u64; 3], mem: &dyn Memory) -> Option<Vec
         return None;
     }
     let at = |i: usize| fmt.get(i).copied().unwrap_or(0);
-    let mut out = Vec::new();
+    let mut out = Line::default();
     let (mut i, mut n) = (0, 0);
     while i < fmt.len() {
         let c = fmt[i];
@@ -98,7 +143,7 @@ pub(super) fn format(fmt: &[u8], args: [u64; 3], mem: &dyn Memory) -> Option<Vec
             i += 1;
         }
         while at(i).is_ascii_digit() {
-            spec.width = spec.width * 10 + usize::from(at(i) - b'0');
+            spec.width = (spec.width * 10 + usize::from(at(i) - b'0')).min(FIELD_WIDTH_MAX);
             i += 1;
         }
         match at(i) {
@@ -159,7 +204,7 @@ pub(super) fn format(fmt: &[u8], args: [u64; 3], mem: &dyn Memory) -> Option<Vec
 
 /// `%p` and its kinds: 16 hex digits (the kernel prints a hashed or a
 /// raw address, a null one too: its length, not its value).
-fn pointer(out: &mut Vec<u8>, a: u64, spec: Spec) {
+fn pointer(out: &mut Line, a: u64, spec: Spec) {
     pad(out, format!("{a:016x}").as_bytes(), spec);
 }
 
@@ -209,7 +254,7 @@ mod tests {
 
     fn f(fmt: &[u8], args: [u64; 3]) -> Option<String> {
         let mem = Mem(b"abcdefg\0\xc6\x12\x00\x01".to_vec());
-        format(fmt, args, &mem).map(|v| String::from_utf8_lossy(&v).into_owned())
+        format(fmt, args, &mem).map(|v| String::from_utf8_lossy(v.bytes()).into_owned())
     }
 
     #[test]
@@ -240,9 +285,26 @@ mod tests {
         );
         // A %c of a high byte is one byte.
         assert_eq!(
-            format(b"%c\0", [0x80, 0, 0], &Mem(Vec::new())).unwrap(),
+            format(b"%c\0", [0x80, 0, 0], &Mem(Vec::new()))
+                .unwrap()
+                .bytes(),
             [0x80]
         );
+    }
+
+    #[test]
+    fn a_wide_field_is_counted_not_written() {
+        // (A red team's `%99999999999d` had pfild allocate 100 GB.)
+        let l = format(b"%99999999999d\0", [7, 0, 0], &Mem(Vec::new())).unwrap();
+        assert_eq!(
+            l.len(),
+            FIELD_WIDTH_MAX,
+            "clamped as the kernel's vsnprintf"
+        );
+        assert_eq!(l.bytes().len(), LINE_MAX, "the kernel's buffer");
+        let l = format(b"%-600d|\0", [7, 0, 0], &Mem(Vec::new())).unwrap();
+        assert_eq!(l.len(), 601);
+        assert_eq!(&l.bytes()[..2], b"7 ");
     }
 
     #[test]

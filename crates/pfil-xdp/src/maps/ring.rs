@@ -116,7 +116,9 @@ impl Ring {
             self.held.resize(worker + 1, 0);
         }
         let off = self.bump[worker];
-        let end = off + len.div_ceil(8) * 8;
+        // (A record of 0 bytes takes 8 of the area too: each has its own
+        // address, which its submit or discard names.)
+        let end = off + len.div_ceil(8).max(1) * 8;
         if end > area {
             return None;
         }

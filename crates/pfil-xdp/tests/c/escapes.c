@@ -7,7 +7,7 @@
 
 #define __naked __attribute__((naked))
 
-// Map 0; `.rodata` is map 4, after the other maps of this file.
+// Map 0; `.rodata` is map 5, after the other maps of this file.
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 4);
@@ -16,7 +16,7 @@ struct {
 } amap SEC(".maps");
 const volatile __u32 cfg = 0;
 
-// `.rodata` taken as a map (an LDDW of map 4, written by hand) and
+// `.rodata` taken as a map (an LDDW of map 5, written by hand) and
 // updated, after which the folded `cfg` (0) keyed an inlined array
 // lookup without its bounds check: a write anywhere. `.rodata` is
 // BPF_F_RDONLY_PROG, as libbpf makes it: refused ("write into map
@@ -25,7 +25,7 @@ SEC("xdp") __naked int rodata_as_map(void)
 {
 	asm volatile("r6 = r1; r1 = 0; *(u32 *)(r10 - 4) = r1;"
 		     "r1 = 0x1000000; *(u64 *)(r10 - 16) = r1;"
-		     ".byte 0x18, 0x11, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0;"
+		     ".byte 0x18, 0x11, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0;"
 		     "r2 = r10; r2 += -4; r3 = r10; r3 += -16; r4 = 0; call %[up];"
 		     "r2 = %[cfg] ll; r1 = *(u32 *)(r2 + 0); *(u32 *)(r10 - 8) = r1;"
 		     "r1 = %[m] ll; r2 = r10; r2 += -8; call %[lk]; if r0 == 0 goto 1f;"
@@ -101,6 +101,30 @@ SEC("xdp") int devmap_store(struct xdp_md *ctx)
 	if (v)
 		*v = 12345;
 	return bpf_redirect_map(&dmap, 0, XDP_PASS);
+}
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} jt SEC(".maps");
+
+// An inlined array lookup whose key pointer (`r2 = r10 - 4`) is the only
+// use of r10, dropped as dead: the JIT set up no frame pointer, and read
+// the key through the caller's rbp (0x100 after a tail call: pfild
+// crashed). The key is never written (the kernel's is what its stack
+// held); run here for the crash only.
+SEC("xdp") __naked int key_frame_b(void)
+{
+	asm volatile("r2 = r10; r2 += -4; r1 = %[m] ll; call 1; if r0 == 0 goto 1f;"
+		     "r0 = *(u64 *)(r0 + 0); exit; 1: r0 = 3; exit;"
+		     :: [m]"i"(&amap) : "memory");
+}
+SEC("xdp") __naked int key_frame_a(void)
+{
+	asm volatile("r2 = 1; *(u32 *)(r10 - 4) = r2; r2 = %[j] ll; r3 = 0; call 12;"
+		     "r0 = 0; exit;" :: [j]"i"(&jt) : "memory");
 }
 
 char _license[] SEC("license") = "GPL";
