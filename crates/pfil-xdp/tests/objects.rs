@@ -510,6 +510,7 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
             "bpf_map_update_elem's r3 is a map value: read from map forbidden",
         ),
         ("pkt_moved_16bit", PKT_FAR),
+        ("pkt_moved_past_64k", PKT_FAR),
         (
             "value_null_moved",
             "pointer arithmetic (+=) on r0, a map value that may be null (the kernel refuses it",

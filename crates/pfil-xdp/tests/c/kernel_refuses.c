@@ -467,11 +467,12 @@ FLAGGED(wo_update, wo_map, __u64 n = 5; bpf_map_update_elem(&wo_map, &k, &n, 0))
 // bytes from data (with its constant offset): the kernel grants no range
 // behind it however it is compared with data_end ("R2 offset is outside
 // of the packet"). Refused by both: one masked to 16 bits then compared
-// one byte further; loaded by both: one masked to 15 bits. (Half the
-// packet's length, a 32-bit number from the packet and one masked to 17
-// bits the kernel refuses too; pfil checks them at run time: its bound
-// of the amount may be looser than the kernel's, a spilled number's,
-// and refusing on it refused programs the kernel loads.)
+// one byte further, and one at least 0x10000; loaded by both: one masked
+// to 15 bits. (Half the packet's length, a 32-bit number from the packet
+// and one masked to 17 bits the kernel refuses too; pfil checks them at
+// run time: its upper bound of the amount may be looser than the
+// kernel's, a spilled number's, and refusing on it refused programs the
+// kernel loads; the least it can be is a sound reason.)
 #define PKT_MOVED(prep)							\
 	asm volatile("r2 = *(u32 *)(r1 + 0); r3 = *(u32 *)(r1 + 4);"		\
 		     "r4 = r2; r4 += 4; if r4 > r3 goto 1f;" prep		\
@@ -482,6 +483,8 @@ P(pkt_moved_u32) { PKT_MOVED("r5 = *(u32 *)(r2 + 0);"); }
 P(pkt_moved_17bit) { PKT_MOVED("r5 = *(u32 *)(r2 + 0); r5 &= 0x1ffff;"); }
 P(pkt_moved_16bit) { PKT_MOVED("r5 = *(u32 *)(r2 + 0); r5 &= 0xffff;"); }
 P(pkt_moved_15bit) { PKT_MOVED("r5 = *(u32 *)(r2 + 0); r5 &= 0x7fff;"); }
+// A 16-bit field plus 0x10000: at least past 0xffff, refused by both.
+P(pkt_moved_past_64k) { PKT_MOVED("r5 = *(u16 *)(r2 + 0); r5 += 0x10000;"); }
 
 // A lookup's result moved before its null check (clang hoists `&v->field`
 // above the check): the kernel refuses the arithmetic itself.
