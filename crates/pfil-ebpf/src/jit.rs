@@ -159,6 +159,21 @@ pub(crate) fn compile(
     if frame {
         a.rr(0x89, true, RBP, R8);
     }
+    // `bpf_trace_printk` reads r3-r5 as its format asks, set or not (the
+    // kernel's verifier lets it): a program calling it gets them (and r2)
+    // zero at its start and after every helper call, never a host value
+    // (the stack top arrives in r8, a helper leaves its own).
+    let printk = insns
+        .iter()
+        .any(|i| i.code == BPF_JMP | BPF_CALL && i.src == 0 && i.imm == 6);
+    let clear_args = |a: &mut Asm, from: usize| {
+        for r in from..=5 {
+            a.rr(0x31, false, MAP[r], MAP[r]);
+        }
+    };
+    if printk {
+        clear_args(&mut a, 2);
+    }
     // One function: every exit jump leaves from the entry's stack depth
     // (slow paths pop what they push first); with local calls a fault
     // unwinds from a callee's frame to the saved stack pointer.
@@ -462,6 +477,9 @@ pub(crate) fn compile(
                         a.rr(0x89, true, R9, R12);
                         a.mov_imm64(R11, f as *const () as u64);
                         a.call_r(R11);
+                        if printk {
+                            clear_args(&mut a, 1);
+                        }
                         a.cmp_mem8(R12, FAULTED, 0);
                         stubs.push(Stub::Pending {
                             jump: a.jcc(cc::NE),

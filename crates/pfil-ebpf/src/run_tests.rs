@@ -294,3 +294,39 @@ fn a_stack_atomic_that_faults_is_not_contained_code() {
         );
     }
 }
+
+/// What the last `printk` call (helper 6) was given in r3-r5.
+static PRINTK_ARGS: std::sync::Mutex<[u64; 3]> = std::sync::Mutex::new([u64::MAX; 3]);
+
+/// `bpf_trace_printk` as far as its arguments: kept for the test.
+unsafe extern "C" fn printk(_: u64, _: u64, a: u64, b: u64, c: u64, _: *mut Env) -> u64 {
+    *PRINTK_ARGS.lock().unwrap() = [a, b, c];
+    0
+}
+
+#[test]
+fn printk_never_reads_a_host_value_in_its_unset_arguments() {
+    // (A red team printed the stack top and a helper's leftovers with
+    // `%lx %lx %lx` and no arguments: the kernel's verifier lets
+    // bpf_trace_printk read r3-r5 unset.)
+    let mut h = helpers();
+    h.insert(6, printk, Signature { args: 2 });
+    for text in [
+        "mov %r2, 16\ncall 6\nmov %r0, 2\nexit",
+        "mov %r2, 0\ncall 44\nmov %r1, 0\nmov %r2, 16\ncall 6\nmov %r0, 2\nexit",
+    ] {
+        for jit in [false, true] {
+            let o = LoadOptions {
+                jit,
+                ..LoadOptions::default()
+            };
+            let p = Program::load(assemble(text).unwrap(), &[], &h, &o).unwrap();
+            let mut e = env();
+            let mut frame = [0u8; 64];
+            *PRINTK_ARGS.lock().unwrap() = [u64::MAX; 3];
+            let _ = p.run_xdp(&mut e, &mut frame, 16, 32, 0, 0);
+            let got = *PRINTK_ARGS.lock().unwrap();
+            assert_eq!(got, [0; 3], "jit {jit}: {text}");
+        }
+    }
+}
