@@ -167,8 +167,8 @@ pub(crate) fn compile(
         .iter()
         .any(|i| i.code == BPF_JMP | BPF_CALL && i.src == 0 && i.imm == 6);
     let clear_args = |a: &mut Asm, from: usize| {
-        for r in from..=5 {
-            a.rr(0x31, false, MAP[r], MAP[r]);
+        for &x in &MAP[from..=5] {
+            a.rr(0x31, false, x, x);
         }
     };
     if printk {
