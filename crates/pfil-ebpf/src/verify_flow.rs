@@ -19,7 +19,7 @@ use super::state::*;
 use super::{bit, err, Access, Result, Succ, Use, R1_R5};
 use crate::insn::*;
 use crate::{LoadOptions, MapRef};
-use keys::{constant_key, keys};
+use keys::{constant_key, keys, opaque_after};
 use stack::{filled, filled_flag, fold, moves_packet, spills};
 
 /// The program's structure, as `verify` found it.
@@ -466,6 +466,7 @@ impl Flow<'_> {
                 out.set(r as usize, OTHER);
             }
         }
+        out.opaque = opaque_after(i, st, u.kills | u.writes);
         // A helper may move the packet (adjust_head): forget it;
         // not bpf_map_lookup_elem (its contract, see `Helpers`). After
         // one that does move it, a packet pointer kept is one the

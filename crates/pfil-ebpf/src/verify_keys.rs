@@ -89,10 +89,9 @@ impl State {
         }
     }
 
-    /// What holds of the followed bytes on both `self` and `o`: a byte
-    /// misc on either path is misc (some path has it so), equal bytes
-    /// stay, any other is not known; a spilled constant on both paths is
-    /// the larger.
+    /// What holds of the followed bytes on both `self` and `o`: equal
+    /// bytes stay, any other is not known; a spilled constant on both
+    /// paths is the larger.
     pub(in crate::verify) fn meet_keys(&mut self, o: &State) {
         for (w, &v) in self.keys.iter_mut().zip(&o.keys) {
             if *w == v {
@@ -101,13 +100,9 @@ impl State {
             let mut m = 0;
             for b in 0..8 {
                 let (x, y) = (byte(*w, b), byte(v, b));
-                let t = if x == y {
-                    x
-                } else if x == M || y == M {
-                    M
-                } else {
-                    X
-                };
+                // (Misc on one path only is not a refusal: the kernel may
+                // prune that path, which this verifier follows.)
+                let t = if x == y { x } else { X };
                 set_byte(&mut m, b, t);
             }
             if let (Some(a), Some(b)) = (value(*w), value(v)) {
@@ -184,7 +179,18 @@ pub(super) fn keys(i: &Insn, st: &State, out: &mut State, proven: bool) {
         *w = (*w & 0xffff) | value.map_or(0, constant);
         return;
     }
-    let written = if value == Some(0) { Z } else { M };
+    // Zero where this verifier knows the number is; misc where the kernel
+    // cannot know it is (not zero here, or just loaded from the packet,
+    // the context or a map value); else not known (the kernel may know a
+    // zero this verifier does not: a filled spill, a `jset`, shifts).
+    let src = i.src as usize;
+    let written = match value {
+        Some(0) => Z,
+        Some(_) => M,
+        None if atomic => M,
+        None if i.class() == BPF_STX && (st.lo[src] > 0 || st.opaque & (1 << src) != 0) => M,
+        None => X,
+    };
     for at in at..at + size as i64 {
         let Some((k, b)) = place(at) else { continue };
         let w = &mut out.keys[k];
@@ -203,6 +209,43 @@ pub(super) fn keys(i: &Insn, st: &State, out: &mut State, proven: bool) {
         }
         *w &= !KNOWN;
         set_byte(w, b, written);
+    }
+}
+
+/// [`State::opaque`] after instruction `i` (from `st`), which writes the
+/// registers of `written`: a load from the packet, the context or a map
+/// value makes one, a copy copies it, a conditional jump (which may
+/// narrow any linked number to a constant in the kernel) clears all.
+pub(super) fn opaque_after(i: &Insn, st: &State, written: u16) -> u16 {
+    let (d, s) = (i.dst as usize, i.src as usize);
+    let mut o = st.opaque & !written;
+    match i.class() {
+        BPF_LDX if matches!(st.ty[s] & KIND, PKT | VALUE) || st.ty[s] == CTX => o |= 1 << d,
+        BPF_ALU64 if i.code == BPF_ALU64 | BPF_MOV | BPF_X && i.off == 0 && s < 10 => {
+            o = (o & !(1 << d)) | (st.opaque & (1 << s)) >> s << d;
+        }
+        // (`key & (N - 1)`: the bits kept of a number the kernel knows
+        // none of, some of them maybe set, as its tnum says too.)
+        BPF_ALU | BPF_ALU64
+            if i.op() == BPF_AND
+                && i.code & BPF_X == 0
+                && st.opaque & (1 << d) != 0
+                && kept_bits(i, st.hi[d]) != 0 =>
+        {
+            o |= 1 << d;
+        }
+        BPF_JMP | BPF_JMP32 if !matches!(i.op(), BPF_JA | BPF_CALL | BPF_EXIT) => o = 0,
+        _ => {}
+    }
+    o
+}
+
+/// The bits `d & imm` (the AND `i`) may have set, `d` at most `hi`.
+fn kept_bits(i: &Insn, hi: u64) -> u64 {
+    if i.class() == BPF_ALU {
+        ones(hi.min(u64::from(u32::MAX))) & u64::from(i.imm as u32)
+    } else {
+        ones(hi) & i.imm as i64 as u64
     }
 }
 
@@ -285,6 +328,8 @@ mod tests {
         assert!(!key_at(&st, -12, 4), "never written");
         let st = run("mov %r1, 2\nstxw [%r10-4], %r1");
         assert!(!key_at(&st, -4, 4), "misc, not zero");
+        let st = run("ldxw %r1, [%r10-16]\nstxw [%r10-4], %r1");
+        assert!(key_at(&st, -4, 4), "a number the kernel may know is zero");
         let st = run("mov %r1, 2\nstxdw [%r10-8], %r1");
         assert!(!key_at(&st, -8, 4), "8 bytes spilled, 4 read");
         assert!(key_at(&st, -4, 4), "the top of a whole spill: its value");
@@ -296,7 +341,13 @@ mod tests {
         let other = run("mov %r1, 7\nstxw [%r10-4], %r1\nmov %r1, 3\nstxw [%r10-8], %r1");
         let mut m = zero;
         m.meet_keys(&other);
-        assert!(!key_at(&m, -4, 4), "misc on one path");
+        assert!(
+            key_at(&m, -4, 4),
+            "misc on one path only: the kernel may prune it"
+        );
+        let mut m = other;
+        m.meet_keys(&other);
+        assert!(!key_at(&m, -4, 4), "misc on both paths");
         assert!(key_at(&m, -8, 4), "1 and 3: inside 4 on both");
         assert!(!key_at(&m, -8, 2), "3 is not inside 2");
         // A helper that may write memory: zero bytes not known.

@@ -35,6 +35,7 @@ impl State {
         // (Each slot's two bits: kept where both paths have the same.)
         m.slot_flags = self.slot_flags & o.slot_flags;
         m.meet_keys(o);
+        m.opaque = self.opaque & o.opaque;
         m.range = self.range.min(o.range);
         m.spilled = self.spilled & o.spilled;
         for k in 0..64 {

@@ -231,6 +231,10 @@ pub(super) struct State {
     /// The kernel's view of the first [`KEY_SLOTS`] slots' bytes, where
     /// a map key may be a constant to it (`verify_keys.rs`).
     pub keys: [u32; KEY_SLOTS],
+    /// Numbers just loaded from the context, the packet or a map value
+    /// and untouched since (no arithmetic, no compare): ones the kernel
+    /// knows nothing of either, so not a constant to it (bit `r`).
+    pub opaque: u16,
 }
 
 impl State {
@@ -254,6 +258,7 @@ impl State {
             lossy: false,
             escaped: [0; 4],
             keys: [0; KEY_SLOTS],
+            opaque: 0,
         }
     }
 
@@ -650,7 +655,7 @@ pub(super) fn alu_bound(i: &Insn, a: u64, b: u64) -> u64 {
 }
 
 /// All ones up to `v`'s highest set bit.
-fn ones(v: u64) -> u64 {
+pub(super) fn ones(v: u64) -> u64 {
     if v == 0 {
         0
     } else {

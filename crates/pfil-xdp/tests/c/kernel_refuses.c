@@ -413,6 +413,24 @@ P(array_key_two_paths) {
 		    "1: *(u32 *)(r10 - 8) = r1;", -8);
 }
 P(array_key_kept) { ARRAY_DEREF("r1 = 0; *(u32 *)(r10 - 4) = r1; call 7;", -4); }
+// Zero to the kernel and not known to this verifier, loaded by both (a
+// red team's, 2026-12-08): a 32-bit fill of a spilled 0, and a byte
+// shifted out; and a misc store on a path the kernel prunes (a byte
+// `s< 0`), met with a zero one.
+P(array_key_filled_zero) {
+	ARRAY_DEREF("r1 = 0; *(u32 *)(r10 - 8) = r1; r1 = *(u32 *)(r10 - 8);"
+		    "*(u32 *)(r10 - 12) = r1;", -12);
+}
+P(array_key_shifted_out) {
+	ARRAY_DEREF("r1 = *(u32 *)(r1 + 16); r1 &= 255; r1 <<= 56; r1 <<= 8;"
+		    "*(u32 *)(r10 - 4) = r1;", -4);
+}
+P(array_key_pruned_path) {
+	ARRAY_DEREF("r2 = *(u32 *)(r1 + 0); r3 = *(u32 *)(r1 + 4); r4 = r2; r4 += 1;"
+		    "r7 = 0; *(u32 *)(r10 - 4) = r7; if r4 > r3 goto 3f;"
+		    "r1 = *(u8 *)(r2 + 0); if r1 s< 0 goto 1f; goto 3f;"
+		    "1: r7 = 5; *(u32 *)(r10 - 4) = r7; 3:", -4);
+}
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 2);
