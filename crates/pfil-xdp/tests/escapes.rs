@@ -35,18 +35,7 @@ fn what_escaped_is_refused_or_runs_as_the_kernel_runs_it() {
             "a store into a map value (4 bytes): write into map forbidden",
         ),
     ] {
-        let e = XdpProgram::load(&obj, Some(name), 1, &[])
-            .err()
-            .unwrap_or_else(|| panic!("{name}: pfil loaded it"))
-            .to_string();
-        assert!(e.contains(why), "{name}: {e}");
-        if kernel {
-            let p = obj.program(Some(name)).unwrap();
-            assert!(
-                pfil_xdp::kernel::KernelProgram::load(&obj, p).is_err(),
-                "{name}: the kernel loads it"
-            );
-        }
+        clang::refused_by_both(&obj, name, why, kernel);
     }
     for engine in [Engine::Jit, Engine::Interpreter] {
         let p = XdpProgram::load_on(&obj, Some("ring_swapped"), 1, &[], engine)

@@ -527,18 +527,7 @@ fn what_the_kernels_type_rules_refuse_is_refused() {
              mem access 'map_value_or_null'",
         ),
     ] {
-        let e = XdpProgram::load(&obj, Some(name), 1, &[])
-            .err()
-            .unwrap_or_else(|| panic!("{name}: pfil loaded it"))
-            .to_string();
-        assert!(e.contains(why), "{name}: {e}");
-        if kernel {
-            let p = obj.program(Some(name)).unwrap();
-            assert!(
-                pfil_xdp::kernel::KernelProgram::load(&obj, p).is_err(),
-                "{name}: the kernel loads it"
-            );
-        }
+        clang::refused_by_both(&obj, name, why, kernel);
     }
     for name in [
         "dead_branch_ctx",

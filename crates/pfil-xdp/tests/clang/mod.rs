@@ -45,3 +45,20 @@ pub fn compile_with(dir: &Path, name: &str, flags: &[&str]) -> Option<PathBuf> {
         }
     }
 }
+
+/// Program `name` of `obj` is refused by pfil with a reason containing
+/// `why`, and by the kernel too where it is here (`kernel`).
+pub fn refused_by_both(obj: &pfil_xdp::Object, name: &str, why: &str, kernel: bool) {
+    let e = pfil_xdp::XdpProgram::load(obj, Some(name), 1, &[])
+        .err()
+        .unwrap_or_else(|| panic!("{name}: pfil loaded it"))
+        .to_string();
+    assert!(e.contains(why), "{name}: {e}");
+    if kernel {
+        let p = obj.program(Some(name)).unwrap();
+        assert!(
+            pfil_xdp::kernel::KernelProgram::load(obj, p).is_err(),
+            "{name}: the kernel loads it"
+        );
+    }
+}

@@ -8,16 +8,23 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
+// (lru_percpu.c runs this on other maps.)
+#ifndef LRU_TYPE
+#define LRU_TYPE BPF_MAP_TYPE_LRU_HASH
+#define LRU_COMMON 300
+#define LRU_PERCPU 200
+#endif
+
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 300);
+	__uint(type, LRU_TYPE);
+	__uint(max_entries, LRU_COMMON);
 	__type(key, __u32);
 	__type(value, __u64);
 } lru_common SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 200);
+	__uint(type, LRU_TYPE);
+	__uint(max_entries, LRU_PERCPU);
 	__uint(map_flags, BPF_F_NO_COMMON_LRU);
 	__type(key, __u32);
 	__type(value, __u64);
