@@ -494,14 +494,14 @@ impl std::fmt::Debug for XdpProgram {
 
 /// The flags the kernel sets on a map whatever its definition says: a
 /// devmap's, devmap_hash's and cpumap's values are read-only to programs
-/// (`BPF_F_RDONLY_PROG`: a lookup returns the redirect target itself),
-/// as is read-only global data (`.rodata`, frozen).
+/// (`BPF_F_RDONLY_PROG`: a lookup returns the redirect target itself).
+/// (`.rodata` has the flag in its definition, as libbpf gives it.)
 fn forced_flags(d: &crate::MapDef) -> u32 {
     let redirect = matches!(
         d.kind,
         MapType::Devmap | MapType::DevmapHash | MapType::Cpumap
     );
-    if redirect || d.readonly {
+    if redirect {
         pfil_ebpf::BPF_F_RDONLY_PROG
     } else {
         0

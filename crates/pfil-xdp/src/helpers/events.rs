@@ -169,16 +169,14 @@ pub(super) unsafe extern "C" fn ringbuf_reserve(
     };
     let worker = st.worker;
     let (start, area) = m.reserve_area(worker);
-    match events.reserve(worker, size, flags, area) {
+    // (The record starts as the kernel's does: the ring's bytes there.)
+    let e = &mut *env;
+    match events.reserve(worker, size, flags, area, move |off| {
+        e.check_mut(start + off as u64, size).ok()
+    }) {
         Some(off) => {
             state(env).reserved += 1;
-            let rec = start + off as u64;
-            // The record starts as the kernel's does: the ring's bytes
-            // there (zero, or an older record's where positions wrapped).
-            if let Ok(out) = env.check_mut(rec, size) {
-                events.previous(worker, off, out);
-            }
-            rec
+            start + off as u64
         }
         None => 0,
     }

@@ -212,13 +212,17 @@ impl Events {
     /// whose reservation area has `area` bytes: the record's offset in
     /// that area, or `None` (the helper's null) when the kernel's would
     /// fail (flags, a full ring) or the worker's reservations held at
-    /// once would pass its area.
-    pub(crate) fn reserve(
+    /// once would pass its area. `fill` gives the record's bytes for its
+    /// offset, to start as the kernel's ([`Ring::reserve`]). One lock.
+    ///
+    /// [`Ring::reserve`]: super::ring::Ring::reserve
+    pub(crate) fn reserve<'a>(
         &self,
         worker: usize,
         size: u64,
         flags: u64,
         area: usize,
+        fill: impl FnOnce(usize) -> Option<&'a mut [u8]>,
     ) -> Option<usize> {
         let Events::Buffer { ring, .. } = self else {
             return None;
@@ -233,7 +237,7 @@ impl Events {
             r.lost += 1;
             return None;
         }
-        r.reserve(worker, len, cost, area)
+        r.reserve(worker, len, cost, area, fill)
     }
 
     /// `bpf_ringbuf_submit` or `_discard` (`discard`) of `worker`'s
@@ -249,14 +253,6 @@ impl Events {
         match self {
             Events::Buffer { ring, .. } => ring.lock().commit(worker, off, discard, bytes),
             Events::Perf(_) => false,
-        }
-    }
-
-    /// What the ring holds where `worker`'s record at `off` lies, into
-    /// `out` (the record's bytes before the program writes them).
-    pub(crate) fn previous(&self, worker: usize, off: usize, out: &mut [u8]) {
-        if let Events::Buffer { ring, .. } = self {
-            ring.lock().previous(worker, off, out);
         }
     }
 

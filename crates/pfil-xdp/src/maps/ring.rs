@@ -103,13 +103,17 @@ impl Ring {
 
     /// Reserve a record of `len` bytes taking `cost` for `worker`, whose
     /// reservation area has `area` bytes: its offset in that area, or
-    /// `None` when the area is full. The caller checked it fits.
-    pub(crate) fn reserve(
+    /// `None` when the area is full. The caller checked it fits. `fill`
+    /// gives the record's bytes in the area for its offset: they get what
+    /// the kernel's record holds before the program writes it, the ring's
+    /// bytes there (zero, or an older record's where positions wrapped).
+    pub(crate) fn reserve<'a>(
         &mut self,
         worker: usize,
         len: usize,
         cost: usize,
         area: usize,
+        fill: impl FnOnce(usize) -> Option<&'a mut [u8]>,
     ) -> Option<usize> {
         if self.bump.len() <= worker {
             self.bump.resize(worker + 1, 0);
@@ -125,20 +129,14 @@ impl Ring {
         self.bump[worker] = end;
         self.held[worker] += 1;
         let at = self.prod;
+        if let Some(out) = fill(off) {
+            let n = out.len().min(len);
+            self.get(at + 8, &mut out[..n]);
+        }
         self.header(at, len, BUSY);
         self.busy.push_back((at, worker, off, len));
         self.prod += cost as u64;
         Some(off)
-    }
-
-    /// The ring's bytes at a reserved record's (`off` of `worker`) into
-    /// `out`: what the kernel's record holds before the program writes it
-    /// (zero, or an older record's bytes where the positions wrapped).
-    pub(crate) fn previous(&self, worker: usize, off: usize, out: &mut [u8]) {
-        if let Some(b) = self.busy.iter().find(|b| b.1 == worker && b.2 == off) {
-            let n = out.len().min(b.3);
-            self.get(b.0 + 8, &mut out[..n]);
-        }
     }
 
     /// The length of `worker`'s reserved record at `off`, if it holds one.
@@ -241,7 +239,7 @@ mod tests {
         }
         assert_eq!(got.len(), 20);
         assert!(got.iter().enumerate().all(|(i, v)| v == &vec![i as u8; 13]));
-        let off = r.reserve(1, 9, cost(9), 64).unwrap();
+        let off = r.reserve(1, 9, cost(9), 64, |_| None).unwrap();
         r.push(cost(3), &[&[7, 8, 9]]);
         assert!(!r.fits(cost(40)), "24 + 16 + 48 bytes pass 63");
         let mut after = Vec::new();
@@ -255,7 +253,7 @@ mod tests {
         );
         r.drain(10, cost, |v| after.push(v));
         assert_eq!(after, vec![vec![1; 9], vec![7, 8, 9]]);
-        let off = r.reserve(0, 4, cost(4), 64).unwrap();
+        let off = r.reserve(0, 4, cost(4), 64, |_| None).unwrap();
         r.abandon(0);
         assert_eq!(r.held_len(0, off), None);
         r.drain(10, cost, |v| after.push(v));
