@@ -15,9 +15,10 @@
 //!
 //! Each of the frame's first [`KEY_SLOTS`] 8-byte slots keeps, per byte
 //! (byte 0 the slot's lowest address), what the kernel's `slot_type` is:
-//! [`M`]isc (or never written) on some path, [`Z`]ero or [`S`]pilled on
-//! every path, or not known ([`X`]); and, for a spill, the largest
-//! constant any path spilled, if every path spilled one.
+//! [`M`]isc (or never written), [`Z`]ero or [`S`]pilled on every path,
+//! or not known ([`X`]: paths that differ, or what the kernel may know
+//! and this verifier does not); and, for a spill, the largest constant
+//! any path spilled, if every path spilled one.
 
 use super::super::state::*;
 use super::stack::WRITE_NONE;
@@ -127,8 +128,9 @@ impl State {
 /// the kernel's `check_stack_write_fixed_off` leaves them: a store of a
 /// scalar (or an immediate) at the start of a slot is a spill of its
 /// size, leaving the rest of the slot's bytes zero if they were and misc
-/// otherwise; any other store makes its bytes zero (a known 0) or misc,
-/// and, into a spill's slot, the slot's other bytes misc. A store whose
+/// otherwise; any other store makes its bytes zero (a known 0), misc (a
+/// number the kernel cannot know is 0) or not known, and, into a spill's
+/// slot, the slot's other bytes misc. A store whose
 /// address this verifier does not know (and does not prove outside the
 /// stack: `proven`), and a function call, lose every byte; a helper
 /// that may write memory loses those not misc.
